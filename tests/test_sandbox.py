@@ -1,0 +1,402 @@
+"""Integration tests of cwm_nb.sandbox: hostile programs against a real fork server under bubblewrap.
+
+After every hostile program: the test process is alive, nothing but the server and its one pre-forked child is
+left under the sandbox (and no process of the job uid anywhere), no file appeared outside the scratch
+directory, and a normal program still runs in the same Sandbox.
+"""
+import os, shutil, signal, socket, time
+import numpy as np
+import psutil
+import pytest
+
+from cwm_nb.sandbox import Sandbox, SandboxLimits, get_sandbox, run_in_process
+
+pytestmark = pytest.mark.timeout(120)
+
+LIMITS = SandboxLimits(wall_s=1.5, cpu_s=5, memory_mb=512, nproc=32, fsize_mb=4, output_bytes=8192)
+OUTSIDE = ["/work/main/SHOULD_NOT_EXIST", "/root/x", "/tmp/cwm_sandbox_should_not_exist", "/x_should_not_exist"]
+NORMAL = "import numpy as np\nprint(int(np.arange(4).sum()))"
+
+
+def _have_bwrap() -> bool:
+    return shutil.which("bwrap") is not None
+
+
+def _nspid(pid: int) -> int:
+    "The pid of `pid` in its innermost pid namespace."
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("NSpid:"): return int(line.split()[-1])
+    return pid
+
+
+def strays(sb: Sandbox) -> list:
+    "Processes left by the last job: the server's descendants except its pre-forked child, and any job-uid process."
+    info = sb.ping()   # the server answers only after the previous job's cleanup finished
+    srv = psutil.Process(sb.server_pid)
+    bad = [p for p in srv.children(recursive=True) if _nspid(p.pid) != info["idle"]]
+    uid = sb.protections.get("job_uid")
+    if uid is not None:
+        idle = {p.pid for p in srv.children() if _nspid(p.pid) == info["idle"]}
+        for p in psutil.process_iter(["uids"]):
+            u = p.info["uids"]
+            if u is not None and uid in (u.real, u.effective) and p.pid not in idle: bad.append(p)
+    if sb.isolation == "bwrap":   # the outer bwrap has exactly one child: the server
+        bad += [p for p in psutil.Process(sb._proc.pid).children() if p.pid != sb.server_pid]
+    return bad
+
+
+@pytest.fixture(scope="module", autouse=True)
+def secret_env():
+    old = os.environ.get("OPENAI_API_KEY")
+    os.environ["OPENAI_API_KEY"] = "sk-test-secret"   # set before any server starts
+    yield
+    if old is None: os.environ.pop("OPENAI_API_KEY", None)
+    else: os.environ["OPENAI_API_KEY"] = old
+
+
+@pytest.fixture(scope="module", params=["bwrap", "none"])
+def module_sandbox(request, secret_env):
+    if request.param == "bwrap" and not _have_bwrap(): pytest.skip("bubblewrap is not installed")
+    sb = Sandbox(LIMITS, isolation=request.param)
+    assert sb.isolation == request.param
+    yield sb
+    server = sb.server_pid
+    sb.close()
+    time.sleep(0.2)
+    assert not psutil.pid_exists(server), "close() left the server running"
+
+
+@pytest.fixture
+def sb(module_sandbox):
+    "The module's sandbox, checked after the test: alive, no strays, no files outside, still works."
+    for p in OUTSIDE: assert not os.path.exists(p), f"{p} exists before the test"
+    yield module_sandbox
+    assert psutil.Process(os.getpid()).is_running()
+    left = strays(module_sandbox)
+    assert not left, f"processes left behind: {[(p.pid, p.name()) for p in left]}"
+    for p in OUTSIDE: assert not os.path.exists(p), f"a program created {p}"
+    r = module_sandbox.run(NORMAL)
+    assert r.ok and r.stdout == "6\n", (r.error, r.stdout)
+
+
+def bwrap_only(sb):
+    if sb.isolation != "bwrap": pytest.skip("needs bubblewrap isolation")
+
+
+# --- endless programs -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("src", [
+    "while True:\n    pass",
+    "x = 0\nwhile True:\n    try:\n        x += 1\n    except BaseException:\n        pass",
+    "import signal\nfor s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGALRM):\n"
+    "    signal.signal(s, signal.SIG_IGN)\nwhile True:\n    pass",
+], ids=["loop", "catch-BaseException", "ignore-signals"])
+def test_endless_programs_time_out(sb, src):
+    t = time.monotonic()
+    r = sb.run(src)
+    assert not r.ok and r.error["kind"] == "timeout", r.error
+    assert LIMITS.wall_s <= time.monotonic() - t < LIMITS.wall_s + 1.5
+
+
+def test_cpu_limit(sb):
+    r = sb.run("while True: pass", limits=SandboxLimits(wall_s=5, cpu_s=1))
+    assert r.error["kind"] == "cpu", r.error
+    assert r.wall_s < 3.5
+
+
+# --- resources --------------------------------------------------------------------------------------------------
+
+def test_memory_bomb(sb):
+    before = psutil.Process().memory_info().rss
+    r = sb.run("chunks = []\nwhile True:\n    chunks.append(bytearray(10 ** 7))")
+    assert r.error["kind"] == "memory" and r.error["line"] == 3, r.error
+    assert psutil.Process().memory_info().rss < before + 100 * 2 ** 20
+    assert sb.run("x = bytearray(2 ** 40)").error["kind"] == "memory"
+
+
+def test_fork_storm(sb):
+    if not sb.protections["nproc_enforced"]:   # e.g. isolation='none' as root: the storm would fill the machine
+        pytest.skip("RLIMIT_NPROC does not hold in this mode (see the notebook)")
+    r = sb.run("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass")
+    assert r.error["kind"] in ("timeout", "killed"), r.error
+    # the storm stops at RLIMIT_NPROC instead of filling the machine
+    r = sb.run("import os\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            import time\n"
+               "            time.sleep(100)\n        n += 1\nexcept OSError as e:\n    print(n, e.errno)")
+    assert r.ok, r.error
+    n, errno = map(int, r.stdout.split())
+    assert n < LIMITS.nproc and errno == 11, r.stdout
+
+
+def test_file_size_limit(sb):
+    r = sb.run("open('big', 'wb').write(b'x' * (8 * 2 ** 20))")
+    assert r.error["kind"] == "exception" and "File too large" in r.error["message"], r.error
+
+
+def test_output_flood(sb):
+    t = time.monotonic()
+    r = sb.run("while True:\n    print('spam ' * 200)")
+    assert r.error["kind"] == "output_limit", r.error
+    assert time.monotonic() - t < 1.0 and len(r.stdout.encode()) <= LIMITS.output_bytes
+    r = sb.run("import os\nwhile True:\n    os.write(2, b'x' * 4096)")
+    assert r.error["kind"] == "output_limit"
+
+
+# --- processes --------------------------------------------------------------------------------------------------
+
+def test_children_left_running(sb):
+    r = sb.run("import subprocess\np = subprocess.Popen(['sleep', '1000'])\nprint(p.pid > 0)")
+    assert r.ok and r.stdout == "True\n", r.error
+
+
+def test_double_fork_setsid_escapes_are_swept(sb):
+    src = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(1000)\n"
+           "    os._exit(0)\ntime.sleep(0.1)\nprint('parent done')")
+    r = sb.run(src)
+    assert r.ok and r.stdout == "parent done\n", r.error
+    r = sb.run(src.replace("print('parent done')", "while True: pass"))   # escapes, then a timeout
+    assert r.error["kind"] == "timeout"
+
+
+def test_os_exit(sb):
+    r = sb.run("import os\nos._exit(3)")
+    assert r.error["kind"] == "killed" and "exit status 3" in r.error["message"], r.error
+
+
+def test_sys_exit(sb):
+    r = sb.run("import sys\n\nsys.exit(0)")
+    assert r.error["kind"] == "exception" and r.error["line"] == 3 and "sys.exit" in r.error["message"], r.error
+
+
+def test_kill_by_signal(sb):
+    r = sb.run("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)")
+    assert r.error["kind"] == "killed" and "SIGSEGV" in r.error["message"], r.error
+
+
+def test_kill_parent_and_everyone_under_bwrap(sb):
+    bwrap_only(sb)
+    restarts = sb.restarts
+    for src in ["import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nprint('alive')",
+                "import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError:\n    pass\nprint('alive')"]:
+        r = sb.run(src)
+        assert r.error is None or r.error["kind"] == "exception", r.error
+        assert sb.restarts == restarts, "the program could kill the server"
+
+
+def test_kill_parent_without_bwrap_restarts_the_server(sb):
+    if sb.isolation != "none" or sb.protections.get("job_uid") is not None:
+        pytest.skip("only where a job can signal its server (isolation='none', same uid)")
+    restarts = sb.restarts
+    r = sb.run("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nimport time\ntime.sleep(5)")
+    assert r.error["kind"] == "server_died", r.error
+    assert sb.run(NORMAL).ok and sb.restarts == restarts + 1
+
+
+def test_server_killed_from_outside_mid_job(sb):
+    restarts, old = sb.restarts, sb.server_pid
+    sb.put_data("d", {"obs": [np.zeros(2, np.float32)], "actions": [np.int64(1)]})
+    import threading
+    threading.Timer(0.3, lambda: os.kill(old, signal.SIGKILL)).start()
+    r = sb.run("import time\ntime.sleep(1)")
+    assert r.error["kind"] == "server_died", r.error
+    r = sb.run("class Environment:\n    def set_state(self, s): self.s = s\n    def step(self, a): return self.s, 1.0, False",
+               "cwm_nb.sandbox:cwm_predict", data_key="d")   # the data was re-sent to the new server
+    assert r.ok and r.value == {"predictions": [[[0.0, 0.0], 1.0, False]]}, r.error
+    assert sb.restarts == restarts + 1 and sb.server_pid != old and not psutil.pid_exists(old)
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "none"])
+def test_parent_killed_mid_job_leaves_nothing(mode):
+    if mode == "bwrap" and not _have_bwrap(): pytest.skip("bubblewrap is not installed")
+    import subprocess, sys
+    code = ("import os, threading\nfrom cwm_nb.sandbox import Sandbox\ns = Sandbox(isolation=%r)\n"
+            "print(s.server_pid, flush=True)\nthreading.Timer(0.5, lambda: os.kill(os.getpid(), 9)).start()\n"
+            "s.run('import subprocess, time\\nsubprocess.Popen([\"sleep\", \"4321\"])\\ntime.sleep(5)')\n") % mode
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert p.returncode == -9, p.stderr
+    server = int(p.stdout.split()[0])
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        alive = [q for q in psutil.process_iter(["cmdline", "status"]) if q.info["status"] != psutil.STATUS_ZOMBIE
+                 and (q.pid == server or (q.info["cmdline"] or [])[-1:] == ["4321"])]
+        if not alive: break
+        time.sleep(0.1)
+    assert not alive, [(q.pid, q.info["cmdline"]) for q in alive]
+
+
+# --- isolation --------------------------------------------------------------------------------------------------
+
+def test_writes_outside_scratch(sb):
+    bwrap_only(sb)   # isolation='none' does not protect the filesystem (see the notebook)
+    src = ("import os\nout = []\nfor p in %r:\n    try:\n        open(p, 'w').write('x')\n        out.append('wrote')\n"
+           "    except OSError as e:\n        out.append(type(e).__name__)\nopen('inside.txt', 'w').write('ok')\n"
+           "print(out, open(os.path.join(os.getcwd(), 'inside.txt')).read())") % (OUTSIDE,)
+    r = sb.run(src)
+    assert r.ok and r.stdout.strip().endswith("ok"), (r.error, r.stdout)
+    if sb.isolation == "bwrap":   # read-only root; /root and /tmp are the sandbox's own empty tmpfs
+        out = eval(r.stdout.rsplit(" ", 1)[0])
+        assert out[0] == out[3] == "OSError" and "wrote" not in out[:2], out
+
+
+def test_no_network(sb):
+    if not sb.protections["network_cut"]: pytest.skip("this mode leaves the network open")
+    srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(8); srv.setblocking(False)
+    port = srv.getsockname()[1]
+    try:
+        r = sb.run("import socket\ns = socket.socket()\ns.settimeout(1)\ns.connect(('127.0.0.1', %d))\nprint('connected')" % port)
+        assert r.error["kind"] == "exception" and r.error["exc_type"] in ("ConnectionRefusedError", "OSError"), r.error
+        assert "connected" not in r.stdout
+        with pytest.raises(BlockingIOError): srv.accept()   # nothing ever arrived
+        r = sb.run("import socket\nsocket.create_connection(('pypi.org', 443), timeout=1)")
+        assert r.error["kind"] == "exception", r.error
+    finally:
+        srv.close()
+
+
+def test_secrets_not_visible(sb):
+    assert os.environ["OPENAI_API_KEY"] == "sk-test-secret"
+    r = sb.run("import os, glob\nleak = [k for k in os.environ if 'KEY' in k or 'sk-test' in os.environ[k]]\n"
+               "for f in glob.glob('/proc/*/environ'):\n    try:\n        leak += ['proc'] if b'sk-test' in open(f, 'rb').read() else []\n"
+               "    except OSError:\n        pass\nprint(leak, sorted(os.environ))")
+    assert r.ok and r.stdout.startswith("[] "), (r.error, r.stdout)
+    if sb.isolation == "bwrap":
+        r = sb.run("import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))")
+        assert max(eval(r.stdout)) < 100, r.stdout   # only the sandbox's own processes are visible
+
+
+# --- wrong programs ---------------------------------------------------------------------------------------------
+
+def test_syntax_error_names_the_line(sb):
+    r = sb.run("import numpy as np\n\nclass Environment:\n    def step(self, a)\n        return a\n")
+    assert r.error["kind"] == "syntax" and r.error["line"] == 4, r.error
+    assert r.error["source_line"] == "def step(self, a)"
+
+
+def test_missing_environment(sb):
+    sb.put_data("one", {"obs": [np.zeros(2, np.float32)], "actions": [np.int64(0)]})
+    r = sb.run("class Env:\n    pass", "cwm_nb.sandbox:cwm_predict", data_key="one")
+    assert r.error["kind"] == "no_environment", r.error
+
+
+LIAR = """
+import numpy as np
+class Yes(float):
+    def __eq__(self, other): return True
+    __hash__ = float.__hash__
+class Long(list):
+    def __len__(self): return 4
+    def __eq__(self, other): return True
+class Environment:
+    def set_state(self, s): self.s = s
+    def step(self, a):
+        if a == 0: return Long([0.0]), 1.0, False
+        return self.s, Yes(1.0), False
+"""
+
+
+def test_lying_return_values(sb):
+    sb.put_data("liar", {"obs": [np.zeros(4, np.float32)] * 2, "actions": [np.int64(1), np.int64(0)]})
+    r = sb.run(LIAR, "cwm_nb.sandbox:cwm_predict", data_key="liar")
+    assert r.error["kind"] == "exception" and r.error["index"] == 0 and "not Yes" in r.error["message"], r.error
+    assert r.error["source_line"] == "def step(self, a):"
+    sb.put_data("liar0", {"obs": [np.zeros(4, np.float32)], "actions": [np.int64(0)]})
+    r = sb.run(LIAR, "cwm_nb.sandbox:cwm_predict", data_key="liar0")
+    assert r.error["kind"] == "exception" and "type Long" in r.error["message"], r.error
+
+
+def test_exception_blames_program_line_and_transition(sb):
+    sb.put_data("three", {"obs": [np.zeros(2, np.float32)] * 3, "actions": [np.int64(0), np.int64(1), np.int64(2)]})
+    src = "class Environment:\n    def set_state(self, s): self.s = s\n    def step(self, a):\n        return self.s, 1.0 / (2 - int(a)), False\n"
+    r = sb.run(src, "cwm_nb.sandbox:cwm_predict", data_key="three")
+    e = r.error
+    assert (e["kind"], e["index"], e["line"], e["exc_type"]) == ("exception", 2, 4, "ZeroDivisionError"), e
+    assert "transition 2" in e["message"] and "line 4" in e["message"]
+    r = sb.run(src, "cwm_nb.sandbox:cwm_predict", {"n": 2}, data_key="three")
+    assert r.ok and [p[1] for p in r.value["predictions"]] == [0.5, 1.0]
+
+
+# --- the happy path ---------------------------------------------------------------------------------------------
+
+CARTPOLE = """
+import math
+import numpy as np
+class Environment:
+    def set_state(self, s): self.s = np.asarray(s, dtype=np.float64)
+    def step(self, action):
+        x, x_dot, th, th_dot = (float(v) for v in self.s)
+        f = 10.0 if int(action) == 1 else -10.0
+        c, s = math.cos(th), math.sin(th)
+        tmp = (f + 0.05 * th_dot ** 2 * s) / 1.1
+        tha = (9.8 * s - c * tmp) / (0.5 * (4.0 / 3.0 - 0.1 * c ** 2 / 1.1))
+        xa = tmp - 0.05 * tha * c / 1.1
+        x, x_dot, th, th_dot = x + 0.02 * x_dot, x_dot + 0.02 * xa, th + 0.02 * th_dot, th_dot + 0.02 * tha
+        self.s = np.array([x, x_dot, th, th_dot])
+        done = bool(abs(x) > 2.4 or abs(th) > 12 * 2 * math.pi / 360)
+        return self.s.astype(np.float32), 1.0, done
+"""
+
+
+def test_cwm_predict_matches_gymnasium_and_in_process(sb):
+    import gymnasium as gym
+    env = gym.make("CartPole-v1"); obs, _ = env.reset(seed=1); rng = np.random.default_rng(1)
+    O, A, NO, D = [], [], [], []
+    for _ in range(200):
+        a = np.int64(rng.integers(2)); nobs, r, term, trunc, _ = env.step(int(a))
+        O.append(obs); A.append(a); NO.append(nobs); D.append(term)
+        obs = env.reset()[0] if term or trunc else nobs
+    data = {"obs": O, "actions": A}
+    sb.put_data("cartpole", data)
+    r = sb.run(CARTPOLE, "cwm_nb.sandbox:cwm_predict", data_key="cartpole")
+    assert r.ok, r.error
+    assert r.value == run_in_process(CARTPOLE, "cwm_nb.sandbox:cwm_predict", data=data).value
+    pred = r.value["predictions"]
+    assert np.allclose([p[0] for p in pred], NO, rtol=1e-5, atol=1e-5)
+    assert [p[2] for p in pred] == D and all(type(p[1]) is float for p in pred)
+    plain = {"obs": np.array(O).tolist(), "actions": np.array(A).tolist(), "obs_dtype": "<f4", "action_dtype": "<i8"}
+    sb.put_data("cartpole-plain", plain)
+    assert sb.run(CARTPOLE, "cwm_nb.sandbox:cwm_predict", data_key="cartpole-plain").value == r.value
+
+
+def test_call_function_and_stdout(sb):
+    r = sb.run("def add(a, b):\n    print('adding')\n    return {'sum': a + b, 'arr': __import__('numpy').ones(2)}",
+               "cwm_nb.sandbox:call_function", {"name": "add", "args": [2, 3]})
+    assert r.ok and r.value == {"sum": 5, "arr": [1.0, 1.0]} and r.stdout == "adding\n", r.error
+    assert r.isolation == sb.isolation
+
+
+def test_program_is_not_a_file_and_not_main(sb):
+    r = sb.run("import sys\nprint(__name__, __file__ if '__file__' in dir() else None)\n"
+               "if __name__ == '__main__':\n    raise SystemExit('ran the main block')")
+    assert r.ok and r.stdout == "__cwm_program__ None\n", (r.error, r.stdout)
+
+
+def test_get_sandbox_is_shared():
+    if not _have_bwrap(): pytest.skip("bubblewrap is not installed")
+    a, b = get_sandbox(), get_sandbox()
+    assert a is b and a.isolation == "bwrap" and a.run("print(1)").stdout == "1\n"
+
+
+def test_bwrap_mode_protections(module_sandbox):
+    bwrap_only(module_sandbox)
+    p = module_sandbox.protections
+    assert p["network_cut"] and p["read_only_root"] and p["pid_namespace"] and p["env_cleared"]
+    if os.geteuid() == 0: assert p["job_uid"] not in (None, 0) and p["nproc_enforced"]
+
+
+# --- choosing the isolation mode --------------------------------------------------------------------------------
+
+def test_auto_falls_back_to_none_with_a_warning(tmp_path, monkeypatch):
+    from cwm_nb.core import CwmNbError
+    fake = tmp_path / "bwrap"   # a bwrap that cannot create namespaces
+    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"); fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    with pytest.warns(RuntimeWarning, match="falling back to isolation='none'"):
+        sb = Sandbox(LIMITS, isolation="auto")
+    try:
+        assert sb.isolation == "none" and sb.run("print(1)").isolation == "none"
+    finally: sb.close()
+    with pytest.raises(CwmNbError, match="Permission denied"): Sandbox(LIMITS, isolation="bwrap")
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(CwmNbError, match="not installed"): Sandbox(LIMITS, isolation="bwrap")
+    with pytest.warns(RuntimeWarning, match="WITHOUT kernel isolation"):
+        Sandbox(LIMITS, isolation="auto").close()
