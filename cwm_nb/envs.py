@@ -56,7 +56,7 @@ def get_env_spec(
     elif by_case or close: hint = f" (did you mean {(by_case or close)[0]!r}?)"
     raise CwmNbError(f"unknown environment {name!r}{hint}; known environments: {', '.join(REGISTRY)}",
                      "pass one of the known names; they are the paper's ids (e.g. 'CartPole-v1'), "
-                     "see `cwm_nb.envs.env_names()`")
+                     "run `cwm-nb envs` (or `cwm_nb.envs.env_names()`) to list them")
 
 # %% ../nbs/03_envs.ipynb #5336f2ae
 def make_env(

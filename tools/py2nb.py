@@ -35,6 +35,15 @@ def convert(src: str) -> nbformat.NotebookNode:
     nb.cells = cells
     return nb
 
+def keep_ids(nb, dst: str):
+    "Reuse the cell ids of an existing notebook position by position, so regenerating it does not churn diffs."
+    import os
+    if not os.path.exists(dst): return nb
+    old = nbformat.read(dst, as_version=4)
+    for new_c, old_c in zip(nb.cells, old.cells):
+        if "id" in old_c: new_c["id"] = old_c["id"]
+    return nb
+
 if __name__ == "__main__":
     src, dst = sys.argv[1], sys.argv[2]
-    nbformat.write(convert(open(src).read()), dst)
+    nbformat.write(keep_ids(convert(open(src).read()), dst), dst)
