@@ -1,0 +1,121 @@
+"""End to end: the `cwm-nb` command line, papermill runs of the experiment notebook, the embedded model,
+resume after a kill, and clear errors for bad input."""
+import json, os, signal, sqlite3, subprocess, sys, time
+from pathlib import Path
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = str(Path(sys.executable).parent/"cwm-nb")
+PROGRAMS = Path(__file__).parent/"programs"
+
+def cli(*args, env=None, timeout=900):
+    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
+
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory):
+    "One cache folder per test session for the assembled model file (the LLM response caches are per test)."
+    return tmp_path_factory.mktemp("cwm_nb_cache")
+
+@pytest.fixture
+def cache_env(tmp_path_factory, model_cache):
+    "A fresh LLM response cache (so model calls really happen) sharing the session's assembled model file."
+    d = tmp_path_factory.mktemp("llmcache")
+    return {**os.environ, "CWM_NB_CACHE": str(model_cache), "CWM_NB_LLM_CACHE": str(d/"llm_cache.sqlite")}
+
+def _tree_nodes(rd: Path):
+    return json.loads((rd/"tree.json").read_text())
+
+def test_main_job_embedded_end_to_end_then_cached_rerun(tmp_path, cache_env):
+    r1 = cli("run", "cwmb", "--env", "CartPole-v1", "--method", "gif-mcts", "--model", "embedded",
+             "--budget", 2, "--seed", 0, "--out", tmp_path/"a", env=cache_env)
+    assert r1.returncode == 0, r1.stderr[-3000:]
+    rd = tmp_path/"a"/"cwmb"/"CartPole-v1"/"gif-mcts"/"embedded"/"seed0"
+    for f in ("notebook.ipynb", "program.py", "tree.json", "metrics.json", "search.png", "search.pdf"):
+        assert (rd/f).exists(), f
+    m = json.loads((rd/"metrics.json").read_text())
+    for k in ("env", "method", "model", "budget", "seed", "llm_calls", "prompt_tokens", "completion_tokens",
+              "accuracy", "exact_replay", "best_value_per_call", "wall_s"):
+        assert k in m, k
+    # the non-default budget reached the notebook: papermill found the tagged parameters cell
+    assert m["budget"] == 2 and 1 <= m["llm_calls"] <= 2 and m["model_calls"] == m["llm_calls"]
+    assert len(m["best_value_per_call"]) == m["llm_calls"] and m["prompt_tokens"] > 0
+    nb = json.loads((rd/"notebook.ipynb").read_text())
+    assert any("injected-parameters" in c.get("metadata", {}).get("tags", []) for c in nb["cells"])
+    # same seed, same cache, another results folder: zero model calls and the same tree
+    r2 = cli("run", "cwmb", "--env", "CartPole-v1", "--model", "embedded", "--budget", 2, "--seed", 0,
+             "--out", tmp_path/"b", env=cache_env)
+    assert r2.returncode == 0, r2.stderr[-3000:]
+    rd2 = tmp_path/"b"/"cwmb"/"CartPole-v1"/"gif-mcts"/"embedded"/"seed0"
+    m2 = json.loads((rd2/"metrics.json").read_text())
+    assert m2["model_calls"] == 0 and m2["cached_calls"] == m["llm_calls"]
+    assert _tree_nodes(rd2) == _tree_nodes(rd)
+    assert (rd2/"program.py").read_text() == (rd/"program.py").read_text()
+    # a complete run is skipped
+    r3 = cli("run", "cwmb", "--model", "embedded", "--budget", 2, "--out", tmp_path/"b", env=cache_env)
+    assert r3.returncode == 0 and "skipped" in r3.stderr
+
+def _cache_rows(path: Path) -> int:
+    if not path.exists(): return 0
+    with sqlite3.connect(path) as c:
+        return c.execute("select count(*) from completions").fetchone()[0]
+
+def test_killed_run_resumes_without_repeating_calls(tmp_path, cache_env):
+    budget = 3
+    args = [CLI, "run", "cwmb", "--model", "embedded", "--budget", str(budget), "--seed", "1", "--out", str(tmp_path)]
+    ckpt = tmp_path/"cwmb"/"CartPole-v1"/"gif-mcts"/"embedded"/"seed1"/"checkpoint.json"
+    p = subprocess.Popen(args, env=cache_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True, cwd=ROOT)
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        if ckpt.exists():
+            try:
+                if json.loads(ckpt.read_text())["llm_calls"] >= 1: break
+            except (ValueError, KeyError): pass
+        if p.poll() is not None: break
+        time.sleep(0.2)
+    os.killpg(p.pid, signal.SIGKILL); p.wait()
+    done_before = json.loads(ckpt.read_text())["llm_calls"]
+    assert 1 <= done_before < budget, "the run was not killed part-way"
+    rows_before = _cache_rows(Path(cache_env["CWM_NB_LLM_CACHE"]))
+    r = cli("run", "cwmb", "--model", "embedded", "--budget", budget, "--seed", 1, "--out", tmp_path, env=cache_env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = json.loads((ckpt.parent/"metrics.json").read_text())
+    assert m["llm_calls"] == budget or m["accuracy"] >= 1.0
+    # calls answered before the kill were not asked again: the resumed run asked only for the rest
+    assert m["model_calls"] + m["cached_calls"] == m["llm_calls"] - done_before
+    assert _cache_rows(Path(cache_env["CWM_NB_LLM_CACHE"])) == rows_before + m["model_calls"]
+
+def test_eval_program_json_correct_and_wrong():
+    r = cli("eval-program", "--env", "CartPole-v1", PROGRAMS/"cartpole_correct.py", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["accuracy"] == 1.0 and d["exact_replay"] == 1.0 and d["n_transitions"] > 0 and d["error"] is None
+    r = cli("eval-program", "--env", "CartPole-v1", PROGRAMS/"cartpole_15deg.py", "--json")
+    d = json.loads(r.stdout)
+    assert d["accuracy"] < 1.0
+
+def test_unknown_environment_is_a_clear_error(tmp_path):
+    r = cli("run", "cwmb", "--env", "NoSuchEnv-v0", "--out", tmp_path)
+    assert r.returncode == 2 and "NoSuchEnv-v0" in r.stderr and "What to do" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = cli("eval-program", "--env", "NoSuchEnv-v0", PROGRAMS/"cartpole_correct.py")
+    assert r.returncode == 2 and "cwm-nb envs" in r.stderr
+
+def test_missing_program_file_is_a_clear_error(tmp_path):
+    r = cli("eval-program", "--env", "CartPole-v1", tmp_path/"nope.py")
+    assert r.returncode == 2 and "nope.py" in r.stderr and "Traceback" not in r.stderr
+
+def test_unreachable_endpoint_is_a_clear_error(tmp_path, cache_env):
+    import socket
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()  # a closed port
+    url = f"http://127.0.0.1:{port}/v1"
+    r = cli("run", "cwmb", "--model", "openai:gpt-4o", "--base-url", url, "--budget", 1, "--out", tmp_path, env=cache_env)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert url in r.stderr and "Traceback" not in r.stderr
+
+def test_wrong_parameter_type_is_a_clear_error(tmp_path):
+    from cwm_nb.core import CwmNbError
+    from cwm_nb.experiments import run_notebook
+    with pytest.raises(CwmNbError, match="must be int"):
+        run_notebook("cwmb", dict(budget="3", out=str(tmp_path)), tmp_path/"nb.ipynb", stream=False)
+    assert not (tmp_path/"nb.ipynb").exists()
