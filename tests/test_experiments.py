@@ -69,12 +69,13 @@ def test_killed_run_resumes_without_repeating_calls(tmp_path, cache_env):
     while time.time() < deadline:
         if ckpt.exists():
             try:
-                if json.loads(ckpt.read_text())["llm_calls"] >= 1: break
+                if json.loads(ckpt.read_text())["calls"] >= 1: break
             except (ValueError, KeyError): pass
         if p.poll() is not None: break
         time.sleep(0.2)
+    assert p.poll() is None, "the run ended before it could be killed"
     os.killpg(p.pid, signal.SIGKILL); p.wait()
-    done_before = json.loads(ckpt.read_text())["llm_calls"]
+    done_before = json.loads(ckpt.read_text())["calls"]
     assert 1 <= done_before < budget, "the run was not killed part-way"
     rows_before = _cache_rows(Path(cache_env["CWM_NB_LLM_CACHE"]))
     r = cli("run", "cwmb", "--model", "embedded", "--budget", budget, "--seed", 1, "--out", tmp_path, env=cache_env)
