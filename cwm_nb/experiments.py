@@ -13,8 +13,9 @@ from .core import (CwmNbError, Program, atomic_write_bytes, atomic_write_json, a
                          project_root, to_plain)
 
 # %% auto #0
-__all__ = ['METHODS', 'CWMB_PARAMS', 'safe_name', 'run_dir', 'is_complete', 'check_params', 'RunOutput', 'run_cwmb_search',
-           'plot_run', 'save_figure', 'write_metrics', 'experiments_dir', 'run_notebook', 'build_parser', 'main']
+__all__ = ['METHODS', 'RUN_SETTINGS', 'CWMB_PARAMS', 'safe_name', 'run_dir', 'is_complete', 'check_run_settings', 'check_params',
+           'RunOutput', 'default_max_tokens', 'run_cwmb_search', 'plot_run', 'save_figure', 'write_metrics',
+           'experiments_dir', 'run_notebook', 'build_parser', 'main']
 
 # %% ../nbs/13_experiments.ipynb #f1fa0d8b
 METHODS = ("gif-mcts",)  # more methods (worldcoder, zero-shot-cot, ablations) are added by 09_baselines
@@ -23,16 +24,37 @@ def safe_name(name: str) -> str:
     "A folder-safe version of a model or environment name: anything but letters, digits, `.`, `_`, `-` becomes `_`."
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "_"
 
-def run_dir(out: str | Path, suite: str, env: str, method: str, model: str, seed: int) -> Path:
-    "Directory of one run: `<out>/<suite>/<env>/<method>/<model>/seed<seed>`."
-    return Path(out)/suite/safe_name(env)/safe_name(method)/safe_name(model)/f"seed{int(seed)}"
+def run_dir(out: str | Path, suite: str, env: str, method: str, model: str, seed: int,
+            paper_compat: bool = False) -> Path:
+    "Directory of one run: `<out>/<suite>/<env>/<method>[-paper-compat]/<model>/seed<seed>`."
+    m = method + ("-paper-compat" if paper_compat else "")
+    return Path(out)/suite/safe_name(env)/safe_name(m)/safe_name(model)/f"seed{int(seed)}"
 
 def is_complete(rd: Path) -> bool:
     "True when `rd/metrics.json` exists and says the run finished."
     try: return json.loads((Path(rd)/"metrics.json").read_text()).get("status") == "complete"
     except (OSError, ValueError): return False
 
-# %% ../nbs/13_experiments.ipynb #a914a8d2
+# %% ../nbs/13_experiments.ipynb #9c69fdab
+RUN_SETTINGS = ("env", "method", "model", "paper_compat", "max_tokens", "base_url")
+
+def check_run_settings(rd: Path, params: dict) -> str:
+    "What to do with run folder `rd` for `params`: 'new', 'skip' (complete, same settings) or 'resume'. Raises `CwmNbError` on a clash."
+    f = Path(rd)/"settings.json"
+    if not f.exists(): return "new"
+    try: old = json.loads(f.read_text())
+    except ValueError: raise CwmNbError(f"{f} is not valid JSON", f"delete {rd} or rerun with --force") from None
+    clash = [k for k in RUN_SETTINGS if k in old and k in params and old[k] != params[k]]
+    if "budget" in old and params.get("budget", old["budget"]) < old["budget"]: clash.append("budget")
+    if clash:
+        was = ", ".join(f"{k}={old.get(k)!r}" for k in clash)
+        now = ", ".join(f"{k}={params.get(k)!r}" for k in clash)
+        raise CwmNbError(f"{rd} holds a run made with {was}; this one asks for {now}",
+                         "pass another --out to keep both, or --force to delete that run and start over")
+    if is_complete(rd) and params.get("budget", old.get("budget")) == old.get("budget"): return "skip"
+    return "resume"
+
+# %% ../nbs/13_experiments.ipynb #3107eec3
 CWMB_PARAMS: dict[str, type | tuple] = dict(env=str, method=str, model=str, budget=int, seed=int, out=str,
                                             base_url=str, paper_compat=bool, max_tokens=int)
 
@@ -50,7 +72,7 @@ def check_params(params: dict, schema: dict = CWMB_PARAMS) -> dict:
         raise CwmNbError(f"budget must be at least 1, got {params['budget']}", "pass --budget 1 or more")
     return params
 
-# %% ../nbs/13_experiments.ipynb #4cf9eb91
+# %% ../nbs/13_experiments.ipynb #cfda81d9
 @dataclass
 class RunOutput:
     "What one CWMB search produced (all JSON-safe except `search`, the method's own result object)."
@@ -70,6 +92,10 @@ def _make_method(method: str, llm, evaluate, description: str, seed: int, checkp
                                 progress=progress)
     raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
 
+def default_max_tokens(model: str) -> int:
+    "Completion cap per call when none is given: 400 tokens for the small embedded model (its answers are short and slow), the paper's 1500 otherwise (spec §4.10)."
+    return 400 if model == "embedded" else 1500
+
 def run_cwmb_search(
     env: str = "CartPole-v1",    # benchmark environment name (`cwm-nb envs` lists them)
     method: str = "gif-mcts",    # search method
@@ -79,7 +105,7 @@ def run_cwmb_search(
     out: str | Path = "results", # results root
     base_url: str = "",          # OpenAI-compatible endpoint for `provider:name` models
     paper_compat: bool = False,  # reproduce the original code's behaviour (spec §10) instead of the fixes
-    max_tokens: int = 400,       # completion cap per LLM call (tokens)
+    max_tokens: int = 0,         # completion cap per LLM call (tokens); 0: 400 for the embedded model, else the paper's 1500
     buffer_path: str | Path | None = None,  # replay buffer file; default: the project's shipped buffer
     llm=None,                    # an `LLM` to use instead of resolving `model` (tests)
     progress: bool = True,       # show a progress bar
@@ -92,7 +118,13 @@ def run_cwmb_search(
     if method not in METHODS: raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
     envs.get_env_spec(env)  # unknown environment -> clear error before any work
     t0 = time.perf_counter()
-    rd = run_dir(out, "cwmb", env, method, model, seed); rd.mkdir(parents=True, exist_ok=True)
+    if max_tokens <= 0: max_tokens = default_max_tokens(model)
+    rd = run_dir(out, "cwmb", env, method, model, seed, paper_compat)
+    settings = dict(env=env, method=method, model=model, budget=budget, seed=seed, paper_compat=paper_compat,
+                    max_tokens=max_tokens, base_url=base_url)
+    check_run_settings(rd, settings)
+    rd.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(rd/"settings.json", settings)
     buf = replay.load_buffer(env, buffer_path)
     description = envs.describe_env(env)
     if llm is None: llm = llm_mod.get_llm(model, base_url=base_url or None)
@@ -109,16 +141,18 @@ def run_cwmb_search(
         suite="cwmb", env=env, method=method, model=model, budget=budget, seed=seed, paper_compat=paper_compat,
         llm_calls=res.llm_calls, model_calls=u.calls, cached_calls=u.cached_calls,
         prompt_tokens=res.prompt_tokens, completion_tokens=res.completion_tokens,
-        cost_usd=getattr(u, "cost_usd", None),
+        cost_usd=getattr(u, "cost_usd", None), max_tokens=max_tokens,
+        best_is_bug=bool(final.bug) if final else True, best_error=final.error if final else "no program",
         accuracy=final.accuracy if final else 0.0, mean_accuracy=final.mean_accuracy if final else 0.0,
         exact_replay=final.exact_replay if final else 0.0,
         components=final.components if final else {}, best_value=res.best_value,
         best_value_per_call=list(res.best_value_per_call), n_transitions=len(buf),
         program_sha256=Program(res.best_program or "").sha256, sandbox=sandbox.isolation,
-        wall_s=round(time.perf_counter() - t0, 3))
+        wall_s=round(time.perf_counter() - t0, 3),
+        search_s=round(sum(getattr(res, "timing", {}).values()), 3))
     return RunOutput(rd, to_plain(metrics), res.tree, res.best_program or "", res)
 
-# %% ../nbs/13_experiments.ipynb #cfda81d9
+# %% ../nbs/13_experiments.ipynb #19631909
 def plot_run(out: RunOutput, title: str | None = None):
     "A matplotlib Figure with best value per LLM call (left) and the search tree (right)."
     import matplotlib; import matplotlib.pyplot as plt
@@ -143,7 +177,7 @@ def write_metrics(out: RunOutput, **extra) -> Path:
     "Write `metrics.json` (with `status: complete`) — the last step of a run."
     return atomic_write_json(out.run_dir/"metrics.json", {**out.metrics, **extra, "status": "complete"})
 
-# %% ../nbs/13_experiments.ipynb #19631909
+# %% ../nbs/13_experiments.ipynb #ab3abcd2
 def experiments_dir() -> Path:
     "Folder of the parameterized experiment notebooks (`nbs/experiments`)."
     return project_root()/"nbs"/"experiments"
@@ -171,22 +205,26 @@ def run_notebook(
     os.replace(tmp, output)
     return output
 
-# %% ../nbs/13_experiments.ipynb #ab3abcd2
+# %% ../nbs/13_experiments.ipynb #3f93dd5b
 def _cmd_run(a) -> int:
     if a.suite != "cwmb": raise CwmNbError(f"unknown suite {a.suite!r}", "use `cwm-nb run cwmb ...`")
     from cwm_nb import envs
     envs.get_env_spec(a.env)
     if a.method not in METHODS: raise CwmNbError(f"unknown method {a.method!r}", f"use one of: {', '.join(METHODS)}")
-    rd = run_dir(a.out, "cwmb", a.env, a.method, a.model, a.seed)
-    if is_complete(rd) and not a.force:
-        print(f"complete run found, skipped: {rd} (use --force to run it again)", file=sys.stderr)
-        return 0
     params = dict(env=a.env, method=a.method, model=a.model, budget=a.budget, seed=a.seed,
                   out=str(Path(a.out).resolve()), base_url=a.base_url or "", paper_compat=a.paper_compat,
-                  max_tokens=a.max_tokens)
+                  max_tokens=a.max_tokens or default_max_tokens(a.model))
+    check_params(params)
+    rd = run_dir(a.out, "cwmb", a.env, a.method, a.model, a.seed, a.paper_compat)
+    if a.force and rd.exists():
+        shutil.rmtree(rd); print(f"--force: deleted {rd}", file=sys.stderr)
+    if check_run_settings(rd, {k: v for k, v in params.items() if k != "out"}) == "skip":
+        print(f"complete run found, skipped: {rd} (use --force to start it over)", file=sys.stderr)
+        return 0
     print(f"running {a.method} on {a.env} with {a.model} (budget {a.budget}, seed {a.seed}) -> {rd}", file=sys.stderr)
     run_notebook("cwmb", params, rd/"notebook.ipynb")
     m = json.loads((rd/"metrics.json").read_text())
+    if m.get("best_is_bug"): print(f"every program raised; the best one's error: {m.get('best_error')}")
     print(f"accuracy {m['accuracy']:.4f}  exact replay {m['exact_replay']:.4f}  LLM calls {m['llm_calls']} "
           f"(new {m['model_calls']}, cached {m['cached_calls']})  tokens {m['prompt_tokens']}+{m['completion_tokens']}")
     print(f"results: {rd}")
@@ -197,8 +235,10 @@ def _cmd_eval(a) -> int:
     envs.get_env_spec(a.env)
     p = Path(a.program)
     if not p.is_file(): raise CwmNbError(f"program file {p} not found", "pass the path of a Python file defining class Environment")
+    try: source = p.read_text()
+    except UnicodeDecodeError: raise CwmNbError(f"{p} is not a UTF-8 text file", "pass a Python source file") from None
     buf = replay.load_buffer(a.env, a.buffer)
-    ev = cwm.evaluate_program(p.read_text(), buf, paper_compat=a.paper_compat)
+    ev = cwm.evaluate_program(source, buf, paper_compat=a.paper_compat)
     d = ev.to_dict()
     if a.json: print(json.dumps(d))
     else:
@@ -218,23 +258,28 @@ def _cmd_envs(a) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     "The `cwm-nb` argument parser."
-    p = argparse.ArgumentParser(prog="cwm-nb", description="Code World Models workbook: search, evaluate and plan with LLM-written world models.")
+    p = argparse.ArgumentParser(prog="cwm-nb", description="Code World Models workbook: LLM-written world models of RL environments, searched and scored.",
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run", help="run one experiment notebook with papermill")
+    r = sub.add_parser("run", help="run one experiment notebook with papermill", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     r.add_argument("suite", help="benchmark suite: cwmb")
-    r.add_argument("--env", default="CartPole-v1"); r.add_argument("--method", default="gif-mcts")
-    r.add_argument("--model", default="embedded", help="embedded | alias (gpt-4-turbo, llama-3-70b, ...) | provider:name")
+    r.add_argument("--env", default="CartPole-v1", help="benchmark environment (`cwm-nb envs` lists them)")
+    r.add_argument("--method", default="gif-mcts", choices=METHODS, help="search method")
+    r.add_argument("--model", default="embedded", help="embedded | alias (gpt-4-turbo, llama-3-70b, ...) | provider:name | hf:<id or folder>")
     r.add_argument("--base-url", default="", help="OpenAI-compatible endpoint for provider:name models")
     r.add_argument("--budget", type=int, default=10, help="LLM calls (default 10)")
-    r.add_argument("--seed", type=int, default=0); r.add_argument("--out", default="results")
-    r.add_argument("--max-tokens", type=int, default=400, help="completion cap per call")
+    r.add_argument("--seed", type=int, default=0, help="seed of the search and of LLM sampling")
+    r.add_argument("--out", default="results", help="results root")
+    r.add_argument("--max-tokens", type=int, default=0, help="completion cap per call; 0: 400 for embedded, else 1500")
     r.add_argument("--paper-compat", action="store_true", help="reproduce the original code's behaviour (see README)")
-    r.add_argument("--force", action="store_true", help="run again even if a complete run exists")
+    r.add_argument("--force", action="store_true", help="delete this run's folder (checkpoint included) and start over")
     r.set_defaults(fn=_cmd_run)
     e = sub.add_parser("eval-program", help="score a program file on an environment's replay buffer")
-    e.add_argument("program"); e.add_argument("--env", required=True)
-    e.add_argument("--buffer", default=None, help="replay buffer file (default: the shipped one)")
-    e.add_argument("--paper-compat", action="store_true"); e.add_argument("--json", action="store_true")
+    e.add_argument("program", help="Python file defining class Environment")
+    e.add_argument("--env", required=True, help="benchmark environment")
+    e.add_argument("--buffer", default=None, help="replay buffer folder (default: the one the project ships)")
+    e.add_argument("--paper-compat", action="store_true", help="score with the original code's rules")
+    e.add_argument("--json", action="store_true", help="print the evaluation as one JSON object")
     e.set_defaults(fn=_cmd_eval)
     v = sub.add_parser("envs", help="list the benchmark environments"); v.set_defaults(fn=_cmd_envs)
     return p
@@ -242,10 +287,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     "Entry point of `cwm-nb`. Returns the exit status (2 for a user error, printed without a traceback)."
     a = build_parser().parse_args(argv)
+    import logging; logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # no task tracebacks after Ctrl-C
     try:
         return a.fn(a)
     except CwmNbError as e:
         print(f"cwm-nb: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # e.g. an --out that is a file or not writable
+        print(f"cwm-nb: error: {e.strerror or e}: {e.filename or ''}\n  What to do: check the paths you passed "
+              "(--out must be a writable folder)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("cwm-nb: interrupted; rerun the same command to resume", file=sys.stderr)
