@@ -23,51 +23,18 @@ from cwm_nb.gif_mcts import GIFMCTS, GIFMCTSConfig  # noqa: E402
 
 # ------------------------------------------------------------------------------------------------------------
 # CartPole programs of varying quality (the double's answers)
-HEAD = """import math
-import numpy as np
-
-
-class Environment:
-    def __init__(self):
-        self.gravity = 9.8
-        self.masscart = 1.0
-        self.masspole = 0.1
-        self.total_mass = self.masspole + self.masscart
-        self.length = 0.5
-        self.polemass_length = self.masspole * self.length
-        self.force_mag = {force}
-        self.tau = 0.02
-        self.theta_threshold_radians = {theta_deg} * 2 * math.pi / 360
-        self.x_threshold = 2.4
-        self.state = np.zeros(4)
-
-    def set_state(self, state):
-        self.state = np.array(state, dtype=np.float64)
-
-    def step(self, action):
-        x, x_dot, theta, theta_dot = self.state
-        force = self.force_mag if action == 1 else -self.force_mag
-        costheta, sintheta = math.cos(theta), math.sin(theta)
-        temp = (force + self.polemass_length * theta_dot ** 2 * sintheta) / self.total_mass
-        thetaacc = (self.gravity * sintheta - costheta * temp) / (
-            self.length * (4.0 / 3.0 - self.masspole * costheta ** 2 / self.total_mass))
-        xacc = temp - self.polemass_length * thetaacc * costheta / self.total_mass
-        x = x + self.tau * x_dot
-        x_dot = x_dot + self.tau * xacc
-        theta = theta + self.tau * theta_dot
-        theta_dot = theta_dot + self.tau * thetaacc
-        self.state = np.array([x, x_dot, theta, theta_dot], dtype=np.float32)
-        done = bool(x < -self.x_threshold or x > self.x_threshold
-                    or theta < -self.theta_threshold_radians or theta > self.theta_threshold_radians)
-        return self.state, {reward}, done
-"""
+# program variants made from the tests' CartPole program (written from the physics): some right, some wrong, one buggy
+HEAD = (Path(__file__).resolve().parents[1]/"tests"/"programs"/"cartpole_correct.py").read_text()
+HEAD = (HEAD.replace("FORCE_MAG, TAU = 10.0, 0.02", "FORCE_MAG, TAU = {force}, 0.02")
+            .replace("THETA_LIMIT = 12 * 2", "THETA_LIMIT = {theta_deg} * 2")
+            .replace("1.0, done", "{reward}, done"))
 VARIANTS = [dict(force=10.0, theta_deg=12, reward=0.0), dict(force=9.0, theta_deg=12, reward=1.0),
             dict(force=10.0, theta_deg=10, reward=1.0), dict(force=12.0, theta_deg=12, reward=0.5), "bug"]
 
 
 def program_for(draw: int) -> str:
     v = VARIANTS[draw % len(VARIANTS)]
-    if v == "bug": return HEAD.format(force=10.0, theta_deg=12, reward=1.0).replace("costheta ** 2", "cos_theta ** 2")
+    if v == "bug": return HEAD.format(force=10.0, theta_deg=12, reward=1.0).replace("c ** 2", "cos_theta ** 2")
     return HEAD.format(**v)
 
 

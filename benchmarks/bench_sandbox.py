@@ -9,43 +9,11 @@ format that 06_cwm sends (lists + dtypes), and the round trip of an empty progra
 Run: .venv/bin/python benchmarks/bench_sandbox.py [--repeats 41] [--n 1000]
 """
 import argparse, statistics, time
+from pathlib import Path
 import numpy as np
 
-CARTPOLE_CWM = '''
-import math
-import numpy as np
-
-class Environment:
-    """CartPole-v1 dynamics: explicit Euler, float64 state, float32 observations."""
-    gravity, masscart, masspole, length, force_mag, tau = 9.8, 1.0, 0.1, 0.5, 10.0, 0.02
-    total_mass = masspole + masscart
-    polemass_length = masspole * length
-    theta_threshold_radians = 12 * 2 * math.pi / 360
-    x_threshold = 2.4
-
-    def __init__(self):
-        self.state = np.zeros(4, dtype=np.float64)
-
-    def set_state(self, state):
-        self.state = np.asarray(state, dtype=np.float64)
-
-    def step(self, action):
-        x, x_dot, theta, theta_dot = (float(v) for v in self.state)
-        force = self.force_mag if int(action) == 1 else -self.force_mag
-        costheta, sintheta = math.cos(theta), math.sin(theta)
-        temp = (force + self.polemass_length * theta_dot ** 2 * sintheta) / self.total_mass
-        thetaacc = (self.gravity * sintheta - costheta * temp) / (
-            self.length * (4.0 / 3.0 - self.masspole * costheta ** 2 / self.total_mass))
-        xacc = temp - self.polemass_length * thetaacc * costheta / self.total_mass
-        x = x + self.tau * x_dot
-        x_dot = x_dot + self.tau * xacc
-        theta = theta + self.tau * theta_dot
-        theta_dot = theta_dot + self.tau * thetaacc
-        self.state = np.array([x, x_dot, theta, theta_dot], dtype=np.float64)
-        done = bool(x < -self.x_threshold or x > self.x_threshold
-                    or theta < -self.theta_threshold_radians or theta > self.theta_threshold_radians)
-        return self.state.astype(np.float32), 1.0, done
-'''
+# the tests' CartPole program (written from the physics), so the benchmark scores the same code the tests do
+CARTPOLE_CWM = (Path(__file__).resolve().parents[1]/'tests'/'programs'/'cartpole_correct.py').read_text()
 
 
 def collect(n: int, seed: int = 0):
