@@ -70,11 +70,16 @@ def to_plain(x: Any) -> Any:
     raise TypeError(f"cannot convert {type(x).__name__} to plain data")
 
 # %% ../nbs/00_core.ipynb #19f25180
+def _umask() -> int:
+    "The process's file-creation mask (read by setting it and putting it back)."
+    m = os.umask(0o022); os.umask(m); return m
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     "Write `data` to `path` atomically (temp file in the same directory + fsync + rename). Creates parent directories."
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600 files; give results the usual permissions
         with os.fdopen(fd, "wb") as f:
             f.write(data); f.flush(); os.fsync(f.fileno())
         os.replace(tmp, path)
