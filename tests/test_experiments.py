@@ -86,12 +86,16 @@ def test_killed_run_resumes_without_repeating_calls(tmp_path, cache_env):
     assert m["model_calls"] + m["cached_calls"] == m["llm_calls"] - done_before
     assert _cache_rows(Path(cache_env["CWM_NB_LLM_CACHE"])) == rows_before + m["model_calls"]
 
-def test_eval_program_json_correct_and_wrong():
+def test_eval_program_json_correct_and_wrong(tmp_path):
     r = cli("eval-program", "--env", "CartPole-v1", PROGRAMS/"cartpole_correct.py", "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["accuracy"] == 1.0 and d["exact_replay"] == 1.0 and d["n_transitions"] > 0 and d["error"] is None
-    r = cli("eval-program", "--env", "CartPole-v1", PROGRAMS/"cartpole_15deg.py", "--json")
+    src = (PROGRAMS/"cartpole_correct.py").read_text()
+    wrong = src.replace("THETA_LIMIT = 12 * 2", "THETA_LIMIT = 15 * 2")  # a 15 degree termination threshold
+    assert wrong != src
+    (tmp_path/"cartpole_15deg.py").write_text(wrong)
+    r = cli("eval-program", "--env", "CartPole-v1", tmp_path/"cartpole_15deg.py", "--json")
     d = json.loads(r.stdout)
     assert d["accuracy"] < 1.0
 
