@@ -12,7 +12,7 @@ in-process checker of this file on a freshly collected CartPole buffer (`--evalu
 
 Prints the time in the LLM and outside it (evaluation, search bookkeeping, checkpoint) side by side.
 """
-import argparse, json, sys, tempfile, time
+import argparse, sys, tempfile, time
 from pathlib import Path
 from types import SimpleNamespace
 

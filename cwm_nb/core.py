@@ -4,8 +4,8 @@
 
 # %% ../nbs/00_core.ipynb #54517985
 from __future__ import annotations
-import hashlib, json, math, os, random, tempfile
-from dataclasses import dataclass, field
+import hashlib, json, os, tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 import numpy as np

@@ -5,7 +5,7 @@
 # %% ../nbs/06_cwm.ipynb #0bcb2da5
 from __future__ import annotations
 import math, time, weakref
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, asdict
 from typing import Any
 import numpy as np
 from .core import CwmNbError, Program, to_plain

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import difflib, functools, inspect, re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 from .core import CwmNbError
 
 # %% auto #0

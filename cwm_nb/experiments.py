@@ -4,8 +4,8 @@
 
 # %% ../nbs/13_experiments.ipynb #569e0958
 from __future__ import annotations
-import argparse, io, json, math, os, re, shutil, sys, time
-from dataclasses import dataclass, field
+import argparse, io, json, os, re, shutil, sys, time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -155,7 +155,7 @@ def run_cwmb_search(
 # %% ../nbs/13_experiments.ipynb #19631909
 def plot_run(out: RunOutput, title: str | None = None):
     "A matplotlib Figure with best value per LLM call (left) and the search tree (right)."
-    import matplotlib; import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt
     from cwm_nb import gif_mcts
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw=dict(width_ratios=[1, 1.6]))
     gif_mcts.plot_best_value(out.metrics["best_value_per_call"], ax=a1)

@@ -5,9 +5,9 @@
 # %% ../nbs/01_llm.ipynb #1109617b
 from __future__ import annotations
 import atexit, hashlib, json, logging, os, random, socket, sqlite3, subprocess, sys, tempfile, threading, time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 from urllib.parse import urlparse
 from .core import CwmNbError, cache_dir, derive_seed
 
@@ -236,7 +236,7 @@ class OpenAICompatibleLLM(LLM):
         for attempt in range(self.max_retries + 1):
             retry_after = None
             try: return self._request(messages, params, request_seed(seed, draw))
-            except openai.APITimeoutError as e: err = f"timed out after {self.timeout_s:g} s"
+            except openai.APITimeoutError: err = f"timed out after {self.timeout_s:g} s"
             except openai.APIConnectionError as e:
                 refused += 1
                 if refused > min(2, self.max_retries):

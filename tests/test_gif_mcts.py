@@ -4,7 +4,6 @@ The search logic is checked with a scripted LLM double and a fake evaluator that
 comment on its last line (`# score=0.4`, `# bug`, `# perfect`). Each test targets one rule of spec §4 / §10.
 """
 import json, math
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np

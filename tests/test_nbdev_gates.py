@@ -2,7 +2,6 @@
 nbs/index.ipynb, and .ci/run calling the README's test command."""
 import re, shutil, subprocess, sys
 from pathlib import Path
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
