@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted(p for p in (ROOT/"nbs").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = sorted(p for p in (ROOT/"nbs").glob("[0-9][0-9]*_*.ipynb"))
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook(nb, monkeypatch):
