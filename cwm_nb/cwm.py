@@ -4,7 +4,7 @@
 
 # %% ../nbs/06_cwm.ipynb #0bcb2da5
 from __future__ import annotations
-import math, time, weakref
+import hashlib, math, time, weakref
 from dataclasses import dataclass, asdict
 from typing import Any
 import numpy as np
@@ -12,7 +12,8 @@ from .core import CwmNbError, Program, to_plain
 from .replay import ReplayBuffer
 
 # %% auto #0
-__all__ = ['Evaluation', 'score_predictions', 'condense_error', 'sandbox_inputs', 'evaluate_program']
+__all__ = ['OBS_FORMATS', 'Evaluation', 'buffer_format', 'score_predictions', 'condense_error', 'sandbox_inputs',
+           'evaluate_program']
 
 # %% ../nbs/06_cwm.ipynb #43a28a80
 @dataclass
@@ -21,7 +22,7 @@ class Evaluation:
     accuracy: float            # the paper's reward-class-weighted partial-credit accuracy (0..1)
     mean_accuracy: float       # unweighted mean of the same per-transition credits
     exact_replay: float        # fraction of transitions with every scored component right
-    components: dict           # {"next_state", "reward", "done"}: fraction right (next_state over non-terminal; None if none)
+    components: dict           # {"next_state", "reward", "done"(, "valid_actions")}: fraction right (next_state, valid_actions over non-terminal; None if none)
     failures: list             # first failing transitions: dicts of index, obs, action, expected, predicted, wrong, ...
     error: str | None          # condensed error if the program crashed (then bug is True)
     bug: bool                  # the program raised, timed out, or (paper_compat) returned malformed output
@@ -41,10 +42,11 @@ class Evaluation:
         return _json_safe({**asdict(self), "perfect": self.perfect})
 
     @classmethod
-    def crashed(cls, error: str, n_transitions: int, paper_compat: bool = False, wall_s: float = 0.0) -> Evaluation:
+    def crashed(cls, error: str, n_transitions: int, paper_compat: bool = False, wall_s: float = 0.0,
+                valid_actions: bool = False) -> Evaluation:
         "The evaluation of a program that did not run to the end: every score 0, `bug=True`."
-        return cls(0.0, 0.0, 0.0, {"next_state": 0.0, "reward": 0.0, "done": 0.0}, [], error, True, n_transitions,
-                   wall_s, n_transitions, 0, paper_compat)
+        comps = {"next_state": 0.0, "reward": 0.0, "done": 0.0} | ({"valid_actions": 0.0} if valid_actions else {})
+        return cls(0.0, 0.0, 0.0, comps, [], error, True, n_transitions, wall_s, n_transitions, 0, paper_compat)
 
 def _json_safe(x: Any) -> Any:
     x = to_plain(x)
@@ -94,19 +96,111 @@ def _parse_scalars(raw: list, name: str, problems: dict) -> tuple[np.ndarray, np
     return out, ok
 
 # %% ../nbs/06_cwm.ipynb #7d78d2f5
+_RTFM_CELLS = 72
+
+def _rtfm_board_cells(board) -> tuple[list | None, str | None]:
+    "The 72 cells of a predicted board (6x6x2 nested lists of str) in C order, or None and what is wrong."
+    if type(board) is not list or len(board) != 6: return None, "the board is not 6 rows of 6 cells of 2 strings"
+    cells = []
+    for row in board:
+        if type(row) is not list or len(row) != 6: return None, "the board is not 6 rows of 6 cells of 2 strings"
+        for cell in row:
+            if type(cell) is not list or len(cell) != 2: return None, "the board is not 6 rows of 6 cells of 2 strings"
+            for v in cell:
+                if type(v) is not str: return None, f"the board holds a {type(v).__name__}, not a str"
+            cells += cell
+    return cells, None
+
+def _parse_rtfm_states(raw: list, expected: list, problems: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    "Bool (N,) arrays: board right, inventory right, prediction usable (a 2-element pair). `expected`: rows of 73 str."
+    n = len(raw)
+    board_ok, inv_ok, usable = np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool)
+    for i, v in enumerate(raw):
+        if type(v) is not list or len(v) != 2:
+            problems.setdefault(i, []).append("next_obs is not a (board, inventory) pair"); continue
+        usable[i] = True
+        cells, why = _rtfm_board_cells(v[0])
+        if cells is None: problems.setdefault(i, []).append(why)
+        else: board_ok[i] = cells == expected[i][:_RTFM_CELLS]
+        if type(v[1]) is not str: problems.setdefault(i, []).append(f"the inventory is a {type(v[1]).__name__}, not a str")
+        else: inv_ok[i] = v[1] == expected[i][_RTFM_CELLS]
+    return board_ok, inv_ok, usable
+
+def _score_valid_actions(raw: list, mask: np.ndarray, problems: dict) -> np.ndarray:
+    "Bool (N,): the predicted list is non-empty and every id in it is valid in `mask` (bool (N, n_actions)), spec §1.3."
+    n, k = mask.shape
+    right = np.zeros(n, bool)
+    for i, v in enumerate(raw):
+        if type(v) is not list:
+            problems.setdefault(i, []).append(f"valid_actions is not a list ({type(v).__name__})"); continue
+        if not v:
+            problems.setdefault(i, []).append("valid_actions is empty"); continue
+        ids = [a if type(a) is int else int(a) if type(a) is float and a.is_integer() else None for a in v]
+        if any(a is None for a in ids):
+            problems.setdefault(i, []).append("valid_actions holds something that is not an action id"); continue
+        right[i] = all(0 <= a < k and mask[i, a] for a in ids)
+    return right
+
+# %% ../nbs/06_cwm.ipynb #60dfe444
 class _Bug(Exception): "Malformed output that the original checker would have crashed on (paper_compat)."
+
+OBS_FORMATS = ("array", "int", "tuple", "rtfm")
+
+def _env_spec(buffer: ReplayBuffer):
+    env = (buffer.meta or {}).get("env")
+    if env is None: return None
+    from cwm_nb.envs import REGISTRY
+    return REGISTRY.get(env)
+
+def buffer_format(
+    buffer: ReplayBuffer,   # a replay buffer
+) -> tuple[str, bool]:      # (obs_format, valid_actions)
+    "How `buffer`'s observations reach `set_state`, and whether `step` returns valid actions. Raises `CwmNbError` for an unknown format."
+    meta, spec = buffer.meta or {}, _env_spec(buffer)
+    fmt = meta.get("obs_format") or getattr(spec, "obs_format", None) or "array"
+    if fmt not in OBS_FORMATS:
+        raise CwmNbError(f"unknown observation format {fmt!r} in the buffer's meta", f"use one of {OBS_FORMATS}")
+    va = meta.get("valid_actions")
+    if va is None: va = getattr(spec, "valid_actions", None)
+    if va is None: va = getattr(buffer, "next_valid_actions", None) is not None
+    return fmt, bool(va)
 
 def _state_kind(buffer: ReplayBuffer) -> str:
     kind = buffer.meta.get("state_kind")
-    if kind is None and "env" in buffer.meta:
-        from cwm_nb.envs import REGISTRY
-        if buffer.meta["env"] in REGISTRY: kind = REGISTRY[buffer.meta["env"]].state_kind
+    if kind is None and (spec := _env_spec(buffer)) is not None: kind = spec.state_kind
     if kind is None:
         kind = "continuous" if isinstance(buffer.next_obs, np.ndarray) and buffer.next_obs.dtype.kind == "f" else "discrete"
     return kind
 
+def _next_valid_mask(buffer: ReplayBuffer, fmt: str) -> np.ndarray:
+    "bool (N, n_actions): the actions valid in each next state. RTFM buffers without the column get it from the boards."
+    mask = getattr(buffer, "next_valid_actions", None)
+    if mask is not None: return np.asarray(mask, dtype=bool)
+    if fmt == "rtfm":
+        from cwm_nb.rtfm import ACTION_NAMES, rtfm_row_to_obs, valid_actions
+        mask = np.zeros((len(buffer), len(ACTION_NAMES)), bool)
+        for i, row in enumerate(_rtfm_rows(buffer.next_obs)): mask[i, valid_actions(rtfm_row_to_obs(row))] = True
+        return mask
+    raise CwmNbError("the buffer's env returns valid actions but the buffer has no next_valid_actions column",
+                     "re-collect the buffer with `collect_buffer`, which stores them")
+
+def _rtfm_rows(col) -> list[list[str]]:
+    "An RTFM observation column as a list of rows of 73 str. Raises `CwmNbError` for another layout."
+    rows = col.tolist() if isinstance(col, np.ndarray) else list(col)
+    if not all(isinstance(r, (list, tuple)) and len(r) == _RTFM_CELLS + 1 and all(type(v) is str for v in r) for r in rows):
+        raise CwmNbError("an RTFM buffer must store observations as rows of 73 strings",
+                         "build them with cwm_nb.rtfm.rtfm_obs_to_row (collect_buffer and load_paper_buffer do)")
+    return [list(r) for r in rows]
+
+def _show_obs(x, fmt: str):
+    "An observation as plain data for failure reports: RTFM rows become [board as nested lists, inventory]."
+    if fmt == "rtfm":
+        row = x.tolist() if isinstance(x, np.ndarray) else list(x)
+        return [np.array(row[:_RTFM_CELLS], dtype=object).reshape(6, 6, 2).tolist(), row[_RTFM_CELLS]]
+    return to_plain(x)
+
 def score_predictions(
-    predictions: list,          # one plain [next_obs, reward, done] per transition, in buffer order
+    predictions: list,          # one plain [next_obs, reward, done(, valid_actions)] per transition, in buffer order
     buffer: ReplayBuffer,       # the transitions the predictions are for
     *,
     paper_compat: bool = False, # the original's rules: done = terminated|truncated, exact rewards, malformed = bug
@@ -118,11 +212,13 @@ def score_predictions(
     state_kind: str | None = None,  # "continuous" | "discrete"; default from the buffer (see above)
 ) -> Evaluation:
     "Score plain predictions against `buffer` as in spec §1.3 (weighted accuracy) plus the corrected metrics."
+    fmt, has_valid = buffer_format(buffer)
+    kind = "discrete" if fmt != "array" else (state_kind or _state_kind(buffer))
     try: return _score(predictions, buffer, paper_compat, n_failures, reward_rtol, reward_atol, state_rtol, state_atol,
-                       state_kind or _state_kind(buffer))
-    except _Bug as e: return Evaluation.crashed(str(e), len(buffer), paper_compat)
+                       kind, fmt, has_valid)
+    except _Bug as e: return Evaluation.crashed(str(e), len(buffer), paper_compat, valid_actions=has_valid)
 
-def _score(preds, buf, paper_compat, n_failures, reward_rtol, reward_atol, state_rtol, state_atol, state_kind):
+def _score(preds, buf, paper_compat, n_failures, reward_rtol, reward_atol, state_rtol, state_atol, state_kind, fmt, has_valid):
     n = len(buf)
     if not isinstance(preds, list) or len(preds) != n:
         raise _Bug(f"the sandbox returned {len(preds) if isinstance(preds, list) else type(preds).__name__} "
@@ -130,63 +226,81 @@ def _score(preds, buf, paper_compat, n_failures, reward_rtol, reward_atol, state
     target_done = buf.done if paper_compat else buf.terminated
     terminal = target_done.copy()
     problems: dict[int, list[str]] = {}
-    triple = [p if isinstance(p, (list, tuple)) and len(p) == 3 else None for p in preds]
-    for i, p in enumerate(triple):
+    width = 4 if has_valid else 3
+    names = "(next_obs, reward, done, valid_actions)" if has_valid else "(next_obs, reward, done)"
+    rows = [p if isinstance(p, (list, tuple)) and len(p) == width else None for p in preds]
+    for i, p in enumerate(rows):
         if p is None:
             got = f"{len(preds[i])} values" if isinstance(preds[i], (list, tuple)) else type(preds[i]).__name__
-            problems.setdefault(i, []).append(f"step returned {got}, expected 3 values (next_obs, reward, done)")
-    comp = lambda j: [p[j] if p is not None else None for p in triple]
+            problems.setdefault(i, []).append(f"step returned {got}, expected {width} values {names}")
+    comp = lambda j: [p[j] if p is not None else None for p in rows]
     # next state
-    exp_ns = buf.next_obs
-    if not (isinstance(exp_ns, np.ndarray) and _numeric(exp_ns)):
-        raise CwmNbError("scoring needs a buffer whose next observations are one numeric array",
-                         "buffers with ragged or non-numeric observations are not supported yet")
-    shape = exp_ns.shape[1:]
-    pred_ns, ns_ok = _parse_states(comp(0), shape, problems)
+    if fmt == "rtfm":
+        board_ok, inv_ok, ns_ok = _parse_rtfm_states(comp(0), _rtfm_rows(buf.next_obs), problems)
+        ns_frac, ns_all = (board_ok.astype(float) + inv_ok) / 2, board_ok & inv_ok
+    else:
+        exp_ns = buf.next_obs
+        if not (isinstance(exp_ns, np.ndarray) and _numeric(exp_ns)):
+            raise CwmNbError("scoring needs a buffer whose next observations are one numeric array (or RTFM rows)",
+                             "buffers with ragged or non-numeric observations are not supported")
+        pred_ns, ns_ok = _parse_states(comp(0), exp_ns.shape[1:], problems)
+        exp_f = exp_ns.astype(np.float64).reshape(n, -1)
+        got_f = pred_ns.reshape(n, -1)
+        if state_kind == "continuous": el = np.isclose(got_f, exp_f, rtol=state_rtol, atol=state_atol)
+        else: el = got_f == exp_f
+        ns_frac = el.mean(1) if el.shape[1] else np.ones(n)
+        ns_all = el.all(1)
     if paper_compat:   # the original crashed at the first transition it could not unpack or compare
-        crash = np.array([p is None for p in triple]) | (~ns_ok & ~terminal)
+        crash = np.array([p is None for p in rows], dtype=bool) | (~ns_ok & ~terminal)
         if crash.any():
             i = int(np.flatnonzero(crash)[0])
             raise _Bug(f"cannot score the prediction for transition {i}: {problems[i][0]}")
-    exp_f = exp_ns.astype(np.float64).reshape(n, -1)
-    got_f = pred_ns.reshape(n, -1)
-    if state_kind == "continuous": el = np.isclose(got_f, exp_f, rtol=state_rtol, atol=state_atol)
-    else: el = got_f == exp_f
-    ns_frac = el.mean(1) if el.shape[1] else np.ones(n)
-    ns_all = el.all(1)
     # reward and done
     r, r_ok = _parse_scalars(comp(1), "reward", problems)
     if paper_compat: r_right = r_ok & (r == buf.rewards)
     else: r_right = r_ok & np.isclose(r, buf.rewards, rtol=reward_rtol, atol=reward_atol)
     d, d_ok = _parse_scalars(comp(2), "done", problems)
     d_right = d_ok & (d == target_done.astype(np.float64))
+    # valid actions (RTFM): scored on non-terminal transitions only
+    if has_valid:
+        mask = _next_valid_mask(buf, fmt)
+        v_right = _score_valid_actions(comp(3), mask, problems)
+    else: v_right = np.ones(n, bool)
     # per-transition credit and the reward-class weights (spec §1.3)
-    credit = np.where(terminal, 0.5*r_right + 0.5*d_right, (ns_frac + r_right + d_right) / 3)
-    right = np.where(terminal, r_right & d_right, ns_all & r_right & d_right)
+    live = (ns_frac + r_right + d_right + v_right) / 4 if has_valid else (ns_frac + r_right + d_right) / 3
+    credit = np.where(terminal, 0.5*r_right + 0.5*d_right, live)
+    right = np.where(terminal, r_right & d_right, ns_all & r_right & d_right & v_right)
     _, inv, counts = np.unique(buf.rewards, return_inverse=True, return_counts=True)
     # mean over classes of the class means: the same number as weights 1/(G|g|), and exactly 1.0 when all is right
     accuracy = float(np.mean(np.bincount(inv.reshape(-1), weights=credit) / counts)) if n else 0.0
     failing = np.flatnonzero(~right)
     failures = []
     for i in failing[:n_failures].tolist():
-        wrong = [c for c, ok in (("next_state", terminal[i] or ns_all[i]), ("reward", r_right[i]), ("done", d_right[i])) if not ok]
-        p = triple[i] or [None, None, None]
+        checks = [("next_state", terminal[i] or ns_all[i]), ("reward", r_right[i]), ("done", d_right[i])]
+        if has_valid: checks.append(("valid_actions", terminal[i] or v_right[i]))
+        wrong = [c for c, ok in checks if not ok]
         t = buf.transition(i)
-        failures.append({"index": i, "episode": int(buf.episode[i]), "obs": to_plain(t.obs), "action": to_plain(t.action),
-                         "expected": {"next_obs": to_plain(t.next_obs), "reward": t.reward, "done": bool(target_done[i])},
-                         "predicted": {"next_obs": p[0], "reward": p[1], "done": p[2]} if triple[i] else {"raw": preds[i]},
+        expected = {"next_obs": _show_obs(buf.next_obs[i], fmt), "reward": t.reward, "done": bool(target_done[i])}
+        if has_valid: expected["valid_actions"] = np.flatnonzero(mask[i]).tolist()
+        if rows[i] is not None:
+            p = rows[i]
+            predicted = {"next_obs": p[0], "reward": p[1], "done": p[2]} | ({"valid_actions": p[3]} if has_valid else {})
+        else: predicted = {"raw": preds[i]}
+        failures.append({"index": i, "episode": int(buf.episode[i]), "obs": _show_obs(buf.obs[i], fmt),
+                         "action": to_plain(t.action), "expected": expected, "predicted": predicted,
                          "wrong": wrong, "terminal": bool(terminal[i]), "truncated": t.truncated,
                          "problems": problems.get(i, [])})
     nt = ~terminal
+    components = {"next_state": float(ns_all[nt].mean()) if nt.any() else None,
+                  "reward": float(r_right.mean()) if n else 0.0, "done": float(d_right.mean()) if n else 0.0}
+    if has_valid: components["valid_actions"] = float(v_right[nt].mean()) if nt.any() else None
     return Evaluation(
         accuracy=accuracy, mean_accuracy=float(credit.mean()) if n else 0.0,
-        exact_replay=float(right.mean()) if n else 0.0,
-        components={"next_state": float(ns_all[nt].mean()) if nt.any() else None,
-                    "reward": float(r_right.mean()) if n else 0.0, "done": float(d_right.mean()) if n else 0.0},
+        exact_replay=float(right.mean()) if n else 0.0, components=components,
         failures=failures, error=None, bug=False, n_transitions=n, n_failed=int(len(failing)),
         n_terminal=int(terminal.sum()), paper_compat=paper_compat)
 
-# %% ../nbs/06_cwm.ipynb #1335d759
+# %% ../nbs/06_cwm.ipynb #4ca1c7bd
 def condense_error(
     error: dict | None,       # SandboxResult.error: {kind, message, line, source_line, traceback, ...}
     source: str = "",         # the program, to quote the failing line if the sandbox did not
@@ -202,18 +316,21 @@ def condense_error(
         msg += f" (line {line}: {(code or '').strip()})" if code else f" (line {line})"
     return msg
 
-# %% ../nbs/06_cwm.ipynb #11a1c13c
+# %% ../nbs/06_cwm.ipynb #050a12ac
 def sandbox_inputs(buffer: ReplayBuffer) -> dict:
-    "The plain data the sandbox driver needs: observations, actions and their numpy dtypes (obs, actions: lists)."
+    "The plain data the sandbox driver needs: observations, actions, their numpy dtypes, `obs_format` and `valid_actions`."
     dt = lambda c: c.dtype.str if isinstance(c, np.ndarray) else None
+    fmt, has_valid = buffer_format(buffer)
     return {"obs": to_plain(buffer.obs), "actions": to_plain(buffer.actions),
-            "obs_dtype": dt(buffer.obs), "action_dtype": dt(buffer.actions)}
+            "obs_dtype": dt(buffer.obs), "action_dtype": dt(buffer.actions),
+            "obs_format": fmt, "valid_actions": has_valid}
 
 _SENT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # sandbox -> data keys already sent to it
 
 def _data_key(sandbox, buffer: ReplayBuffer, resend: bool = False) -> str:
     "Key of `buffer`'s inputs in `sandbox`, sending them first if this sandbox has not got them."
-    key = "cwm-buffer-" + buffer.fingerprint()[:32]
+    fmt, has_valid = buffer_format(buffer)
+    key = "cwm-buffer-" + hashlib.sha256(f"{buffer.fingerprint()}:{fmt}:{has_valid}".encode()).hexdigest()[:32]
     sent = _SENT.setdefault(sandbox, set())
     if resend or key not in sent:
         sandbox.put_data(key, sandbox_inputs(buffer)); sent.add(key)
@@ -244,7 +361,8 @@ def evaluate_program(
         if "no data" not in str(e): raise
         res = run(_data_key(sandbox, buffer, resend=True))
     if not res.ok:
-        return Evaluation.crashed(condense_error(res.error, source), len(buffer), paper_compat, time.perf_counter() - t0)
+        return Evaluation.crashed(condense_error(res.error, source), len(buffer), paper_compat, time.perf_counter() - t0,
+                                  valid_actions=buffer_format(buffer)[1])
     value = res.value if isinstance(res.value, dict) else {}
     ev = score_predictions(value.get("predictions"), buffer, paper_compat=paper_compat, n_failures=n_failures,
                            reward_rtol=reward_rtol, reward_atol=reward_atol, state_rtol=state_rtol, state_atol=state_atol)

@@ -250,8 +250,12 @@ def call_function(namespace: dict, args: dict | None, data: Any) -> Any:
     except TypeError as e: raise ProgramError("exception", f"{name}() returned data that is not plain: {e}", line=_code_line(fn)) from None
 
 # %% ../nbs/02_sandbox.ipynb #807fdc8f
-def _obs_converter(dtype):
-    "A function that returns a fresh copy of an observation (set_state may mutate it)."
+_OBS_FORMATS = ("array", "int", "tuple", "rtfm")
+_RTFM_SHAPE, _RTFM_CELLS = (6, 6, 2), 72
+
+def _obs_converter(dtype, obs_format: str = "array"):
+    "A function that returns a fresh observation in the form `set_state` receives (set_state may mutate it)."
+    if obs_format not in _OBS_FORMATS: raise ValueError(f"unknown obs_format {obs_format!r}")
     dt = np.dtype(dtype) if dtype else None
     def fresh(o):
         t = type(o)
@@ -259,7 +263,16 @@ def _obs_converter(dtype):
         if t is list: return np.array(o, dtype=dt) if dt is not None else copy.deepcopy(o)
         if t is int or t is float or t is bool or t is str or t in _NP_REAL or o is None: return o
         return copy.deepcopy(o)
-    return fresh
+    def as_int(o): return int(o)
+    def as_tuple(o): return tuple(int(v) for v in o)
+    def as_rtfm(o):
+        if type(o) is tuple and len(o) == 2: return copy.deepcopy(o[0]), str(o[1])
+        row = o.tolist() if type(o) is np.ndarray else o
+        if len(row) != _RTFM_CELLS + 1: raise ValueError(f"an RTFM observation row has {_RTFM_CELLS + 1} strings, got {len(row)}")
+        board = np.empty(_RTFM_CELLS, dtype=object)
+        board[:] = [str(v) for v in row[:_RTFM_CELLS]]
+        return board.reshape(_RTFM_SHAPE), str(row[_RTFM_CELLS])
+    return {"array": fresh, "int": as_int, "tuple": as_tuple, "rtfm": as_rtfm}[obs_format]
 
 def _action_converter(dtype):
     dt = np.dtype(dtype) if dtype else None
@@ -273,14 +286,35 @@ def _action_converter(dtype):
         return copy.deepcopy(a)
     return fresh
 
-def _as_obs(o):
+def _unstr(x, depth: int = 0):
+    "numpy string scalars -> str inside arrays, lists and tuples (RTFM boards); everything else unchanged."
+    t = type(x)
+    if t is np.str_: return str(x)
+    if depth > 8: return x
+    if t is np.ndarray:
+        if x.dtype.kind == "U": return x.tolist()
+        if x.dtype.kind == "O": return [_unstr(v, depth + 1) for v in x.tolist()] if x.ndim else _unstr(x.item(), depth + 1)
+        return x
+    if t is list or t is tuple: return [_unstr(v, depth + 1) for v in x]
+    return x
+
+def _as_obs(o, obs_format: str = "array"):
     "A prediction's next_obs: numeric arrays stay arrays (float64/int64/bool, packed later), the rest plain."
+    if obs_format == "rtfm": return strict_plain(_unstr(o))
     if type(o) is np.ndarray:
         k = o.dtype.kind
         if k == "f": return o.astype(np.float64)
         if k == "i" or (k == "u" and o.dtype.itemsize < 8): return o.astype(np.int64)
         if k == "b": return o.copy()
     return strict_plain(o)
+
+def _as_valid_actions(v) -> list:
+    "Predicted valid actions as a plain list (a set becomes a sorted list); numbers are checked by the scorer."
+    t = type(v)
+    if (t is set or t is frozenset) and all(type(a) is int or type(a) in _NP_INT for a in v): return sorted(int(a) for a in v)
+    out = strict_plain(v)
+    if type(out) is not list: raise TypeError(f"valid_actions must be a list or array of action ids, not {_tname(v)}")
+    return out
 
 def _as_reward(r) -> float:
     t = type(r)
@@ -313,9 +347,11 @@ def cwm_predict(namespace: dict, args: dict | None, data: dict) -> dict:
     obs, actions = data["obs"], data["actions"]
     n = min(len(obs), len(actions))
     if args.get("n") is not None: n = min(n, max(0, int(args["n"])))
-    arity = 4 if args.get("valid_actions") else 3
+    fmt = data.get("obs_format") or "array"
+    if fmt not in _OBS_FORMATS: raise ValueError(f"cwm_predict: unknown obs_format {fmt!r} (one of {_OBS_FORMATS})")
+    arity = 4 if (args.get("valid_actions") or data.get("valid_actions")) else 3
     shape = "(next_obs, valid_actions, reward, done)" if arity == 4 else "(next_obs, reward, done)"
-    fo, fa = _obs_converter(data.get("obs_dtype")), _action_converter(data.get("action_dtype"))
+    fo, fa = _obs_converter(data.get("obs_dtype"), fmt), _action_converter(data.get("action_dtype"))
     try: env = Env()
     except BaseException as e: raise ProgramError("exception", "in Environment()", cause=e) from None
     nxt, rew, don, val = [], [], [], []
@@ -332,9 +368,9 @@ def cwm_predict(namespace: dict, args: dict | None, data: dict) -> dict:
                 raise ProgramError("exception", f"step() must return a tuple {shape}; it returned {got} "
                                    f"(transition {i})", index=i, line=_code_line(getattr(type(env), "step", None)))
             stage = "convert"
-            if arity == 3: nxt.append(_as_obs(out[0])); rew.append(_as_reward(out[1])); don.append(_as_done(out[2]))
+            if arity == 3: nxt.append(_as_obs(out[0], fmt)); rew.append(_as_reward(out[1])); don.append(_as_done(out[2]))
             else:
-                nxt.append(_as_obs(out[0])); val.append(strict_plain(out[1]))
+                nxt.append(_as_obs(out[0], fmt)); val.append(_as_valid_actions(out[1]))
                 rew.append(_as_reward(out[2])); don.append(_as_done(out[3]))
     except ProgramError: raise
     except BaseException as e:
@@ -390,7 +426,7 @@ def run_in_process(
         value, err = None, e.describe(source)
     return SandboxResult(err is None, value, err, wall_s=time.perf_counter() - t0, isolation="in-process")
 
-# %% ../nbs/02_sandbox.ipynb #d288a7dc
+# %% ../nbs/02_sandbox.ipynb #0d293715
 HIDDEN_DIRS = ("/root", "/home", "/tmp", "/run", "/var/tmp")   # replaced by empty tmpfs inside bwrap
 _SERVER_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_KILL", "CAP_DAC_OVERRIDE", "CAP_FOWNER")
 
@@ -456,7 +492,7 @@ def _others_can_read(paths: list[str], hidden: tuple = ()) -> bool:
         except OSError: return False
     return True
 
-# %% ../nbs/02_sandbox.ipynb #8af6717b
+# %% ../nbs/02_sandbox.ipynb #85cf21fe
 _HDR = struct.Struct("<Q")
 PR_SET_PDEATHSIG, PR_SET_NAME, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 15, 36, 38
 CLONE_NEWNET = 0x40000000
@@ -544,7 +580,7 @@ class _Child:
                 except OSError: pass
         self.pidfd = self.job_w = self.res_r = self.out_r = self.err_r = -1
 
-# %% ../nbs/02_sandbox.ipynb #85cf21fe
+# %% ../nbs/02_sandbox.ipynb #2cf09cb0
 def _vm_bytes() -> int:
     with open("/proc/self/statm") as f: return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
@@ -636,7 +672,7 @@ def _run_job(job: dict, store: dict, res_w: int) -> None:
         except BaseException: pass
     os._exit(0)
 
-# %% ../nbs/02_sandbox.ipynb #2cf09cb0
+# %% ../nbs/02_sandbox.ipynb #cfff0c54
 class _Server:
     "The fork server's state and loop (runs inside the sandbox; see `_server_main`)."
     def __init__(self, cfg: dict, inp: int, out: int):
@@ -894,7 +930,7 @@ def _server_main() -> None:
     srv.serve()
     os._exit(0)
 
-# %% ../nbs/02_sandbox.ipynb #cfff0c54
+# %% ../nbs/02_sandbox.ipynb #54bdc5da
 def _classify(hdr: dict, limits: SandboxLimits) -> dict:
     "The error dict for a job that did not deliver a result (server header -> kind and message)."
     st, code, cpu = hdr.get("status"), hdr.get("exit_code"), hdr.get("cpu_s") or 0.0
@@ -920,7 +956,7 @@ def _classify(hdr: dict, limits: SandboxLimits) -> dict:
     return make_error("killed", f"the program ended its process with exit status {code} before returning a result "
                       "(os._exit or a fatal error)")
 
-# %% ../nbs/02_sandbox.ipynb #475790be
+# %% ../nbs/02_sandbox.ipynb #5f352b91
 _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); sys.dont_write_bytecode = True; "
          "from cwm_nb.sandbox import _server_main; _server_main()")
 _uid_counter = iter(range(1 << 30))
@@ -1188,7 +1224,7 @@ class Sandbox:
             if type(e.get(k)) is typ: clean[k] = _clip(e[k], 4000) if typ is str else e[k]
         return res(False, error=clean)
 
-# %% ../nbs/02_sandbox.ipynb #5f352b91
+# %% ../nbs/02_sandbox.ipynb #8d4666da
 _shared: Sandbox | None = None
 _shared_lock = threading.Lock()
 

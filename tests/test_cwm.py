@@ -137,3 +137,294 @@ def test_malformed_buffer_file_gives_a_clear_error(tmp_path):
     with pytest.raises(CwmNbError, match="not an .npz archive") as e:
         ReplayBuffer.load(p)
     assert "What to do" in str(e.value)
+
+
+# ---- the other observation formats (spec §1.1): int, tuple, RTFM's (board, inventory) and valid actions -------
+
+from cwm_nb.cwm import buffer_format, sandbox_inputs   # noqa: E402
+
+# CliffWalking-v0 and Taxi-v3 written from their descriptions; set_state insists on a Python int.
+CLIFFWALKING = '''
+class Environment:
+    ROWS, COLS, START, GOAL = 4, 12, 36, 47
+    MOVES = {0: (-1, 0), 1: (0, 1), 2: (1, 0), 3: (0, -1)}   # up, right, down, left
+
+    def set_state(self, state):
+        assert type(state) is int, type(state)
+        self.s = state
+
+    def step(self, action):
+        r, c = divmod(self.s, self.COLS)
+        dr, dc = self.MOVES[int(action)]
+        r, c = min(max(r + dr, 0), self.ROWS - 1), min(max(c + dc, 0), self.COLS - 1)
+        if r == self.ROWS - 1 and 0 < c < self.COLS - 1:    # the cliff: -100 and back to the start, not terminal
+            self.s = self.START
+            return self.s, -100, False
+        self.s = r * self.COLS + c
+        return self.s, -1, self.s == self.GOAL
+'''
+
+TAXI = '''
+MAP = ["+---------+", "|R: | : :G|", "| : | : : |", "| : : : : |", "| | : | : |", "|Y| : |B: |", "+---------+"]
+LOCS = [(0, 0), (0, 4), (4, 0), (4, 3)]
+
+class Environment:
+    def set_state(self, state):
+        assert type(state) is int, type(state)
+        self.s = state
+
+    def step(self, action):
+        s = self.s
+        dest, s = s % 4, s // 4
+        passenger, s = s % 5, s // 5
+        row, col = divmod(s, 5)
+        a, reward, done = int(action), -1, False
+        if a == 0: row = min(row + 1, 4)
+        elif a == 1: row = max(row - 1, 0)
+        elif a == 2 and MAP[1 + row][2 * col + 2] == ":": col += 1
+        elif a == 3 and MAP[1 + row][2 * col] == ":": col -= 1
+        elif a == 4:
+            if passenger < 4 and (row, col) == LOCS[passenger]: passenger = 4
+            else: reward = -10
+        elif a == 5:
+            if passenger == 4 and (row, col) == LOCS[dest]: passenger, done, reward = dest, True, 20
+            elif passenger == 4 and (row, col) in LOCS: passenger = LOCS.index((row, col))
+            else: reward = -10
+        self.s = ((row * 5 + col) * 5 + passenger) * 4 + dest
+        return self.s, reward, done
+'''
+
+# Blackjack cannot be modelled exactly (dealer draws); this program only checks what set_state receives.
+BLACKJACK = '''
+class Environment:
+    def set_state(self, state):
+        assert type(state) is tuple and len(state) == 3 and all(type(v) is int for v in state), repr(state)
+        self.s = state
+    def step(self, action):
+        player, dealer, ace = self.s
+        if int(action) == 0:
+            return (player, dealer, ace), 0.0, True
+        return (player + 10, dealer, ace), -1.0 if player + 10 > 21 else 0.0, player + 10 > 21
+'''
+
+
+def _paper(stem):
+    from cwm_nb.paper_buffers import load_paper_buffer, paper_buffers_dir
+    try:
+        path = paper_buffers_dir() / f"{stem}.pkl"
+    except CwmNbError:
+        return None
+    return load_paper_buffer(path) if path.is_file() else None
+
+
+def _ours(name):
+    try:
+        return load_buffer(name)
+    except CwmNbError:
+        return None
+
+
+def _buffers(name, stem=None):
+    bufs = [b for b in (_paper(stem or name), _ours(name)) if b is not None]
+    if not bufs:
+        pytest.skip(f"no {name} buffer (neither the paper's nor ours)")
+    return bufs
+
+
+@pytest.mark.parametrize("name,src", [("CliffWalking-v0", CLIFFWALKING), ("Taxi-v3", TAXI)])
+def test_int_states_are_python_ints_and_compared_exactly(name, src, sandbox):
+    for buf in _buffers(name):
+        assert buffer_format(buf) == ("int", False) and buf.next_obs.dtype.kind == "i"
+        assert sandbox_inputs(buf)["obs_format"] == "int"
+        ev = evaluate_program(src, buf, sandbox=sandbox)
+        assert not ev.bug, ev.error
+        assert ev.perfect and ev.accuracy == 1.0, (buf.meta.get("source_file"), ev.failures[:1])
+        # one wrong state: exact comparison, the whole next-state weight
+        off = evaluate_program(src.replace("return self.s, reward, done", "return self.s + (a == 0), reward, done")
+                               .replace("return self.s, -1, self.s == self.GOAL", "return self.s + (int(action) == 2), -1, self.s == self.GOAL"),
+                               buf, sandbox=sandbox)
+        assert not off.bug and off.components["next_state"] < 1.0 and off.components["reward"] == 1.0
+        f = off.failures[0]
+        assert f["wrong"] == ["next_state"] and f["predicted"]["next_obs"] == f["expected"]["next_obs"] + 1
+        assert type(f["obs"]) is int
+
+
+def test_taxi_truncations_cost_only_under_paper_compat(sandbox):
+    buf = _paper("Taxi-v3")
+    if buf is None:
+        pytest.skip("the paper's Taxi buffer is not here")
+    ev = evaluate_program(TAXI, buf, sandbox=sandbox, paper_compat=True)
+    assert not ev.bug and 0.99 < ev.accuracy < 1.0 and ev.n_failed == 5
+    assert all(f["truncated"] and f["wrong"] == ["done"] for f in ev.failures)
+
+
+def test_tuple_states_are_tuples_of_ints_scored_per_element(sandbox):
+    from cwm_nb.sandbox import run_in_process
+    for buf in _buffers("Blackjack-v1"):
+        assert buffer_format(buf) == ("tuple", False) and buf.obs.shape[1:] == (3,)
+        ev = evaluate_program(BLACKJACK, buf, sandbox=sandbox)
+        assert not ev.bug, ev.error          # set_state's type assertion held on every transition
+        preds = run_in_process(BLACKJACK, "cwm_nb.sandbox:cwm_predict", data=sandbox_inputs(buf)).value["predictions"]
+        assert score_predictions(preds, buf).to_dict() | {"wall_s": 0} == ev.to_dict() | {"wall_s": 0}
+        assert all(isinstance(f["obs"], list) and len(f["obs"]) == 3 for f in ev.failures)
+    buf = ReplayBuffer(obs=[[14, 10, 0]], actions=[1], next_obs=[[24, 10, 0]], rewards=[0.], terminated=[False],
+                       truncated=[False], episode=[0], meta={"obs_format": "tuple"})
+    ev = evaluate_program(BLACKJACK, buf, sandbox=sandbox)   # predicts (24, 10, 0) with reward -1 and done True
+    assert ev.accuracy == pytest.approx((1 + 0 + 0) / 3) and ev.failures[0]["wrong"] == ["reward", "done"]
+
+
+def _room(agent, inventory="empty", monster=None):
+    "An RTFM observation row: walls around, 'you' at `agent`, an optional (cell, name) monster, then the inventory."
+    b = np.full((6, 6, 2), "empty", dtype=object)
+    b[0, :, 0] = b[-1, :, 0] = b[:, 0, 0] = b[:, -1, 0] = "wall"
+    if monster:
+        b[monster[0][0], monster[0][1], 0] = monster[1]
+    if agent:
+        b[agent[0], agent[1], 0] = "you"
+    return [*b.reshape(-1).tolist(), inventory]
+
+
+# two live transitions and a winning blow; the valid masks are those of the next boards
+RTFM_HAND = ReplayBuffer(
+    obs=[_room((2, 2)), _room((1, 2), "shimmering axe"), _room((1, 1), "shimmering axe", ((2, 1), "cold dragon"))],
+    actions=[1, 4, 2],
+    next_obs=[_room((1, 2)), _room((1, 3), "shimmering axe"), _room((2, 1), "shimmering axe")],
+    rewards=[0., 0., 1.], terminated=[False, False, True], truncated=[False] * 3, episode=[0, 0, 0],
+    next_valid_actions=[[1, 0, 1, 1, 1], [1, 0, 1, 1, 1], [1, 1, 1, 1, 1]],
+    meta={"obs_format": "rtfm", "valid_actions": True})
+
+RTFM_LOOKUP = '''
+import numpy as np
+PRED = PREDICTIONS
+class Environment:
+    def set_state(self, state):
+        board, inventory = state
+        assert isinstance(board, np.ndarray) and board.shape == (6, 6, 2) and board.dtype == object
+        assert all(type(v) is str for v in board.flat) and type(inventory) is str
+        self.key = (tuple(map(tuple, np.argwhere(board == "you"))), inventory)
+    def step(self, action):
+        board, inventory, valid, reward, done = PRED[(self.key, int(action))]
+        return (np.array(board, dtype=object), inventory), np.array(valid), reward, done
+'''
+
+
+def _rtfm_lookup(predictions):
+    "A program answering RTFM_HAND's transitions from a table: predictions[i] = (next row, valid, reward, done)."
+    table = {}
+    for i, (row, valid, reward, done) in enumerate(predictions):
+        obs = RTFM_HAND.obs[i].tolist()
+        board = np.array(obs[:72], dtype=object).reshape(6, 6, 2)
+        key = (tuple(map(tuple, np.argwhere(board == "you").tolist())), obs[72])
+        table[(key, int(RTFM_HAND.actions[i]))] = (np.array(row[:72], dtype=object).reshape(6, 6, 2).tolist(),
+                                                   row[72], list(valid), reward, done)
+    return RTFM_LOOKUP.replace("PREDICTIONS", repr(table))
+
+
+def test_rtfm_states_and_valid_actions_by_hand(sandbox):
+    assert buffer_format(RTFM_HAND) == ("rtfm", True)
+    truth = [(RTFM_HAND.next_obs[i].tolist(), np.flatnonzero(RTFM_HAND.next_valid_actions[i]).tolist(),
+              float(RTFM_HAND.rewards[i]), bool(RTFM_HAND.terminated[i])) for i in range(3)]
+    ev = evaluate_program(_rtfm_lookup(truth), RTFM_HAND, sandbox=sandbox)
+    assert not ev.bug, ev.error
+    assert ev.perfect and ev.components == {"next_state": 1.0, "reward": 1.0, "done": 1.0, "valid_actions": 1.0}
+    # the subset rule: [0] (Stay) alone is right; an action that is not valid is wrong
+    subset = [(truth[0][0], [0], 0., False), (truth[1][0], [0, 1], 0., False), truth[2]]
+    ev = evaluate_program(_rtfm_lookup(subset), RTFM_HAND, sandbox=sandbox)
+    assert ev.components["valid_actions"] == 0.5 and ev.failures[0]["index"] == 1
+    assert ev.failures[0]["wrong"] == ["valid_actions"] and ev.failures[0]["expected"]["valid_actions"] == [0, 2, 3, 4]
+    # rewards {0: two live transitions, 1: one}: class weights 1/2 each; the live one with a wrong valid list earns 3/4
+    assert ev.accuracy == pytest.approx(0.5 * (1 + 0.75) / 2 + 0.5)
+    # board wrong in one cell, inventory right: half of the next-state quarter
+    stuck = [(RTFM_HAND.obs[0].tolist(), truth[0][1], 0., False), truth[1], truth[2]]
+    ev = evaluate_program(_rtfm_lookup(stuck), RTFM_HAND, sandbox=sandbox)
+    assert ev.mean_accuracy == pytest.approx((0.25 * 0.5 + 0.75 + 1 + 1) / 3)
+    f = ev.failures[0]
+    assert f["wrong"] == ["next_state"] and np.array(f["expected"]["next_obs"][0], dtype=object).shape == (6, 6, 2)
+    assert f["obs"][1] == "empty" and f["predicted"]["next_obs"][1] == "empty"
+    json.dumps(ev.to_dict(), allow_nan=False)
+    # a 3-tuple step is an error of the program when valid actions are expected
+    three = _rtfm_lookup(truth).replace("np.array(valid), reward, done", "reward, done")
+    assert three != _rtfm_lookup(truth)
+    ev = evaluate_program(three, RTFM_HAND, sandbox=sandbox)
+    assert ev.bug and "(next_obs, valid_actions, reward, done)" in ev.error
+    assert ev.components == {"next_state": 0.0, "reward": 0.0, "done": 0.0, "valid_actions": 0.0}
+
+
+def _collect_rtfm(seed=0, steps=400, horizon=100):
+    "Transitions of the RTFM env under the uniform random valid-action policy, as a ReplayBuffer."
+    rtfm = pytest.importorskip("cwm_nb.rtfm")
+    env, rng = rtfm.RTFMEnv(), np.random.default_rng(seed)
+    cols = {k: [] for k in ("obs", "actions", "next_obs", "rewards", "terminated", "truncated", "episode", "next_valid_actions")}
+    ep, t, (obs, info) = 0, 0, env.reset(seed=seed)
+    while len(cols["rewards"]) < steps:
+        a = rtfm.random_valid_policy(env, obs, rng, info)
+        nxt, r, term, trunc, info = env.step(a)
+        t += 1
+        trunc = trunc or (t >= horizon and not term)
+        for k, v in zip(cols, (rtfm.rtfm_obs_to_row(obs), a, rtfm.rtfm_obs_to_row(nxt), r, term, trunc, ep, info["action_mask"])):
+            cols[k].append(v)
+        obs = nxt
+        if term or trunc:
+            ep, t = ep + 1, 0
+            obs, info = env.reset(seed=seed + ep)
+    return ReplayBuffer(**cols, meta={"env": "rtfm", "obs_format": "rtfm", "valid_actions": True})
+
+
+def test_correct_rtfm_program_is_perfect_on_a_collected_buffer(sandbox):
+    path = Path(__file__).parent / "programs" / "rtfm_correct.py"
+    if not path.is_file():
+        pytest.skip("tests/programs/rtfm_correct.py is not there yet")
+    src = path.read_text()
+    bufs = [_collect_rtfm()] + [b for b in (_ours("rtfm"),) if b is not None]
+    for buf in bufs:
+        assert buf.terminated.sum() > 0 and buf.next_valid_actions is not None
+        ev = evaluate_program(src, buf, sandbox=sandbox)
+        assert not ev.bug, ev.error
+        assert ev.perfect and ev.accuracy == pytest.approx(1.0) and ev.failures == [], ev.failures[:1]
+        assert ev.components == {"next_state": 1.0, "reward": 1.0, "done": 1.0, "valid_actions": 1.0}
+        # the paper's rules count a truncation as done, which no program can predict from the state
+        pc = evaluate_program(src, buf, sandbox=sandbox, paper_compat=True, n_failures=100)
+        assert pc.n_failed == int(buf.truncated.sum()) and pc.perfect == (pc.n_failed == 0)
+        assert all(f["truncated"] and f["wrong"] == ["done"] for f in pc.failures)
+    # a model that forgets walls claims moves that are not valid: the valid-actions component drops
+    ev = evaluate_program(src.replace('self.board[r, c, 0] != "wall"', 'True'), bufs[0], sandbox=sandbox)
+    assert not ev.bug and ev.components["valid_actions"] < 1.0 and ev.components["reward"] == 1.0
+
+
+# A program whose answer lies about equality (or is a subclass pretending to be a plain value) never passes:
+# the driver converts by exact type, so the lie is an error of the program, and every component scores 0.
+LIARS = {
+    "array": ("import numpy as np\nclass Liar(np.ndarray):\n    def __eq__(self, other): return True\n",
+              "np.zeros(2).view(Liar)", HAND),
+    "int": ("class Liar(int):\n    def __eq__(self, other): return True\n    __hash__ = int.__hash__\n",
+            "Liar(0)", None),
+    "tuple": ("class Liar(tuple):\n    def __eq__(self, other): return True\n    __hash__ = tuple.__hash__\n",
+              "Liar((0, 0, 0))", None),
+    "rtfm": ("import numpy as np\nclass Liar(str):\n    def __eq__(self, other): return True\n    __hash__ = str.__hash__\n",
+             "(np.full((6, 6, 2), Liar('x'), dtype=object), Liar('x'))", RTFM_HAND),
+    "valid_actions": ("import numpy as np\nclass Liar(int):\n    def __eq__(self, other): return True\n    __hash__ = int.__hash__\n",
+                      "VALID", RTFM_HAND),
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(LIARS))
+def test_lying_objects_score_zero(fmt, sandbox):
+    head, value, buf = LIARS[fmt]
+    if fmt == "int":
+        buf = ReplayBuffer(obs=[0, 1], actions=[0, 0], next_obs=[1, 2], rewards=[0., 0.], terminated=[False, False],
+                           truncated=[False, False], episode=[0, 0], meta={"obs_format": "int"})
+    if fmt == "tuple":
+        buf = ReplayBuffer(obs=[[1, 2, 0]], actions=[0], next_obs=[[1, 2, 0]], rewards=[0.], terminated=[False],
+                           truncated=[False], episode=[0], meta={"obs_format": "tuple"})
+    fmt_, has_valid = buffer_format(buf)
+    if fmt == "valid_actions":
+        ret = "(np.full((6, 6, 2), 'empty', dtype=object), 'empty'), [Liar(0)], 0.0, False"
+    elif has_valid:
+        ret = f"{value}, [0], 0.0, False"
+    else:
+        ret = f"{value}, 0.0, False"
+    src = head + f"class Environment:\n    def set_state(self, s): pass\n    def step(self, a): return {ret}\n"
+    ev = evaluate_program(src, buf, sandbox=sandbox)
+    comp = "valid_actions" if fmt == "valid_actions" else "next_state"
+    assert ev.components[comp] == 0.0 and ev.accuracy == 0.0 and not ev.perfect
+    assert ev.bug and "Liar" in ev.error, ev.error
