@@ -13,9 +13,11 @@ from .core import CwmNbError, Transition, atomic_write_bytes, atomic_write_json,
 from .envs import get_env_spec, make_env
 
 # %% auto #0
-__all__ = ['BUFFER_FORMAT', 'BUFFER_FORMAT_VERSION', 'NPZ_NAME', 'META_NAME', 'Policy', 'POLICIES', 'COLLECTION_PLANS',
-           'ReplayBuffer', 'random_policy', 'CollectionPlan', 'get_collection_plan', 'collect_buffer',
-           'default_buffer_path', 'load_buffer', 'ship_buffer']
+__all__ = ['OBS_FORMATS', 'BUFFER_FORMAT', 'BUFFER_FORMAT_VERSION', 'READABLE_FORMAT_VERSIONS', 'NPZ_NAME', 'META_NAME', 'Policy',
+           'POLICIES', 'CEM_SAMPLES', 'CEM_ELITES', 'COLLECTION_PLANS', 'ReplayBuffer', 'encode_obs', 'decode_obs',
+           'random_policy', 'mountaincar_pump_policy', 'acrobot_pump_policy', 'random_valid_policy', 'with_epsilon',
+           'CollectionPlan', 'get_collection_plan', 'collect_buffer', 'default_buffer_path', 'load_buffer',
+           'ship_buffer', 'summarize_buffer', 'collect_main']
 
 # %% ../nbs/05_replay.ipynb #11d5808c
 def _column(x: Any) -> np.ndarray | list:
@@ -41,16 +43,23 @@ class ReplayBuffer:
     terminated: Any           # bool (N,): the step reached a terminal state of the MDP
     truncated: Any            # bool (N,): a time limit cut the episode after this step
     episode: Any              # int64 (N,): episode index of each transition
-    meta: dict = field(default_factory=dict)  # provenance: env, gym_id, gymnasium version, seed, policy, ...
+    meta: dict = field(default_factory=dict)  # provenance: env, gym_id, obs_format, gymnasium version, seed, policy, ...
+    next_valid_actions: Any = None  # None, or bool (N, n_actions): actions valid in next_obs (RTFM)
 
     def __post_init__(self):
         self.obs, self.actions, self.next_obs = _column(self.obs), _column(self.actions), _column(self.next_obs)
+        if self.next_valid_actions is not None:
+            v = np.asarray(self.next_valid_actions)
+            if v.ndim != 2 or (v.size and not np.isin(v, (0, 1)).all()):
+                raise CwmNbError(f"next_valid_actions must be a 0/1 (N, n_actions) array, got shape {v.shape}",
+                                 "store one boolean mask over the actions per transition, or None")
+            self.next_valid_actions = v.astype(bool)
         self.rewards = np.asarray(self.rewards, dtype=np.float64)
         self.terminated = np.asarray(self.terminated).astype(bool, copy=False)
         self.truncated = np.asarray(self.truncated).astype(bool, copy=False)
         self.episode = np.asarray(self.episode).astype(np.int64, copy=False)
         n = len(self.rewards)
-        lens = {k: len(getattr(self, k)) for k in ("obs", "actions", "next_obs", "rewards", "terminated", "truncated", "episode")}
+        lens = {k: len(getattr(self, k)) for k in self.columns()}
         if len(set(lens.values())) != 1:
             raise CwmNbError(f"replay buffer columns have different lengths: {lens}",
                              "build every column with one entry per transition (or re-collect the buffer)")
@@ -62,6 +71,10 @@ class ReplayBuffer:
             raise CwmNbError("replay buffer episode indices decrease", "store transitions episode by episode, in order")
 
     def __len__(self) -> int: return len(self.rewards)
+
+    def columns(self) -> tuple[str, ...]:
+        "Names of the columns this buffer holds (`next_valid_actions` only when present)."
+        return _COLUMNS + (("next_valid_actions",) if self.next_valid_actions is not None else ())
 
     @property
     def done(self) -> np.ndarray:
@@ -89,12 +102,12 @@ class ReplayBuffer:
         def eq(x, y):
             if isinstance(x, np.ndarray): return isinstance(y, np.ndarray) and x.dtype == y.dtype and np.array_equal(x, y)
             return not isinstance(y, np.ndarray) and len(x) == len(y) and all(np.array_equal(u, v) for u, v in zip(x, y))
-        return all(eq(getattr(self, k), getattr(other, k)) for k in _COLUMNS)
+        return self.columns() == other.columns() and all(eq(getattr(self, k), getattr(other, k)) for k in self.columns())
 
     def fingerprint(self) -> str:
         "SHA-256 of the buffer's contents (all columns); equal buffers give equal fingerprints."
         h = hashlib.sha256()
-        for k in _COLUMNS:
+        for k in self.columns():
             col = getattr(self, k)
             if isinstance(col, np.ndarray): h.update(f"{k}:{col.dtype.str}:{col.shape}".encode()); h.update(np.ascontiguousarray(col).tobytes())
             else: h.update(f"{k}:list".encode()); h.update(json.dumps(to_plain(col)).encode())
@@ -104,13 +117,43 @@ class ReplayBuffer:
         desc = lambda c: f"{c.dtype} {c.shape[1:]}" if isinstance(c, np.ndarray) else "list"
         return (f"ReplayBuffer({self.meta.get('env', '?')}: {len(self)} transitions, {len(self.episode_bounds())} episodes, "
                 f"obs {desc(self.obs)}, actions {desc(self.actions)}, {int(self.terminated.sum())} terminated, "
-                f"{int(self.truncated.sum())} truncated)")
+                f"{int(self.truncated.sum())} truncated" + (", with next_valid_actions" if self.next_valid_actions is not None else "") + ")")
 
 _COLUMNS = ("obs", "actions", "next_obs", "rewards", "terminated", "truncated", "episode")
 
 # %% ../nbs/05_replay.ipynb #0e0e5d97
+OBS_FORMATS = ("array", "int", "tuple", "rtfm")
+
+def encode_obs(
+    obs: Any,         # an observation as the env returns it
+    obs_format: str,  # `EnvSpec.obs_format`: "array", "int", "tuple" or "rtfm"
+) -> Any:
+    "A buffer row for `obs`: an array, an int, a tuple of ints, or a list of 73 str (rtfm). Raises `CwmNbError` for an unknown format."
+    if obs_format == "array": return np.asarray(obs)
+    if obs_format == "int": return int(obs)
+    if obs_format == "tuple": return tuple(int(v) for v in obs)
+    if obs_format == "rtfm":
+        from cwm_nb.rtfm import rtfm_obs_to_row
+        return list(rtfm_obs_to_row(obs))
+    raise CwmNbError(f"unknown observation format {obs_format!r}", f"use one of {OBS_FORMATS}")
+
+def decode_obs(
+    row: Any,         # one row of a buffer's obs/next_obs column
+    obs_format: str,  # `meta["obs_format"]` of the buffer
+) -> Any:
+    "The observation a CWM's `set_state` receives for buffer row `row` (spec §1.1): array, int, tuple of ints, or (board, inventory)."
+    if obs_format == "array": return np.asarray(row)
+    if obs_format == "int": return int(row)
+    if obs_format == "tuple": return tuple(int(v) for v in row)
+    if obs_format == "rtfm":
+        from cwm_nb.rtfm import rtfm_row_to_obs
+        return rtfm_row_to_obs([str(v) for v in row])
+    raise CwmNbError(f"unknown observation format {obs_format!r}", f"use one of {OBS_FORMATS}")
+
+# %% ../nbs/05_replay.ipynb #20947371
 BUFFER_FORMAT = "cwm-nb replay buffer"
-BUFFER_FORMAT_VERSION = 1
+BUFFER_FORMAT_VERSION = 2               # 2 adds the optional column next_valid_actions
+READABLE_FORMAT_VERSIONS = (1, 2)       # version-1 buffers (no next_valid_actions) still load
 NPZ_NAME, META_NAME = "transitions.npz", "meta.json"
 
 def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
@@ -137,11 +180,27 @@ def _encode_column(name: str, col: np.ndarray | list) -> tuple[dict[str, np.ndar
     offsets = np.cumsum([0] + [len(r) for r in rows]).astype(np.int64)
     return {f"{name}__flat": flat, f"{name}__offsets": offsets}, {"layout": "ragged", "dtype": flat.dtype.str}
 
+def _episode_ends(episode: np.ndarray) -> np.ndarray:
+    "Index of the last transition of each episode."
+    return np.r_[np.flatnonzero(np.diff(episode)), len(episode) - 1] if len(episode) else np.zeros(0, np.int64)
+
+def _chained(self: ReplayBuffer) -> bool:
+    "True if `next_obs[t]` is bit for bit `obs[t+1]` inside every episode (then only episode ends are stored)."
+    o, n = self.obs, self.next_obs
+    if not (isinstance(o, np.ndarray) and isinstance(n, np.ndarray)) or o.dtype != n.dtype or o.shape != n.shape or not len(o):
+        return False
+    inner = np.setdiff1d(np.arange(len(o)), _episode_ends(self.episode))
+    return np.ascontiguousarray(n[inner]).tobytes() == np.ascontiguousarray(o[inner + 1]).tobytes()
+
 def _save(self: ReplayBuffer, path: str | Path) -> Path:
     "Write the buffer to folder `path` (transitions.npz + meta.json, each atomically). Returns the folder."
     path = Path(path)
     arrays, columns = {}, {}
-    for k in _COLUMNS:
+    for k in self.columns():
+        if k == "next_obs" and _chained(self):
+            arrays["next_obs__ends"] = self.next_obs[_episode_ends(self.episode)]
+            columns[k] = {"layout": "chained", "dtype": self.next_obs.dtype.str, "shape": list(self.next_obs.shape)}
+            continue
         a, d = _encode_column(k, getattr(self, k)); arrays.update(a); columns[k] = d
     blob = _npz_bytes(arrays)
     atomic_write_bytes(path/NPZ_NAME, blob)
@@ -152,13 +211,23 @@ def _save(self: ReplayBuffer, path: str | Path) -> Path:
 
 ReplayBuffer.save = _save
 
-# %% ../nbs/05_replay.ipynb #7d58646c
+# %% ../nbs/05_replay.ipynb #9a0e9567
 def _bad(path: Path, what: str) -> CwmNbError:
     return CwmNbError(f"replay buffer at {path} is malformed: {what}",
                       "re-create it with `collect_buffer(env_name, seed).save(path)` (or restore the shipped copy "
                       "with `git checkout data/buffers`), or pass the folder of a buffer written by `ReplayBuffer.save`")
 
-def _decode_column(name: str, desc: dict, z, path: Path) -> np.ndarray | list:
+def _decode_column(name: str, desc: dict, z, path: Path, cols: dict) -> np.ndarray | list:
+    if desc.get("layout") == "chained":             # next_obs: obs shifted by one, plus the stored episode ends
+        if f"{name}__ends" not in z: raise _bad(path, f"{NPZ_NAME} lacks the array {name}__ends")
+        obs, ends, last = cols.get("obs"), _episode_ends(cols["episode"]), z[f"{name}__ends"]
+        if not isinstance(obs, np.ndarray) or len(obs) != len(cols["episode"]) or len(last) != len(ends) \
+                or last.shape[1:] != obs.shape[1:]:
+            raise _bad(path, f"the chained column {name!r} does not fit the obs and episode columns")
+        out = obs.copy()
+        out[:-1] = obs[1:]
+        out[ends] = last
+        return out
     if desc.get("layout") == "array":
         if name not in z: raise _bad(path, f"{NPZ_NAME} has no array {name!r}")
         return z[name]
@@ -182,14 +251,19 @@ def _load(cls, path: str | Path) -> ReplayBuffer:
     except (json.JSONDecodeError, UnicodeDecodeError) as e: raise _bad(path, f"{META_NAME} is not valid JSON ({e})") from None
     if not isinstance(info, dict) or info.get("format") != BUFFER_FORMAT or not isinstance(info.get("columns"), dict):
         raise _bad(path, f"{META_NAME} is not the metadata of a cwm-nb replay buffer")
-    if info.get("format_version") != BUFFER_FORMAT_VERSION:
-        raise _bad(path, f"format version {info.get('format_version')!r}, this code reads version {BUFFER_FORMAT_VERSION}")
+    if info.get("format_version") not in READABLE_FORMAT_VERSIONS:
+        raise _bad(path, f"format version {info.get('format_version')!r}, this code reads versions {READABLE_FORMAT_VERSIONS}")
     blob = (path/NPZ_NAME).read_bytes()
     if not zipfile.is_zipfile(io.BytesIO(blob)):   # np.load would fall back to unpickling
         raise _bad(path, f"{NPZ_NAME} is not an .npz archive (it does not start like a zip file)")
     try:
         with np.load(io.BytesIO(blob), allow_pickle=False) as z:
-            cols = {k: _decode_column(k, info["columns"].get(k, {}), z, path) for k in _COLUMNS}
+            names = _COLUMNS + (("next_valid_actions",) if "next_valid_actions" in info["columns"] else ())
+            chained = [k for k in names if info["columns"].get(k, {}).get("layout") == "chained"]
+            cols = {}
+            for k in [k for k in names if k not in chained] + chained:   # chained columns need obs and episode
+                cols[k] = _decode_column(k, info["columns"].get(k, {}), z, path, cols)
+            cols = {k: cols[k] for k in names}
     except CwmNbError: raise
     except ValueError as e:
         msg = "it holds pickled objects" if "pickle" in str(e) else f"not a readable .npz archive ({e})"
@@ -206,7 +280,7 @@ def _load(cls, path: str | Path) -> ReplayBuffer:
 
 ReplayBuffer.load = _load
 
-# %% ../nbs/05_replay.ipynb #20947371
+# %% ../nbs/05_replay.ipynb #94fb2507
 Policy = Callable[[Any, Any, np.random.Generator], Any]   # (env, obs, rng) -> action
 
 def random_policy(env, obs, rng: np.random.Generator):
@@ -217,111 +291,294 @@ def random_policy(env, obs, rng: np.random.Generator):
     if isinstance(sp, gym.spaces.Box): return rng.uniform(sp.low, sp.high).astype(sp.dtype)
     raise CwmNbError(f"no random policy for action space {sp}", "add a case to `random_policy`")
 
-POLICIES: dict[str, Policy] = {"random": random_policy}
+def mountaincar_pump_policy(env, obs, rng: np.random.Generator) -> int:
+    "MountainCar: push right (2) when the velocity `obs[1]` is >= 0, else push left (0). Uses no randomness."
+    return 2 if obs[1] >= 0 else 0
 
+def acrobot_pump_policy(env, obs, rng: np.random.Generator) -> int:
+    "Acrobot: torque +1 (action 2) when the joint velocity `obs[5]` is > 0, -1 (action 0) when < 0, else 0 (action 1)."
+    return 2 if obs[5] > 0 else 0 if obs[5] < 0 else 1
+
+def random_valid_policy(env, obs, rng: np.random.Generator) -> int:
+    "RTFM: a uniform random action among those valid in `obs` (`cwm_nb.rtfm.random_valid_policy`)."
+    from cwm_nb.rtfm import random_valid_policy as rvp
+    return rvp(env, obs, rng)
+
+POLICIES: dict[str, Policy] = {"random": random_policy, "mountaincar_pump": mountaincar_pump_policy,
+                               "acrobot_pump": acrobot_pump_policy, "random_valid": random_valid_policy}
+
+def with_epsilon(
+    policy: Policy,  # the policy to perturb
+    epsilon: float,  # probability of a uniform random action instead, per step
+) -> Policy:
+    "`policy`, except that with probability `epsilon` (one `rng.random()` draw per step) it acts uniformly at random."
+    if not epsilon: return policy
+    def pol(env, obs, rng): return random_policy(env, obs, rng) if rng.random() < epsilon else policy(env, obs, rng)
+    return pol
+
+# %% ../nbs/05_replay.ipynb #754f121b
 @dataclass(frozen=True)
 class CollectionPlan:
-    "How one environment's buffer is collected (spec §2.3): random episodes, then return-filtered ones."
-    n_random: int = 5                   # episodes of the uniform random policy
-    n_good: int = 5                     # episodes of `good_policy` with return > `return_threshold`
+    "How one environment's buffer is collected (spec §2.3). Each `kind` reads its own group of fields."
+    kind: str = "filtered"              # "filtered", "cem" or "transitions" (see the table above)
     max_steps: int = 100                # cap on episode length (truncation), at most the env's horizon
+    policy: str = "random"              # key of POLICIES for the random episodes ("filtered") / all episodes ("transitions")
+    # kind "filtered"
+    n_random: int = 5                   # episodes of `policy`
+    n_good: int = 5                     # episodes of `good_policy` that pass the filter
     good_policy: str = "random"         # key of POLICIES used for the filtered episodes
-    return_threshold: float = 0.0       # a good episode needs a return strictly above this
+    epsilon: float = 0.0                # per-step probability that a good episode acts uniformly at random instead
+    return_threshold: float | None = 0.0  # a good episode needs a return strictly above this (None: no return test)
+    require_terminated: bool = False    # a good episode must end by termination (the goal), not by the cap
     max_attempts: int = 10_000          # rollouts tried before giving up on finding `n_good` good episodes
+    # kind "cem"
+    cem_iterations: tuple[int, ...] = (1, 2, 3, 4, 5, 8, 12, 16, 20, 25)  # CEM iterations of episode k (one episode each)
+    cem_samples: int = 1000             # N: action sequences sampled per iteration
+    cem_elites: int = 100               # K: best sequences the sampling distribution is refit to
+    cem_horizon: int = 100              # T: plan length (cut to the episode cap); runs open-loop for T steps, then CEM replans
+    # kind "transitions"
+    n_transitions: int = 1000           # size of the buffer: the last episode is cut (and marked truncated) to fit
     rationale: str = ""                 # why these numbers
 
+    def __post_init__(self):
+        if self.kind not in ("filtered", "cem", "transitions"):
+            raise CwmNbError(f"unknown collection plan kind {self.kind!r}", "use 'filtered', 'cem' or 'transitions'")
+        for p in (self.policy, self.good_policy):
+            if p not in POLICIES: raise CwmNbError(f"unknown policy {p!r}", f"use one of {list(POLICIES)}")
+
+# %% ../nbs/05_replay.ipynb #26122c34
+CEM_SAMPLES, CEM_ELITES = 50, 5     # N, K of the shipped continuous buffers (the paper: 1000, 100); see Collection times
+
+def _cem_plan(rationale: str) -> CollectionPlan:
+    return CollectionPlan(kind="cem", cem_samples=CEM_SAMPLES, cem_elites=CEM_ELITES, rationale=rationale)
+
+_CEM_WHY = ("As the paper (spec 2.3): 10 episodes, CEM on the real env with iterations [1,2,3,4,5,8,12,16,20,25], "
+            "T=100 (cut to the episode length: Reacher 50) executed open-loop then replanned, episodes capped at "
+            "min(horizon, 100); N=50 samples and K=5 elites instead of the paper's 1000/100, to collect all 12 "
+            "environments in minutes on two cores.")
+
 COLLECTION_PLANS: dict[str, CollectionPlan] = {
+    "Blackjack-v1": CollectionPlan(return_threshold=0.0, rationale=(
+        "10 hands: 5 random, 5 random hands that were won (return > 0), so that every outcome appears. The paper's "
+        "buffer has 10 hands (+1 x3, -1 x4, 0 x3). Hands last 1-5 steps; the 100-step cap never applies.")),
+    "CliffWalking-v0": CollectionPlan(return_threshold=None, require_terminated=True, rationale=(
+        "5 random episodes, then 5 random episodes that reach the goal within 100 steps (about 0.6% of random "
+        "episodes), like the paper's buffer (5 x 100 steps, then 5 reaching the goal in 44-99 steps). No return "
+        "threshold: cliff steps (-100, not terminal) make returns of successful episodes vary widely.")),
+    "Taxi-v3": CollectionPlan(return_threshold=None, require_terminated=True, rationale=(
+        "5 random episodes, then 5 random episodes that deliver the passenger within 100 steps (about 1.5%). The "
+        "paper's buffer used Taxi's own 200-step limit (5 x 200, then deliveries in 21-190 steps); we keep the "
+        "paper's stated cap of 100.")),
     "CartPole-v1": CollectionPlan(return_threshold=50.0, rationale=(
         "The paper's CartPole buffer has 5 episodes of 14-35 steps, then 5 of 51-74 steps: random rollouts "
         "with a return threshold of about 50. About 3% of random episodes exceed 50. Cap: the paper's 100 steps.")),
+    "MountainCar-v0": CollectionPlan(max_steps=200, good_policy="mountaincar_pump", epsilon=0.3,
+                                     return_threshold=-200.0, rationale=(
+        "Random episodes never reach the flag, so the good episodes come from an energy-pumping helper (push in the "
+        "direction of the velocity) with 30% random actions, kept when they reach the flag. Even the pure helper "
+        "needs 113-124 steps, so the cap is MountainCar's own 200, as in the paper's buffer (goal in 144-167 "
+        "steps, then 5 random episodes truncated at 200).")),
+    "Acrobot-v1": CollectionPlan(good_policy="acrobot_pump", epsilon=0.2, return_threshold=-100.0, rationale=(
+        "Random episodes never reach the goal within 100 steps, so the good episodes come from an energy-pumping "
+        "helper (torque in the direction of the second joint's velocity) with 20% random actions, kept when they "
+        "reach the goal within the paper's cap of 100 steps. The paper's buffer used Acrobot's own 500-step limit "
+        "(5 random x 500, then random episodes reaching the goal in 348-497 steps: 4,521 transitions).")),
+    **{name: _cem_plan(_CEM_WHY) for name in (
+        "Pendulum-v1", "Reacher-v4", "Pusher-v4", "InvertedPendulum-v4", "InvertedDoublePendulum-v4",
+        "HalfCheetah-v4", "Hopper-v4", "Swimmer-v4", "Walker2d-v4", "Ant-v4", "Humanoid-v4", "HumanoidStandup-v4")},
+    "rtfm": CollectionPlan(kind="transitions", policy="random_valid", n_transitions=1000, rationale=(
+        "As the paper (spec 2.3): episodes of the uniform random policy over the valid actions, capped at 100 "
+        "steps, 1,000 transitions; the last episode is cut to fit (marked truncated) where the paper dropped it "
+        "(999 transitions).")),
 }
 
 def get_collection_plan(name: str) -> CollectionPlan:
-    "The collection plan of benchmark environment `name`. Raises `CwmNbError` if there is none yet."
+    "The collection plan of benchmark environment `name`. Raises `CwmNbError` if there is none."
     get_env_spec(name)
     if name not in COLLECTION_PLANS:
-        raise CwmNbError(f"no buffer collection plan for {name!r} yet (plans exist for: {', '.join(COLLECTION_PLANS)})",
+        raise CwmNbError(f"no buffer collection plan for {name!r} (plans exist for: {', '.join(COLLECTION_PLANS)})",
                          "add a CollectionPlan to cwm_nb.replay.COLLECTION_PLANS")
     return COLLECTION_PLANS[name]
 
-# %% ../nbs/05_replay.ipynb #d43f7d62
-def _rollout(env, policy: Policy, rng: np.random.Generator, reset_seed: int) -> dict:
+# %% ../nbs/05_replay.ipynb #9152d0a8
+_EPISODE_KEYS = ("obs", "actions", "next_obs", "rewards", "terminated", "truncated")
+
+def _rollout(env, policy: Policy, rng: np.random.Generator, reset_seed: int, obs_format: str = "array",
+             valid_actions: bool = False) -> dict:
     "One episode until terminated or truncated (the env's time limit ends it). Returns lists per column."
     obs, _ = env.reset(seed=reset_seed)
-    ep = {k: [] for k in ("obs", "actions", "next_obs", "rewards", "terminated", "truncated")}
+    ep = {k: [] for k in _EPISODE_KEYS + (("next_valid_actions",) if valid_actions else ())}
     while True:
         a = policy(env, obs, rng)
-        nobs, r, term, trunc, _ = env.step(a)
-        for k, v in zip(ep, (obs, a, nobs, r, term, trunc)): ep[k].append(v)
+        nobs, r, term, trunc, info = env.step(a)
+        for k, v in zip(_EPISODE_KEYS, (encode_obs(obs, obs_format), a, encode_obs(nobs, obs_format), r, term, trunc)):
+            ep[k].append(v)
+        if valid_actions:
+            if "action_mask" not in info:
+                raise CwmNbError(f"{env.spec.id if env.spec else env}: step() returned no info['action_mask']",
+                                 "valid-action environments must put the mask of the new observation in info")
+            ep["next_valid_actions"].append(np.asarray(info["action_mask"]).astype(bool))
         if term or trunc: return ep
         obs = nobs
+
+class _CEMPolicy:
+    "Acts with CEM planned on the real env: plays each plan of `config.horizon` actions open-loop, then replans."
+    def __init__(self, config):
+        self.config, self.plan, self.t, self.n_plans = config, None, 0, 0
+
+    def __call__(self, env, obs, rng):
+        if self.plan is None or self.t >= len(self.plan):
+            from cwm_nb.planning import oracle_cem_plan
+            self.plan, self.t = np.asarray(oracle_cem_plan(env, self.config, rng)), 0
+            self.n_plans += 1
+        a = self.plan[self.t]; self.t += 1
+        return np.asarray(a, dtype=env.action_space.dtype).reshape(env.action_space.shape)
+
+def _collect_filtered(env, name, seed, plan, cap, fmt, valid):
+    episodes, info = [], []
+    for k in range(plan.n_random):
+        s = derive_seed(seed, name, "random", k)
+        episodes.append(_rollout(env, POLICIES[plan.policy], make_rng(seed, name, "random", k, "actions"), s, fmt, valid))
+        info.append({"kind": "random", "attempt": k, "reset_seed": s})
+    good_policy, good, j = with_epsilon(POLICIES[plan.good_policy], plan.epsilon), 0, 0
+    while good < plan.n_good:
+        if j >= plan.max_attempts:
+            raise CwmNbError(f"{name}: only {good} of {plan.n_good} episodes passed the filter in {plan.max_attempts} "
+                             f"attempts", "lower return_threshold, raise max_attempts or use a better good_policy")
+        s = derive_seed(seed, name, "good", j)
+        ep = _rollout(env, good_policy, make_rng(seed, name, "good", j, "actions"), s, fmt, valid)
+        ok = (plan.return_threshold is None or sum(ep["rewards"]) > plan.return_threshold) \
+             and (not plan.require_terminated or ep["terminated"][-1])
+        if ok: episodes.append(ep); info.append({"kind": "good", "attempt": j, "reset_seed": s}); good += 1
+        j += 1
+    return episodes, info
+
+def _collect_cem(env, name, seed, plan, cap, fmt, valid):
+    from cwm_nb.planning import CEMConfig
+    episodes, info = [], []
+    for k, iters in enumerate(plan.cem_iterations):
+        s = derive_seed(seed, name, "cem", k)
+        pol = _CEMPolicy(CEMConfig(horizon=min(plan.cem_horizon, cap), iterations=iters, samples=plan.cem_samples,
+                                   elites=plan.cem_elites))
+        episodes.append(_rollout(env, pol, make_rng(seed, name, "cem", k, "actions"), s, fmt, valid))
+        info.append({"kind": "cem", "attempt": k, "reset_seed": s, "cem_iterations": iters, "plans": pol.n_plans})
+    return episodes, info
+
+def _collect_transitions(env, name, seed, plan, cap, fmt, valid):
+    episodes, info, total, k = [], [], 0, 0
+    while total < plan.n_transitions:
+        s = derive_seed(seed, name, "transitions", k)
+        ep = _rollout(env, POLICIES[plan.policy], make_rng(seed, name, "transitions", k, "actions"), s, fmt, valid)
+        room, d = plan.n_transitions - total, {"kind": "transitions", "attempt": k, "reset_seed": s}
+        if len(ep["rewards"]) > room:     # cut the last episode to fit; the cut is a truncation
+            ep = {key: v[:room] for key, v in ep.items()}
+            ep["truncated"][-1], d["cut"] = True, True
+        episodes.append(ep); info.append(d); total += len(ep["rewards"]); k += 1
+    return episodes, info
+
+_COLLECTORS = {"filtered": _collect_filtered, "cem": _collect_cem, "transitions": _collect_transitions}
+
+def _describe_plan(plan: CollectionPlan, cap: int) -> str:
+    if plan.kind == "cem":
+        return (f"{len(plan.cem_iterations)} episodes acting with CEM planned on the real environment "
+                f"(oracle_cem_plan; iterations {list(plan.cem_iterations)}, N={plan.cem_samples} samples, "
+                f"K={plan.cem_elites} elites, plan length T={min(plan.cem_horizon, cap)} executed open-loop, then replanned); "
+                f"episodes capped at {cap} steps (truncation)")
+    if plan.kind == "transitions":
+        return (f"episodes of policy {plan.policy!r} capped at {cap} steps (truncation) until {plan.n_transitions} "
+                f"transitions; the last episode is cut to fit and marked truncated")
+    test = " and ".join(([f"return > {plan.return_threshold:g}"] if plan.return_threshold is not None else [])
+                        + (["ending by termination"] if plan.require_terminated else [])) or "no filter"
+    eps = f" with {plan.epsilon:g} random actions" if plan.epsilon else ""
+    return (f"{plan.n_random} episodes of policy {plan.policy!r}, then the first {plan.n_good} episodes of policy "
+            f"{plan.good_policy!r}{eps} with {test} (rejection sampling); episodes capped at {cap} steps (truncation)")
 
 def collect_buffer(
     name: str,                        # benchmark environment name
     seed: int = 0,                    # collection seed: resets and actions derive from it
     plan: CollectionPlan | None = None,  # how to collect; default `get_collection_plan(name)`
 ) -> ReplayBuffer:
-    "Collect `plan.n_random` random then `plan.n_good` return-filtered episodes (spec §2.3), deterministically for `seed`."
+    "Collect `name`'s buffer by `plan` (spec §2.3), deterministically for `seed`. Raises `CwmNbError` if a filter never passes."
     import gymnasium
     spec, plan = get_env_spec(name), plan or get_collection_plan(name)
+    fmt, valid = getattr(spec, "obs_format", "array"), bool(getattr(spec, "valid_actions", False))
     cap = min(plan.max_steps, spec.horizon)
     env = make_env(name, max_episode_steps=cap)
-    episodes, info = [], []
-    try:
-        for k in range(plan.n_random):
-            s = derive_seed(seed, name, "random", k)
-            episodes.append(_rollout(env, random_policy, make_rng(seed, name, "random", k, "actions"), s))
-            info.append({"kind": "random", "attempt": k, "reset_seed": s})
-        good, j = 0, 0
-        while good < plan.n_good:
-            if j >= plan.max_attempts:
-                raise CwmNbError(f"{name}: only {good} of {plan.n_good} episodes with return > {plan.return_threshold} "
-                                 f"in {plan.max_attempts} attempts", "lower return_threshold, raise max_attempts or use a better good_policy")
-            s = derive_seed(seed, name, "good", j)
-            ep = _rollout(env, POLICIES[plan.good_policy], make_rng(seed, name, "good", j, "actions"), s)
-            if sum(ep["rewards"]) > plan.return_threshold:
-                episodes.append(ep); info.append({"kind": "good", "attempt": j, "reset_seed": s}); good += 1
-            j += 1
-    finally:
-        env.close()
+    try: episodes, info = _COLLECTORS[plan.kind](env, name, seed, plan, cap, fmt, valid)
+    finally: env.close()
     for ep, d in zip(episodes, info):
         d.update(length=len(ep["rewards"]), ret=float(sum(ep["rewards"])),
                  terminated=bool(ep["terminated"][-1]), truncated=bool(ep["truncated"][-1]))
     cols = {k: [v for ep in episodes for v in ep[k]] for k in episodes[0]}
     episode = [i for i, ep in enumerate(episodes) for _ in ep["rewards"]]
-    meta = {"env": name, "gym_id": spec.gym_id, "gymnasium_version": gymnasium.__version__,
+    meta = {"env": name, "gym_id": spec.gym_id, "obs_format": fmt, "gymnasium_version": gymnasium.__version__,
             "numpy_version": np.__version__, "seed": int(seed), "max_episode_steps": cap,
-            "state_kind": spec.state_kind, "action_kind": spec.action_kind,
-            "policy": (f"{plan.n_random} episodes of the uniform random policy, then the first {plan.n_good} episodes "
-                       f"of policy {plan.good_policy!r} with return > {plan.return_threshold:g} (rejection sampling); "
-                       f"episodes capped at {cap} steps (truncation)"),
+            "state_kind": spec.state_kind, "action_kind": spec.action_kind, "policy": _describe_plan(plan, cap),
             "plan": asdict(plan), "episodes": info, "collected_by": "cwm_nb.replay.collect_buffer"}
-    return ReplayBuffer(**cols, episode=episode, meta=meta)
+    return ReplayBuffer(**cols, episode=episode, meta=to_plain(meta))
 
-# %% ../nbs/05_replay.ipynb #ff64b13f
+# %% ../nbs/05_replay.ipynb #5d507b0b
 def default_buffer_path(name: str) -> Path:
     "Folder of the shipped buffer of benchmark environment `name`: `<root>/data/buffers/<name>/`."
     return data_dir()/"buffers"/get_env_spec(name).name
 
 def load_buffer(
     name: str,                      # benchmark environment name
-    path: str | Path | None = None, # buffer folder; default: the shipped buffer (`default_buffer_path(name)`)
+    path: str | Path | None = None, # a buffer folder (or its transitions.npz), or a paper pickle `*.pkl`; default: the shipped buffer
 ) -> ReplayBuffer:
-    "The replay buffer of `name`. Raises `CwmNbError` if the folder is missing or malformed, or holds another env's buffer."
+    "The replay buffer of `name`. Raises `CwmNbError` if the path is missing, malformed, not a buffer, or holds another env's buffer."
     path = Path(path) if path is not None else default_buffer_path(name)
     if not path.exists():
         raise CwmNbError(f"no replay buffer for {name} at {path}",
                          f"collect one: `collect_buffer({name!r}, seed=0).save({str(path)!r})`, or pass `path=`")
-    buf = ReplayBuffer.load(path)
+    if path.is_file() and path.suffix == ".pkl":
+        from cwm_nb.paper_buffers import load_paper_buffer
+        buf = load_paper_buffer(path, name)
+    elif path.is_dir() or path.name == NPZ_NAME:
+        buf = ReplayBuffer.load(path)
+    else:
+        raise CwmNbError(f"{path} is not a replay buffer",
+                         f"pass a folder written by `ReplayBuffer.save` (holding {NPZ_NAME} and {META_NAME}) "
+                         "or one of the paper's pickles (*.pkl)")
     if buf.meta.get("env", name) != name:
         raise CwmNbError(f"the buffer at {path} is for {buf.meta.get('env')!r}, not {name!r}",
                          "pass the folder of this environment's buffer")
     return buf
 
-# %% ../nbs/05_replay.ipynb #ecb4074f
+# %% ../nbs/05_replay.ipynb #34666926
 def ship_buffer(
     name: str,      # benchmark environment name
     seed: int = 0,  # collection seed of the shipped buffers
 ) -> Path:
     "Collect `name`'s buffer with `seed` and write it to `default_buffer_path(name)`. Returns the folder."
     return collect_buffer(name, seed).save(default_buffer_path(name))
+
+def summarize_buffer(buf: ReplayBuffer) -> dict:
+    "Counts, lengths and returns of a buffer, as plain data (used by `collect_main` and the table below)."
+    lens, rets = buf.episode_lengths(), buf.episode_returns()
+    return {"env": buf.meta.get("env"), "transitions": len(buf), "episodes": len(lens),
+            "terminated": int(buf.terminated.sum()), "truncated": int(buf.truncated.sum()),
+            "length_min": min(lens, default=0), "length_max": max(lens, default=0),
+            "return_min": min(rets, default=0.0), "return_mean": float(np.mean(rets)) if rets else 0.0,
+            "return_max": max(rets, default=0.0), "returns": [round(r, 3) for r in rets]}
+
+def collect_main(
+    env: str,                        # benchmark environment name
+    seed: int = 0,                   # collection seed
+    out: str | Path | None = None,   # folder to write; default: the shipped folder for seed 0, else the cache
+) -> Path:
+    "Collect `env`'s buffer with `seed`, save it, print a summary (transitions, episodes, returns, time). Returns the folder."
+    import time
+    from cwm_nb.core import cache_dir
+    t0 = time.perf_counter()
+    buf = collect_buffer(env, seed)
+    wall = time.perf_counter() - t0
+    if out is None: out = default_buffer_path(env) if seed == 0 else cache_dir()/"buffers"/f"{get_env_spec(env).name}-seed{seed}"
+    path = buf.save(out)
+    s = summarize_buffer(buf)
+    print(f"{env} (seed {seed}): {s['transitions']} transitions in {s['episodes']} episodes "
+          f"({s['terminated']} terminated, {s['truncated']} truncated), lengths {s['length_min']}-{s['length_max']}")
+    print(f"  returns min {s['return_min']:.4g} mean {s['return_mean']:.4g} max {s['return_max']:.4g}: "
+          + ", ".join(f"{r:.4g}" for r in s["returns"]))
+    print(f"  collected in {wall:.1f} s; written to {path}")
+    return path

@@ -1,13 +1,14 @@
-"Replay buffers: seeded collection, the 5 + 5 episode structure, terminated/truncated kept apart, storage."
+"Replay buffers: seeded collection for all 19 environments, observation formats, valid actions, storage, the shipped buffers."
 import json
+from dataclasses import asdict
 
 import numpy as np
 import pytest
 
-from cwm_nb.core import CwmNbError
-from cwm_nb.envs import make_env
-from cwm_nb.replay import (CollectionPlan, ReplayBuffer, collect_buffer, default_buffer_path, get_collection_plan,
-                           load_buffer)
+from cwm_nb.core import CwmNbError, to_plain
+from cwm_nb.envs import env_names, get_env_spec, make_env
+from cwm_nb.replay import (CollectionPlan, ReplayBuffer, collect_buffer, collect_main, decode_obs, default_buffer_path,
+                           encode_obs, get_collection_plan, load_buffer, summarize_buffer)
 
 ENV = "CartPole-v1"
 
@@ -85,7 +86,8 @@ def test_save_load_round_trip(buf, tmp_path):
     assert ReplayBuffer.load(p / "transitions.npz").same_transitions(buf)   # the .npz path works too
     # plain formats: the npz loads without pickle, the metadata is JSON
     with np.load(p / "transitions.npz", allow_pickle=False) as z:
-        assert {"obs", "actions", "next_obs", "rewards", "terminated", "truncated", "episode"} <= set(z.files)
+        assert {"obs", "actions", "next_obs__ends", "rewards", "terminated", "truncated", "episode"} <= set(z.files)
+        assert len(z["next_obs__ends"]) == 10   # next_obs is chained: only each episode's last one is stored
     assert json.loads((p / "meta.json").read_text())["n_transitions"] == len(buf)
     # deterministic bytes
     assert (buf.save(tmp_path / "c") / "transitions.npz").read_bytes() == (p / "transitions.npz").read_bytes()
@@ -127,3 +129,190 @@ def test_shipped_buffer_is_the_seed0_collection():
     assert shipped.same_transitions(collect_buffer(ENV, seed=0))
     with pytest.raises(CwmNbError, match="collect one"):
         load_buffer(ENV, path="/nonexistent/buffer")
+
+
+# ---- all environments: observation formats, valid actions, the shipped buffers --------------------------------
+
+OBS_SHAPE = {"int": (), "tuple": (3,), "rtfm": (73,)}
+
+
+def _cheap_continuous_plan():
+    return CollectionPlan(kind="cem", max_steps=15, cem_iterations=(1, 2), cem_samples=6, cem_elites=2, cem_horizon=6)
+
+
+def test_registry_has_the_19_environments():
+    assert len(env_names()) == 19 and env_names()[-1] == "rtfm"
+
+
+@pytest.mark.parametrize("name", env_names())
+def test_shipped_buffer_loads_with_the_planned_shape(name):
+    "Each shipped buffer loads, was collected by the current plan with seed 0, and has that plan's structure."
+    spec, plan, buf = get_env_spec(name), get_collection_plan(name), load_buffer(name)
+    meta = buf.meta
+    assert (meta["env"], meta["seed"], meta["gym_id"]) == (name, 0, spec.gym_id)
+    assert meta["obs_format"] == spec.obs_format
+    strip = lambda d: {k: v for k, v in d.items() if k != "rationale"}
+    assert strip(meta["plan"]) == strip(to_plain(asdict(plan))), "shipped buffer is stale: re-ship it with ship_buffer(name)"
+    cap = meta["max_episode_steps"]
+    assert cap == min(plan.max_steps, spec.horizon)
+    lens, kinds = buf.episode_lengths(), [e["kind"] for e in meta["episodes"]]
+    assert [e["length"] for e in meta["episodes"]] == lens and max(lens) <= cap
+    if plan.kind == "filtered":
+        assert kinds == ["random"] * plan.n_random + ["good"] * plan.n_good
+        for r, e in zip(buf.episode_returns()[plan.n_random:], meta["episodes"][plan.n_random:]):
+            assert plan.return_threshold is None or r > plan.return_threshold
+            assert e["terminated"] or not plan.require_terminated
+    elif plan.kind == "cem":
+        assert kinds == ["cem"] * len(plan.cem_iterations)
+        assert [e["cem_iterations"] for e in meta["episodes"]] == list(plan.cem_iterations)
+        assert buf.actions.dtype == np.float32 and buf.actions.shape[1:] == make_env(name).action_space.shape
+    else:
+        assert len(buf) == plan.n_transitions
+    # observations in the env's format
+    want = OBS_SHAPE.get(spec.obs_format) or make_env(name).observation_space.shape
+    assert buf.obs.shape == (len(buf), *want) and buf.next_obs.shape == buf.obs.shape
+    if spec.obs_format == "rtfm": assert buf.obs.dtype.kind == "U"
+    elif spec.obs_format in ("int", "tuple"): assert buf.obs.dtype == np.int64
+    assert (buf.next_valid_actions is not None) == spec.valid_actions
+    # each episode ends once, and consecutive transitions chain; both flags only when the goal is reached at the cap
+    both = np.flatnonzero(buf.terminated & buf.truncated)
+    assert all(buf.episode_lengths()[buf.episode[i]] == cap for i in both)
+    for a, b in buf.episode_bounds():
+        assert not buf.done[a:b - 1].any() and buf.done[b - 1]
+        np.testing.assert_array_equal(buf.next_obs[a:b - 1], buf.obs[a + 1:b])
+
+
+@pytest.mark.parametrize("name", env_names())
+def test_shipped_transitions_replay_in_the_real_env(name):
+    "Resetting with each episode's recorded seed and replaying its actions reproduces every stored transition."
+    buf = load_buffer(name)
+    spec = get_env_spec(name)
+    env = make_env(name, max_episode_steps=buf.meta["max_episode_steps"])
+    exact = spec.state_kind == "discrete"
+    for (a, b), info in zip(buf.episode_bounds(), buf.meta["episodes"]):
+        obs, _ = env.reset(seed=info["reset_seed"])
+        np.testing.assert_array_equal(np.asarray(encode_obs(obs, spec.obs_format)), buf.obs[a])
+        for i in range(a, b):
+            act = int(buf.actions[i]) if spec.action_kind == "discrete" else buf.actions[i]
+            nobs, r, term, trunc, inf = env.step(act)
+            got = np.asarray(encode_obs(nobs, spec.obs_format))
+            if exact: np.testing.assert_array_equal(got, buf.next_obs[i])
+            else: np.testing.assert_allclose(got, buf.next_obs[i], rtol=1e-5, atol=1e-5)
+            assert np.isclose(r, buf.rewards[i], rtol=1e-5, atol=1e-6)
+            cut = bool(info.get("cut")) and i == b - 1         # rtfm: the last episode was cut to fit
+            assert (term, trunc or cut) == (buf.terminated[i], buf.truncated[i])
+            if buf.next_valid_actions is not None:
+                np.testing.assert_array_equal(np.asarray(inf["action_mask"]).astype(bool), buf.next_valid_actions[i])
+
+
+@pytest.mark.parametrize("name", ["CartPole-v1", "Taxi-v3", "rtfm", "Blackjack-v1", "MountainCar-v0"])
+def test_cheap_collections_are_deterministic_and_match_the_shipped_buffer(name):
+    buf = collect_buffer(name, seed=0)
+    assert buf.fingerprint() == collect_buffer(name, seed=0).fingerprint()
+    assert buf.same_transitions(load_buffer(name))
+    assert buf.fingerprint() != collect_buffer(name, seed=1).fingerprint()
+
+
+def test_cem_collection_is_deterministic_for_a_seed():
+    plan = _cheap_continuous_plan()
+    a = collect_buffer("InvertedPendulum-v4", seed=0, plan=plan)
+    b = collect_buffer("InvertedPendulum-v4", seed=0, plan=plan)
+    assert a.fingerprint() == b.fingerprint() and a.meta == b.meta
+    assert a.fingerprint() != collect_buffer("InvertedPendulum-v4", seed=1, plan=plan).fingerprint()
+    assert [e["kind"] for e in a.meta["episodes"]] == ["cem", "cem"]
+    assert all(e["plans"] == -(-e["length"] // plan.cem_horizon) for e in a.meta["episodes"])
+    assert a.actions.dtype == np.float32 and np.all(np.abs(a.actions) <= 3.0)
+
+
+def test_observation_formats():
+    taxi = collect_buffer("Taxi-v3", seed=0, plan=CollectionPlan(n_random=1, n_good=0, max_steps=7))
+    assert taxi.obs.dtype == np.int64 and taxi.obs.shape == (7,) and isinstance(decode_obs(taxi.obs[0], "int"), int)
+    bj = collect_buffer("Blackjack-v1", seed=0)
+    assert bj.obs.shape[1:] == (3,) and bj.obs.dtype == np.int64
+    sum_, dealer, ace = decode_obs(bj.obs[0], "tuple")
+    assert 4 <= sum_ <= 21 and 1 <= dealer <= 10 and ace in (0, 1)
+
+
+def test_next_valid_actions_round_trip(tmp_path):
+    from cwm_nb.rtfm import valid_actions
+    rt = collect_buffer("rtfm", seed=2, plan=CollectionPlan(kind="transitions", policy="random_valid", n_transitions=120))
+    assert rt.next_valid_actions.shape == (120, 5) and rt.next_valid_actions.dtype == bool
+    for i in range(len(rt)):
+        if not rt.terminated[i]:   # the mask is that of next_obs
+            np.testing.assert_array_equal(np.flatnonzero(rt.next_valid_actions[i]), valid_actions(decode_obs(rt.next_obs[i], "rtfm")))
+    back = ReplayBuffer.load(rt.save(tmp_path / "rt"))
+    assert back.same_transitions(rt) and back.fingerprint() == rt.fingerprint()
+    np.testing.assert_array_equal(back.next_valid_actions, rt.next_valid_actions)
+    assert back.obs.dtype.kind == "U" and back.obs.shape == (120, 73)
+    board, inv = decode_obs(back.obs[0], "rtfm")
+    assert board.shape == (6, 6, 2) and inv == "empty"
+    # without the column, the buffer has none and its fingerprint differs
+    plain = ReplayBuffer(rt.obs, rt.actions, rt.next_obs, rt.rewards, rt.terminated, rt.truncated, rt.episode)
+    assert plain.next_valid_actions is None and plain.fingerprint() != rt.fingerprint()
+    assert not plain.same_transitions(rt)
+
+
+def test_malformed_valid_actions_and_versions(tmp_path):
+    rt = collect_buffer("rtfm", seed=0, plan=CollectionPlan(kind="transitions", policy="random_valid", n_transitions=30))
+    p = rt.save(tmp_path / "short")
+    with np.load(p / "transitions.npz") as z: arrays = dict(z)
+    arrays["next_valid_actions"] = arrays["next_valid_actions"][:-1]
+    np.savez(p / "transitions.npz", **arrays)
+    with pytest.raises(CwmNbError, match="different lengths"):
+        ReplayBuffer.load(p)
+    p = rt.save(tmp_path / "gone"); del arrays["next_valid_actions"]
+    np.savez(p / "transitions.npz", **arrays)
+    with pytest.raises(CwmNbError, match="has no array 'next_valid_actions'"):
+        ReplayBuffer.load(p)
+    p = rt.save(tmp_path / "version"); m = json.loads((p / "meta.json").read_text()); m["format_version"] = 99
+    (p / "meta.json").write_text(json.dumps(m))
+    with pytest.raises(CwmNbError, match="format version 99"):
+        ReplayBuffer.load(p)
+    with pytest.raises(CwmNbError, match=r"\(N, n_actions\)"):
+        ReplayBuffer(rt.obs, rt.actions, rt.next_obs, rt.rewards, rt.terminated, rt.truncated, rt.episode,
+                     next_valid_actions=np.ones(len(rt)))
+
+
+def test_chained_next_obs_is_checked(tmp_path):
+    buf = collect_buffer(ENV, seed=0)
+    p = buf.save(tmp_path / "c")
+    with np.load(p / "transitions.npz") as z: arrays = dict(z)
+    arrays["next_obs__ends"] = arrays["next_obs__ends"][:-1]
+    np.savez(p / "transitions.npz", **arrays)
+    with pytest.raises(CwmNbError, match="chained column 'next_obs' does not fit"):
+        ReplayBuffer.load(p)
+    # a next_obs that does not chain (e.g. edited) is stored in full and round-trips
+    nxt = buf.next_obs.copy(); nxt[3] += 1
+    odd = ReplayBuffer(buf.obs, buf.actions, nxt, buf.rewards, buf.terminated, buf.truncated, buf.episode)
+    p = odd.save(tmp_path / "odd")
+    assert json.loads((p / "meta.json").read_text())["columns"]["next_obs"]["layout"] == "array"
+    assert ReplayBuffer.load(p).same_transitions(odd)
+
+
+def test_version1_buffers_still_load(tmp_path):
+    p = collect_buffer(ENV, seed=0).save(tmp_path / "v1")
+    m = json.loads((p / "meta.json").read_text()); m["format_version"] = 1
+    (p / "meta.json").write_text(json.dumps(m))
+    assert ReplayBuffer.load(p).same_transitions(load_buffer(ENV))
+
+
+def test_load_buffer_reads_paper_pickles_and_rejects_other_files(tmp_path):
+    from cwm_nb.paper_buffers import paper_buffers_dir
+    try: pkl = paper_buffers_dir() / "CartPole-v1.pkl"
+    except CwmNbError: pytest.skip("the paper's buffers are not available")
+    paper = load_buffer(ENV, pkl)
+    assert len(paper) == 402 and len(paper.episode_bounds()) == 10 and paper.meta["env"] == ENV
+    (tmp_path / "x.txt").write_text("hello")
+    with pytest.raises(CwmNbError, match="is not a replay buffer"):
+        load_buffer(ENV, tmp_path / "x.txt")
+    with pytest.raises(CwmNbError, match="not 'Taxi-v3'"):
+        load_buffer("Taxi-v3", default_buffer_path(ENV))
+
+
+def test_collect_main_prints_a_summary(tmp_path, capsys):
+    p = collect_main("Taxi-v3", seed=5, out=tmp_path / "taxi")
+    out = capsys.readouterr().out
+    buf = load_buffer("Taxi-v3", p)
+    s = summarize_buffer(buf)
+    assert buf.meta["seed"] == 5 and s["episodes"] == 10
+    assert f"{s['transitions']} transitions in 10 episodes" in out and "returns" in out and str(p) in out
