@@ -13,9 +13,9 @@ from .core import (CwmNbError, Program, atomic_write_bytes, atomic_write_json, a
                          project_root, to_plain)
 
 # %% auto #0
-__all__ = ['METHODS', 'RUN_SETTINGS', 'CWMB_PARAMS', 'safe_name', 'run_dir', 'is_complete', 'check_run_settings', 'check_params',
-           'RunOutput', 'default_max_tokens', 'run_cwmb_search', 'plot_run', 'save_figure', 'write_metrics',
-           'experiments_dir', 'run_notebook', 'build_parser', 'main']
+__all__ = ['METHODS', 'RUN_SETTINGS', 'CWMB_PARAMS', 'PLAN_PRESETS', 'safe_name', 'run_dir', 'is_complete', 'check_run_settings',
+           'check_params', 'RunOutput', 'default_max_tokens', 'run_cwmb_search', 'plan_run', 'plot_run', 'plot_returns',
+           'save_figure', 'write_metrics', 'experiments_dir', 'run_notebook', 'build_parser', 'main']
 
 # %% ../nbs/13_experiments.ipynb #f1fa0d8b
 METHODS = ("gif-mcts",)  # more methods (worldcoder, zero-shot-cot, ablations) are added by 09_baselines
@@ -36,7 +36,8 @@ def is_complete(rd: Path) -> bool:
     except (OSError, ValueError): return False
 
 # %% ../nbs/13_experiments.ipynb #9c69fdab
-RUN_SETTINGS = ("env", "method", "model", "paper_compat", "max_tokens", "base_url")
+RUN_SETTINGS = ("env", "method", "model", "paper_compat", "max_tokens", "base_url", "buffer", "plan_preset",
+                "plan_episodes")
 
 def check_run_settings(rd: Path, params: dict) -> str:
     "What to do with run folder `rd` for `params`: 'new', 'skip' (complete, same settings) or 'resume'. Raises `CwmNbError` on a clash."
@@ -56,7 +57,9 @@ def check_run_settings(rd: Path, params: dict) -> str:
 
 # %% ../nbs/13_experiments.ipynb #3107eec3
 CWMB_PARAMS: dict[str, type | tuple] = dict(env=str, method=str, model=str, budget=int, seed=int, out=str,
-                                            base_url=str, paper_compat=bool, max_tokens=int)
+                                            base_url=str, paper_compat=bool, max_tokens=int, buffer=str,
+                                            plan_preset=str, plan_episodes=int)
+PLAN_PRESETS = ("paper", "quick", "none")   # "none": no planning after the search
 
 def check_params(params: dict, schema: dict = CWMB_PARAMS) -> dict:
     "Check that each parameter has the type of `schema` (bools are not ints). Raises `CwmNbError` naming the parameter."
@@ -70,6 +73,10 @@ def check_params(params: dict, schema: dict = CWMB_PARAMS) -> dict:
                              f"or papermill `-p {k} <value>` without quotes")
     if "budget" in params and params["budget"] < 1:
         raise CwmNbError(f"budget must be at least 1, got {params['budget']}", "pass --budget 1 or more")
+    if params.get("plan_preset", "quick") not in PLAN_PRESETS:
+        raise CwmNbError(f"unknown planning preset {params['plan_preset']!r}", f"use one of: {', '.join(PLAN_PRESETS)}")
+    if "plan_episodes" in params and params["plan_episodes"] < 1:
+        raise CwmNbError(f"plan_episodes must be at least 1, got {params['plan_episodes']}", "pass --plan-episodes 1 or more")
     return params
 
 # %% ../nbs/13_experiments.ipynb #cfda81d9
@@ -81,13 +88,14 @@ class RunOutput:
     tree: dict
     best_program: str
     search: Any = None
+    planning: dict | None = None   # `planning.json` once `plan_run` has run
 
 def _make_method(method: str, llm, evaluate, description: str, seed: int, checkpoint: Path, paper_compat: bool,
-                 max_tokens: int, progress: bool):
+                 max_tokens: int, progress: bool, contract: str | None = None):
     "Build the search object for `method` (the only place that knows the methods' classes)."
     from cwm_nb import gif_mcts
     if method == "gif-mcts":
-        cfg = gif_mcts.GIFMCTSConfig(paper_compat=paper_compat, max_tokens=max_tokens)
+        cfg = gif_mcts.GIFMCTSConfig(paper_compat=paper_compat, max_tokens=max_tokens, contract=contract)
         return gif_mcts.GIFMCTS(llm, evaluate, description, config=cfg, seed=seed, checkpoint=checkpoint,
                                 progress=progress)
     raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
@@ -106,39 +114,45 @@ def run_cwmb_search(
     base_url: str = "",          # OpenAI-compatible endpoint for `provider:name` models
     paper_compat: bool = False,  # reproduce the original code's behaviour (spec §10) instead of the fixes
     max_tokens: int = 0,         # completion cap per LLM call (tokens); 0: 400 for the embedded model, else the paper's 1500
-    buffer_path: str | Path | None = None,  # replay buffer file; default: the project's shipped buffer
+    buffer: str | Path = "",     # replay buffer: one of our buffer folders or a paper pickle; "": the shipped buffer
+    plan_preset: str = "quick",  # planner preset for the normalized return after the search (`plan_run`), or "none"
+    plan_episodes: int = 10,     # episodes of each planner for the normalized return
     llm=None,                    # an `LLM` to use instead of resolving `model` (tests)
     progress: bool = True,       # show a progress bar
 ) -> RunOutput:
     "Run one search on one CWMB environment and write `program.py`, `tree.json` into its run directory. Raises `CwmNbError` on bad input."
-    from cwm_nb import envs, replay, cwm, llm as llm_mod
+    from cwm_nb import envs, replay, cwm, prompts, llm as llm_mod
     from cwm_nb.sandbox import get_sandbox
+    buffer = str(buffer or "")
     check_params(dict(env=env, method=method, model=model, budget=budget, seed=seed, out=str(out),
-                      base_url=base_url, paper_compat=paper_compat, max_tokens=max_tokens))
+                      base_url=base_url, paper_compat=paper_compat, max_tokens=max_tokens, buffer=buffer,
+                      plan_preset=plan_preset, plan_episodes=plan_episodes))
     if method not in METHODS: raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
-    envs.get_env_spec(env)  # unknown environment -> clear error before any work
+    spec = envs.get_env_spec(env)  # unknown environment -> clear error before any work
     t0 = time.perf_counter()
     if max_tokens <= 0: max_tokens = default_max_tokens(model)
-    rd = run_dir(out, "cwmb", env, method, model, seed, paper_compat)
+    rd = run_dir(out, spec.suite, env, method, model, seed, paper_compat)
     settings = dict(env=env, method=method, model=model, budget=budget, seed=seed, paper_compat=paper_compat,
-                    max_tokens=max_tokens, base_url=base_url)
+                    max_tokens=max_tokens, base_url=base_url, buffer=buffer, plan_preset=plan_preset,
+                    plan_episodes=plan_episodes)
     check_run_settings(rd, settings)
+    buf = replay.load_buffer(env, buffer or None)   # a bad --buffer is an error before the run folder exists
     rd.mkdir(parents=True, exist_ok=True)
     atomic_write_json(rd/"settings.json", settings)
-    buf = replay.load_buffer(env, buffer_path)
     description = envs.describe_env(env)
     if llm is None: llm = llm_mod.get_llm(model, base_url=base_url or None)
     sandbox = get_sandbox()
     evaluate = lambda source: cwm.evaluate_program(source, buf, paper_compat=paper_compat, sandbox=sandbox)
+    contract = prompts.RTFM_CONTRACT if spec.valid_actions else None   # None: the search's default CWM contract
     search = _make_method(method, llm, evaluate, description, seed, rd/"checkpoint.json", paper_compat,
-                          max_tokens, progress)
+                          max_tokens, progress, contract)
     res = search.run(budget)
     final = evaluate(res.best_program) if res.best_program else None
     atomic_write_text(rd/"program.py", res.best_program or "")
     atomic_write_json(rd/"tree.json", res.tree)
     u = llm.usage
     metrics = dict(
-        suite="cwmb", env=env, method=method, model=model, budget=budget, seed=seed, paper_compat=paper_compat,
+        suite=spec.suite, env=env, method=method, model=model, budget=budget, seed=seed, paper_compat=paper_compat,
         llm_calls=res.llm_calls, model_calls=u.calls, cached_calls=u.cached_calls,
         prompt_tokens=res.prompt_tokens, completion_tokens=res.completion_tokens,
         cost_usd=getattr(u, "cost_usd", None), max_tokens=max_tokens,
@@ -148,22 +162,70 @@ def run_cwmb_search(
         components=final.components if final else {}, best_value=res.best_value,
         best_value_per_call=list(res.best_value_per_call), n_transitions=len(buf),
         program_sha256=Program(res.best_program or "").sha256, sandbox=sandbox.isolation,
+        buffer=buffer or "shipped", buffer_fingerprint=buf.fingerprint()[:16],
         wall_s=round(time.perf_counter() - t0, 3),
         search_s=round(sum(getattr(res, "timing", {}).values()), 3))
     return RunOutput(rd, to_plain(metrics), res.tree, res.best_program or "", res)
 
 # %% ../nbs/13_experiments.ipynb #19631909
+_PLAN_KEYS = ("normalized_return", "return_cwm", "return_random", "return_oracle")
+
+def plan_run(
+    out: RunOutput,              # a finished search (`run_cwmb_search`)
+    preset: str = "paper",       # planner preset of `cwm_nb.planning` ("paper", "quick"), or "none" to skip
+    episodes: int = 10,          # real episodes per policy (paper: 10)
+    progress: bool = True,       # progress bar over episodes
+) -> dict:
+    "Plan with the run's best program; write `planning.json` and return the metrics keys (R of paper eq. 3, mean returns per episode). Raises `CwmNbError` on a bad preset."
+    check_params(dict(plan_preset=preset, plan_episodes=episodes))
+    m = out.metrics
+    res = dict(plan_preset=preset, plan_episodes=episodes, **{k: None for k in _PLAN_KEYS})
+    if preset == "none": return {**res, "planning_note": "planning skipped (plan_preset='none')"}
+    from cwm_nb import planning
+    runnable = bool(out.best_program) and not m.get("best_is_bug", True)
+    pr = planning.evaluate_planning(m["env"], out.best_program if runnable else None, episodes=episodes,
+                                    preset=preset, seed=int(m["seed"]), paper_compat=bool(m.get("paper_compat")),
+                                    progress=progress).to_dict()
+    atomic_write_json(out.run_dir/"planning.json", pr)
+    res.update({k: pr.get(k) for k in _PLAN_KEYS})
+    if not runnable: res["planning_note"] = "no runnable program: the CWM was not planned with"
+    elif pr.get("reason"): res["planning_note"] = pr["reason"]
+    elif pr.get("normalized_return") is None and pr.get("return_cwm") is not None:
+        res["planning_note"] = "R is undefined: the oracle and random returns are equal"
+    out.planning = pr
+    return res
+
+# %% ../nbs/13_experiments.ipynb #ab3abcd2
 def plot_run(out: RunOutput, title: str | None = None):
-    "A matplotlib Figure with best value per LLM call (left) and the search tree (right)."
+    "A matplotlib Figure: best value per LLM call, the search tree, and (after `plan_run`) the returns per episode."
     import matplotlib.pyplot as plt
     from cwm_nb import gif_mcts
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw=dict(width_ratios=[1, 1.6]))
+    if out.planning:
+        fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(15, 4), gridspec_kw=dict(width_ratios=[1, 1.6, 0.9]))
+        plot_returns(out.planning, ax=a3)
+    else: fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw=dict(width_ratios=[1, 1.6]))
     gif_mcts.plot_best_value(out.metrics["best_value_per_call"], ax=a1)
     gif_mcts.plot_tree(out.tree, ax=a2)
     m = out.metrics
     fig.suptitle(title or f"{m['method']} on {m['env']} — {m['model']}, budget {m['budget']}, seed {m['seed']}")
     fig.tight_layout()
     return fig
+
+def plot_returns(planning: dict, ax=None):
+    "Mean return (bar) and each episode's return (dots) of the random, CWM and oracle policies of a `planning.json`."
+    import matplotlib.pyplot as plt
+    if ax is None: _, ax = plt.subplots(figsize=(4, 4))
+    rng = __import__("numpy").random.default_rng(0)
+    for i, (k, label, c) in enumerate((("random", "random", "0.6"), ("cwm", "CWM", "C0"), ("oracle", "oracle", "C2"))):
+        eps = [r for r in (planning.get(f"returns_{k}") or []) if r is not None]
+        mean = planning.get(f"return_{k}")
+        if mean is not None: ax.bar(i, mean, color=c, alpha=0.5, width=0.6)
+        if eps: ax.scatter(i + rng.uniform(-0.15, 0.15, len(eps)), eps, s=12, color=c, zorder=3)
+        if mean is None: ax.text(i, 0, "n/a", ha="center", va="bottom")
+    ax.set_xticks(range(3), ["random", "CWM", "oracle"]); ax.set_ylabel("return per episode")
+    r = planning.get("normalized_return")
+    ax.set_title(f"R = {r:.2f}" if isinstance(r, (int, float)) else "R = n/a")
+    return ax
 
 def save_figure(fig, path_stem: str | Path) -> list[Path]:
     "Save `fig` as `<stem>.png` and `<stem>.pdf`, each atomically."
@@ -177,7 +239,7 @@ def write_metrics(out: RunOutput, **extra) -> Path:
     "Write `metrics.json` (with `status: complete`) — the last step of a run."
     return atomic_write_json(out.run_dir/"metrics.json", {**out.metrics, **extra, "status": "complete"})
 
-# %% ../nbs/13_experiments.ipynb #ab3abcd2
+# %% ../nbs/13_experiments.ipynb #3f93dd5b
 def experiments_dir() -> Path:
     "Folder of the parameterized experiment notebooks (`nbs/experiments`)."
     return project_root()/"nbs"/"experiments"
@@ -205,17 +267,22 @@ def run_notebook(
     os.replace(tmp, output)
     return output
 
-# %% ../nbs/13_experiments.ipynb #3f93dd5b
+# %% ../nbs/13_experiments.ipynb #ddee7185
 def _cmd_run(a) -> int:
-    if a.suite != "cwmb": raise CwmNbError(f"unknown suite {a.suite!r}", "use `cwm-nb run cwmb ...`")
+    if a.suite not in ("cwmb", "rtfm"): raise CwmNbError(f"unknown suite {a.suite!r}", "use `cwm-nb run cwmb --env X` (X from `cwm-nb envs`) or `cwm-nb run rtfm`")
     from cwm_nb import envs
-    envs.get_env_spec(a.env)
+    if a.suite == "rtfm": a.env = "rtfm"
+    spec = envs.get_env_spec(a.env)
     if a.method not in METHODS: raise CwmNbError(f"unknown method {a.method!r}", f"use one of: {', '.join(METHODS)}")
+    buffer = str(Path(a.buffer).resolve()) if a.buffer else ""
+    if buffer and not Path(buffer).exists():
+        raise CwmNbError(f"replay buffer {a.buffer} not found", "pass a buffer folder (transitions.npz + meta.json) or a paper pickle (*.pkl)")
     params = dict(env=a.env, method=a.method, model=a.model, budget=a.budget, seed=a.seed,
                   out=str(Path(a.out).resolve()), base_url=a.base_url or "", paper_compat=a.paper_compat,
-                  max_tokens=a.max_tokens or default_max_tokens(a.model))
+                  max_tokens=a.max_tokens or default_max_tokens(a.model), buffer=buffer,
+                  plan_preset=a.plan_preset, plan_episodes=a.plan_episodes)
     check_params(params)
-    rd = run_dir(a.out, "cwmb", a.env, a.method, a.model, a.seed, a.paper_compat)
+    rd = run_dir(a.out, spec.suite, a.env, a.method, a.model, a.seed, a.paper_compat)
     if a.force and rd.exists():
         shutil.rmtree(rd); print(f"--force: deleted {rd}", file=sys.stderr)
     if check_run_settings(rd, {k: v for k, v in params.items() if k != "out"}) == "skip":
@@ -227,16 +294,28 @@ def _cmd_run(a) -> int:
     if m.get("best_is_bug"): print(f"every program raised; the best one's error: {m.get('best_error')}")
     print(f"accuracy {m['accuracy']:.4f}  exact replay {m['exact_replay']:.4f}  LLM calls {m['llm_calls']} "
           f"(new {m['model_calls']}, cached {m['cached_calls']})  tokens {m['prompt_tokens']}+{m['completion_tokens']}")
+    if m.get("plan_preset", "none") != "none": print(_returns_line(m))
     print(f"results: {rd}")
     return 0
+
+def _fmt(x, spec=".2f") -> str: return "n/a" if x is None else format(x, spec)
+
+def _returns_line(m: dict) -> str:
+    line = (f"normalized return R {_fmt(m.get('normalized_return'), '.3f')}  (returns: CWM {_fmt(m.get('return_cwm'))}, "
+            f"random {_fmt(m.get('return_random'))}, oracle {_fmt(m.get('return_oracle'))}; {m.get('plan_preset')} preset, "
+            f"{m.get('plan_episodes')} episodes)")
+    return line + (f"  [{m['planning_note']}]" if m.get("planning_note") else "")
+
+def _read_program(path: str) -> str:
+    p = Path(path)
+    if not p.is_file(): raise CwmNbError(f"program file {p} not found", "pass the path of a Python file defining class Environment")
+    try: return p.read_text()
+    except UnicodeDecodeError: raise CwmNbError(f"{p} is not a UTF-8 text file", "pass a Python source file") from None
 
 def _cmd_eval(a) -> int:
     from cwm_nb import envs, replay, cwm
     envs.get_env_spec(a.env)
-    p = Path(a.program)
-    if not p.is_file(): raise CwmNbError(f"program file {p} not found", "pass the path of a Python file defining class Environment")
-    try: source = p.read_text()
-    except UnicodeDecodeError: raise CwmNbError(f"{p} is not a UTF-8 text file", "pass a Python source file") from None
+    source = _read_program(a.program)
     buf = replay.load_buffer(a.env, a.buffer)
     ev = cwm.evaluate_program(source, buf, paper_compat=a.paper_compat)
     d = ev.to_dict()
@@ -248,12 +327,41 @@ def _cmd_eval(a) -> int:
         for f in d.get("failures", [])[:3]: print(f"first failures: transition {f['index']}: expected {f['expected']} got {f['predicted']}")
     return 0
 
+def _cmd_plan(a) -> int:
+    from cwm_nb import envs, replay, cwm, planning
+    envs.get_env_spec(a.env)
+    if a.episodes < 1: raise CwmNbError(f"--episodes must be at least 1, got {a.episodes}", "pass --episodes 1 or more")
+    source = _read_program(a.program)
+    ev = cwm.evaluate_program(source, replay.load_buffer(a.env, a.buffer), paper_compat=a.paper_compat)
+    pr = planning.evaluate_planning(a.env, source, episodes=a.episodes, preset=a.preset, seed=a.seed,
+                                    paper_compat=a.paper_compat, progress=not a.json).to_dict()
+    res = dict(env=a.env, program=str(Path(a.program).resolve()), program_sha256=Program(source).sha256,
+               preset=a.preset, episodes=a.episodes, seed=a.seed, paper_compat=a.paper_compat,
+               **{k: pr.get(k) for k in _PLAN_KEYS}, accuracy=ev.accuracy, program_error=ev.error,
+               buffer=a.buffer or "shipped", planning=pr)
+    stem = f"{Program(source).sha256[:12]}-{a.preset}-e{a.episodes}-seed{a.seed}" + ("-paper-compat" if a.paper_compat else "")
+    path = atomic_write_json(Path(a.out)/"plan"/safe_name(a.env)/f"{stem}.json", res)
+    if a.json: print(json.dumps(to_plain({k: v for k, v in res.items() if k != "planning"} | {"stored": str(path)})))
+    else:
+        print(f"{a.env}: " + _returns_line(dict(res, plan_preset=a.preset, plan_episodes=a.episodes,
+                                                 planning_note=pr.get("reason"))))
+        print(f"accuracy on the buffer {ev.accuracy:.4f}" + (f"; the program raised: {ev.error}" if ev.bug else ""))
+        print(f"stored: {path}")
+    return 0
+
+def _cmd_collect(a) -> int:
+    from cwm_nb import envs, replay
+    envs.get_env_spec(a.env)
+    replay.collect_main(a.env, a.seed, a.out)
+    return 0
+
 def _cmd_envs(a) -> int:
     from cwm_nb import envs
-    rows = [(s.name, s.gym_id, s.action_kind, s.planner, str(s.horizon)) for s in envs.REGISTRY.values()]
-    head = ("benchmark name", "gymnasium id", "actions", "planner", "horizon")
-    w = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
-    for r in [head, tuple("-"*x for x in w), *rows]: print("  ".join(c.ljust(x) for c, x in zip(r, w)))
+    table = envs.env_table()
+    head = list(table[0])
+    rows = [[str(r[k]) for k in head] for r in table]
+    w = [max(len(x) for x in col) for col in zip(head, *rows)]
+    for r in [head, ["-"*x for x in w], *rows]: print("  ".join(c.ljust(x) for c, x in zip(r, w)).rstrip())
     return 0
 
 def build_parser() -> argparse.ArgumentParser:
@@ -262,7 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run one experiment notebook with papermill", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    r.add_argument("suite", help="benchmark suite: cwmb")
+    r.add_argument("suite", help="benchmark suite: cwmb (any --env) or rtfm (same as --env rtfm)")
     r.add_argument("--env", default="CartPole-v1", help="benchmark environment (`cwm-nb envs` lists them)")
     r.add_argument("--method", default="gif-mcts", choices=METHODS, help="search method")
     r.add_argument("--model", default="embedded", help="embedded | alias (gpt-4-turbo, llama-3-70b, ...) | provider:name | hf:<id or folder>")
@@ -272,15 +380,38 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default="results", help="results root")
     r.add_argument("--max-tokens", type=int, default=0, help="completion cap per call; 0: 400 for embedded, else 1500")
     r.add_argument("--paper-compat", action="store_true", help="reproduce the original code's behaviour (see README)")
+    r.add_argument("--buffer", default="", help="replay buffer folder or paper pickle (*.pkl); default: the shipped buffer")
+    r.add_argument("--plan-preset", default="quick", choices=PLAN_PRESETS,
+                   help="planner preset for the normalized return after the search (paper: spec §3.2, hours per MuJoCo env on 2 cores)")
+    r.add_argument("--plan-episodes", type=int, default=10, help="real episodes per policy for the normalized return")
     r.add_argument("--force", action="store_true", help="delete this run's folder (checkpoint included) and start over")
     r.set_defaults(fn=_cmd_run)
     e = sub.add_parser("eval-program", help="score a program file on an environment's replay buffer")
     e.add_argument("program", help="Python file defining class Environment")
     e.add_argument("--env", required=True, help="benchmark environment")
-    e.add_argument("--buffer", default=None, help="replay buffer folder (default: the one the project ships)")
+    e.add_argument("--buffer", default=None, help="replay buffer folder or paper pickle (*.pkl); default: the shipped buffer")
     e.add_argument("--paper-compat", action="store_true", help="score with the original code's rules")
     e.add_argument("--json", action="store_true", help="print the evaluation as one JSON object")
     e.set_defaults(fn=_cmd_eval)
+    pl = sub.add_parser("plan", help="plan with a program on the real environment: returns and normalized return",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    pl.add_argument("--env", required=True, help="benchmark environment")
+    pl.add_argument("--program", required=True, help="Python file defining class Environment")
+    pl.add_argument("--episodes", type=int, default=10, help="real episodes per policy")
+    pl.add_argument("--preset", default="paper", choices=("paper", "quick"), help="planner parameters (paper: spec §3.2)")
+    pl.add_argument("--seed", type=int, default=0, help="seed of the episodes and planners")
+    pl.add_argument("--buffer", default=None, help="buffer the program's accuracy is reported on; default: the shipped buffer")
+    pl.add_argument("--out", default="results", help="results root; the result goes to <out>/plan/<env>/")
+    pl.add_argument("--paper-compat", action="store_true", help="the original code's behaviour (scoring, oracle RNG)")
+    pl.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    pl.set_defaults(fn=_cmd_plan)
+    c = sub.add_parser("collect", help="collect an environment's replay buffer (spec §2.3), seeded",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    c.add_argument("--env", required=True, help="benchmark environment")
+    c.add_argument("--seed", type=int, default=0, help="collection seed (the shipped buffers use 0)")
+    c.add_argument("--out", default=None, help="buffer folder to write; default: data/buffers/<env> for seed 0 (the shipped "
+                   "buffer, rewritten identically), the cache folder <cache>/buffers/<env>-seed<S> for other seeds")
+    c.set_defaults(fn=_cmd_collect)
     v = sub.add_parser("envs", help="list the benchmark environments"); v.set_defaults(fn=_cmd_envs)
     return p
 

@@ -9,9 +9,9 @@ from typing import Any
 from .core import to_plain
 
 # %% auto #0
-__all__ = ['SYSTEM_PROMPT', 'CWM_CONTRACT', 'LEAD_IN', 'PROGRAM_START', 'CODE_HEADING', 'SECTIONS_IMPROVE', 'SECTIONS_FIX',
-           'format_value', 'format_transition', 'code_head', 'generate_messages', 'improve_messages', 'fix_messages',
-           'prefill_opens_code', 'code_blocks', 'extract_code', 'parse_answer']
+__all__ = ['SYSTEM_PROMPT', 'CWM_CONTRACT', 'RTFM_CONTRACT', 'LEAD_IN', 'PROGRAM_START', 'CODE_HEADING', 'SECTIONS_IMPROVE',
+           'SECTIONS_FIX', 'contract_for', 'format_value', 'format_transition', 'code_head', 'generate_messages',
+           'improve_messages', 'fix_messages', 'prefill_opens_code', 'code_blocks', 'extract_code', 'parse_answer']
 
 # %% ../nbs/07_prompts.ipynb #cdbbb174
 SYSTEM_PROMPT = (
@@ -19,19 +19,17 @@ SYSTEM_PROMPT = (
     "more tests it passes, the higher your reward."
 )
 
-CWM_CONTRACT = """\
+def _contract(set_state: str, step: str, n_outputs: str, set_state_body: str, returns: str) -> str:
+    "The contract text around its interface-specific parts (the same checking rules and skeleton for every environment)."
+    return f"""\
 Write a Python program that imitates this environment. It must define a class named `Environment` with:
 
 - `Environment()`: the constructor, called without arguments.
-- `set_state(state)`: receives one observation, in the format described above, and sets every internal \
-variable so that the environment is exactly in that state. You may assume that the episode has not ended \
-when `set_state` is called.
-- `step(action)`: applies one action and returns a tuple `(next_state, reward, done)`: the next observation \
-in the same format as `state`, the reward as a number, and `done`, a bool that is True when the episode ends \
-with this step.
+- {set_state}
+- {step}
 
 The program is checked on logged transitions: `set_state` is called with the logged state, then `step` with \
-the logged action, and the three returned values are compared with what the real environment returned. \
+the logged action, and the {n_outputs} returned values are compared with what the real environment returned. \
 Write a self-contained program that uses only the Python standard library and numpy; do not import the real \
 environment. The program has this shape:
 
@@ -43,14 +41,42 @@ class Environment:
         ...  # constants and internal variables
 
     def set_state(self, state):
-        ...  # set every internal variable from the observation
+{set_state_body}
 
     def step(self, action):
         ...  # apply the action, compute the outputs
-        return next_state, reward, done
+        return {returns}
 ```"""
 
+CWM_CONTRACT = _contract(
+    "`set_state(state)`: receives one observation, in the format described above, and sets every internal "
+    "variable so that the environment is exactly in that state. You may assume that the episode has not ended "
+    "when `set_state` is called.",
+    "`step(action)`: applies one action and returns a tuple `(next_state, reward, done)`: the next observation "
+    "in the same format as `state`, the reward as a number, and `done`, a bool that is True when the episode ends "
+    "with this step.",
+    "three", "        ...  # set every internal variable from the observation", "next_state, reward, done")
+
 # %% ../nbs/07_prompts.ipynb #784d8aab
+RTFM_CONTRACT = _contract(
+    "`set_state(state)`: receives one state `(board, inventory)` in the format described above (`board` a numpy "
+    "array of shape (6, 6, 2) holding strings, `inventory` a string) and sets every internal variable so that the "
+    "environment is exactly in that state. You may assume that the episode has not ended when `set_state` is called.",
+    "`step(action)`: applies one action (an int from 0 to 4) and returns a tuple "
+    "`(next_state, valid_actions, reward, done)`: the next state as a pair `(board, inventory)` in the same format, "
+    "a numpy array of the actions that are legal in the next state, the reward as a number, and `done`, a bool that "
+    "is True when the episode ends with this step.",
+    "four", "        board, inventory = state\n        ...  # set every internal variable from the board and the inventory",
+    "(next_board, next_inventory), valid_actions, reward, done")
+
+def contract_for(
+    env_name: str,  # benchmark environment name (`cwm_nb.envs.env_names()`)
+) -> str:
+    "The interface rules shown to the LLM for `env_name`: `RTFM_CONTRACT` when its step returns valid actions, else `CWM_CONTRACT`. Raises `CwmNbError` for an unknown name."
+    from cwm_nb.envs import get_env_spec
+    return RTFM_CONTRACT if getattr(get_env_spec(env_name), "valid_actions", False) else CWM_CONTRACT
+
+# %% ../nbs/07_prompts.ipynb #050cba1c
 def _fmt_float(v: float) -> str:
     "Shortest repr of `v` rounded to 8 significant digits (keeps `1.0`, drops float32 noise)."
     if v != v or v in (float("inf"), float("-inf")): return repr(v)
@@ -70,7 +96,7 @@ def format_value(x: Any) -> str:
     if isinstance(x, dict): return "{" + ", ".join(f"{k!r}: {format_value(v)}" for k, v in x.items()) + "}"
     return str(x)
 
-# %% ../nbs/07_prompts.ipynb #7d88806b
+# %% ../nbs/07_prompts.ipynb #d2de7f6b
 _NAMES = {"next_obs": "next_state", "obs": "state"}
 
 def _differs(a: Any, b: Any) -> bool:
@@ -110,7 +136,7 @@ def format_transition(
     lines += [f"Problem: {p}" for p in failure.get("problems") or []]
     return "\n".join(lines)
 
-# %% ../nbs/07_prompts.ipynb #d2de7f6b
+# %% ../nbs/07_prompts.ipynb #f8f5ea0a
 LEAD_IN = "Here is the complete program:\n"
 PROGRAM_START = "import numpy as np\n\n\nclass Environment:\n"  # code-first root pre-fill (base models)
 CODE_HEADING = "## Corrected program"
@@ -205,13 +231,13 @@ def fix_messages(
             f"corrected program. {_answer_format(SECTIONS_FIX, cot)}")
     return _messages(user, _prefill(cot, program))
 
-# %% ../nbs/07_prompts.ipynb #d96b31ea
+# %% ../nbs/07_prompts.ipynb #32282de9
 def prefill_opens_code(messages: list[dict]) -> bool:
     "True if the last message is an assistant pre-fill that ends inside an opened ``` block."
     if not messages or messages[-1].get("role") != "assistant": return False
     return messages[-1]["content"].count("```") % 2 == 1
 
-# %% ../nbs/07_prompts.ipynb #32282de9
+# %% ../nbs/07_prompts.ipynb #3baca13f
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+#.-]*)[^\n`]*")
 _PY_LABELS = {"", "python", "py", "python3", "py3"}
 _CODE_START = re.compile(
@@ -250,7 +276,7 @@ def extract_code(
     pieces = [p.strip("\n") for p in pieces if p.strip()]
     return max(pieces, key=len) if pieces else None
 
-# %% ../nbs/07_prompts.ipynb #3baca13f
+# %% ../nbs/07_prompts.ipynb #3da9c6ff
 _CODE_HEADINGS = re.compile(r"^##[ \t]*(?:corrected program|corrected code|correct code)[ \t]*$", re.I | re.M)
 
 def parse_answer(

@@ -7,6 +7,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CLI = str(Path(sys.executable).parent/"cwm-nb")
 PROGRAMS = Path(__file__).parent/"programs"
+QUICK_PLAN = ("--plan-preset", "quick", "--plan-episodes", "2")   # keeps the planning after each test search short
 
 def cli(*args, env=None, timeout=900):
     return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
@@ -27,23 +28,28 @@ def _tree_nodes(rd: Path):
 
 def test_main_job_embedded_end_to_end_then_cached_rerun(tmp_path, cache_env):
     r1 = cli("run", "cwmb", "--env", "CartPole-v1", "--method", "gif-mcts", "--model", "embedded",
-             "--budget", 2, "--seed", 0, "--out", tmp_path/"a", env=cache_env)
+             "--budget", 2, "--seed", 0, "--out", tmp_path/"a", *QUICK_PLAN, env=cache_env)
     assert r1.returncode == 0, r1.stderr[-3000:]
     rd = tmp_path/"a"/"cwmb"/"CartPole-v1"/"gif-mcts"/"embedded"/"seed0"
     for f in ("notebook.ipynb", "program.py", "tree.json", "metrics.json", "search.png", "search.pdf"):
         assert (rd/f).exists(), f
     m = json.loads((rd/"metrics.json").read_text())
     for k in ("env", "method", "model", "budget", "seed", "llm_calls", "prompt_tokens", "completion_tokens",
-              "accuracy", "exact_replay", "best_value_per_call", "wall_s"):
+              "accuracy", "exact_replay", "best_value_per_call", "wall_s", "normalized_return", "return_cwm",
+              "return_random", "return_oracle"):
         assert k in m, k
     # the non-default budget reached the notebook: papermill found the tagged parameters cell
     assert m["budget"] == 2 and 1 <= m["llm_calls"] <= 2 and m["model_calls"] == m["llm_calls"]
     assert len(m["best_value_per_call"]) == m["llm_calls"] and m["prompt_tokens"] > 0
+    # planning ran after the search: the baselines are numbers; R exists exactly when a program ran
+    assert isinstance(m["return_random"], float) and isinstance(m["return_oracle"], float)
+    assert (m["normalized_return"] is None) == (m["return_cwm"] is None)
+    assert m["plan_preset"] == "quick" and m["plan_episodes"] == 2
     nb = json.loads((rd/"notebook.ipynb").read_text())
     assert any("injected-parameters" in c.get("metadata", {}).get("tags", []) for c in nb["cells"])
     # same seed, same cache, another results folder: zero model calls and the same tree
     r2 = cli("run", "cwmb", "--env", "CartPole-v1", "--model", "embedded", "--budget", 2, "--seed", 0,
-             "--out", tmp_path/"b", env=cache_env)
+             "--out", tmp_path/"b", *QUICK_PLAN, env=cache_env)
     assert r2.returncode == 0, r2.stderr[-3000:]
     rd2 = tmp_path/"b"/"cwmb"/"CartPole-v1"/"gif-mcts"/"embedded"/"seed0"
     m2 = json.loads((rd2/"metrics.json").read_text())
@@ -51,7 +57,7 @@ def test_main_job_embedded_end_to_end_then_cached_rerun(tmp_path, cache_env):
     assert _tree_nodes(rd2) == _tree_nodes(rd)
     assert (rd2/"program.py").read_text() == (rd/"program.py").read_text()
     # a complete run is skipped
-    r3 = cli("run", "cwmb", "--model", "embedded", "--budget", 2, "--out", tmp_path/"b", env=cache_env)
+    r3 = cli("run", "cwmb", "--model", "embedded", "--budget", 2, "--out", tmp_path/"b", *QUICK_PLAN, env=cache_env)
     assert r3.returncode == 0 and "skipped" in r3.stderr
 
 def _cache_rows(path: Path) -> int:
@@ -61,7 +67,8 @@ def _cache_rows(path: Path) -> int:
 
 def test_killed_run_resumes_without_repeating_calls(tmp_path, cache_env):
     budget = 3
-    args = [CLI, "run", "cwmb", "--model", "embedded", "--budget", str(budget), "--seed", "1", "--out", str(tmp_path)]
+    args = [CLI, "run", "cwmb", "--model", "embedded", "--budget", str(budget), "--seed", "1", "--out", str(tmp_path),
+            *QUICK_PLAN]
     ckpt = tmp_path/"cwmb"/"CartPole-v1"/"gif-mcts"/"embedded"/"seed1"/"checkpoint.json"
     p = subprocess.Popen(args, env=cache_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          start_new_session=True, cwd=ROOT)
@@ -78,7 +85,8 @@ def test_killed_run_resumes_without_repeating_calls(tmp_path, cache_env):
     done_before = json.loads(ckpt.read_text())["calls"]
     assert 1 <= done_before < budget, "the run was not killed part-way"
     rows_before = _cache_rows(Path(cache_env["CWM_NB_LLM_CACHE"]))
-    r = cli("run", "cwmb", "--model", "embedded", "--budget", budget, "--seed", 1, "--out", tmp_path, env=cache_env)
+    r = cli("run", "cwmb", "--model", "embedded", "--budget", budget, "--seed", 1, "--out", tmp_path, *QUICK_PLAN,
+            env=cache_env)
     assert r.returncode == 0, r.stderr[-3000:]
     m = json.loads((ckpt.parent/"metrics.json").read_text())
     assert m["llm_calls"] == budget or m["accuracy"] >= 1.0
@@ -124,3 +132,88 @@ def test_wrong_parameter_type_is_a_clear_error(tmp_path):
     with pytest.raises(CwmNbError, match="must be int"):
         run_notebook("cwmb", dict(budget="3", out=str(tmp_path)), tmp_path/"nb.ipynb", stream=False)
     assert not (tmp_path/"nb.ipynb").exists()
+
+
+SHARED = ROOT.parent/"shared"/"data"/"cwmb_paper_buffers"
+
+def test_envs_lists_all_benchmark_environments():
+    from cwm_nb.envs import env_names
+    r = cli("envs")
+    assert r.returncode == 0, r.stderr
+    names = env_names()
+    assert len(names) == 19 and names[-1] == "rtfm"
+    body = r.stdout.splitlines()[2:]
+    assert [l.split()[0] for l in body] == names
+    assert "Taxi-v4" in r.stdout and "Pusher-v5" in r.stdout and "CliffWalking-v1" in r.stdout
+
+def test_plan_json_line_with_the_keys_and_a_stored_copy(tmp_path):
+    r = cli("plan", "--env", "CartPole-v1", "--program", PROGRAMS/"cartpole_correct.py", "--episodes", 2,
+            "--preset", "quick", "--seed", 3, "--out", tmp_path, "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 1
+    d = json.loads(lines[0])
+    for k in ("normalized_return", "return_cwm", "return_random", "return_oracle", "env", "preset", "episodes", "seed"):
+        assert k in d, k
+    assert d["episodes"] == 2 and d["preset"] == "quick" and d["accuracy"] == 1.0
+    expect = (d["return_cwm"] - d["return_random"]) / (d["return_oracle"] - d["return_random"])
+    assert abs(d["normalized_return"] - expect) < 1e-9
+    stored = json.loads(Path(d["stored"]).read_text())
+    assert stored["return_cwm"] == d["return_cwm"] and Path(d["stored"]).is_relative_to(tmp_path/"plan"/"CartPole-v1")
+    r = cli("plan", "--env", "CartPole-v1", "--program", PROGRAMS/"cartpole_correct.py", "--episodes", 0)
+    assert r.returncode == 2 and "--episodes" in r.stderr and "Traceback" not in r.stderr
+
+@pytest.mark.skipif(not (SHARED/"CartPole-v1.pkl").exists(), reason="the paper's buffers (../shared/data) are absent")
+def test_eval_program_on_the_papers_buffer():
+    r = cli("eval-program", "--env", "CartPole-v1", PROGRAMS/"cartpole_correct.py", "--buffer",
+            SHARED/"CartPole-v1.pkl", "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    d = json.loads(r.stdout)
+    assert d["accuracy"] == 1.0 and d["n_transitions"] == 402
+    r = cli("eval-program", "--env", "Taxi-v3", PROGRAMS/"cartpole_correct.py", "--buffer", SHARED/"CartPole-v1.pkl")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]   # another environment's buffer
+
+def test_collect_regenerates_the_shipped_buffer(tmp_path):
+    from cwm_nb.replay import ReplayBuffer, default_buffer_path
+    r = cli("collect", "--env", "CartPole-v1", "--seed", 0, "--out", tmp_path/"buf")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert ReplayBuffer.load(tmp_path/"buf").fingerprint() == ReplayBuffer.load(default_buffer_path("CartPole-v1")).fingerprint()
+
+CRASH = "```python\nclass Environment:\n    def __init__(self):\n        raise RuntimeError('no model here')\n```\n"
+
+def test_every_environment_runs_end_to_end_and_a_crashing_program_scores_zero(tmp_path):
+    "All 19 environments through the same pipeline a `cwm-nb run` uses, with a scripted LLM whose program crashes."
+    from cwm_nb.envs import env_names
+    from cwm_nb.experiments import run_cwmb_search, write_metrics
+    from cwm_nb.llm import ScriptedLLM
+    for env in env_names():
+        out = run_cwmb_search(env=env, model="scripted", budget=1, out=tmp_path, llm=ScriptedLLM([CRASH]),
+                              plan_preset="none", progress=False)
+        write_metrics(out)
+        m = json.loads((out.run_dir/"metrics.json").read_text())
+        assert m["accuracy"] == 0.0 and m["best_is_bug"] and "no model here" in m["best_error"], env
+        assert m["n_transitions"] > 0 and m["status"] == "complete", env
+        assert (out.run_dir/"program.py").read_text().count("no model here") == 1
+
+def test_run_puts_the_normalized_return_in_metrics(tmp_path):
+    from cwm_nb.experiments import plan_run, run_cwmb_search, write_metrics
+    from cwm_nb.llm import ScriptedLLM
+    good = "```python\n" + (PROGRAMS/"cartpole_correct.py").read_text() + "\n```\n"
+    out = run_cwmb_search(env="CartPole-v1", model="scripted", budget=1, out=tmp_path, llm=ScriptedLLM([good]),
+                          plan_preset="quick", plan_episodes=2, progress=False)
+    assert out.metrics["accuracy"] == 1.0
+    planning = plan_run(out, preset="quick", episodes=2, progress=False)
+    write_metrics(out, **planning)
+    m = json.loads((out.run_dir/"metrics.json").read_text())
+    for k in ("normalized_return", "return_cwm", "return_random", "return_oracle"):
+        assert isinstance(m[k], float), k
+    assert m["normalized_return"] == pytest.approx((m["return_cwm"] - m["return_random"]) / (m["return_oracle"] - m["return_random"]))
+    assert json.loads((out.run_dir/"planning.json").read_text())["return_cwm"] == m["return_cwm"]
+
+def test_rtfm_runs_from_the_command_line(tmp_path, cache_env):
+    r = cli("run", "rtfm", "--model", "embedded", "--budget", 1, "--out", tmp_path, "--plan-preset", "quick",
+            "--plan-episodes", 1, env=cache_env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = json.loads((tmp_path/"rtfm"/"rtfm"/"gif-mcts"/"embedded"/"seed0"/"metrics.json").read_text())
+    assert m["env"] == "rtfm" and m["suite"] == "rtfm" and m["llm_calls"] == 1 and m["n_transitions"] == 1000
+    assert isinstance(m["return_random"], float)
