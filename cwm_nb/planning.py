@@ -13,11 +13,12 @@ from .core import CwmNbError, atomic_write_json, cache_dir, derive_seed, make_rn
 from .sandbox import ProgramError, SandboxLimits, strict_plain, _as_done, _as_reward
 
 # %% auto #0
-__all__ = ['PRESETS', 'STATE_ATTRS', 'normalized_return', 'MCTSConfig', 'CEMConfig', 'PlanningPreset', 'get_preset', 'Snapshot',
-           'snapshot', 'restore', 'OracleModel', 'mask_to_actions', 'decode_state', 'encode_state', 'ProgramModel',
-           'state_key', 'MCTSResult', 'mcts_search', 'cem_plan', 'oracle_cem_plan', 'oracle_mcts_action', 'load_driver',
-           'plan_driver', 'step_loop_driver', 'check_action', 'check_plan', 'EpisodeLog', 'play_episode',
-           'baseline_episodes', 'PlanningResult', 'evaluate_planning']
+__all__ = ['PRESETS', 'STATE_ATTRS', 'INTEGRITY_NOTE', 'normalized_return', 'MCTSConfig', 'CEMConfig', 'PlanningPreset',
+           'get_preset', 'Snapshot', 'snapshot', 'restore', 'OracleModel', 'mask_to_actions', 'decode_state',
+           'encode_state', 'ProgramModel', 'state_key', 'MCTSResult', 'mcts_search', 'cem_plan', 'oracle_cem_plan',
+           'oracle_mcts_action', 'load_driver', 'plan_driver', 'step_loop_driver', 'check_action', 'check_plan',
+           'min_model_steps', 'check_stats', 'EpisodeLog', 'play_episode', 'baseline_episodes', 'PlanningResult',
+           'evaluate_planning']
 
 # %% ../nbs/10_planning.ipynb #0cd3d40b
 def normalized_return(
@@ -607,7 +608,39 @@ def check_plan(
     if not np.isfinite(a).all(): raise ValueError("the plan holds NaN or infinite values")
     return np.clip(a, low, high)
 
-# %% ../nbs/10_planning.ipynb #29f41ee1
+# %% ../nbs/10_planning.ipynb #24e365da
+INTEGRITY_NOTE = ("the CWM planner runs in the program's sandboxed process; the parent checks each decision's "
+                  "action and its reported model steps against the preset's minimum, but a program written to "
+                  "deceive can forge that count and act as a hand-written policy (returns and actions stay the "
+                  "parent's)")
+
+def min_model_steps(
+    planner: str,                  # "mcts" or "cem"
+    config,                        # the MCTSConfig or CEMConfig the decision was planned with
+) -> int:
+    "The fewest model steps a genuine decision takes: MCTS `simulations`, CEM `samples * iterations`."
+    if planner == "mcts": return int(config.simulations)
+    if planner == "cem": return int(config.samples) * int(config.iterations)
+    raise CwmNbError(f"unknown planner {planner!r}", "use 'mcts' or 'cem'")
+
+def check_stats(
+    value: Any,                    # the driver's result (plain data from the sandbox), its action/plan already checked
+    planner: str,                  # "mcts" or "cem"
+    minimum: int,                  # `min_model_steps` of the decision
+) -> tuple[int, float]:            # (model_steps, plan_s)
+    "The reported (model_steps, plan_s) if the result has exactly the expected fields and enough steps. Raises `ValueError`."
+    want = {"action" if planner == "mcts" else "plan", "model_steps", "plan_s"}
+    if type(value) is not dict or set(value) != want:
+        got = sorted(map(str, value)) if type(value) is dict else type(value).__name__
+        raise ValueError(f"the planner's result must have exactly the fields {sorted(want)}, got {got}")
+    ms, ps = value["model_steps"], value["plan_s"]
+    if type(ms) is not int or ms < 0: raise ValueError(f"model_steps must be a non-negative int, got {ms!r}")
+    if type(ps) is not float or not (0.0 <= ps < math.inf): raise ValueError(f"plan_s must be a finite non-negative float, got {ps!r}")
+    if ms < minimum:
+        raise ValueError(f"the planner reported {ms} model steps; a genuine decision takes at least {minimum}")
+    return ms, ps
+
+# %% ../nbs/10_planning.ipynb #fe0274ba
 @dataclass
 class _Space:
     kind: str                      # "discrete" or "continuous"
@@ -708,7 +741,7 @@ def play_episode(
         if end: break
     return log
 
-# %% ../nbs/10_planning.ipynb #fe0274ba
+# %% ../nbs/10_planning.ipynb #a525f7f1
 def _plan_seed(seed: int, env_name: str, episode: int, t: int) -> int:
     return derive_seed(seed, "planner", env_name, episode, t)
 
@@ -745,6 +778,7 @@ class _CwmDecider:
         self.kinds: dict[str, int] = {}
         self.errors: list[str] = []
         self.cem = _cem_cfg(setup, preset)
+        self.min_steps = min_model_steps(setup.planner, preset.mcts if setup.planner == "mcts" else self.cem)
 
     def _fail(self, kind: str, message: str) -> _Decision:
         self.kinds[kind] = self.kinds.get(kind, 0) + 1
@@ -775,13 +809,12 @@ class _CwmDecider:
             else: acts = list(check_plan(res.value, self.cem.horizon, st.space.low, st.space.high))
         except ValueError as e:
             return self._fail("bad_action" if st.planner == "mcts" else "bad_plan", str(e))
+        try: ms, ps = check_stats(res.value, st.planner, self.min_steps)
+        except ValueError as e: return self._fail("implausible", str(e))
         self.run_of_failures = 0
-        v = res.value
-        ms = v.get("model_steps") if type(v.get("model_steps")) is int else 0
-        ps = v.get("plan_s") if type(v.get("plan_s")) is float else 0.0
         return _Decision(acts, model_steps=ms, plan_s=ps)
 
-# %% ../nbs/10_planning.ipynb #a525f7f1
+# %% ../nbs/10_planning.ipynb #6f9fcfc9
 def _code_version() -> str:
     import importlib.util, gymnasium, cwm_nb
     try: src = Path(importlib.util.find_spec("cwm_nb.planning").origin).read_bytes()
@@ -846,7 +879,7 @@ def _progress(it, on: bool, desc: str):
     from tqdm import tqdm
     return tqdm(it, desc=desc, unit="ep", leave=False)
 
-# %% ../nbs/10_planning.ipynb #6f9fcfc9
+# %% ../nbs/10_planning.ipynb #009149a4
 @dataclass
 class PlanningResult:
     "The normalized return of one program on one environment, with everything needed to audit it."
@@ -871,7 +904,7 @@ class PlanningResult:
     decisions: int = 0                    # CWM planning decisions
     fallbacks: int = 0                    # of those, played with random actions because the program failed
     fallback_steps: int = 0               # real steps those random actions took
-    fallback_kinds: dict = field(default_factory=dict)   # error kind -> count ("abandoned" after the program was given up)
+    fallback_kinds: dict = field(default_factory=dict)   # error kind -> count ("implausible": too few model steps reported; "abandoned": given up)
     abandoned: bool = False               # the program failed max_consecutive_failures times in a row
     errors: list = field(default_factory=list)           # first distinct error messages
     reason: str | None = None             # why return_cwm is None
@@ -882,6 +915,8 @@ class PlanningResult:
     baselines_cached: bool = False        # oracle and random came from the cache
     decision_limits: dict = field(default_factory=dict)  # SandboxLimits of one CWM decision (wall_s, cpu_s, ...)
     wall_s: float = 0.0                   # wall time of the whole evaluation, seconds
+    min_model_steps: int = 0              # fewest model steps a CWM decision had to report (else "implausible")
+    integrity_note: str = INTEGRITY_NOTE  # what the parent can and cannot verify about the CWM's decisions
 
     def to_dict(self) -> dict:
         "JSON-safe dict of all fields."
@@ -955,6 +990,7 @@ def evaluate_planning(
         res.fallback_steps = sum(l.fallback_steps for l in cwm)
         res.model_steps_cwm, res.plan_s_cwm = sum(l.model_steps for l in cwm), sum(l.plan_s for l in cwm)
         res.fallback_kinds, res.abandoned, res.errors = dict(dec.kinds), dec.abandoned, list(dec.errors)
+        res.min_model_steps = dec.min_steps
     if program is not None: res.decision_limits = asdict(lim)
     res.wall_s = time.perf_counter() - t0
     return res

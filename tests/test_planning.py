@@ -341,3 +341,55 @@ def test_hostile_cem_plans_are_rejected(name, sandbox):
     _assert_random_fallback(res)
     assert set(res.fallback_kinds) <= {"bad_plan", "output_limit"}, res.fallback_kinds
     assert res.fallback_steps == sum(res.steps_cwm)
+
+
+# ------------------------------------------------------------------------------------------------ planner replaced
+# The reviewer's cheat: the program replaces the planner at its top level by a hand-written policy and is never
+# planned with; its step() is garbage. The parent sees a legal action; only the reported model steps give it away.
+CHEAT_MCTS = '''
+import cwm_nb.planning as P
+class _Result:
+    def __init__(self, a): self.action = a
+def _policy(model, root, actions, config, rng, n_actions=None):
+    FORGE
+    return _Result(1 if float(root[2]) + float(root[3]) > 0 else 0)   # push the way the pole falls
+P.mcts_search = _policy
+class Environment:
+    def set_state(self, s): pass
+    def step(self, a): return 0, 0.0, False
+'''
+
+# For CEM: the genuine cem_plan, but run on a private correct Pendulum the parent never sees; step() is garbage.
+CHEAT_CEM = PENDULUM_OK.replace("class Environment:", "class _Hidden:") + '''
+import cwm_nb.planning as P
+_real_cem = P.cem_plan
+def _plan(model, root, low, high, config, rng):
+    FORGE
+    return _real_cem(_Hidden(), root, low, high, config, rng)
+P.cem_plan = _plan
+class Environment:
+    def set_state(self, s): pass
+    def step(self, a): return np.zeros(3, np.float32), 0.0, False
+'''
+
+
+@pytest.mark.parametrize("env,cheat", [("CartPole-v1", CHEAT_MCTS), ("Pendulum-v1", CHEAT_CEM)])
+def test_replacing_the_planner_naively_scores_like_random(env, cheat, sandbox, monkeypatch):
+    import cwm_nb.planning as P
+    naive = cheat.replace("FORGE", "pass")
+    res = quick(env, naive, sandbox)
+    _assert_random_fallback(res)
+    assert res.fallback_kinds.get("implausible") == 5 and res.abandoned, res.fallback_kinds
+    assert set(res.fallback_kinds) == {"implausible", "abandoned"}
+    assert "model steps" in res.errors[0] and res.min_model_steps == (10 if env == "CartPole-v1" else 120)
+    assert "forge" in res.integrity_note
+    # the cheat is a real one: without the parent's check it would score well above random
+    monkeypatch.setattr(P, "check_stats", lambda value, planner, minimum: (0, 0.0))
+    unchecked = quick(env, naive, sandbox)
+    assert unchecked.fallbacks == 0 and unchecked.normalized_return > 0.6, unchecked.to_dict()
+
+
+def test_a_forged_step_count_is_the_documented_limit(sandbox):
+    "A program that also forges the count passes the check (see integrity_note); the full fix plans in the parent."
+    res = quick("CartPole-v1", CHEAT_MCTS.replace("FORGE", "model.steps += 10 ** 4"), sandbox)
+    assert res.fallbacks == 0 and res.normalized_return > 0.6, res.to_dict()
