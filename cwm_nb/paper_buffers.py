@@ -91,8 +91,9 @@ _OPCODES = {op.code.encode("latin-1")[0]: (op.name, 0 if op.arg is None else op.
 
 def _refuse(path, what: str) -> CwmNbError:
     return CwmNbError(f"refusing to load {path}: {what}",
-                      "load only the GIF-MCTS paper's released buffers (or pickles with the same contents); "
-                      "see cwm_nb.paper_buffers.ALLOWED_GLOBALS for what they may name")
+                      "pass --buffer only with the GIF-MCTS paper's released pickles (or pickles with the same "
+                      "contents), or with a buffer folder (transitions.npz + meta.json) written by `cwm-nb collect`; "
+                      "cwm_nb.paper_buffers.ALLOWED_GLOBALS lists what a pickle may name")
 
 def scan_pickle(
     data: bytes,                  # the whole pickle
@@ -255,7 +256,9 @@ def read_paper_pickle(
     "The contents of a paper pickle as plain data, numpy values and `PickledObject`s, read with the restricted unpickler. Raises `CwmNbError` for anything else."
     path = Path(path)
     if not path.is_file():
-        raise CwmNbError(f"no such file: {path}", f"pass one of the *.pkl files in {PAPER_BUFFERS_ENV_VAR} / paper_buffers_dir()")
+        raise CwmNbError(f"no such file: {path}", "pass --buffer with an existing file: one of the paper's pickles (they are looked for in "
+                         f"${PAPER_BUFFERS_ENV_VAR}, else ../shared/data/cwmb_paper_buffers beside the repository) or a "
+                         "buffer folder (transitions.npz + meta.json); in Python: `load_paper_buffer(paper_buffers_dir()/name)`")
     size = path.stat().st_size
     if size > max_file_bytes: raise _refuse(path, f"it is {size} bytes, more than max_file_bytes={max_file_bytes}")
     data = path.read_bytes()
@@ -344,13 +347,19 @@ def _rtfm_row(obs) -> list[str]:
     board, inventory = obs
     return [*board.reshape(-1).tolist(), inventory]
 
+def _paper_file(name: str) -> str:
+    "File name of the paper's buffer of benchmark env `name`."
+    return "rtfm-simple_stationary.pkl" if name == "rtfm" else f"{name}.pkl"
+
 def paper_env_name(path: str | Path) -> str:
     "The environment of a paper buffer file, from its name: 'CartPole-v1.pkl' -> 'CartPole-v1', 'rtfm-*.pkl' -> 'rtfm'. Raises `CwmNbError` if unknown."
     stem = Path(path).name.removesuffix(".pkl")
     if stem.startswith("rtfm"): return "rtfm"
     if stem in PAPER_ENVS: return stem
     raise CwmNbError(f"cannot tell the environment of {Path(path).name}",
-                     f"pass env_name= (one of: {', '.join(PAPER_ENVS)})")
+                     "on the command line, pass it with --buffer together with --env, or name the file after its "
+                     f"environment (e.g. CartPole-v1.pkl; rtfm-*.pkl for RTFM); in Python: pass env_name= "
+                     f"(one of: {', '.join(PAPER_ENVS)})")
 
 def _obs_column(values: list, fmt: str, what: str, bad) -> np.ndarray:
     if fmt == "int":
@@ -411,10 +420,13 @@ def load_paper_buffer(
         raise CwmNbError(f"no paper buffer layout known for environment {name!r}", f"use one of: {', '.join(PAPER_ENVS)}")
     if inferred is not None and inferred != name:
         raise CwmNbError(f"{path.name} is the paper's buffer of {inferred!r}, not of {name!r}",
-                         "pass the file of that environment, or leave env_name=None")
+                         f"pass --buffer with the paper's {_paper_file(name)}, or run with --env {inferred} to use this file; "
+                         "in Python: pass that environment's file, or leave env_name=None")
     env = PAPER_ENVS[name]
     bad = lambda what: CwmNbError(f"{path} is not a paper replay buffer of the expected form: {what}",
-                                  "pass one of the GIF-MCTS paper's released train_buffer.pkl files")
+                                  "pass --buffer with one of the GIF-MCTS paper's released pickles (their "
+                                  "train_buffer.pkl, named after the environment) or a buffer folder "
+                                  "(transitions.npz + meta.json); in Python: `load_paper_buffer(path, env_name)`")
     raw = read_paper_pickle(path, **read_kw)
     try: return _to_buffer(raw, path, name, env, bad)
     except CwmNbError: raise

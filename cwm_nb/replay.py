@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_replay.ipynb #2dd4bd41
 from __future__ import annotations
-import hashlib, io, json, zipfile
+import functools, hashlib, io, json, zipfile
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Any, Callable
@@ -16,8 +16,8 @@ from .envs import get_env_spec, make_env
 __all__ = ['OBS_FORMATS', 'BUFFER_FORMAT', 'BUFFER_FORMAT_VERSION', 'READABLE_FORMAT_VERSIONS', 'NPZ_NAME', 'META_NAME', 'Policy',
            'POLICIES', 'CEM_SAMPLES', 'CEM_ELITES', 'COLLECTION_PLANS', 'ReplayBuffer', 'encode_obs', 'decode_obs',
            'random_policy', 'mountaincar_pump_policy', 'acrobot_pump_policy', 'random_valid_policy', 'with_epsilon',
-           'CollectionPlan', 'get_collection_plan', 'collect_buffer', 'default_buffer_path', 'load_buffer',
-           'ship_buffer', 'summarize_buffer', 'collect_main']
+           'CollectionPlan', 'get_collection_plan', 'collect_buffer', 'default_buffer_path', 'env_data_spec',
+           'check_buffer_fits_env', 'load_buffer', 'ship_buffer', 'summarize_buffer', 'collect_main']
 
 # %% ../nbs/05_replay.ipynb #11d5808c
 def _column(x: Any) -> np.ndarray | list:
@@ -212,10 +212,13 @@ def _save(self: ReplayBuffer, path: str | Path) -> Path:
 ReplayBuffer.save = _save
 
 # %% ../nbs/05_replay.ipynb #9a0e9567
+_ENV = "<env>"   # stands for the environment's name in advice; `load_buffer`, which knows it, fills it in
+
 def _bad(path: Path, what: str) -> CwmNbError:
     return CwmNbError(f"replay buffer at {path} is malformed: {what}",
-                      "re-create it with `collect_buffer(env_name, seed).save(path)` (or restore the shipped copy "
-                      "with `git checkout data/buffers`), or pass the folder of a buffer written by `ReplayBuffer.save`")
+                      f"re-create it with `cwm-nb collect --env {_ENV} --out {path}` (a shipped buffer: restore it with "
+                      "`git checkout data/buffers`), or pass --buffer with another buffer folder (transitions.npz + "
+                      "meta.json) or one of the paper's pickles (*.pkl); in Python: `collect_buffer(env_name, seed).save(path)`")
 
 def _decode_column(name: str, desc: dict, z, path: Path, cols: dict) -> np.ndarray | list:
     if desc.get("layout") == "chained":             # next_obs: obs shifted by one, plus the stored episode ends
@@ -245,8 +248,9 @@ def _load(cls, path: str | Path) -> ReplayBuffer:
     if not (path/NPZ_NAME).is_file() or not (path/META_NAME).is_file():
         missing = [n for n in (NPZ_NAME, META_NAME) if not (path/n).is_file()]
         raise CwmNbError(f"no replay buffer at {path} (missing {', '.join(missing)})",
-                         "pass the folder that holds transitions.npz and meta.json, or collect a buffer with "
-                         "`collect_buffer(env_name, seed).save(path)`")
+                         f"pass --buffer with a buffer folder (transitions.npz + meta.json) or one of the paper's "
+                         f"pickles (*.pkl), or collect one with `cwm-nb collect --env {_ENV} --out {path}`; "
+                         "in Python: `collect_buffer(env_name, seed).save(path)`")
     try: info = json.loads((path/META_NAME).read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e: raise _bad(path, f"{META_NAME} is not valid JSON ({e})") from None
     if not isinstance(info, dict) or info.get("format") != BUFFER_FORMAT or not isinstance(info.get("columns"), dict):
@@ -522,30 +526,124 @@ def default_buffer_path(name: str) -> Path:
     "Folder of the shipped buffer of benchmark environment `name`: `<root>/data/buffers/<name>/`."
     return data_dir()/"buffers"/get_env_spec(name).name
 
+@functools.lru_cache(maxsize=None)
+def env_data_spec(name: str) -> dict:
+    "What a buffer row of benchmark env `name` must look like, read from its spaces (made once per process, then cached)."
+    spec = get_env_spec(name)
+    env = make_env(name)
+    try: osp, asp = env.observation_space, env.action_space
+    finally: env.close()
+    label = lambda sp: f"Box{tuple(sp.shape)} {sp.dtype}" if type(sp).__name__ == "Box" else str(sp)
+    out = {"obs_format": spec.obs_format, "obs_space": label(osp), "action_space": label(asp)}
+    if spec.obs_format == "array": out["obs_shape"] = tuple(osp.shape)
+    elif spec.obs_format == "int": out["obs_range"] = (int(osp.start), int(osp.start + osp.n))
+    elif spec.obs_format == "tuple": out["obs_ranges"] = tuple((int(s.start), int(s.start + s.n)) for s in osp.spaces)
+    elif spec.obs_format == "rtfm": out["obs_len"] = int(np.prod(osp.spaces[0].shape)) + 1   # board cells + inventory
+    if hasattr(asp, "n"): out["action_range"] = (int(asp.start), int(asp.start + asp.n))
+    else: out["action_shape"] = tuple(asp.shape)
+    return out
+
+def _describe(col) -> str:
+    "A short description of a column's data for error messages: 'float32 rows of shape (6,)'."
+    if not isinstance(col, np.ndarray): return "a list of entries of differing shapes"
+    kind = {"b": "bool", "i": "int", "u": "int", "f": "float", "U": "str"}.get(col.dtype.kind, str(col.dtype))
+    return f"{col.dtype if kind in ('int', 'float') else kind} {'scalars' if col.ndim == 1 else f'rows of shape {col.shape[1:]}'}"
+
+def _int_range_problem(col, lo: int, hi: int) -> str | None:
+    "None if `col` is an int array with all values in [lo, hi), else what is wrong."
+    if not isinstance(col, np.ndarray) or col.dtype.kind not in "iu": return f"{_describe(col)}, not integers"
+    if col.size and (col.min() < lo or col.max() >= hi): return f"values {col.min()}..{col.max()}"
+    return None
+
+def check_buffer_fits_env(
+    buf: ReplayBuffer,              # a loaded buffer
+    name: str,                      # the benchmark environment it is meant for
+    path: str | Path | None = None, # where it came from (for the message)
+) -> ReplayBuffer:
+    "Check the buffer's data against `name`'s spaces: observation shape/dtype/range per `obs_format`, action range (discrete) or shape (continuous). Returns `buf`; raises `CwmNbError` on a mismatch."
+    want = env_data_spec(name)
+    fmt, n = want["obs_format"], len(buf)
+    problems = []
+    for col_name in ("obs", "next_obs"):
+        col = getattr(buf, col_name)
+        if not n: break
+        if fmt == "array":
+            if not isinstance(col, np.ndarray) or col.dtype.kind not in "biuf" or col.shape[1:] != want["obs_shape"]:
+                problems.append(f"{col_name} holds {_describe(col)}, but {name} observes rows of shape "
+                                f"{want['obs_shape']} ({want['obs_space']})")
+        elif fmt == "int":
+            why = _int_range_problem(col, *want["obs_range"]) if isinstance(col, np.ndarray) and col.ndim == 1 else _describe(col)
+            if why: problems.append(f"{col_name} holds {why}, but {name} observes one int in "
+                                    f"[{want['obs_range'][0]}, {want['obs_range'][1]}) ({want['obs_space']})")
+        elif fmt == "tuple":
+            k = len(want["obs_ranges"])
+            if not (isinstance(col, np.ndarray) and col.ndim == 2 and col.shape[1] == k):
+                why = _describe(col)
+            else: why = next((w for j, (lo, hi) in enumerate(want["obs_ranges"])
+                              if (w := _int_range_problem(col[:, j], lo, hi))), None)
+            if why: problems.append(f"{col_name} holds {why}, but {name} observes {k} ints per row ({want['obs_space']})")
+        elif fmt == "rtfm":
+            if not (isinstance(col, np.ndarray) and col.dtype.kind == "U" and col.shape[1:] == (want["obs_len"],)):
+                problems.append(f"{col_name} holds {_describe(col)}, but {name} observes rows of {want['obs_len']} strings")
+    if n and "action_range" in want:
+        lo, hi = want["action_range"]
+        acts = buf.actions
+        why = _int_range_problem(acts, lo, hi) if isinstance(acts, np.ndarray) and acts.ndim == 1 else _describe(acts)
+        if why: problems.append(f"actions hold {why}, but {name}'s actions are ints in [{lo}, {hi}) ({want['action_space']})")
+        nva = buf.next_valid_actions
+        if nva is not None and nva.shape[1] != hi - lo:
+            problems.append(f"next_valid_actions has {nva.shape[1]} columns, but {name} has {hi - lo} actions")
+    elif n:
+        acts = buf.actions
+        if not (isinstance(acts, np.ndarray) and acts.dtype.kind in "iuf" and acts.shape[1:] == want["action_shape"]):
+            problems.append(f"actions hold {_describe(acts)}, but {name}'s actions are rows of shape "
+                            f"{want['action_shape']} ({want['action_space']})")
+    if len(problems) > 1 and problems[1] == problems[0].replace("obs", "next_obs", 1):   # say it once for both
+        problems[:2] = [problems[0].replace("obs holds", "obs and next_obs hold", 1)]
+    if problems:
+        where = f"the buffer at {path}" if path is not None else "the buffer"
+        held = buf.meta.get("env")
+        raise CwmNbError(f"{where} does not hold {name} data" + (f" (although its metadata says {held!r})" if held == name else "")
+                         + ": " + "; ".join(problems),
+                         f"pass --buffer with a buffer of {name} (a folder with transitions.npz + meta.json, or the "
+                         f"paper's {'rtfm-simple_stationary' if name == 'rtfm' else name}.pkl), or collect one with `cwm-nb collect --env {name} --out PATH`; "
+                         f"in Python: `load_buffer({name!r}, path)` with that environment's buffer")
+    return buf
+
 def load_buffer(
     name: str,                      # benchmark environment name
     path: str | Path | None = None, # a buffer folder (or its transitions.npz), or a paper pickle `*.pkl`; default: the shipped buffer
 ) -> ReplayBuffer:
-    "The replay buffer of `name`. Raises `CwmNbError` if the path is missing, malformed, not a buffer, or holds another env's buffer."
+    "The replay buffer of `name`, checked against the env's spaces (`check_buffer_fits_env`). Raises `CwmNbError` if the path is missing, malformed, not a buffer, or holds another env's data."
+    shipped = path is None
     path = Path(path) if path is not None else default_buffer_path(name)
     if not path.exists():
+        if shipped:
+            raise CwmNbError(f"the shipped replay buffer of {name} is missing: {path}",
+                             f"restore it with `git checkout data/buffers`, or collect one with `cwm-nb collect "
+                             f"--env {name}`; in Python: `ship_buffer({name!r})`")
         raise CwmNbError(f"no replay buffer for {name} at {path}",
-                         f"collect one: `collect_buffer({name!r}, seed=0).save({str(path)!r})`, or pass `path=`")
+                         f"collect one with `cwm-nb collect --env {name} --out {path}`, or pass --buffer with an "
+                         "existing buffer folder (transitions.npz + meta.json) or one of the paper's pickles (*.pkl); "
+                         f"in Python: `collect_buffer({name!r}, seed=0).save(path)`")
     if path.is_file() and path.suffix == ".pkl":
         from cwm_nb.paper_buffers import load_paper_buffer
         buf = load_paper_buffer(path, name)
     elif path.is_dir() or path.name == NPZ_NAME:
-        buf = ReplayBuffer.load(path)
+        try: buf = ReplayBuffer.load(path)
+        except CwmNbError as e: raise CwmNbError(e.what, e.todo.replace(_ENV, name)) from None
     else:
         raise CwmNbError(f"{path} is not a replay buffer",
-                         f"pass a folder written by `ReplayBuffer.save` (holding {NPZ_NAME} and {META_NAME}) "
-                         "or one of the paper's pickles (*.pkl)")
-    if buf.meta.get("env", name) != name:
-        raise CwmNbError(f"the buffer at {path} is for {buf.meta.get('env')!r}, not {name!r}",
-                         "pass the folder of this environment's buffer")
-    return buf
+                         f"pass --buffer with a buffer folder ({NPZ_NAME} + {META_NAME}, as written by `cwm-nb collect`) "
+                         "or one of the paper's pickles (*.pkl); in Python: a folder written by `ReplayBuffer.save`")
+    held = buf.meta.get("env", name)
+    if held != name:
+        raise CwmNbError(f"the buffer at {path} is for {held!r}, not {name!r}",
+                         f"pass --buffer with a buffer of {name} (or collect one with `cwm-nb collect --env {name} "
+                         f"--out PATH`), or run with --env {held} to use this one; in Python: `load_buffer({held!r}, path)`")
+    return check_buffer_fits_env(buf, name, path)
 
-# %% ../nbs/05_replay.ipynb #34666926
+# %% ../nbs/05_replay.ipynb #e4a290a6
 def ship_buffer(
     name: str,      # benchmark environment name
     seed: int = 0,  # collection seed of the shipped buffers

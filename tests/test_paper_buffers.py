@@ -147,15 +147,20 @@ def test_rtfm_buffer(paper_dir):
 
 def test_env_name_is_checked(paper_dir, tmp_path):
     taxi = _file(paper_dir, "Taxi-v3")
-    with pytest.raises(CwmNbError, match="not of 'CartPole-v1'"):
+    with pytest.raises(CwmNbError, match="not of 'CartPole-v1'") as e:
         load_paper_buffer(taxi, "CartPole-v1")
+    assert e.value.todo.startswith("pass --buffer with the paper's CartPole-v1.pkl, or run with --env Taxi-v3")
+    with pytest.raises(CwmNbError, match="rtfm-simple_stationary.pkl"):
+        load_paper_buffer(taxi, "rtfm")
     renamed = tmp_path / "buffer.pkl"
     renamed.write_bytes(taxi.read_bytes())
-    with pytest.raises(CwmNbError, match="pass env_name"):
+    with pytest.raises(CwmNbError, match="pass env_name") as e:
         load_paper_buffer(renamed)
+    assert e.value.todo.index("--env") < e.value.todo.index("env_name=")
     assert len(load_paper_buffer(renamed, "Taxi-v3")) == 1574
-    with pytest.raises(CwmNbError, match="expected form"):      # a Taxi file read as CartPole: ints, not arrays
+    with pytest.raises(CwmNbError, match="expected form") as e:      # a Taxi file read as CartPole: ints, not arrays
         load_paper_buffer(renamed, "CartPole-v1")
+    assert e.value.todo.startswith("pass --buffer with one of the GIF-MCTS paper's released pickles")
 
 
 def test_loading_imports_neither_torch_nor_gymnasium(paper_dir):

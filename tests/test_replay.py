@@ -316,3 +316,75 @@ def test_collect_main_prints_a_summary(tmp_path, capsys):
     s = summarize_buffer(buf)
     assert buf.meta["seed"] == 5 and s["episodes"] == 10
     assert f"{s['transitions']} transitions in 10 episodes" in out and "returns" in out and str(p) in out
+
+
+# ---- the data must fit the environment, whatever the file name or meta.json say --------------------------------
+
+def test_load_buffer_rejects_another_envs_data_under_this_envs_name(tmp_path):
+    import shutil
+    from cwm_nb.replay import check_buffer_fits_env
+    fake = tmp_path / "CartPole-v1"
+    shutil.copytree(default_buffer_path("Acrobot-v1"), fake)
+    info = json.loads((fake / "meta.json").read_text())
+    info["meta"]["env"] = ENV                      # the checksum covers the .npz, so this copy still loads
+    (fake / "meta.json").write_text(json.dumps(info))
+    assert ReplayBuffer.load(fake).meta["env"] == ENV
+    with pytest.raises(CwmNbError, match="does not hold CartPole-v1 data") as e:
+        load_buffer(ENV, fake)
+    msg = str(e.value)
+    assert "(6,)" in msg and "(4,)" in msg and "[0, 2)" in msg
+    assert "cwm-nb collect --env CartPole-v1" in msg and "--buffer" in msg
+    # the formats other than "array": ints out of range, tuples, strings, continuous actions
+    with pytest.raises(CwmNbError, match=r"observes one int in \[0, 48\)"):
+        check_buffer_fits_env(load_buffer("Taxi-v3"), "CliffWalking-v0")
+    with pytest.raises(CwmNbError, match="3 ints per row"):
+        check_buffer_fits_env(load_buffer("CartPole-v1"), "Blackjack-v1")
+    with pytest.raises(CwmNbError, match="73 strings"):
+        check_buffer_fits_env(load_buffer("Taxi-v3"), "rtfm")
+    with pytest.raises(CwmNbError, match=r"actions hold float32 rows of shape \(3,\).*rows of shape \(1,\)"):
+        check_buffer_fits_env(load_buffer("Hopper-v4"), "InvertedDoublePendulum-v4")   # both observe 11 numbers
+    pend = load_buffer("Pendulum-v1")
+    with pytest.raises(CwmNbError, match=r"obs and next_obs hold float32 rows of shape \(3,\).*actions hold float32 rows of shape \(1,\), but Acrobot-v1's actions are ints in \[0, 3\)"):
+        check_buffer_fits_env(pend, "Acrobot-v1")
+    for name in env_names():                       # every shipped buffer fits its own environment
+        assert check_buffer_fits_env(load_buffer(name), name) is not None
+
+
+def test_load_buffer_rejects_a_renamed_paper_pickle(tmp_path):
+    from cwm_nb.paper_buffers import paper_buffers_dir
+    try: src = paper_buffers_dir() / "Acrobot-v1.pkl"
+    except CwmNbError: pytest.skip("the paper's buffers are not available (set $CWM_NB_PAPER_BUFFERS)")
+    if not src.is_file(): pytest.skip(f"{src} is missing")
+    bad = tmp_path / "CartPole-v1.pkl"
+    bad.write_bytes(src.read_bytes())
+    with pytest.raises(CwmNbError, match="does not hold CartPole-v1 data") as e:
+        load_buffer(ENV, bad)
+    assert "(6,)" in str(e.value) and "cwm-nb collect --env CartPole-v1" in str(e.value)
+    assert len(load_buffer("Acrobot-v1", src)) == 4521
+
+
+def test_errors_give_the_command_line_remedy_first(tmp_path):
+    with pytest.raises(CwmNbError) as e:
+        load_buffer(ENV, tmp_path / "nonexist")
+    todo = e.value.todo
+    assert todo.startswith(f"collect one with `cwm-nb collect --env {ENV} --out {tmp_path / 'nonexist'}`")
+    assert todo.index("cwm-nb collect") < todo.index("collect_buffer(")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CwmNbError, match="missing transitions.npz") as e:
+        load_buffer(ENV, tmp_path / "empty")
+    assert e.value.todo.startswith("pass --buffer with a buffer folder (transitions.npz + meta.json)")
+    assert f"--env {ENV}" in e.value.todo and "<env>" not in e.value.todo
+    corrupt = default_buffer_path(ENV)
+    p = tmp_path / "corrupt"
+    p.mkdir()
+    (p / "meta.json").write_bytes((corrupt / "meta.json").read_bytes())
+    (p / "transitions.npz").write_text("not a zip")
+    with pytest.raises(CwmNbError, match="malformed") as e:
+        load_buffer(ENV, p)
+    todo = e.value.todo
+    assert todo.startswith(f"re-create it with `cwm-nb collect --env {ENV} --out {p}`")
+    assert "git checkout data/buffers" in todo and todo.index("git checkout") < todo.index("collect_buffer(")
+    with pytest.raises(CwmNbError) as e:
+        load_buffer("Taxi-v3", default_buffer_path(ENV))
+    assert e.value.todo.startswith("pass --buffer with a buffer of Taxi-v3") and f"--env {ENV}" in e.value.todo
+    assert "env_name" not in e.value.todo
