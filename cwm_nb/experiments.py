@@ -4,7 +4,7 @@
 
 # %% ../nbs/13_experiments.ipynb #569e0958
 from __future__ import annotations
-import argparse, io, json, os, re, shutil, sys, time
+import argparse, contextlib, io, json, os, re, shutil, sys, time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -15,7 +15,7 @@ from .core import (CwmNbError, Program, atomic_write_bytes, atomic_write_json, a
 # %% auto #0
 __all__ = ['METHODS', 'RUN_SETTINGS', 'CWMB_PARAMS', 'PLAN_PRESETS', 'safe_name', 'run_dir', 'is_complete', 'check_run_settings',
            'check_params', 'RunOutput', 'default_max_tokens', 'run_cwmb_search', 'plan_run', 'plot_run', 'plot_returns',
-           'save_figure', 'write_metrics', 'experiments_dir', 'run_notebook', 'build_parser', 'main']
+           'save_figure', 'write_metrics', 'experiments_dir', 'run_notebook', 'run_lock', 'build_parser', 'main']
 
 # %% ../nbs/13_experiments.ipynb #f1fa0d8b
 METHODS = ("gif-mcts",)  # more methods (worldcoder, zero-shot-cot, ablations) are added by 09_baselines
@@ -270,26 +270,34 @@ def run_notebook(
 # %% ../nbs/13_experiments.ipynb #ddee7185
 def _cmd_run(a) -> int:
     if a.suite not in ("cwmb", "rtfm"): raise CwmNbError(f"unknown suite {a.suite!r}", "use `cwm-nb run cwmb --env X` (X from `cwm-nb envs`) or `cwm-nb run rtfm`")
-    from cwm_nb import envs
-    if a.suite == "rtfm": a.env = "rtfm"
+    from cwm_nb import envs, replay, llm as llm_mod
+    if a.suite == "rtfm":
+        if a.env not in (None, "rtfm"):
+            raise CwmNbError(f"`cwm-nb run rtfm` runs the RTFM environment, not {a.env!r}",
+                             f"drop --env, or run `cwm-nb run cwmb --env {a.env}`")
+        a.env = "rtfm"
+    a.env = a.env or "CartPole-v1"
     spec = envs.get_env_spec(a.env)
+    llm_mod.resolve_model(a.model, a.base_url or None)   # an unknown model is an error before the kernel starts
     if a.method not in METHODS: raise CwmNbError(f"unknown method {a.method!r}", f"use one of: {', '.join(METHODS)}")
     buffer = str(Path(a.buffer).resolve()) if a.buffer else ""
     if buffer and not Path(buffer).exists():
         raise CwmNbError(f"replay buffer {a.buffer} not found", "pass a buffer folder (transitions.npz + meta.json) or a paper pickle (*.pkl)")
+    replay.load_buffer(a.env, buffer or None)   # a malformed or foreign buffer is an error before the kernel starts
     params = dict(env=a.env, method=a.method, model=a.model, budget=a.budget, seed=a.seed,
                   out=str(Path(a.out).resolve()), base_url=a.base_url or "", paper_compat=a.paper_compat,
                   max_tokens=a.max_tokens or default_max_tokens(a.model), buffer=buffer,
                   plan_preset=a.plan_preset, plan_episodes=a.plan_episodes)
     check_params(params)
     rd = run_dir(a.out, spec.suite, a.env, a.method, a.model, a.seed, a.paper_compat)
-    if a.force and rd.exists():
-        shutil.rmtree(rd); print(f"--force: deleted {rd}", file=sys.stderr)
-    if check_run_settings(rd, {k: v for k, v in params.items() if k != "out"}) == "skip":
-        print(f"complete run found, skipped: {rd} (use --force to start it over)", file=sys.stderr)
-        return 0
-    print(f"running {a.method} on {a.env} with {a.model} (budget {a.budget}, seed {a.seed}) -> {rd}", file=sys.stderr)
-    run_notebook("cwmb", params, rd/"notebook.ipynb")
+    with run_lock(rd):   # one process per run folder
+        if a.force and rd.exists():
+            shutil.rmtree(rd); print(f"--force: deleted {rd}", file=sys.stderr)
+        if check_run_settings(rd, {k: v for k, v in params.items() if k != "out"}) == "skip":
+            print(f"complete run found, skipped: {rd} (use --force to start it over)", file=sys.stderr)
+            return 0
+        print(f"running {a.method} on {a.env} with {a.model} (budget {a.budget}, seed {a.seed}) -> {rd}", file=sys.stderr)
+        run_notebook("cwmb", params, rd/"notebook.ipynb")
     m = json.loads((rd/"metrics.json").read_text())
     if m.get("best_is_bug"): print(f"every program raised; the best one's error: {m.get('best_error')}")
     print(f"accuracy {m['accuracy']:.4f}  exact replay {m['exact_replay']:.4f}  LLM calls {m['llm_calls']} "
@@ -297,6 +305,18 @@ def _cmd_run(a) -> int:
     if m.get("plan_preset", "none") != "none": print(_returns_line(m))
     print(f"results: {rd}")
     return 0
+
+@contextlib.contextmanager
+def run_lock(rd: Path):
+    "Hold an exclusive lock for run folder `rd` (file `.<name>.lock` beside it, so `--force` can delete the folder; released when the process ends). Raises `CwmNbError` if another process holds it."
+    import fcntl
+    rd.parent.mkdir(parents=True, exist_ok=True)
+    with open(rd.parent/f".{rd.name}.lock", "w") as f:
+        try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CwmNbError(f"another cwm-nb process is running in {rd}",
+                             "wait for it to finish (a finished run is skipped, a killed one resumes), or pass another --out") from None
+        yield
 
 def _fmt(x, spec=".2f") -> str: return "n/a" if x is None else format(x, spec)
 
@@ -332,26 +352,42 @@ def _cmd_plan(a) -> int:
     envs.get_env_spec(a.env)
     if a.episodes < 1: raise CwmNbError(f"--episodes must be at least 1, got {a.episodes}", "pass --episodes 1 or more")
     source = _read_program(a.program)
-    ev = cwm.evaluate_program(source, replay.load_buffer(a.env, a.buffer), paper_compat=a.paper_compat)
+    buf = replay.load_buffer(a.env, a.buffer)
+    tag = f"-buf{buf.fingerprint()[:8]}" if a.buffer else ""
+    stem = f"{Program(source).sha256[:12]}-{a.preset}-e{a.episodes}-seed{a.seed}{tag}" + ("-paper-compat" if a.paper_compat else "")
+    dest = Path(a.out)/"plan"/safe_name(a.env)/f"{stem}.json"
+    dest.parent.mkdir(parents=True, exist_ok=True)       # an unwritable --out fails now, not after hours of planning
+    if not os.access(dest.parent, os.W_OK): raise CwmNbError(f"cannot write to {dest.parent}", "pass a writable --out")
+    ev = cwm.evaluate_program(source, buf, paper_compat=a.paper_compat)
     pr = planning.evaluate_planning(a.env, source, episodes=a.episodes, preset=a.preset, seed=a.seed,
                                     paper_compat=a.paper_compat, progress=not a.json).to_dict()
     res = dict(env=a.env, program=str(Path(a.program).resolve()), program_sha256=Program(source).sha256,
                preset=a.preset, episodes=a.episodes, seed=a.seed, paper_compat=a.paper_compat,
                **{k: pr.get(k) for k in _PLAN_KEYS}, accuracy=ev.accuracy, program_error=ev.error,
-               buffer=a.buffer or "shipped", planning=pr)
-    stem = f"{Program(source).sha256[:12]}-{a.preset}-e{a.episodes}-seed{a.seed}" + ("-paper-compat" if a.paper_compat else "")
-    path = atomic_write_json(Path(a.out)/"plan"/safe_name(a.env)/f"{stem}.json", res)
+               decisions=pr.get("decisions"), fallbacks=pr.get("fallbacks"), fallback_kinds=pr.get("fallback_kinds"),
+               abandoned=pr.get("abandoned"), buffer=a.buffer or "shipped", planning=pr)
+    path = atomic_write_json(dest, res)
     if a.json: print(json.dumps(to_plain({k: v for k, v in res.items() if k != "planning"} | {"stored": str(path)})))
     else:
         print(f"{a.env}: " + _returns_line(dict(res, plan_preset=a.preset, plan_episodes=a.episodes,
                                                  planning_note=pr.get("reason"))))
         print(f"accuracy on the buffer {ev.accuracy:.4f}" + (f"; the program raised: {ev.error}" if ev.bug else ""))
+        if pr.get("fallbacks"):
+            kinds = ", ".join(f"{k} {v}" for k, v in (pr.get("fallback_kinds") or {}).items())
+            print(f"warning: {pr['fallbacks']} of {pr['decisions']} planning decisions failed and were played with random "
+                  f"actions ({kinds})" + ("; the program was given up after repeated failures" if pr.get("abandoned") else ""))
         print(f"stored: {path}")
     return 0
 
 def _cmd_collect(a) -> int:
     from cwm_nb import envs, replay
     envs.get_env_spec(a.env)
+    if a.out and Path(a.out).exists() and any(Path(a.out).iterdir()):
+        try: other = json.loads((Path(a.out)/replay.META_NAME).read_text()).get("meta", {}).get("env")
+        except (OSError, ValueError, AttributeError): other = None
+        if other != a.env:
+            raise CwmNbError(f"{a.out} is not empty and does not hold a {a.env} buffer" + (f" (it holds {other})" if other else ""),
+                             "pass an empty or new folder as --out (an existing buffer of the same environment is replaced)")
     replay.collect_main(a.env, a.seed, a.out)
     return 0
 
@@ -371,11 +407,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run one experiment notebook with papermill", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     r.add_argument("suite", help="benchmark suite: cwmb (any --env) or rtfm (same as --env rtfm)")
-    r.add_argument("--env", default="CartPole-v1", help="benchmark environment (`cwm-nb envs` lists them)")
+    r.add_argument("--env", default=None, help="benchmark environment (`cwm-nb envs` lists them); default CartPole-v1")
     r.add_argument("--method", default="gif-mcts", choices=METHODS, help="search method")
     r.add_argument("--model", default="embedded", help="embedded | alias (gpt-4-turbo, llama-3-70b, ...) | provider:name | hf:<id or folder>")
     r.add_argument("--base-url", default="", help="OpenAI-compatible endpoint for provider:name models")
-    r.add_argument("--budget", type=int, default=10, help="LLM calls (default 10)")
+    r.add_argument("--budget", type=int, default=10, help="LLM calls")
     r.add_argument("--seed", type=int, default=0, help="seed of the search and of LLM sampling")
     r.add_argument("--out", default="results", help="results root")
     r.add_argument("--max-tokens", type=int, default=0, help="completion cap per call; 0: 400 for embedded, else 1500")

@@ -217,3 +217,36 @@ def test_rtfm_runs_from_the_command_line(tmp_path, cache_env):
     m = json.loads((tmp_path/"rtfm"/"rtfm"/"gif-mcts"/"embedded"/"seed0"/"metrics.json").read_text())
     assert m["env"] == "rtfm" and m["suite"] == "rtfm" and m["llm_calls"] == 1 and m["n_transitions"] == 1000
     assert isinstance(m["return_random"], float)
+
+def test_bad_run_input_is_refused_before_the_kernel_starts(tmp_path):
+    "Each of these fails in the command itself (no papermill, no run folder), with exit 2 and no traceback."
+    from cwm_nb.replay import default_buffer_path
+    cases = [("run", "rtfm", "--env", "CartPole-v1"),                                   # rtfm runs RTFM only
+             ("run", "cwmb", "--model", "no-such-model"),                               # unknown model
+             ("run", "cwmb", "--env", "CartPole-v1", "--buffer", default_buffer_path("Taxi-v3"))]  # another env's buffer
+    for args in cases:
+        t0 = time.time()
+        r = cli(*args, "--out", tmp_path/"r")
+        assert r.returncode == 2 and "Traceback" not in r.stderr and "What to do" in r.stderr, (args, r.stderr[-1500:])
+        assert time.time() - t0 < 60 and not (tmp_path/"r"/"cwmb"/"CartPole-v1").exists(), args
+    assert "rtfm" in cli(*cases[0], "--out", tmp_path/"r").stderr
+
+def test_collect_refuses_to_overwrite_another_buffer(tmp_path):
+    import shutil
+    from cwm_nb.replay import default_buffer_path
+    shutil.copytree(default_buffer_path("rtfm"), tmp_path/"b")
+    before = (tmp_path/"b"/"transitions.npz").read_bytes()
+    r = cli("collect", "--env", "Taxi-v3", "--out", tmp_path/"b")
+    assert r.returncode == 2 and "rtfm" in r.stderr and "Traceback" not in r.stderr
+    assert (tmp_path/"b"/"transitions.npz").read_bytes() == before
+
+def test_plan_reports_fallbacks_of_a_crashing_program(tmp_path):
+    (tmp_path/"crash.py").write_text("class Environment:\n    def set_state(self, s): pass\n    def step(self, a): raise ValueError('nope')\n")
+    r = cli("plan", "--env", "CartPole-v1", "--program", tmp_path/"crash.py", "--episodes", 1, "--preset", "quick",
+            "--out", tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "warning:" in r.stdout and "random" in r.stdout and "raised" in r.stdout
+    r = cli("plan", "--env", "CartPole-v1", "--program", tmp_path/"crash.py", "--episodes", 1, "--preset", "quick",
+            "--out", tmp_path, "--json")
+    d = json.loads(r.stdout)
+    assert d["fallbacks"] == d["decisions"] > 0 and d["normalized_return"] == pytest.approx(0.0)
