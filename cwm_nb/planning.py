@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_planning.ipynb #6dc51d60
 from __future__ import annotations
-import hashlib, json, math, random, threading, time
+import hashlib, json, math, os, pickle, random, struct, sys, threading, time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -13,12 +13,12 @@ from .core import CwmNbError, atomic_write_json, cache_dir, derive_seed, make_rn
 from .sandbox import ProgramError, SandboxLimits, strict_plain, _as_done, _as_reward
 
 # %% auto #0
-__all__ = ['PRESETS', 'STATE_ATTRS', 'INTEGRITY_NOTE', 'normalized_return', 'MCTSConfig', 'CEMConfig', 'PlanningPreset',
-           'get_preset', 'Snapshot', 'snapshot', 'restore', 'OracleModel', 'mask_to_actions', 'decode_state',
-           'encode_state', 'ProgramModel', 'state_key', 'MCTSResult', 'mcts_search', 'cem_plan', 'oracle_cem_plan',
-           'oracle_mcts_action', 'load_driver', 'plan_driver', 'step_loop_driver', 'check_action', 'check_plan',
-           'min_model_steps', 'check_stats', 'EpisodeLog', 'play_episode', 'baseline_episodes', 'PlanningResult',
-           'evaluate_planning']
+__all__ = ['PRESETS', 'STATE_ATTRS', 'MAX_REPLY_BYTES', 'PR_SET_DUMPABLE', 'INTEGRITY_NOTE', 'normalized_return', 'MCTSConfig',
+           'CEMConfig', 'PlanningPreset', 'get_preset', 'Snapshot', 'snapshot', 'restore', 'OracleModel',
+           'mask_to_actions', 'decode_state', 'encode_state', 'ProgramModel', 'state_key', 'MCTSResult', 'mcts_search',
+           'cem_plan', 'oracle_cem_plan', 'oracle_mcts_action', 'load_driver', 'plan_driver', 'step_loop_driver',
+           'RemoteModel', 'check_action', 'check_plan', 'min_model_steps', 'check_stats', 'EpisodeLog', 'play_episode',
+           'baseline_episodes', 'PlanningResult', 'evaluate_planning']
 
 # %% ../nbs/10_planning.ipynb #0cd3d40b
 def normalized_return(
@@ -375,6 +375,56 @@ def _rollout(model, actions: tuple, cfg: MCTSConfig, rand) -> float:
     if own is not None: return own(actions, cfg.rollout_steps, cfg.gamma, rand)
     return _rollout_loop(model, actions, cfg.rollout_steps, cfg.gamma, rand)
 
+def _pick(node: _Node, c_uct: float, eps: float, dq: float, rand) -> int:
+    "The UCB choice at `node` (ties at random), as in the loop of `mcts_search`."
+    counts, sums, n = node.counts, node.sums, node.n
+    log_n = math.log(n) if n > 1 else 0.0
+    best, i, ties = -math.inf, 0, None
+    for j in range(len(counts)):
+        c = counts[j]
+        u = (sums[j] / c if c else dq) + c_uct * math.sqrt(log_n / (c + eps))
+        if u > best: best, i, ties = u, j, None
+        elif u == best: ties = [i, j] if ties is None else ties + [j]
+    if ties is not None: i = ties[int(rand() * len(ties))]
+    return i
+
+def _walk_descent(model, tree: _Node, path: list, all_acts: tuple, cfg: MCTSConfig, rnd: random.Random) -> tuple[float, int]:
+    """One simulation's descent with a model that has `walk(actions, expected_keys)` (the remote model): the
+    choices along the known part of the tree are predicted, sent as one batch, and the model stops at the first
+    next state that differs from the prediction (or at done). The random stream is rewound to the steps taken,
+    so the search is exactly the step-by-step one. Returns (leaf value, nodes added); fills `path`."""
+    rand, node, added = rnd.random, tree, 0
+    pick = lambda nd: _pick(nd, cfg.c_uct, cfg.epsilon, cfg.default_q, rand)
+    while True:
+        st = rnd.getstate()
+        seq, acts, expect, nd = [], [], [], node
+        while True:
+            i = pick(nd)
+            seq.append((nd, i)); acts.append(nd.actions[i])
+            kids = nd.kids[i]
+            if kids is None or len(kids) != 1 or len(acts) >= 256: expect.append(None); break
+            (k, ch), = kids.items()
+            if not ch.actions: expect.append(None); break
+            expect.append(k); nd = ch
+        outs = model.walk(acts, expect)
+        if len(outs) < len(seq):   # the walk left the prediction early: redraw only the steps taken
+            rnd.setstate(st)
+            for nd, _ in seq[:len(outs)]: pick(nd)
+        for (nd, i), (key, r, done) in zip(seq, outs):
+            path.append((nd, i, r))
+            kids = nd.kids[i]
+            if kids is None: kids = nd.kids[i] = {}
+            child = kids.get(key)
+            if done:
+                if child is None: kids[key] = _Node(()); added += 1
+                return 0.0, added
+            if child is None or not child.actions:
+                added += child is None
+                child = kids[key] = _Node(getattr(model, "valid_actions", None) or all_acts)
+                child.n = 1
+                return _rollout(model, child.actions, cfg, rand), added
+            node = child
+
 def mcts_search(
     model,                      # set_state(root) / step(a) -> (obs, reward, done); optional .valid_actions
     root,                       # what model.set_state receives (an observation, or a Snapshot for the oracle)
@@ -387,15 +437,19 @@ def mcts_search(
     root_acts = tuple(int(a) for a in actions)
     if not root_acts: raise ValueError("MCTS needs at least one legal action at the root")
     all_acts = tuple(range(n_actions if n_actions is not None else max(root_acts) + 1))
-    rand = random.Random(int(rng.integers(2**63))).random   # one seeded stream; far cheaper per draw than numpy's
+    rnd = random.Random(int(rng.integers(2**63)))   # one seeded stream; far cheaper per draw than numpy's
+    rand = rnd.random
     tree, g, nodes = _Node(root_acts), config.gamma, 1
     key_of = getattr(model, "state_key", state_key)
-    step, set_state = model.step, model.set_state
+    step, set_state, walk = model.step, model.set_state, getattr(model, "walk", None)
     c_uct, eps, dq, _log, _sqrt = config.c_uct, config.epsilon, config.default_q, math.log, math.sqrt
     for _ in range(config.simulations):
         set_state(root)
         node, path = tree, []
-        while True:
+        if walk is not None:   # a remote model: the same descent in batches of steps
+            value, added = _walk_descent(model, tree, path, all_acts, config, rnd)
+            nodes += added
+        while walk is None:
             counts, sums, n = node.counts, node.sums, node.n   # UCB (inlined: the hot loop)
             log_n = _log(n) if n > 1 else 0.0
             best, i, ties = -math.inf, 0, None
@@ -458,11 +512,12 @@ def cem_plan(
     if low.shape != high.shape or not (np.isfinite(low).all() and np.isfinite(high).all()) or (low > high).any():
         raise CwmNbError(f"CEM needs finite action bounds with low <= high, got {low} and {high}", "plan only Box action spaces with finite bounds")
     T, d = config.horizon, low.size
+    score_all = getattr(model, "score_plans", None)   # a model may score a batch of plans at once (same result)
     mean = np.broadcast_to((low + high) / 2, (T, d)).copy()
     std = np.broadcast_to(np.maximum(np.abs(low), np.abs(high)) / 2, (T, d)).copy()
     for it in range(config.iterations):
         plans = np.clip(mean + std * rng.standard_normal((config.samples, T, d)), low, high)
-        scores = np.array([_score_plan(model, root, p) for p in plans])
+        scores = np.array(score_all(root, plans) if score_all is not None else [_score_plan(model, root, p) for p in plans])
         order = np.argsort(-scores, kind="stable")
         if it + 1 < config.iterations:
             elite = plans[order[:config.elites]]
@@ -525,6 +580,11 @@ def oracle_mcts_action(
         if sim is env: restore(env, snap, rng=True)
 
 # %% ../nbs/10_planning.ipynb #95e13740
+_REQ_HDR = struct.Struct("<Q")
+MAX_REPLY_BYTES = 16 << 20     # largest reply the planner reads from the model side
+_SERVE: tuple[int, int] | None = None   # (request fd, reply fd), set in the model side of a sandboxed job only
+PR_SET_DUMPABLE = 4
+
 def _program_env(namespace: dict):
     Env = namespace.get("Environment")
     if Env is None or not callable(Env):
@@ -537,6 +597,26 @@ def _program_env(namespace: dict):
             raise ProgramError("no_environment", f"the program's Environment has no method `{m}`")
     return env
 
+def _program_model(namespace: dict, args: dict) -> ProgramModel:
+    space = args["space"]
+    return ProgramModel(_program_env(namespace), obs_format=args["obs_format"],
+                        n_actions=space["n"] if space["kind"] == "discrete" else None,
+                        valid_actions=bool(args.get("valid_actions")))
+
+def _plan(model, args: dict) -> dict:
+    "One decision with `model` (a ProgramModel or a RemoteModel): {'action'} or {'plan'}, plus model_steps, plan_s."
+    space = args["space"]
+    root = decode_state(args["state"], args["obs_format"], args.get("obs_dtype"))
+    rng = np.random.default_rng(int(args["seed"]))
+    t0, n0 = time.perf_counter(), model.steps
+    if args["planner"] == "mcts":
+        acts = args.get("root_actions") or list(range(space["n"]))
+        out = {"action": int(mcts_search(model, root, acts, MCTSConfig(**args["config"]), rng, n_actions=space["n"]).action)}
+    else:
+        out = {"plan": cem_plan(model, root, space["low"], space["high"], CEMConfig(**args["config"]), rng)}
+    out.update(model_steps=int(model.steps - n0), plan_s=time.perf_counter() - t0)
+    return out
+
 def load_driver(namespace: dict, args: dict | None, data: Any) -> dict:
     "Driver: the program loads and `Environment()` has `set_state` and `step`. Returns {'ok': True}."
     _program_env(namespace)
@@ -544,21 +624,8 @@ def load_driver(namespace: dict, args: dict | None, data: Any) -> dict:
 
 def plan_driver(namespace: dict, args: dict, data: Any) -> dict:
     "Driver: one planning decision with the program as the model. Returns {'action': int} or {'plan': (T, d)} + stats."
-    env = _program_env(namespace)
-    space = args["space"]
-    discrete = space["kind"] == "discrete"
-    model = ProgramModel(env, obs_format=args["obs_format"], n_actions=space["n"] if discrete else None,
-                         valid_actions=bool(args.get("valid_actions")))
-    root = decode_state(args["state"], args["obs_format"], args.get("obs_dtype"))
-    rng = np.random.default_rng(int(args["seed"]))
-    t0 = time.perf_counter()
-    if args["planner"] == "mcts":
-        acts = args.get("root_actions") or list(range(space["n"]))
-        out = {"action": int(mcts_search(model, root, acts, MCTSConfig(**args["config"]), rng, n_actions=space["n"]).action)}
-    else:
-        out = {"plan": cem_plan(model, root, space["low"], space["high"], CEMConfig(**args["config"]), rng)}
-    out.update(model_steps=model.steps, plan_s=time.perf_counter() - t0)
-    return out
+    if _SERVE is not None: _serve(namespace, args, *_SERVE)   # the model side of a sandboxed job: never returns
+    return _plan(_program_model(namespace, args), args)       # in one process (run_in_process: trusted programs)
 
 def step_loop_driver(namespace: dict, args: dict, data: Any) -> dict:
     "Driver (benchmark): the bare loop `set_state(root)` then `env.step(a)` for `args['steps']` random actions, no checks."
@@ -577,7 +644,257 @@ def step_loop_driver(namespace: dict, args: dict, data: Any) -> dict:
     except BaseException as e: raise ProgramError("exception", "in the step loop", cause=e) from None
     return {"model_steps": n, "plan_s": dt}
 
+# %% ../nbs/10_planning.ipynb #f8aec913
+def _key_json(k):
+    "A state_key as JSON data: an int or str unchanged, an array key as one string."
+    if type(k) is tuple: return f"{k[0]}{list(k[1])}:{k[2].hex()}"
+    return k
+
+def _send_reply(fd: int, obj) -> None:
+    b = json.dumps(obj, separators=(",", ":")).encode()
+    view = memoryview(_REQ_HDR.pack(len(b)) + b)
+    while view: view = view[os.write(fd, view):]
+
+def _read_n(fd: int, n: int) -> bytes | None:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = os.read(fd, min(n - len(buf), 1 << 22))
+        if not chunk: return None
+        buf += chunk
+    return bytes(buf)
+
+def _error_record(e: ProgramError, source: str | None) -> dict:
+    try: d = e.describe(source or "")
+    except BaseException: d = {"message": str(e.message), "line": e.line}
+    return {"error": str(d.get("message") or e.message or "the program failed"), "kind": e.kind, "line": d.get("line")}
+
+def _serve(namespace: dict, args: dict, req_r: int, rep_w: int) -> None:
+    "The model side: answer the planner's requests with the program's model until EOF, then `os._exit(0)`."
+    try:
+        try:
+            model = _program_model(namespace, args)
+            root = decode_state(args["state"], args["obs_format"], args.get("obs_dtype"))
+            err = None
+        except ProgramError as e: model, err = None, _error_record(e, _JOB_SOURCE)
+        discrete = args["space"]["kind"] == "discrete"
+        while True:
+            h = _read_n(req_r, 8)
+            if h is None: break
+            req = pickle.loads(_read_n(req_r, _REQ_HDR.unpack(h)[0]) or b"")   # from the trusted planner
+            if err is not None: _send_reply(rep_w, err); continue
+            try:
+                op = req[0]
+                if op == "s":
+                    if req[2]: model.set_state(root)
+                    obs, r, done = model.step(req[1] if discrete else np.array(req[1], np.float64))
+                    v = model.valid_actions
+                    rep = [_key_json(model.state_key(obs)), r, done, list(v) if v else None]
+                elif op == "w":   # steps until the next state differs from the expected one, or done
+                    if req[3]: model.set_state(root)
+                    rep = []
+                    for a, e in zip(req[1], req[2]):
+                        obs, r, done = model.step(a)
+                        k = _key_json(model.state_key(obs))
+                        rep.append([k, r, done])
+                        if done or k != e: break
+                    v = model.valid_actions
+                    rep = [rep, list(v) if v else None]
+                elif op == "r":
+                    if req[5]: model.set_state(root)
+                    rnd = random.Random(); rnd.setstate(req[4])
+                    n0 = model.steps
+                    rep = [model.rollout(tuple(req[1]), req[2], req[3], rnd.random), model.steps - n0]
+                else:
+                    plans = np.frombuffer(req[1], np.float64).reshape(req[2])
+                    scores, ns = [], []
+                    for p in plans:
+                        n0 = model.steps
+                        scores.append(_score_plan(model, root, p)); ns.append(model.steps - n0)
+                    rep = [scores, ns]
+            except ProgramError as e: rep = _error_record(e, _JOB_SOURCE)
+            _send_reply(rep_w, rep)
+    except BaseException: pass
+    os._exit(0)
+
 # %% ../nbs/10_planning.ipynb #6d6b0697
+_LOST = ("the program's model process ended without answering (its top level failed, it exited, or it was "
+         "killed); run the program alone to see why")
+
+class RemoteModel:
+    "The planner's view of a program's model that runs in another process (see `_isolated_planner`)."
+    def __init__(self,
+                 pid: int,                     # the model side's process id
+                 req_w: int, rep_r: int,       # request pipe (write end), reply pipe (read end)
+                 n_actions: int | None = None, # discrete: number of actions
+                ):
+        self.pid, self.req_w, self.rep_r, self.n = pid, req_w, rep_r, n_actions
+        self.steps, self.valid_actions, self._reset = 0, None, True
+
+    def _lost(self) -> ProgramError:
+        import signal
+        try: os.kill(self.pid, signal.SIGKILL)
+        except OSError: pass
+        try:
+            _, st, ru = os.wait4(self.pid, 0)
+            self.pid = None
+            if os.WIFSIGNALED(st) and os.WTERMSIG(st) == signal.SIGXCPU:
+                return ProgramError("cpu", "the program used more than the CPU-time limit and was killed")
+        except (ChildProcessError, TypeError): pass
+        return ProgramError("exception", _LOST)
+
+    def _ask(self, req) -> Any:
+        b = pickle.dumps(req, protocol=5)
+        try:
+            view = memoryview(_REQ_HDR.pack(len(b)) + b)
+            while view: view = view[os.write(self.req_w, view):]
+            h = _read_n(self.rep_r, 8)
+            if h is None: raise self._lost()
+            n = _REQ_HDR.unpack(h)[0]
+            if n > MAX_REPLY_BYTES: raise ProgramError("output_limit", f"the program's model sent a reply of {n} bytes")
+            body = _read_n(self.rep_r, n)
+        except OSError: raise self._lost() from None
+        if body is None: raise self._lost()
+        try: rep = json.loads(body)
+        except (ValueError, RecursionError): raise self._bad("a reply that is not JSON") from None
+        if type(rep) is dict:
+            msg, kind, line = rep.get("error"), rep.get("kind"), rep.get("line")
+            if type(msg) is not str: raise self._bad("a malformed error record")
+            raise ProgramError(kind if kind in ("exception", "no_environment") else "exception", msg[:2000],
+                               line=line if type(line) is int else None)
+        if type(rep) is not list: raise self._bad("a reply that is not a list")
+        return rep
+
+    def _bad(self, what: str) -> ProgramError:
+        return ProgramError("exception", f"the program's model process sent {what}")
+
+    @staticmethod
+    def _num(x) -> float:
+        if type(x) is float or (type(x) is int and abs(x) < 2**63): return float(x)
+        raise TypeError
+
+    def set_state(self, root) -> None: self._reset = True   # sent with the next request
+
+    def step(self, action):
+        "One model step: (state key, reward, done); sets `valid_actions`. Counts the step here."
+        rep = self._ask(("s", int(action) if self.n else np.asarray(action, np.float64).tolist(), self._reset))
+        self._reset = False
+        try:
+            key, r, done, valid = rep
+            r = self._num(r)
+            if (type(key) is not str and type(key) is not int) or type(done) is not bool or r - r != 0.0: raise TypeError
+            if valid is not None and type(valid) is not list: raise TypeError
+        except (TypeError, ValueError): raise self._bad("a malformed step reply") from None
+        self.steps += 1
+        self.valid_actions = None if not valid else \
+            (tuple(sorted({a for a in valid if type(a) is int and 0 <= a < (self.n or 0)})) or None)
+        return key, r, done
+
+    def state_key(self, key): return key   # step already returns the key
+
+    def walk(self, actions: list, expect: list) -> list:
+        "Steps `actions` in one request until a next state's key differs from `expect` or done: [(key, reward, done)]."
+        rep = self._ask(("w", [int(a) for a in actions], expect, self._reset))
+        self._reset = False
+        out = []
+        try:
+            steps, valid = rep
+            if type(steps) is not list or not 1 <= len(steps) <= len(actions) or (valid is not None and type(valid) is not list):
+                raise TypeError
+            for x in steps:
+                key, r, done = x
+                r = self._num(r)
+                if (type(key) is not str and type(key) is not int) or type(done) is not bool or r - r != 0.0: raise TypeError
+                out.append((key, r, done))
+        except (TypeError, ValueError): raise self._bad("a malformed walk reply") from None
+        self.steps += len(out)
+        self.valid_actions = None if not valid else \
+            (tuple(sorted({a for a in valid if type(a) is int and 0 <= a < (self.n or 0)})) or None)
+        return out
+
+    def rollout(self, actions: tuple, steps: int, gamma: float, rand) -> float:
+        "A whole random rollout in one request; the planner's stream `rand` advances by the steps taken."
+        src = rand.__self__
+        rep = self._ask(("r", list(actions), int(steps), float(gamma), src.getstate(), self._reset))
+        self._reset = False
+        try:
+            v, n = rep
+            v = self._num(v)
+            if type(n) is not int or not 0 <= n <= steps or v != v: raise TypeError
+        except (TypeError, ValueError): raise self._bad("a malformed rollout reply") from None
+        for _ in range(n): rand()
+        self.steps += n
+        return v
+
+    def score_plans(self, root, plans: np.ndarray) -> list[float]:
+        "The undiscounted returns of all (N, T, d) `plans` from the root, in one request."
+        plans = np.ascontiguousarray(plans, np.float64)
+        rep = self._ask(("c", plans.tobytes(), plans.shape))
+        self._reset = True
+        N, T = plans.shape[0], plans.shape[1]
+        try:
+            scores, ns = rep
+            if type(scores) is not list or type(ns) is not list or len(scores) != N or len(ns) != N: raise TypeError
+            scores = [self._num(x) for x in scores]
+            if any(x != x for x in scores) or any(type(k) is not int or not 1 <= k <= T for k in ns): raise TypeError
+        except (TypeError, ValueError): raise self._bad("a malformed reply to scoring plans") from None
+        self.steps += sum(ns)
+        return scores
+
+    def close(self) -> None:
+        "Hang up, kill and reap the model side."
+        import signal
+        for fd in (self.req_w, self.rep_r):
+            try: os.close(fd)
+            except OSError: pass
+        if self.pid is not None:
+            try: os.kill(self.pid, signal.SIGKILL)
+            except OSError: pass
+            try: os.waitpid(self.pid, 0)
+            except ChildProcessError: pass
+            self.pid = None
+
+# %% ../nbs/10_planning.ipynb #b21cdd54
+_JOB_SOURCE: str | None = None   # the program's source, in the model side (for error messages)
+
+def _job_source() -> str | None:
+    "The program's source when called under the sandbox's job runner, else None."
+    from cwm_nb import sandbox as _sb
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code is _sb._run_job.__code__: return f.f_locals.get("job", {}).get("source", "")
+        f = f.f_back
+    return None
+
+def _isolated_planner(args: dict, data: Any) -> dict | None:
+    "plan_driver.before_exec: fork; the child serves the model (returns None), the parent plans and returns the decision."
+    global _SERVE, _JOB_SOURCE
+    from cwm_nb.sandbox import _prctl
+    source = _job_source()
+    if source is None: return None
+    q_r, q_w = os.pipe()   # requests: planner -> model
+    p_r, p_w = os.pipe()   # replies: model -> planner
+    _prctl(PR_SET_DUMPABLE, 0)   # before the fork: the program never sees a dumpable planner
+    pid = os.fork()
+    if pid == 0:   # the model side
+        try:
+            _prctl(PR_SET_DUMPABLE, 1)
+            keep = {q_r, p_w}
+            for fd in [int(x) for x in os.listdir("/proc/self/fd")]:
+                if fd >= 3 and fd not in keep:
+                    try: os.close(fd)
+                    except OSError: pass
+            _SERVE, _JOB_SOURCE = (q_r, p_w), source
+        except BaseException: os._exit(1)
+        return None   # _execute now runs the program, then plan_driver, which serves
+    os.close(q_r); os.close(p_w)
+    space = args["space"]
+    model = RemoteModel(pid, q_w, p_r, n_actions=space["n"] if space["kind"] == "discrete" else None)
+    try: return _plan(model, args)
+    finally: model.close()
+
+plan_driver.before_exec = _isolated_planner
+
+# %% ../nbs/10_planning.ipynb #06bb9cca
 def check_action(
     value: Any,                    # the driver's result (plain data from the sandbox)
     n: int,                        # number of discrete actions
@@ -608,11 +925,11 @@ def check_plan(
     if not np.isfinite(a).all(): raise ValueError("the plan holds NaN or infinite values")
     return np.clip(a, low, high)
 
-# %% ../nbs/10_planning.ipynb #24e365da
-INTEGRITY_NOTE = ("the CWM planner runs in the program's sandboxed process; the parent checks each decision's "
-                  "action and its reported model steps against the preset's minimum, but a program written to "
-                  "deceive can forge that count and act as a hand-written policy (returns and actions stay the "
-                  "parent's)")
+# %% ../nbs/10_planning.ipynb #6f9fcfc9
+INTEGRITY_NOTE = ("the CWM planner runs in a process of its own, apart from the program's (which only answers model "
+                  "queries over a pipe with plain data), and counts the model steps itself; the program can influence "
+                  "a decision only through its model outputs (next states, rewards, done, valid actions); returns "
+                  "and actions taken stay the parent's")
 
 def min_model_steps(
     planner: str,                  # "mcts" or "cem"
@@ -640,7 +957,7 @@ def check_stats(
         raise ValueError(f"the planner reported {ms} model steps; a genuine decision takes at least {minimum}")
     return ms, ps
 
-# %% ../nbs/10_planning.ipynb #fe0274ba
+# %% ../nbs/10_planning.ipynb #22f42b6e
 @dataclass
 class _Space:
     kind: str                      # "discrete" or "continuous"
@@ -741,7 +1058,7 @@ def play_episode(
         if end: break
     return log
 
-# %% ../nbs/10_planning.ipynb #a525f7f1
+# %% ../nbs/10_planning.ipynb #8a31e554
 def _plan_seed(seed: int, env_name: str, episode: int, t: int) -> int:
     return derive_seed(seed, "planner", env_name, episode, t)
 
@@ -814,7 +1131,7 @@ class _CwmDecider:
         self.run_of_failures = 0
         return _Decision(acts, model_steps=ms, plan_s=ps)
 
-# %% ../nbs/10_planning.ipynb #6f9fcfc9
+# %% ../nbs/10_planning.ipynb #5f104fe7
 def _code_version() -> str:
     import importlib.util, gymnasium, cwm_nb
     try: src = Path(importlib.util.find_spec("cwm_nb.planning").origin).read_bytes()
@@ -879,7 +1196,7 @@ def _progress(it, on: bool, desc: str):
     from tqdm import tqdm
     return tqdm(it, desc=desc, unit="ep", leave=False)
 
-# %% ../nbs/10_planning.ipynb #009149a4
+# %% ../nbs/10_planning.ipynb #c1bb4e41
 @dataclass
 class PlanningResult:
     "The normalized return of one program on one environment, with everything needed to audit it."

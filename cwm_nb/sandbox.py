@@ -402,7 +402,9 @@ def _new_program_module() -> types.ModuleType:
 def _execute(source: str, driver: Callable, args: dict | None, data: Any) -> Any:
     "Compile `source` as <cwm-program>, exec it in a fresh module namespace, then call the driver. Raises ProgramError."
     before = getattr(driver, "before_exec", None)
-    if before is not None: before(args, data)
+    if before is not None:
+        out = before(args, data)
+        if out is not None: return out   # the driver answered itself (e.g. the program runs in a sub-process)
     try: code = compile(source, PROGRAM_FILENAME, "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as e:   # ValueError: null bytes in the source
         if isinstance(e, SyntaxError): raise ProgramError("syntax", cause=e) from None

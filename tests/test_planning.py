@@ -312,7 +312,8 @@ def test_hostile_program_cannot_change_the_return(name, sandbox):
     assert res.abandoned and res.fallback_kinds.get("abandoned", 0) == res.decisions - 2
     if name == "sleeps_past_the_limit": assert "timeout" in res.fallback_kinds
     if name == "burns_cpu": assert set(res.fallback_kinds) & {"cpu", "timeout"}
-    if "action" in name or name == "gc_finds_the_driver": assert "bad_action" in res.fallback_kinds
+    if "action" in name or name == "gc_finds_the_driver":   # it patched the driver in its own process only:
+        assert "exception" in res.fallback_kinds and "ended without answering" in res.errors[0], res.errors
 
 
 def test_program_cannot_write_the_cache_or_the_project(sandbox, private_cache):
@@ -339,13 +340,16 @@ HOSTILE_CEM = {
 def test_hostile_cem_plans_are_rejected(name, sandbox):
     res = quick("Pendulum-v1", _PATCH_DRIVER.replace("{RESULT}", HOSTILE_CEM[name]), sandbox, max_consecutive_failures=None)
     _assert_random_fallback(res)
-    assert set(res.fallback_kinds) <= {"bad_plan", "output_limit"}, res.fallback_kinds
+    assert set(res.fallback_kinds) == {"exception"}, res.fallback_kinds   # the model side stopped answering
+    assert "ended without answering" in res.errors[0]
     assert res.fallback_steps == sum(res.steps_cwm)
 
 
 # ------------------------------------------------------------------------------------------------ planner replaced
-# The reviewer's cheat: the program replaces the planner at its top level by a hand-written policy and is never
-# planned with; its step() is garbage. The parent sees a legal action; only the reported model steps give it away.
+# The reviewer's cheat: the program replaces the planner at its top level by a hand-written policy; its step() is
+# garbage. When the planner shared the program's process, this scored R ~ 1 (and forging the model-step count got
+# it past the plausibility check). The planner now runs in a process of its own: the replacement is made in the
+# program's process only, and the real planner plans with the garbage model, i.e. like random.
 CHEAT_MCTS = '''
 import cwm_nb.planning as P
 class _Result:
@@ -372,24 +376,57 @@ class Environment:
     def step(self, a): return np.zeros(3, np.float32), 0.0, False
 '''
 
+# Replaces the driver itself (name and code) and the in-process fallback path.
+CHEAT_DRIVER = '''
+import cwm_nb.planning as P
+def _driver(namespace, args, data):
+    s = args["state"]
+    return {"action": 1 if s[2] + s[3] > 0 else 0, "model_steps": 10 ** 6, "plan_s": 0.5}
+P.plan_driver.__code__ = _driver.__code__
+P.plan_driver = P._plan = _driver
+P._SERVE = None
+class Environment:
+    def set_state(self, s): pass
+    def step(self, a): return 0, 0.0, False
+'''
+
+# Writes a forged job result (the sandbox's frame: 8-byte length, then JSON) to every file descriptor it may have
+# inherited, hoping one is the job's result pipe.
+CHEAT_FRAMES = '''
+import os, json, struct
+_body = json.dumps({"ok": True, "value": {"action": 1, "model_steps": 10 ** 6, "plan_s": 0.5}}).encode()
+_frame = struct.pack("<Q", len(_body)) + _body
+_hits = 0
+for fd in range(3, 4096):
+    try: os.write(fd, _frame); _hits += 1
+    except OSError: pass
+class Environment:
+    def set_state(self, s): pass
+    def step(self, a): return 0, 0.0, False
+'''
+
+GARBAGE_MCTS = "class Environment:\n    def set_state(self, s): pass\n    def step(self, a): return 0, 0.0, False\n"
+
 
 @pytest.mark.parametrize("env,cheat", [("CartPole-v1", CHEAT_MCTS), ("Pendulum-v1", CHEAT_CEM)])
-def test_replacing_the_planner_naively_scores_like_random(env, cheat, sandbox, monkeypatch):
-    import cwm_nb.planning as P
-    naive = cheat.replace("FORGE", "pass")
-    res = quick(env, naive, sandbox)
-    _assert_random_fallback(res)
-    assert res.fallback_kinds.get("implausible") == 5 and res.abandoned, res.fallback_kinds
-    assert set(res.fallback_kinds) == {"implausible", "abandoned"}
-    assert "model steps" in res.errors[0] and res.min_model_steps == (10 if env == "CartPole-v1" else 120)
-    assert "forge" in res.integrity_note
-    # the cheat is a real one: without the parent's check it would score well above random
-    monkeypatch.setattr(P, "check_stats", lambda value, planner, minimum: (0, 0.0))
-    unchecked = quick(env, naive, sandbox)
-    assert unchecked.fallbacks == 0 and unchecked.normalized_return > 0.6, unchecked.to_dict()
+def test_replacing_the_planner_scores_like_random(env, cheat, sandbox):
+    for forge in ("pass", "model.steps += 10 ** 4"):
+        res = quick(env, cheat.replace("FORGE", forge), sandbox)
+        assert res.fallbacks == 0 and res.decisions > 0, res.to_dict()        # genuine decisions of the real planner
+        assert res.normalized_return < (0.3 if env == "CartPole-v1" else 0.5), res.to_dict()
+        assert res.model_steps_cwm >= res.decisions * res.min_model_steps
+        assert "own" in res.integrity_note
 
 
-def test_a_forged_step_count_is_the_documented_limit(sandbox):
-    "A program that also forges the count passes the check (see integrity_note); the full fix plans in the parent."
-    res = quick("CartPole-v1", CHEAT_MCTS.replace("FORGE", "model.steps += 10 ** 4"), sandbox)
-    assert res.fallbacks == 0 and res.normalized_return > 0.6, res.to_dict()
+def test_a_forged_step_count_or_result_frame_no_longer_helps(sandbox):
+    "Forged counts, a replaced driver, or forged result frames: the planner is unaffected (same as a garbage model)."
+    garbage = quick("CartPole-v1", GARBAGE_MCTS, sandbox)
+    assert garbage.fallbacks == 0 and garbage.normalized_return < 0.3, garbage.to_dict()
+    forged = quick("CartPole-v1", CHEAT_MCTS.replace("FORGE", "model.steps += 10 ** 4"), sandbox)
+    assert forged.returns_cwm == garbage.returns_cwm and forged.model_steps_cwm == garbage.model_steps_cwm
+    frames = quick("CartPole-v1", CHEAT_FRAMES, sandbox)   # its only writable fd is its own reply pipe
+    _assert_random_fallback(frames)
+    assert frames.fallback_kinds.get("exception", 0) >= 1 and "malformed" in frames.errors[0], frames.errors
+    driver = quick("CartPole-v1", CHEAT_DRIVER, sandbox)
+    assert driver.normalized_return == 0.0 and driver.fallbacks == driver.decisions > 0, driver.to_dict()
+    assert driver.fallback_kinds.get("exception", 0) >= 1 and "ended without answering" in driver.errors[0]

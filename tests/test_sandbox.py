@@ -400,3 +400,15 @@ def test_auto_falls_back_to_none_with_a_warning(tmp_path, monkeypatch):
     with pytest.raises(CwmNbError, match="not installed"): Sandbox(LIMITS, isolation="bwrap")
     with pytest.warns(RuntimeWarning, match="WITHOUT kernel isolation"):
         Sandbox(LIMITS, isolation="auto").close()
+
+
+def test_before_exec_can_answer_for_the_program():
+    "A driver's before_exec that returns a value answers the job; the program is then not executed in this process."
+    from cwm_nb.sandbox import _execute
+    seen = []
+    def driver(ns, args, data):
+        seen.append(ns["x"]); return "driver"
+    driver.before_exec = lambda args, data: None
+    assert _execute("x = 1\n", driver, None, None) == "driver" and seen == [1]
+    driver.before_exec = lambda args, data: {"answer": args["k"]}
+    assert _execute("raise SystemExit('must not run')\n", driver, {"k": 3}, None) == {"answer": 3} and seen == [1]
