@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_planning.ipynb #6dc51d60
 from __future__ import annotations
-import hashlib, json, math, os, pickle, random, struct, sys, threading, time
+import hashlib, json, math, os, pickle, random, struct, threading, time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -856,21 +856,11 @@ class RemoteModel:
 # %% ../nbs/10_planning.ipynb #b21cdd54
 _JOB_SOURCE: str | None = None   # the program's source, in the model side (for error messages)
 
-def _job_source() -> str | None:
-    "The program's source when called under the sandbox's job runner, else None."
-    from cwm_nb import sandbox as _sb
-    f = sys._getframe(1)
-    while f is not None:
-        if f.f_code is _sb._run_job.__code__: return f.f_locals.get("job", {}).get("source", "")
-        f = f.f_back
-    return None
-
-def _isolated_planner(args: dict, data: Any) -> dict | None:
+def _isolated_planner(args: dict, data: Any, source: str, in_job: bool) -> dict | None:
     "plan_driver.before_exec: fork; the child serves the model (returns None), the parent plans and returns the decision."
     global _SERVE, _JOB_SOURCE
     from cwm_nb.sandbox import _prctl
-    source = _job_source()
-    if source is None: return None
+    if not in_job: return None
     q_r, q_w = os.pipe()   # requests: planner -> model
     p_r, p_w = os.pipe()   # replies: model -> planner
     _prctl(PR_SET_DUMPABLE, 0)   # before the fork: the program never sees a dumpable planner

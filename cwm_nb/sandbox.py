@@ -399,11 +399,11 @@ def _new_program_module() -> types.ModuleType:
     mod.__dict__["__builtins__"] = builtins
     return mod
 
-def _execute(source: str, driver: Callable, args: dict | None, data: Any) -> Any:
+def _execute(source: str, driver: Callable, args: dict | None, data: Any, in_job: bool = False) -> Any:
     "Compile `source` as <cwm-program>, exec it in a fresh module namespace, then call the driver. Raises ProgramError."
     before = getattr(driver, "before_exec", None)
     if before is not None:
-        out = before(args, data)
+        out = before(args, data, source, in_job)
         if out is not None: return out   # the driver answered itself (e.g. the program runs in a sub-process)
     try: code = compile(source, PROGRAM_FILENAME, "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as e:   # ValueError: null bytes in the source
@@ -653,7 +653,7 @@ def _run_job(job: dict, store: dict, res_w: int) -> None:
     me, source = os.getpid(), job["source"]
     try:
         data = store.get(job["data_key"]) if job.get("data_key") is not None else None
-        out = {"ok": True, "value": _execute(source, _resolve_driver(job["driver"]), job.get("args"), data)}
+        out = {"ok": True, "value": _execute(source, _resolve_driver(job["driver"]), job.get("args"), data, in_job=True)}
     except ProgramError as e:
         try: out = {"ok": False, "error": e.describe(source)}
         except BaseException as e2: out = {"ok": False, "error": make_error("exception", f"error while describing an error: {_type_name(e2)}")}

@@ -408,7 +408,7 @@ def test_before_exec_can_answer_for_the_program():
     seen = []
     def driver(ns, args, data):
         seen.append(ns["x"]); return "driver"
-    driver.before_exec = lambda args, data: None
+    driver.before_exec = lambda args, data, source, in_job: None
     assert _execute("x = 1\n", driver, None, None) == "driver" and seen == [1]
-    driver.before_exec = lambda args, data: {"answer": args["k"]}
+    driver.before_exec = lambda args, data, source, in_job: {"answer": args["k"]}
     assert _execute("raise SystemExit('must not run')\n", driver, {"k": 3}, None) == {"answer": 3} and seen == [1]
