@@ -13,12 +13,13 @@ from .core import (CwmNbError, Program, atomic_write_bytes, atomic_write_json, a
                          project_root, to_plain)
 
 # %% auto #0
-__all__ = ['METHODS', 'RUN_SETTINGS', 'CWMB_PARAMS', 'PLAN_PRESETS', 'safe_name', 'run_dir', 'is_complete', 'check_run_settings',
-           'check_params', 'RunOutput', 'default_max_tokens', 'run_cwmb_search', 'plan_run', 'plot_run', 'plot_returns',
-           'save_figure', 'write_metrics', 'experiments_dir', 'run_notebook', 'run_lock', 'build_parser', 'main']
+__all__ = ['RUN_SETTINGS', 'CWMB_PARAMS', 'PLAN_PRESETS', 'CLI_MODULES', 'safe_name', 'run_dir', 'is_complete',
+           'check_run_settings', 'check_params', 'RunOutput', 'default_max_tokens', 'run_cwmb_search', 'plan_run',
+           'plot_run', 'plot_returns', 'save_figure', 'write_metrics', 'experiments_dir', 'run_notebook', 'run_lock',
+           'build_parser', 'main']
 
 # %% ../nbs/13_experiments.ipynb #f1fa0d8b
-METHODS = ("gif-mcts",)  # more methods (worldcoder, zero-shot-cot, ablations) are added by 09_baselines
+from .baselines import METHODS  # the method registry lives in 09_baselines
 
 def safe_name(name: str) -> str:
     "A folder-safe version of a model or environment name: anything but letters, digits, `.`, `_`, `-` becomes `_`."
@@ -92,13 +93,10 @@ class RunOutput:
 
 def _make_method(method: str, llm, evaluate, description: str, seed: int, checkpoint: Path, paper_compat: bool,
                  max_tokens: int, progress: bool, contract: str | None = None):
-    "Build the search object for `method` (the only place that knows the methods' classes)."
-    from cwm_nb import gif_mcts
-    if method == "gif-mcts":
-        cfg = gif_mcts.GIFMCTSConfig(paper_compat=paper_compat, max_tokens=max_tokens, contract=contract)
-        return gif_mcts.GIFMCTS(llm, evaluate, description, config=cfg, seed=seed, checkpoint=checkpoint,
-                                progress=progress)
-    raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
+    "Build the search object for `method` (see `cwm_nb.baselines.make_search`)."
+    from cwm_nb import baselines
+    return baselines.make_search(method, llm, evaluate, description, seed=seed, checkpoint=checkpoint,
+                                 paper_compat=paper_compat, max_tokens=max_tokens, progress=progress, contract=contract)
 
 def default_max_tokens(model: str) -> int:
     "Completion cap per call when none is given: 400 tokens for the small embedded model (its answers are short and slow), the paper's 1500 otherwise (spec §4.10)."
@@ -400,6 +398,8 @@ def _cmd_envs(a) -> int:
     for r in [head, ["-"*x for x in w], *rows]: print("  ".join(c.ljust(x) for c, x in zip(r, w)).rstrip())
     return 0
 
+CLI_MODULES = ("sweeps", "figures")   # modules whose `add_cli(subparsers)` adds a sub-command
+
 def build_parser() -> argparse.ArgumentParser:
     "The `cwm-nb` argument parser."
     p = argparse.ArgumentParser(prog="cwm-nb", description="Code World Models workbook: LLM-written world models of RL environments, searched and scored.",
@@ -449,6 +449,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "buffer, rewritten identically), the cache folder <cache>/buffers/<env>-seed<S> for other seeds")
     c.set_defaults(fn=_cmd_collect)
     v = sub.add_parser("envs", help="list the benchmark environments"); v.set_defaults(fn=_cmd_envs)
+    import importlib, importlib.util
+    for name in CLI_MODULES:   # sub-commands defined in their own notebooks (TEMPORARY guard while they are built)
+        if importlib.util.find_spec(f"cwm_nb.{name}") is not None: importlib.import_module(f"cwm_nb.{name}").add_cli(sub)
     return p
 
 def main(argv: Sequence[str] | None = None) -> int:
