@@ -4,15 +4,386 @@
 
 # %% ../nbs/09_baselines.ipynb #2679fd79
 from __future__ import annotations
+import hashlib, json, math, time
+from dataclasses import dataclass, field, asdict, fields
 from pathlib import Path
-from typing import Any, Callable
-from .core import CwmNbError
+from typing import Any, Callable, Sequence
+import numpy as np
+from .core import CwmNbError, to_plain, atomic_write_json, make_rng
+from .prompts import (SYSTEM_PROMPT, CWM_CONTRACT, PROGRAM_START, generate_messages, improve_messages,
+                            fix_messages, extract_code, parse_answer, prefill_opens_code)
 from . import gif_mcts
+from .gif_mcts import ACTION_TYPES, SearchResult, evaluation_summary, action_stats, best_path
 
 # %% auto #0
-__all__ = ['GIF_MCTS_ABLATIONS', 'METHODS', 'make_search']
+__all__ = ['CHECKPOINT_FORMAT', 'SELECT_RULES', 'COT_OPENER', 'GIF_MCTS_ABLATIONS', 'METHODS', 'beta_params', 'rex_select',
+           'ProgramNode', 'ProgramSearch', 'WorldCoderConfig', 'WorldCoder', 'cot_messages', 'ZeroShotCoTConfig',
+           'ZeroShotCoT', 'make_search']
 
-# %% ../nbs/09_baselines.ipynb #290a01b1
+# %% ../nbs/09_baselines.ipynb #609abc59
+def beta_params(
+    score: float,         # the program's score r in [0, 1] (the weighted pass rate of spec §1.3; 0 for a bug)
+    C: float = 5.0,       # prior strength (WorldCoder's C = 5)
+    successes: int = 0,   # refinements of this program that gave a perfect child
+    failures: int = 0,    # refinements that did not
+) -> tuple[float, float]:  # (alpha, beta), both > 0
+    """Parameters of the Beta posterior of a program in REx refinement: α = 1 + C·r + successes,
+    β = 1 + C·(1 − r) + failures (WorldCoder, Tang, Key and Ellis 2024; spec §5.1). Raises `CwmNbError` for a
+    score outside [0, 1], a negative `C` or negative counts."""
+    r = float(score)
+    if not 0.0 <= r <= 1.0 or r != r:
+        raise CwmNbError(f"beta_params: score must be in [0, 1], got {score!r}", "pass the program's pass rate")
+    if C < 0 or successes < 0 or failures < 0:
+        raise CwmNbError(f"beta_params: C={C}, successes={successes}, failures={failures}",
+                         "use C >= 0 and non-negative counts")
+    return 1.0 + C * r + successes, 1.0 + C * (1.0 - r) + failures
+
+def rex_select(
+    alphas: Sequence[float],     # α of each arm (program), shape (n,), all > 0
+    betas: Sequence[float],      # β of each arm, shape (n,), all > 0
+    rng: np.random.Generator,    # the search's seeded generator (one draw per arm is consumed)
+) -> int:                        # index of the arm to refine, in [0, n)
+    """Thompson sampling step of REx refinement: draw one sample from every arm's Beta(α, β) and return the index
+    of the largest (WorldCoder, Tang, Key and Ellis 2024; spec §5.1). Raises `CwmNbError` for no arms, mismatched
+    lengths or non-positive parameters."""
+    a, b = np.asarray(alphas, dtype=float), np.asarray(betas, dtype=float)
+    if a.ndim != 1 or a.shape != b.shape or a.size == 0:
+        raise CwmNbError(f"rex_select: need two equal-length non-empty 1-d sequences, got shapes {a.shape}, {b.shape}",
+                         "pass one alpha and one beta per program")
+    if not (np.all(a > 0) and np.all(b > 0)):
+        raise CwmNbError("rex_select: Beta parameters must be > 0", "build them with `beta_params`")
+    return int(np.argmax(rng.beta(a, b)))
+
+# %% ../nbs/09_baselines.ipynb #28222adb
+@dataclass
+class ProgramNode:
+    "One program found by a `ProgramSearch` (the root, id 0, holds none)."
+    id: int                        # index in creation order (the root is 0)
+    parent: int | None             # the node this program was made from (None for the root)
+    action: str                    # "root", "g1", "i2", "f1", ...: type letter and rank among the parent's children of that type
+    action_type: str               # "root", "generate", "improve" or "fix"
+    depth: int = 0                 # actions from the root
+    call: int | None = None        # the LLM call (from 1) that made it
+    program: str = ""              # the full program
+    score: float = 0.0             # evaluation score in [0, 1] (0 for a program that raised)
+    raised: bool = False           # the program raised when evaluated
+    perfect: bool = False          # the evaluator called the program perfect
+    error: str | None = None       # condensed error (for the fix prompt)
+    failure: dict | None = None    # first failing transition (for the improve prompt)
+    evaluation: dict = field(default_factory=dict)  # the evaluator's report (plain data)
+    critique: str | None = None    # the reasoning part of an improve/fix answer (kept, never reused)
+    children: list = field(default_factory=list)    # ids of the programs made from this one
+    refined: int = 0               # times this node was extended (a program: refined; the root: generated from)
+    alpha: float | None = None     # WorldCoder: Beta α of this program
+    beta: float | None = None      # WorldCoder: Beta β of this program
+    prompt_tokens: int = 0         # tokens of the call's prompt
+    completion_tokens: int = 0     # tokens of the call's completion
+
+    @property
+    def sha256(self) -> str | None:
+        return hashlib.sha256(self.program.encode()).hexdigest() if self.program else None
+
+CHECKPOINT_FORMAT = "cwm-nb/program-search-checkpoint/1"
+
+# %% ../nbs/09_baselines.ipynb #199c64b2
+class ProgramSearch:
+    "The loop shared by the baselines: one LLM call per step, sandbox scoring, accounting, checkpoint and resume."
+    method = "program-search"       # method name (in checkpoints, the tree, the random stream)
+    label = "search"                # progress bar label
+
+    def __init__(self,
+                 llm: Any,                              # object with .complete(messages, seed=, draw=, ...) -> .text, token counts
+                 evaluate: Callable[[str], Any],        # program source -> evaluation (accuracy, bug, error, failures, perfect)
+                 description: str,                      # the environment's description for the prompts
+                 config: Any,                           # the method's config dataclass
+                 seed: int = 0,                         # seed of the search's choices and of the LLM sampling
+                 checkpoint: str | Path | None = None,  # JSON file written after every call; resumed if present
+                 progress: bool = True,                 # show a tqdm progress bar
+                ):
+        self.llm, self.evaluate, self.description, self.config = llm, evaluate, description, config
+        self.seed, self.progress = int(seed), progress
+        self.checkpoint = Path(checkpoint) if checkpoint is not None else None
+        self.contract = config.contract or CWM_CONTRACT
+        cot = getattr(config, "cot", None)
+        self.cot = gif_mcts._default_cot(llm) if cot is None else bool(cot)
+        self.nodes: list[ProgramNode] = [ProgramNode(0, None, "root", "root")]
+        self.rng = make_rng(self.seed, self.method)
+        self.best_program: str | None = None; self.best_value = 0.0; self.best_node: int | None = None
+        self.value_per_call: list[float] = []; self.best_value_per_call: list[float] = []
+        self.calls = self.cached_calls = self.prompt_tokens = self.completion_tokens = 0
+        self.stop_reason: str | None = None
+        self.timing = dict(llm_s=0.0, evaluate_s=0.0, search_s=0.0, checkpoint_s=0.0)
+        if self.checkpoint is not None and self.checkpoint.exists(): self.load(self.checkpoint)
+
+    # -- what subclasses decide ------------------------------------------------------------------------------
+    def plan(self) -> tuple[int, str, list[dict]]:
+        "The next call: (id of the node to extend, action type, messages). May draw from `self.rng`."
+        raise NotImplementedError
+
+    def parse(self, t: str, text: str) -> tuple[str | None, str | None]:
+        "(critique, program) of a completion of a type-`t` prompt."
+        return (None, extract_code(text)) if t == "generate" else parse_answer(text)
+
+    def new_node(self, node: ProgramNode):
+        "Set method-specific fields of a new node."
+
+    def update(self, parent: ProgramNode, child: ProgramNode):
+        "Learn from `child`, just made from `parent`."
+
+    def stops(self, child: ProgramNode) -> bool:
+        "Whether `child` ends the search (default: it is perfect)."
+        return child.perfect
+
+    # -- one call ---------------------------------------------------------------------------------------------
+    def step(self) -> ProgramNode:
+        "Make one LLM call, score its program, record it; returns the new node."
+        cfg, t0 = self.config, time.perf_counter()
+        rng_state = self.rng.bit_generator.state
+        try:
+            pid, t, msgs = self.plan()
+            stop = ["```"] if getattr(cfg, "stop_at_fence", False) and prefill_opens_code(msgs) else None
+            n = self.calls + 1
+            t1 = time.perf_counter()
+            comp = self.llm.complete(msgs, seed=self.seed, draw=n, max_tokens=cfg.max_tokens,
+                                     temperature=cfg.temperature, top_p=cfg.top_p, stop=stop)
+            t2 = time.perf_counter()
+            critique, program = self.parse(t, comp.text)
+            program = program or ""
+            t3 = time.perf_counter()
+            evaluation = self.evaluate(program)
+            t4 = time.perf_counter()
+        except BaseException:
+            self.rng.bit_generator.state = rng_state   # an interrupted call leaves no trace
+            raise
+        s = evaluation_summary(evaluation)
+        tok = (int(getattr(comp, "prompt_tokens", 0) or 0), int(getattr(comp, "completion_tokens", 0) or 0))
+        parent = self.nodes[pid]
+        k = 1 + sum(self.nodes[c].action_type == t for c in parent.children)
+        bug = bool(s["bug"])
+        child = ProgramNode(len(self.nodes), pid, f"{t[0]}{k}", t, depth=parent.depth + 1, call=n, program=program,
+                            score=0.0 if bug else float(s["accuracy"]), raised=bug,
+                            perfect=bool(s["perfect"]) and not bug, error=s["error"], failure=s["failure"],
+                            evaluation=s["evaluation"], critique=critique, prompt_tokens=tok[0],
+                            completion_tokens=tok[1])
+        self.new_node(child)
+        self.nodes.append(child); parent.children.append(child.id); parent.refined += 1
+        self.update(parent, child)
+        self.calls = n
+        self.cached_calls += int(bool(getattr(comp, "cached", False)))
+        self.prompt_tokens += tok[0]; self.completion_tokens += tok[1]
+        if self.best_program is None or child.score > self.best_value:   # strict >: the earliest best wins ties
+            self.best_program, self.best_value, self.best_node = program, child.score, child.id
+        self.value_per_call.append(child.score); self.best_value_per_call.append(self.best_value)
+        if self.stops(child): self.stop_reason = "perfect"
+        t5 = time.perf_counter()
+        self.timing["llm_s"] += t2 - t1; self.timing["evaluate_s"] += t4 - t3
+        self.timing["search_s"] += (t1 - t0) + (t3 - t2) + (t5 - t4)
+        if self.checkpoint is not None:
+            self.save(self.checkpoint)
+            self.timing["checkpoint_s"] += time.perf_counter() - t5
+        return child
+
+    def run(self,
+            budget: int,  # total LLM calls the search may have made when it returns (a resumed search counts its earlier calls)
+           ) -> SearchResult:
+        "Search until `budget` LLM calls in total or a perfect program. Raises `CwmNbError` for a negative budget."
+        from tqdm import tqdm  # the text bar: tqdm.auto would need ipywidgets inside notebooks
+        if budget < 0: raise CwmNbError(f"budget must be >= 0, got {budget}", "pass the number of LLM calls to spend")
+        if self.stop_reason == "budget": self.stop_reason = None
+        bar = tqdm(total=budget, initial=min(self.calls, budget), desc=self.label, unit="call",
+                   disable=not self.progress, leave=False)
+        try:
+            while self.calls < budget and self.stop_reason is None:
+                self.step()
+                bar.update(1)
+                bar.set_postfix(best=f"{self.best_value:.3f}", tokens=self.prompt_tokens + self.completion_tokens)
+        finally:
+            bar.close()
+        if self.stop_reason is None: self.stop_reason = "budget"
+        if self.checkpoint is not None: self.save(self.checkpoint)
+        return self.result()
+
+    # -- results ----------------------------------------------------------------------------------------------
+    def export_tree(self) -> dict:
+        "The programs as a JSON-safe tree in the shape of GIF-MCTS's tree.json (visits = times extended, value = score)."
+        nodes, programs = [], {}
+        for n in self.nodes:
+            if n.program: programs[n.sha256] = n.program
+            row = dict(id=n.id, parent=n.parent, action=n.action, action_type=n.action_type, depth=n.depth,
+                       call=n.call, visits=n.refined, value=n.score, q=n.score, reward=0.0, terminal=False,
+                       bug=n.raised, bug_open=n.raised, score=n.score, perfect=n.perfect, program_sha=n.sha256,
+                       n_lines=len(n.program.split("\n")) if n.program else 0, children=list(n.children),
+                       open_actions=[],
+                       n_children={t: sum(self.nodes[c].action_type == t for c in n.children) for t in ACTION_TYPES},
+                       error=(n.error or "")[:500] if n.raised else None,
+                       prompt_tokens=n.prompt_tokens, completion_tokens=n.completion_tokens)
+            if n.alpha is not None: row.update(alpha=n.alpha, beta=n.beta)
+            nodes.append(row)
+        out = dict(format=f"cwm-nb/{self.method}-tree/1", method=self.method, root=0, nodes=nodes,
+                   programs=programs, best_node=self.best_node,
+                   best_program_sha=hashlib.sha256(self.best_program.encode()).hexdigest() if self.best_program else None,
+                   best_path=best_path(dict(nodes=nodes), self.best_node))
+        out["stats"] = action_stats(out)
+        return to_plain(out)
+
+    def result(self) -> SearchResult:
+        "The search's current result."
+        tree = self.export_tree()
+        return SearchResult(self.best_program, self.best_value, list(self.best_value_per_call), self.calls,
+                            self.prompt_tokens, self.completion_tokens, tree, list(self.value_per_call),
+                            tree["stats"], self.stop_reason or "", self.best_node, self.cached_calls, dict(self.timing))
+
+    # -- checkpoint -------------------------------------------------------------------------------------------
+    def _identity(self) -> dict:
+        return dict(method=self.method, config=to_plain(asdict(self.config)), seed=self.seed,
+                    description_sha256=hashlib.sha256(self.description.encode()).hexdigest())
+
+    def _raw_state(self) -> dict:
+        return dict(format=CHECKPOINT_FORMAT, **self._identity(), cot=self.cot,
+                    nodes=[{f.name: getattr(n, f.name) for f in fields(ProgramNode)} for n in self.nodes],
+                    rng=self.rng.bit_generator.state, best_program=self.best_program, best_value=self.best_value,
+                    best_node=self.best_node, value_per_call=self.value_per_call,
+                    best_value_per_call=self.best_value_per_call, calls=self.calls, cached_calls=self.cached_calls,
+                    prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
+                    stop_reason=self.stop_reason, timing=self.timing)
+
+    def state_dict(self) -> dict:
+        "The whole search state as plain data (what the checkpoint holds; a copy)."
+        return to_plain(self._raw_state())
+
+    def save(self, path: str | Path) -> Path:
+        "Write the state to `path` atomically (JSON)."
+        return atomic_write_json(path, self._raw_state(), indent=None)
+
+    def load(self, path: str | Path):
+        "Restore the state written by `save`. Raises `CwmNbError` for an unreadable file or a checkpoint of another search."
+        path = Path(path)
+        try: d = json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            raise CwmNbError(f"cannot read the {self.method} checkpoint {path}: {e}", "delete the file to start the search afresh")
+        if not isinstance(d, dict) or d.get("format") != CHECKPOINT_FORMAT:
+            fmt = d.get("format") if isinstance(d, dict) else None
+            raise CwmNbError(f"{path} is not a {self.method} checkpoint (format {fmt!r})",
+                             "point `checkpoint` at a file this method wrote, or delete it")
+        mine = self._identity()
+        diff = [k for k in mine if d.get(k) != mine[k]]
+        diff += [f"config.{k}" for k in mine["config"]
+                 if "config" in diff and isinstance(d.get("config"), dict) and d["config"].get(k) != mine["config"][k]]
+        if diff:
+            raise CwmNbError(f"the checkpoint {path} was written by a different search ({', '.join(diff)} differ)",
+                             "resume with the same method, config, seed and description, or delete the checkpoint")
+        self.nodes = [ProgramNode(**n) for n in d["nodes"]]
+        self.rng.bit_generator.state = d["rng"]
+        self.cot = d["cot"]
+        for k in ("best_program", "best_value", "best_node", "value_per_call", "best_value_per_call", "calls",
+                  "cached_calls", "prompt_tokens", "completion_tokens", "stop_reason"):
+            setattr(self, k, d[k])
+        self.timing.update(d.get("timing") or {})
+
+# %% ../nbs/09_baselines.ipynb #4abf1ae5
+SELECT_RULES = ("thompson", "sequential")
+
+@dataclass
+class WorldCoderConfig:
+    "Hyperparameters of WorldCoder's REx refinement (spec §5.1); sampling defaults as `GIFMCTSConfig`."
+    C: float = 5.0                   # prior strength: Beta(1 + C·r, 1 + C·(1 − r))
+    select: str = "thompson"         # "thompson" (REx) or "sequential" (always refine the newest program)
+    temperature: float | None = 1.0  # LLM sampling temperature
+    top_p: float | None = 0.8        # LLM nucleus sampling
+    max_tokens: int | None = 1500    # completion cap per call (tokens)
+    stop_at_fence: bool = True       # pass stop=["```"] when the pre-fill leaves a code block open
+    cot: bool | None = None          # reasoning-section prompts (chat) or code-first (base); None: by model
+    contract: str | None = None      # interface rules shown in prompts; None: the CWM contract
+    paper_compat: bool = False       # stop and reward on an exact score of 1.0, as the original
+
+    def __post_init__(self):
+        if self.select not in SELECT_RULES:
+            raise CwmNbError(f"WorldCoderConfig: unknown select rule {self.select!r}", f"use one of {SELECT_RULES}")
+        if not self.C >= 0: raise CwmNbError(f"WorldCoderConfig: C={self.C}", "use C >= 0 (the paper's is 5)")
+
+class WorldCoder(ProgramSearch):
+    "WorldCoder's REx refinement (spec §5.1): `WorldCoder(llm, evaluate, description, ...).run(budget) -> SearchResult`."
+    method, label = "worldcoder", "WorldCoder"
+
+    def __init__(self, llm, evaluate, description, config: WorldCoderConfig | None = None, seed: int = 0,
+                 checkpoint: str | Path | None = None, progress: bool = True):
+        super().__init__(llm, evaluate, description, config or WorldCoderConfig(), seed, checkpoint, progress)
+
+    def messages(self, node: ProgramNode, t: str) -> list[dict]:
+        "The prompt of type `t` for `node`: the root generate is GIF-MCTS's first prompt; improve/fix show the program."
+        if t == "generate":
+            start = PROGRAM_START if not self.cot and self.config.contract is None else ""
+            return generate_messages(self.description, "", contract=self.contract, start=start)
+        if t == "improve": return improve_messages(self.description, node.program, node.failure, cot=self.cot,
+                                                   contract=self.contract)
+        return fix_messages(self.description, node.program, node.error or "", cot=self.cot, contract=self.contract)
+
+    def choose(self) -> ProgramNode:
+        "The program to refine next: Thompson sampling over the Beta posteriors, or the newest program."
+        arms = self.nodes[1:]
+        if self.config.select == "sequential": return arms[-1]
+        return arms[rex_select([n.alpha for n in arms], [n.beta for n in arms], self.rng)]
+
+    def plan(self):
+        if len(self.nodes) == 1: return 0, "generate", self.messages(self.nodes[0], "generate")
+        node = self.choose()
+        t = "fix" if node.raised else "improve"
+        return node.id, t, self.messages(node, t)
+
+    def is_perfect(self, node: ProgramNode) -> bool:
+        "Strict success: the evaluator's `perfect` flag, or (paper_compat) a score of exactly 1.0."
+        return node.score == 1.0 if self.config.paper_compat else node.perfect
+
+    def new_node(self, node):
+        node.alpha, node.beta = beta_params(node.score, self.config.C)
+
+    def update(self, parent, child):
+        if parent.id == 0: return        # the root is not an arm
+        strict = 1.0 if self.is_perfect(child) else 0.0
+        parent.alpha += strict; parent.beta += 1.0 - strict
+
+    def stops(self, child): return self.is_perfect(child)
+
+# %% ../nbs/09_baselines.ipynb #3747954f
+COT_OPENER = "Let me work out the environment's rules step by step before I write the program.\n\n"
+
+def cot_messages(
+    description: str,              # the environment's text description
+    *,
+    contract: str = CWM_CONTRACT,  # interface rules the program must follow
+    opener: str = COT_OPENER,      # assistant pre-fill starting the reasoning
+) -> list[dict]:
+    "Messages asking to reason step by step about the environment, then give the whole program (zero-shot CoT, spec §5.2 adapted to CWMs)."
+    user = (f"{description.strip()}\n\n{contract}\n\n"
+            "Before writing code, think it through: what the state holds, how an action changes it, how the reward "
+            "is computed and when an episode ends. Then give the complete program in one ```python code block.")
+    return [dict(role="system", content=SYSTEM_PROMPT), dict(role="user", content=user),
+            dict(role="assistant", content=opener)]
+
+@dataclass
+class ZeroShotCoTConfig:
+    "Settings of the zero-shot CoT baseline (spec §5.2); sampling defaults as `GIFMCTSConfig`."
+    temperature: float | None = 1.0  # LLM sampling temperature
+    top_p: float | None = 0.8        # LLM nucleus sampling
+    max_tokens: int | None = 1500    # completion cap per call (tokens)
+    opener: str = COT_OPENER         # assistant pre-fill
+    contract: str | None = None      # interface rules shown in the prompt; None: the CWM contract
+    paper_compat: bool = False       # draw all B samples even after a perfect program, as the original
+
+class ZeroShotCoT(ProgramSearch):
+    "Best of B independent zero-shot chain-of-thought samples (spec §5.2): `.run(budget) -> SearchResult`."
+    method, label = "zero-shot-cot", "zero-shot CoT"
+
+    def __init__(self, llm, evaluate, description, config: ZeroShotCoTConfig | None = None, seed: int = 0,
+                 checkpoint: str | Path | None = None, progress: bool = True):
+        super().__init__(llm, evaluate, description, config or ZeroShotCoTConfig(), seed, checkpoint, progress)
+        self.prompt = cot_messages(description, contract=self.contract, opener=self.config.opener)
+
+    def plan(self): return 0, "generate", self.prompt
+
+    def stops(self, child): return child.perfect and not self.config.paper_compat
+
+# %% ../nbs/09_baselines.ipynb #72825e5b
 GIF_MCTS_ABLATIONS: dict[str, dict] = {
     "gif-mcts-no-generate": dict(allow_generate=False),
     "gif-mcts-no-improve": dict(allow_improve=False),
@@ -34,9 +405,15 @@ def make_search(
     contract: str | None = None,        # interface rules shown in prompts; None: the CWM contract
 ):
     "Build the search object of `method`; `.run(budget)` returns a `gif_mcts.SearchResult`. Raises `CwmNbError` for an unknown method."
+    common = dict(seed=seed, checkpoint=checkpoint, progress=progress)
     if method == "gif-mcts" or method in GIF_MCTS_ABLATIONS:
         cfg = gif_mcts.GIFMCTSConfig(paper_compat=paper_compat, max_tokens=max_tokens, contract=contract,
                                      **GIF_MCTS_ABLATIONS.get(method, {}))
-        return gif_mcts.GIFMCTS(llm, evaluate, description, config=cfg, seed=seed, checkpoint=checkpoint,
-                                progress=progress)
+        return gif_mcts.GIFMCTS(llm, evaluate, description, config=cfg, **common)
+    if method == "worldcoder":
+        cfg = WorldCoderConfig(paper_compat=paper_compat, max_tokens=max_tokens, contract=contract)
+        return WorldCoder(llm, evaluate, description, config=cfg, **common)
+    if method == "zero-shot-cot":
+        cfg = ZeroShotCoTConfig(paper_compat=paper_compat, max_tokens=max_tokens, contract=contract)
+        return ZeroShotCoT(llm, evaluate, description, config=cfg, **common)
     raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
