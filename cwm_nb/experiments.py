@@ -449,9 +449,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "buffer, rewritten identically), the cache folder <cache>/buffers/<env>-seed<S> for other seeds")
     c.set_defaults(fn=_cmd_collect)
     v = sub.add_parser("envs", help="list the benchmark environments"); v.set_defaults(fn=_cmd_envs)
-    import importlib, importlib.util
-    for name in CLI_MODULES:   # sub-commands defined in their own notebooks (TEMPORARY guard while they are built)
-        if importlib.util.find_spec(f"cwm_nb.{name}") is not None: importlib.import_module(f"cwm_nb.{name}").add_cli(sub)
+    import importlib
+    for name in CLI_MODULES: importlib.import_module(f"cwm_nb.{name}").add_cli(sub)   # sub-commands of other notebooks
     return p
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,122 @@
+"""`cwm-nb figures`: the paper's tables and figures from a results folder made of real runs (real sandbox, real
+gymnasium planning, real papermill), with a scripted LLM standing in for the model."""
+import json, subprocess, sys
+from pathlib import Path
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = str(Path(sys.executable).parent/"cwm-nb")
+PROGRAMS = Path(__file__).parent/"programs"
+
+GOOD = "```python\n" + (PROGRAMS/"cartpole_correct.py").read_text() + "\n```\n"
+CRASH = "```python\nclass Environment:\n    def __init__(self):\n        raise RuntimeError('no model here')\n```\n"
+# a runnable but poor Blackjack model: the state never changes, every step ends the game with reward 0
+STILL = ("```python\nclass Environment:\n    def __init__(self):\n        self.s = (0, 0, 0)\n"
+         "    def set_state(self, s):\n        self.s = tuple(s)\n    def step(self, action):\n        return self.s, 0.0, True\n```\n")
+RUNS = [("CartPole-v1", "gif-mcts", GOOD), ("CartPole-v1", "gif-mcts-no-fix", CRASH),
+        ("Blackjack-v1", "gif-mcts", STILL), ("Blackjack-v1", "gif-mcts-no-fix", STILL)]
+TABLES = ("t2_cwmb_main", "t3_rtfm", "t6_ablation", "t7_action_stats", "t10_t11_per_env", "t12_raw_returns")
+FIGURES = ("best_value_vs_calls", "search_tree")
+
+def cli(*args, timeout=900):
+    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    "8 real runs: 2 environments x (GIF-MCTS, its no-fix ablation) x 2 seeds, budget 2, quick planning (2 episodes)."
+    from cwm_nb import experiments
+    from cwm_nb.llm import ScriptedLLM
+    out = tmp_path_factory.mktemp("results")
+    for env, method, answer in RUNS:
+        for seed in (0, 1):
+            run = experiments.run_cwmb_search(env=env, method=method, model="scripted", budget=2, seed=seed, out=out,
+                                              llm=ScriptedLLM(lambda messages, draw, a=answer: a),
+                                              plan_preset="quick", plan_episodes=2, progress=False)
+            experiments.write_metrics(run, **experiments.plan_run(run, preset="quick", episodes=2, progress=False))
+    return out
+
+def metrics(out, env, method, seed):
+    from cwm_nb.experiments import run_dir
+    return json.loads((run_dir(out, "cwmb", env, method, "scripted", seed)/"metrics.json").read_text())
+
+@pytest.fixture(scope="module")
+def figures_out(results):
+    fig = results/"fig"
+    r = cli("figures", results, "--out", fig)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return fig, r.stdout
+
+def test_index_of_the_runs(results):
+    from cwm_nb import sweeps
+    idx = sweeps.build_index(results)
+    assert len(idx) == 8 and (idx.status == "complete").all()
+    assert set(idx.method) == {"gif-mcts", "gif-mcts-no-fix"} and set(idx.seed) == {0, 1}
+
+def test_cli_writes_every_table_and_figure(figures_out):
+    fig, stdout = figures_out
+    for stem in TABLES:
+        for ext in ("csv", "tex"): assert (fig/f"{stem}.{ext}").stat().st_size > 0, (stem, ext)
+        assert r"\caption{" in (fig/f"{stem}.tex").read_text(), stem
+        assert f"{stem}.csv" in stdout
+    for stem in FIGURES:
+        for ext in ("png", "pdf"): assert (fig/f"{stem}.{ext}").stat().st_size > 1000, (stem, ext)
+    nb = json.loads((fig/"paper_figures.ipynb").read_text())
+    assert nb["metadata"]["papermill"]["parameters"]["published"] is True
+    assert any("Table 2" in "".join(c["source"]) for c in nb["cells"])
+    assert set(json.loads((fig/"manifest.json").read_text())["files"]) == {*TABLES, *FIGURES}
+
+def test_per_env_table_holds_each_runs_own_numbers(results, figures_out):
+    fig, _ = figures_out
+    t = pd.read_csv(fig/"t10_t11_per_env.csv", header=[0, 1, 2, 3, 4], index_col=0)
+    bj = metrics(results, "Blackjack-v1", "gif-mcts", 0)   # the first seed's run
+    assert 0 < bj["accuracy"] < 1
+    assert t.loc["Blackjack-v1", ("ours", "gif-mcts", "scripted", "2", "accuracy")] == bj["accuracy"]
+    assert t.loc["CartPole-v1", ("ours", "gif-mcts", "scripted", "2", "accuracy")] == metrics(results, "CartPole-v1", "gif-mcts", 0)["accuracy"] == 1.0
+    assert t.loc["CartPole-v1", ("ours", "gif-mcts", "scripted", "2", "R")] == metrics(results, "CartPole-v1", "gif-mcts", 0)["normalized_return"]
+    assert list(t.index[:4]) == ["Blackjack-v1", "CliffWalking-v0", "Taxi-v3", "CartPole-v1"]   # the paper's order
+
+def test_published_numbers_are_labelled(figures_out):
+    fig, _ = figures_out
+    t2 = pd.read_csv(fig/"t2_cwmb_main.csv", index_col=[0, 1, 2, 3, 4])
+    assert t2.loc[("paper (published)", "discrete", "gif-mcts", "llama-3-70b", 50), "accuracy"] == 0.84
+    assert t2.loc[("paper (published)", "continuous", "worldcoder", "gpt-4-turbo", 10), "R"] == 0.20
+    assert set(t2.index.get_level_values(0)) == {"ours", "paper (published)"}
+    assert "paper (published)" in (fig/"t2_cwmb_main.tex").read_text()
+    t6 = pd.read_csv(fig/"t6_ablation.csv", header=[0, 1], index_col=[0, 1, 2, 3])
+    assert t6.loc[("paper (published)", "gif-mcts-no-fix", "llama-3-70b", 50), ("discrete", "R")] == 0.55
+
+def test_runs_whose_programs_all_raised_count_as_R_zero(results, figures_out):
+    fig, _ = figures_out
+    for seed in (0, 1):
+        m = metrics(results, "CartPole-v1", "gif-mcts-no-fix", seed)
+        assert m["best_is_bug"] and m["normalized_return"] is None and m["accuracy"] == 0.0
+        assert m["return_oracle"] != m["return_random"]        # R is defined for CartPole: the rule applies
+    t = pd.read_csv(fig/"t10_t11_per_env.csv", header=[0, 1, 2, 3, 4], index_col=0)
+    assert t.loc["CartPole-v1", ("ours", "gif-mcts-no-fix", "scripted", "2", "R")] == 0.0
+    t2 = pd.read_csv(fig/"t2_cwmb_main.csv", index_col=[0, 1, 2, 3, 4])
+    row = t2.loc[("ours", "discrete", "gif-mcts-no-fix", "scripted", 2)]
+    # per seed: mean over CartPole (R counted as 0) and Blackjack (when R is defined there), then mean over seeds
+    per_seed = []
+    for seed in (0, 1):
+        b = metrics(results, "Blackjack-v1", "gif-mcts-no-fix", seed)
+        rs = [0.0] + ([] if b["return_oracle"] == b["return_random"] else [b["normalized_return"]])
+        per_seed.append(sum(rs)/len(rs))
+    assert row["R"] == pytest.approx(sum(per_seed)/2)
+    assert row["accuracy"] == pytest.approx((0.0 + metrics(results, "Blackjack-v1", "gif-mcts-no-fix", 0)["accuracy"])/2)
+    assert "R = 0" in (fig/"t2_cwmb_main.tex").read_text()
+
+def test_make_all_without_published_numbers(results, tmp_path):
+    from cwm_nb import figures
+    w = figures.make_all(results, tmp_path/"np", published=False)
+    t2 = pd.read_csv(w["t2_cwmb_main"][0], index_col=[0, 1, 2, 3, 4])
+    assert set(t2.index.get_level_values(0)) == {"ours"}
+    assert pd.read_csv(w["t3_rtfm"][0]).columns.tolist()[-1] == "note"    # no RTFM runs: a note, not a crash
+
+def test_empty_results_folder_is_a_clear_error(tmp_path):
+    (tmp_path/"empty").mkdir()
+    r = cli("figures", tmp_path/"empty", "--out", tmp_path/"fig")
+    assert r.returncode == 2 and "holds no runs" in r.stderr and "cwm-nb run" in r.stderr and "cwm-nb sweep" in r.stderr
+    assert not (tmp_path/"fig").exists()
+    r = cli("figures", tmp_path/"missing")
+    assert r.returncode == 2 and "not found" in r.stderr

@@ -1,0 +1,210 @@
+"""End to end: `cwm-nb sweep` with the real embedded model and real papermill runs, on the local executor, a Dask
+LocalCluster, an external `dask scheduler` + `dask worker`, and submitit; a sweep killed half-way and rerun; the
+results index; bad input refused before anything starts.
+
+The tests share one LLM response cache (module fixture): the first sweep asks the model, the later ones test the
+orchestration and get the same prompts answered from the cache. Each run uses budget 1, no planning after the search
+and a small completion cap, so that one run is one short model call."""
+import json, os, signal, socket, subprocess, sys, time
+from pathlib import Path
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = str(Path(sys.executable).parent/"cwm-nb")
+DASK = str(Path(sys.executable).parent/"dask")
+ENVS = ("CartPole-v1", "rtfm")
+METHODS = ("gif-mcts", "worldcoder")
+SEEDS = (0, 1)
+GRID = ("--envs", ",".join(ENVS), "--methods", ",".join(METHODS), "--models", "embedded", "--budgets", "1",
+        "--seeds", ",".join(map(str, SEEDS)))
+SHORT = ("--plan-preset", "none", "--max-tokens", "96")
+COLUMNS = ("run_dir", "suite", "env", "action_kind", "method", "model", "budget", "seed", "paper_compat", "status",
+           "accuracy", "mean_accuracy", "exact_replay", "best_value", "best_is_bug", "llm_calls", "model_calls",
+           "cached_calls", "prompt_tokens", "completion_tokens", "wall_s", "plan_preset", "plan_episodes",
+           "normalized_return", "return_cwm", "return_random", "return_oracle", "best_value_per_call",
+           "n_generate", "n_improve", "n_fix", "tree_depth", "best_path_length", "best_path_generate",
+           "best_path_improve", "best_path_fix")
+
+
+def cli(*args, env=None, timeout=1800):
+    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def shared_env(tmp_path_factory):
+    "One model-file cache and one LLM response cache for every sweep of this module."
+    d = tmp_path_factory.mktemp("sweep_caches")
+    warm = os.environ.get("CWM_NB_SWEEP_TEST_WARM_CACHE")   # optional: a copy of an earlier run's cache, to rerun a single test quickly
+    if warm:
+        import shutil; shutil.copy(warm, d/"llm_cache.sqlite")
+    return {**os.environ, "CWM_NB_CACHE": str(d/"cache"), "CWM_NB_LLM_CACHE": str(d/"llm_cache.sqlite")}
+
+
+def run_dirs(out: Path, envs=ENVS, methods=METHODS, seeds=SEEDS, budget=1):
+    from cwm_nb.experiments import run_dir
+    return [run_dir(out/f"budget{budget}", "rtfm" if e == "rtfm" else "cwmb", e, m, "embedded", s)
+            for e in envs for m in methods for s in seeds]
+
+
+def check_complete_and_indexed(out: Path, n_expected: int, resumed=(), **grid):
+    import pandas as pd
+    from cwm_nb.experiments import is_complete
+    rds = run_dirs(out, **grid)
+    assert len(rds) == n_expected
+    for rd in rds:
+        assert is_complete(rd), rd
+        assert (rd/"notebook.ipynb").exists() and (rd/"tree.json").exists()
+        assert (rd.parent/f"{rd.name}.sweep.log").exists()
+    df = pd.read_parquet(out/"index.parquet")
+    assert tuple(df.columns) == COLUMNS
+    assert len(df) == n_expected and set(df.status) == {"complete"}
+    assert set(df.run_dir) == {str(rd.relative_to(out)) for rd in rds}
+    assert set(df.budget) == {1} and set(df.model) == {"embedded"} and not df.paper_compat.any()
+    assert (df.llm_calls == 1).all()
+    # every call was asked of the model or its cache, except in a run resumed after its call was checkpointed
+    fresh = ~df.run_dir.isin([str(rd.relative_to(out)) for rd in resumed])
+    assert ((df.model_calls + df.cached_calls)[fresh] == 1).all() and (df.model_calls + df.cached_calls <= 1).all()
+    assert df.accuracy.between(0, 1).all() and df.prompt_tokens.gt(0).all()
+    assert set(df[df.env == "rtfm"].suite) <= {"rtfm"} and set(df[df.env != "rtfm"].suite) == {"cwmb"}
+    assert set(df.env) == set(grid.get("envs", ENVS))
+    assert set(df.action_kind) == {"discrete"}
+    assert all(len(v) == 1 for v in df.best_value_per_call)
+    gm = df[df.method == "gif-mcts"]
+    assert (gm.n_generate + gm.n_improve + gm.n_fix == 1).all()   # one LLM call = one expansion
+    return df
+
+
+def mtimes(out: Path) -> dict:
+    return {str(p): (p.stat().st_mtime_ns, p.read_bytes()) for p in out.rglob("metrics.json")}
+
+
+def test_local_sweep_runs_the_grid_and_a_rerun_skips_it(tmp_path, shared_env):
+    out = tmp_path/"local"
+    r = cli("sweep", "cwmb", *GRID, *SHORT, "--workers", 2, "--out", out, env=shared_env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    n = len(ENVS)*len(METHODS)*len(SEEDS)
+    assert f"{n} ran" in r.stdout and "0 skipped" in r.stdout and "0 failed" in r.stdout, r.stdout
+    assert "sweep:" in r.stderr and f"{n}/{n}" in r.stderr   # the progress bar reached the end
+    check_complete_and_indexed(out, n)
+    before = mtimes(out)
+    r2 = cli("sweep", "cwmb", *GRID, *SHORT, "--workers", 2, "--out", out, env=shared_env)
+    assert r2.returncode == 0, r2.stderr[-3000:]
+    assert "0 ran" in r2.stdout and f"{n} skipped" in r2.stdout, r2.stdout
+    assert mtimes(out) == before
+
+
+def test_dask_local_cluster_runs_the_same_grid(tmp_path, shared_env):
+    out = tmp_path/"dask"
+    r = cli("sweep", "cwmb", *GRID, *SHORT, "--executor", "dask", "--workers", 2, "--out", out, env=shared_env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "local Dask cluster of 2 worker processes" in r.stdout + r.stderr and "tcp://127.0.0.1:" in r.stdout + r.stderr
+    df = check_complete_and_indexed(out, len(ENVS)*len(METHODS)*len(SEEDS))
+    assert (df.model_calls == 0).all()   # the first test's answers, from the shared response cache
+
+
+def _free_port() -> int:
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+    return port
+
+
+def test_dask_external_scheduler_and_worker(tmp_path, shared_env):
+    port = _free_port()
+    addr = f"tcp://127.0.0.1:{port}"
+    procs = [subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                              stdout=subprocess.DEVNULL, stderr=open(tmp_path/"scheduler.log", "w"),
+                              env=shared_env, start_new_session=True)]
+    try:
+        time.sleep(3)
+        procs.append(subprocess.Popen([DASK, "worker", addr, "--nworkers", "1", "--nthreads", "2", "--no-dashboard",
+                                       "--host", "127.0.0.1"], stdout=subprocess.DEVNULL,
+                                      stderr=open(tmp_path/"worker.log", "w"), env=shared_env, start_new_session=True))
+        out = tmp_path/"remote"
+        r = cli("sweep", "cwmb", "--envs", "CartPole-v1", "--methods", ",".join(METHODS), "--models", "embedded",
+                "--budgets", 1, "--seeds", 0, *SHORT, "--executor", "dask", "--scheduler", addr, "--out", out,
+                env=shared_env)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+        assert f"the Dask scheduler {addr} (1 workers, 2 threads)" in r.stdout + r.stderr
+        check_complete_and_indexed(out, 2, envs=("CartPole-v1",), seeds=(0,))
+    finally:
+        for p in reversed(procs):
+            os.killpg(p.pid, signal.SIGTERM)
+            try: p.wait(30)
+            except subprocess.TimeoutExpired: os.killpg(p.pid, signal.SIGKILL); p.wait()
+
+
+def test_killed_sweep_reruns_only_the_missing_runs(tmp_path, shared_env):
+    from cwm_nb.experiments import is_complete
+    out = tmp_path/"killed"
+    args = [CLI, "sweep", "cwmb", *GRID, *SHORT, "--workers", "1", "--out", str(out)]
+    rds = run_dirs(out)
+    p = subprocess.Popen(args, env=shared_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True, cwd=ROOT)
+    deadline = time.time() + 1200
+    while time.time() < deadline and p.poll() is None:
+        done = sum(is_complete(rd) for rd in rds)
+        started = [rd for rd in rds if (rd/"settings.json").exists() and not is_complete(rd)]
+        if done >= 2 and started: break
+        time.sleep(0.2)
+    assert p.poll() is None, "the sweep ended before it could be killed"
+    os.killpg(p.pid, signal.SIGKILL); p.wait()
+    time.sleep(2)   # the killed run's kernel (its own session) notices its parent is gone and exits
+    complete = [rd for rd in rds if is_complete(rd)]
+    partial = [rd for rd in rds if (rd/"settings.json").exists() and not is_complete(rd)]
+    assert 2 <= len(complete) < len(rds) and partial, (complete, partial)
+    before = {rd: ((rd/"metrics.json").stat().st_mtime_ns, (rd/"metrics.json").read_bytes()) for rd in complete}
+    r = cli("sweep", "cwmb", *GRID, *SHORT, "--workers", 2, "--out", out, env=shared_env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    n_missing = len(rds) - len(complete)
+    assert f"{n_missing} ran ({len(partial)} of them resumed), {len(complete)} skipped" in r.stdout, r.stdout
+    after = {rd: ((rd/"metrics.json").stat().st_mtime_ns, (rd/"metrics.json").read_bytes()) for rd in complete}
+    assert after == before   # complete runs untouched
+    check_complete_and_indexed(out, len(rds), resumed=partial)
+    for rd in partial:   # the killed run continued in its own folder: its log shows both attempts
+        assert (rd.parent/f"{rd.name}.sweep.log").read_text().count("=== ") == 2
+
+
+def test_submitit_executor_falls_back_to_local_processes(tmp_path, shared_env):
+    out = tmp_path/"submitit"
+    r = cli("sweep", "cwmb", "--envs", "CartPole-v1", "--methods", "gif-mcts", "--budgets", 1, "--seeds", 0, *SHORT,
+            "--executor", "slurm", "--slurm-time", 30, "--out", out, env=shared_env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "no SLURM on this machine" in r.stdout + r.stderr
+    assert any((out/".submitit").rglob("*_submitted.pkl"))   # submitit's own job files
+    check_complete_and_indexed(out, 1, envs=("CartPole-v1",), methods=("gif-mcts",), seeds=(0,))
+
+
+@pytest.mark.parametrize("args,expect", [
+    (("--envs", "CartPole-v1,NoSuchEnv-v0"), "NoSuchEnv-v0"),
+    (("--envs", "CartPole-v1", "--methods", "gif-mcts,magic-search"), "magic-search"),
+    (("--envs", "CartPole-v1", "--models", "no-such-model"), "no-such-model"),
+    (("--envs", "CartPole-v1", "--executor", "ray"), "ray"),
+    (("--envs", "CartPole-v1", "--budgets", "1,zero"), "zero"),
+    (("--envs", "CartPole-v1", "--executor", "dask", "--scheduler", "tcp://127.0.0.1:{port}"), "tcp://127.0.0.1:{port}"),
+])
+def test_bad_sweep_input_is_refused_before_anything_starts(tmp_path, args, expect):
+    port = _free_port()   # nobody listens there
+    args = [a.format(port=port) for a in args]
+    r = cli("sweep", "cwmb", *args, "--out", tmp_path/"out")
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert expect.format(port=port) in r.stderr and "What to do" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path/"out").exists()
+
+
+def test_index_command_and_load_index_rebuild(tmp_path):
+    from cwm_nb.core import atomic_write_json
+    from cwm_nb.experiments import run_dir
+    from cwm_nb.sweeps import load_index
+    rd = run_dir(tmp_path, "cwmb", "Pendulum-v1", "gif-mcts", "embedded", 3)
+    atomic_write_json(rd/"settings.json", dict(env="Pendulum-v1", method="gif-mcts", model="embedded", budget=4, seed=3,
+                                               paper_compat=False, plan_preset="quick", plan_episodes=2))
+    r = cli("index", tmp_path)
+    assert r.returncode == 0 and "1 runs (0 complete, 1 partial)" in r.stdout, r.stderr
+    df = load_index(tmp_path)
+    assert (df.env[0], df.action_kind[0], df.status[0], df.budget[0], df.seed[0]) == ("Pendulum-v1", "continuous", "partial", 4, 3)
+    time.sleep(0.01)
+    atomic_write_json(rd/"metrics.json", dict(suite="cwmb", env="Pendulum-v1", budget=4, seed=3, accuracy=0.25,
+                                              best_is_bug=False, status="complete"))
+    df = load_index(tmp_path)   # newer than the index: rebuilt
+    assert df.status[0] == "complete" and df.accuracy[0] == 0.25
+    r = cli("index", tmp_path/"nowhere")
+    assert r.returncode == 2 and "What to do" in r.stderr
