@@ -495,7 +495,8 @@ def _cmd_figures(a) -> int:
     res = Path(a.results)
     if not res.is_dir():
         raise CwmNbError(f"results folder {res} not found", "pass the --out folder of `cwm-nb run` or `cwm-nb sweep`")
-    if not any(res.glob("*/*/*/*/seed*/settings.json")):
+    from cwm_nb.sweeps import find_run_dirs
+    if not find_run_dirs(res):   # `cwm-nb run` folders and a sweep's budget<B>/ folders alike
         raise CwmNbError(f"{res} holds no runs", f"run `cwm-nb run cwmb ... --out {res}` or `cwm-nb sweep ... --out {res}` first")
     out = Path(a.out).resolve()
     nb = run_notebook("paper_figures", dict(results=str(res.resolve()), out=str(out), published=not a.no_published),

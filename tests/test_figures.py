@@ -24,13 +24,13 @@ def cli(*args, timeout=900):
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    "8 real runs: 2 environments x (GIF-MCTS, its no-fix ablation) x 2 seeds, budget 2, quick planning (2 episodes)."
+    "8 real runs: 2 environments x (GIF-MCTS, its no-fix ablation) x 2 seeds, budget 2, quick planning (2 episodes),\n    laid out as a sweep lays them out (`<results>/budget2/cwmb/...`)."
     from cwm_nb import experiments
     from cwm_nb.llm import ScriptedLLM
     out = tmp_path_factory.mktemp("results")
     for env, method, answer in RUNS:
         for seed in (0, 1):
-            run = experiments.run_cwmb_search(env=env, method=method, model="scripted", budget=2, seed=seed, out=out,
+            run = experiments.run_cwmb_search(env=env, method=method, model="scripted", budget=2, seed=seed, out=out/"budget2",
                                               llm=ScriptedLLM(lambda messages, draw, a=answer: a),
                                               plan_preset="quick", plan_episodes=2, progress=False)
             experiments.write_metrics(run, **experiments.plan_run(run, preset="quick", episodes=2, progress=False))
@@ -38,7 +38,7 @@ def results(tmp_path_factory):
 
 def metrics(out, env, method, seed):
     from cwm_nb.experiments import run_dir
-    return json.loads((run_dir(out, "cwmb", env, method, "scripted", seed)/"metrics.json").read_text())
+    return json.loads((run_dir(out/"budget2", "cwmb", env, method, "scripted", seed)/"metrics.json").read_text())
 
 @pytest.fixture(scope="module")
 def figures_out(results):
