@@ -32,8 +32,12 @@ def run_dir(out: str | Path, suite: str, env: str, method: str, model: str, seed
     return Path(out)/suite/safe_name(env)/safe_name(m)/safe_name(model)/f"seed{int(seed)}"
 
 def is_complete(rd: Path) -> bool:
-    "True when `rd/metrics.json` exists and says the run finished."
-    try: return json.loads((Path(rd)/"metrics.json").read_text()).get("status") == "complete"
+    "True when `rd/metrics.json` says the run finished, for the budget `rd/settings.json` asks for (a continuation to a larger budget that was interrupted is not complete)."
+    try:
+        m = json.loads((Path(rd)/"metrics.json").read_text())
+        if m.get("status") != "complete": return False
+        want = json.loads((Path(rd)/"settings.json").read_text()).get("budget") if (Path(rd)/"settings.json").exists() else None
+        return want is None or m.get("budget") == want
     except (OSError, ValueError): return False
 
 # %% ../nbs/13_experiments.ipynb #9c69fdab
@@ -136,6 +140,7 @@ def run_cwmb_search(
     check_run_settings(rd, settings)
     buf = replay.load_buffer(env, buffer or None)   # a bad --buffer is an error before the run folder exists
     rd.mkdir(parents=True, exist_ok=True)
+    (rd/"metrics.json").unlink(missing_ok=True)   # a continued run is not complete until its new metrics are written
     atomic_write_json(rd/"settings.json", settings)
     description = envs.describe_env(env)
     if llm is None: llm = llm_mod.get_llm(model, base_url=base_url or None)
@@ -151,7 +156,8 @@ def run_cwmb_search(
     u = llm.usage
     metrics = dict(
         suite=spec.suite, env=env, method=method, model=model, budget=budget, seed=seed, paper_compat=paper_compat,
-        llm_calls=res.llm_calls, model_calls=u.calls, cached_calls=u.cached_calls,
+        llm_calls=res.llm_calls, model_calls=res.llm_calls - res.cached_calls, cached_calls=res.cached_calls,
+        session_model_calls=u.calls, session_cached_calls=u.cached_calls,   # this process only (a resumed run)
         prompt_tokens=res.prompt_tokens, completion_tokens=res.completion_tokens,
         cost_usd=getattr(u, "cost_usd", None), max_tokens=max_tokens,
         best_is_bug=bool(final.bug) if final else True, best_error=final.error if final else "no program",

@@ -121,7 +121,10 @@ _RULES = ("Accuracy is the weighted transition accuracy (0 for a run whose every
 
 def _err_text(err: str) -> str:
     return ("Per seed the mean over environments, then mean ± standard error over seeds (± n/a with one seed)."
-            if err == "seeds" else "Mean over environments (seeds averaged per environment) ± standard error over environments.")
+            if err == "seeds" else "Mean over environments (seeds averaged per environment) ± standard error over environments.") + (
+            " The ± of rows labelled 'paper (published)' is the paper's own: the paper does not define it, and for its "
+            "one-seed GPT-4 rows it cannot be a spread over seeds (for accuracy it matches a standard error over "
+            "environments).")
 
 # %% ../nbs/14_figures.ipynb #c9079cc7
 _METHOD_ORDER = ("gif-mcts", "worldcoder", "zero-shot-cot", "gif-mcts-no-generate", "gif-mcts-no-improve", "gif-mcts-no-fix")

@@ -59,7 +59,8 @@ def index_row(rd: Path, out: Path) -> dict:
     rd = Path(rd)
     s = _read_json(rd/"settings.json") or {}
     m = _read_json(rd/"metrics.json") or {}
-    complete = m.get("status") == "complete"
+    from cwm_nb.experiments import is_complete
+    complete = is_complete(rd)   # metrics for the budget settings.json asks for
     rel = rd.relative_to(out)
     parts = rel.parts   # [..., suite, env, method, model, seed<k>]
     env = s.get("env", m.get("env", parts[-4] if len(parts) >= 4 else ""))
@@ -263,7 +264,10 @@ def plan_sweep(
                     for seed in seed_list:
                         jobs.append(Job(E.get_env_spec(env).suite, env, method, model, B, seed, out/f"budget{B}",
                                         tuple(st.items())))
-    for j in jobs: check_run_settings(j.run_dir, j.run_settings())   # a clash with an existing folder: error now
+    for j in jobs:   # a clash with an existing folder: error now, before any job starts
+        try: check_run_settings(j.run_dir, j.run_settings())
+        except CwmNbError as e:   # `cwm-nb sweep` has no --force: say what to do with the folder instead
+            raise CwmNbError(e.what, f"pass another --out to keep both, or delete {j.run_dir} to run it afresh") from None
     return jobs
 
 def job_state(job: Job) -> str:

@@ -91,8 +91,10 @@ def test_killed_run_resumes_without_repeating_calls(tmp_path, cache_env):
     m = json.loads((ckpt.parent/"metrics.json").read_text())
     assert m["llm_calls"] == budget or m["accuracy"] >= 1.0
     # calls answered before the kill were not asked again: the resumed run asked only for the rest
-    assert m["model_calls"] + m["cached_calls"] == m["llm_calls"] - done_before
-    assert _cache_rows(Path(cache_env["CWM_NB_LLM_CACHE"])) == rows_before + m["model_calls"]
+    assert m["session_model_calls"] + m["session_cached_calls"] == m["llm_calls"] - done_before
+    assert _cache_rows(Path(cache_env["CWM_NB_LLM_CACHE"])) == rows_before + m["session_model_calls"]
+    # the run's totals count the calls of both processes
+    assert m["model_calls"] + m["cached_calls"] == m["llm_calls"]
 
 def test_eval_program_json_correct_and_wrong(tmp_path):
     r = cli("eval-program", "--env", "CartPole-v1", PROGRAMS/"cartpole_correct.py", "--json")

@@ -132,10 +132,11 @@ def test_dask_external_scheduler_and_worker(tmp_path, shared_env):
             except subprocess.TimeoutExpired: os.killpg(p.pid, signal.SIGKILL); p.wait()
 
 
-def test_killed_sweep_reruns_only_the_missing_runs(tmp_path, shared_env):
+@pytest.mark.parametrize("executor", ["local", "dask"])
+def test_killed_sweep_reruns_only_the_missing_runs(tmp_path, shared_env, executor):
     from cwm_nb.experiments import is_complete
     out = tmp_path/"killed"
-    args = [CLI, "sweep", "cwmb", *GRID, *SHORT, "--workers", "1", "--out", str(out)]
+    args = [CLI, "sweep", "cwmb", *GRID, *SHORT, "--workers", "1", "--executor", executor, "--out", str(out)]
     rds = run_dirs(out)
     p = subprocess.Popen(args, env=shared_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          start_new_session=True, cwd=ROOT)
@@ -152,7 +153,7 @@ def test_killed_sweep_reruns_only_the_missing_runs(tmp_path, shared_env):
     partial = [rd for rd in rds if (rd/"settings.json").exists() and not is_complete(rd)]
     assert 2 <= len(complete) < len(rds) and partial, (complete, partial)
     before = {rd: ((rd/"metrics.json").stat().st_mtime_ns, (rd/"metrics.json").read_bytes()) for rd in complete}
-    r = cli("sweep", "cwmb", *GRID, *SHORT, "--workers", 2, "--out", out, env=shared_env)
+    r = cli("sweep", "cwmb", *GRID, *SHORT, "--workers", 2, "--executor", executor, "--out", out, env=shared_env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     n_missing = len(rds) - len(complete)
     assert f"{n_missing} ran ({len(partial)} of them resumed), {len(complete)} skipped" in r.stdout, r.stdout
