@@ -510,9 +510,15 @@ class ResponseCache:
         c = getattr(self._local, "conn", None)
         if c is None or self._local.pid != os.getpid():  # one connection per thread, new after a fork
             c = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
-            c.execute("PRAGMA journal_mode=WAL"); c.execute("PRAGMA synchronous=NORMAL")
-            c.execute("CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
-                      "request TEXT NOT NULL, response TEXT NOT NULL, created REAL NOT NULL)")
+            for attempt in range(600):   # switching a new file to WAL can report "locked" at once, without waiting
+                try:
+                    c.execute("PRAGMA journal_mode=WAL"); c.execute("PRAGMA synchronous=NORMAL")
+                    c.execute("CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
+                              "request TEXT NOT NULL, response TEXT NOT NULL, created REAL NOT NULL)")
+                    break
+                except sqlite3.OperationalError as e:   # another process is setting the file up: wait for it
+                    if "locked" not in str(e) or attempt == 599: raise
+                    time.sleep(0.1)
             self._local.conn, self._local.pid = c, os.getpid()
         return c
 

@@ -109,7 +109,8 @@ def test_cpu_limit(sb):
 
 def test_memory_bomb(sb):
     before = psutil.Process().memory_info().rss
-    r = sb.run("chunks = []\nwhile True:\n    chunks.append(bytearray(10 ** 7))")
+    roomy = SandboxLimits(**{**LIMITS.__dict__, "wall_s": 30.0, "cpu_s": 30})   # the memory limit must be what stops it,
+    r = sb.run("chunks = []\nwhile True:\n    chunks.append(bytearray(10 ** 7))", limits=roomy)   # even on a loaded machine
     assert r.error["kind"] == "memory" and r.error["line"] == 3, r.error
     assert psutil.Process().memory_info().rss < before + 100 * 2 ** 20
     assert sb.run("x = bytearray(2 ** 40)").error["kind"] == "memory"
