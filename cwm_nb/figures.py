@@ -439,12 +439,15 @@ def _fmt_cell(v, count: bool = False) -> str:
 def write_table(
     df: "pd.DataFrame",     # the table
     stem: str | Path,       # output path without suffix
-    caption: str = "",      # caption for the LaTeX table
+    caption: str = "",      # caption for the LaTeX and Markdown tables
 ) -> list[Path]:
-    "Write `<stem>.csv` and `<stem>.tex` atomically; returns both paths. Raises `CwmNbError` if jinja2 (needed by pandas' LaTeX writer) is missing."
+    """Write `<stem>.csv`, `<stem>.tex` and `<stem>.md` atomically; returns the three paths.
+    Raises `CwmNbError` if jinja2 (pandas' LaTeX writer) or tabulate (its Markdown writer) is missing."""
     import importlib.util
-    if importlib.util.find_spec("jinja2") is None:
-        raise CwmNbError("pandas needs jinja2 to write LaTeX tables", "install jinja2 (`.venv/bin/pip install jinja2`)")
+    for mod, what in (("jinja2", "LaTeX"), ("tabulate", "Markdown")):
+        if importlib.util.find_spec(mod) is None:
+            raise CwmNbError(f"pandas needs {mod} to write {what} tables",
+                             f"install it (`.venv/bin/pip install {mod}`) or re-run `bash tools/setup.sh`")
     stem = Path(stem)
     csv = atomic_write_text(stem.with_suffix(".csv"), df.to_csv())
     d = df.copy()
@@ -453,7 +456,14 @@ def write_table(
         d.isetitem(i, [_fmt_cell(v, count) for v in d.iloc[:, i]])
     tex = d.to_latex(escape=True, multicolumn=True, multirow=True, caption=_latex_escape(caption) or None,
                      label=f"tab:{stem.name}")
-    return [csv, atomic_write_text(stem.with_suffix(".tex"), tex.replace("±", r"$\pm$"))]
+    flat = d.copy()
+    flat.columns = [" / ".join(map(str, c)) if isinstance(c, tuple) else str(c) for c in flat.columns]
+    names = [str(n) for n in (flat.index.names if any(n is not None for n in flat.index.names) else [""])]
+    flat.index = flat.index.set_names(names)
+    md = flat.reset_index().to_markdown(index=False, tablefmt="github", disable_numparse=True)
+    md = (f"*{caption}*\n\n" if caption else "") + md + "\n"
+    return [csv, atomic_write_text(stem.with_suffix(".tex"), tex.replace("±", r"$\pm$")),
+            atomic_write_text(stem.with_suffix(".md"), md)]
 
 # %% ../nbs/14_figures.ipynb #5e8f302e
 def styled(t: Table):
@@ -474,7 +484,7 @@ def make_all(
     published: bool = True,         # put the paper's numbers beside ours
     index: "pd.DataFrame | None" = None,  # the results index; None: `sweeps.build_index(results)`
 ) -> dict[str, list[Path]]:
-    "Write every table (csv + tex) and figure (png + pdf) and `manifest.json` into `out`; returns {name: written paths}."
+    "Write every table (csv, tex, md) and figure (png + pdf) and `manifest.json` into `out`; returns {name: written paths}."
     import matplotlib.pyplot as plt
     from cwm_nb.experiments import save_figure
     if index is None:
@@ -515,6 +525,6 @@ def add_cli(sub) -> None:
     f = sub.add_parser("figures", help="the paper's tables and figures from a results folder, beside the published numbers",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     f.add_argument("results", help="results folder (the --out of `cwm-nb run` / `cwm-nb sweep`)")
-    f.add_argument("--out", default="figures", help="folder for the tables (csv, tex), figures (png, pdf) and the executed notebook")
+    f.add_argument("--out", default="figures", help="folder for the tables (csv, tex, md), figures (png, pdf) and the executed notebook")
     f.add_argument("--no-published", action="store_true", help="leave out the paper's published numbers")
     f.set_defaults(fn=_cmd_figures)

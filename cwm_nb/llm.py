@@ -14,9 +14,9 @@ from .core import CwmNbError, cache_dir, derive_seed
 # %% auto #0
 __all__ = ['ROLES', 'PRICES_PER_MTOK', 'LOCAL_HOSTS', 'EMBEDDED_ALIAS', 'MODEL_ALIASES', 'PROVIDER_URLS', 'Completion',
            'check_messages', 'prefill_of', 'render_plain', 'price_of', 'Usage', 'request_seed', 'LLM', 'ScriptedLLM',
-           'is_local_url', 'OpenAICompatibleLLM', 'embedded_model_path', 'free_port', 'EmbeddedServer',
-           'get_embedded_server', 'embedded_llm', 'TransformersLLM', 'cache_key', 'ResponseCache', 'CachedLLM',
-           'ModelSpec', 'resolve_model', 'get_llm']
+           'is_local_url', 'OpenAICompatibleLLM', 'embedded_model_path', 'embedded_threads', 'free_port',
+           'EmbeddedServer', 'get_embedded_server', 'embedded_llm', 'TransformersLLM', 'cache_key', 'ResponseCache',
+           'CachedLLM', 'ModelSpec', 'resolve_model', 'get_llm']
 
 # %% ../nbs/01_llm.ipynb #1b562286
 _log = logging.getLogger("cwm_nb.llm")
@@ -305,6 +305,17 @@ sys.argv = ["llama_cpp.server"] + sys.argv[1:]
 runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 """
 
+def embedded_threads() -> int:
+    """CPU threads for an embedded server: `$CWM_NB_THREADS` if set, else 2 (at most the cores there are).
+    Raises `CwmNbError` if the variable is not a positive integer."""
+    v = os.environ.get("CWM_NB_THREADS", "").strip()
+    if not v: return max(1, min(2, os.cpu_count() or 1))
+    try: n = int(v)
+    except ValueError: n = 0
+    if n < 1: raise CwmNbError(f"CWM_NB_THREADS={v!r} is not a positive integer",
+                               "set it to the number of CPU threads the embedded model may use (e.g. 2), or unset it")
+    return n
+
 def free_port(host: str = "127.0.0.1") -> int:
     "A TCP port on `host` that was free a moment ago."
     with socket.socket() as s: s.bind((host, 0)); return s.getsockname()[1]
@@ -313,7 +324,7 @@ class EmbeddedServer:
     "llama-cpp-python's OpenAI-compatible server for a GGUF model, as a child process on 127.0.0.1."
     def __init__(self,
                  model_path: str | Path | None = None,  # GGUF file; None: the embedded Gemma 3 270M
-                 n_threads: int = 2,                    # CPU threads for generation and prompt processing
+                 n_threads: int | None = None,          # CPU threads for generation and prompt processing; None: `embedded_threads()`
                  n_ctx: int = 4096,                     # context window, tokens (prompt + answer)
                  host: str = "127.0.0.1",               # listen address (loopback only)
                  port: int | None = None,               # None: a free port
@@ -321,7 +332,8 @@ class EmbeddedServer:
                  alias: str = EMBEDDED_ALIAS,           # model name the server answers to
                 ):
         self.model_path = Path(model_path) if model_path else None
-        self.n_threads, self.n_ctx, self.host, self.port, self.requested_port = n_threads, n_ctx, host, port, port
+        self.n_threads = embedded_threads() if n_threads is None else int(n_threads)
+        self.n_ctx, self.host, self.port, self.requested_port = n_ctx, host, port, port
         self.startup_timeout_s, self.alias = startup_timeout_s, alias
         self.proc: subprocess.Popen | None = None
         self.log_path: Path | None = None
@@ -393,7 +405,7 @@ _LIVE_SERVERS: set[EmbeddedServer] = set()
 def _stop_servers():
     for s in list(_LIVE_SERVERS): s.stop()
 
-# %% ../nbs/01_llm.ipynb #4e7845ac
+# %% ../nbs/01_llm.ipynb #381dd072
 _EMBEDDED: EmbeddedServer | None = None
 _EMBEDDED_LOCK = threading.Lock()
 
@@ -413,7 +425,7 @@ def embedded_llm(max_tokens: int = 512, **kw) -> OpenAICompatibleLLM:
     llm.server = srv
     return llm
 
-# %% ../nbs/01_llm.ipynb #89a72bd2
+# %% ../nbs/01_llm.ipynb #b987bd89
 class TransformersLLM(LLM):
     "A Hugging Face causal LM run in this process with `transformers` (the paper's Llama 3 path)."
     def __init__(self,
@@ -493,7 +505,7 @@ class TransformersLLM(LLM):
         return Completion(prefill_of(messages) + text, prompt_tokens=n_prompt, completion_tokens=int(len(new)),
                           finish_reason=finish)
 
-# %% ../nbs/01_llm.ipynb #5f7c81c0
+# %% ../nbs/01_llm.ipynb #c7c34e99
 def cache_key(model: str, messages: list[dict], params: dict, seed: int, draw: int) -> str:
     "Hex SHA-256 of the canonical JSON of (model, messages, params, seed, draw)."
     blob = json.dumps([model, messages, params, int(seed), int(draw)], sort_keys=True, ensure_ascii=False)
@@ -533,7 +545,7 @@ class ResponseCache:
 
     def __len__(self) -> int: return self._db().execute("SELECT COUNT(*) FROM completions").fetchone()[0]
 
-# %% ../nbs/01_llm.ipynb #cdd5f773
+# %% ../nbs/01_llm.ipynb #d985db7a
 class CachedLLM(LLM):
     "Wrap `inner` with the on-disk response cache; a cache hit costs no model call."
     def __init__(self,
@@ -562,7 +574,7 @@ class CachedLLM(LLM):
 
     def __repr__(self): return f"CachedLLM({self.inner!r}, {str(self.cache.path)!r})"
 
-# %% ../nbs/01_llm.ipynb #a4de4c92
+# %% ../nbs/01_llm.ipynb #ca42d32d
 MODEL_ALIASES: dict[str, str] = {
     "gpt-4-turbo": "openai:gpt-4-turbo",
     "gpt-4o": "openai:gpt-4o",

@@ -328,9 +328,12 @@ def _stop_live(grace: float = 10.0):
             except OSError: pass
 
 # %% ../nbs/13a_sweeps.ipynb #6c067a36
-def _env_vars() -> dict:
-    "The sweep's `CWM_NB_*` variables (caches), passed to every job wherever it runs."
-    return {k: v for k, v in os.environ.items() if k.startswith("CWM_NB_")}
+def _env_vars(workers: int | None = None) -> dict:
+    """The sweep's `CWM_NB_*` variables (caches), passed to every job wherever it runs. `workers`: jobs sharing this
+    machine's cores; each then gets `CWM_NB_THREADS` = cores ÷ workers (at least 1) unless the variable is set."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("CWM_NB_")}
+    if workers and not env.get("CWM_NB_THREADS"): env["CWM_NB_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
+    return env
 
 class _LocalPool:
     "Threads in this process, each running one job process at a time."
@@ -340,7 +343,7 @@ class _LocalPool:
         self.slots = workers
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cwm-nb-job")
         self.describe = f"the local executor with {workers} worker{'s' * (workers != 1)}"
-    def submit(self, job: Job): return self.pool.submit(run_job, job.argv(), str(job.log), _env_vars())
+    def submit(self, job: Job): return self.pool.submit(run_job, job.argv(), str(job.log), _env_vars(self.slots))
     def abort(self, handles): _stop_live(); self.pool.shutdown(wait=True, cancel_futures=True)
     def close(self): self.pool.shutdown(wait=True)
 
@@ -371,7 +374,8 @@ class _DaskPool:
             self.slots = workers
             self.describe = f"a local Dask cluster of {workers} worker process{'es' * (workers != 1)} ({self.cluster.scheduler_address})"
     def submit(self, job: Job):
-        return self.client.submit(run_job, job.argv(), str(job.log), _env_vars(), pure=False,
+        local = self.cluster is not None   # the jobs share this machine's cores
+        return self.client.submit(run_job, job.argv(), str(job.log), _env_vars(self.slots if local else None), pure=False,
                                   key=f"cwm-nb-{job.suite}-{job.env}-{job.method}-{job.model}-b{job.budget}-s{job.seed}-{os.urandom(3).hex()}")
     def abort(self, handles):
         try: self.client.cancel(list(handles))
@@ -398,7 +402,9 @@ class _SubmititPool:
         self.describe = (f"SLURM via submitit ({workers} jobs at a time)" if self.cluster == "slurm" else
                          f"submitit's {self.cluster} executor ({workers} jobs at a time): no SLURM on this machine, "
                          "so the jobs run as local processes")
-    def submit(self, job: Job): return self.ex.submit(run_job, job.argv(), str(job.log), _env_vars())
+    def submit(self, job: Job):
+        local = self.cluster != "slurm"    # submitit's local fallback: the jobs share this machine's cores
+        return self.ex.submit(run_job, job.argv(), str(job.log), _env_vars(self.slots if local else None))
     def abort(self, handles):
         for h in handles:
             try: h.cancel(check=False)
@@ -418,7 +424,7 @@ def make_pool(executor: str, workers: int | None, scheduler: str = "", out: Path
     if executor == "dask": return _DaskPool(workers if scheduler else n, scheduler)
     return _SubmititPool(n, Path(out or ".")/".submitit", slurm_partition, slurm_time)
 
-# %% ../nbs/13a_sweeps.ipynb #168d2cdd
+# %% ../nbs/13a_sweeps.ipynb #d4915ca4
 @dataclass
 class SweepSummary:
     "What a sweep did. `failed`: one dict per failed job (job, returncode, log, tail)."
@@ -513,7 +519,7 @@ def run_sweep(
     s.wall_s = time.perf_counter() - t0
     return s
 
-# %% ../nbs/13a_sweeps.ipynb #e0bd4bf3
+# %% ../nbs/13a_sweeps.ipynb #c88b9812
 def _cmd_sweep(a) -> int:
     if a.suite not in ("cwmb", "rtfm"):
         raise CwmNbError(f"unknown suite {a.suite!r}", "use `cwm-nb sweep cwmb --envs ...` or `cwm-nb sweep rtfm`")

@@ -56,7 +56,7 @@ def test_index_of_the_runs(results):
 def test_cli_writes_every_table_and_figure(figures_out):
     fig, stdout = figures_out
     for stem in TABLES:
-        for ext in ("csv", "tex"): assert (fig/f"{stem}.{ext}").stat().st_size > 0, (stem, ext)
+        for ext in ("csv", "tex", "md"): assert (fig/f"{stem}.{ext}").stat().st_size > 0, (stem, ext)
         assert r"\caption{" in (fig/f"{stem}.tex").read_text(), stem
         assert f"{stem}.csv" in stdout
     for stem in FIGURES:
@@ -75,6 +75,10 @@ def test_per_env_table_holds_each_runs_own_numbers(results, figures_out):
     assert t.loc["CartPole-v1", ("ours", "gif-mcts", "scripted", "2", "accuracy")] == metrics(results, "CartPole-v1", "gif-mcts", 0)["accuracy"] == 1.0
     assert t.loc["CartPole-v1", ("ours", "gif-mcts", "scripted", "2", "R")] == metrics(results, "CartPole-v1", "gif-mcts", 0)["normalized_return"]
     assert list(t.index[:4]) == ["Blackjack-v1", "CliffWalking-v0", "Taxi-v3", "CartPole-v1"]   # the paper's order
+    md = (fig/"t10_t11_per_env.md").read_text().splitlines()   # the Markdown table: same cells, two decimals
+    header = [c.strip() for c in md[2].strip("|").split("|")]
+    row = next([c.strip() for c in l.strip("|").split("|")] for l in md if l.startswith("| Blackjack-v1"))
+    assert row[header.index("ours / gif-mcts / scripted / 2 / accuracy")] == f"{bj['accuracy']:.2f}"
 
 def test_published_numbers_are_labelled(figures_out):
     fig, _ = figures_out
