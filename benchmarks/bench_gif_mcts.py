@@ -24,7 +24,7 @@ from cwm_nb.gif_mcts import GIFMCTS, GIFMCTSConfig  # noqa: E402
 # ------------------------------------------------------------------------------------------------------------
 # CartPole programs of varying quality (the double's answers)
 # program variants made from the tests' CartPole program (written from the physics): some right, some wrong, one buggy
-HEAD = (Path(__file__).resolve().parents[1]/"tests"/"programs"/"cartpole_correct.py").read_text()
+HEAD = (Path(__file__).resolve().parents[1]/"data"/"programs"/"CartPole-v1.py").read_text()
 HEAD = (HEAD.replace("FORCE_MAG, TAU = 10.0, 0.02", "FORCE_MAG, TAU = {force}, 0.02")
             .replace("THETA_LIMIT = 12 * 2", "THETA_LIMIT = {theta_deg} * 2")
             .replace("1.0, done", "{reward}, done"))

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 # the tests' CartPole program (written from the physics), so the benchmark scores the same code the tests do
-CARTPOLE_CWM = (Path(__file__).resolve().parents[1]/'tests'/'programs'/'cartpole_correct.py').read_text()
+CARTPOLE_CWM = (Path(__file__).resolve().parents[1]/'data'/'programs'/'CartPole-v1.py').read_text()
 
 
 def collect(n: int, seed: int = 0):

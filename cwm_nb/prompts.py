@@ -241,7 +241,7 @@ def prefill_opens_code(messages: list[dict]) -> bool:
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+#.-]*)[^\n`]*")
 _PY_LABELS = {"", "python", "py", "python3", "py3"}
 _CODE_START = re.compile(
-    r"^[ \t]*(?:import\s|from\s+[\w.]+\s+import\b|class\s|def\s|async\s+def\s|@\w|#"
+    r"^[ \t]*(?:import\s|from\s+[\w.]+\s+import\b|class\s|def\s|async\s+def\s|@\w|#|[rRuU]?(?:\"\"\"|\'\'\')"
     r"|[A-Za-z_][\w.]*(?:\[[^\]]*\])?(?:\s*,\s*[A-Za-z_][\w.]*)*\s*(?::[^=\n]+)?(?:[-+*/%|&^]|//|\*\*)?=(?!=))")
 _STRICT_START = re.compile(r"^(?:import\s|from\s+[\w.]+\s+import\b|class\s|def\s|async\s+def\s|@\w)")
 

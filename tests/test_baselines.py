@@ -1,7 +1,7 @@
 """Tests of the baselines (09_baselines): WorldCoder's REx refinement, zero-shot CoT and the method registry.
 
 Search logic is driven by the project's `ScriptedLLM`; program scores come from the real sandbox evaluator on
-the shipped CartPole buffer (correct, wrong-reward and crashing variants of tests/programs/cartpole_correct.py)
+the shipped CartPole buffer (correct, wrong-reward and crashing variants of data/programs/CartPole-v1.py)
 or, for bookkeeping-only tests, from a marker-comment evaluator. The last tests run `cwm-nb run` end to end
 with the embedded model.
 """
@@ -21,7 +21,7 @@ from cwm_nb.prompts import prefill_opens_code
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = str(Path(sys.executable).parent/"cwm-nb")
-CORRECT = (Path(__file__).parent/"programs"/"cartpole_correct.py").read_text()
+CORRECT = (ROOT/"data"/"programs"/"CartPole-v1.py").read_text()
 WRONG = CORRECT.replace("return self.state.astype(np.float32), 1.0, done", "return self.state.astype(np.float32), 0.5, done")
 CRASH = CORRECT.replace("done = bool(x < -X_LIMIT", "done = bool(undefined_name < -X_LIMIT")
 assert WRONG != CORRECT and CRASH != CORRECT
@@ -290,18 +290,6 @@ def test_trees_work_with_the_gif_mcts_tools():
 
 # ---------------------------------------------------------------------------------------------------------------
 # end to end through the command line with the embedded model
-@pytest.fixture(scope="session")
-def model_cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("cwm_nb_cache")
-
-
-@pytest.fixture
-def cache_env(tmp_path_factory, model_cache):
-    "A fresh LLM response cache (so model calls really happen) sharing the session's assembled model file."
-    d = tmp_path_factory.mktemp("llmcache")
-    return {**os.environ, "CWM_NB_CACHE": str(model_cache), "CWM_NB_LLM_CACHE": str(d/"llm_cache.sqlite")}
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["worldcoder", "zero-shot-cot"])
 def test_cli_run_with_the_embedded_model(method, tmp_path, cache_env):

@@ -10,7 +10,7 @@ from cwm_nb.cwm import Evaluation, evaluate_program, score_predictions
 from cwm_nb.replay import ReplayBuffer, load_buffer
 
 # A CartPole CWM written from the physics (explicit Euler), not from gymnasium's code.
-CARTPOLE = (Path(__file__).parent/'programs'/'cartpole_correct.py').read_text()
+CARTPOLE = (Path(__file__).resolve().parents[1]/'data'/'programs'/'CartPole-v1.py').read_text()
 
 
 @pytest.fixture(scope="module")

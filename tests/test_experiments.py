@@ -6,22 +6,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = str(Path(sys.executable).parent/"cwm-nb")
-PROGRAMS = Path(__file__).parent/"programs"
+CARTPOLE_CWM = Path(__file__).resolve().parents[1]/"data"/"programs"/"CartPole-v1.py"   # the shipped reference CWM
 QUICK_PLAN = ("--plan-preset", "quick", "--plan-episodes", "2")   # keeps the planning after each test search short
 
 def cli(*args, env=None, timeout=900):
     return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
-
-@pytest.fixture(scope="session")
-def model_cache(tmp_path_factory):
-    "One cache folder per test session for the assembled model file (the LLM response caches are per test)."
-    return tmp_path_factory.mktemp("cwm_nb_cache")
-
-@pytest.fixture
-def cache_env(tmp_path_factory, model_cache):
-    "A fresh LLM response cache (so model calls really happen) sharing the session's assembled model file."
-    d = tmp_path_factory.mktemp("llmcache")
-    return {**os.environ, "CWM_NB_CACHE": str(model_cache), "CWM_NB_LLM_CACHE": str(d/"llm_cache.sqlite")}
 
 def _tree_nodes(rd: Path):
     return json.loads((rd/"tree.json").read_text())
@@ -97,11 +86,11 @@ def test_killed_run_resumes_without_repeating_calls(tmp_path, cache_env):
     assert m["model_calls"] + m["cached_calls"] == m["llm_calls"]
 
 def test_eval_program_json_correct_and_wrong(tmp_path):
-    r = cli("eval-program", "--env", "CartPole-v1", PROGRAMS/"cartpole_correct.py", "--json")
+    r = cli("eval-program", "--env", "CartPole-v1", CARTPOLE_CWM, "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["accuracy"] == 1.0 and d["exact_replay"] == 1.0 and d["n_transitions"] > 0 and d["error"] is None
-    src = (PROGRAMS/"cartpole_correct.py").read_text()
+    src = CARTPOLE_CWM.read_text()
     wrong = src.replace("THETA_LIMIT = 12 * 2", "THETA_LIMIT = 15 * 2")  # a 15 degree termination threshold
     assert wrong != src
     (tmp_path/"cartpole_15deg.py").write_text(wrong)
@@ -113,7 +102,7 @@ def test_unknown_environment_is_a_clear_error(tmp_path):
     r = cli("run", "cwmb", "--env", "NoSuchEnv-v0", "--out", tmp_path)
     assert r.returncode == 2 and "NoSuchEnv-v0" in r.stderr and "What to do" in r.stderr
     assert "Traceback" not in r.stderr
-    r = cli("eval-program", "--env", "NoSuchEnv-v0", PROGRAMS/"cartpole_correct.py")
+    r = cli("eval-program", "--env", "NoSuchEnv-v0", CARTPOLE_CWM)
     assert r.returncode == 2 and "cwm-nb envs" in r.stderr
 
 def test_missing_program_file_is_a_clear_error(tmp_path):
@@ -149,7 +138,7 @@ def test_envs_lists_all_benchmark_environments():
     assert "Taxi-v4" in r.stdout and "Pusher-v5" in r.stdout and "CliffWalking-v1" in r.stdout
 
 def test_plan_json_line_with_the_keys_and_a_stored_copy(tmp_path):
-    r = cli("plan", "--env", "CartPole-v1", "--program", PROGRAMS/"cartpole_correct.py", "--episodes", 2,
+    r = cli("plan", "--env", "CartPole-v1", "--program", CARTPOLE_CWM, "--episodes", 2,
             "--preset", "quick", "--seed", 3, "--out", tmp_path, "--json")
     assert r.returncode == 0, r.stderr[-3000:]
     lines = r.stdout.strip().splitlines()
@@ -162,17 +151,17 @@ def test_plan_json_line_with_the_keys_and_a_stored_copy(tmp_path):
     assert abs(d["normalized_return"] - expect) < 1e-9
     stored = json.loads(Path(d["stored"]).read_text())
     assert stored["return_cwm"] == d["return_cwm"] and Path(d["stored"]).is_relative_to(tmp_path/"plan"/"CartPole-v1")
-    r = cli("plan", "--env", "CartPole-v1", "--program", PROGRAMS/"cartpole_correct.py", "--episodes", 0)
+    r = cli("plan", "--env", "CartPole-v1", "--program", CARTPOLE_CWM, "--episodes", 0)
     assert r.returncode == 2 and "--episodes" in r.stderr and "Traceback" not in r.stderr
 
 @pytest.mark.skipif(not (SHARED/"CartPole-v1.pkl").exists(), reason="the paper's buffers (../shared/data) are absent")
 def test_eval_program_on_the_papers_buffer():
-    r = cli("eval-program", "--env", "CartPole-v1", PROGRAMS/"cartpole_correct.py", "--buffer",
+    r = cli("eval-program", "--env", "CartPole-v1", CARTPOLE_CWM, "--buffer",
             SHARED/"CartPole-v1.pkl", "--json")
     assert r.returncode == 0, r.stderr[-3000:]
     d = json.loads(r.stdout)
     assert d["accuracy"] == 1.0 and d["n_transitions"] == 402
-    r = cli("eval-program", "--env", "Taxi-v3", PROGRAMS/"cartpole_correct.py", "--buffer", SHARED/"CartPole-v1.pkl")
+    r = cli("eval-program", "--env", "Taxi-v3", CARTPOLE_CWM, "--buffer", SHARED/"CartPole-v1.pkl")
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]   # another environment's buffer
 
 def test_collect_regenerates_the_shipped_buffer(tmp_path):
@@ -200,7 +189,7 @@ def test_every_environment_runs_end_to_end_and_a_crashing_program_scores_zero(tm
 def test_run_puts_the_normalized_return_in_metrics(tmp_path):
     from cwm_nb.experiments import plan_run, run_cwmb_search, write_metrics
     from cwm_nb.llm import ScriptedLLM
-    good = "```python\n" + (PROGRAMS/"cartpole_correct.py").read_text() + "\n```\n"
+    good = "```python\n" + CARTPOLE_CWM.read_text() + "\n```\n"
     out = run_cwmb_search(env="CartPole-v1", model="scripted", budget=1, out=tmp_path, llm=ScriptedLLM([good]),
                           plan_preset="quick", plan_episodes=2, progress=False)
     assert out.metrics["accuracy"] == 1.0

@@ -7,9 +7,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = str(Path(sys.executable).parent/"cwm-nb")
-PROGRAMS = Path(__file__).parent/"programs"
+CARTPOLE_CWM = Path(__file__).resolve().parents[1]/"data"/"programs"/"CartPole-v1.py"   # the shipped reference CWM
 
-GOOD = "```python\n" + (PROGRAMS/"cartpole_correct.py").read_text() + "\n```\n"
+GOOD = "```python\n" + CARTPOLE_CWM.read_text() + "\n```\n"
 CRASH = "```python\nclass Environment:\n    def __init__(self):\n        raise RuntimeError('no model here')\n```\n"
 # a runnable but poor Blackjack model: the state never changes, every step ends the game with reward 0
 STILL = ("```python\nclass Environment:\n    def __init__(self):\n        self.s = (0, 0, 0)\n"

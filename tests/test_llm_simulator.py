@@ -135,13 +135,8 @@ def test_program_resolution_reference_programs():
 
 # --- one real papermill run with the embedded model -----------------------------------------------------------
 
-@pytest.fixture(scope="session")
-def model_cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("cwm_nb_cache")
-
-
 @pytest.fixture
-def cache_env(tmp_path_factory, model_cache, monkeypatch):
+def cache_env(tmp_path_factory, model_cache, monkeypatch):   # conftest's, but set in this process's environment
     "A fresh LLM response cache and the session's model folder, in this process's environment (papermill's kernel inherits it)."
     d = tmp_path_factory.mktemp("llmcache")
     monkeypatch.setenv("CWM_NB_CACHE", str(model_cache))

@@ -18,6 +18,7 @@ from cwm_nb.paper_buffers import (ALLOWED_GLOBALS, PAPER_BUFFERS_ENV_VAR, load_p
 from cwm_nb.replay import ReplayBuffer, load_buffer
 
 PROGRAMS = Path(__file__).parent / "programs"
+CARTPOLE_CWM = Path(__file__).resolve().parents[1]/"data"/"programs"/"CartPole-v1.py"   # the shipped reference CWM
 
 # spec §2.1 "Buffer" column and §2.3: transitions / episodes per file, plus what our labelling rule gives
 # (terminated, truncated, episodes ended by the collector without done) and the observation layout.
@@ -280,7 +281,7 @@ def sandbox():
 
 
 def test_correct_cartpole_program_is_perfect_on_the_papers_buffer_and_ours(paper_dir, sandbox):
-    src = (PROGRAMS / "cartpole_correct.py").read_text()
+    src = CARTPOLE_CWM.read_text()
     paper = load_paper_buffer(_file(paper_dir, "CartPole-v1"))
     ours = load_buffer("CartPole-v1")
     for buf in (paper, ours):

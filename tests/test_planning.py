@@ -14,7 +14,8 @@ from cwm_nb.planning import (CEMConfig, MCTSConfig, baseline_episodes, evaluate_
 from cwm_nb.sandbox import SandboxLimits
 
 PROGRAMS = Path(__file__).parent/"programs"
-CARTPOLE = (PROGRAMS/"cartpole_correct.py").read_text()
+CARTPOLE_CWM = Path(__file__).resolve().parents[1]/"data"/"programs"/"CartPole-v1.py"   # the shipped reference CWM
+CARTPOLE = CARTPOLE_CWM.read_text()
 CARTPOLE_SWAPPED = CARTPOLE.replace("force = FORCE_MAG if action == 1 else -FORCE_MAG",
                                     "force = FORCE_MAG if action == 0 else -FORCE_MAG")
 assert CARTPOLE_SWAPPED != CARTPOLE
