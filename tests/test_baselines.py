@@ -200,7 +200,7 @@ def test_zero_shot_cot_takes_the_longest_code_block():
     text = "```python\nx = 1\n```\nand the program:\n```python\n" + CORRECT + "\n```\n"
     llm = ScriptedLLM([text])
     res = ZeroShotCoT(llm, fake_evaluate, "d", progress=False).run(1)
-    assert res.best_program.strip() == CORRECT[CORRECT.index("import math"):].strip()   # the leading docstring is prose to extract_code
+    assert res.best_program.strip() == CORRECT.strip()   # the program's module docstring is kept with it
 
 
 # ---------------------------------------------------------------------------------------------------------------
