@@ -436,6 +436,21 @@ def _fmt_cell(v, count: bool = False) -> str:
     if isinstance(v, numbers.Number) and not isinstance(v, bool): return f"{v:.0f}" if count else f"{v:.2f}"
     return str(v)
 
+def _md_text(v) -> str:
+    "Text for a Markdown table cell or paragraph: one line, pipes escaped."
+    return " ".join(str(v).split()).replace("|", "\\|")
+
+def _markdown(d: "pd.DataFrame") -> str:
+    "`d` (cells already text) as a GitHub Markdown table; multi-level names joined with ' / ', empty levels left out."
+    def name(c):
+        parts = c if isinstance(c, tuple) else (c,)
+        return " / ".join(str(p) for p in parts if p is not None and str(p).strip() and str(p) != "nan")
+    flat = d.copy()
+    flat.columns = [_md_text(name(c)) for c in flat.columns]
+    flat.index = flat.index.set_names([_md_text(n) if n is not None else "" for n in flat.index.names])
+    flat = flat.reset_index().map(_md_text)
+    return flat.to_markdown(index=False, tablefmt="github", disable_numparse=True)
+
 def write_table(
     df: "pd.DataFrame",     # the table
     stem: str | Path,       # output path without suffix
@@ -456,12 +471,7 @@ def write_table(
         d.isetitem(i, [_fmt_cell(v, count) for v in d.iloc[:, i]])
     tex = d.to_latex(escape=True, multicolumn=True, multirow=True, caption=_latex_escape(caption) or None,
                      label=f"tab:{stem.name}")
-    flat = d.copy()
-    flat.columns = [" / ".join(map(str, c)) if isinstance(c, tuple) else str(c) for c in flat.columns]
-    names = [str(n) for n in (flat.index.names if any(n is not None for n in flat.index.names) else [""])]
-    flat.index = flat.index.set_names(names)
-    md = flat.reset_index().to_markdown(index=False, tablefmt="github", disable_numparse=True)
-    md = (f"*{caption}*\n\n" if caption else "") + md + "\n"
+    md = (_md_text(caption) + "\n\n" if caption else "") + _markdown(d) + "\n"
     return [csv, atomic_write_text(stem.with_suffix(".tex"), tex.replace("±", r"$\pm$")),
             atomic_write_text(stem.with_suffix(".md"), md)]
 
@@ -474,7 +484,7 @@ def styled(t: Table):
     return t.df.style.format({c: fmt_col(c) for c in t.df.columns}).set_caption(t.caption).set_table_styles(
         [dict(selector="caption", props="caption-side: top; text-align: left; font-style: italic;")])
 
-# %% ../nbs/14_figures.ipynb #ddf45a80
+# %% ../nbs/14_figures.ipynb #1fbbbb32
 TABLES = {"t2_cwmb_main": table_main, "t3_rtfm": table_rtfm, "t6_ablation": table_ablation,
           "t7_action_stats": table_action_stats, "t10_t11_per_env": table_per_env, "t12_raw_returns": table_returns}
 
@@ -502,7 +512,7 @@ def make_all(
                                                 files={k: [str(p) for p in v] for k, v in written.items()}))
     return written
 
-# %% ../nbs/14_figures.ipynb #9e1e2596
+# %% ../nbs/14_figures.ipynb #1a8517f9
 def _cmd_figures(a) -> int:
     from cwm_nb.experiments import run_notebook
     res = Path(a.results)

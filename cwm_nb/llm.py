@@ -332,7 +332,9 @@ class EmbeddedServer:
                  alias: str = EMBEDDED_ALIAS,           # model name the server answers to
                 ):
         self.model_path = Path(model_path) if model_path else None
-        self.n_threads = embedded_threads() if n_threads is None else int(n_threads)
+        self.n_threads = embedded_threads() if n_threads is None else n_threads
+        if not isinstance(self.n_threads, int) or self.n_threads < 1:
+            raise ValueError(f"n_threads must be a positive integer, got {n_threads!r}")
         self.n_ctx, self.host, self.port, self.requested_port = n_ctx, host, port, port
         self.startup_timeout_s, self.alias = startup_timeout_s, alias
         self.proc: subprocess.Popen | None = None

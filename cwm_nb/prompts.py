@@ -241,13 +241,25 @@ def prefill_opens_code(messages: list[dict]) -> bool:
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+#.-]*)[^\n`]*")
 _PY_LABELS = {"", "python", "py", "python3", "py3"}
 _CODE_START = re.compile(
-    r"^[ \t]*(?:import\s|from\s+[\w.]+\s+import\b|class\s|def\s|async\s+def\s|@\w|#|[rRuU]?(?:\"\"\"|\'\'\')"
+    r"^[ \t]*(?:import\s|from\s+[\w.]+\s+import\b|class\s|def\s|async\s+def\s|@\w|#"
     r"|[A-Za-z_][\w.]*(?:\[[^\]]*\])?(?:\s*,\s*[A-Za-z_][\w.]*)*\s*(?::[^=\n]+)?(?:[-+*/%|&^]|//|\*\*)?=(?!=))")
 _STRICT_START = re.compile(r"^(?:import\s|from\s+[\w.]+\s+import\b|class\s|def\s|async\s+def\s|@\w)")
+
+_DOCSTRING_START = re.compile(r"^[rRuU]?(?:\"\"\"|\'\'\')")
+
+def _docstring_then_code(text: str) -> bool:
+    "True if `text` parses as Python whose statements are not just one string (a module docstring and a program)."
+    import ast
+    if len(text) > 200_000: return False
+    try: body = ast.parse(text).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError): return False
+    return any(not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant) and isinstance(b.value.value, str))
+               for b in body)
 
 def _trim(piece: str, start: re.Pattern) -> str:
     lines = piece.split("\n")
     for i, l in enumerate(lines):
+        if _DOCSTRING_START.match(l) and _docstring_then_code("\n".join(lines[i:])): return "\n".join(lines[i:]).rstrip()
         if start.match(l): return "\n".join(lines[i:]).rstrip()
     return ""
 

@@ -11,8 +11,8 @@ from .core import CwmNbError, atomic_write_bytes
 
 # %% auto #0
 __all__ = ['INDEX_NAME', 'INDEX_COLUMNS', 'ENV_GROUPS', 'EXECUTORS', 'find_run_dirs', 'index_row', 'build_index', 'write_index',
-           'load_index', 'expand_envs', 'Job', 'plan_sweep', 'job_state', 'run_job', 'make_pool', 'SweepSummary',
-           'run_sweep', 'add_cli']
+           'load_index', 'expand_envs', 'Job', 'plan_sweep', 'job_state', 'job_threads', 'run_job', 'make_pool',
+           'SweepSummary', 'run_sweep', 'add_cli']
 
 # %% ../nbs/13a_sweeps.ipynb #91278d3f
 INDEX_NAME = "index.parquet"
@@ -293,10 +293,30 @@ def _tail(path: Path, n: int = 20) -> str:
     try: return "\n".join(Path(path).read_text(errors="replace").splitlines()[-n:])
     except OSError: return ""
 
-def run_job(argv: list[str], log: str, env: dict | None = None) -> dict:
+def _cpus() -> int:
+    "CPUs this process may run on (its affinity mask: a container's or a SLURM allocation's share, not the machine's)."
+    try: return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError): return os.cpu_count() or 1
+
+def job_threads(
+    jobs_here: int | None = None,  # jobs sharing this machine's CPUs; None: a Dask worker's thread count, else 1
+) -> int:
+    "CPU threads for one job's embedded model server on the machine that runs the job: CPUs ÷ jobs here, at least 1."
+    if jobs_here is None:
+        try:
+            from distributed import get_worker
+            w = get_worker()
+            jobs_here = getattr(getattr(w, "state", None), "nthreads", None) or w.nthreads
+        except Exception: jobs_here = 1   # not on a Dask worker: a job of its own (SLURM) or one process
+    return max(1, _cpus() // max(1, int(jobs_here)))
+
+def run_job(argv: list[str], log: str, env: dict | None = None, jobs_here: int | None = None) -> dict:
     """Run `cwm-nb <argv>` with this machine's Python, output to `log`. Returns `{"returncode", "tail", "log", "wall_s",
-    "host"}` (`tail`: the last 20 lines of the log). Blocks until the job ends."""
+    "host"}` (`tail`: the last 20 lines of the log). Blocks until the job ends. Unless `CWM_NB_THREADS` is set (in
+    `env` or here), the job gets `job_threads(jobs_here)` threads for its embedded model."""
     import platform, subprocess
+    env = {**os.environ, **(env or {})}
+    if not env.get("CWM_NB_THREADS", "").strip(): env["CWM_NB_THREADS"] = str(job_threads(jobs_here))
     log = Path(log); log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with open(log, "ab") as f:
@@ -305,7 +325,7 @@ def run_job(argv: list[str], log: str, env: dict | None = None) -> dict:
             if _STOPPING.is_set(): return dict(returncode=-1, tail="not started: the sweep is stopping", log=str(log),
                                                wall_s=0.0, host=platform.node())
             p = subprocess.Popen([sys.executable, "-c", _JOB_MAIN, *argv], stdout=f, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})},
+                                 stdin=subprocess.DEVNULL, env=env,
                                  preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
             _LIVE.add(p)
         try: rc = p.wait()
@@ -328,12 +348,9 @@ def _stop_live(grace: float = 10.0):
             except OSError: pass
 
 # %% ../nbs/13a_sweeps.ipynb #6c067a36
-def _env_vars(workers: int | None = None) -> dict:
-    """The sweep's `CWM_NB_*` variables (caches), passed to every job wherever it runs. `workers`: jobs sharing this
-    machine's cores; each then gets `CWM_NB_THREADS` = cores ÷ workers (at least 1) unless the variable is set."""
-    env = {k: v for k, v in os.environ.items() if k.startswith("CWM_NB_")}
-    if workers and not env.get("CWM_NB_THREADS"): env["CWM_NB_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
-    return env
+def _env_vars() -> dict:
+    "The sweep's `CWM_NB_*` variables (caches, threads), passed to every job wherever it runs; blank ones are left out."
+    return {k: v for k, v in os.environ.items() if k.startswith("CWM_NB_") and v.strip()}
 
 class _LocalPool:
     "Threads in this process, each running one job process at a time."
@@ -343,7 +360,7 @@ class _LocalPool:
         self.slots = workers
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cwm-nb-job")
         self.describe = f"the local executor with {workers} worker{'s' * (workers != 1)}"
-    def submit(self, job: Job): return self.pool.submit(run_job, job.argv(), str(job.log), _env_vars(self.slots))
+    def submit(self, job: Job): return self.pool.submit(run_job, job.argv(), str(job.log), _env_vars(), self.slots)
     def abort(self, handles): _stop_live(); self.pool.shutdown(wait=True, cancel_futures=True)
     def close(self): self.pool.shutdown(wait=True)
 
@@ -374,8 +391,8 @@ class _DaskPool:
             self.slots = workers
             self.describe = f"a local Dask cluster of {workers} worker process{'es' * (workers != 1)} ({self.cluster.scheduler_address})"
     def submit(self, job: Job):
-        local = self.cluster is not None   # the jobs share this machine's cores
-        return self.client.submit(run_job, job.argv(), str(job.log), _env_vars(self.slots if local else None), pure=False,
+        here = self.slots if self.cluster is not None else None   # a local cluster's workers share this machine
+        return self.client.submit(run_job, job.argv(), str(job.log), _env_vars(), here, pure=False,
                                   key=f"cwm-nb-{job.suite}-{job.env}-{job.method}-{job.model}-b{job.budget}-s{job.seed}-{os.urandom(3).hex()}")
     def abort(self, handles):
         try: self.client.cancel(list(handles))
@@ -403,8 +420,8 @@ class _SubmititPool:
                          f"submitit's {self.cluster} executor ({workers} jobs at a time): no SLURM on this machine, "
                          "so the jobs run as local processes")
     def submit(self, job: Job):
-        local = self.cluster != "slurm"    # submitit's local fallback: the jobs share this machine's cores
-        return self.ex.submit(run_job, job.argv(), str(job.log), _env_vars(self.slots if local else None))
+        here = self.slots if self.cluster != "slurm" else None    # submitit's local fallback shares this machine
+        return self.ex.submit(run_job, job.argv(), str(job.log), _env_vars(), here)
     def abort(self, handles):
         for h in handles:
             try: h.cancel(check=False)
@@ -413,13 +430,14 @@ class _SubmititPool:
     def close(self): pass
 
 def make_pool(executor: str, workers: int | None, scheduler: str = "", out: Path | None = None,
-              slurm_partition: str = "", slurm_time: int = 720):
+              slurm_partition: str = "", slurm_time: int = 720, jobs: int | None = None):
     "The executor object for `executor` (`EXECUTORS`). Raises `CwmNbError` for an unknown name or an unreachable scheduler."
     if executor not in EXECUTORS: raise CwmNbError(f"unknown executor {executor!r}", f"use one of: {', '.join(EXECUTORS)}")
     if workers is not None and workers < 1: raise CwmNbError(f"--workers must be at least 1, got {workers}", "pass 1 or more")
     if scheduler and executor != "dask":
         raise CwmNbError(f"--scheduler is for the dask executor, not {executor!r}", "add --executor dask, or drop --scheduler")
-    n = workers or os.cpu_count() or 1
+    n = workers or _cpus()
+    if jobs is not None: n = max(1, min(n, jobs))   # no more workers than jobs to run
     if executor == "local": return _LocalPool(n)
     if executor == "dask": return _DaskPool(workers if scheduler else n, scheduler)
     return _SubmititPool(n, Path(out or ".")/".submitit", slurm_partition, slurm_time)
@@ -466,7 +484,9 @@ def run_sweep(
     states = {j: job_state(j) for j in jobs}
     s = SweepSummary(total=len(jobs), skipped=[j for j in jobs if states[j] == "skip"])
     todo = deque(j for j in jobs if states[j] != "skip")
-    pool = make_pool(executor, workers, scheduler, out, slurm_partition, slurm_time)   # may raise: nothing started yet
+    from cwm_nb.llm import embedded_threads
+    embedded_threads()   # a set CWM_NB_THREADS that is not a positive integer: an error now, not in every job
+    pool = make_pool(executor, workers, scheduler, out, slurm_partition, slurm_time, len(todo))   # may raise: nothing started yet
     out.mkdir(parents=True, exist_ok=True)
     s.executor = pool.describe
     print(f"sweep: {len(jobs)} runs ({len(s.skipped)} complete and skipped, "
