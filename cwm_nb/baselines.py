@@ -4,12 +4,12 @@
 
 # %% ../nbs/09_baselines.ipynb #2679fd79
 from __future__ import annotations
-import hashlib, json, math, time
-from dataclasses import dataclass, field, asdict, fields
+import hashlib, json, math
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
 import numpy as np
-from .core import CwmNbError, to_plain, atomic_write_json, make_rng
+from .core import CwmNbError, to_plain
 from .prompts import (SYSTEM_PROMPT, CWM_CONTRACT, PROGRAM_START, generate_messages, improve_messages,
                             fix_messages, extract_code, parse_answer, prefill_opens_code)
 from . import gif_mcts
@@ -86,43 +86,21 @@ class ProgramNode:
 CHECKPOINT_FORMAT = "cwm-nb/program-search-checkpoint/1"
 
 # %% ../nbs/09_baselines.ipynb #199c64b2
-class ProgramSearch:
-    "The loop shared by the baselines: one LLM call per step, sandbox scoring, accounting, checkpoint and resume."
+class ProgramSearch(gif_mcts.SearchLoop):
+    """The baselines' search state: a flat list of programs (`ProgramNode`), each made by one LLM call from the
+    root or from an earlier program. The call loop, accounting, checkpoint and resume are `gif_mcts.SearchLoop`'s,
+    the same code as GIF-MCTS's; a subclass decides in `plan` which node to extend with which prompt and, in
+    `new_node` and `update`, what to record and learn from the result."""
     method = "program-search"       # method name (in checkpoints, the tree, the random stream)
-    label = "search"                # progress bar label
+    label = "search"                # name in the progress bar and in error messages
+    checkpoint_format = CHECKPOINT_FORMAT
 
-    def __init__(self,
-                 llm: Any,                              # object with .complete(messages, seed=, draw=, ...) -> .text, token counts
-                 evaluate: Callable[[str], Any],        # program source -> evaluation (accuracy, bug, error, failures, perfect)
-                 description: str,                      # the environment's description for the prompts
-                 config: Any,                           # the method's config dataclass
-                 seed: int = 0,                         # seed of the search's choices and of the LLM sampling
-                 checkpoint: str | Path | None = None,  # JSON file written after every call; resumed if present
-                 progress: bool = True,                 # show a tqdm progress bar
-                ):
-        self.llm, self.evaluate, self.description, self.config = llm, evaluate, description, config
-        self.seed, self.progress = int(seed), progress
-        self.checkpoint = Path(checkpoint) if checkpoint is not None else None
-        self.contract = config.contract or CWM_CONTRACT
-        cot = getattr(config, "cot", None)
-        self.cot = gif_mcts._default_cot(llm) if cot is None else bool(cot)
-        self.nodes: list[ProgramNode] = [ProgramNode(0, None, "root", "root")]
-        self.rng = make_rng(self.seed, self.method)
-        self.best_program: str | None = None; self.best_value = 0.0; self.best_node: int | None = None
-        self.value_per_call: list[float] = []; self.best_value_per_call: list[float] = []
-        self.calls = self.cached_calls = self.prompt_tokens = self.completion_tokens = 0
-        self.stop_reason: str | None = None
-        self.timing = dict(llm_s=0.0, evaluate_s=0.0, search_s=0.0, checkpoint_s=0.0)
-        if self.checkpoint is not None and self.checkpoint.exists(): self.load(self.checkpoint)
+    def _init_search(self): self.nodes: list[ProgramNode] = [ProgramNode(0, None, "root", "root")]
 
     # -- what subclasses decide ------------------------------------------------------------------------------
     def plan(self) -> tuple[int, str, list[dict]]:
         "The next call: (id of the node to extend, action type, messages). May draw from `self.rng`."
         raise NotImplementedError
-
-    def parse(self, t: str, text: str) -> tuple[str | None, str | None]:
-        "(critique, program) of a completion of a type-`t` prompt."
-        return (None, extract_code(text)) if t == "generate" else parse_answer(text)
 
     def new_node(self, node: ProgramNode):
         "Set method-specific fields of a new node."
@@ -130,37 +108,14 @@ class ProgramSearch:
     def update(self, parent: ProgramNode, child: ProgramNode):
         "Learn from `child`, just made from `parent`."
 
-    def stops(self, child: ProgramNode) -> bool:
-        "Whether `child` ends the search (default: it is perfect)."
-        return child.perfect
-
     # -- one call ---------------------------------------------------------------------------------------------
-    def step(self) -> ProgramNode:
-        "Make one LLM call, score its program, record it; returns the new node."
-        cfg, t0 = self.config, time.perf_counter()
-        rng_state = self.rng.bit_generator.state
-        try:
-            pid, t, msgs = self.plan()
-            stop = ["```"] if getattr(cfg, "stop_at_fence", False) and prefill_opens_code(msgs) else None
-            n = self.calls + 1
-            t1 = time.perf_counter()
-            comp = self.llm.complete(msgs, seed=self.seed, draw=n, max_tokens=cfg.max_tokens,
-                                     temperature=cfg.temperature, top_p=cfg.top_p, stop=stop)
-            t2 = time.perf_counter()
-            critique, program = self.parse(t, comp.text)
-            program = program or ""
-            t3 = time.perf_counter()
-            evaluation = self.evaluate(program)
-            t4 = time.perf_counter()
-        except BaseException:
-            self.rng.bit_generator.state = rng_state   # an interrupted call leaves no trace
-            raise
-        s = evaluation_summary(evaluation)
-        tok = (int(getattr(comp, "prompt_tokens", 0) or 0), int(getattr(comp, "completion_tokens", 0) or 0))
+    def add_child(self, pid: int, t: str, program: str, s: dict, critique: str | None, call: int,
+                  tok: tuple[int, int]) -> ProgramNode:
+        "Record the scored program of call `call`, made from node `pid` by a type-`t` prompt (a program that raised scores 0)."
         parent = self.nodes[pid]
         k = 1 + sum(self.nodes[c].action_type == t for c in parent.children)
         bug = bool(s["bug"])
-        child = ProgramNode(len(self.nodes), pid, f"{t[0]}{k}", t, depth=parent.depth + 1, call=n, program=program,
+        child = ProgramNode(len(self.nodes), pid, f"{t[0]}{k}", t, depth=parent.depth + 1, call=call, program=program,
                             score=0.0 if bug else float(s["accuracy"]), raised=bug,
                             perfect=bool(s["perfect"]) and not bug, error=s["error"], failure=s["failure"],
                             evaluation=s["evaluation"], critique=critique, prompt_tokens=tok[0],
@@ -168,40 +123,7 @@ class ProgramSearch:
         self.new_node(child)
         self.nodes.append(child); parent.children.append(child.id); parent.refined += 1
         self.update(parent, child)
-        self.calls = n
-        self.cached_calls += int(bool(getattr(comp, "cached", False)))
-        self.prompt_tokens += tok[0]; self.completion_tokens += tok[1]
-        if self.best_program is None or child.score > self.best_value:   # strict >: the earliest best wins ties
-            self.best_program, self.best_value, self.best_node = program, child.score, child.id
-        self.value_per_call.append(child.score); self.best_value_per_call.append(self.best_value)
-        if self.stops(child): self.stop_reason = "perfect"
-        t5 = time.perf_counter()
-        self.timing["llm_s"] += t2 - t1; self.timing["evaluate_s"] += t4 - t3
-        self.timing["search_s"] += (t1 - t0) + (t3 - t2) + (t5 - t4)
-        if self.checkpoint is not None:
-            self.save(self.checkpoint)
-            self.timing["checkpoint_s"] += time.perf_counter() - t5
         return child
-
-    def run(self,
-            budget: int,  # total LLM calls the search may have made when it returns (a resumed search counts its earlier calls)
-           ) -> SearchResult:
-        "Search until `budget` LLM calls in total or a perfect program. Raises `CwmNbError` for a negative budget."
-        from tqdm import tqdm  # the text bar: tqdm.auto would need ipywidgets inside notebooks
-        if budget < 0: raise CwmNbError(f"budget must be >= 0, got {budget}", "pass the number of LLM calls to spend")
-        if self.stop_reason == "budget": self.stop_reason = None
-        bar = tqdm(total=budget, initial=min(self.calls, budget), desc=self.label, unit="call",
-                   disable=not self.progress, leave=False)
-        try:
-            while self.calls < budget and self.stop_reason is None:
-                self.step()
-                bar.update(1)
-                bar.set_postfix(best=f"{self.best_value:.3f}", tokens=self.prompt_tokens + self.completion_tokens)
-        finally:
-            bar.close()
-        if self.stop_reason is None: self.stop_reason = "budget"
-        if self.checkpoint is not None: self.save(self.checkpoint)
-        return self.result()
 
     # -- results ----------------------------------------------------------------------------------------------
     def export_tree(self) -> dict:
@@ -226,59 +148,13 @@ class ProgramSearch:
         out["stats"] = action_stats(out)
         return to_plain(out)
 
-    def result(self) -> SearchResult:
-        "The search's current result."
-        tree = self.export_tree()
-        return SearchResult(self.best_program, self.best_value, list(self.best_value_per_call), self.calls,
-                            self.prompt_tokens, self.completion_tokens, tree, list(self.value_per_call),
-                            tree["stats"], self.stop_reason or "", self.best_node, self.cached_calls, dict(self.timing))
-
     # -- checkpoint -------------------------------------------------------------------------------------------
-    def _identity(self) -> dict:
-        return dict(method=self.method, config=to_plain(asdict(self.config)), seed=self.seed,
-                    description_sha256=hashlib.sha256(self.description.encode()).hexdigest())
+    def _identity(self) -> dict: return dict(method=self.method, **super()._identity())
 
-    def _raw_state(self) -> dict:
-        return dict(format=CHECKPOINT_FORMAT, **self._identity(), cot=self.cot,
-                    nodes=[{f.name: getattr(n, f.name) for f in fields(ProgramNode)} for n in self.nodes],
-                    rng=self.rng.bit_generator.state, best_program=self.best_program, best_value=self.best_value,
-                    best_node=self.best_node, value_per_call=self.value_per_call,
-                    best_value_per_call=self.best_value_per_call, calls=self.calls, cached_calls=self.cached_calls,
-                    prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
-                    stop_reason=self.stop_reason, timing=self.timing)
+    def _search_state(self) -> dict:
+        return dict(nodes=[{f.name: getattr(n, f.name) for f in fields(ProgramNode)} for n in self.nodes])
 
-    def state_dict(self) -> dict:
-        "The whole search state as plain data (what the checkpoint holds; a copy)."
-        return to_plain(self._raw_state())
-
-    def save(self, path: str | Path) -> Path:
-        "Write the state to `path` atomically (JSON)."
-        return atomic_write_json(path, self._raw_state(), indent=None)
-
-    def load(self, path: str | Path):
-        "Restore the state written by `save`. Raises `CwmNbError` for an unreadable file or a checkpoint of another search."
-        path = Path(path)
-        try: d = json.loads(path.read_text())
-        except (OSError, ValueError) as e:
-            raise CwmNbError(f"cannot read the {self.method} checkpoint {path}: {e}", "delete the file to start the search afresh")
-        if not isinstance(d, dict) or d.get("format") != CHECKPOINT_FORMAT:
-            fmt = d.get("format") if isinstance(d, dict) else None
-            raise CwmNbError(f"{path} is not a {self.method} checkpoint (format {fmt!r})",
-                             "point `checkpoint` at a file this method wrote, or delete it")
-        mine = self._identity()
-        diff = [k for k in mine if d.get(k) != mine[k]]
-        diff += [f"config.{k}" for k in mine["config"]
-                 if "config" in diff and isinstance(d.get("config"), dict) and d["config"].get(k) != mine["config"][k]]
-        if diff:
-            raise CwmNbError(f"the checkpoint {path} was written by a different search ({', '.join(diff)} differ)",
-                             "resume with the same method, config, seed and description, or delete the checkpoint")
-        self.nodes = [ProgramNode(**n) for n in d["nodes"]]
-        self.rng.bit_generator.state = d["rng"]
-        self.cot = d["cot"]
-        for k in ("best_program", "best_value", "best_node", "value_per_call", "best_value_per_call", "calls",
-                  "cached_calls", "prompt_tokens", "completion_tokens", "stop_reason"):
-            setattr(self, k, d[k])
-        self.timing.update(d.get("timing") or {})
+    def _restore_search(self, d: dict): self.nodes = [ProgramNode(**n) for n in d["nodes"]]
 
 # %% ../nbs/09_baselines.ipynb #4abf1ae5
 SELECT_RULES = ("thompson", "sequential")

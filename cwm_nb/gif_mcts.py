@@ -16,8 +16,8 @@ from .prompts import (generate_messages, improve_messages, fix_messages, extract
 
 # %% auto #0
 __all__ = ['ACTION_TYPES', 'CHECKPOINT_FORMAT', 'GIFMCTSConfig', 'node_state', 'LinearValueModel', 'uct_visited', 'uct_new',
-           'Node', 'SearchTree', 'evaluation_summary', 'SearchResult', 'GIFMCTS', 'best_path', 'action_stats',
-           'tree_layout', 'tree_to_networkx', 'plot_tree', 'plot_best_value']
+           'Node', 'SearchTree', 'evaluation_summary', 'SearchResult', 'SearchLoop', 'GIFMCTS', 'best_path',
+           'action_stats', 'tree_layout', 'tree_to_networkx', 'plot_tree', 'plot_best_value']
 
 # %% ../nbs/08_gif_mcts.ipynb #cfe0d702
 ACTION_TYPES = ("generate", "improve", "fix")
@@ -401,27 +401,34 @@ class SearchResult:
     def to_dict(self) -> dict: return to_plain(asdict(self))
 
 # %% ../nbs/08_gif_mcts.ipynb #22c26599
-CHECKPOINT_FORMAT = "cwm-nb/gif-mcts-checkpoint/1"
+class SearchLoop:
+    """What every program search in cwm-nb shares (GIF-MCTS here, WorldCoder and zero-shot CoT in 09_baselines):
+    one LLM call per step, the program extracted and scored by `evaluate` (the sandbox), the accounting per call
+    (calls, cached calls, tokens, score and best score after each call, wall time split), an atomic JSON
+    checkpoint after every call, resume, and a tqdm bar. A subclass says which prompt comes next (`plan`), how
+    its answer becomes a node (`add_child`), when the search stops early (`stops`), and how its own state is
+    saved (`_search_state`, `_restore_search`) and exported (`export_tree`)."""
+    method = "search"                  # method name: the random stream's key, the tree's and the checkpoint's identity
+    label = "search"                   # name in the progress bar and in error messages
+    checkpoint_format = "cwm-nb/search-checkpoint/1"
 
-class GIFMCTS:
-    "GIF-MCTS search (spec §4): `GIFMCTS(llm, evaluate, description, ...).run(budget) -> SearchResult`."
     def __init__(self,
                  llm: Any,                              # object with .complete(messages, seed=, draw=, ...) -> .text, token counts
                  evaluate: Callable[[str], Any],        # program source -> evaluation (accuracy, bug, error, failures, perfect)
                  description: str,                      # the environment's description for the prompts
-                 config: GIFMCTSConfig | None = None,   # hyperparameters (paper defaults)
-                 seed: int = 0,                         # seed of tie-breaking and of the LLM sampling
-                 checkpoint: str | Path | None = None,  # JSON file written after every simulation; resumed if present
+                 config: Any,                           # the method's config dataclass (max_tokens, temperature, top_p, contract, cot)
+                 seed: int = 0,                         # seed of the search's random choices and of the LLM sampling
+                 checkpoint: str | Path | None = None,  # JSON file written after every call; resumed if present
                  progress: bool = True,                 # show a tqdm progress bar
                 ):
-        self.llm, self.evaluate, self.description = llm, evaluate, description
-        self.config = config or GIFMCTSConfig()
+        self.llm, self.evaluate, self.description, self.config = llm, evaluate, description, config
         self.seed, self.progress = int(seed), progress
         self.checkpoint = Path(checkpoint) if checkpoint is not None else None
-        self.cot = _default_cot(llm) if self.config.cot is None else bool(self.config.cot)
-        self.contract = self.config.contract or CWM_CONTRACT
-        self.tree = SearchTree(self.config)
-        self.rng = make_rng(self.seed, "gif-mcts")
+        cot = getattr(config, "cot", None)
+        self.cot = _default_cot(llm) if cot is None else bool(cot)
+        self.contract = getattr(config, "contract", None) or CWM_CONTRACT
+        self._init_search()
+        self.rng = make_rng(self.seed, self.method)
         self.best_program: str | None = None; self.best_value = 0.0; self.best_node: int | None = None
         self.value_per_call: list[float] = []; self.best_value_per_call: list[float] = []
         self.calls = self.cached_calls = self.prompt_tokens = self.completion_tokens = 0
@@ -429,52 +436,73 @@ class GIFMCTS:
         self.timing = dict(llm_s=0.0, evaluate_s=0.0, search_s=0.0, checkpoint_s=0.0)
         if self.checkpoint is not None and self.checkpoint.exists(): self.load(self.checkpoint)
 
-    # -- one simulation -------------------------------------------------------------------------------------
-    def messages(self, node: Node, t: str) -> list[dict]:
-        "The prompt of action type `t` taken at `node`."
-        if t == "generate":
-            start = PROGRAM_START if not self.cot and self.config.contract is None else ""
-            return generate_messages(self.description, node.code, contract=self.contract, start=start)
-        if t == "improve": return improve_messages(self.description, node.program, node.failure, cot=self.cot,
-                                                   contract=self.contract)
-        return fix_messages(self.description, node.program, node.error or "", cot=self.cot, contract=self.contract)
+    # -- what a method decides --------------------------------------------------------------------------------
+    def _init_search(self):
+        "Create the method's empty search state (a tree, a list of programs)."
+        raise NotImplementedError
 
-    def simulate(self) -> Node | None:
-        "Run one simulation (one LLM call); returns the new node, or None when nothing is left to try."
+    def plan(self) -> tuple[Any, str, list[dict]] | None:
+        "The next call: (where, action type, messages), `where` being what `add_child` needs; None when nothing is left. May draw from `self.rng`."
+        raise NotImplementedError
+
+    def parse(self, t: str, text: str) -> tuple[str | None, str | None]:
+        "(critique, program) of a completion of a type-`t` prompt: a generate answer is code, an improve or fix answer may reason first."
+        return (None, extract_code(text)) if t == "generate" else parse_answer(text)
+
+    def add_child(self, where: Any, t: str, program: str, summary: dict, critique: str | None, call: int,
+                  tokens: tuple[int, int]) -> Any:
+        "Fold the scored program of call `call` into the search state; returns the new node (with `.id` and `.score`)."
+        raise NotImplementedError
+
+    def stops(self, child: Any) -> bool:
+        "Whether `child` (already counted in the best-so-far) ends the search early."
+        return bool(child.perfect)
+
+    def _search_state(self) -> dict:
+        "The method's own state as checkpoint entries (e.g. `{'tree': ...}`)."
+        raise NotImplementedError
+
+    def _restore_search(self, d: dict):
+        "Restore the method's own state from a checkpoint `d` (the inverse of `_search_state`)."
+        raise NotImplementedError
+
+    def export_tree(self) -> dict:
+        "The search as JSON-safe data in the tree.json layout."
+        raise NotImplementedError
+
+    # -- one call ---------------------------------------------------------------------------------------------
+    def step(self) -> Any | None:
+        "Make one LLM call, score its program, record it; returns the new node, or None (stop_reason 'exhausted') when `plan` has nothing left."
         cfg, t0 = self.config, time.perf_counter()
         rng_state = self.rng.bit_generator.state
         try:
-            sel = self.tree.select(self.rng)
-            if sel is None:
+            planned = self.plan()
+            if planned is None:
                 self.stop_reason = "exhausted"; return None
-            path, action, _ = sel
-            node, t = self.tree.nodes[path[-1]], _LETTER[action[0]]
-            msgs = self.messages(node, t)
-            stop = ["```"] if cfg.stop_at_fence and prefill_opens_code(msgs) else None
+            where, t, msgs = planned
+            stop = ["```"] if getattr(cfg, "stop_at_fence", False) and prefill_opens_code(msgs) else None
             n = self.calls + 1
             t1 = time.perf_counter()
             comp = self.llm.complete(msgs, seed=self.seed, draw=n, max_tokens=cfg.max_tokens,
                                      temperature=cfg.temperature, top_p=cfg.top_p, stop=stop)
             t2 = time.perf_counter()
-            critique, program = (None, extract_code(comp.text)) if t == "generate" else parse_answer(comp.text)
+            critique, program = self.parse(t, comp.text)
             program = program or ""
             t3 = time.perf_counter()
             evaluation = self.evaluate(program)
             t4 = time.perf_counter()
         except BaseException:
-            self.rng.bit_generator.state = rng_state   # an interrupted simulation leaves no trace
+            self.rng.bit_generator.state = rng_state   # an interrupted call leaves no trace
             raise
-        summary = evaluation_summary(evaluation)
         tok = (int(getattr(comp, "prompt_tokens", 0) or 0), int(getattr(comp, "completion_tokens", 0) or 0))
-        child = self.tree.expand(path, action, program, summary, critique=critique, call=n, tokens=tok)
+        child = self.add_child(where, t, program, evaluation_summary(evaluation), critique, n, tok)
         self.calls = n
         self.cached_calls += int(bool(getattr(comp, "cached", False)))
         self.prompt_tokens += tok[0]; self.completion_tokens += tok[1]
-        if self.best_program is None or child.score > self.best_value:
+        if self.best_program is None or child.score > self.best_value:   # strict >: the earliest best wins ties
             self.best_program, self.best_value, self.best_node = program, child.score, child.id
         self.value_per_call.append(child.score); self.best_value_per_call.append(self.best_value)
-        done = child.perfect if cfg.fix("fix_early_stop") else self.best_value == 1.0
-        if done: self.stop_reason = "perfect"
+        if self.stops(child): self.stop_reason = "perfect"
         t5 = time.perf_counter()
         self.timing["llm_s"] += t2 - t1; self.timing["evaluate_s"] += t4 - t3
         self.timing["search_s"] += (t1 - t0) + (t3 - t2) + (t5 - t4)
@@ -486,15 +514,15 @@ class GIFMCTS:
     def run(self,
             budget: int,  # total LLM calls the search may have made when it returns (a resumed search counts its earlier calls)
            ) -> SearchResult:
-        "Search until `budget` LLM calls in total, a perfect program, or an exhausted tree."
+        "Search until `budget` LLM calls in total, an early stop, or nothing left to try. Raises `CwmNbError` for a negative budget."
         from tqdm import tqdm  # the text bar: tqdm.auto would need ipywidgets inside notebooks
         if budget < 0: raise CwmNbError(f"budget must be >= 0, got {budget}", "pass the number of LLM calls to spend")
         if self.stop_reason == "budget": self.stop_reason = None
-        bar = tqdm(total=budget, initial=min(self.calls, budget), desc="GIF-MCTS", unit="call",
+        bar = tqdm(total=budget, initial=min(self.calls, budget), desc=self.label, unit="call",
                    disable=not self.progress, leave=False)
         try:
             while self.calls < budget and self.stop_reason is None:
-                if self.simulate() is None: break
+                if self.step() is None: break
                 bar.update(1)
                 bar.set_postfix(best=f"{self.best_value:.3f}", tokens=self.prompt_tokens + self.completion_tokens)
         finally:
@@ -502,6 +530,111 @@ class GIFMCTS:
         if self.stop_reason is None: self.stop_reason = "budget"
         if self.checkpoint is not None: self.save(self.checkpoint)
         return self.result()
+
+    def result(self) -> SearchResult:
+        "The search's current result."
+        tree = self.export_tree()
+        return SearchResult(self.best_program, self.best_value, list(self.best_value_per_call), self.calls,
+                            self.prompt_tokens, self.completion_tokens, tree, list(self.value_per_call),
+                            tree["stats"], self.stop_reason or "", self.best_node, self.cached_calls, dict(self.timing))
+
+    # -- checkpoint -------------------------------------------------------------------------------------------
+    def _identity(self) -> dict:
+        "What must match for a checkpoint to be resumed by this object."
+        return dict(config=to_plain(asdict(self.config)), seed=self.seed,
+                    description_sha256=hashlib.sha256(self.description.encode()).hexdigest())
+
+    def _raw_state(self) -> dict:
+        return dict(format=self.checkpoint_format, **self._identity(), cot=self.cot, **self._search_state(),
+                    rng=self.rng.bit_generator.state, best_program=self.best_program, best_value=self.best_value,
+                    best_node=self.best_node, value_per_call=self.value_per_call,
+                    best_value_per_call=self.best_value_per_call, calls=self.calls, cached_calls=self.cached_calls,
+                    prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
+                    stop_reason=self.stop_reason, timing=self.timing)
+
+    def state_dict(self) -> dict:
+        "The whole search state as plain data (what the checkpoint holds; a copy)."
+        return to_plain(self._raw_state())
+
+    def save(self, path: str | Path) -> Path:
+        "Write the state to `path` atomically (JSON; `atomic_write_json` converts it to plain data once)."
+        return atomic_write_json(path, self._raw_state(), indent=None)
+
+    def load(self, path: str | Path):
+        "Restore the state written by `save`. Raises `CwmNbError` for an unreadable file or a checkpoint of another search."
+        path = Path(path)
+        try: d = json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            raise CwmNbError(f"cannot read the {self.label} checkpoint {path}: {e}", "delete the file to start the search afresh")
+        if not isinstance(d, dict) or d.get("format") != self.checkpoint_format:
+            fmt = d.get("format") if isinstance(d, dict) else None
+            raise CwmNbError(f"{path} is not a {self.label} checkpoint (format {fmt!r})",
+                             "point `checkpoint` at a file this method wrote, or delete it")
+        mine = self._identity()
+        diff = [k for k in mine if d.get(k) != mine[k]]
+        diff += [f"config.{k}" for k in mine["config"]
+                 if "config" in diff and isinstance(d.get("config"), dict) and d["config"].get(k) != mine["config"][k]]
+        if diff:
+            raise CwmNbError(f"the checkpoint {path} was written by a different search ({', '.join(diff)} differ)",
+                             "resume with the same method, config, seed and description, or delete the checkpoint to start afresh")
+        self._restore_search(d)
+        self.rng.bit_generator.state = d["rng"]
+        self.cot = d["cot"]
+        for k in ("best_program", "best_value", "best_node", "value_per_call", "best_value_per_call", "calls",
+                  "cached_calls", "prompt_tokens", "completion_tokens", "stop_reason"):
+            setattr(self, k, d[k])
+        self.timing.update(d.get("timing") or {})
+
+# %% ../nbs/08_gif_mcts.ipynb #faa57147
+CHECKPOINT_FORMAT = "cwm-nb/gif-mcts-checkpoint/1"
+
+class GIFMCTS(SearchLoop):
+    "GIF-MCTS search (spec §4): `GIFMCTS(llm, evaluate, description, ...).run(budget) -> SearchResult`."
+    method, label, checkpoint_format = "gif-mcts", "GIF-MCTS", CHECKPOINT_FORMAT
+
+    def __init__(self,
+                 llm: Any,                              # object with .complete(messages, seed=, draw=, ...) -> .text, token counts
+                 evaluate: Callable[[str], Any],        # program source -> evaluation (accuracy, bug, error, failures, perfect)
+                 description: str,                      # the environment's description for the prompts
+                 config: GIFMCTSConfig | None = None,   # hyperparameters (paper defaults)
+                 seed: int = 0,                         # seed of tie-breaking and of the LLM sampling
+                 checkpoint: str | Path | None = None,  # JSON file written after every simulation; resumed if present
+                 progress: bool = True,                 # show a tqdm progress bar
+                ):
+        super().__init__(llm, evaluate, description, config or GIFMCTSConfig(), seed, checkpoint, progress)
+
+    def _init_search(self): self.tree = SearchTree(self.config)
+
+    # -- one simulation -------------------------------------------------------------------------------------
+    def messages(self, node: Node, t: str) -> list[dict]:
+        "The prompt of action type `t` taken at `node`."
+        if t == "generate":
+            start = PROGRAM_START if not self.cot and self.config.contract is None else ""
+            return generate_messages(self.description, node.code, contract=self.contract, start=start)
+        if t == "improve": return improve_messages(self.description, node.program, node.failure, cot=self.cot,
+                                                   contract=self.contract)
+        return fix_messages(self.description, node.program, node.error or "", cot=self.cot, contract=self.contract)
+
+    def plan(self):
+        "Select a leaf action by UCT (spec §4.2); None when every action is spent."
+        sel = self.tree.select(self.rng)
+        if sel is None: return None
+        path, action, _ = sel
+        t = _LETTER[action[0]]
+        return (path, action), t, self.messages(self.tree.nodes[path[-1]], t)
+
+    def add_child(self, where, t, program, summary, critique, call, tokens) -> Node:
+        "Expand the selected action with the scored program and back the value up the path (spec §4.12)."
+        path, action = where
+        return self.tree.expand(path, action, program, summary, critique=critique, call=call, tokens=tokens)
+
+    def stops(self, child: Node) -> bool:
+        "A perfect program ends the search (float-safe; `paper_compat`: only a best value of exactly 1.0)."
+        return child.perfect if self.config.fix("fix_early_stop") else self.best_value == 1.0
+
+    def simulate(self) -> Node | None:
+        "Run one simulation (one LLM call); returns the new node, or None when nothing is left to try."
+        return self.step()
 
     # -- results ----------------------------------------------------------------------------------------------
     def export_tree(self) -> dict:
@@ -532,58 +665,11 @@ class GIFMCTS:
         out["stats"] = action_stats(out)
         return to_plain(out)
 
-    def result(self) -> SearchResult:
-        "The search's current result."
-        tree = self.export_tree()
-        return SearchResult(self.best_program, self.best_value, list(self.best_value_per_call), self.calls,
-                            self.prompt_tokens, self.completion_tokens, tree, list(self.value_per_call),
-                            tree["stats"], self.stop_reason or "", self.best_node, self.cached_calls, dict(self.timing))
-
     # -- checkpoint -------------------------------------------------------------------------------------------
-    def _identity(self) -> dict:
-        return dict(config=to_plain(asdict(self.config)), seed=self.seed,
-                    description_sha256=hashlib.sha256(self.description.encode()).hexdigest())
+    def _search_state(self) -> dict: return dict(tree=self.tree._raw_state())
+    def _restore_search(self, d: dict): self.tree = SearchTree.from_state_dict(d["tree"], self.config)
 
-    def _raw_state(self) -> dict:
-        return dict(format=CHECKPOINT_FORMAT, **self._identity(), cot=self.cot, tree=self.tree._raw_state(),
-                    rng=self.rng.bit_generator.state, best_program=self.best_program,
-                    best_value=self.best_value, best_node=self.best_node,
-                    value_per_call=self.value_per_call, best_value_per_call=self.best_value_per_call,
-                    calls=self.calls, cached_calls=self.cached_calls, prompt_tokens=self.prompt_tokens,
-                    completion_tokens=self.completion_tokens, stop_reason=self.stop_reason, timing=self.timing)
-
-    def state_dict(self) -> dict:
-        "The whole search state as plain data (what the checkpoint holds; a copy)."
-        return to_plain(self._raw_state())
-
-    def save(self, path: str | Path) -> Path:
-        "Write the state to `path` atomically (JSON; `atomic_write_json` converts it to plain data once)."
-        return atomic_write_json(path, self._raw_state(), indent=None)
-
-    def load(self, path: str | Path):
-        "Restore the state written by `save`; refuses a checkpoint of a different search."
-        path = Path(path)
-        try: d = json.loads(path.read_text())
-        except (OSError, ValueError) as e:
-            raise CwmNbError(f"cannot read the GIF-MCTS checkpoint {path}: {e}", "delete the file to start the search afresh")
-        if d.get("format") != CHECKPOINT_FORMAT:
-            raise CwmNbError(f"{path} is not a GIF-MCTS checkpoint (format {d.get('format')!r})",
-                             "point `checkpoint` at a file this class wrote, or delete it")
-        mine = self._identity()
-        diff = [k for k in mine if d.get(k) != mine[k]]
-        diff += [f"config.{k}" for k in mine["config"] if "config" in diff and d["config"].get(k) != mine["config"][k]]
-        if diff:
-            raise CwmNbError(f"the checkpoint {path} was written by a different search ({', '.join(diff)} differ)",
-                             "resume with the same config, seed and description, or delete the checkpoint to start afresh")
-        self.tree = SearchTree.from_state_dict(d["tree"], self.config)
-        self.rng.bit_generator.state = d["rng"]
-        self.cot = d["cot"]
-        for k in ("best_program", "best_value", "best_node", "value_per_call", "best_value_per_call", "calls",
-                  "cached_calls", "prompt_tokens", "completion_tokens", "stop_reason"):
-            setattr(self, k, d[k])
-        self.timing.update(d.get("timing") or {})
-
-# %% ../nbs/08_gif_mcts.ipynb #780a53a4
+# %% ../nbs/08_gif_mcts.ipynb #5643a443
 def best_path(tree: dict, best_node: int | None) -> list[int]:
     "Node ids from the root to `best_node` (empty if None)."
     if best_node is None: return []
@@ -605,7 +691,7 @@ def action_stats(tree: dict) -> dict:
         out[f"best_path_{t}"] = cp[t]; out[f"best_path_frac_{t}"] = cp[t] / len(path) if path else 0.0
     return out
 
-# %% ../nbs/08_gif_mcts.ipynb #2c9e7c75
+# %% ../nbs/08_gif_mcts.ipynb #798bf737
 def tree_layout(tree: dict) -> dict[int, tuple[float, float]]:
     "Tidy (x, y) positions: leaves at consecutive x in depth-first order, parents centred, y = -depth."
     nodes = {n["id"]: n for n in tree["nodes"]}

@@ -14,7 +14,7 @@ from .core import CwmNbError, cache_dir, derive_seed
 # %% auto #0
 __all__ = ['ROLES', 'PRICES_PER_MTOK', 'LOCAL_HOSTS', 'EMBEDDED_ALIAS', 'MODEL_ALIASES', 'PROVIDER_URLS', 'Completion',
            'check_messages', 'prefill_of', 'render_plain', 'price_of', 'Usage', 'request_seed', 'LLM', 'ScriptedLLM',
-           'is_local_url', 'OpenAICompatibleLLM', 'embedded_model_path', 'embedded_threads', 'free_port',
+           'is_local_url', 'OpenAICompatibleLLM', 'embedded_model_path', 'usable_cpus', 'embedded_threads', 'free_port',
            'EmbeddedServer', 'get_embedded_server', 'embedded_llm', 'TransformersLLM', 'cache_key', 'ResponseCache',
            'CachedLLM', 'ModelSpec', 'resolve_model', 'get_llm']
 
@@ -305,11 +305,16 @@ sys.argv = ["llama_cpp.server"] + sys.argv[1:]
 runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 """
 
+def usable_cpus() -> int:
+    "CPUs this process may run on: its affinity mask (a container's, `taskset`'s or a SLURM allocation's share), not the machine's count."
+    try: return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError): return os.cpu_count() or 1
+
 def embedded_threads() -> int:
-    """CPU threads for an embedded server: `$CWM_NB_THREADS` if set, else 2 (at most the cores there are).
+    """CPU threads for an embedded server: `$CWM_NB_THREADS` if set, else 2 (at most the CPUs `usable_cpus()` counts).
     Raises `CwmNbError` if the variable is not a positive integer."""
     v = os.environ.get("CWM_NB_THREADS", "").strip()
-    if not v: return max(1, min(2, os.cpu_count() or 1))
+    if not v: return max(1, min(2, usable_cpus()))
     try: n = int(v)
     except ValueError: n = 0
     if n < 1: raise CwmNbError(f"CWM_NB_THREADS={v!r} is not a positive integer",

@@ -8,6 +8,7 @@ import json, math, os, re, sys, time
 from pathlib import Path
 
 from .core import CwmNbError, atomic_write_bytes
+from .llm import usable_cpus
 
 # %% auto #0
 __all__ = ['INDEX_NAME', 'INDEX_COLUMNS', 'ENV_GROUPS', 'EXECUTORS', 'find_run_dirs', 'index_row', 'build_index', 'write_index',
@@ -293,10 +294,7 @@ def _tail(path: Path, n: int = 20) -> str:
     try: return "\n".join(Path(path).read_text(errors="replace").splitlines()[-n:])
     except OSError: return ""
 
-def _cpus() -> int:
-    "CPUs this process may run on (its affinity mask: a container's or a SLURM allocation's share, not the machine's)."
-    try: return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError): return os.cpu_count() or 1
+_cpus = usable_cpus   # CPUs in this process's affinity mask (01_llm)
 
 def job_threads(
     jobs_here: int | None = None,  # jobs sharing this machine's CPUs; None: a Dask worker's thread count, else 1

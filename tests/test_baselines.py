@@ -258,7 +258,7 @@ def test_checkpoint_of_another_search_is_refused(tmp_path):
         GIFMCTS(scripted(varied), fake_evaluate, "toy", seed=1, checkpoint=ck)
     gck = tmp_path/"gif.json"
     GIFMCTS(scripted(varied), fake_evaluate, "toy", seed=1, checkpoint=gck, progress=False).run(1)
-    with pytest.raises(CwmNbError, match="not a worldcoder checkpoint"):
+    with pytest.raises(CwmNbError, match="not a WorldCoder checkpoint"):
         WorldCoder(scripted(varied), fake_evaluate, "toy", seed=1, checkpoint=gck)
     (tmp_path/"bad.json").write_text("{not json")
     with pytest.raises(CwmNbError, match="cannot read"):
