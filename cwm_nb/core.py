@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 
 # %% auto #0
-__all__ = ['CwmNbError', 'Program', 'Transition', 'to_plain', 'atomic_write_bytes', 'atomic_write_text', 'atomic_write_json',
-           'project_root', 'data_dir', 'cache_dir', 'derive_seed', 'make_rng']
+__all__ = ['PROVENANCE_PACKAGES', 'CwmNbError', 'Program', 'Transition', 'to_plain', 'atomic_write_bytes', 'atomic_write_text',
+           'atomic_write_json', 'project_root', 'data_dir', 'cache_dir', 'git_commit', 'provenance', 'derive_seed',
+           'make_rng']
 
 # %% ../nbs/00_core.ipynb #2214b950
 class CwmNbError(Exception):
@@ -114,6 +115,35 @@ def cache_dir() -> Path:
     return d
 
 # %% ../nbs/00_core.ipynb #4094be12
+PROVENANCE_PACKAGES = ("gymnasium", "mujoco", "numpy", "llama_cpp_python", "openai", "transformers", "papermill")
+
+def git_commit(root: str | Path | None = None) -> str | None:
+    """The commit checked out at `root` (default `project_root()`), with `-dirty` if a tracked file differs from it;
+    None when `root` is not a git checkout or git is missing. Never raises."""
+    import subprocess
+    root = Path(root) if root is not None else project_root()
+    if not (root/".git").exists(): return None   # e.g. an installed package: cwd's repository is not ours
+    def git(*args):
+        r = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+        return r.stdout.strip() if r.returncode == 0 else None
+    try:
+        sha = git("rev-parse", "HEAD")
+        if not sha: return None
+        return sha + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+    except (OSError, subprocess.SubprocessError): return None
+
+def provenance() -> dict:
+    "What a result came from, as plain data: cwm-nb's version, `git_commit()`, Python's and `PROVENANCE_PACKAGES`' versions (None: not installed)."
+    import platform
+    from importlib.metadata import version, PackageNotFoundError
+    from cwm_nb import __version__
+    def v(name):
+        try: return version(name)
+        except PackageNotFoundError: return None
+    return dict(cwm_nb=__version__, git_commit=git_commit(), python=platform.python_version(),
+                packages={p: v(p) for p in PROVENANCE_PACKAGES})
+
+# %% ../nbs/00_core.ipynb #38fbbc6b
 def derive_seed(seed: int, *names: Any) -> int:
     "A 63-bit seed derived from `seed` and `names` by SHA-256 (stable across runs and Python versions)."
     h = hashlib.sha256(json.dumps([int(seed), *map(str, names)]).encode()).digest()

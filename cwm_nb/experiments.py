@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .core import (CwmNbError, Program, atomic_write_bytes, atomic_write_json, atomic_write_text,
-                         project_root, to_plain)
+                         project_root, provenance, to_plain)
 
 # %% auto #0
 __all__ = ['RUN_SETTINGS', 'CWMB_PARAMS', 'PLAN_PRESETS', 'CLI_MODULES', 'safe_name', 'run_dir', 'is_complete',
@@ -168,7 +168,8 @@ def run_cwmb_search(
         program_sha256=Program(res.best_program or "").sha256, sandbox=sandbox.isolation,
         buffer=buffer or "shipped", buffer_fingerprint=buf.fingerprint()[:16],
         wall_s=round(time.perf_counter() - t0, 3),
-        search_s=round(sum(getattr(res, "timing", {}).values()), 3))
+        search_s=round(sum(getattr(res, "timing", {}).values()), 3),
+        provenance=provenance())   # cwm-nb version, git commit, library versions (00_core)
     return RunOutput(rd, to_plain(metrics), res.tree, res.best_program or "", res)
 
 # %% ../nbs/13_experiments.ipynb #19631909

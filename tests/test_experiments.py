@@ -2,7 +2,7 @@
 resume after a kill, and clear errors for bad input."""
 import json, os, signal, sqlite3, subprocess, sys, time
 from pathlib import Path
-import pytest
+import gymnasium, pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = str(Path(sys.executable).parent/"cwm-nb")
@@ -34,6 +34,10 @@ def test_main_job_embedded_end_to_end_then_cached_rerun(tmp_path, cache_env):
     assert isinstance(m["return_random"], float) and isinstance(m["return_oracle"], float)
     assert (m["normalized_return"] is None) == (m["return_cwm"] is None)
     assert m["plan_preset"] == "quick" and m["plan_episodes"] == 2
+    # where the result came from: this checkout's commit and the library versions
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert m["provenance"]["git_commit"].removesuffix("-dirty") == head
+    assert m["provenance"]["packages"]["gymnasium"] == gymnasium.__version__
     nb = json.loads((rd/"notebook.ipynb").read_text())
     assert any("injected-parameters" in c.get("metadata", {}).get("tags", []) for c in nb["cells"])
     # same seed, same cache, another results folder: zero model calls and the same tree
