@@ -10,23 +10,39 @@ Run: nice -n 10 .venv/bin/python benchmarks/bench_inference_speed.py [--model em
          [--envs CartPole-v1,HalfCheetah-v4,Humanoid-v4] [--caps CartPole-v1:3,HalfCheetah-v4:3,Humanoid-v4:1]
          [--out DIR]
 """
-import argparse, time
+import argparse, sys, time
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default="embedded")
-    ap.add_argument("--base-url", default="")
-    ap.add_argument("--envs", default="CartPole-v1,HalfCheetah-v4,Humanoid-v4")
-    ap.add_argument("--caps", default="CartPole-v1:3,HalfCheetah-v4:3,Humanoid-v4:1")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--repeats", type=int, default=50)
-    ap.add_argument("--n-ctx", type=int, default=32768)
+    ap = argparse.ArgumentParser(description="LLM-as-simulator vs CWM seconds per transition (paper App. H, Table 8)",
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--model", default="embedded", help="model name or alias, as `cwm-nb run --model`")
+    ap.add_argument("--base-url", default="", help="OpenAI-compatible endpoint for a provider:name model")
+    ap.add_argument("--envs", default="CartPole-v1,HalfCheetah-v4,Humanoid-v4", help="comma list of environments")
+    ap.add_argument("--caps", default="CartPole-v1:3,HalfCheetah-v4:3,Humanoid-v4:1",
+                    help="LLM queries per environment, ENV:N,... (an environment without a cap gets 10)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the transitions and of LLM sampling")
+    ap.add_argument("--repeats", type=int, default=50, help="CWM timing repeats per transition (the median is kept)")
+    ap.add_argument("--n-ctx", type=int, default=32768, help="context window of the embedded server, tokens")
     ap.add_argument("--out", default="", help="also write results.json/csv and speed.png/pdf here")
     a = ap.parse_args()
-    from cwm_nb import llm_simulator as S
+    from cwm_nb.core import CwmNbError
+    try: return _main(a)
+    except CwmNbError as e:
+        print(f"bench_inference_speed: error: {e}", file=sys.stderr); return 2
+
+
+def _main(a) -> int:
+    from cwm_nb import envs as E, llm_simulator as S
+    from cwm_nb.core import CwmNbError
     envs = [e.strip() for e in a.envs.split(",") if e.strip()]
+    if not envs: raise CwmNbError("no environments given (--envs is empty)", "name them, e.g. --envs CartPole-v1")
+    for e in envs: E.get_env_spec(e)   # an unknown name is an error before the model starts
     caps = S.parse_caps(a.caps)
+    stray = sorted(set(caps) - set(envs))
+    if stray:   # a typo here would leave the intended environment uncapped (10 queries)
+        raise CwmNbError(f"--caps names environments not in --envs: {', '.join(stray)}",
+                         f"cap only these: {', '.join(envs)}")
     t0 = time.perf_counter()
     llm = S.simulator_llm(a.model, a.base_url or None, n_ctx=a.n_ctx)
     hdr = (f"{'env':<16}{'n':>3}{'LLM s':>10}{'CWM s':>11}{'LLM/CWM':>11}{'LLM ok':>8}{'parsed':>8}{'CWM ok':>8}"
@@ -54,6 +70,7 @@ def main():
     print(f"\nwall {time.perf_counter() - t0:.0f} s; {merged['timing']}")
     for r in rows:
         print(f"  {r['env']}: CWM = {r['cwm_program']}")
+    return 0
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -21,7 +21,7 @@ def ratio(a: float, b: float) -> str:
 def main(results: str = "results") -> int:
     from cwm_nb import sweeps, figures
     ix = sweeps.load_index(results)
-    ix = ix[(ix["status"] == "complete") & ix["method"].isin(METHODS) & ~ix["paper_compat"]].copy()
+    ix = figures.dedupe_runs(ix[(ix["status"] == "complete") & ix["method"].isin(METHODS) & ~ix["paper_compat"]]).copy()
     if not len(ix):
         print(f"no complete runs of {', '.join(METHODS)} under {results}; run the README's sweep first")
         return 1

@@ -118,13 +118,18 @@ def cache_dir() -> Path:
 PROVENANCE_PACKAGES = ("gymnasium", "mujoco", "numpy", "llama_cpp_python", "openai", "transformers", "papermill")
 
 def git_commit(root: str | Path | None = None) -> str | None:
-    """The commit checked out at `root` (default `project_root()`), with `-dirty` if a tracked file differs from it;
-    None when `root` is not a git checkout or git is missing. Never raises."""
+    """The commit checked out at `root`, with `-dirty` if a tracked file differs from it. Default `root`: the checkout
+    this package was loaded from (the folder above it with `settings.ini`; never the current directory, whose
+    repository need not be ours). None when that is not a git checkout, or git is missing. Never raises."""
     import subprocess
-    root = Path(root) if root is not None else project_root()
-    if not (root/".git").exists(): return None   # e.g. an installed package: cwd's repository is not ours
-    def git(*args):
-        r = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+    if root is None:
+        root = next((d for d in Path(__file__).resolve().parents if (d/"settings.ini").exists()), None)
+        if root is None: return None   # an installed package, not a checkout
+    root = Path(root)
+    if not (root/".git").exists(): return None
+    def git(*args):   # safe.directory: a checkout owned by another user (a container, CI) is still read
+        r = subprocess.run(["git", "-c", "safe.directory=*", "-C", str(root), *args], capture_output=True, text=True,
+                           timeout=30)
         return r.stdout.strip() if r.returncode == 0 else None
     try:
         sha = git("rev-parse", "HEAD")

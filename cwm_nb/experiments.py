@@ -78,6 +78,8 @@ def check_params(params: dict, schema: dict = CWMB_PARAMS) -> dict:
                              f"or papermill `-p {k} <value>` without quotes")
     if "budget" in params and params["budget"] < 1:
         raise CwmNbError(f"budget must be at least 1, got {params['budget']}", "pass --budget 1 or more")
+    if "seed" in params and params["seed"] < 0:   # a folder `seed-1` would read as seed 1
+        raise CwmNbError(f"seed must be 0 or more, got {params['seed']}", "pass --seed 0 or more")
     if params.get("plan_preset", "quick") not in PLAN_PRESETS:
         raise CwmNbError(f"unknown planning preset {params['plan_preset']!r}", f"use one of: {', '.join(PLAN_PRESETS)}")
     if "plan_episodes" in params and params["plan_episodes"] < 1:
@@ -284,6 +286,7 @@ def _cmd_run(a) -> int:
     a.env = a.env or "CartPole-v1"
     spec = envs.get_env_spec(a.env)
     llm_mod.resolve_model(a.model, a.base_url or None)   # an unknown model is an error before the kernel starts
+    llm_mod.embedded_threads()   # a set CWM_NB_THREADS that is not a positive integer: an error before the kernel starts
     if a.method not in METHODS: raise CwmNbError(f"unknown method {a.method!r}", f"use one of: {', '.join(METHODS)}")
     buffer = str(Path(a.buffer).resolve()) if a.buffer else ""
     if buffer and not Path(buffer).exists():
@@ -306,7 +309,7 @@ def _cmd_run(a) -> int:
     m = json.loads((rd/"metrics.json").read_text())
     if m.get("best_is_bug"): print(f"every program raised; the best one's error: {m.get('best_error')}")
     print(f"accuracy {m['accuracy']:.4f}  exact replay {m['exact_replay']:.4f}  LLM calls {m['llm_calls']} "
-          f"(new {m['model_calls']}, cached {m['cached_calls']})  tokens {m['prompt_tokens']}+{m['completion_tokens']}")
+          f"(model {m['model_calls']}, cached {m['cached_calls']})  tokens {m['prompt_tokens']}+{m['completion_tokens']}")
     if m.get("plan_preset", "none") != "none": print(_returns_line(m))
     print(f"results: {rd}")
     return 0

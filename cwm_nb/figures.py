@@ -11,10 +11,10 @@ from typing import Any, NamedTuple
 from .core import CwmNbError, atomic_write_json, atomic_write_text, data_dir
 
 # %% auto #0
-__all__ = ['PAPER', 'OURS', 'PUBLISHED_FILES', 'ABLATIONS', 'ACTION_STATS', 'COUNT_COLUMNS', 'TABLES', 'published_dir',
-           'load_published', 'effective_return', 'method_label', 'Table', 'table_main', 'table_rtfm', 'table_per_env',
-           'table_ablation', 'table_action_stats', 'table_returns', 'plot_best_value_vs_calls', 'best_run',
-           'plot_search_tree', 'write_table', 'styled', 'make_all', 'add_cli']
+__all__ = ['PAPER', 'OURS', 'PUBLISHED_FILES', 'RUN_KEY', 'ABLATIONS', 'ACTION_STATS', 'COUNT_COLUMNS', 'TABLES', 'published_dir',
+           'load_published', 'effective_return', 'method_label', 'dedupe_runs', 'Table', 'table_main', 'table_rtfm',
+           'table_per_env', 'table_ablation', 'table_action_stats', 'table_returns', 'plot_best_value_vs_calls',
+           'best_run', 'plot_search_tree', 'write_table', 'styled', 'make_all', 'add_cli']
 
 # %% ../nbs/14_figures.ipynb #c49bb0e9
 PAPER, OURS = "paper (published)", "ours"   # labels of the two sources in every table
@@ -64,9 +64,18 @@ def method_label(index: "pd.DataFrame") -> "pd.Series":
     pc = index["paper_compat"].fillna(False).astype(bool)
     return index["method"].where(~pc, index["method"].astype(str) + "-paper-compat")
 
+RUN_KEY = ("suite", "env", "method", "model", "budget", "seed", "paper_compat")   # what makes two runs the same run
+
+def dedupe_runs(df: "pd.DataFrame") -> "pd.DataFrame":
+    "One row per `RUN_KEY`: of a run found in several folders, the one whose `run_dir` sorts first."
+    key = [k for k in RUN_KEY if k in df.columns]
+    if not len(df) or not key: return df
+    df = df.sort_values("run_dir") if "run_dir" in df.columns else df
+    return df[~df[key].astype(str).duplicated(keep="first")]
+
 def _runs(index, suite: str | None = "cwmb"):
-    "Complete runs of `suite` (None: all suites) with the method label, effective R and numeric accuracy."
-    df = index[index["status"] == "complete"]
+    "Complete runs of `suite` (None: all suites), each counted once (`dedupe_runs`), with the method label, effective R and numeric accuracy."
+    df = dedupe_runs(index[index["status"] == "complete"])
     if suite is not None: df = df[df["suite"] == suite]
     df = df.copy()
     if len(df):
@@ -78,7 +87,10 @@ def _runs(index, suite: str | None = "cwmb"):
 def _partial_note(index, suite: str | None = "cwmb") -> str:
     d = index if suite is None else index[index["suite"] == suite]
     n = int((d["status"] != "complete").sum())
-    return f" {n} partial run(s) (not finished) are left out." if n else ""
+    c = d[d["status"] == "complete"]
+    dup = len(c) - len(dedupe_runs(c))
+    return ((f" {n} partial run(s) (not finished) are left out." if n else "") +
+            (f" {dup} run(s) found a second time (the same settings in another folder) are counted once." if dup else ""))
 
 # %% ../nbs/14_figures.ipynb #713a70bd
 class Table(NamedTuple):
@@ -517,7 +529,8 @@ def _cmd_figures(a) -> int:
     from cwm_nb.experiments import run_notebook
     res = Path(a.results)
     if not res.is_dir():
-        raise CwmNbError(f"results folder {res} not found", "pass the --out folder of `cwm-nb run` or `cwm-nb sweep`")
+        raise CwmNbError(f"results folder {res} " + ("is a file, not a folder" if res.exists() else "not found"),
+                         "pass the --out folder of `cwm-nb run` or `cwm-nb sweep`")
     from cwm_nb.sweeps import find_run_dirs
     if not find_run_dirs(res):   # `cwm-nb run` folders and a sweep's budget<B>/ folders alike
         raise CwmNbError(f"{res} holds no runs", f"run `cwm-nb run cwmb ... --out {res}` or `cwm-nb sweep ... --out {res}` first")

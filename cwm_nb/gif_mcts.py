@@ -517,6 +517,9 @@ class SearchLoop:
         "Search until `budget` LLM calls in total, an early stop, or nothing left to try. Raises `CwmNbError` for a negative budget."
         from tqdm import tqdm  # the text bar: tqdm.auto would need ipywidgets inside notebooks
         if budget < 0: raise CwmNbError(f"budget must be >= 0, got {budget}", "pass the number of LLM calls to spend")
+        if self.calls > budget:
+            raise CwmNbError(f"the {self.label} checkpoint {self.checkpoint} already holds {self.calls} LLM calls, more than the budget of {budget}",
+                             f"ask for a budget of at least {self.calls}, or delete the checkpoint to start afresh")
         if self.stop_reason == "budget": self.stop_reason = None
         bar = tqdm(total=budget, initial=min(self.calls, budget), desc=self.label, unit="call",
                    disable=not self.progress, leave=False)
@@ -568,14 +571,15 @@ class SearchLoop:
             raise CwmNbError(f"cannot read the {self.label} checkpoint {path}: {e}", "delete the file to start the search afresh")
         if not isinstance(d, dict) or d.get("format") != self.checkpoint_format:
             fmt = d.get("format") if isinstance(d, dict) else None
-            raise CwmNbError(f"{path} is not a {self.label} checkpoint (format {fmt!r})",
-                             "point `checkpoint` at a file this method wrote, or delete it")
+            raise CwmNbError(f"{path} is not a {self.label} checkpoint (its format is {fmt!r})",
+                             "delete it (or its run folder, or pass `cwm-nb run --force`) to start this search afresh")
         mine = self._identity()
         diff = [k for k in mine if d.get(k) != mine[k]]
         diff += [f"config.{k}" for k in mine["config"]
                  if "config" in diff and isinstance(d.get("config"), dict) and d["config"].get(k) != mine["config"][k]]
         if diff:
-            raise CwmNbError(f"the checkpoint {path} was written by a different search ({', '.join(diff)} differ)",
+            raise CwmNbError(f"the checkpoint {path} was written by a different search ({', '.join(diff)} "
+                             f"{'differs' if len(diff) == 1 else 'differ'})",
                              "resume with the same method, config, seed and description, or delete the checkpoint to start afresh")
         self._restore_search(d)
         self.rng.bit_generator.state = d["rng"]

@@ -315,8 +315,7 @@ def embedded_threads() -> int:
     Raises `CwmNbError` if the variable is not a positive integer."""
     v = os.environ.get("CWM_NB_THREADS", "").strip()
     if not v: return max(1, min(2, usable_cpus()))
-    try: n = int(v)
-    except ValueError: n = 0
+    n = int(v) if v.isascii() and v.isdigit() else 0   # plain digits only: not "1_0", "+2" or a full-width "２"
     if n < 1: raise CwmNbError(f"CWM_NB_THREADS={v!r} is not a positive integer",
                                "set it to the number of CPU threads the embedded model may use (e.g. 2), or unset it")
     return n

@@ -541,7 +541,11 @@ def run_sweep(
 def _cmd_sweep(a) -> int:
     if a.suite not in ("cwmb", "rtfm"):
         raise CwmNbError(f"unknown suite {a.suite!r}", "use `cwm-nb sweep cwmb --envs ...` or `cwm-nb sweep rtfm`")
+    if a.envs is not None and not a.envs.strip():   # `--envs ""` (an unset shell variable): not "all 19 environments"
+        raise CwmNbError("no environments given (--envs is empty)", "name them, e.g. --envs CartPole-v1,rtfm, or a group: all, discrete, continuous")
     envs = a.envs or ("rtfm" if a.suite == "rtfm" else "all")
+    if Path(a.out).exists() and not Path(a.out).is_dir():
+        raise CwmNbError(f"--out {a.out} is a file, not a folder", "pass a folder for the sweep's results (it is made if missing)")
     if a.suite == "rtfm" and expand_envs(envs) != ["rtfm"]:
         raise CwmNbError("`cwm-nb sweep rtfm` runs the RTFM environment only", "drop --envs, or use `cwm-nb sweep cwmb --envs ...,rtfm`")
     if a.executor not in EXECUTORS: raise CwmNbError(f"unknown executor {a.executor!r}", f"use one of: {', '.join(EXECUTORS)}")
@@ -569,7 +573,7 @@ def add_cli(sub) -> None:
     w = sub.add_parser("sweep", help="run a grid of experiments (envs x methods x models x budgets x seeds) on local "
                        "workers, Dask or SLURM", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     w.add_argument("suite", help="cwmb (any --envs, rtfm included) or rtfm")
-    w.add_argument("--envs", default="", help="comma list of environments (`cwm-nb envs`) and groups all, discrete, "
+    w.add_argument("--envs", default=None, help="comma list of environments (`cwm-nb envs`) and groups all, discrete, "
                    "continuous; default: all for cwmb, rtfm for rtfm")
     w.add_argument("--methods", default="gif-mcts", help="comma list of search methods")
     w.add_argument("--models", default="embedded", help="comma list of models (as `cwm-nb run --model`)")
