@@ -15,7 +15,7 @@ their first line on, so no call reuses the previous call's prompt cache. Wall ti
 
 Usage: .venv/bin/python benchmarks/bench_threads.py [--calls 4*cores] [--rounds 2] [--max-tokens 128]
 """
-import argparse, os, time
+import argparse, time
 from concurrent.futures import ThreadPoolExecutor
 from cwm_nb import llm as L
 
@@ -49,7 +49,7 @@ def serve(servers: int, threads: int, calls: int, max_tokens: int) -> tuple[floa
 
 
 def main(calls: int = 0, rounds: int = 2, max_tokens: int = 128):
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = L.usable_cpus()
     calls = calls or 4 * cores                      # every server of B and C gets calls
     configs = [("A", 1, cores), ("B", cores, 1), ("C", cores, 2)]
     res = {tag: [0.0, 0] for tag, _, _ in configs}

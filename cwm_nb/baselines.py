@@ -4,16 +4,16 @@
 
 # %% ../nbs/09_baselines.ipynb #2679fd79
 from __future__ import annotations
-import hashlib, json, math
+import hashlib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
 import numpy as np
 from .core import CwmNbError, to_plain
 from .prompts import (SYSTEM_PROMPT, CWM_CONTRACT, PROGRAM_START, generate_messages, improve_messages,
-                            fix_messages, extract_code, parse_answer, prefill_opens_code)
+                            fix_messages)
 from . import gif_mcts
-from .gif_mcts import ACTION_TYPES, SearchResult, evaluation_summary, action_stats, best_path
+from .gif_mcts import ACTION_TYPES, action_stats, best_path
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'SELECT_RULES', 'COT_OPENER', 'GIF_MCTS_ABLATIONS', 'METHODS', 'beta_params', 'rex_select',

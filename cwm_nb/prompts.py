@@ -259,8 +259,10 @@ def _docstring_then_code(text: str) -> bool:
 def _trim(piece: str, start: re.Pattern) -> str:
     lines = piece.split("\n")
     for i, l in enumerate(lines):
-        if _DOCSTRING_START.match(l) and _docstring_then_code("\n".join(lines[i:])): return "\n".join(lines[i:]).rstrip()
         if start.match(l): return "\n".join(lines[i:]).rstrip()
+        if _DOCSTRING_START.match(l):
+            rest = "\n".join(lines[i:])
+            if _docstring_then_code(rest): return rest.rstrip()
     return ""
 
 def code_blocks(text: str) -> list[str]:

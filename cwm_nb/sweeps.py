@@ -294,7 +294,6 @@ def _tail(path: Path, n: int = 20) -> str:
     try: return "\n".join(Path(path).read_text(errors="replace").splitlines()[-n:])
     except OSError: return ""
 
-_cpus = usable_cpus   # CPUs in this process's affinity mask (01_llm)
 
 def job_threads(
     jobs_here: int | None = None,  # jobs sharing this machine's CPUs; None: a Dask worker's thread count, else 1
@@ -306,7 +305,7 @@ def job_threads(
             w = get_worker()
             jobs_here = getattr(getattr(w, "state", None), "nthreads", None) or w.nthreads
         except Exception: jobs_here = 1   # not on a Dask worker: a job of its own (SLURM) or one process
-    return max(1, _cpus() // max(1, int(jobs_here)))
+    return max(1, usable_cpus() // max(1, int(jobs_here)))
 
 def run_job(argv: list[str], log: str, env: dict | None = None, jobs_here: int | None = None) -> dict:
     """Run `cwm-nb <argv>` with this machine's Python, output to `log`. Returns `{"returncode", "tail", "log", "wall_s",
@@ -434,7 +433,7 @@ def make_pool(executor: str, workers: int | None, scheduler: str = "", out: Path
     if workers is not None and workers < 1: raise CwmNbError(f"--workers must be at least 1, got {workers}", "pass 1 or more")
     if scheduler and executor != "dask":
         raise CwmNbError(f"--scheduler is for the dask executor, not {executor!r}", "add --executor dask, or drop --scheduler")
-    n = workers or _cpus()
+    n = workers or usable_cpus()
     if jobs is not None: n = max(1, min(n, jobs))   # no more workers than jobs to run
     if executor == "local": return _LocalPool(n)
     if executor == "dask": return _DaskPool(workers if scheduler else n, scheduler)
