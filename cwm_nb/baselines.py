@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 import numpy as np
 from .core import CwmNbError, to_plain
-from .prompts import (SYSTEM_PROMPT, CWM_CONTRACT, PROGRAM_START, generate_messages, improve_messages,
-                            fix_messages)
+from .prompts import SYSTEM_PROMPT, CWM_CONTRACT
 from . import gif_mcts
 from .gif_mcts import ACTION_TYPES, action_stats, best_path
 
@@ -184,15 +183,6 @@ class WorldCoder(ProgramSearch):
     def __init__(self, llm, evaluate, description, config: WorldCoderConfig | None = None, seed: int = 0,
                  checkpoint: str | Path | None = None, progress: bool = True):
         super().__init__(llm, evaluate, description, config or WorldCoderConfig(), seed, checkpoint, progress)
-
-    def messages(self, node: ProgramNode, t: str) -> list[dict]:
-        "The prompt of type `t` for `node`: the root generate is GIF-MCTS's first prompt; improve/fix show the program."
-        if t == "generate":
-            start = PROGRAM_START if not self.cot and self.config.contract is None else ""
-            return generate_messages(self.description, "", contract=self.contract, start=start)
-        if t == "improve": return improve_messages(self.description, node.program, node.failure, cot=self.cot,
-                                                   contract=self.contract)
-        return fix_messages(self.description, node.program, node.error or "", cot=self.cot, contract=self.contract)
 
     def choose(self) -> ProgramNode:
         "The program to refine next: Thompson sampling over the Beta posteriors, or the newest program."

@@ -445,6 +445,17 @@ class SearchLoop:
         "The next call: (where, action type, messages), `where` being what `add_child` needs; None when nothing is left. May draw from `self.rng`."
         raise NotImplementedError
 
+    def messages(self, node: Any, t: str) -> list[dict]:
+        """The prompt of action type `t` at `node`: generate continues the node's state (`node.code`; a node without
+        one, like the baselines' root, starts from an empty program, GIF-MCTS's first prompt), improve shows the
+        program and its first failing transition, fix the program and its error."""
+        if t == "generate":
+            start = PROGRAM_START if not self.cot and getattr(self.config, "contract", None) is None else ""
+            return generate_messages(self.description, getattr(node, "code", ""), contract=self.contract, start=start)
+        if t == "improve": return improve_messages(self.description, node.program, node.failure, cot=self.cot,
+                                                   contract=self.contract)
+        return fix_messages(self.description, node.program, node.error or "", cot=self.cot, contract=self.contract)
+
     def parse(self, t: str, text: str) -> tuple[str | None, str | None]:
         "(critique, program) of a completion of a type-`t` prompt: a generate answer is code, an improve or fix answer may reason first."
         return (None, extract_code(text)) if t == "generate" else parse_answer(text)
@@ -610,15 +621,6 @@ class GIFMCTS(SearchLoop):
     def _init_search(self): self.tree = SearchTree(self.config)
 
     # -- one simulation -------------------------------------------------------------------------------------
-    def messages(self, node: Node, t: str) -> list[dict]:
-        "The prompt of action type `t` taken at `node`."
-        if t == "generate":
-            start = PROGRAM_START if not self.cot and self.config.contract is None else ""
-            return generate_messages(self.description, node.code, contract=self.contract, start=start)
-        if t == "improve": return improve_messages(self.description, node.program, node.failure, cot=self.cot,
-                                                   contract=self.contract)
-        return fix_messages(self.description, node.program, node.error or "", cot=self.cot, contract=self.contract)
-
     def plan(self):
         "Select a leaf action by UCT (spec §4.2); None when every action is spent."
         sel = self.tree.select(self.rng)
