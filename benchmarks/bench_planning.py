@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CARTPOLE = (ROOT/"data"/"programs"/"CartPole-v1.py").read_text()
-RTFM = (ROOT/"tests"/"programs"/"rtfm_correct.py").read_text()
+RTFM = (ROOT/"data"/"programs"/"rtfm.py").read_text()
 sys.path.insert(0, str(ROOT/"tests"))
 from test_planning import PENDULUM_OK, FAILS_EVERY_STEP   # noqa: E402  (the tests' programs)
 

@@ -371,10 +371,7 @@ def _collect_rtfm(seed=0, steps=400, horizon=100):
 
 
 def test_correct_rtfm_program_is_perfect_on_a_collected_buffer(sandbox):
-    path = Path(__file__).parent / "programs" / "rtfm_correct.py"
-    if not path.is_file():
-        pytest.skip("tests/programs/rtfm_correct.py is not there yet")
-    src = path.read_text()
+    src = (Path(__file__).resolve().parents[1] / "data" / "programs" / "rtfm.py").read_text()
     bufs = [_collect_rtfm()] + [b for b in (_ours("rtfm"),) if b is not None]
     for buf in bufs:
         assert buf.terminated.sum() > 0 and buf.next_valid_actions is not None

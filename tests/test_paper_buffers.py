@@ -17,7 +17,7 @@ from cwm_nb.paper_buffers import (ALLOWED_GLOBALS, PAPER_BUFFERS_ENV_VAR, load_p
                                   paper_env_name, read_paper_pickle)
 from cwm_nb.replay import ReplayBuffer, load_buffer
 
-PROGRAMS = Path(__file__).parent / "programs"
+RTFM_CWM = Path(__file__).resolve().parents[1]/"data"/"programs"/"rtfm.py"   # the shipped reference CWM
 CARTPOLE_CWM = Path(__file__).resolve().parents[1]/"data"/"programs"/"CartPole-v1.py"   # the shipped reference CWM
 
 # spec §2.1 "Buffer" column and §2.3: transitions / episodes per file, plus what our labelling rule gives
@@ -294,11 +294,8 @@ def test_correct_cartpole_program_is_perfect_on_the_papers_buffer_and_ours(paper
 
 
 def test_correct_rtfm_program_is_perfect_on_the_papers_buffer(paper_dir, sandbox):
-    path = PROGRAMS / "rtfm_correct.py"
-    if not path.is_file():
-        pytest.skip("tests/programs/rtfm_correct.py is not there yet")
     buf = load_paper_buffer(_file(paper_dir, "rtfm-simple_stationary"))
     for compat in (False, True):
-        ev = evaluate_program(path.read_text(), buf, sandbox=sandbox, paper_compat=compat)
+        ev = evaluate_program(RTFM_CWM.read_text(), buf, sandbox=sandbox, paper_compat=compat)
         assert not ev.bug, ev.error
         assert ev.perfect and ev.components == {"next_state": 1.0, "reward": 1.0, "done": 1.0, "valid_actions": 1.0}

@@ -13,7 +13,7 @@ from cwm_nb.planning import (CEMConfig, MCTSConfig, baseline_episodes, evaluate_
                              oracle_cem_plan, oracle_mcts_action, restore, snapshot)
 from cwm_nb.sandbox import SandboxLimits
 
-PROGRAMS = Path(__file__).parent/"programs"
+RTFM_CWM = Path(__file__).resolve().parents[1]/"data"/"programs"/"rtfm.py"   # the shipped reference CWM
 CARTPOLE_CWM = Path(__file__).resolve().parents[1]/"data"/"programs"/"CartPole-v1.py"   # the shipped reference CWM
 CARTPOLE = CARTPOLE_CWM.read_text()
 CARTPOLE_SWAPPED = CARTPOLE.replace("force = FORCE_MAG if action == 1 else -FORCE_MAG",
@@ -227,7 +227,7 @@ def test_cem_pendulum(sandbox):
 
 
 def test_rtfm_planning_with_valid_actions(sandbox):
-    res = quick("rtfm", (PROGRAMS/"rtfm_correct.py").read_text(), sandbox)
+    res = quick("rtfm", RTFM_CWM.read_text(), sandbox)
     assert res.fallbacks == 0 and res.returns_cwm == res.returns_oracle, res.to_dict()
 
 

@@ -12,11 +12,11 @@ import pytest
 from cwm_nb.core import CwmNbError
 from cwm_nb import rtfm as R
 
-PROGRAM = Path(__file__).parent/"programs"/"rtfm_correct.py"
+PROGRAM = Path(__file__).resolve().parents[1]/"data"/"programs"/"rtfm.py"   # the shipped reference CWM
 
 
 def _load_program():
-    spec = importlib.util.spec_from_file_location("rtfm_correct", PROGRAM)
+    spec = importlib.util.spec_from_file_location("rtfm_reference", PROGRAM)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.Environment()
