@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 import numpy as np
 from .core import CwmNbError, to_plain
-from .prompts import SYSTEM_PROMPT, CWM_CONTRACT
+from .prompts import SYSTEM_PROMPT, CWM_CONTRACT, shorten_description
 from . import gif_mcts
 from .gif_mcts import ACTION_TYPES, action_stats, best_path
 
@@ -107,6 +107,12 @@ class ProgramSearch(gif_mcts.SearchLoop):
     def update(self, parent: ProgramNode, child: ProgramNode):
         "Learn from `child`, just made from `parent`."
 
+    def node_at(self, pid: int) -> ProgramNode: return self.nodes[pid]
+
+    def arms(self) -> list[ProgramNode]:
+        "The programs that can be refined: every node but the root and failed expansions (no program, 08_gif_mcts)."
+        return [n for n in self.nodes[1:] if "failed_request" not in n.evaluation]
+
     # -- one call ---------------------------------------------------------------------------------------------
     def add_child(self, pid: int, t: str, program: str, s: dict, critique: str | None, call: int,
                   tok: tuple[int, int]) -> ProgramNode:
@@ -186,12 +192,12 @@ class WorldCoder(ProgramSearch):
 
     def choose(self) -> ProgramNode:
         "The program to refine next: Thompson sampling over the Beta posteriors, or the newest program."
-        arms = self.nodes[1:]
+        arms = self.arms()
         if self.config.select == "sequential": return arms[-1]
         return arms[rex_select([n.alpha for n in arms], [n.beta for n in arms], self.rng)]
 
     def plan(self):
-        if len(self.nodes) == 1: return 0, "generate", self.messages(self.nodes[0], "generate")
+        if not self.arms(): return 0, "generate", self.messages(self.nodes[0], "generate")
         node = self.choose()
         t = "fix" if node.raised else "improve"
         return node.id, t, self.messages(node, t)
@@ -246,6 +252,10 @@ class ZeroShotCoT(ProgramSearch):
         self.prompt = cot_messages(description, contract=self.contract, opener=self.config.opener)
 
     def plan(self): return 0, "generate", self.prompt
+
+    def shorter(self, where, t, compact):
+        "The CoT prompt with the description shortened for a small context window (07_prompts)."
+        return cot_messages(shorten_description(self.description, compact), contract=self.contract, opener=self.config.opener)
 
     def stops(self, child): return child.perfect and not self.config.paper_compat
 

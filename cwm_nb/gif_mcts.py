@@ -12,12 +12,13 @@ from typing import Any, Callable
 import numpy as np
 from .core import CwmNbError, to_plain, atomic_write_json, make_rng
 from .prompts import (generate_messages, improve_messages, fix_messages, extract_code, parse_answer,
-                            prefill_opens_code, CWM_CONTRACT, PROGRAM_START)
+                            prefill_opens_code, CWM_CONTRACT, PROGRAM_START, MAX_COMPACT)
+from .llm import ContextWindowExceeded, RequestRefused, estimate_tokens
 
 # %% auto #0
 __all__ = ['ACTION_TYPES', 'CHECKPOINT_FORMAT', 'GIFMCTSConfig', 'node_state', 'LinearValueModel', 'uct_visited', 'uct_new',
-           'Node', 'SearchTree', 'evaluation_summary', 'SearchResult', 'SearchLoop', 'GIFMCTS', 'best_path',
-           'action_stats', 'tree_layout', 'tree_to_networkx', 'plot_tree', 'plot_best_value']
+           'Node', 'SearchTree', 'FailedExpansion', 'evaluation_summary', 'SearchResult', 'SearchLoop', 'GIFMCTS',
+           'best_path', 'action_stats', 'tree_layout', 'tree_to_networkx', 'plot_tree', 'plot_best_value']
 
 # %% ../nbs/08_gif_mcts.ipynb #cfe0d702
 ACTION_TYPES = ("generate", "improve", "fix")
@@ -357,6 +358,18 @@ def _plain(x: Any) -> Any:
         if isinstance(x, (list, tuple)): return [_plain(v) for v in x]
         return repr(x)
 
+@dataclass
+class FailedExpansion:
+    """The 'evaluation' of a call that produced no program: its prompt could not fit the context window or the
+    endpoint refused it. It scores 0 as a bug without code, so GIF-MCTS makes it a dead terminal node and the
+    baselines never refine it."""
+    error: str                # why the call failed
+    accuracy: float = 0.0
+    bug: bool = True
+    failures: tuple = ()
+    perfect: bool = False
+    def to_dict(self) -> dict: return dict(failed_request=self.error, accuracy=0.0, bug=True)
+
 def evaluation_summary(ev: Any) -> dict:
     "Plain summary of an evaluation object: accuracy, bug, error, first failure, perfect, full report."
     bug = bool(ev.bug)
@@ -397,6 +410,8 @@ class SearchResult:
     best_node: int | None = None       # id of the node holding the best program
     cached_calls: int = 0              # calls answered from the LLM's response cache
     timing: dict = field(default_factory=dict)  # seconds in the LLM, the evaluator, the search, the checkpoint
+    failed_calls: int = 0              # calls the endpoint refused or whose prompt could not fit (failed expansions)
+    compacted_calls: int = 0           # calls whose prompt was shortened to fit the context window
 
     def to_dict(self) -> dict: return to_plain(asdict(self))
 
@@ -432,6 +447,7 @@ class SearchLoop:
         self.best_program: str | None = None; self.best_value = 0.0; self.best_node: int | None = None
         self.value_per_call: list[float] = []; self.best_value_per_call: list[float] = []
         self.calls = self.cached_calls = self.prompt_tokens = self.completion_tokens = 0
+        self.failed_calls = self.compacted_calls = self.refused_in_a_row = 0
         self.stop_reason: str | None = None
         self.timing = dict(llm_s=0.0, evaluate_s=0.0, search_s=0.0, checkpoint_s=0.0)
         if self.checkpoint is not None and self.checkpoint.exists(): self.load(self.checkpoint)
@@ -445,20 +461,30 @@ class SearchLoop:
         "The next call: (where, action type, messages), `where` being what `add_child` needs; None when nothing is left. May draw from `self.rng`."
         raise NotImplementedError
 
-    def messages(self, node: Any, t: str) -> list[dict]:
+    def messages(self, node: Any, t: str, compact: int = 0) -> list[dict]:
         """The prompt of action type `t` at `node`: generate continues the node's state (`node.code`; a node without
         one, like the baselines' root, starts from an empty program, GIF-MCTS's first prompt), improve shows the
-        program and its first failing transition, fix the program and its error."""
+        program and its first failing transition, fix the program and its error; `compact` shortens it (07_prompts)."""
+        kw = dict(contract=self.contract, compact=compact)
         if t == "generate":
             start = PROGRAM_START if not self.cot and getattr(self.config, "contract", None) is None else ""
-            return generate_messages(self.description, getattr(node, "code", ""), contract=self.contract, start=start)
-        if t == "improve": return improve_messages(self.description, node.program, node.failure, cot=self.cot,
-                                                   contract=self.contract)
-        return fix_messages(self.description, node.program, node.error or "", cot=self.cot, contract=self.contract)
+            return generate_messages(self.description, getattr(node, "code", ""), start=start, **kw)
+        if t == "improve": return improve_messages(self.description, node.program, node.failure, cot=self.cot, **kw)
+        return fix_messages(self.description, node.program, node.error or "", cot=self.cot, **kw)
+
+    prefer = None   # code -> bool: the program the task asks for (`extract_code`); None: a CWM class `Environment`
 
     def parse(self, t: str, text: str) -> tuple[str | None, str | None]:
         "(critique, program) of a completion of a type-`t` prompt: a generate answer is code, an improve or fix answer may reason first."
-        return (None, extract_code(text)) if t == "generate" else parse_answer(text)
+        return (None, extract_code(text, self.prefer)) if t == "generate" else parse_answer(text, self.prefer)
+
+    def node_at(self, where: Any) -> Any:
+        "The node a planned call (`where`, as `plan` returned it) starts from."
+        raise NotImplementedError
+
+    def shorter(self, where: Any, t: str, compact: int) -> list[dict]:
+        "The planned call's prompt rebuilt at shortening level `compact` (for a small context window)."
+        return self.messages(self.node_at(where), t, compact=compact)
 
     def add_child(self, where: Any, t: str, program: str, summary: dict, critique: str | None, call: int,
                   tokens: tuple[int, int]) -> Any:
@@ -482,6 +508,34 @@ class SearchLoop:
         raise NotImplementedError
 
     # -- one call ---------------------------------------------------------------------------------------------
+    def ask(self, where: Any, t: str, msgs: list[dict], n: int) -> tuple[Any, str | None, int]:
+        """Call the LLM for the planned prompt `msgs`: shortened (`shorter`) while it does not fit the model's known
+        context window or the endpoint says it is too long. Returns (completion, None, compact level), or (None,
+        reason, level) for a failed expansion: the prompt cannot be made to fit, or the endpoint refused it."""
+        cfg = self.config
+        caps = getattr(self.llm, "caps", None)
+        fits = getattr(self.llm, "fits", lambda m, k: None)
+        for level in range(MAX_COMPACT + 1):
+            m = msgs if level == 0 else self.shorter(where, t, level)
+            max_tokens, ok = cfg.max_tokens, fits(m, cfg.max_tokens)
+            if ok is False and level < MAX_COMPACT: continue
+            if ok is False:   # even the shortest prompt: a smaller completion cap, if at least half of it is left
+                room = caps.context_tokens - estimate_tokens(m, caps.tokens_per_char)
+                if room < max(256, (cfg.max_tokens or 0) // 2):
+                    return None, (f"the prompt does not fit the model's context window of {caps.context_tokens} tokens, "
+                                  f"even shortened (about {caps.context_tokens - room} tokens)"), level
+                max_tokens = room
+            stop = ["```"] if getattr(cfg, "stop_at_fence", False) and prefill_opens_code(m) else None
+            try:
+                return self.llm.complete(m, seed=self.seed, draw=n, max_tokens=max_tokens, temperature=cfg.temperature,
+                                         top_p=cfg.top_p, stop=stop), None, level
+            except ContextWindowExceeded as e:
+                if level == MAX_COMPACT: return None, e.what, level
+            except RequestRefused as e:   # a refusal of this request; the first call, or three in a row, stop the run
+                if self.calls - self.failed_calls == 0 or self.refused_in_a_row >= 2: raise
+                return None, e.what, level
+        return None, "the prompt does not fit the model's context window", MAX_COMPACT
+
     def step(self) -> Any | None:
         "Make one LLM call, score its program, record it; returns the new node, or None (stop_reason 'exhausted') when `plan` has nothing left."
         cfg, t0 = self.config, time.perf_counter()
@@ -491,16 +545,14 @@ class SearchLoop:
             if planned is None:
                 self.stop_reason = "exhausted"; return None
             where, t, msgs = planned
-            stop = ["```"] if getattr(cfg, "stop_at_fence", False) and prefill_opens_code(msgs) else None
             n = self.calls + 1
             t1 = time.perf_counter()
-            comp = self.llm.complete(msgs, seed=self.seed, draw=n, max_tokens=cfg.max_tokens,
-                                     temperature=cfg.temperature, top_p=cfg.top_p, stop=stop)
+            comp, failed, level = self.ask(where, t, msgs, n)
             t2 = time.perf_counter()
-            critique, program = self.parse(t, comp.text)
+            critique, program = self.parse(t, comp.text) if comp is not None else (None, "")
             program = program or ""
             t3 = time.perf_counter()
-            evaluation = self.evaluate(program)
+            evaluation = self.evaluate(program) if comp is not None else FailedExpansion(failed)
             t4 = time.perf_counter()
         except BaseException:
             self.rng.bit_generator.state = rng_state   # an interrupted call leaves no trace
@@ -509,6 +561,8 @@ class SearchLoop:
         child = self.add_child(where, t, program, evaluation_summary(evaluation), critique, n, tok)
         self.calls = n
         self.cached_calls += int(bool(getattr(comp, "cached", False)))
+        self.failed_calls += int(comp is None); self.compacted_calls += int(level > 0 and comp is not None)
+        self.refused_in_a_row = self.refused_in_a_row + 1 if comp is None else 0
         self.prompt_tokens += tok[0]; self.completion_tokens += tok[1]
         if self.best_program is None or child.score > self.best_value:   # strict >: the earliest best wins ties
             self.best_program, self.best_value, self.best_node = program, child.score, child.id
@@ -550,7 +604,8 @@ class SearchLoop:
         tree = self.export_tree()
         return SearchResult(self.best_program, self.best_value, list(self.best_value_per_call), self.calls,
                             self.prompt_tokens, self.completion_tokens, tree, list(self.value_per_call),
-                            tree["stats"], self.stop_reason or "", self.best_node, self.cached_calls, dict(self.timing))
+                            tree["stats"], self.stop_reason or "", self.best_node, self.cached_calls, dict(self.timing),
+                            self.failed_calls, self.compacted_calls)
 
     # -- checkpoint -------------------------------------------------------------------------------------------
     def _identity(self) -> dict:
@@ -564,7 +619,8 @@ class SearchLoop:
                     best_node=self.best_node, value_per_call=self.value_per_call,
                     best_value_per_call=self.best_value_per_call, calls=self.calls, cached_calls=self.cached_calls,
                     prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
-                    stop_reason=self.stop_reason, timing=self.timing)
+                    stop_reason=self.stop_reason, timing=self.timing, failed_calls=self.failed_calls,
+                    compacted_calls=self.compacted_calls, refused_in_a_row=self.refused_in_a_row)
 
     def state_dict(self) -> dict:
         "The whole search state as plain data (what the checkpoint holds; a copy)."
@@ -599,6 +655,7 @@ class SearchLoop:
                   "cached_calls", "prompt_tokens", "completion_tokens", "stop_reason"):
             setattr(self, k, d[k])
         self.timing.update(d.get("timing") or {})
+        for k in ("failed_calls", "compacted_calls", "refused_in_a_row"): setattr(self, k, int(d.get(k) or 0))  # older checkpoints: 0
 
 # %% ../nbs/08_gif_mcts.ipynb #faa57147
 CHECKPOINT_FORMAT = "cwm-nb/gif-mcts-checkpoint/1"
@@ -628,6 +685,8 @@ class GIFMCTS(SearchLoop):
         path, action, _ = sel
         t = _LETTER[action[0]]
         return (path, action), t, self.messages(self.tree.nodes[path[-1]], t)
+
+    def node_at(self, where) -> Node: return self.tree.nodes[where[0][-1]]
 
     def add_child(self, where, t, program, summary, critique, call, tokens) -> Node:
         "Expand the selected action with the scored program and back the value up the path (spec §4.12)."

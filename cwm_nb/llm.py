@@ -4,7 +4,7 @@
 
 # %% ../nbs/01_llm.ipynb #1109617b
 from __future__ import annotations
-import atexit, hashlib, json, logging, os, random, socket, sqlite3, subprocess, sys, tempfile, threading, time
+import atexit, hashlib, json, logging, math, os, random, re, socket, sqlite3, subprocess, sys, tempfile, threading, time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable
@@ -12,11 +12,14 @@ from urllib.parse import urlparse
 from .core import CwmNbError, cache_dir, derive_seed
 
 # %% auto #0
-__all__ = ['ROLES', 'PRICES_PER_MTOK', 'LOCAL_HOSTS', 'EMBEDDED_ALIAS', 'MODEL_ALIASES', 'PROVIDER_URLS', 'Completion',
-           'check_messages', 'prefill_of', 'render_plain', 'price_of', 'Usage', 'request_seed', 'LLM', 'ScriptedLLM',
-           'is_local_url', 'OpenAICompatibleLLM', 'embedded_model_path', 'usable_cpus', 'embedded_threads', 'free_port',
-           'EmbeddedServer', 'get_embedded_server', 'embedded_llm', 'TransformersLLM', 'cache_key', 'ResponseCache',
-           'CachedLLM', 'ModelSpec', 'resolve_model', 'get_llm']
+__all__ = ['ROLES', 'PRICES_PER_MTOK', 'PREFILL_MODES', 'CONTEXT_TOKENS', 'REASONING_MIN_TOKENS', 'LOCAL_HOSTS', 'EMBEDDED_ALIAS',
+           'MODEL_ALIASES', 'PROVIDER_URLS', 'Completion', 'check_messages', 'prefill_of', 'render_plain', 'price_of',
+           'Usage', 'EndpointCaps', 'parse_caps', 'is_reasoning_model', 'caps_for', 'prefill_to_user', 'join_prefill',
+           'Request', 'shape_request', 'estimate_tokens', 'RequestRefused', 'ContextWindowExceeded', 'classify_refusal',
+           'learn_from_refusal', 'request_seed', 'LLM', 'ScriptedLLM', 'is_local_url', 'OpenAICompatibleLLM',
+           'embedded_model_path', 'usable_cpus', 'embedded_threads', 'free_port', 'EmbeddedServer',
+           'get_embedded_server', 'embedded_llm', 'TransformersLLM', 'cache_key', 'ResponseCache', 'CachedLLM',
+           'ModelSpec', 'resolve_model', 'get_llm']
 
 # %% ../nbs/01_llm.ipynb #1b562286
 _log = logging.getLogger("cwm_nb.llm")
@@ -78,7 +81,8 @@ class Usage:
     completion_tokens: int = 0  # generated tokens of `calls`
     latency_s: float = 0.0      # summed wall time of `calls`, seconds
     cost_usd: float = 0.0       # summed cost of `calls` where the price is known, USD
-    retries: int = 0            # transient failures (429, 5xx, timeouts) that were retried
+    retries: int = 0            # transient failures (408, 429, 5xx, timeouts, resets, error bodies) that were retried
+    refused: int = 0            # requests the endpoint refused (HTTP 400-class) that no correction could save
 
     def record(self, c: Completion, price: tuple[float, float] | None = None):
         "Add one completion; `cached` ones only bump `cached_calls`."
@@ -95,6 +99,248 @@ class Usage:
     def to_dict(self) -> dict: return asdict(self)
 
 # %% ../nbs/01_llm.ipynb #d8814879
+PREFILL_MODES = ("continue", "user")
+
+@dataclass
+class EndpointCaps:
+    "What one endpoint accepts; decides the shape of every request sent to it (see `shape_request`)."
+    prefill: str = "user"               # "continue": a trailing assistant message is continued in place; "user": moved into the user turn
+    stop: bool = True                   # accepts `stop` (False: the stop strings are applied here, to the answer)
+    max_tokens_param: str = "max_tokens"  # "max_tokens", or "max_completion_tokens" (OpenAI reasoning models)
+    sampling: bool = True               # accepts `temperature` and `top_p` (False: the model's defaults)
+    seed: bool = True                   # accepts `seed`
+    context_tokens: int | None = None   # context window (prompt + answer), tokens; None: unknown
+    tokens_per_char: float | None = None  # prompt tokens per character, as the endpoint counted them (learned)
+
+    def __post_init__(self):
+        if self.prefill not in PREFILL_MODES: raise CwmNbError(f"prefill must be one of {PREFILL_MODES}, got {self.prefill!r}", "use prefill=continue or prefill=user")
+        if self.max_tokens_param not in ("max_tokens", "max_completion_tokens"):
+            raise CwmNbError(f"max_tokens_param must be max_tokens or max_completion_tokens, got {self.max_tokens_param!r}",
+                             "use max_tokens_param=max_completion_tokens for OpenAI reasoning models")
+        if self.context_tokens is not None and self.context_tokens < 1:
+            raise CwmNbError(f"context_tokens must be positive, got {self.context_tokens}", "give the model's context window in tokens")
+
+    def to_dict(self) -> dict: return asdict(self)
+
+# %% ../nbs/01_llm.ipynb #057f95b7
+_CAP_ALIASES = {"context": "context_tokens", "max_tokens": "max_tokens_param"}
+
+def parse_caps(
+    text: str,                        # e.g. "prefill=user,context=8192,stop=no"
+    base: EndpointCaps | None = None, # the caps to override (None: the defaults)
+) -> EndpointCaps:
+    "`base` with the fields named in `text` replaced. Raises `CwmNbError` naming a bad key or value."
+    out = asdict(base or EndpointCaps())
+    for item in filter(None, (s.strip() for s in (text or "").split(","))):
+        k, sep, v = item.partition("=")
+        k, v = _CAP_ALIASES.get(k.strip(), k.strip()), v.strip()
+        if not sep or k not in out or k == "tokens_per_char":
+            raise CwmNbError(f"bad endpoint capability {item!r}",
+                             "use key=value pairs from prefill, stop, max_tokens_param, sampling, seed, context "
+                             "(e.g. --endpoint-caps prefill=user,context=8192,stop=no)")
+        if k in ("stop", "sampling", "seed"):
+            if v.lower() not in ("yes", "no", "true", "false", "1", "0"):
+                raise CwmNbError(f"endpoint capability {k} must be yes or no, got {v!r}", f"write {k}=yes or {k}=no")
+            out[k] = v.lower() in ("yes", "true", "1")
+        elif k == "context_tokens":
+            if not v.isdigit(): raise CwmNbError(f"context must be a number of tokens, got {v!r}", "write e.g. context=8192")
+            out[k] = int(v)
+        else: out[k] = v
+    return EndpointCaps(**out)
+
+# %% ../nbs/01_llm.ipynb #74da881e
+CONTEXT_TOKENS: dict[str, int] = {   # published context windows, by model-name prefix (longest prefix wins)
+    "gpt-4-turbo": 128_000, "gpt-4o": 128_000, "gpt-4.1": 1_047_576, "gpt-5": 400_000,
+    "o1": 200_000, "o3": 200_000, "o4": 200_000,
+    "meta-llama/Meta-Llama-3-": 8_192, "meta-llama/Llama-3.1-": 131_072, "meta-llama/Llama-3.3-": 131_072,
+}
+REASONING_MIN_TOKENS = 16_000   # default completion cap of reasoning models (their hidden reasoning counts in it)
+_REASONING = re.compile(r"^(?:o\d|gpt-5)(?!.*-chat)", re.I)
+
+def is_reasoning_model(model: str) -> bool:
+    "Whether `model` (a name as the provider knows it) is an OpenAI reasoning model: o1, o3, o4-mini, gpt-5, ..."
+    return bool(_REASONING.match(model.split(":", 1)[-1]))
+
+def caps_for(
+    provider: str,          # "openai", "vllm", "ollama", "llamacpp", "embedded", "" (any other server)
+    model: str,             # the model name as the server knows it
+    mode: str = "chat",     # "chat" or "completion"
+) -> EndpointCaps:
+    "The capabilities a provider and model name imply (see the table above)."
+    ctx = max(((p, n) for p, n in CONTEXT_TOKENS.items() if model.startswith(p)), default=(None, None),
+              key=lambda pn: len(pn[0]))[1]
+    if mode == "completion" or provider in ("vllm", "llamacpp", "embedded"):
+        return EndpointCaps(prefill="continue", context_tokens=ctx)
+    if provider == "openai" and is_reasoning_model(model):
+        return EndpointCaps(prefill="user", stop=False, max_tokens_param="max_completion_tokens", sampling=False,
+                            context_tokens=ctx)
+    return EndpointCaps(prefill="user", context_tokens=ctx)
+
+# %% ../nbs/01_llm.ipynb #2bb9acca
+def prefill_to_user(
+    messages: list[dict],  # chat messages ending with an assistant pre-fill
+) -> list[dict]:           # the messages without the pre-fill, the last user turn asking for it in words
+    "Drop the trailing assistant pre-fill and ask for it in the last user turn instead."
+    pre, msgs = prefill_of(messages), [dict(m) for m in messages[:-1]]
+    if not pre: return [dict(m) for m in messages]
+    if pre.count("```") % 2 == 1:              # it opens a code block: ask for the block, starting with its code
+        lang, _, code = pre[pre.rindex("```") + 3:].partition("\n")
+        lang = lang.strip() or "python"
+        ask = f"Give the complete program in one ```{lang} code block"
+        ask += f" that starts with these lines:\n\n```{lang}\n{code.strip(chr(10))}\n```" if code.strip() else "."
+    else:
+        ask = f"Start your answer with: {pre.strip()}" if "\n" not in pre.strip() else f"Start your answer with:\n\n{pre.strip()}"
+    users = [i for i, m in enumerate(msgs) if m["role"] == "user"]
+    if users: msgs[users[-1]]["content"] = msgs[users[-1]]["content"].rstrip() + "\n\n" + ask
+    else: msgs.append(dict(role="user", content=ask))
+    return msgs
+
+_FENCE_LINE = re.compile(r"^[ \t]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)?(?:`{3,}|~{3,})[ \t]*(\S*)", re.M)
+_CODE_LIKE = re.compile(r"^(?:[ \t]+\S|(?:import|from|class|def|return|if|for|while|with|try|@)\b|[\w.\[\]]+\s*(?:=|\())")
+
+def _opens_own_block(answer: str) -> bool:
+    "Whether a new-turn answer opens a code block of its own (rather than continuing the pre-filled one)."
+    m = _FENCE_LINE.search(answer)
+    if m is None: return False
+    if m.group(1): return True                                   # a fence with a language opens a block
+    before = answer[:m.start()].strip("\n")
+    return not (before.strip() and _CODE_LIKE.match(before))     # code, then a bare fence: it closes the pre-filled block
+
+def join_prefill(
+    prefill: str,  # the pre-fill that was moved into the user turn
+    answer: str,   # the model's new turn
+) -> str:          # the whole answer, as if the pre-fill had been continued
+    "The pre-fill in front of a new-turn answer; its open code block closed first if the answer opens its own."
+    if not prefill or (prefill.strip() and answer.lstrip().startswith(prefill.strip())): return answer
+    if prefill.count("```") % 2 == 1 and _opens_own_block(answer):
+        return prefill.rstrip("\n") + "\n```\n\n" + answer
+    return prefill + answer
+
+# %% ../nbs/01_llm.ipynb #deccc016
+@dataclass
+class Request:
+    "One request as sent: messages and params (the cache key), and how to read the answer."
+    messages: list[dict]      # the messages sent
+    params: dict              # the sampling parameters sent (see `shape_request`)
+    prefill: str = ""         # the caller's pre-fill
+    continued: bool = True    # the endpoint continues the pre-fill in place (False: the answer is a new turn)
+
+def shape_request(
+    messages: list[dict],  # the caller's messages (a trailing assistant message is a pre-fill)
+    params: dict,          # the caller's effective sampling parameters (`LLM.sampling_params`)
+    caps: EndpointCaps,    # what the endpoint accepts
+) -> Request:
+    "The request to send for `messages` and `params` to an endpoint with `caps`."
+    pre, p, continued = prefill_of(messages), dict(params), True
+    if pre and caps.prefill != "continue":
+        messages, continued = prefill_to_user(messages), False
+        p["stop"] = []                                     # a stop meant for the continued block would cut the new turn
+    if caps.max_tokens_param != "max_tokens" and "max_tokens" in p:
+        p["max_completion_tokens"] = p.pop("max_tokens")
+    if not caps.sampling:
+        for k in ("temperature", "top_p"): p.pop(k, None)
+    if not caps.stop and p.get("stop"): p["stop_here"] = True   # cut the answer here instead
+    if not caps.seed: p["no_seed"] = True
+    return Request(messages, p, pre, continued)
+
+# %% ../nbs/01_llm.ipynb #d3aef1dc
+def estimate_tokens(
+    messages: list[dict],                 # chat messages
+    tokens_per_char: float | None = None, # the endpoint's measured ratio; None: 1/3
+) -> int:                                 # an upper estimate of the prompt's tokens
+    "Prompt tokens of `messages`, estimated from their characters."
+    chars = sum(len(m["content"]) for m in messages)
+    return math.ceil(chars * (tokens_per_char or 1 / 3) * (1.05 if tokens_per_char else 1.0)) + 8 * len(messages)
+
+# %% ../nbs/01_llm.ipynb #381dd072
+class RequestRefused(CwmNbError):
+    "The endpoint refused this request (HTTP 400-class); the same request cannot succeed."
+    def __init__(self, what: str, todo: str = "", *, status: int = 400, message: str = "", param: str | None = None,
+                 kind: str = "other", window: int | None = None, prompt_tokens: int | None = None):
+        super().__init__(what, todo)
+        self.status, self.message, self.param, self.kind = status, message, param, kind
+        self.window, self.prompt_tokens = window, prompt_tokens   # kind "context": what the endpoint said, if it did
+
+    def to_dict(self) -> dict:
+        return dict(what=self.what, todo=self.todo, status=self.status, message=self.message, param=self.param,
+                    kind=self.kind, window=self.window, prompt_tokens=self.prompt_tokens)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RequestRefused:
+        kind = d.get("kind", "other")
+        c = ContextWindowExceeded if kind == "context" else RequestRefused
+        return c(d["what"], d.get("todo", ""), **{k: d.get(k) for k in ("status", "message", "param", "window", "prompt_tokens")},
+                 kind=kind)
+
+class ContextWindowExceeded(RequestRefused):
+    "The prompt and the completion cap do not fit the model's context window."
+
+_CONTEXT = re.compile(r"context[ _](?:length|window|size)|maximum context|too many tokens|prompt is too long|n_ctx"
+                      r"|exceeds? the (?:available )?context", re.I)
+_WINDOW = [re.compile(p, re.I) for p in (r"maximum context length is (\d+)", r"context (?:length|window|size) (?:of |is )?\(?(\d+)",
+                                          r"n_ctx\D{0,20}(\d+)", r"context size \((\d+) tokens\)")]
+_PROMPT = [re.compile(p, re.I) for p in (r"\((\d+) in the messages", r"(\d+) tokens? (?:in|from) (?:the |your )?(?:prompt|input|messages)",
+                                          r"request \((\d+) tokens\)", r"resulted in (\d+) tokens", r"prompt (?:has|is) (\d+) tokens")]
+_PARAM = [re.compile(p, re.I) for p in (r"Unsupported parameter: '(\w+)'", r"Unsupported value: '(\w+)'",
+                                         r"Unrecognized request arguments? supplied: (\w+)", r"'(\w+)' is not supported",
+                                         r"\b(max_tokens|temperature|top_p|stop|seed|continue_final_message) is not supported")]
+_KNOWN_PARAMS = ("max_tokens", "temperature", "top_p", "stop", "seed", "continue_final_message", "add_generation_prompt")
+
+def _first_int(pats, text):
+    for p in pats:
+        if m := p.search(text): return int(m.group(1))
+    return None
+
+def classify_refusal(
+    status: int,              # HTTP status
+    message: str,             # the provider's error message
+    param: str | None = None, # the error's `param` field, if any
+    where: str = "the LLM endpoint",  # who refused, for the error text
+) -> RequestRefused:
+    "The refusal as `RequestRefused` of kind 'context', 'parameter', 'prefill' or 'other' (read from the message)."
+    msg = str(message or "")
+    if _CONTEXT.search(msg):
+        return ContextWindowExceeded(f"{where} refused a prompt longer than its context window (HTTP {status}): {msg[:300]}",
+                                     "the search shortens such prompts; with --endpoint-caps context=N the window is known beforehand",
+                                     status=status, message=msg, param=param, kind="context",
+                                     window=_first_int(_WINDOW, msg), prompt_tokens=_first_int(_PROMPT, msg))
+    named = param if param in _KNOWN_PARAMS else next((m.group(1) for p in _PARAM if (m := p.search(msg))), None)
+    if named in _KNOWN_PARAMS:
+        return RequestRefused(f"{where} refused the parameter {named!r} (HTTP {status}): {msg[:300]}",
+                              "the request is corrected once and the correction kept; --endpoint-caps sets it beforehand",
+                              status=status, message=msg, param=named, kind="parameter")
+    if re.search(r"prefill|(?:final|last|trailing) (?:message|turn).{0,40}assistant|assistant.{0,40}(?:final|last|trailing)", msg, re.I):
+        return RequestRefused(f"{where} refused the assistant pre-fill (HTTP {status}): {msg[:300]}",
+                              "the pre-fill is moved into the user turn; --endpoint-caps prefill=user does it beforehand",
+                              status=status, message=msg, param=param, kind="prefill")
+    return RequestRefused(f"{where} refused the request (HTTP {status}): {msg[:300]}",
+                          "read the provider's message above; if it names a setting, change it (e.g. --endpoint-caps)",
+                          status=status, message=msg, param=param)
+
+def learn_from_refusal(
+    caps: EndpointCaps,     # the endpoint's caps, changed in place
+    r: RequestRefused,      # what it refused
+    request_chars: int = 0, # characters of the refused prompt (to learn tokens per character)
+) -> str | None:            # what changed in the request's shape (None: nothing to correct)
+    "Correct `caps` after refusal `r`: a parameter or pre-fill fixed (returned), or the context window learned (None)."
+    if r.kind == "context":
+        if r.window: caps.context_tokens = r.window
+        if r.prompt_tokens and request_chars: caps.tokens_per_char = max(caps.tokens_per_char or 0, r.prompt_tokens / request_chars)
+        return None
+    if r.kind == "prefill" or r.param in ("continue_final_message", "add_generation_prompt"):
+        if caps.prefill == "user": return None
+        caps.prefill = "user"; return "pre-fill moved into the user turn"
+    if r.param == "max_tokens" and caps.max_tokens_param == "max_tokens":
+        caps.max_tokens_param = "max_completion_tokens"; return "max_tokens sent as max_completion_tokens"
+    if r.param in ("temperature", "top_p") and caps.sampling:
+        caps.sampling = False; return "temperature and top_p left to the model's defaults"
+    if r.param == "stop" and caps.stop:
+        caps.stop = False; return "stop strings applied to the answer instead of sent"
+    if r.param == "seed" and caps.seed:
+        caps.seed = False; return "seed not sent"
+    return None
+
+# %% ../nbs/01_llm.ipynb #b987bd89
 def request_seed(seed: int, draw: int) -> int:
     "The sampling seed sent to a backend for call number `draw` of a run seeded with `seed` (0 <= s < 2**31)."
     return derive_seed(seed, "llm-draw", draw) % 2**31
@@ -102,9 +348,13 @@ def request_seed(seed: int, draw: int) -> int:
 class LLM:
     "Base class: a named model that turns chat messages into a `Completion`, with `usage` accounting."
     price: tuple[float, float] | None = None  # USD per million (prompt, completion) tokens, if known
+    cache = None                              # a `ResponseCache` consulted before `send` (set by `CachedLLM`)
+    counts_tokens = True                      # its prompt_tokens are a tokenizer's count (test doubles: False)
 
     def __init__(self, name: str):
         self.name, self.usage, self._lock = name, Usage(), threading.Lock()
+        self.caps = EndpointCaps(prefill="continue")   # in-process backends continue a pre-fill in place
+        self.adjustments: list[str] = []               # corrections of the request shape learned from refusals
 
     def sampling_params(self, max_tokens: int | None = None, temperature: float | None = None,
                         top_p: float | None = None, stop: list[str] | None = None) -> dict:
@@ -121,23 +371,79 @@ class LLM:
                  top_p: float | None = None,        # nucleus sampling mass (None: backend default)
                  stop: list[str] | None = None,     # stop strings (not included in the text)
                 ) -> Completion:
-        "Answer `messages`. Raises `ValueError` for malformed messages and `CwmNbError` when the backend fails."
+        """Answer `messages`; `text` starts with the pre-fill. Raises `ValueError` for malformed messages,
+        `RequestRefused` (`ContextWindowExceeded`) when the endpoint refuses this request, `CwmNbError` when it fails."""
         check_messages(messages)
-        params = self.sampling_params(max_tokens, temperature, top_p, stop)
-        t0 = time.perf_counter()
-        c = self._complete(messages, params, seed=seed, draw=draw)
-        c.latency_s, c.model = time.perf_counter() - t0, self.name
-        with self._lock: self.usage.record(c, self.price)
-        return c
+        return self._answer(messages, self.sampling_params(max_tokens, temperature, top_p, stop), seed, draw)
+
+    # -- what a backend provides ------------------------------------------------------------------------------
+    def prepare(self, messages: list[dict], params: dict) -> Request:
+        "The request sent for `messages` and `params`: `shape_request` with this endpoint's `caps`."
+        return shape_request(messages, params, self.caps)
+
+    def send(self, req: Request, *, seed: int, draw: int) -> Completion:
+        "One request to the model; `text` is the answer to `req.messages`, their own pre-fill in front."
+        return self._complete(req.messages, req.params, seed=seed, draw=draw)
 
     def _complete(self, messages: list[dict], params: dict, *, seed: int, draw: int) -> Completion:
         raise NotImplementedError
 
     def __repr__(self): return f"{type(self).__name__}({self.name!r})"
 
-# %% ../nbs/01_llm.ipynb #057f95b7
+# %% ../nbs/01_llm.ipynb #3b40d3b3
+def _request_record(llm: LLM, req: Request, seed: int, draw: int) -> dict:
+    return dict(model=llm.name, messages=req.messages, params=req.params, seed=seed, draw=draw)
+
+def _learn(self: LLM, r: RequestRefused, req: Request) -> str | None:
+    "Learn from a refusal of `req` (`learn_from_refusal`); a correction is logged and kept in `adjustments`."
+    change = learn_from_refusal(self.caps, r, sum(len(m["content"]) for m in req.messages))
+    if change:
+        self.adjustments.append(change)
+        _log.warning("%s: %s (the endpoint said: %s)", self.name, change, r.message[:200])
+    elif r.kind == "context" and self.caps.context_tokens:
+        _log.warning("%s: context window %d tokens (from a refusal)", self.name, self.caps.context_tokens)
+    return change
+
+def _answer(self: LLM, messages: list[dict], params: dict, seed: int, draw: int) -> Completion:
+    for _ in range(8):                    # each pass answers, or corrects the shape after a refusal
+        req = self.prepare(messages, params)
+        key = cache_key(self.name, req.messages, req.params, seed, draw) if self.cache is not None else None
+        t0 = time.perf_counter()
+        hit = self.cache.get(key) if key else None
+        try:
+            if isinstance(hit, RequestRefused): raise hit
+            if hit is not None:
+                hit.cached, hit.latency_s = True, time.perf_counter() - t0
+                with self._lock: self.usage.record(hit)
+                return hit
+            c = self.send(req, seed=seed, draw=draw)
+        except RequestRefused as r:
+            if key and hit is None: self.cache.put_refusal(key, r, _request_record(self, req, seed, draw))
+            if _learn(self, r, req): continue
+            with self._lock: self.usage.refused += 1
+            raise
+        c.latency_s, c.model = time.perf_counter() - t0, self.name
+        if not req.continued: c.text = join_prefill(req.prefill, c.text)
+        chars = sum(len(m["content"]) for m in req.messages)
+        if c.prompt_tokens and chars > 200 and self.counts_tokens:   # the endpoint's own count: a better estimate
+            self.caps.tokens_per_char = max(self.caps.tokens_per_char or 0.0, c.prompt_tokens / chars)
+        if key: self.cache.put(key, c, _request_record(self, req, seed, draw))
+        with self._lock: self.usage.record(c, self.price)
+        return c
+    raise CwmNbError(f"{self.name} kept refusing the corrected requests", "set the endpoint's capabilities with --endpoint-caps")
+
+def _fits(self: LLM, messages: list[dict], max_tokens: int | None) -> bool | None:
+    "Whether the prompt plus `max_tokens` fits the known context window (None: the window is unknown)."
+    if not self.caps.context_tokens: return None
+    return estimate_tokens(messages, self.caps.tokens_per_char) + (max_tokens or 0) <= self.caps.context_tokens
+
+LLM._answer, LLM.learn, LLM.fits = _answer, _learn, _fits
+
+# %% ../nbs/01_llm.ipynb #5f7c81c0
 class ScriptedLLM(LLM):
     "Test double answering from a list (in call order) or a function `(messages, draw) -> str`. Not a model."
+    counts_tokens = False   # its token counts are words
+
     def __init__(self,
                  answers: list[str] | Callable[[list[dict], int], str],  # the generated texts, or a function making them
                  name: str = "scripted",
@@ -157,7 +463,7 @@ class ScriptedLLM(LLM):
         return Completion(text, prompt_tokens=sum(len(m["content"].split()) for m in messages),
                           completion_tokens=len(out.split()), finish_reason="stop")
 
-# %% ../nbs/01_llm.ipynb #74da881e
+# %% ../nbs/01_llm.ipynb #3d34845e
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 
 def is_local_url(url: str) -> bool:
@@ -165,24 +471,56 @@ def is_local_url(url: str) -> bool:
     h = urlparse(url).hostname or ""
     return h in LOCAL_HOSTS or h.startswith("127.")
 
+class _NoAnswer(Exception): "An HTTP 200 without choices (a router's error body)."
+
+def _retry_after(response) -> float | None:
+    "Seconds the server asks to wait (`retry-after-ms`, `retry-after` in seconds or as an HTTP date), or None."
+    h = getattr(response, "headers", None) or {}
+    try:
+        if h.get("retry-after-ms"): return float(h["retry-after-ms"]) / 1000
+        v = h.get("retry-after")
+        if not v: return None
+        try: return float(v)
+        except ValueError:
+            from email.utils import parsedate_to_datetime
+            return max(0.0, parsedate_to_datetime(v).timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError): return None
+
+def _short(e: Exception, n: int = 300) -> str:
+    "The server's error message, shortened."
+    body = getattr(e, "body", None)
+    if isinstance(body, dict) and isinstance(body.get("error"), dict): body = body["error"]
+    msg = body.get("message") if isinstance(body, dict) else None
+    return str(msg or getattr(e, "message", None) or e)[:n]
+
+def _param(e: Exception) -> str | None:
+    body = getattr(e, "body", None)
+    if isinstance(body, dict) and isinstance(body.get("error"), dict): body = body["error"]
+    p = body.get("param") if isinstance(body, dict) else None
+    return p if isinstance(p, str) else None
+
+# %% ../nbs/01_llm.ipynb #a4de4c92
 class OpenAICompatibleLLM(LLM):
-    """An OpenAI-compatible HTTP endpoint (OpenAI, vLLM, Ollama, llama.cpp server) in chat or completion mode.
-    Raises `CwmNbError` at construction if a remote endpoint has no key, and from `complete` when the endpoint is
-    unreachable, rejects the request, or keeps failing after `max_retries` retries."""
+    """An OpenAI-compatible HTTP endpoint (OpenAI, vLLM, Ollama, llama.cpp server, routers) in chat or completion
+    mode. Raises `CwmNbError` at construction if a remote endpoint has no key; `complete` raises `RequestRefused`
+    for a refused request and `CwmNbError` when the endpoint is unreachable, refuses the key or model, or keeps
+    failing after `max_retries` retries."""
     def __init__(self,
                  base_url: str,                        # e.g. "https://api.openai.com/v1", "http://127.0.0.1:8000/v1"
                  model: str,                           # model name as the server knows it
                  api_key_env: str = "OPENAI_API_KEY",  # environment variable holding the key (a dummy key is used for local servers)
                  mode: str = "chat",                   # "chat" or "completion" (base models: plain-text prompt)
                  timeout_s: float = 600.0,             # per-request timeout, seconds
-                 max_retries: int = 6,                 # retries of 429 / 5xx / timeouts before giving up
+                 max_retries: int = 6,                 # retries of what waiting can cure (see above) before giving up
                  backoff_s: float = 1.0,               # first backoff wait, seconds; doubles each retry
-                 backoff_max_s: float = 60.0,          # cap on one backoff wait, seconds
+                 backoff_max_s: float = 60.0,          # cap on one backoff wait, seconds (a longer Retry-After wins)
                  max_tokens: int = 4096,               # default cap on generated tokens (paper: 4096)
                  temperature: float = 0.6,             # default temperature (paper: 0.6)
                  top_p: float = 0.8,                   # default nucleus mass (paper: 0.8)
                  price: tuple[float, float] | None = None,  # USD per million (prompt, completion) tokens; None: look up `model`
-                 continue_prefill: bool = False,       # chat mode: ask the server (vLLM) to continue the pre-fill in place
+                 provider: str = "",                   # "openai", "vllm", "ollama", "llamacpp" or "" (any): sets `caps` (`caps_for`)
+                 caps: EndpointCaps | str | None = None,  # capabilities, or overrides of the provider's in `parse_caps` form
+                 continue_prefill: bool | None = None, # shorthand for caps prefill=continue (True) or prefill=user (False)
                  name: str | None = None,              # `LLM.name` (cache key); default `model`
                 ):
         import openai
@@ -192,7 +530,8 @@ class OpenAICompatibleLLM(LLM):
         self.max_retries, self.backoff_s, self.backoff_max_s = max_retries, backoff_s, backoff_max_s
         self.defaults = dict(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
         self.price = price if price is not None else price_of(model)
-        self.continue_prefill = continue_prefill
+        self.caps = caps if isinstance(caps, EndpointCaps) else parse_caps(caps or "", caps_for(provider, model, mode))
+        if continue_prefill is not None and mode == "chat": self.caps.prefill = "continue" if continue_prefill else "user"
         key = os.environ.get(api_key_env)
         if not key:
             if not is_local_url(base_url):
@@ -209,70 +548,85 @@ class OpenAICompatibleLLM(LLM):
                     top_p=d["top_p"] if top_p is None else top_p, stop=list(stop or []))
 
     def backoff(self, attempt: int, retry_after: float | None = None) -> float:
-        "Seconds to wait before retry number `attempt` (0-based)."
+        "Seconds to wait before retry number `attempt` (0-based): exponential with jitter, at least `retry_after` (≤ 600 s)."
         w = min(self.backoff_max_s, self.backoff_s * 2**attempt) * random.uniform(0.75, 1.25)
-        return max(w, min(retry_after or 0.0, self.backoff_max_s))
+        return max(w, min(retry_after or 0.0, 600.0))
 
-    def _request(self, messages, params, seed):
-        kw = dict(model=self.model, max_tokens=params["max_tokens"], temperature=params["temperature"],
-                  top_p=params["top_p"], seed=seed)
-        if params["stop"]: kw["stop"] = params["stop"]
-        if self.mode == "completion":
-            r = self.client.completions.create(prompt=render_plain(messages), **kw)
-            ch = r.choices[0]; text = ch.text or ""
-        else:
-            if self.continue_prefill and prefill_of(messages):
-                kw["extra_body"] = dict(continue_final_message=True, add_generation_prompt=False)
-            r = self.client.chat.completions.create(messages=messages, **kw)
-            ch = r.choices[0]; text = ch.message.content or ""
-        u = r.usage
-        return Completion(prefill_of(messages) + text, prompt_tokens=(u.prompt_tokens or 0) if u else 0,
-                          completion_tokens=(u.completion_tokens or 0) if u else 0, finish_reason=ch.finish_reason)
+# %% ../nbs/01_llm.ipynb #41e62903
+def _request(self: OpenAICompatibleLLM, req: Request, seed: int) -> Completion:
+    p, pre = req.params, prefill_of(req.messages)
+    kw = {k: p[k] for k in ("max_tokens", "max_completion_tokens", "temperature", "top_p") if k in p}
+    kw["model"] = self.model
+    if not p.get("no_seed"): kw["seed"] = seed
+    if p.get("stop") and not p.get("stop_here"): kw["stop"] = p["stop"]
+    if self.mode == "completion":
+        r = self.client.completions.create(prompt=render_plain(req.messages), **kw)
+    else:
+        if pre: kw["extra_body"] = dict(continue_final_message=True, add_generation_prompt=False)
+        r = self.client.chat.completions.create(messages=req.messages, **kw)
+    if not getattr(r, "choices", None):   # HTTP 200 with an error object or no choices
+        err = (getattr(r, "model_extra", None) or {}).get("error")
+        msg = err.get("message") if isinstance(err, dict) else err
+        raise _NoAnswer(str(msg or "the answer has no choices")[:300])
+    ch = r.choices[0]
+    text = (ch.text if self.mode == "completion" else ch.message.content) or ""
+    if p.get("stop_here"):
+        cut = min((i for i in (text.find(s) for s in p["stop"]) if i >= 0), default=-1)
+        if cut >= 0: text, ch.finish_reason = text[:cut], "stop"
+    u = r.usage
+    return Completion(pre + text, prompt_tokens=(u.prompt_tokens or 0) if u else 0,
+                      completion_tokens=(u.completion_tokens or 0) if u else 0, finish_reason=ch.finish_reason)
 
-    def _complete(self, messages, params, *, seed, draw):
-        import openai
-        where = f"the LLM endpoint {self.base_url} (model {self.model!r})"
-        refused = 0
-        for attempt in range(self.max_retries + 1):
-            retry_after = None
-            try: return self._request(messages, params, request_seed(seed, draw))
-            except openai.APITimeoutError: err = f"timed out after {self.timeout_s:g} s"
-            except openai.APIConnectionError as e:
+def _connection_refused(e: BaseException) -> bool:
+    "Whether a connection error was a refused connection (nobody listens), not a reset or a dropped answer."
+    seen = 0
+    while e is not None and seen < 10:
+        if isinstance(e, ConnectionRefusedError) or type(e).__name__ == "ConnectError": return True
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return False
+
+def _send(self: OpenAICompatibleLLM, req: Request, *, seed: int, draw: int) -> Completion:
+    import openai
+    where = f"the LLM endpoint {self.base_url} (model {self.model!r})"
+    refused = 0
+    for attempt in range(self.max_retries + 1):
+        retry_after = None
+        try: return _request(self, req, request_seed(seed, draw))
+        except _NoAnswer as e: err = f"HTTP 200 without an answer: {e}"
+        except openai.APITimeoutError: err = f"timed out after {self.timeout_s:g} s"
+        except openai.APIConnectionError as e:
+            if _connection_refused(e):   # nobody listens there
                 refused += 1
                 if refused > min(2, self.max_retries):
                     raise CwmNbError(f"cannot reach {where}: {e.__cause__ or e}",
                         "start the server (e.g. `vllm serve MODEL`, `ollama serve`, `python -m llama_cpp.server "
                         "--model FILE.gguf`), check the URL given as base_url / --base-url, or use the embedded "
                         "model (--model embedded)") from e
-                err = f"connection failed ({e.__cause__ or e})"
-            except (openai.RateLimitError, openai.InternalServerError) as e:
-                err = f"HTTP {e.status_code}: {_short(e)}"
-                try: retry_after = float(e.response.headers.get("retry-after", ""))
-                except ValueError: pass
-            except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
-                raise CwmNbError(f"{where} refused the API key (HTTP {e.status_code}): {_short(e)}",
+            err = f"connection failed ({e.__cause__ or e})"
+        except openai.APIStatusError as e:
+            s = e.status_code
+            if s in (401, 403):
+                raise CwmNbError(f"{where} refused the API key (HTTP {s}): {_short(e)}",
                                  "check that the key in the environment variable is valid for this endpoint") from e
-            except openai.NotFoundError as e:
+            if s == 404:
                 raise CwmNbError(f"{where} answered 404: {_short(e)}",
                                  "check the model name and that base_url ends with /v1 (list models at <base_url>/models)") from e
-            except openai.APIStatusError as e:
-                raise CwmNbError(f"{where} rejected the request (HTTP {e.status_code}): {_short(e)}",
-                                 "if the prompt is too long, lower max_tokens or use a model with a longer context") from e
-            if attempt == self.max_retries: break
-            wait = self.backoff(attempt, retry_after)
-            _log.warning("%s: %s; retry %d/%d in %.1f s", self.base_url, err, attempt + 1, self.max_retries, wait)
-            with self._lock: self.usage.retries += 1
-            self.sleep(wait)
-        raise CwmNbError(f"{where} kept failing after {self.max_retries + 1} attempts; last error: {err}",
-                         "wait and rerun (finished calls are cached), raise max_retries, or check the server's logs")
+            if s in (400, 413, 422): raise classify_refusal(s, _short(e, 2000), _param(e), where) from e
+            if s not in (408, 409, 425, 429) and s < 500:
+                raise CwmNbError(f"{where} rejected the request (HTTP {s}): {_short(e)}", "read the provider's message above") from e
+            err, retry_after = f"HTTP {s}: {_short(e)}", _retry_after(e.response)
+        if attempt == self.max_retries: break
+        wait = self.backoff(attempt, retry_after)
+        _log.warning("%s: %s; retry %d/%d in %.1f s", self.base_url, err, attempt + 1, self.max_retries, wait)
+        with self._lock: self.usage.retries += 1
+        self.sleep(wait)
+    raise CwmNbError(f"{where} kept failing after {self.max_retries + 1} attempts; last error: {err}",
+                     "wait and rerun the same command: answered calls are cached and the run resumes where it stopped; "
+                     "or raise max_retries, or check the server's logs")
 
-def _short(e: Exception, n: int = 300) -> str:
-    "The server's error message, shortened."
-    body = getattr(e, "body", None)
-    msg = body.get("message") if isinstance(body, dict) else None
-    return str(msg or getattr(e, "message", None) or e)[:n]
+OpenAICompatibleLLM.send = _send
 
-# %% ../nbs/01_llm.ipynb #c1ad5c64
+# %% ../nbs/01_llm.ipynb #bd6e713e
 EMBEDDED_ALIAS = "gemma-3-270m-q4_k_m"
 
 def embedded_model_path() -> Path:
@@ -291,7 +645,7 @@ def embedded_model_path() -> Path:
                 if tmp.exists(): tmp.unlink()
     return target
 
-# %% ../nbs/01_llm.ipynb #d3aef1dc
+# %% ../nbs/01_llm.ipynb #96165b5a
 _SERVE = """
 import os, sys, threading, time, runpy
 ppid = os.getppid()
@@ -411,7 +765,7 @@ _LIVE_SERVERS: set[EmbeddedServer] = set()
 def _stop_servers():
     for s in list(_LIVE_SERVERS): s.stop()
 
-# %% ../nbs/01_llm.ipynb #381dd072
+# %% ../nbs/01_llm.ipynb #043bb8fb
 _EMBEDDED: EmbeddedServer | None = None
 _EMBEDDED_LOCK = threading.Lock()
 
@@ -431,7 +785,7 @@ def embedded_llm(max_tokens: int = 512, **kw) -> OpenAICompatibleLLM:
     llm.server = srv
     return llm
 
-# %% ../nbs/01_llm.ipynb #b987bd89
+# %% ../nbs/01_llm.ipynb #569335f1
 class TransformersLLM(LLM):
     "A Hugging Face causal LM run in this process with `transformers` (the paper's Llama 3 path)."
     def __init__(self,
@@ -511,14 +865,14 @@ class TransformersLLM(LLM):
         return Completion(prefill_of(messages) + text, prompt_tokens=n_prompt, completion_tokens=int(len(new)),
                           finish_reason=finish)
 
-# %% ../nbs/01_llm.ipynb #c7c34e99
+# %% ../nbs/01_llm.ipynb #8abcf2f7
 def cache_key(model: str, messages: list[dict], params: dict, seed: int, draw: int) -> str:
     "Hex SHA-256 of the canonical JSON of (model, messages, params, seed, draw)."
     blob = json.dumps([model, messages, params, int(seed), int(draw)], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 class ResponseCache:
-    "A process- and thread-safe SQLite store of completions by cache key."
+    "A process- and thread-safe SQLite store of completions (and refusals) by cache key."
     def __init__(self, path: str | Path):
         self.path = Path(path); self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
@@ -540,18 +894,25 @@ class ResponseCache:
             self._local.conn, self._local.pid = c, os.getpid()
         return c
 
-    def get(self, key: str) -> Completion | None:
+    def get(self, key: str) -> Completion | RequestRefused | None:
+        "The stored answer (or refusal) of `key`, or None."
         row = self._db().execute("SELECT response FROM completions WHERE key = ?", (key,)).fetchone()
-        return Completion(**json.loads(row[0])) if row else None
+        if not row: return None
+        d = json.loads(row[0])
+        return RequestRefused.from_dict(d["refused"]) if "refused" in d else Completion(**d)
 
-    def put(self, key: str, c: Completion, request: dict):
+    def _put(self, key: str, model: str, request: dict, response: dict):
         self._db().execute("INSERT OR IGNORE INTO completions VALUES (?, ?, ?, ?, ?)",
-                           (key, c.model, json.dumps(request, ensure_ascii=False),
-                            json.dumps(asdict(c), ensure_ascii=False), time.time()))
+                           (key, model, json.dumps(request, ensure_ascii=False),
+                            json.dumps(response, ensure_ascii=False), time.time()))
+
+    def put(self, key: str, c: Completion, request: dict): self._put(key, c.model, request, asdict(c))
+    def put_refusal(self, key: str, r: RequestRefused, request: dict):
+        self._put(key, request.get("model", ""), request, {"refused": r.to_dict()})
 
     def __len__(self) -> int: return self._db().execute("SELECT COUNT(*) FROM completions").fetchone()[0]
 
-# %% ../nbs/01_llm.ipynb #d985db7a
+# %% ../nbs/01_llm.ipynb #6e1b43ea
 class CachedLLM(LLM):
     "Wrap `inner` with the on-disk response cache; a cache hit costs no model call."
     def __init__(self,
@@ -560,27 +921,15 @@ class CachedLLM(LLM):
                 ):
         super().__init__(inner.name)
         self.inner, self.price = inner, inner.price
+        self.usage, self.caps, self.adjustments, self._lock = inner.usage, inner.caps, inner.adjustments, inner._lock
         self.cache = ResponseCache(path or os.environ.get("CWM_NB_LLM_CACHE") or cache_dir()/"llm_cache.sqlite")
 
-    def complete(self, messages, *, seed=0, draw=0, max_tokens=None, temperature=None, top_p=None, stop=None):
-        check_messages(messages)
-        params = self.inner.sampling_params(max_tokens, temperature, top_p, stop)
-        key = cache_key(self.inner.name, messages, params, seed, draw)
-        t0 = time.perf_counter()
-        hit = self.cache.get(key)
-        if hit is not None:
-            hit.cached, hit.latency_s = True, time.perf_counter() - t0
-            with self._lock: self.usage.record(hit)
-            return hit
-        c = self.inner.complete(messages, seed=seed, draw=draw, max_tokens=max_tokens, temperature=temperature,
-                                top_p=top_p, stop=stop)
-        self.cache.put(key, c, dict(model=self.inner.name, messages=messages, params=params, seed=seed, draw=draw))
-        with self._lock: self.usage.record(c, self.price)
-        return c
-
+    def sampling_params(self, *a, **kw) -> dict: return self.inner.sampling_params(*a, **kw)
+    def prepare(self, messages, params) -> Request: return self.inner.prepare(messages, params)
+    def send(self, req, *, seed, draw) -> Completion: return self.inner.send(req, seed=seed, draw=draw)
     def __repr__(self): return f"CachedLLM({self.inner!r}, {str(self.cache.path)!r})"
 
-# %% ../nbs/01_llm.ipynb #ca42d32d
+# %% ../nbs/01_llm.ipynb #624319d9
 MODEL_ALIASES: dict[str, str] = {
     "gpt-4-turbo": "openai:gpt-4-turbo",
     "gpt-4o": "openai:gpt-4o",
@@ -622,7 +971,7 @@ def get_llm(model: str | LLM = "embedded",     # alias, `provider:name`, or an `
             base_url: str | None = None,       # URL of an OpenAI-compatible server (overrides the provider's default)
             api_key_env: str = "OPENAI_API_KEY",  # environment variable holding the API key
             cache: bool | str | Path = True,   # wrap in the response cache (True: default file; a path: that file)
-            **kw,                              # passed to the backend (mode, timeout_s, max_retries, max_tokens, ...)
+            **kw,                              # passed to the backend (mode, timeout_s, max_retries, max_tokens, caps, ...)
            ) -> LLM:
     "An `LLM` for `model`, wrapped in `CachedLLM` unless `cache=False`. Raises `CwmNbError` for unknown names."
     if isinstance(model, LLM): return model
@@ -633,8 +982,7 @@ def get_llm(model: str | LLM = "embedded",     # alias, `provider:name`, or an `
         if p.suffix == ".gguf": llm = TransformersLLM(p.parent, gguf_file=p.name, **kw)
         else: llm = TransformersLLM(spec.model, **kw)
     else:
-        if spec.provider == "vllm": kw.setdefault("continue_prefill", True)
-        llm = OpenAICompatibleLLM(spec.base_url, spec.model, api_key_env=api_key_env,
+        llm = OpenAICompatibleLLM(spec.base_url, spec.model, api_key_env=api_key_env, provider=spec.provider,
                                   name=kw.pop("name", f"{spec.provider}:{spec.model}"), **kw)
     if cache is False: return llm
     return CachedLLM(llm, None if cache is True else cache)

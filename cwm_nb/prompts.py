@@ -9,9 +9,11 @@ from typing import Any
 from .core import to_plain
 
 # %% auto #0
-__all__ = ['SYSTEM_PROMPT', 'CWM_CONTRACT', 'RTFM_CONTRACT', 'LEAD_IN', 'PROGRAM_START', 'CODE_HEADING', 'SECTIONS_IMPROVE',
-           'SECTIONS_FIX', 'contract_for', 'format_value', 'format_transition', 'code_head', 'generate_messages',
-           'improve_messages', 'fix_messages', 'prefill_opens_code', 'code_blocks', 'extract_code', 'parse_answer']
+__all__ = ['SYSTEM_PROMPT', 'CWM_CONTRACT', 'RTFM_CONTRACT', 'COMPACT_LEVELS', 'MAX_COMPACT', 'LEAD_IN', 'PROGRAM_START',
+           'CODE_HEADING', 'SECTIONS_IMPROVE', 'SECTIONS_FIX', 'contract_for', 'format_value', 'format_transition',
+           'shorten_description', 'code_head', 'generate_messages', 'improve_messages', 'fix_messages',
+           'prefill_opens_code', 'strip_reasoning', 'fenced_blocks', 'code_blocks', 'defines_environment',
+           'extract_code', 'parse_answer']
 
 # %% ../nbs/07_prompts.ipynb #cdbbb174
 SYSTEM_PROMPT = (
@@ -77,23 +79,32 @@ def contract_for(
     return RTFM_CONTRACT if getattr(get_env_spec(env_name), "valid_actions", False) else CWM_CONTRACT
 
 # %% ../nbs/07_prompts.ipynb #050cba1c
-def _fmt_float(v: float) -> str:
-    "Shortest repr of `v` rounded to 8 significant digits (keeps `1.0`, drops float32 noise)."
+def _fmt_float(v: float, digits: int = 8) -> str:
+    "Shortest repr of `v` rounded to `digits` significant digits (keeps `1.0`, drops float32 noise)."
     if v != v or v in (float("inf"), float("-inf")): return repr(v)
-    return repr(float(f"{v:.8g}"))
+    return repr(float(f"{v:.{digits}g}"))
 
-def format_value(x: Any) -> str:
-    "Plain-text rendering of a state, action or output: nested lists, 8 significant digits, no numpy reprs."
+def format_value(
+    x: Any,                      # a state, action or output (numpy values welcome)
+    digits: int = 8,             # significant digits of floats
+    max_items: int | None = None,  # a flat list longer than this shows its first and last items only
+) -> str:
+    "Plain-text rendering of a state, action or output: nested lists, rounded floats, no numpy reprs."
     try: x = to_plain(x)
     except TypeError: return str(x)
     if isinstance(x, bool) or x is None: return repr(x)
-    if isinstance(x, float): return _fmt_float(x)
+    if isinstance(x, float): return _fmt_float(x, digits)
     if isinstance(x, (int, str)): return repr(x)
     if isinstance(x, list):
         if x and all(isinstance(v, list) for v in x) and any(isinstance(w, list) for v in x for w in v):
-            return "[\n" + ",\n".join(" " + format_value(v) for v in x) + "\n]"  # a grid: one row per line
-        return "[" + ", ".join(format_value(v) for v in x) + "]"
-    if isinstance(x, dict): return "{" + ", ".join(f"{k!r}: {format_value(v)}" for k, v in x.items()) + "}"
+            return "[\n" + ",\n".join(" " + format_value(v, digits, max_items) for v in x) + "\n]"  # a grid: one row per line
+        items = [format_value(v, digits, max_items) for v in x]
+        if max_items and len(items) > max_items:
+            head = max(1, max_items * 2 // 3)
+            tail = max_items - head
+            items = items[:head] + [f"... {len(items) - head - tail} more ..."] + (items[-tail:] if tail else [])
+        return "[" + ", ".join(items) + "]"
+    if isinstance(x, dict): return "{" + ", ".join(f"{k!r}: {format_value(v, digits, max_items)}" for k, v in x.items()) + "}"
     return str(x)
 
 # %% ../nbs/07_prompts.ipynb #d2de7f6b
@@ -110,10 +121,29 @@ def _differs(a: Any, b: Any) -> bool:
         return not abs(a - b) <= 1e-5 + 1e-5 * abs(b)
     return a != b
 
+#: Shortening levels of a prompt that does not fit the context window: (digits, longest list shown, differing
+#: values listed). Level 0 is the full prompt.
+COMPACT_LEVELS = {0: (8, None, 0), 1: (6, 24, 24), 2: (4, 12, 12), 3: (4, 6, 6)}
+MAX_COMPACT = max(COMPACT_LEVELS)
+
+def _differing(exp: Any, pred: Any, limit: int) -> str | None:
+    "'index: expected a, got b' for the first `limit` differing values of two equal-length flat numeric lists."
+    try: exp, pred = to_plain(exp), to_plain(pred)
+    except TypeError: return None
+    if not (isinstance(exp, list) and isinstance(pred, list) and len(exp) == len(pred)): return None
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in exp + pred): return None
+    idx = [i for i, (a, b) in enumerate(zip(exp, pred)) if _differs(b, a)]
+    shown = "; ".join(f"[{i}] expected {_fmt_float(float(exp[i]), 6)}, got {_fmt_float(float(pred[i]), 6)}" for i in idx[:limit])
+    more = f"; and {len(idx) - limit} more" if len(idx) > limit else ""
+    return f"next_state differs in {len(idx)} of {len(exp)} values: {shown}{more}"
+
 def format_transition(
-    failure: dict,  # {obs, action, expected: {next_obs, reward, done, ...}, predicted: {...}, wrong?, terminal?, problems?}
+    failure: dict,    # {obs, action, expected: {next_obs, reward, done, ...}, predicted: {...}, wrong?, terminal?, problems?}
+    compact: int = 0, # shortening level (`COMPACT_LEVELS`): long vectors elided, the differing values listed instead
 ) -> str:
     "Text block showing one failing transition: inputs, ground truth, the program's outputs (plain values)."
+    digits, max_items, n_diff = COMPACT_LEVELS[min(max(compact, 0), MAX_COMPACT)]
+    fv = lambda v: format_value(v, digits, max_items)
     exp, pred = dict(failure.get("expected") or {}), dict(failure.get("predicted") or {})
     terminal = bool(failure.get("terminal", exp.get("done") is True))
     wrong = failure.get("wrong")                       # the evaluator's verdict per component, when it gives one
@@ -122,21 +152,48 @@ def format_transition(
         if wrong is not None: return _NAMES.get(k, k) in wrong or k in wrong
         return k in exp and _differs(pred[k], exp[k])
     lines = ["Inputs given to the program:",
-             f"state = {format_value(failure.get('obs'))}",
-             f"action = {format_value(failure.get('action'))}", "",
+             f"state = {fv(failure.get('obs'))}",
+             f"action = {fv(failure.get('action'))}", "",
              "What the real environment returned (ground truth):"]
-    lines += [f"{_NAMES.get(k, k)} = {format_value(v)}" for k, v in exp.items()]
+    lines += [f"{_NAMES.get(k, k)} = {fv(v)}" for k, v in exp.items()]
     if terminal and "next_obs" in exp: lines.append("(the episode ends here, so the next state is not checked)")
     if failure.get("truncated"): lines.append("(the logged episode was cut by a time limit at this step)")
     lines += ["", "What your program returned:"]
     if not pred: lines.append("(no output)")
     for k, v in pred.items():
         name = "raw output" if k == "raw" else _NAMES.get(k, k)
-        lines.append(f"{name} = {format_value(v)}" + ("   <-- differs" if is_wrong(k) else ""))
+        lines.append(f"{name} = {fv(v)}" + ("   <-- differs" if is_wrong(k) else ""))
+    if n_diff and "next_obs" in pred and is_wrong("next_obs"):
+        d = _differing(exp.get("next_obs"), pred["next_obs"], n_diff)
+        if d: lines.append(d)
+    if compact: lines.append("(long values are shortened to fit the model's context window)")
     lines += [f"Problem: {p}" for p in failure.get("problems") or []]
     return "\n".join(lines)
 
 # %% ../nbs/07_prompts.ipynb #f8f5ea0a
+def shorten_description(
+    text: str,     # an environment description (markdown)
+    level: int = 0,  # compact level: 1 squeezes table padding, 2 keeps 16+4 rows of a long table, 3 keeps 6+2
+) -> str:
+    "`text` shortened for a small context window; level 0 returns it unchanged."
+    if level <= 0: return text
+    keep = {1: None, 2: (16, 4), 3: (6, 2)}[min(level, MAX_COMPACT)]
+    out, table = [], []
+    def flush():
+        if keep and len(table) > 2 + sum(keep) + 1:
+            head, tail = keep
+            body = table[2:]
+            table[:] = table[:2] + body[:head] + [f"| ... {len(body) - head - tail} rows left out ... |"] + body[-tail:]
+        out.extend(table); table.clear()
+    for line in re.sub(r"\n{3,}", "\n\n", text).split("\n"):
+        if line.lstrip().startswith("|"):
+            table.append(re.sub(r"-{3,}", "---", re.sub(r"[ \t]{2,}", " ", line.strip())))
+        else:
+            flush(); out.append(line)
+    flush()
+    return "\n".join(out)
+
+# %% ../nbs/07_prompts.ipynb #ce262e13
 LEAD_IN = "Here is the complete program:\n"
 PROGRAM_START = "import numpy as np\n\n\nclass Environment:\n"  # code-first root pre-fill (base models)
 CODE_HEADING = "## Corrected program"
@@ -188,9 +245,10 @@ def generate_messages(
     *,
     contract: str = CWM_CONTRACT,  # interface rules the program must follow
     start: str = "",           # pre-filled when `code_so_far` is empty (e.g. `PROGRAM_START` for base models)
+    compact: int = 0,          # shortening level for small context windows (`COMPACT_LEVELS`)
 ) -> list[dict]:
     "Messages asking for a complete program that continues `code_so_far` (spec §4.2, generate)."
-    user = (f"{description.strip()}\n\n{contract}\n\n"
+    user = (f"{shorten_description(description, compact).strip()}\n\n{contract}\n\n"
             "Reply with the complete program in one ```python code block and nothing else.")
     code = code_so_far.strip("\n") or start.strip("\n")
     return _messages(user, LEAD_IN + "```python\n" + (code + "\n" if code else ""))
@@ -202,13 +260,14 @@ def improve_messages(
     *,
     cot: bool = True,          # ask for the paper's reasoning sections first (chat models) or code only
     contract: str = CWM_CONTRACT,  # interface rules the program must follow
+    compact: int = 0,          # shortening level for small context windows (`COMPACT_LEVELS`)
 ) -> list[dict]:
     "Messages asking to correct `program` given one transition it gets wrong (spec §4.2, improve)."
     if failure is None:  # only reachable under paper_compat: the original crashed here (spec §10 item 6)
         example = "(The program passed every logged transition that was checked; make it more faithful to the description.)"
     else:
-        example = failure if isinstance(failure, str) else format_transition(failure)
-    user = (f"{description.strip()}\n\n{contract}\n\n"
+        example = failure if isinstance(failure, str) else format_transition(failure, compact)
+    user = (f"{shorten_description(description, compact).strip()}\n\n{contract}\n\n"
             "Below is a program written for this task. It runs, but on at least one logged transition its "
             f"outputs differ from what the real environment returned.\n\n{_program_block(program)}\n\n"
             f"### A transition the program gets wrong\n\n{example}\n\n"
@@ -222,30 +281,95 @@ def fix_messages(
     *,
     cot: bool = True,          # ask for the paper's reasoning sections first (chat models) or code only
     contract: str = CWM_CONTRACT,  # interface rules the program must follow
+    compact: int = 0,          # shortening level for small context windows (`COMPACT_LEVELS`)
 ) -> list[dict]:
     "Messages asking to repair `program`, which raised `error` (spec §4.2, fix)."
-    user = (f"{description.strip()}\n\n{contract}\n\n"
+    user = (f"{shorten_description(description, compact).strip()}\n\n{contract}\n\n"
             f"Below is a program written for this task. Running it raised an error.\n\n{_program_block(program)}\n\n"
             f"### The error\n\n```\n{(error or 'unknown error').strip()}\n```\n\n"
             "Repair the program (change the failing code, or avoid the operation that fails) and give the whole "
             f"corrected program. {_answer_format(SECTIONS_FIX, cot)}")
     return _messages(user, _prefill(cot, program))
 
-# %% ../nbs/07_prompts.ipynb #32282de9
+# %% ../nbs/07_prompts.ipynb #3baca13f
 def prefill_opens_code(messages: list[dict]) -> bool:
     "True if the last message is an assistant pre-fill that ends inside an opened ``` block."
     if not messages or messages[-1].get("role") != "assistant": return False
     return messages[-1]["content"].count("```") % 2 == 1
 
-# %% ../nbs/07_prompts.ipynb #3baca13f
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+#.-]*)[^\n`]*")
-_PY_LABELS = {"", "python", "py", "python3", "py3"}
+# %% ../nbs/07_prompts.ipynb #3da9c6ff
+_REASONING_BLOCK = re.compile(r"<(think|thinking|reasoning)>.*?</\1\s*>", re.S | re.I)
+_REASONING_CLOSE = re.compile(r"</(?:think|thinking|reasoning)\s*>", re.I)
+_REASONING_OPEN = re.compile(r"<(?:think|thinking|reasoning)>", re.I)
+
+def strip_reasoning(
+    text: str,  # an LLM completion
+) -> str:       # the answer without its reasoning, with `\n` line ends
+    "Drop `<think>…</think>` spans; a lone closing tag drops all before it, a lone opening tag all after it."
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _REASONING_BLOCK.sub("", text)
+    closes = list(_REASONING_CLOSE.finditer(text))
+    if closes: text = text[closes[-1].end():]
+    m = _REASONING_OPEN.search(text)
+    return text[:m.start()] if m else text
+
+# %% ../nbs/07_prompts.ipynb #9539dd76
+_FENCE_LINE = re.compile(r"^(?P<lead>[ \t]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)?)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n]*?)[ \t]*$")
+_PY_LABELS = {"", "python", "py", "python3", "py3", "ipython", "python3.11", "python3.12"}
+
+def _fence_lang(info: str) -> str:
+    "The language of a fence's info string: its first word, lower case, without braces or a leading dot."
+    word = info.split()[0] if info.split() else ""
+    return word.strip("{}").lstrip(".").lower()
+
+def _dedent(line: str, width: int) -> str:
+    "Remove up to `width` columns of leading spaces (a tab counts as up to the next multiple of 4)."
+    col, i = 0, 0
+    while i < len(line) and col < width and line[i] in " \t":
+        col = col + 1 if line[i] == " " else (col // 4 + 1) * 4
+        i += 1
+    return line[i:]
+
+def fenced_blocks(
+    text: str,  # markdown text (an LLM answer)
+) -> list[tuple[str, str]]:  # (language, code) per fenced block, in order
+    "Every fenced code block of `text` as (language, code); an unclosed last block runs to the end."
+    blocks, cur = [], None   # cur: [char, length, language, indent width, lines]
+    for line in text.split("\n"):
+        m = _FENCE_LINE.match(line)
+        if m and m["fence"][0] == "`" and "`" in m["info"]: m = None   # backtick fences take no backticks after them
+        if cur is None:
+            if m: cur = [m["fence"][0], len(m["fence"]), _fence_lang(m["info"]), len(m["lead"].expandtabs(4)), []]
+            continue
+        if m and m["fence"][0] == cur[0] and len(m["fence"]) >= cur[1] and (m["info"] or not m["lead"].strip()):
+            blocks.append((cur[2], "\n".join(cur[4])))
+            cur = None if not m["info"] else [m["fence"][0], len(m["fence"]), _fence_lang(m["info"]),
+                                              len(m["lead"].expandtabs(4)), []]
+            continue
+        cur[4].append(_dedent(line, cur[3]))
+    if cur is not None: blocks.append((cur[2], "\n".join(cur[4])))
+    return blocks
+
+def code_blocks(text: str) -> list[str]:
+    "The python (or unlabelled) fenced blocks of `text`, in order (see `fenced_blocks`)."
+    return [code for lang, code in fenced_blocks(text) if lang in _PY_LABELS]
+
+# %% ../nbs/07_prompts.ipynb #37374541
 _CODE_START = re.compile(
     r"^[ \t]*(?:import\s|from\s+[\w.]+\s+import\b|class\s|def\s|async\s+def\s|@\w|#"
     r"|[A-Za-z_][\w.]*(?:\[[^\]]*\])?(?:\s*,\s*[A-Za-z_][\w.]*)*\s*(?::[^=\n]+)?(?:[-+*/%|&^]|//|\*\*)?=(?!=))")
 _STRICT_START = re.compile(r"^(?:import\s|from\s+[\w.]+\s+import\b|class\s|def\s|async\s+def\s|@\w)")
-
+_BLOCK_START = re.compile(_CODE_START.pattern + r"|^[ \t]*[A-Za-z_][\w.]*\(.*\)[ \t]*$|^[ \t]*(?:if|for|while|with|try)\b.*:[ \t]*$")
 _DOCSTRING_START = re.compile(r"^[rRuU]?(?:\"\"\"|\'\'\')")
+_CODE_LINE = re.compile(r"^(?:[ \t]|[\]\)\}#@]|(?:if|elif|else|for|while|with|try|except|finally|return|raise|pass|"
+                        r"break|continue|assert|del|global|nonlocal|yield|print|import|from|class|def|async|lambda)\b"
+                        r"|[\w.]+\s*(?:\(|\[|=|\+=|-=|\*=|/=|:))")
+
+def _parses(code: str) -> bool:
+    import ast
+    if len(code) > 500_000: return False
+    try: ast.parse(code); return True
+    except (SyntaxError, ValueError, RecursionError, MemoryError): return False
 
 def _docstring_then_code(text: str) -> bool:
     "True if `text` parses as Python whose statements are not just one string (a module docstring and a program)."
@@ -257,48 +381,64 @@ def _docstring_then_code(text: str) -> bool:
                for b in body)
 
 def _trim(piece: str, start: re.Pattern) -> str:
+    "`piece` from its first line of code on, without trailing prose when that makes it parse; '' if no code."
     lines = piece.split("\n")
     for i, l in enumerate(lines):
-        if start.match(l): return "\n".join(lines[i:]).rstrip()
-        if _DOCSTRING_START.match(l):
-            rest = "\n".join(lines[i:])
-            if _docstring_then_code(rest): return rest.rstrip()
-    return ""
+        if start.match(l): break
+        if _DOCSTRING_START.match(l) and _docstring_then_code("\n".join(lines[i:])): break
+    else: return ""
+    code = "\n".join(lines[i:]).rstrip()
+    if _parses(code): return code
+    kept = code.split("\n")
+    while kept and (not kept[-1].strip() or not _CODE_LINE.match(kept[-1])): kept.pop()   # prose after the code
+    shorter = "\n".join(kept).rstrip()
+    return shorter if shorter and shorter != code and _parses(shorter) else code
 
-def code_blocks(text: str) -> list[str]:
-    "The python (or unlabelled) code blocks of `text`, in order; an unclosed last block runs to the end."
-    blocks, inside, lang, start = [], False, "", 0
-    for m in _FENCE.finditer(text):
-        label = m.group(1).lower()
-        if inside:
-            if lang in _PY_LABELS: blocks.append(text[start:m.start()])
-            inside = False
-            if not label: continue          # a plain closing fence
-        inside, lang = True, label          # an opening fence (or a labelled fence that also closes)
-        start = m.end() + 1 if text[m.end():m.end() + 1] == "\n" else m.end()
-    if inside and lang in _PY_LABELS: blocks.append(text[start:])
-    return blocks
+def defines_environment(
+    code: str,  # python source
+) -> bool:      # True if it defines class Environment with methods set_state and step
+    "Whether `code` defines the CWM class: `class Environment` with `set_state` and `step` (by `ast`, never run)."
+    import ast
+    try: tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError): return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "Environment":
+            names = {b.name for b in node.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            return {"set_state", "step"} <= names
+    return False
+
+def _candidates(text: str) -> list[str]:
+    lines, blocks = text.split("\n"), code_blocks(text)
+    n = next((i for i, l in enumerate(lines) if _FENCE_LINE.match(l)), len(lines))   # text before the first fence
+    out = [_trim("\n".join(lines[:n]), _STRICT_START)] + [_trim(b, _BLOCK_START) for b in blocks]
+    for a, b in zip(blocks, blocks[1:]):                 # a block continued in the next one
+        a, b = a.strip("\n"), b.strip("\n")
+        if a and b and not (_parses(a) and _parses(b)) and _parses(a + "\n" + b): out.append(a + "\n" + b)
+    return [c.strip("\n") for c in out if c.strip()]
 
 def extract_code(
-    text: str | None,  # an LLM completion (pre-fill included)
-) -> str | None:       # the longest code block, stripped of leading prose and trailing blanks; None if no code
-    "The program in a completion (spec §4.10): longest python block, tolerant of an unclosed final fence."
+    text: str | None,     # an LLM completion (pre-fill included)
+    prefer=None,          # code -> bool: what the task asks for; None: `defines_environment`
+) -> str | None:          # the chosen program, or None if the answer holds no code
+    "The program in an answer: reasoning dropped, fenced blocks read, the best candidate by (`prefer`, parses, length)."
     if not text: return None
-    if "```" in text:  # the blocks, and code before the first fence (a completion whose opening fence was lost)
-        pieces = [_trim(text[:text.index("```")], _STRICT_START)] + [_trim(b, _CODE_START) for b in code_blocks(text)]
-    else: pieces = [_trim(text, _STRICT_START)]
-    pieces = [p.strip("\n") for p in pieces if p.strip()]
-    return max(pieces, key=len) if pieces else None
+    prefer = prefer or defines_environment
+    cands = _candidates(strip_reasoning(text))
+    if not cands: return None
+    return max(cands, key=lambda c: (bool(prefer(c)), _parses(c), len(c)))
 
-# %% ../nbs/07_prompts.ipynb #3da9c6ff
-_CODE_HEADINGS = re.compile(r"^##[ \t]*(?:corrected program|corrected code|correct code)[ \t]*$", re.I | re.M)
+# %% ../nbs/07_prompts.ipynb #9c6a8ee9
+_CODE_HEADINGS = re.compile(r"^(?:#{1,6}[ \t]*|\*\*)(?:the[ \t]+)?(?:corrected|correct|fixed|final)[ \t]+(?:program|code)\b.*$",
+                            re.I | re.M)
 
 def parse_answer(
-    text: str,  # an improve/fix completion (pre-fill included)
+    text: str,     # an improve/fix completion (pre-fill included)
+    prefer=None,   # code -> bool: what the task asks for (see `extract_code`)
 ) -> tuple[str | None, str | None]:  # (critique text or None, program or None)
     "Split an improve/fix answer into the reasoning before the code heading and the extracted program."
+    text = strip_reasoning(text or "")
     m = None
-    for m in _CODE_HEADINGS.finditer(text or ""): pass   # the last heading: the answer format may be echoed
-    if m is None: return None, extract_code(text)
+    for m in _CODE_HEADINGS.finditer(text): pass   # the last heading: the answer format may be echoed
+    if m is None: return None, extract_code(text, prefer)
     critique = text[:m.start()].strip() or None
-    return critique, extract_code(text[m.end():])
+    return critique, extract_code(text[m.end():], prefer) or extract_code(text, prefer)

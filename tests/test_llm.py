@@ -149,13 +149,23 @@ def test_unreachable_endpoint_names_the_url():
     assert time.monotonic() - t0 < 10
 
 
-def test_chat_mode_sends_messages_and_prepends_the_prefill():
+def test_chat_mode_continues_the_prefill_where_the_endpoint_can():
     with Stub([(200, CHAT)]) as s:
-        c = L.OpenAICompatibleLLM(s.url, "stub", mode="chat").complete(Q, max_tokens=50, temperature=0.3, stop=["\n\n"])
+        c = L.OpenAICompatibleLLM(s.url, "stub", mode="chat", provider="vllm").complete(
+            Q, max_tokens=50, temperature=0.3, stop=["\n\n"])
     req = s.requests[0]
     assert s.paths == ["/v1/chat/completions"] and req["messages"] == Q
     assert (req["max_tokens"], req["temperature"], req["top_p"], req["stop"]) == (50, 0.3, 0.8, ["\n\n"])
+    assert (req["continue_final_message"], req["add_generation_prompt"]) == (True, False)
     assert c.text == PREFILL + "    return x * x\n```"
+
+
+def test_chat_mode_moves_the_prefill_where_the_endpoint_starts_a_new_turn():
+    with Stub([(200, CHAT)]) as s:
+        L.OpenAICompatibleLLM(s.url, "stub", mode="chat").complete(Q, stop=["```"])
+    req = s.requests[0]
+    assert [m["role"] for m in req["messages"]] == ["system", "user"] and "stop" not in req
+    assert req["messages"][1]["content"].endswith("starts with these lines:\n\n```python\ndef square(x):\n```")
 
 
 # ---------------------------------------------------------------- the transformers backend
