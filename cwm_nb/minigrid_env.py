@@ -142,7 +142,7 @@ class MiniGridObjectEnv(gym.Env):
         vars(self.minigrid).update(copy.deepcopy(snapshot["minigrid"]))
         self._over = bool(snapshot.get("over", False))
 
-    def state(self) -> State:
+    def current_state(self) -> State:
         "The current `State`."
         return minigrid_state(self.minigrid)
 

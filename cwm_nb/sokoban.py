@@ -350,6 +350,11 @@ class SokobanEnv(gym.Env):
             raise CwmNbError(f"'steps' must be an int >= 0, got {steps!r}", "pass what get_state() returned")
         self._state, self._steps, self._over = _as_level(snapshot["state"]), steps, bool(snapshot.get("over", False))
 
+    def current_state(self) -> State:
+        "The current `State`. Raises `CwmNbError` before reset."
+        if self._state is None: raise CwmNbError("the Sokoban env has no state yet", "call reset() first")
+        return self._state
+
     def render(self):
         "An RGB image (`rgb_array`, uint8 (rows*16, columns*16, 3)) or the level text (`ansi`)."
         if self.render_mode is None or self._state is None: return None
