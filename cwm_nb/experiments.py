@@ -42,7 +42,7 @@ def is_complete(rd: Path) -> bool:
 
 # %% ../nbs/13_experiments.ipynb #9c69fdab
 RUN_SETTINGS = ("env", "method", "model", "paper_compat", "max_tokens", "base_url", "buffer", "plan_preset",
-                "plan_episodes")
+                "plan_episodes", "endpoint_caps")
 
 def check_run_settings(rd: Path, params: dict) -> str:
     "What to do with run folder `rd` for `params`: 'new', 'skip' (complete, same settings) or 'resume'. Raises `CwmNbError` on a clash."
@@ -63,7 +63,7 @@ def check_run_settings(rd: Path, params: dict) -> str:
 # %% ../nbs/13_experiments.ipynb #3107eec3
 CWMB_PARAMS: dict[str, type | tuple] = dict(env=str, method=str, model=str, budget=int, seed=int, out=str,
                                             base_url=str, paper_compat=bool, max_tokens=int, buffer=str,
-                                            plan_preset=str, plan_episodes=int)
+                                            plan_preset=str, plan_episodes=int, endpoint_caps=str)
 PLAN_PRESETS = ("paper", "quick", "none")   # "none": no planning after the search
 
 def check_params(params: dict, schema: dict = CWMB_PARAMS) -> dict:
@@ -105,8 +105,14 @@ def _make_method(method: str, llm, evaluate, description: str, seed: int, checkp
                                  paper_compat=paper_compat, max_tokens=max_tokens, progress=progress, contract=contract)
 
 def default_max_tokens(model: str) -> int:
-    "Completion cap per call when none is given: 400 tokens for the small embedded model (its answers are short and slow), the paper's 1500 otherwise (spec §4.10)."
-    return 400 if model == "embedded" else 1500
+    """Completion cap per call when none is given: 400 tokens for the small embedded model (its answers are short and
+    slow), `llm.REASONING_MIN_TOKENS` for reasoning models (their hidden reasoning counts in the cap), the paper's 1500
+    otherwise (GIF-MCTS paper, Table 5)."""
+    from cwm_nb import llm as llm_mod
+    if model == "embedded": return 400
+    try: name = llm_mod.resolve_model(model).model
+    except CwmNbError: name = model
+    return llm_mod.REASONING_MIN_TOKENS if llm_mod.is_reasoning_model(name) else 1500
 
 def run_cwmb_search(
     env: str = "CartPole-v1",    # benchmark environment name (`cwm-nb envs` lists them)
@@ -121,6 +127,7 @@ def run_cwmb_search(
     buffer: str | Path = "",     # replay buffer: one of our buffer folders or a paper pickle; "": the shipped buffer
     plan_preset: str = "quick",  # planner preset for the normalized return after the search (`plan_run`), or "none"
     plan_episodes: int = 10,     # episodes of each planner for the normalized return
+    endpoint_caps: str = "",     # overrides of the endpoint's capabilities, `llm.parse_caps` form (e.g. "context=8192")
     llm=None,                    # an `LLM` to use instead of resolving `model` (tests)
     progress: bool = True,       # show a progress bar
 ) -> RunOutput:
@@ -130,7 +137,8 @@ def run_cwmb_search(
     buffer = str(buffer or "")
     check_params(dict(env=env, method=method, model=model, budget=budget, seed=seed, out=str(out),
                       base_url=base_url, paper_compat=paper_compat, max_tokens=max_tokens, buffer=buffer,
-                      plan_preset=plan_preset, plan_episodes=plan_episodes))
+                      plan_preset=plan_preset, plan_episodes=plan_episodes, endpoint_caps=endpoint_caps))
+    llm_mod.parse_caps(endpoint_caps)   # a malformed --endpoint-caps is an error before any work
     if method not in METHODS: raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
     spec = envs.get_env_spec(env)  # unknown environment -> clear error before any work
     t0 = time.perf_counter()
@@ -138,14 +146,14 @@ def run_cwmb_search(
     rd = run_dir(out, spec.suite, env, method, model, seed, paper_compat)
     settings = dict(env=env, method=method, model=model, budget=budget, seed=seed, paper_compat=paper_compat,
                     max_tokens=max_tokens, base_url=base_url, buffer=buffer, plan_preset=plan_preset,
-                    plan_episodes=plan_episodes)
+                    plan_episodes=plan_episodes, endpoint_caps=endpoint_caps)
     check_run_settings(rd, settings)
     buf = replay.load_buffer(env, buffer or None)   # a bad --buffer is an error before the run folder exists
     rd.mkdir(parents=True, exist_ok=True)
     (rd/"metrics.json").unlink(missing_ok=True)   # a continued run is not complete until its new metrics are written
     atomic_write_json(rd/"settings.json", settings)
     description = envs.describe_env(env)
-    if llm is None: llm = llm_mod.get_llm(model, base_url=base_url or None)
+    if llm is None: llm = llm_mod.get_llm(model, base_url=base_url or None, caps=endpoint_caps or None)
     sandbox = get_sandbox()
     evaluate = lambda source: cwm.evaluate_program(source, buf, paper_compat=paper_compat, sandbox=sandbox)
     contract = prompts.RTFM_CONTRACT if spec.valid_actions else None   # None: the search's default CWM contract
@@ -158,10 +166,15 @@ def run_cwmb_search(
     u = llm.usage
     metrics = dict(
         suite=spec.suite, env=env, method=method, model=model, budget=budget, seed=seed, paper_compat=paper_compat,
-        llm_calls=res.llm_calls, model_calls=res.llm_calls - res.cached_calls, cached_calls=res.cached_calls,
+        llm_calls=res.llm_calls, model_calls=res.llm_calls - res.cached_calls - res.failed_calls,
+        cached_calls=res.cached_calls, failed_calls=res.failed_calls, compacted_calls=res.compacted_calls,
         session_model_calls=u.calls, session_cached_calls=u.cached_calls,   # this process only (a resumed run)
         prompt_tokens=res.prompt_tokens, completion_tokens=res.completion_tokens,
-        cost_usd=getattr(u, "cost_usd", None), max_tokens=max_tokens,
+        retries=res.spent.get("retries", 0), refused=res.spent.get("refused", 0),   # every session of the run
+        cost_usd=round(res.spent.get("cost_usd", 0.0), 6) if getattr(llm, "price", None) else None,
+        request_adjustments=list(getattr(llm, "adjustments", [])),
+        endpoint_caps=llm.caps.to_dict() if hasattr(getattr(llm, "caps", None), "to_dict") else None,
+        max_tokens=max_tokens,
         best_is_bug=bool(final.bug) if final else True, best_error=final.error if final else "no program",
         accuracy=final.accuracy if final else 0.0, mean_accuracy=final.mean_accuracy if final else 0.0,
         exact_replay=final.exact_replay if final else 0.0,
@@ -286,6 +299,7 @@ def _cmd_run(a) -> int:
     a.env = a.env or "CartPole-v1"
     spec = envs.get_env_spec(a.env)
     llm_mod.resolve_model(a.model, a.base_url or None)   # an unknown model is an error before the kernel starts
+    llm_mod.parse_caps(a.endpoint_caps)                  # so is a malformed --endpoint-caps
     llm_mod.embedded_threads()   # a set CWM_NB_THREADS that is not a positive integer: an error before the kernel starts
     if a.method not in METHODS: raise CwmNbError(f"unknown method {a.method!r}", f"use one of: {', '.join(METHODS)}")
     buffer = str(Path(a.buffer).resolve()) if a.buffer else ""
@@ -295,7 +309,7 @@ def _cmd_run(a) -> int:
     params = dict(env=a.env, method=a.method, model=a.model, budget=a.budget, seed=a.seed,
                   out=str(Path(a.out).resolve()), base_url=a.base_url or "", paper_compat=a.paper_compat,
                   max_tokens=a.max_tokens or default_max_tokens(a.model), buffer=buffer,
-                  plan_preset=a.plan_preset, plan_episodes=a.plan_episodes)
+                  plan_preset=a.plan_preset, plan_episodes=a.plan_episodes, endpoint_caps=a.endpoint_caps)
     check_params(params)
     rd = run_dir(a.out, spec.suite, a.env, a.method, a.model, a.seed, a.paper_compat)
     with run_lock(rd):   # one process per run folder
@@ -421,6 +435,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--method", default="gif-mcts", choices=METHODS, help="search method")
     r.add_argument("--model", default="embedded", help="embedded | alias (gpt-4-turbo, llama-3-70b, ...) | provider:name | hf:<id or folder>")
     r.add_argument("--base-url", default="", help="OpenAI-compatible endpoint for provider:name models")
+    r.add_argument("--endpoint-caps", default="", help="what the endpoint accepts, overriding the provider's defaults: "
+                   "comma list of prefill=continue|user, stop=yes|no, max_tokens_param=max_tokens|max_completion_tokens, "
+                   "sampling=yes|no, seed=yes|no, context=TOKENS (see README, Models)")
     r.add_argument("--budget", type=int, default=10, help="LLM calls")
     r.add_argument("--seed", type=int, default=0, help="seed of the search and of LLM sampling")
     r.add_argument("--out", default="results", help="results root")

@@ -394,6 +394,11 @@ def _default_cot(llm: Any) -> bool:
     name = str(getattr(llm, "name", "")).lower()
     return not ("embedded" in name or "270m" in name)
 
+def _usage(llm: Any) -> dict:
+    "The retries, refusals and cost an LLM's `usage` has counted so far (zeros for objects without one)."
+    u = getattr(llm, "usage", None)
+    return {k: getattr(u, k, 0) or 0 for k in ("retries", "refused", "cost_usd")}
+
 @dataclass
 class SearchResult:
     "What a search returns (JSON-safe via `to_dict`)."
@@ -412,6 +417,7 @@ class SearchResult:
     timing: dict = field(default_factory=dict)  # seconds in the LLM, the evaluator, the search, the checkpoint
     failed_calls: int = 0              # calls the endpoint refused or whose prompt could not fit (failed expansions)
     compacted_calls: int = 0           # calls whose prompt was shortened to fit the context window
+    spent: dict = field(default_factory=dict)  # over every session of the search: retries, refused requests, cost_usd
 
     def to_dict(self) -> dict: return to_plain(asdict(self))
 
@@ -448,6 +454,7 @@ class SearchLoop:
         self.value_per_call: list[float] = []; self.best_value_per_call: list[float] = []
         self.calls = self.cached_calls = self.prompt_tokens = self.completion_tokens = 0
         self.failed_calls = self.compacted_calls = self.refused_in_a_row = 0
+        self.spent = dict(retries=0, refused=0, cost_usd=0.0)   # the LLM's usage deltas, summed over sessions
         self.stop_reason: str | None = None
         self.timing = dict(llm_s=0.0, evaluate_s=0.0, search_s=0.0, checkpoint_s=0.0)
         if self.checkpoint is not None and self.checkpoint.exists(): self.load(self.checkpoint)
@@ -547,7 +554,9 @@ class SearchLoop:
             where, t, msgs = planned
             n = self.calls + 1
             t1 = time.perf_counter()
+            u0 = _usage(self.llm)
             comp, failed, level = self.ask(where, t, msgs, n)
+            u1 = _usage(self.llm)
             t2 = time.perf_counter()
             critique, program = self.parse(t, comp.text) if comp is not None else (None, "")
             program = program or ""
@@ -563,6 +572,7 @@ class SearchLoop:
         self.cached_calls += int(bool(getattr(comp, "cached", False)))
         self.failed_calls += int(comp is None); self.compacted_calls += int(level > 0 and comp is not None)
         self.refused_in_a_row = self.refused_in_a_row + 1 if comp is None else 0
+        for k in self.spent: self.spent[k] += u1.get(k, 0) - u0.get(k, 0)
         self.prompt_tokens += tok[0]; self.completion_tokens += tok[1]
         if self.best_program is None or child.score > self.best_value:   # strict >: the earliest best wins ties
             self.best_program, self.best_value, self.best_node = program, child.score, child.id
@@ -605,7 +615,7 @@ class SearchLoop:
         return SearchResult(self.best_program, self.best_value, list(self.best_value_per_call), self.calls,
                             self.prompt_tokens, self.completion_tokens, tree, list(self.value_per_call),
                             tree["stats"], self.stop_reason or "", self.best_node, self.cached_calls, dict(self.timing),
-                            self.failed_calls, self.compacted_calls)
+                            self.failed_calls, self.compacted_calls, dict(self.spent))
 
     # -- checkpoint -------------------------------------------------------------------------------------------
     def _identity(self) -> dict:
@@ -620,7 +630,7 @@ class SearchLoop:
                     best_value_per_call=self.best_value_per_call, calls=self.calls, cached_calls=self.cached_calls,
                     prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
                     stop_reason=self.stop_reason, timing=self.timing, failed_calls=self.failed_calls,
-                    compacted_calls=self.compacted_calls, refused_in_a_row=self.refused_in_a_row)
+                    compacted_calls=self.compacted_calls, refused_in_a_row=self.refused_in_a_row, spent=self.spent)
 
     def state_dict(self) -> dict:
         "The whole search state as plain data (what the checkpoint holds; a copy)."
@@ -656,6 +666,7 @@ class SearchLoop:
             setattr(self, k, d[k])
         self.timing.update(d.get("timing") or {})
         for k in ("failed_calls", "compacted_calls", "refused_in_a_row"): setattr(self, k, int(d.get(k) or 0))  # older checkpoints: 0
+        self.spent.update(d.get("spent") or {})
 
 # %% ../nbs/08_gif_mcts.ipynb #faa57147
 CHECKPOINT_FORMAT = "cwm-nb/gif-mcts-checkpoint/1"

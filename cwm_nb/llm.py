@@ -975,7 +975,9 @@ def get_llm(model: str | LLM = "embedded",     # alias, `provider:name`, or an `
            ) -> LLM:
     "An `LLM` for `model`, wrapped in `CachedLLM` unless `cache=False`. Raises `CwmNbError` for unknown names."
     if isinstance(model, LLM): return model
-    spec = resolve_model(model, base_url)
+    spec, caps = resolve_model(model, base_url), kw.pop("caps", None)
+    if caps is not None and not isinstance(caps, (str, EndpointCaps)):
+        raise CwmNbError(f"caps must be a string or EndpointCaps, got {type(caps).__name__}", "pass e.g. caps='context=8192'")
     if spec.provider == "embedded": llm = embedded_llm(api_key_env=api_key_env, **kw)
     elif spec.provider == "hf":
         p = Path(spec.model).expanduser()
@@ -984,5 +986,6 @@ def get_llm(model: str | LLM = "embedded",     # alias, `provider:name`, or an `
     else:
         llm = OpenAICompatibleLLM(spec.base_url, spec.model, api_key_env=api_key_env, provider=spec.provider,
                                   name=kw.pop("name", f"{spec.provider}:{spec.model}"), **kw)
+    if caps: llm.caps = caps if isinstance(caps, EndpointCaps) else parse_caps(caps, llm.caps)
     if cache is False: return llm
     return CachedLLM(llm, None if cache is True else cache)

@@ -212,6 +212,7 @@ class Job:
         o = self.opts
         return dict(env=self.env, method=self.method, model=self.model, budget=self.budget, seed=self.seed,
                     paper_compat=o["paper_compat"], max_tokens=o["max_tokens"], base_url=o["base_url"], buffer="",
+                    endpoint_caps=o.get("endpoint_caps", ""),
                     plan_preset=o["plan_preset"], plan_episodes=o["plan_episodes"])
 
     def argv(self) -> list[str]:
@@ -222,6 +223,7 @@ class Job:
              "--max-tokens", str(o["max_tokens"]), "--plan-preset", o["plan_preset"],
              "--plan-episodes", str(o["plan_episodes"])]
         if o["base_url"]: a += ["--base-url", o["base_url"]]
+        if o.get("endpoint_caps"): a += ["--endpoint-caps", o["endpoint_caps"]]
         if o["paper_compat"]: a.append("--paper-compat")
         return a
 
@@ -239,6 +241,7 @@ def plan_sweep(
     base_url: str = "",           # OpenAI-compatible endpoint for provider:name models
     plan_preset: str = "quick",   # planning after each search ("paper", "quick", "none")
     plan_episodes: int = 10,      # episodes per policy of that planning
+    endpoint_caps: str = "",      # what the endpoint accepts (`llm.parse_caps` form), as `cwm-nb run --endpoint-caps`
 ) -> list[Job]:
     "Every job of the sweep, validated (names, numbers, the settings of existing run folders). Raises `CwmNbError` naming the first bad item."
     from cwm_nb import envs as E, llm as L
@@ -250,6 +253,7 @@ def plan_sweep(
         if m not in METHODS: raise CwmNbError(f"unknown method {m!r} in --methods", f"use some of: {', '.join(METHODS)}")
     model_list = _split(models, "models")
     for m in model_list: L.resolve_model(m, base_url or None)   # CwmNbError names the model and the accepted forms
+    L.parse_caps(endpoint_caps)                                  # and a bad --endpoint-caps its item
     budget_list, seed_list = _ints(budgets, "budgets", 1), _ints(seeds, "seeds", 0)
     if plan_preset not in PLAN_PRESETS: raise CwmNbError(f"unknown planning preset {plan_preset!r}", f"use one of: {', '.join(PLAN_PRESETS)}")
     if plan_episodes < 1: raise CwmNbError(f"--plan-episodes must be at least 1, got {plan_episodes}", "pass 1 or more")
@@ -262,6 +266,7 @@ def plan_sweep(
                 for model in model_list:
                     st = dict(paper_compat=bool(paper_compat), max_tokens=max_tokens or default_max_tokens(model),
                               base_url=base_url or "", plan_preset=plan_preset, plan_episodes=int(plan_episodes))
+                    if endpoint_caps: st["endpoint_caps"] = endpoint_caps
                     for seed in seed_list:
                         jobs.append(Job(E.get_env_spec(env).suite, env, method, model, B, seed, out/f"budget{B}",
                                         tuple(st.items())))
@@ -550,7 +555,7 @@ def _cmd_sweep(a) -> int:
     if a.executor not in EXECUTORS: raise CwmNbError(f"unknown executor {a.executor!r}", f"use one of: {', '.join(EXECUTORS)}")
     jobs = plan_sweep(a.out, envs, a.methods, a.models, a.budgets, a.seeds, paper_compat=a.paper_compat,
                       max_tokens=a.max_tokens, base_url=a.base_url, plan_preset=a.plan_preset,
-                      plan_episodes=a.plan_episodes)
+                      plan_episodes=a.plan_episodes, endpoint_caps=a.endpoint_caps)
     s = run_sweep(jobs, a.out, a.executor, a.workers or None, a.scheduler, a.slurm_partition, a.slurm_time,
                   progress=not a.no_progress)
     print(s.report())
@@ -589,6 +594,7 @@ def add_cli(sub) -> None:
     w.add_argument("--plan-episodes", type=int, default=10, help="real episodes per policy of that planning")
     w.add_argument("--max-tokens", type=int, default=0, help="completion cap per call; 0: 400 for embedded, else 1500")
     w.add_argument("--base-url", default="", help="OpenAI-compatible endpoint for provider:name models")
+    w.add_argument("--endpoint-caps", default="", help="what the endpoint accepts, as `cwm-nb run --endpoint-caps`")
     w.add_argument("--paper-compat", action="store_true", help="reproduce the original code's behaviour")
     w.add_argument("--no-progress", action="store_true", help="no progress bar")
     w.set_defaults(fn=_cmd_sweep)
