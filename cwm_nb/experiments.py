@@ -246,7 +246,7 @@ def write_metrics(out: RunOutput, **extra) -> Path:
     "Write `metrics.json` (with `status: complete`) — the last step of a run."
     return atomic_write_json(out.run_dir/"metrics.json", {**out.metrics, **extra, "status": "complete"})
 
-# %% ../nbs/13_experiments.ipynb #3f93dd5b
+# %% ../nbs/13_experiments.ipynb #583f448b
 KERNEL_NAME = "cwm-nb"   # the kernel experiment notebooks run in: this interpreter, whatever kernelspecs exist
 
 def kernel_spec():
@@ -276,7 +276,7 @@ def _name_kernel(notebook) -> None:
     spec = kernel_spec()
     notebook.metadata["kernelspec"] = {"name": KERNEL_NAME, "display_name": spec.display_name, "language": "python"}
 
-# %% ../nbs/13_experiments.ipynb #ddee7185
+# %% ../nbs/13_experiments.ipynb #3f93dd5b
 def experiments_dir() -> Path:
     "Folder of the parameterized experiment notebooks (`nbs/experiments`)."
     return project_root()/"nbs"/"experiments"
@@ -305,7 +305,7 @@ def run_notebook(
     os.replace(tmp, output)
     return output
 
-# %% ../nbs/13_experiments.ipynb #26ea0d31
+# %% ../nbs/13_experiments.ipynb #ddee7185
 def _cmd_run(a) -> int:
     if a.suite not in ("cwmb", "rtfm"): raise CwmNbError(f"unknown suite {a.suite!r}", "use `cwm-nb run cwmb --env X` (X from `cwm-nb envs`) or `cwm-nb run rtfm`")
     from cwm_nb import envs, replay, llm as llm_mod

@@ -701,7 +701,7 @@ def _run_job(job: dict, store: dict, res_w: int) -> None:
         except BaseException: pass
     os._exit(0)
 
-# %% ../nbs/02_sandbox.ipynb #cfff0c54
+# %% ../nbs/02_sandbox.ipynb #451e525f
 class _Capture:
     "One output stream of a job: its first and last bytes (`cap` in all) and the count of all it wrote."
     def __init__(self, cap: int):   # cap: bytes kept, half at the start and half at the end
@@ -728,7 +728,7 @@ class _Capture:
                 f"sandbox, which keeps the first {len(self.head)} and the last {len(self.tail)} ...]\n"
                 + self.tail.decode("utf-8", "replace"))
 
-# %% ../nbs/02_sandbox.ipynb #475790be
+# %% ../nbs/02_sandbox.ipynb #cfff0c54
 class _Server:
     "The fork server's state and loop (runs inside the sandbox; see `_server_main`)."
     def __init__(self, cfg: dict, inp: int, out: int):
@@ -990,7 +990,7 @@ def _server_main() -> None:
     srv.serve()
     os._exit(0)
 
-# %% ../nbs/02_sandbox.ipynb #5f352b91
+# %% ../nbs/02_sandbox.ipynb #54bdc5da
 def _classify(hdr: dict, limits: SandboxLimits) -> dict:
     "The error dict for a job that did not deliver a result (server header -> kind and message)."
     st, code, cpu = hdr.get("status"), hdr.get("exit_code"), hdr.get("cpu_s") or 0.0
@@ -1016,7 +1016,7 @@ def _classify(hdr: dict, limits: SandboxLimits) -> dict:
     return make_error("killed", f"the program ended its process with exit status {code} before returning a result "
                       "(os._exit or a fatal error)")
 
-# %% ../nbs/02_sandbox.ipynb #03e49436
+# %% ../nbs/02_sandbox.ipynb #5f352b91
 _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); sys.dont_write_bytecode = True; "
          "from cwm_nb.sandbox import _server_main; _server_main()")
 _uid_counter = iter(range(1 << 30))
@@ -1284,7 +1284,7 @@ class Sandbox:
             if type(e.get(k)) is typ: clean[k] = _clip(e[k], 4000) if typ is str else e[k]
         return res(False, error=clean)
 
-# %% ../nbs/02_sandbox.ipynb #e9c7a3c1
+# %% ../nbs/02_sandbox.ipynb #8d4666da
 _shared: Sandbox | None = None
 _shared_lock = threading.Lock()
 
