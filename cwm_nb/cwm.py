@@ -60,15 +60,16 @@ _NUM = (bool, int, float)
 
 def _numeric(a: np.ndarray) -> bool: return a.dtype.kind in "biuf"
 
-def _parse_states(raw: list, shape: tuple, problems: dict) -> tuple[np.ndarray, np.ndarray]:
-    "Predicted states as float64 (N, *shape) (NaN where unusable) and a bool (N,) mask of usable rows."
+def _parse_states(raw: list, shape: tuple, problems: dict, noted: dict = {}) -> tuple[np.ndarray, np.ndarray]:
+    "Predicted states as float64 (N, *shape) (NaN where unusable) and a bool (N,) mask of usable rows. `noted`: {i: the driver's problem}."
     n = len(raw)
     try:
         a = np.asarray(raw)
-        if _numeric(a) and a.shape == (n, *shape): return a.astype(np.float64), np.ones(n, bool)
+        if not noted and _numeric(a) and a.shape == (n, *shape): return a.astype(np.float64), np.ones(n, bool)
     except (ValueError, TypeError, OverflowError): pass
     out, ok = np.full((n, *shape), np.nan), np.zeros(n, bool)
     for i, v in enumerate(raw):
+        if i in noted: problems.setdefault(i, []).append(noted[i]); continue
         try: a = np.asarray(v)
         except (ValueError, TypeError, OverflowError): a = None
         if a is None or not _numeric(a):
@@ -80,15 +81,16 @@ def _parse_states(raw: list, shape: tuple, problems: dict) -> tuple[np.ndarray, 
             except OverflowError: problems.setdefault(i, []).append("next_obs does not fit a float")
     return out, ok
 
-def _parse_scalars(raw: list, name: str, problems: dict) -> tuple[np.ndarray, np.ndarray]:
+def _parse_scalars(raw: list, name: str, problems: dict, noted: dict = {}) -> tuple[np.ndarray, np.ndarray]:
     "Predicted scalars as float64 (N,) (NaN where unusable; booleans become 0/1) and a bool (N,) usable mask."
     n = len(raw)
     try:   # numeric kinds only come out of numbers and bools: strings give '<U', None or mixtures 'O'
         a = np.asarray(raw)
-        if _numeric(a) and a.shape == (n,): return a.astype(np.float64), np.ones(n, bool)
+        if not noted and _numeric(a) and a.shape == (n,): return a.astype(np.float64), np.ones(n, bool)
     except (ValueError, TypeError, OverflowError): pass
     out, ok = np.full(n, np.nan), np.zeros(n, bool)
     for i, v in enumerate(raw):
+        if i in noted: problems.setdefault(i, []).append(noted[i]); continue
         if type(v) in _NUM:
             try: out[i], ok[i] = float(v), True; continue
             except OverflowError: pass
@@ -111,11 +113,12 @@ def _rtfm_board_cells(board) -> tuple[list | None, str | None]:
             cells += cell
     return cells, None
 
-def _parse_rtfm_states(raw: list, expected: list, problems: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _parse_rtfm_states(raw: list, expected: list, problems: dict, noted: dict = {}) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     "Bool (N,) arrays: board right, inventory right, prediction usable (a 2-element pair). `expected`: rows of 73 str."
     n = len(raw)
     board_ok, inv_ok, usable = np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool)
     for i, v in enumerate(raw):
+        if i in noted: problems.setdefault(i, []).append(noted[i]); continue
         if type(v) is not list or len(v) != 2:
             problems.setdefault(i, []).append("next_obs is not a (board, inventory) pair"); continue
         usable[i] = True
@@ -126,11 +129,12 @@ def _parse_rtfm_states(raw: list, expected: list, problems: dict) -> tuple[np.nd
         else: inv_ok[i] = v[1] == expected[i][_RTFM_CELLS]
     return board_ok, inv_ok, usable
 
-def _score_valid_actions(raw: list, mask: np.ndarray, problems: dict) -> np.ndarray:
+def _score_valid_actions(raw: list, mask: np.ndarray, problems: dict, noted: dict = {}) -> np.ndarray:
     "Bool (N,): the predicted list is non-empty and every id in it is valid in `mask` (bool (N, n_actions)), spec §1.3."
     n, k = mask.shape
     right = np.zeros(n, bool)
     for i, v in enumerate(raw):
+        if i in noted: problems.setdefault(i, []).append(noted[i]); continue
         if type(v) is not list:
             problems.setdefault(i, []).append(f"valid_actions is not a list ({type(v).__name__})"); continue
         if not v:
@@ -210,15 +214,28 @@ def score_predictions(
     state_rtol: float = 1e-5,   # next-state tolerance for continuous-state envs (spec §1.3)
     state_atol: float = 1e-5,
     state_kind: str | None = None,  # "continuous" | "discrete"; default from the buffer (see above)
+    malformed: list | None = None,  # the driver's notes [[transition, part, problem], ...] (cwm_predict's "malformed")
 ) -> Evaluation:
     "Score plain predictions against `buffer` as in spec §1.3 (weighted accuracy) plus the corrected metrics."
     fmt, has_valid = buffer_format(buffer)
     kind = "discrete" if fmt != "array" else (state_kind or _state_kind(buffer))
     try: return _score(predictions, buffer, paper_compat, n_failures, reward_rtol, reward_atol, state_rtol, state_atol,
-                       kind, fmt, has_valid)
+                       kind, fmt, has_valid, _noted_by_part(malformed, len(buffer)))
     except _Bug as e: return Evaluation.crashed(str(e), len(buffer), paper_compat, valid_actions=has_valid)
 
-def _score(preds, buf, paper_compat, n_failures, reward_rtol, reward_atol, state_rtol, state_atol, state_kind, fmt, has_valid):
+_PARTS = ("step", "next_obs", "reward", "done", "valid_actions")
+
+def _noted_by_part(malformed, n: int) -> dict[str, dict[int, str]]:
+    "The driver's notes as {part: {transition: problem}}; notes of another shape are ignored."
+    out = {}
+    for m in malformed if type(malformed) is list else ():
+        if (type(m) is list and len(m) == 3 and type(m[0]) is int and 0 <= m[0] < n and m[1] in _PARTS
+                and type(m[2]) is str):
+            out.setdefault(m[1], {}).setdefault(m[0], m[2])
+    return out
+
+def _score(preds, buf, paper_compat, n_failures, reward_rtol, reward_atol, state_rtol, state_atol, state_kind, fmt, has_valid,
+           noted):
     n = len(buf)
     if not isinstance(preds, list) or len(preds) != n:
         raise _Bug(f"the sandbox returned {len(preds) if isinstance(preds, list) else type(preds).__name__} "
@@ -228,44 +245,46 @@ def _score(preds, buf, paper_compat, n_failures, reward_rtol, reward_atol, state
     problems: dict[int, list[str]] = {}
     width = 4 if has_valid else 3
     names = "(next_obs, reward, done, valid_actions)" if has_valid else "(next_obs, reward, done)"
-    rows = [p if isinstance(p, (list, tuple)) and len(p) == width else None for p in preds]
+    bad_step = noted.get("step", {})
+    rows = [p if i not in bad_step and isinstance(p, (list, tuple)) and len(p) == width else None for i, p in enumerate(preds)]
     for i, p in enumerate(rows):
         if p is None:
             got = f"{len(preds[i])} values" if isinstance(preds[i], (list, tuple)) else type(preds[i]).__name__
-            problems.setdefault(i, []).append(f"step returned {got}, expected {width} values {names}")
+            problems.setdefault(i, []).append(bad_step.get(i) or f"step returned {got}, expected {width} values {names}")
     comp = lambda j: [p[j] if p is not None else None for p in rows]
     # next state
     if fmt == "rtfm":
-        board_ok, inv_ok, ns_ok = _parse_rtfm_states(comp(0), _rtfm_rows(buf.next_obs), problems)
+        board_ok, inv_ok, ns_ok = _parse_rtfm_states(comp(0), _rtfm_rows(buf.next_obs), problems, noted.get("next_obs", {}))
         ns_frac, ns_all = (board_ok.astype(float) + inv_ok) / 2, board_ok & inv_ok
     else:
         exp_ns = buf.next_obs
         if not (isinstance(exp_ns, np.ndarray) and _numeric(exp_ns)):
             raise CwmNbError("scoring needs a buffer whose next observations are one numeric array (or RTFM rows)",
                              "buffers with ragged or non-numeric observations are not supported")
-        pred_ns, ns_ok = _parse_states(comp(0), exp_ns.shape[1:], problems)
+        pred_ns, ns_ok = _parse_states(comp(0), exp_ns.shape[1:], problems, noted.get("next_obs", {}))
         exp_f = exp_ns.astype(np.float64).reshape(n, -1)
         got_f = pred_ns.reshape(n, -1)
         if state_kind == "continuous": el = np.isclose(got_f, exp_f, rtol=state_rtol, atol=state_atol)
         else: el = got_f == exp_f
         ns_frac = el.mean(1) if el.shape[1] else np.ones(n)
         ns_all = el.all(1)
-    if paper_compat:   # the original crashed at the first transition it could not unpack or compare
-        crash = np.array([p is None for p in rows], dtype=bool) | (~ns_ok & ~terminal)
-        if crash.any():
-            i = int(np.flatnonzero(crash)[0])
-            raise _Bug(f"cannot score the prediction for transition {i}: {problems[i][0]}")
     # reward and done
-    r, r_ok = _parse_scalars(comp(1), "reward", problems)
+    r, r_ok = _parse_scalars(comp(1), "reward", problems, noted.get("reward", {}))
     if paper_compat: r_right = r_ok & (r == buf.rewards)
     else: r_right = r_ok & np.isclose(r, buf.rewards, rtol=reward_rtol, atol=reward_atol)
-    d, d_ok = _parse_scalars(comp(2), "done", problems)
+    d, d_ok = _parse_scalars(comp(2), "done", problems, noted.get("done", {}))
     d_right = d_ok & (d == target_done.astype(np.float64))
     # valid actions (RTFM): scored on non-terminal transitions only
     if has_valid:
         mask = _next_valid_mask(buf, fmt)
-        v_right = _score_valid_actions(comp(3), mask, problems)
+        v_right = _score_valid_actions(comp(3), mask, problems, noted.get("valid_actions", {}))
     else: v_right = np.ones(n, bool)
+    if paper_compat:   # the original crashed at the first output it could not unpack, convert or compare
+        crash = np.array([p is None for p in rows], dtype=bool) | (~ns_ok & ~terminal) | ~r_ok | ~d_ok
+        crash[[i for part in noted.values() for i in part]] = True
+        if crash.any():
+            i = int(np.flatnonzero(crash)[0])
+            raise _Bug(f"cannot score the prediction for transition {i}: {problems[i][0]}")
     # per-transition credit and the reward-class weights (spec §1.3)
     live = (ns_frac + r_right + d_right + v_right) / 4 if has_valid else (ns_frac + r_right + d_right) / 3
     credit = np.where(terminal, 0.5*r_right + 0.5*d_right, live)
@@ -285,7 +304,7 @@ def _score(preds, buf, paper_compat, n_failures, reward_rtol, reward_atol, state
         if rows[i] is not None:
             p = rows[i]
             predicted = {"next_obs": p[0], "reward": p[1], "done": p[2]} | ({"valid_actions": p[3]} if has_valid else {})
-        else: predicted = {"raw": preds[i]}
+        else: predicted = {} if i in bad_step else {"raw": preds[i]}   # the driver's note says what step returned
         failures.append({"index": i, "episode": int(buf.episode[i]), "obs": _show_obs(buf.obs[i], fmt),
                          "action": to_plain(t.action), "expected": expected, "predicted": predicted,
                          "wrong": wrong, "terminal": bool(terminal[i]), "truncated": t.truncated,
@@ -365,6 +384,7 @@ def evaluate_program(
                                   valid_actions=buffer_format(buffer)[1])
     value = res.value if isinstance(res.value, dict) else {}
     ev = score_predictions(value.get("predictions"), buffer, paper_compat=paper_compat, n_failures=n_failures,
-                           reward_rtol=reward_rtol, reward_atol=reward_atol, state_rtol=state_rtol, state_atol=state_atol)
+                           reward_rtol=reward_rtol, reward_atol=reward_atol, state_rtol=state_rtol, state_atol=state_atol,
+                           malformed=value.get("malformed"))
     ev.wall_s = time.perf_counter() - t0
     return ev

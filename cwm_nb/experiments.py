@@ -4,7 +4,7 @@
 
 # %% ../nbs/13_experiments.ipynb #569e0958
 from __future__ import annotations
-import argparse, contextlib, io, json, os, re, shutil, sys, time
+import argparse, contextlib, functools, io, json, os, re, shutil, sys, time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -13,10 +13,10 @@ from .core import (CwmNbError, Program, atomic_write_bytes, atomic_write_json, a
                          project_root, provenance, to_plain)
 
 # %% auto #0
-__all__ = ['RUN_SETTINGS', 'CWMB_PARAMS', 'PLAN_PRESETS', 'CLI_MODULES', 'safe_name', 'run_dir', 'is_complete',
+__all__ = ['RUN_SETTINGS', 'CWMB_PARAMS', 'PLAN_PRESETS', 'KERNEL_NAME', 'CLI_MODULES', 'safe_name', 'run_dir', 'is_complete',
            'check_run_settings', 'check_params', 'RunOutput', 'default_max_tokens', 'run_cwmb_search', 'plan_run',
-           'plot_run', 'plot_returns', 'save_figure', 'write_metrics', 'experiments_dir', 'run_notebook', 'run_lock',
-           'build_parser', 'main']
+           'plot_run', 'plot_returns', 'save_figure', 'write_metrics', 'kernel_spec', 'kernel_manager_class',
+           'experiments_dir', 'run_notebook', 'run_lock', 'build_parser', 'main']
 
 # %% ../nbs/13_experiments.ipynb #f1fa0d8b
 from .baselines import METHODS  # the method registry lives in 09_baselines
@@ -259,6 +259,36 @@ def write_metrics(out: RunOutput, **extra) -> Path:
     "Write `metrics.json` (with `status: complete`) — the last step of a run."
     return atomic_write_json(out.run_dir/"metrics.json", {**out.metrics, **extra, "status": "complete"})
 
+# %% ../nbs/13_experiments.ipynb #583f448b
+KERNEL_NAME = "cwm-nb"   # the kernel experiment notebooks run in: this interpreter, whatever kernelspecs exist
+
+def kernel_spec():
+    "The kernel experiment notebooks run in: ipykernel started by this interpreter (`sys.executable`)."
+    from jupyter_client.kernelspec import KernelSpec
+    return KernelSpec(argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                      display_name=f"cwm-nb ({sys.executable})", language="python")
+
+@functools.cache
+def kernel_manager_class() -> type:
+    "A jupyter_client kernel manager class that starts `kernel_spec()` whatever kernel name it is given."
+    from jupyter_client import AsyncKernelManager   # nbclient's default kernel manager
+
+    class OwnInterpreterKernelManager(AsyncKernelManager):
+        @property
+        def kernel_spec(self):   # instead of looking the name up in the installed kernelspecs
+            if self._kernel_spec is None: self._kernel_spec = kernel_spec()
+            return self._kernel_spec
+
+        @property
+        def ipykernel(self) -> bool: return True   # so nbclient keeps IPython's history in memory, as for python3
+
+    return OwnInterpreterKernelManager
+
+def _name_kernel(notebook) -> None:
+    "nbclient hook: record in the executed notebook the kernel it runs in."
+    spec = kernel_spec()
+    notebook.metadata["kernelspec"] = {"name": KERNEL_NAME, "display_name": spec.display_name, "language": "python"}
+
 # %% ../nbs/13_experiments.ipynb #3f93dd5b
 def experiments_dir() -> Path:
     "Folder of the parameterized experiment notebooks (`nbs/experiments`)."
@@ -278,9 +308,10 @@ def run_notebook(
     output = Path(output); output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(f".{output.stem}.partial{output.suffix}")
     try:
-        pm.execute_notebook(str(src), str(tmp), parameters=params, kernel_name="python3", progress_bar=False,
-                            stdout_file=sys.stderr if stream else None, stderr_file=sys.stderr if stream else None,
-                            cwd=str(cwd) if cwd else None)
+        pm.execute_notebook(str(src), str(tmp), parameters=params, kernel_name=KERNEL_NAME, language="python",
+                            kernel_manager_class=kernel_manager_class(), on_notebook_start=_name_kernel,
+                            progress_bar=False, stdout_file=sys.stderr if stream else None,
+                            stderr_file=sys.stderr if stream else None, cwd=str(cwd) if cwd else None)
     except pm.PapermillExecutionError as e:
         raise CwmNbError(f"the experiment notebook failed in cell {e.exec_count}: {e.ename}: {e.evalue}",
                          f"open {tmp} to see the failing cell") from None

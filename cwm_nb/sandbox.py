@@ -27,13 +27,17 @@ class SandboxLimits:
     memory_mb: int = 2048       # address space the program may add to the preloaded server's, MiB (RLIMIT_AS)
     nproc: int = 64             # processes and threads the job may have at once (RLIMIT_NPROC)
     fsize_mb: int = 16          # largest file the job may write, MiB (RLIMIT_FSIZE)
-    output_bytes: int = 65536   # stdout and stderr are each captured up to this many bytes; more kills the job
+    output_bytes: int = 65536   # stdout and stderr each keep their first and last output_bytes/2 bytes; the middle is dropped
+    output_kill_bytes: int = 64 << 20   # more than this on stdout and stderr together kills the job (output_limit)
     result_mb: int = 256        # largest JSON result a job may send back, MiB
 
     def __post_init__(self):
         for k, v in asdict(self).items():
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:
                 raise CwmNbError(f"SandboxLimits.{k} must be a positive number, got {v!r}", "pass e.g. SandboxLimits(wall_s=5)")
+        if self.output_kill_bytes < self.output_bytes:
+            raise CwmNbError(f"SandboxLimits.output_kill_bytes ({self.output_kill_bytes}) is below output_bytes ({self.output_bytes})",
+                             "make the kill cap at least the capture cap, e.g. SandboxLimits(output_bytes=8192, output_kill_bytes=1 << 20)")
 
 # %% ../nbs/02_sandbox.ipynb #3834954e
 ERROR_KINDS = ("syntax", "exception", "no_environment", "memory", "timeout", "cpu", "output_limit", "killed",
@@ -51,8 +55,8 @@ class SandboxResult:
     ok: bool                 # True when the driver returned normally
     value: Any = None        # the driver's return value (plain data); None on error
     error: dict | None = None  # None, or make_error(...) keys: kind, message, line, source_line, traceback, exc_type, index
-    stdout: str = ""         # captured stdout (at most `output_bytes` bytes)
-    stderr: str = ""         # captured stderr (at most `output_bytes` bytes)
+    stdout: str = ""         # captured stdout: all of it, or its first and last `output_bytes // 2` bytes around a marker
+    stderr: str = ""         # captured stderr, likewise
     wall_s: float = 0.0      # wall time of the job as seen by the caller, seconds
     isolation: str = "none"  # "bwrap" or "none": which protections held (see `Sandbox.protections`)
 
@@ -337,6 +341,24 @@ def _column(values: list):
         if all(v.shape == v0.shape and v.dtype == v0.dtype for v in values): return np.stack(values)
     return [v.tolist() if type(v) is np.ndarray else v for v in values]
 
+_PARTS = {3: ("next_obs", "reward", "done"), 4: ("next_obs", "valid_actions", "reward", "done")}
+
+def _plain_or_none(x) -> Any:
+    try: return strict_plain(x)
+    except TypeError: return None
+
+def _convert_each(out, fmt: str, arity: int, i: int, malformed: list) -> tuple:
+    "(next_obs, reward, done, valid_actions) of one step, converted one by one: a bad part becomes its plain form (or None) and a note."
+    conv = {"next_obs": lambda x: _as_obs(x, fmt), "valid_actions": _as_valid_actions, "reward": _as_reward, "done": _as_done}
+    got = {}
+    for part, x in zip(_PARTS[arity], out):
+        try: got[part] = conv[part](x)
+        except (TypeError, ValueError, OverflowError) as e:
+            msg = str(e)
+            malformed.append([i, part, msg if part in msg else f"{part}: {msg}"])
+            got[part] = _plain_or_none(x)
+    return got["next_obs"], got["reward"], got["done"], got.get("valid_actions")
+
 def cwm_predict(namespace: dict, args: dict | None, data: dict) -> dict:
     "Driver: one `Environment()`, then `set_state(copy(obs[i]))` + `step(actions[i])` for each transition (spec §1.1-1.2)."
     args = args or {}
@@ -354,7 +376,7 @@ def cwm_predict(namespace: dict, args: dict | None, data: dict) -> dict:
     fo, fa = _obs_converter(data.get("obs_dtype"), fmt), _action_converter(data.get("action_dtype"))
     try: env = Env()
     except BaseException as e: raise ProgramError("exception", "in Environment()", cause=e) from None
-    nxt, rew, don, val = [], [], [], []
+    nxt, rew, don, val, malformed = [], [], [], [], []
     i, stage = 0, "set_state"
     try:
         for i in range(n):
@@ -362,25 +384,30 @@ def cwm_predict(namespace: dict, args: dict | None, data: dict) -> dict:
             env.set_state(fo(obs[i]))
             stage = "step"
             out = env.step(fa(actions[i]))
+            stage = "convert"
             t = type(out)
             if (t is not tuple and t is not list) or len(out) != arity:
                 got = f"{len(out)} values" if t is tuple or t is list else f"a {_tname(out)}"
-                raise ProgramError("exception", f"step() must return a tuple {shape}; it returned {got} "
-                                   f"(transition {i})", index=i, line=_code_line(getattr(type(env), "step", None)))
-            stage = "convert"
-            if arity == 3: nxt.append(_as_obs(out[0], fmt)); rew.append(_as_reward(out[1])); don.append(_as_done(out[2]))
+                malformed.append([i, "step", f"step() must return a tuple {shape}; it returned {got}"])
+                o = r = d = v = None
             else:
-                nxt.append(_as_obs(out[0], fmt)); val.append(_as_valid_actions(out[1]))
-                rew.append(_as_reward(out[2])); don.append(_as_done(out[3]))
-    except ProgramError: raise
+                try:   # the usual case in one go; a bad value is redone part by part
+                    o, r, d = _as_obs(out[0], fmt), _as_reward(out[-2]), _as_done(out[-1])
+                    v = _as_valid_actions(out[1]) if arity == 4 else None
+                except (TypeError, ValueError, OverflowError): o, r, d, v = _convert_each(out, fmt, arity, i, malformed)
+            nxt.append(o); rew.append(r); don.append(d)
+            if arity == 4: val.append(v)
     except BaseException as e:
         if stage == "convert":
-            raise ProgramError("exception", f"step() returned a bad value on transition {i}: {e}", index=i,
+            raise ProgramError("exception", f"step() returned a bad value on transition {i}: {_exception_text(e)}", index=i,
                                line=_code_line(getattr(type(env), "step", None))) from None
         raise ProgramError("exception", f"in {stage}() on transition {i}", cause=e, index=i) from None
-    cols = [_column(nxt), np.array(rew, dtype=np.float64), np.array(don, dtype=bool)]
+    bad = {m[1] for m in malformed}
+    whole = "step" in bad   # columns with a placeholder or a bad value travel as plain lists
+    cols = [_column(nxt), rew if whole or "reward" in bad else np.array(rew, dtype=np.float64),
+            don if whole or "done" in bad else np.array(don, dtype=bool)]
     if arity == 4: cols.append(val)
-    return {"predictions": Rows(cols)}
+    return {"predictions": Rows(cols)} | ({"malformed": malformed} if malformed else {})
 
 # %% ../nbs/02_sandbox.ipynb #9998c9b8
 _DRIVER_RE = re.compile(r"([A-Za-z_][\w.]*):([A-Za-z_]\w*)")   # compiled once, in the server, not in every child
@@ -674,6 +701,33 @@ def _run_job(job: dict, store: dict, res_w: int) -> None:
         except BaseException: pass
     os._exit(0)
 
+# %% ../nbs/02_sandbox.ipynb #451e525f
+class _Capture:
+    "One output stream of a job: its first and last bytes (`cap` in all) and the count of all it wrote."
+    def __init__(self, cap: int):   # cap: bytes kept, half at the start and half at the end
+        self.head_n, self.tail_n = cap - cap // 2, cap // 2
+        self.head, self.tail, self.total = bytearray(), bytearray(), 0
+
+    def add(self, chunk: bytes) -> None:
+        "Account for `chunk`, keeping it where it falls in the head or the tail window."
+        self.total += len(chunk)
+        room = self.head_n - len(self.head)
+        if room > 0: self.head += chunk[:room]; chunk = chunk[room:]
+        if not chunk or not self.tail_n: return
+        if len(chunk) >= self.tail_n: self.tail[:] = chunk[-self.tail_n:]
+        else:
+            self.tail += chunk
+            if len(self.tail) > self.tail_n: del self.tail[:len(self.tail) - self.tail_n]
+
+    def text(self) -> str:
+        "The kept bytes as text (UTF-8, bad bytes replaced), with a marker where bytes were dropped."
+        dropped = self.total - len(self.head) - len(self.tail)
+        if not dropped: return (self.head + self.tail).decode("utf-8", "replace")
+        head = self.head.decode("utf-8", "replace")
+        return (head + ("" if head.endswith("\n") else "\n") + f"[... {dropped} bytes of output dropped here by the "
+                f"sandbox, which keeps the first {len(self.head)} and the last {len(self.tail)} ...]\n"
+                + self.tail.decode("utf-8", "replace"))
+
 # %% ../nbs/02_sandbox.ipynb #cfff0c54
 class _Server:
     "The fork server's state and loop (runs inside the sandbox; see `_server_main`)."
@@ -793,30 +847,32 @@ class _Server:
             time.sleep(0.0005)
 
     # --- one job -------------------------------------------------------------------------------------------
-    def _supervise(self, c: _Child, lim: dict, t0: float) -> tuple[str, bytearray, bytearray, bytearray]:
-        res, out, err = bytearray(), bytearray(), bytearray()
-        bufs = {c.res_r: res, c.out_r: out, c.err_r: err}
-        cap, rcap = int(lim["output_bytes"]), int(lim["result_mb"]) << 20
+    def _supervise(self, c: _Child, lim: dict, t0: float) -> tuple[str, bytearray, _Capture, _Capture]:
+        res, out, err = bytearray(), _Capture(int(lim["output_bytes"])), _Capture(int(lim["output_bytes"]))
+        streams = {c.out_r: out, c.err_r: err}
+        kill, rcap = int(lim["output_kill_bytes"]), int(lim["result_mb"]) << 20
         poll = select.poll()
-        for fd in bufs: poll.register(fd, select.POLLIN)
+        for fd in (c.res_r, c.out_r, c.err_r): poll.register(fd, select.POLLIN)
         poll.register(c.pidfd, select.POLLIN)
         poll.register(self.inp, 0)   # only POLLHUP: the parent died (its end of the request pipe closed)
         deadline, need, exited, status = t0 + float(lim["wall_s"]), None, False, None
 
-        open_fds = set(bufs)
+        open_fds = {c.res_r, c.out_r, c.err_r}
         def read(fd) -> None:   # drain what is there now
             nonlocal need, status
             while status is None and fd in open_fds:
                 try: chunk = os.read(fd, 1 << 20)
                 except BlockingIOError: return
                 if not chunk: poll.unregister(fd); open_fds.discard(fd); return
-                b = bufs[fd]; b += chunk
                 if fd == c.res_r:
-                    if need is None and len(b) >= 8:
-                        need = 8 + _HDR.unpack_from(b)[0]
+                    res.extend(chunk)
+                    if need is None and len(res) >= 8:
+                        need = 8 + _HDR.unpack_from(res)[0]
                         if need - 8 > rcap: status = "result_too_large"
-                    if need is not None and len(b) >= need: status = "done"
-                elif len(b) > cap: status = "output_limit"
+                    if need is not None and len(res) >= need: status = "done"
+                else:
+                    streams[fd].add(chunk)
+                    if out.total + err.total > kill: status = "output_limit"
 
         while status is None:
             left = deadline - time.monotonic()
@@ -831,8 +887,11 @@ class _Server:
                 if status is None: status = "exited"
         if status == "done":
             for fd in (c.out_r, c.err_r):   # output written before the result is already in the pipes
-                try: bufs[fd] += os.read(fd, cap + 1 - len(bufs[fd])) if len(bufs[fd]) <= cap else b""
-                except (BlockingIOError, ValueError): pass
+                while fd in open_fds and out.total + err.total <= kill:
+                    try: chunk = os.read(fd, 1 << 20)
+                    except OSError: break
+                    if not chunk: break
+                    streams[fd].add(chunk)
         return status, res[8:need] if status == "done" else bytearray(), out, err
 
     def _end_child(self, c: _Child, hdr: dict) -> None:
@@ -866,9 +925,8 @@ class _Server:
         status, result, out, err = self._supervise(c, job["limits"], t0)
         if status == "parent_gone":   # nobody to answer: stop everything now
             self._end_child(c, {}); self._sweep(1.0); self._remove_scratch(); os._exit(0)
-        cap = int(job["limits"]["output_bytes"])
         hdr = {"status": status, "exit_code": None, "cpu_s": None, "job_wall_s": time.monotonic() - t0,
-               "stdout": out[:cap].decode("utf-8", "replace"), "stderr": err[:cap].decode("utf-8", "replace")}
+               "stdout": out.text(), "stderr": err.text()}
         if status != "done":   # abnormal end: clean up before answering
             self._end_child(c, hdr); hdr["clean"] = self._sweep()
             self.reply(hdr, result)
@@ -940,8 +998,8 @@ def _classify(hdr: dict, limits: SandboxLimits) -> dict:
         return make_error("timeout", f"the program ran longer than the wall-clock limit of {limits.wall_s:g} s and "
                           "was killed (an endless loop, or far too slow)")
     if st == "output_limit":
-        return make_error("output_limit", f"the program wrote more than {limits.output_bytes} bytes to stdout or "
-                          "stderr and was killed (remove the prints from loops)")
+        return make_error("output_limit", f"the program wrote more than {limits.output_kill_bytes} bytes to stdout and "
+                          "stderr together and was killed (output without end: a print inside an endless loop?)")
     if st == "result_too_large":
         return make_error("output_limit", f"the program's result is larger than {limits.result_mb} MiB")
     if code is not None and code < 0:

@@ -342,12 +342,16 @@ def test_rtfm_states_and_valid_actions_by_hand(sandbox):
     assert f["wrong"] == ["next_state"] and np.array(f["expected"]["next_obs"][0], dtype=object).shape == (6, 6, 2)
     assert f["obs"][1] == "empty" and f["predicted"]["next_obs"][1] == "empty"
     json.dumps(ev.to_dict(), allow_nan=False)
-    # a 3-tuple step is an error of the program when valid actions are expected
+    # a 3-tuple step when valid actions are expected: every transition wrong, named; a bug under paper_compat
     three = _rtfm_lookup(truth).replace("np.array(valid), reward, done", "reward, done")
     assert three != _rtfm_lookup(truth)
     ev = evaluate_program(three, RTFM_HAND, sandbox=sandbox)
-    assert ev.bug and "(next_obs, valid_actions, reward, done)" in ev.error
+    assert not ev.bug and ev.accuracy == 0.0 and ev.n_failed == len(RTFM_HAND)
     assert ev.components == {"next_state": 0.0, "reward": 0.0, "done": 0.0, "valid_actions": 0.0}
+    assert "(next_obs, valid_actions, reward, done); it returned 3 values" in ev.failures[0]["problems"][0]
+    assert ev.failures[0]["predicted"] == {}
+    pc = evaluate_program(three, RTFM_HAND, sandbox=sandbox, paper_compat=True)
+    assert pc.bug and "(next_obs, valid_actions, reward, done)" in pc.error
 
 
 def _collect_rtfm(seed=0, steps=400, horizon=100):
@@ -405,7 +409,7 @@ LIARS = {
 
 
 @pytest.mark.parametrize("fmt", sorted(LIARS))
-def test_lying_objects_score_zero(fmt, sandbox):
+def test_lying_objects_never_count_as_right(fmt, sandbox):
     head, value, buf = LIARS[fmt]
     if fmt == "int":
         buf = ReplayBuffer(obs=[0, 1], actions=[0, 0], next_obs=[1, 2], rewards=[0., 0.], terminated=[False, False],
@@ -423,5 +427,124 @@ def test_lying_objects_score_zero(fmt, sandbox):
     src = head + f"class Environment:\n    def set_state(self, s): pass\n    def step(self, a): return {ret}\n"
     ev = evaluate_program(src, buf, sandbox=sandbox)
     comp = "valid_actions" if fmt == "valid_actions" else "next_state"
-    assert ev.components[comp] == 0.0 and ev.accuracy == 0.0 and not ev.perfect
-    assert ev.bug and "Liar" in ev.error, ev.error
+    assert ev.components[comp] == 0.0 and not ev.perfect and not ev.bug, ev.error   # malformed: that part is wrong
+    for f in ev.failures:   # (the RTFM buffer's terminal transition also has its reward and done wrong)
+        assert (f["terminal"] or comp in f["wrong"]) and "type Liar is not plain data" in f["problems"][0], f
+    pc = evaluate_program(src, buf, sandbox=sandbox, paper_compat=True)
+    assert pc.bug and pc.accuracy == 0.0 and "Liar" in pc.error, pc.error
+
+
+class _Recording:
+    "The sandbox, keeping the result of every run (to read what the program printed)."
+    def __init__(self, sb): self.sb, self.results = sb, []
+    def put_data(self, *args): return self.sb.put_data(*args)
+    def run(self, *args, **kwargs):
+        r = self.sb.run(*args, **kwargs); self.results.append(r); return r
+
+
+def test_debug_print_in_step_is_truncated_not_punished(cartpole, sandbox):
+    "A correct program that prints its state on every step (~100 KB here, over the 64 KiB capture cap) still scores 1.0."
+    import contextlib, io
+    from cwm_nb.cwm import sandbox_inputs
+    from cwm_nb.sandbox import run_in_process
+    src = CARTPOLE.replace(
+        "        self.state = np.array([x, x_dot, theta, theta_dot])\n",
+        "        self.state = np.array([x, x_dot, theta, theta_dot])\n"
+        "        print('debug: action', action, 'state', self.state.tolist(), 'limits', X_LIMIT, THETA_LIMIT)\n")
+    assert src != CARTPOLE
+    rec = _Recording(sandbox)
+    ev = evaluate_program(src, cartpole, sandbox=rec)
+    assert not ev.bug and ev.error is None and ev.accuracy == 1.0 and ev.perfect, ev.error
+    out = rec.results[-1].stdout
+    full = io.StringIO()   # what the (trusted, hand-written) program prints in full
+    with contextlib.redirect_stdout(full): run_in_process(src, "cwm_nb.sandbox:cwm_predict", data=sandbox_inputs(cartpole))
+    full = full.getvalue()
+    cap = sandbox.limits.output_bytes
+    assert len(full) > cap and full.isascii() and full.count("\n") == len(cartpole)
+    half = cap // 2
+    assert out.startswith(full[:half]) and out.endswith(full[-half:])   # the first and the last steps' prints
+    assert f"{len(full) - 2 * half} bytes" in out[half:-half] and len(out) < cap + 300
+
+
+# MountainCar from its physics; `reached_goal` forgets its `return` for positions in [0.475, 0.5), so `done` is None
+# on exactly 4 of the 1,860 transitions of the shipped buffer (the case of a reported evaluation).
+MOUNTAINCAR_FORGETS_RETURN = '''
+import math
+import numpy as np
+
+FORCE, GRAVITY, MAX_SPEED = 0.001, 0.0025, 0.07
+MIN_POSITION, MAX_POSITION, GOAL = -1.2, 0.6, 0.5
+
+def reached_goal(position, velocity):
+    if position >= GOAL:
+        return bool(velocity >= 0)
+    if position < 0.475:
+        return False
+
+class Environment:
+    def set_state(self, obs):
+        self.position, self.velocity = (float(v) for v in obs)
+
+    def step(self, action):
+        v = self.velocity + (int(action) - 1) * FORCE + math.cos(3 * self.position) * (-GRAVITY)
+        v = min(max(v, -MAX_SPEED), MAX_SPEED)
+        p = min(max(self.position + v, MIN_POSITION), MAX_POSITION)
+        if p == MIN_POSITION and v < 0:
+            v = 0.0
+        self.position, self.velocity = p, v
+        return np.array([p, v], dtype=np.float32), -1.0, reached_goal(p, v)
+'''
+
+
+def test_done_none_on_4_of_1860_transitions_fails_only_those(sandbox):
+    buf = load_buffer("MountainCar-v0")
+    pos = buf.next_obs[:, 0]
+    none_at = np.flatnonzero((pos >= 0.475) & (pos < 0.5)).tolist()
+    assert len(buf) == 1860 and len(none_at) == 4 and not buf.terminated[none_at].any()
+    correct = evaluate_program(MOUNTAINCAR_FORGETS_RETURN.replace("< 0.475", "< GOAL"), buf, sandbox=sandbox)
+    assert correct.perfect, correct.error
+    ev = evaluate_program(MOUNTAINCAR_FORGETS_RETURN, buf, sandbox=sandbox, n_failures=5)
+    assert not ev.bug and ev.error is None
+    assert ev.n_failed == 4 and [f["index"] for f in ev.failures] == none_at
+    assert all(f["wrong"] == ["done"] and f["predicted"]["done"] is None for f in ev.failures)
+    assert all("done must be a bool, not NoneType" in f["problems"][0] for f in ev.failures), ev.failures[0]["problems"]
+    assert ev.components["done"] == pytest.approx(1 - 4 / 1860) and ev.components["next_state"] == 1.0
+    assert ev.accuracy == pytest.approx(1 - 4 / 3 / 1860)   # one reward class (-1): the plain mean of the credits
+    pc = evaluate_program(MOUNTAINCAR_FORGETS_RETURN, buf, sandbox=sandbox, paper_compat=True)
+    assert pc.bug and pc.accuracy == 0.0 and f"transition {none_at[0]}" in pc.error and "NoneType" in pc.error
+
+
+# One malformed output on every 100th step (transitions 99, 199, 299 and 399 of the CartPole buffer).
+MALFORMED = {   # kind: (what step returns on those steps, the component that is wrong, words of the problem)
+    "done None": ("self.state.astype(np.float32), 1.0, None", ["done"], "done must be a bool, not NoneType"),
+    "done a string": ("self.state.astype(np.float32), 1.0, 'no'", ["done"], "done must be a bool, not str"),
+    "reward None": ("self.state.astype(np.float32), None, done", ["reward"], "the reward must be a number, not NoneType"),
+    "reward a string": ("self.state.astype(np.float32), '1.0', done", ["reward"], "the reward must be a number, not str"),
+    "next state of the wrong shape": ("self.state[:3], 1.0, done", ["next_state"], "next_obs has shape (3,), expected (4,)"),
+    "next state None": ("None, 1.0, done", ["next_state"], "next_obs is not numeric (NoneType)"),
+    "next state not plain data": ("object(), 1.0, done", ["next_state"], "a value of type object is not plain data"),
+    "two values": ("self.state.astype(np.float32), 1.0", ["next_state", "reward", "done"], "it returned 2 values"),
+    "no tuple": ("None", ["next_state", "reward", "done"], "it returned a NoneType"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MALFORMED))
+def test_malformed_output_on_a_few_transitions(kind, cartpole, sandbox):
+    ret, wrong, problem = MALFORMED[kind]
+    src = CARTPOLE.replace("    def step(self, action):\n",
+                           "    calls = 0\n\n    def step(self, action):\n        self.calls += 1\n")
+    src = src.replace("        return self.state.astype(np.float32), 1.0, done\n",
+                      f"        if self.calls % 100 == 0:\n            return {ret}\n"
+                      "        return self.state.astype(np.float32), 1.0, done\n")
+    at = [99, 199, 299, 399]
+    assert not cartpole.terminated[at].any() and len(set(cartpole.rewards.tolist())) == 1
+    ev = evaluate_program(src, cartpole, sandbox=sandbox, n_failures=5)
+    assert not ev.bug and ev.error is None, ev.error
+    assert ev.n_failed == 4 and [f["index"] for f in ev.failures] == at
+    for f in ev.failures:
+        assert f["wrong"] == wrong and any(problem in p for p in f["problems"]), f
+    credit = 1 - len(wrong) / 3   # the other components of these transitions still count
+    assert ev.accuracy == pytest.approx(1 - 4 * (1 - credit) / len(cartpole))
+    json.dumps(ev.to_dict(), allow_nan=False)
+    pc = evaluate_program(src, cartpole, sandbox=sandbox, paper_compat=True)
+    assert pc.bug and pc.accuracy == 0.0 and "transition 99" in pc.error and problem in pc.error, pc.error

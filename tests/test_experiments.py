@@ -245,3 +245,33 @@ def test_plan_reports_fallbacks_of_a_crashing_program(tmp_path):
             "--out", tmp_path, "--json")
     d = json.loads(r.stdout)
     assert d["fallbacks"] == d["decisions"] > 0 and d["normalized_return"] == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize("hostile", ["exits", "system-python"])
+def test_experiment_notebook_runs_in_this_interpreter_whatever_kernelspecs(hostile, tmp_path, monkeypatch):
+    "A `python3` kernelspec of another interpreter on JUPYTER_PATH does not decide where an experiment notebook runs."
+    import nbformat
+    import cwm_nb
+    from cwm_nb import experiments
+    argv = {"exits": ["/bin/sh", "-c", "echo 'not the cwm-nb interpreter' >&2; exit 3", "{connection_file}"],
+            "system-python": ["/usr/bin/python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"]}[hostile]
+    if hostile == "system-python" and not Path(argv[0]).exists(): pytest.skip("no /usr/bin/python3 on this machine")
+    spec = tmp_path/"jupyter"/"kernels"/"python3"
+    spec.mkdir(parents=True)
+    (spec/"kernel.json").write_text(json.dumps({"argv": argv, "display_name": "Python 3 (another)", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path/"jupyter"))
+    from jupyter_client.kernelspec import KernelSpecManager
+    assert KernelSpecManager().get_kernel_spec("python3").argv == argv   # the hostile spec is what `python3` means now
+    # a small experiment notebook: one parameter, one cell that records where it ran
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "python3", "language": "python"}})
+    nb.cells = [nbformat.v4.new_code_cell('out: str = ""', metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell("import json, sys, cwm_nb\n"
+                                          "json.dump({'executable': sys.executable, 'package': cwm_nb.__file__}, open(out, 'w'))")]
+    (tmp_path/"nbs").mkdir()
+    nbformat.write(nb, tmp_path/"nbs"/"where.ipynb")
+    monkeypatch.setattr(experiments, "experiments_dir", lambda: tmp_path/"nbs")
+    done = experiments.run_notebook("where", dict(out=str(tmp_path/"where.json")), tmp_path/"run"/"where.ipynb", stream=False)
+    ran = json.loads((tmp_path/"where.json").read_text())
+    assert ran == {"executable": sys.executable, "package": cwm_nb.__file__}
+    meta = nbformat.read(done, as_version=4).metadata
+    assert meta.kernelspec.name == experiments.KERNEL_NAME and sys.executable in meta.kernelspec.display_name
