@@ -135,6 +135,21 @@ def problem_from_folder(
                                solutions=_read_text(folder/"solutions.json"), position=position)
 
 # %% ../nbs/11a_apps.ipynb #1cc6dfbd
+def _select(items: list, start: int, stop: int | None, where: str) -> list:
+    "items[start:stop] of a sorted list, refusing duplicates and a start past the end (the paper's rule)."
+    keys = [k[0] for k in items]
+    dup = next((a for a, b in zip(keys, keys[1:]) if a == b), None)
+    if dup is not None: raise AppsDataError(f"problem {dup} appears twice in {where}", "keep one copy of each problem")
+    n = len(items)
+    if start >= n:
+        raise AppsDataError(f"{where} has {n} problems, so positions from {start} on do not exist",
+                            "the paper's competition problems are positions 3000-3999 of the full APPS test set "
+                            "(5000 problems); load the full test split, or pass start=0, stop=None for all problems")
+    if stop is not None and stop > n:
+        warnings.warn(f"{where} has {n} problems; positions {n}-{stop - 1} requested do not exist and are skipped")
+    return items[start:stop]
+
+# %% ../nbs/11a_apps.ipynb #3eddeb4b
 _ROW_ID = re.compile(rb'"problem_id"\s*:\s*"?(\d+)')
 
 def _jsonl_ids(path: Path) -> list[tuple[int, int]]:
@@ -178,28 +193,14 @@ def _rows_parquet(files: list[Path], start: int, stop: int | None):
         ids += [(_problem_number(v, str(f)), str(f)) for v in col]
     sel = _select(sorted(ids), start, stop, str(files[0].parent))
     want, rows = {}, {}
-    for pid, f in sel: want.setdefault(f, []).append(pid)
-    for f, pids in want.items():
-        t = pq.read_table(f)
-        for r in t.to_pylist():
-            if _problem_number(r["problem_id"], f) in pids: rows[_problem_number(r["problem_id"], f)] = r
+    for pid, f in sel: want.setdefault(f, set()).add(pid)
+    for f, pids in want.items():   # streamed in small batches: an export's file can hold gigabytes of tests
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=32):
+            for r in batch.to_pylist():
+                if _problem_number(r["problem_id"], f) in pids: rows[_problem_number(r["problem_id"], f)] = r
     return [rows[pid] for pid, _ in sel]
 
-def _select(items: list, start: int, stop: int | None, where: str) -> list:
-    "items[start:stop] of a sorted list, refusing duplicates and a start past the end (the paper's rule)."
-    keys = [k[0] for k in items]
-    dup = next((a for a, b in zip(keys, keys[1:]) if a == b), None)
-    if dup is not None: raise AppsDataError(f"problem {dup} appears twice in {where}", "keep one copy of each problem")
-    n = len(items)
-    if start >= n:
-        raise AppsDataError(f"{where} has {n} problems, so positions from {start} on do not exist",
-                            "the paper's competition problems are positions 3000-3999 of the full APPS test set "
-                            "(5000 problems); load the full test split, or pass start=0, stop=None for all problems")
-    if stop is not None and stop > n:
-        warnings.warn(f"{where} has {n} problems; positions {n}-{stop - 1} requested do not exist and are skipped")
-    return items[start:stop]
-
-# %% ../nbs/11a_apps.ipynb #f9b87dcc
+# %% ../nbs/11a_apps.ipynb #fdd74e64
 def _find_source(path: Path, split: str) -> tuple[str, Any]:
     "('folders', dir) | ('jsonl', file) | ('parquet', [files]) for the data at `path`."
     if path.is_file():
@@ -218,6 +219,7 @@ def _find_source(path: Path, split: str) -> tuple[str, Any]:
     raise AppsDataError(f"no APPS problems found in {path}",
                         f"pass the APPS release's folder (with {split}/0000, {split}/0001, ...), a {split}.jsonl file, or parquet files of the export")
 
+# %% ../nbs/11a_apps.ipynb #a0e23090
 def load_apps(
     path: str | Path,               # the user's copy of APPS (see above for the layouts)
     split: str = "test",            # which split, when `path` holds both
@@ -235,8 +237,10 @@ def load_apps(
         raise AppsDataError(f"the APPS data path {path} does not exist",
                             "download APPS (Hendrycks et al., 2021: the release's APPS.tar.gz, or the Hugging Face export) "
                             "and pass the folder or file; the project ships only data/apps_demo")
+    from tqdm import tqdm   # the text bar
     kind, src = _find_source(path, split)
     problems, offset = [], start
+    bar = lambda items: tqdm(items, desc=f"loading APPS {split}", unit="problem", leave=False, disable=len(items) < 100)
     def add(make, pid, where):
         try: problems.append(make())
         except AppsDataError as e:
@@ -244,11 +248,11 @@ def load_apps(
             problems.append(AppsProblem(str(pid), "", [], [], position=len(problems) + offset, error=e.what))
     if kind == "folders":
         dirs = sorted(((_problem_number(d.name, str(d)), d) for d in src.iterdir() if d.is_dir() and d.name.isdigit()), key=lambda t: t[0])
-        for i, (_, d) in enumerate(_select(dirs, start, stop, str(src))):
+        for i, (_, d) in enumerate(bar(_select(dirs, start, stop, str(src)))):
             add(lambda: problem_from_folder(d, start + i), d.name, str(d))
         return problems
     rows = _rows_jsonl(src, start, stop) if kind == "jsonl" else _rows_parquet(src, start, stop)
-    for i, r in enumerate(rows):
+    for i, r in enumerate(bar(rows)):
         where = f"{src if kind == 'jsonl' else 'parquet'} row problem_id={r.get('problem_id')}"
         add(lambda: problem_from_fields(r.get("problem_id"), r.get("question"), r.get("input_output"), where=where,
                                         starter_code=r.get("starter_code"), difficulty=r.get("difficulty"), url=r.get("url"),
@@ -259,7 +263,7 @@ def demo_problems() -> list[AppsProblem]:
     "The six small problems written for this project in the APPS layout (`data/apps_demo`), all positions."
     return load_apps(data_dir()/"apps_demo", start=0, stop=None)
 
-# %% ../nbs/11a_apps.ipynb #8967c12c
+# %% ../nbs/11a_apps.ipynb #5d3bb673
 SPLIT_MODES = ("held_out", "paper")
 
 @dataclass(frozen=True)
@@ -289,7 +293,7 @@ def split_tests(
     perm = make_rng(seed, "apps-test-split", problem.problem_id).permutation(n).tolist()
     return AppsSplit(tuple(sorted(perm[:k])), tuple(sorted(perm[k:])), mode)
 
-# %% ../nbs/11a_apps.ipynb #81289149
+# %% ../nbs/11a_apps.ipynb #731c2c8f
 COMPARE_MODES = ("strict", "apps_compat")
 
 def strict_lines(text: str) -> list[str]:
@@ -314,7 +318,7 @@ def strict_value_match(value, expected) -> bool:
     "True if a call-based return `value` (plain data) equals `expected`, or the element of a one-element `expected`."
     return _same_value(value, expected) or (isinstance(expected, list) and len(expected) == 1 and _same_value(value, expected[0]))
 
-# %% ../nbs/11a_apps.ipynb #5d3bb673
+# %% ../nbs/11a_apps.ipynb #8aa27007
 COMPAT_RULES = ("stripped_text", "nonempty_lines", "allclose", "token_sets", "rounded_token_sets")
 
 def _float_sets(lines: list[list[str]]) -> set:
@@ -363,7 +367,7 @@ def outputs_match(
         return strict_value_match(output, expected) if mode == "strict" else apps_compat_value_match(output, expected)
     raise CwmNbError(f"unknown problem kind {kind!r}", f"use one of {KINDS}")
 
-# %% ../nbs/11a_apps.ipynb #58f3e581
+# %% ../nbs/11a_apps.ipynb #0047eef9
 HARNESS_MARGIN_S = 5.0           # the sandbox job's wall limit is problem_s + this (start-up and answer)
 OUTPUT_CAP_BYTES = 64 * 1024     # per test, plus twice the expected output's size
 STDERR_KEEP_BYTES = 4096         # stderr kept per test (the rest is read and dropped)
@@ -386,12 +390,11 @@ def preamble_names() -> dict:
     names["np"] = numpy
     return names
 
-# %% ../nbs/11a_apps.ipynb #43ff6716
+# %% ../nbs/11a_apps.ipynb #4c8eb423
 def _exit_status(code) -> int:
     "The exit status Python gives `sys.exit(code)`."
     if code is None: return 0
-    if isinstance(code, int) and not isinstance(code, bool): return code & 0xFF if code >= 0 else code % 256
-    return 1
+    return code & 0xFF if isinstance(code, int) else 1
 
 def _plain_return(x, depth: int = 0):
     "A call-based return value as JSON-safe data: tuples -> lists, int dict keys -> text. Raises `TypeError`."
@@ -423,6 +426,7 @@ def _find_function(ns: dict, name: str):
     if callable(fn): return fn
     raise NameError(f"the program defines no function {name}() (nor a class Solution with that method)")
 
+# %% ../nbs/11a_apps.ipynb #8077a4a3
 def _test_process(code, source: str, args: dict, inp, names: dict, fds: tuple) -> None:
     "Body of one test's process: run the program on one input, report through the result pipe, `_exit`. Never returns."
     import builtins, io, types
@@ -477,7 +481,7 @@ def _test_process(code, source: str, args: dict, inp, names: dict, fds: tuple) -
     except BaseException: pass
     os._exit(0)
 
-# %% ../nbs/11a_apps.ipynb #489d0066
+# %% ../nbs/11a_apps.ipynb #3b8bfc7b
 def _kill_group(pid: int) -> None:
     for f in (os.killpg, os.kill):
         try: f(pid, signal.SIGKILL)
@@ -497,35 +501,36 @@ def _kill_strays(limit_s: float = 1.0) -> None:
             try: os.waitpid(k, 0)
             except ChildProcessError: pass
 
-def _run_one_test(code, source: str, args: dict, i: int, names: dict, end: float) -> dict:
-    "Run test `i` in a forked process; a dict with status, stdout, report, stderr, wall_s (see `run_tests`)."
-    inp, cap = args["inputs"][i], int(args["output_caps"][i])
-    t0 = time.monotonic()
-    per_end = t0 + float(args["per_test_s"])
-    deadline, by_cap = min(per_end, end), end < per_end
+def _start_test(code, source: str, args: dict, i: int, names: dict) -> tuple:
+    "Fork the process of test `i`, its stdin a memory file holding the input: (pid, read ends) or (None, why not)."
+    from cwm_nb.sandbox import _write_all
+    inp = args["inputs"][i]
     fin = os.memfd_create("apps-stdin")
-    if args["kind"] == "stdin":
-        from cwm_nb.sandbox import _write_all
-        _write_all(fin, inp.encode("utf-8", "surrogateescape")); os.lseek(fin, 0, os.SEEK_SET)
-    out_r, out_w = os.pipe(); err_r, err_w = os.pipe(); res_r, res_w = os.pipe()
+    if args["kind"] == "stdin": _write_all(fin, inp.encode("utf-8", "surrogateescape")); os.lseek(fin, 0, os.SEEK_SET)
+    (out_r, out_w), (err_r, err_w), (res_r, res_w) = os.pipe(), os.pipe(), os.pipe()
     try: pid = os.fork()
     except OSError as e:   # e.g. the process limit: the test cannot start
         for fd in (fin, out_r, out_w, err_r, err_w, res_r, res_w): os.close(fd)
-        return {"status": "no_start", "message": f"the test's process could not be started ({e})", "wall_s": time.monotonic() - t0}
+        return None, f"the test's process could not be started ({e})"
     if pid == 0:
         try: _test_process(code, source, args, inp, names, (fin, out_w, err_w, res_w))
         finally: os._exit(70)
     for fd in (fin, out_w, err_w, res_w): os.close(fd)
     try: os.setpgid(pid, pid)   # also from this side: no window in which a kill of the group misses the child
     except OSError: pass
-    bufs = {out_r: bytearray(), err_r: bytearray(), res_r: bytearray()}
+    return pid, {"out": out_r, "err": err_r, "res": res_r}
+
+# %% ../nbs/11a_apps.ipynb #7e66641e
+def _watch_test(pid: int, fds: dict, cap: int, deadline: float, by_cap: bool) -> dict:
+    "Read the test's pipes until it ends, its deadline passes or stdout exceeds `cap`; kill its group and strays; reap."
+    out_r, err_r, res_r = fds["out"], fds["err"], fds["res"]
     keep = {out_r: cap + 1, err_r: STDERR_KEEP_BYTES, res_r: cap + 65536}
+    bufs = {fd: bytearray() for fd in keep}
     pidfd = os.pidfd_open(pid)
     poll = select.poll()
     for fd in bufs: os.set_blocking(fd, False); poll.register(fd, select.POLLIN)
     poll.register(pidfd, select.POLLIN)
     open_fds, status, exited = set(bufs), None, False
-
     def drain(fd) -> None:
         while fd in open_fds:
             try: chunk = os.read(fd, 1 << 16)
@@ -533,7 +538,6 @@ def _run_one_test(code, source: str, args: dict, i: int, names: dict, end: float
             if not chunk: poll.unregister(fd); open_fds.discard(fd); return
             b = bufs[fd]
             if len(b) < keep[fd]: b += chunk[:keep[fd] - len(b)]
-
     try:
         while status is None:
             left = deadline - time.monotonic()
@@ -554,11 +558,20 @@ def _run_one_test(code, source: str, args: dict, i: int, names: dict, end: float
             if len(bufs[out_r]) > cap: status = "output_limit"
     finally:
         for fd in (out_r, err_r, res_r, pidfd): os.close(fd)
-    return {"status": status or "ended", "exit": os.waitstatus_to_exitcode(st), "stdout": bytes(bufs[out_r][:cap]).decode("utf-8", "replace"),
-            "report": bytes(bufs[res_r]).decode("utf-8", "replace"), "stderr": bytes(bufs[err_r]).decode("utf-8", "replace"),
-            "wall_s": time.monotonic() - t0}
+    text = lambda fd, n=None: bytes(bufs[fd][:n]).decode("utf-8", "replace")
+    return {"status": status or "ended", "exit": os.waitstatus_to_exitcode(st), "stdout": text(out_r, cap),
+            "report": text(res_r), "stderr": text(err_r)}
 
-# %% ../nbs/11a_apps.ipynb #a218acbc
+def _run_one_test(code, source: str, args: dict, i: int, names: dict, end: float) -> dict:
+    "Run test `i` in its own process; a dict with status, exit, stdout, report, stderr, wall_s (see `run_tests`)."
+    t0 = time.monotonic()
+    per_end = t0 + float(args["per_test_s"])
+    pid, fds = _start_test(code, source, args, i, names)
+    if pid is None: return {"status": "no_start", "message": fds, "wall_s": time.monotonic() - t0}
+    out = _watch_test(pid, fds, int(args["output_caps"][i]), min(per_end, end), end < per_end)
+    return {**out, "wall_s": time.monotonic() - t0}
+
+# %% ../nbs/11a_apps.ipynb #3371329e
 def _tests_in_job(args: dict, data: Any, source: str, in_job: bool) -> dict:
     "`run_tests.before_exec`: compile once, then one forked process per test, within the whole-problem cap."
     from cwm_nb.sandbox import PR_SET_CHILD_SUBREAPER, PROGRAM_FILENAME, _prctl, describe_exception, make_error
@@ -581,7 +594,7 @@ def run_tests(namespace: dict, args: dict, data: Any) -> dict:
 
 run_tests.before_exec = _tests_in_job
 
-# %% ../nbs/11a_apps.ipynb #4c8eb423
+# %% ../nbs/11a_apps.ipynb #139a3aad
 STATUSES = ("pass", "wrong_answer", "no_output", "runtime_error", "timeout", "output_limit", "not_run")
 SHOW_CHARS = 2000   # inputs, outputs and errors kept in results and prompts are clipped to this many characters
 
@@ -607,7 +620,7 @@ class AppsTestResult:
     @property
     def passed(self) -> bool: return self.status == "pass"
 
-# %% ../nbs/11a_apps.ipynb #2fa821bd
+# %% ../nbs/11a_apps.ipynb #88c46628
 def _judge(raw: dict, expected, kind: str, fn_name, per_test_s: float, problem_s: float) -> dict:
     "Classify one raw test result: per-mode status and pass, output text, error, compat rule."
     st = raw.get("status")
@@ -650,7 +663,7 @@ def _judge(raw: dict, expected, kind: str, fn_name, per_test_s: float, problem_s
         strict, err = "runtime_error", f"the program exited with status {rep.get('exit_code')} (sys.exit)"
     return dict(strict=strict, apps_compat=verdict(rule is not None), output=out, error=err, rule=rule)
 
-# %% ../nbs/11a_apps.ipynb #821fc3f2
+# %% ../nbs/11a_apps.ipynb #cda089ce
 @dataclass
 class AppsEvaluation:
     "One program on one problem's tests: per-test results and what the searches need (accuracy, bug, error, failures)."
@@ -713,7 +726,7 @@ class AppsEvaluation:
                     perfect=self.perfect, bug=self.bug, error=self.error, counts=self.counts, wall_s=self.wall_s,
                     harness_error=self.harness_error, tests=[asdict(t) for t in self.tests], failures=self.failures)
 
-# %% ../nbs/11a_apps.ipynb #29265cc7
+# %% ../nbs/11a_apps.ipynb #bcc2170f
 def _is_bug(raw: dict | None, compile_error, kind: str, source: str) -> bool:
     "The original search's bug: no compile, a failing top-level import, or (call-based) no loadable function."
     if compile_error is not None: return True
@@ -724,6 +737,7 @@ def _is_bug(raw: dict | None, compile_error, kind: str, source: str) -> bool:
         if 0 < raw["line"] <= len(lines) and re.match(r"(?:import|from)\s", lines[raw["line"] - 1]): return True
     return False
 
+# %% ../nbs/11a_apps.ipynb #55d1e7c0
 def evaluate_solution(
     source: str,                     # the program (untrusted; runs only in the sandbox)
     problem: AppsProblem,            # the problem whose tests are run
@@ -778,7 +792,7 @@ def evaluate_solution(
     ev.bug = _is_bug(first, ev.compile_error, problem.kind, source)
     return ev
 
-# %% ../nbs/11a_apps.ipynb #6b9a2759
+# %% ../nbs/11a_apps.ipynb #ecaac7a7
 def apps_metrics(
     evaluations: Sequence,   # one AppsEvaluation (or None: no program, or a malformed problem) per problem
 ) -> dict:
@@ -793,7 +807,7 @@ def apps_metrics(
         out[f"test_case_average_{m}"] = sum(getattr(e, f"accuracy_{m}") for e in ok) / n
     return out
 
-# %% ../nbs/11a_apps.ipynb #cda089ce
+# %% ../nbs/11a_apps.ipynb #06bbfa87
 COT_LEAD = "Let's think step by step."   # zero-shot CoT's lead-in (Kojima et al., 2022), as a pre-fill or in the user turn
 STDIN_RULE = ("Write a complete Python 3 program. It is run once per test, as a script: the test's input is on "
               "standard input (stdin), and what the program prints on standard output (stdout) is compared with the "
@@ -834,7 +848,12 @@ def _chat(user: str) -> list[dict]:
 
 def _program(code: str) -> str: return "```python\n" + code.strip("\n") + "\n```"
 
-# %% ../nbs/11a_apps.ipynb #23e01bc7
+def _refine(problem: AppsProblem, program: str, said: str, evidence: str, ask: str) -> list[dict]:
+    "The improve/fix user turn: statement, rule, what went wrong, the program, the evidence, the request."
+    return _chat(f"{problem.question.strip()}\n\n{apps_task_rule(problem)}\n\nBelow is a program written for this problem. "
+                 f"{said}\n\n{_program(program)}\n\n{evidence}\n\n{ask}")
+
+# %% ../nbs/11a_apps.ipynb #e3a9a2a6
 def apps_generate_messages(
     problem: AppsProblem,  # the problem to solve
     *,
@@ -864,10 +883,9 @@ def apps_improve_messages(
     cot: bool = True,       # ask for the reasoning sections first (chat models) or for the code only
 ) -> list[dict]:
     "Chat messages [system, user] asking to correct `program` given one test it fails (improve)."
-    user = (f"{problem.question.strip()}\n\n{apps_task_rule(problem)}\n\nBelow is a program written for this problem. "
-            f"It runs, but it fails at least one test.\n\n{_program(program)}\n\n### A test the program fails\n\n"
-            f"{format_apps_failure(failure)}\n\nFind the mistake and correct the program. {_sections('improve', cot)}")
-    return _chat(user)
+    return _refine(problem, program, "It runs, but it fails at least one test.",
+                   f"### A test the program fails\n\n{format_apps_failure(failure)}",
+                   f"Find the mistake and correct the program. {_sections('improve', cot)}")
 
 def apps_fix_messages(
     problem: AppsProblem,   # the problem
@@ -877,12 +895,11 @@ def apps_fix_messages(
     cot: bool = True,       # ask for the reasoning sections first (chat models) or for the code only
 ) -> list[dict]:
     "Chat messages [system, user] asking to repair `program`, which raised `error` (fix)."
-    user = (f"{problem.question.strip()}\n\n{apps_task_rule(problem)}\n\nBelow is a program written for this problem. "
-            f"Running it raised an error.\n\n{_program(program)}\n\n### The error\n\n```\n{(error or 'unknown error').strip()}\n```\n\n"
-            f"Repair the program and give the whole corrected program. {_sections('fix', cot)}")
-    return _chat(user)
+    return _refine(problem, program, "Running it raised an error.",
+                   f"### The error\n\n```\n{(error or 'unknown error').strip()}\n```",
+                   f"Repair the program and give the whole corrected program. {_sections('fix', cot)}")
 
-# %% ../nbs/11a_apps.ipynb #c7184e61
+# %% ../nbs/11a_apps.ipynb #f982b470
 def choose_failure(
     evaluation: AppsEvaluation,  # an evaluation with at least one failing test
     rng=None,                    # a numpy Generator (seeded by the search); None: the first failure
@@ -898,7 +915,7 @@ def choose_failure(
     if f["status"] == "runtime_error" and not f["output"].strip(): f["output"] = f["error"] or ""
     return f
 
-# %% ../nbs/11a_apps.ipynb #769f7f81
+# %% ../nbs/11a_apps.ipynb #5b1a3b74
 _READS_STDIN = re.compile(r"\binput\s*\(|\bsys\s*\.\s*stdin\b|\bstdin\s*\.|\bopen\s*\(\s*0\b|\bfileinput\b|\bos\s*\.\s*read\s*\(\s*0\b")
 
 def looks_like_apps_solution(
