@@ -17,7 +17,7 @@ __all__ = ['KINDS', 'PAPER_RANGE', 'SPLIT_MODES', 'COMPARE_MODES', 'COMPAT_RULES
            'split_tests', 'strict_lines', 'strict_match', 'strict_value_match', 'apps_compat_rule',
            'apps_compat_value_match', 'outputs_match', 'preamble_names', 'run_tests', 'AppsTestResult',
            'AppsEvaluation', 'evaluate_solution', 'apps_metrics', 'apps_task_rule', 'apps_generate_messages',
-           'format_apps_failure', 'apps_improve_messages', 'apps_fix_messages', 'choose_failure',
+           'format_apps_failure', 'apps_improve_messages', 'apps_fix_messages', 'apps_prefill', 'choose_failure',
            'looks_like_apps_solution']
 
 # %% ../nbs/11a_apps.ipynb #6de6cfb6
@@ -900,6 +900,20 @@ def apps_fix_messages(
                    f"Repair the program and give the whole corrected program. {_sections('fix', cot)}")
 
 # %% ../nbs/11a_apps.ipynb #f982b470
+def apps_prefill(
+    action: str,            # "generate", "cot", "improve" or "fix"
+    code_so_far: str = "",  # generate: the partial program the model continues ("" at the root)
+    *,
+    cot: bool = True,       # improve/fix: the sectioned answer (its first heading) or the code only (an opened block)
+) -> str:
+    "The assistant pre-fill the paper's prompt for `action` ends with (own wording). Raises `CwmNbError` for an unknown action."
+    code = code_so_far.strip("\n")
+    if action == "generate": return "```python\n" + (code + "\n" if code else "")
+    if action == "cot": return COT_LEAD + "\n"
+    if action in ("improve", "fix"): return _SECTIONS[action][0][0] + "\n" if cot else "```python\n"
+    raise CwmNbError(f"unknown prompt action {action!r}", "use 'generate', 'cot', 'improve' or 'fix'")
+
+# %% ../nbs/11a_apps.ipynb #5b1a3b74
 def choose_failure(
     evaluation: AppsEvaluation,  # an evaluation with at least one failing test
     rng=None,                    # a numpy Generator (seeded by the search); None: the first failure
@@ -915,7 +929,7 @@ def choose_failure(
     if f["status"] == "runtime_error" and not f["output"].strip(): f["output"] = f["error"] or ""
     return f
 
-# %% ../nbs/11a_apps.ipynb #5b1a3b74
+# %% ../nbs/11a_apps.ipynb #a426b2e8
 _READS_STDIN = re.compile(r"\binput\s*\(|\bsys\s*\.\s*stdin\b|\bstdin\s*\.|\bopen\s*\(\s*0\b|\bfileinput\b|\bos\s*\.\s*read\s*\(\s*0\b")
 
 def looks_like_apps_solution(

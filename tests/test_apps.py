@@ -8,7 +8,7 @@ import pytest
 
 from cwm_nb.apps import (
     AppsDataError, AppsEvaluation, AppsProblem, apps_compat_rule, apps_compat_value_match, apps_fix_messages,
-    apps_generate_messages, apps_improve_messages, apps_metrics, choose_failure, demo_problems, evaluate_solution,
+    apps_generate_messages, apps_improve_messages, apps_metrics, apps_prefill, choose_failure, demo_problems, evaluate_solution,
     load_apps, looks_like_apps_solution, outputs_match, problem_from_fields, split_tests, strict_match,
     strict_value_match)
 from cwm_nb.core import CwmNbError, data_dir
@@ -377,6 +377,8 @@ def test_prompts_have_the_papers_parts_and_no_prefill(demo):
     for part in ("```python\nprint(1)\n```", "Input:\n```\n1\n```", "Expected output:\n```\n2\n```",
                  "The program's output:\n```\n(nothing)\n```", "Error:\n```\nEOFError\n```", "## Corrected program"):
         assert part in imp, part
+    assert apps_prefill("generate", "import sys\n") == "```python\nimport sys\n" and apps_prefill("cot") == "Let's think step by step.\n"
+    assert apps_prefill("improve") == "## Diagnosis\n" and "## Diagnosis" in imp   # the pre-fill opens the asked-for answer
     fix = apps_fix_messages(stdin, "x", "NameError: name 'x' is not defined", cot=False)[1]["content"]
     assert "### The error\n\n```\nNameError: name 'x' is not defined\n```" in fix and "## Diagnosis" not in fix
 
