@@ -1,0 +1,3 @@
+class Solution:
+    def maxProfit(self, prices: List[int]) -> int:
+        
