@@ -251,6 +251,8 @@ def _score(preds, buf, paper_compat, n_failures, reward_rtol, reward_atol, state
         if p is None:
             got = f"{len(preds[i])} values" if isinstance(preds[i], (list, tuple)) else type(preds[i]).__name__
             problems.setdefault(i, []).append(bad_step.get(i) or f"step returned {got}, expected {width} values {names}")
+    if n and all(p is None for p in rows):   # not one usable output: an interface error, for the fix prompt
+        raise _Bug(f"step never returned {width} values {names}; on transition 0: {problems[0][0]}")
     comp = lambda j: [p[j] if p is not None else None for p in rows]
     # next state
     if fmt == "rtfm":

@@ -511,7 +511,7 @@ class OpenAICompatibleLLM(LLM):
                  api_key_env: str = "OPENAI_API_KEY",  # environment variable holding the key (a dummy key is used for local servers)
                  mode: str = "chat",                   # "chat" or "completion" (base models: plain-text prompt)
                  timeout_s: float = 600.0,             # per-request timeout, seconds
-                 max_retries: int = 6,                 # retries of what waiting can cure (see above) before giving up
+                 max_retries: int | None = None,       # retries of what waiting can cure (see above); None: $CWM_NB_LLM_RETRIES or 6
                  backoff_s: float = 1.0,               # first backoff wait, seconds; doubles each retry
                  backoff_max_s: float = 60.0,          # cap on one backoff wait, seconds (a longer Retry-After wins)
                  max_tokens: int = 4096,               # default cap on generated tokens (paper: 4096)
@@ -527,6 +527,11 @@ class OpenAICompatibleLLM(LLM):
         if mode not in ("chat", "completion"): raise ValueError(f"mode must be 'chat' or 'completion', got {mode!r}")
         super().__init__(name or model)
         self.base_url, self.model, self.mode, self.timeout_s = base_url.rstrip("/"), model, mode, timeout_s
+        if max_retries is None:
+            v = os.environ.get("CWM_NB_LLM_RETRIES", "").strip()
+            if v and not (v.isascii() and v.isdigit()):
+                raise CwmNbError(f"CWM_NB_LLM_RETRIES={v!r} is not a whole number", "set it to the retries per request (e.g. 6), or unset it")
+            max_retries = int(v) if v else 6
         self.max_retries, self.backoff_s, self.backoff_max_s = max_retries, backoff_s, backoff_max_s
         self.defaults = dict(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
         self.price = price if price is not None else price_of(model)
@@ -622,7 +627,7 @@ def _send(self: OpenAICompatibleLLM, req: Request, *, seed: int, draw: int) -> C
         self.sleep(wait)
     raise CwmNbError(f"{where} kept failing after {self.max_retries + 1} attempts; last error: {err}",
                      "wait and rerun the same command: answered calls are cached and the run resumes where it stopped; "
-                     "or raise max_retries, or check the server's logs")
+                     f"or allow more retries (CWM_NB_LLM_RETRIES, now {self.max_retries}), or check the server's logs")
 
 OpenAICompatibleLLM.send = _send
 

@@ -342,16 +342,21 @@ def test_rtfm_states_and_valid_actions_by_hand(sandbox):
     assert f["wrong"] == ["next_state"] and np.array(f["expected"]["next_obs"][0], dtype=object).shape == (6, 6, 2)
     assert f["obs"][1] == "empty" and f["predicted"]["next_obs"][1] == "empty"
     json.dumps(ev.to_dict(), allow_nan=False)
-    # a 3-tuple step when valid actions are expected: every transition wrong, named; a bug under paper_compat
+    # a 3-tuple step when valid actions are expected, on every transition: no usable output, an interface error
+    # (a bug, for the fix prompt) in both modes, its error naming the expected outputs
     three = _rtfm_lookup(truth).replace("np.array(valid), reward, done", "reward, done")
     assert three != _rtfm_lookup(truth)
-    ev = evaluate_program(three, RTFM_HAND, sandbox=sandbox)
-    assert not ev.bug and ev.accuracy == 0.0 and ev.n_failed == len(RTFM_HAND)
-    assert ev.components == {"next_state": 0.0, "reward": 0.0, "done": 0.0, "valid_actions": 0.0}
-    assert "(next_obs, valid_actions, reward, done); it returned 3 values" in ev.failures[0]["problems"][0]
-    assert ev.failures[0]["predicted"] == {}
-    pc = evaluate_program(three, RTFM_HAND, sandbox=sandbox, paper_compat=True)
-    assert pc.bug and "(next_obs, valid_actions, reward, done)" in pc.error
+    for pc in (False, True):
+        ev = evaluate_program(three, RTFM_HAND, sandbox=sandbox, paper_compat=pc)
+        assert ev.bug and ev.accuracy == 0.0 and "(next_obs, valid_actions, reward, done)" in ev.error
+    # on one transition only: that transition fails, named, and the others count (a bug under paper_compat)
+    ret = "return (np.array(board, dtype=object), inventory), np.array(valid), reward, done"
+    once = _rtfm_lookup(truth).replace(ret, "if reward: return (np.array(board, dtype=object), inventory), reward, done\n        " + ret)
+    assert once != _rtfm_lookup(truth)
+    ev = evaluate_program(once, RTFM_HAND, sandbox=sandbox)
+    assert not ev.bug and ev.n_failed == 1 and ev.failures[0]["predicted"] == {}
+    assert "it returned 3 values" in ev.failures[0]["problems"][0]
+    assert evaluate_program(once, RTFM_HAND, sandbox=sandbox, paper_compat=True).bug
 
 
 def _collect_rtfm(seed=0, steps=400, horizon=100):
