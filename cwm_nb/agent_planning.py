@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, asdict
 from typing import Any, Iterable, Sequence
 from .core import CwmNbError
-from .oo_state import State, state_from_plain, state_to_plain, entity_api_source, render_diff
+from .oo_state import Entity, State, state_from_plain, state_to_plain, entity_api_source, render_diff
 from .sandbox import SandboxLimits, strict_plain, get_sandbox
 from .planning import _REQ_HDR, _read_n, _send_reply, MAX_REPLY_BYTES, PR_SET_DUMPABLE
 
@@ -106,11 +106,13 @@ class ProgramWorld:
             if isinstance(e, KeyboardInterrupt): raise
             raise StepError(_describe(e, f"<{kind}>", self.sources[kind])) from None
 
-    def predict(self, state: list, action: str) -> list:
-        "The program's next state (plain) of plain `state` under `action`. Raises `StepError`."
+    def predict(self, state: list, action: str, plain: bool = True) -> list:
+        "The program's next state (plain; `plain=False`: not yet checked to be plain) of `state` under `action`. Raises `StepError`."
         out, ns = self._call("transition", "transition", state, action)
         if out is None: raise StepError("transition() returned None instead of the next state")
-        try: return strict_plain(ns["state_to_plain"](out))
+        try:
+            out = ns["state_to_plain"](out)
+            return strict_plain(out) if plain else list(out)
         except Exception as e: raise StepError(f"transition() returned something that is not a list of entities ({str(e)[:200]})") from None
 
     def reward(self, state: list, action: str, next_state: list) -> tuple[float, bool]:
@@ -125,9 +127,9 @@ class ProgramWorld:
             raise StepError(f"reward_func() must return (reward, done), a number and a bool; it returned {str(out)[:120]}") from None
         return r, bool(d)
 
-    def step(self, state: list, action: str) -> tuple[list, float, bool]:
+    def step(self, state: list, action: str, plain: bool = True) -> tuple[list, float, bool]:
         "`(next_state, reward, done)`: the transition, then the reward program on the predicted next state."
-        nxt = self.predict(state, action)
+        nxt = self.predict(state, action, plain)
         return (nxt, *self.reward(state, action, nxt))
 
 # %% ../nbs/12a_agent_planning.ipynb #2e4bd543
@@ -177,34 +179,51 @@ class _Expander:
         self.world, self.actions, self.states, self.next_id = world, list(actions), {0: root}, 1
 
     def expand(self, ids: Sequence[int], forget: Sequence[int] = ()) -> list:
+        "Per id, per action: `[entities as JSON strings, reward, done, None]` or `[None, None, None, error]`."
         for i in forget: self.states.pop(i, None)
         out = []
         for i in ids:
             s, row = self.states[i], []
             for a in self.actions:
-                try: nxt, r, d = self.world.step(s, a)
+                try:
+                    nxt, r, d = self.world.step(s, a, plain=False)
+                    ents = [json.dumps(e, sort_keys=True) for e in nxt]   # also refuses data that is not plain
                 except StepError as e: row.append([None, None, None, e.message]); continue
+                except (TypeError, ValueError) as e:
+                    row.append([None, None, None, f"transition() returned something that is not a list of entities ({str(e)[:200]})"])
+                    continue
                 self.states[self.next_id] = nxt; self.next_id += 1
-                row.append([nxt, r, d, None])
+                row.append([ents, r, d, None])
             out.append(row)
         return out
 
-def _outcome(rep: Any, names, pool: dict) -> tuple[State | None, float, bool, str | None]:
-    "A checked outcome `(state, reward, done, error)` from a plain reply row; a malformed one becomes an error."
+def _entity_of(text: Any, names: frozenset, pool: dict) -> Entity:
+    "The checked entity a JSON string describes, built once per distinct string (`pool`). Raises `CwmNbError`, `ValueError`."
+    e = pool.get(text)
+    if e is None:
+        if type(text) is not str or len(text) > 100_000: raise ValueError("an entity must be sent as a JSON string")
+        e = Entity.from_plain(json.loads(text))
+        if e.name not in names: raise CwmNbError(f"unknown entity type {e.name!r}", f"use only {sorted(names)}")
+        if e.x is None or e.y is None: raise CwmNbError(f"{e!r} has no position", "give every object x and y")
+        pool[text] = e
+    return e
+
+def _outcome(rep: Any, names: frozenset, pool: dict) -> tuple[State | None, float, bool, str | None]:
+    "A checked outcome `(state, reward, done, error)` from a reply row; a malformed one becomes an error."
     try:
         nxt, r, d, err = rep
         if err is not None: return None, 0.0, False, str(err)[:2000]
-        if type(r) not in (int, float) or type(d) is not bool or r != r: raise TypeError
-        st = state_from_plain(nxt, names)
-        return tuple.__new__(State, [pool.setdefault(e, e) for e in st]), float(r), d, None   # equal entities shared
+        if type(r) not in (int, float) or type(d) is not bool or r != r or type(nxt) is not list or len(nxt) > 10_000:
+            raise TypeError
+        return State([_entity_of(t, names, pool) for t in nxt]), float(r), d, None
     except CwmNbError as e: return None, 0.0, False, f"the predicted next state is malformed: {e}"
-    except (TypeError, ValueError): return None, 0.0, False, "the model side sent a malformed outcome"
+    except (TypeError, ValueError, RecursionError): return None, 0.0, False, "the model side sent a malformed outcome"
 
 class LocalModel:
     "The planner's model running trusted programs in this process (the benchmark's reference)."
     def __init__(self, api: str, transition: str, reward: str, root: State, actions: Sequence[str], names,
                  call_timeout_s: float = 1.0):
-        self.names, self.steps, self.next_id, self.actions, self.pool = tuple(names), 0, 1, list(actions), {}
+        self.names, self.steps, self.next_id, self.actions, self.pool = frozenset(names), 0, 1, list(actions), {}
         self._x = _Expander(ProgramWorld(api, transition, reward, call_timeout_s), state_to_plain(root), actions)
 
     def _raw(self, ids, forget): return self._x.expand(ids, forget)
@@ -235,7 +254,7 @@ class RemoteModel(LocalModel):
     "The planner's model whose programs run in a forked child of the sandbox job (see `plan_driver`)."
     def __init__(self, pid: int, req_w: int, rep_r: int, actions: Sequence[str], names):
         self.pid, self.req_w, self.rep_r, self.actions = pid, req_w, rep_r, list(actions)
-        self.names, self.steps, self.next_id, self.pool = tuple(names), 0, 1, {}
+        self.names, self.steps, self.next_id, self.pool = frozenset(names), 0, 1, {}
 
     def _raw(self, ids, forget):
         b = pickle.dumps(("x", ids, forget), protocol=5)
@@ -266,7 +285,8 @@ class RemoteModel(LocalModel):
 # %% ../nbs/12a_agent_planning.ipynb #4f8f1142
 def state_digest(state: Iterable) -> str:
     "A short hex digest of a canonical `State` (equal states, equal digests)."
-    return hashlib.sha1(repr(State(state)).encode()).hexdigest()[:20]
+    s = state if type(state) is State else State(state)
+    return hashlib.sha1("\n".join(e._key[3] for e in s).encode()).hexdigest()[:20]   # _key[3] is the entity's repr
 
 @dataclass
 class PlanResult:
@@ -299,31 +319,28 @@ def bfs_plan(
     budget: int = 18_000,       # program steps the search may use
     batch: int = 16,            # states per request
 ) -> PlanResult:
-    "The shortest plan to `reward > 0` and `done` under the model, by breadth-first search."
+    "A plan to `reward > 0` and `done` under the model: breadth-first, higher predicted return first."
+    import heapq
     t0 = time.perf_counter()
-    seen, parent, frontier, forget = {state_digest(root)}, {0: None}, [0], []
-    errors, first = 0, None
-    for depth in range(max_depth):
-        nxt = []
-        for k in range(0, len(frontier), batch):
-            chunk = frontier[k:k + batch]
-            rows = model.expand(chunk, forget); forget = []
-            for nid, row in zip(chunk, rows):
-                for a, (cid, st, r, d, err) in zip(actions, row):
-                    if err is not None:
-                        errors += 1; first = first or err; continue
-                    dig = state_digest(st)
-                    if r > 0 and d:
-                        acts, pred = _path(parent, nid, (a, dig, r, d))
-                        return PlanResult(True, acts, pred, model.steps, len(seen), "found", errors, first,
-                                          time.perf_counter() - t0)
-                    if d or dig in seen:
-                        forget.append(cid); continue
-                    seen.add(dig); parent[cid] = (nid, a, dig, r, d); nxt.append(cid)
-            if model.steps >= budget:
-                return PlanResult(False, [], [], model.steps, len(seen), "budget", errors, first, time.perf_counter() - t0)
-        frontier = nxt
-        if not frontier: break
+    seen, parent, forget, errors, first = {state_digest(root)}, {0: None}, [], 0, None
+    heap, tie, ret = [(0.0, 0, 0, 0)], 1, {0: 0.0}     # (−return so far, depth, tie-break, node id)
+    while heap:
+        chunk = [heapq.heappop(heap) for _ in range(min(batch, len(heap)))]
+        rows = model.expand([c[3] for c in chunk], forget); forget = []
+        for (_, depth, _, nid), row in zip(chunk, rows):
+            for a, (cid, st, r, d, err) in zip(actions, row):
+                if err is not None:
+                    errors += 1; first = first or err; continue
+                dig = state_digest(st)
+                if r > 0 and d:
+                    acts, pred = _path(parent, nid, (a, dig, r, d))
+                    return PlanResult(True, acts, pred, model.steps, len(seen), "found", errors, first, time.perf_counter() - t0)
+                if d or dig in seen or depth + 1 >= max_depth:
+                    forget.append(cid); continue
+                seen.add(dig); parent[cid] = (nid, a, dig, r, d); ret[cid] = ret[nid] + r
+                heapq.heappush(heap, (round(-ret[cid], 6), depth + 1, tie, cid)); tie += 1
+        if model.steps >= budget:
+            return PlanResult(False, [], [], model.steps, len(seen), "budget", errors, first, time.perf_counter() - t0)
     reason = "error" if errors and len(seen) == 1 else "exhausted"
     return PlanResult(False, [], [], model.steps, len(seen), reason, errors, first, time.perf_counter() - t0)
 
