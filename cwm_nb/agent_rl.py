@@ -10,6 +10,7 @@ import numpy as np
 import gymnasium as gym
 from .core import CwmNbError
 from .oo_state import State
+from .agent import make_env, get_domain
 
 # %% auto #0
 __all__ = ['COLORS', 'PPO_SETTINGS', 'SymbolicObservation', 'IndexActions', 'rl_env', 'train_ppo']
