@@ -387,63 +387,69 @@ class Evaluator:
                 self.r_cache[(k, i)] = (ok, None if err else (r, d), err)
         return [self.r_cache[(k, i)] for i in idx]
 
-    def check_new_step(self, model: WorldModel, i: int) -> None:
-        "Cache both programs' results on step `i` with one sandbox job (the reward runs on the predicted next state)."
-        x = self.data.steps[i]
-        rsrc = model.rewards.get(x["goal"])
-        if model.transition is None or (_sha(model.transition), i) in self.t_cache: return
-        out = predict_steps(self.agent.api, [(self.data.states[x["s"]], x["a"])], "step" if rsrc else "transition",
-                            transition=model.transition, reward=rsrc, sandbox=self.agent.sandbox,
-                            call_timeout_s=self.agent.config.planner.call_timeout_s)[0]
-        ok = self._check_next(out, i)
-        self.t_cache[(_sha(model.transition), i)] = ok
-        if ok[0] and rsrc is not None and out[3] is None:   # right next state: the reward on it is the one φ1 asks about
-            self.r_cache[(_sha(rsrc), i)] = (self._check_reward(out[1], out[2], i), (out[1], out[2]), None)
+# %% ../nbs/12_agent.ipynb #2d693f2d
+def _evaluator_check_new_step(self, model: WorldModel, i: int) -> None:
+    "Cache both programs' results on step `i` with one sandbox job (the reward runs on the predicted next state)."
+    x = self.data.steps[i]
+    rsrc = model.rewards.get(x["goal"])
+    if model.transition is None or (_sha(model.transition), i) in self.t_cache: return
+    out = predict_steps(self.agent.api, [(self.data.states[x["s"]], x["a"])], "step" if rsrc else "transition",
+                        transition=model.transition, reward=rsrc, sandbox=self.agent.sandbox,
+                        call_timeout_s=self.agent.config.planner.call_timeout_s)[0]
+    ok = self._check_next(out, i)
+    self.t_cache[(_sha(model.transition), i)] = ok
+    if ok[0] and rsrc is not None and out[3] is None:   # right next state: the reward on it is the one φ1 asks about
+        self.r_cache[(_sha(rsrc), i)] = (self._check_reward(out[1], out[2], i), (out[1], out[2]), None)
 
-    def record_explained(self, model: WorldModel, i: int) -> None:
-        "Step `i` matched the model's own prediction (from a plan): cache it as explained without running anything."
-        x = self.data.steps[i]
-        self.t_cache[(_sha(model.transition), i)] = (True, None, None)
-        self.r_cache[(_sha(model.rewards[x["goal"]]), i)] = (True, (x["r"], x["d"]), None)
+def _evaluator_record_explained(self, model: WorldModel, i: int) -> None:
+    "Step `i` matched the model's own prediction (from a plan): cache it as explained without running anything."
+    x = self.data.steps[i]
+    self.t_cache[(_sha(model.transition), i)] = (True, None, None)
+    self.r_cache[(_sha(model.rewards[x["goal"]]), i)] = (True, (x["r"], x["d"]), None)
 
-    def plan(self, model: WorldModel, start: State, goal: str, budget: int) -> PlanResult:
-        "A search under `model` from `start` for `goal` (cached: found plans for any budget, failures per budget)."
-        k = (model.transition, model.rewards.get(goal), state_digest(start), goal)
-        hit = self.plan_cache.get(k)
-        if hit is not None and (hit.found or hit.model_steps >= budget or hit.reason != "budget"): return hit
-        cfg = self.agent.config.planner
-        res = plan_with_model(self.agent.api, model.transition, model.rewards[goal], start, self.agent.domain.actions,
-                              self.agent.domain.entity_names, goal, cfg, budget=budget, sandbox=self.agent.sandbox)
-        self.agent.stats["plans"] += 1; self.agent.stats["plan_steps"] += res.model_steps
-        self.agent.stats["plan_s"] += res.plan_s
-        self.plan_cache[k] = res
-        return res
+def _evaluator_plan(self, model: WorldModel, start: State, goal: str, budget: int) -> PlanResult:
+    "A search under `model` from `start` for `goal` (cached: found plans for any budget, failures per budget)."
+    k = (model.transition, model.rewards.get(goal), state_digest(start), goal)
+    hit = self.plan_cache.get(k)
+    if hit is not None and (hit.found or hit.model_steps >= budget or hit.reason != "budget"): return hit
+    cfg = self.agent.config.planner
+    res = plan_with_model(self.agent.api, model.transition, model.rewards[goal], start, self.agent.domain.actions,
+                          self.agent.domain.entity_names, goal, cfg, budget=budget, sandbox=self.agent.sandbox)
+    self.agent.stats["plans"] += 1; self.agent.stats["plan_steps"] += res.model_steps
+    self.agent.stats["plan_s"] += res.plan_s
+    self.plan_cache[k] = res
+    return res
 
-    def score(self, model: WorldModel, goal: str | None, plans: bool) -> Score:
-        "The model's `Score` on the steps in scope (and, if `plans`, on every stored start)."
-        idx = self.scope(goal)
-        t = [ok for ok, _, _ in self.transition(model.transition, idx)]
-        r = [True] * len(idx)
-        if not self.agent.config.prompt4reward:
-            by_goal: dict[str, list[int]] = {}
-            for j, i in enumerate(idx): by_goal.setdefault(self.data.steps[i]["goal"], []).append(j)
-            for g, js in by_goal.items():
-                res = self.reward(model.rewards.get(g), [idx[j] for j in js])
-                for j, (ok, _, _) in zip(js, res): r[j] = ok
-        phi1 = all(t) and all(r)
-        out = {}
-        if plans and phi1:
-            for x in self.data.starts:
-                if goal is not None and self.agent.config.phi1_scope == "mission" and x["goal"] != goal: continue
-                if model.transition is None or x["goal"] not in model.rewards: out[f"{x['s']}|{x['goal']}"] = False; continue
-                res = self.plan(model, self.data.state(x["s"]), x["goal"], self.agent.config.planner.check_budget)
-                out[f"{x['s']}|{x['goal']}"] = res.found
-        n_sc = sum(1 for x in self.data.starts if not (goal is not None and self.agent.config.phi1_scope == "mission"
-                                                       and x["goal"] != goal)) if plans else 0
-        h = (sum(a and b for a, b in zip(t, r)) + (sum(out.values()) if phi1 else 0)) / max(len(idx) + n_sc, 1)
-        return Score(t, r, phi1, out, h)
+Evaluator.check_new_step, Evaluator.record_explained, Evaluator.plan = _evaluator_check_new_step, _evaluator_record_explained, _evaluator_plan
 
-# %% ../nbs/12_agent.ipynb #9bd3e470
+# %% ../nbs/12_agent.ipynb #49e418b7
+def _evaluator_score(self, model: WorldModel, goal: str | None, plans: bool) -> Score:
+    "The model's `Score` on the steps in scope (and, if `plans`, on every stored start)."
+    idx = self.scope(goal)
+    t = [ok for ok, _, _ in self.transition(model.transition, idx)]
+    r = [True] * len(idx)
+    if not self.agent.config.prompt4reward:
+        by_goal: dict[str, list[int]] = {}
+        for j, i in enumerate(idx): by_goal.setdefault(self.data.steps[i]["goal"], []).append(j)
+        for g, js in by_goal.items():
+            res = self.reward(model.rewards.get(g), [idx[j] for j in js])
+            for j, (ok, _, _) in zip(js, res): r[j] = ok
+    phi1 = all(t) and all(r)
+    out = {}
+    if plans and phi1:
+        for x in self.data.starts:
+            if goal is not None and self.agent.config.phi1_scope == "mission" and x["goal"] != goal: continue
+            if model.transition is None or x["goal"] not in model.rewards: out[f"{x['s']}|{x['goal']}"] = False; continue
+            res = self.plan(model, self.data.state(x["s"]), x["goal"], self.agent.config.planner.check_budget)
+            out[f"{x['s']}|{x['goal']}"] = res.found
+    n_sc = sum(1 for x in self.data.starts if not (goal is not None and self.agent.config.phi1_scope == "mission"
+                                                   and x["goal"] != goal)) if plans else 0
+    h = (sum(a and b for a, b in zip(t, r)) + (sum(out.values()) if phi1 else 0)) / max(len(idx) + n_sc, 1)
+    return Score(t, r, phi1, out, h)
+
+Evaluator.score = _evaluator_score
+
+# %% ../nbs/12_agent.ipynb #c37d25bc
 class _BudgetSpent(Exception): "The run's or the synthesis problem's LLM calls are used up."
 
 @dataclass
@@ -509,141 +515,147 @@ class Synthesis:
                 out += [Arm(c.id, "plan", g, a, b) for g in failed if g in c.model.rewards]
         return out
 
-    # -- one pull ----------------------------------------------------------------------------------------------
-    def ask(self, kind: str, messages: list[dict], entry: str, temperature: float | None = None) -> str | None:
-        if self.phase_calls >= self.limit: raise _BudgetSpent()
-        self.calls += 1; self.phase_calls += 1
-        text = self.agent.ask(kind, messages, temperature)
-        return extract_code(text, prefer=defines(entry)) if text else None
+# %% ../nbs/12_agent.ipynb #a06e3a98
+def _synthesis_ask(self, kind: str, messages: list[dict], entry: str, temperature: float | None = None) -> str | None:
+    if self.phase_calls >= self.limit: raise _BudgetSpent()
+    self.calls += 1; self.phase_calls += 1
+    text = self.agent.ask(kind, messages, temperature)
+    return extract_code(text, prefer=defines(entry)) if text else None
 
-    def pull(self, arm: Arm, phase: str) -> WorldModel | None:
-        "The model an arm proposes (LLM calls happen here), or None when the answer held no code."
-        ag, d, ev = self.agent, self.agent.data, self.agent.evaluator
-        rng, api, acts = ag.rng, ag.api_doc, ag.domain.actions
-        if arm.kind == "init":
-            idx = ev.scope(self.goal)
-            pick = sorted(rng.choice(len(idx), size=min(self.cfg.init_examples, len(idx)), replace=False).tolist()) if idx else []
-            code = self.ask("init_transition", init_transition_messages(api, acts, [step_text(d, d.steps[idx[j]]) for j in pick]),
-                            "transition")
-            model = WorldModel(code or self.start.transition, dict(self.start.rewards))
-            if not self.cfg.prompt4reward:
-                for g in self.goals():
-                    gi = [i for i in idx if d.steps[i]["goal"] == g]
-                    if not gi: continue
-                    pick = sorted(rng.choice(len(gi), size=min(self.cfg.init_examples, len(gi)), replace=False).tolist())
-                    r = self.ask("init_reward", init_reward_messages(api, acts, g, [step_text(d, d.steps[gi[j]], True) for j in pick]),
-                                 "reward_func")
-                    if r: model = model.copy(**{g: r})
-            return model if code else None
-        node = self.nodes[arm.node]
+def _synthesis_pull(self, arm: Arm, phase: str) -> WorldModel | None:
+    "The model an arm proposes (LLM calls happen here), or None when the answer held no code."
+    ag, d, ev = self.agent, self.agent.data, self.agent.evaluator
+    rng, api, acts = ag.rng, ag.api_doc, ag.domain.actions
+    if arm.kind == "init":
         idx = ev.scope(self.goal)
-        if arm.kind == "transition":
-            res = ev.transition(node.model.transition, idx)
-            bad = [j for j, (ok, _, _) in enumerate(res) if not ok]
-            good = [j for j, (ok, _, _) in enumerate(res) if ok]
-            j = bad[int(rng.integers(len(bad)))]
-            x = d.steps[idx[j]]
-            ok, pred, err = res[j]
-            fail = step_text(d, x) + ("\nYour transition function instead predicted this change:\n" +
-                                      render_diff(d.state(x["s"]), pred) if pred is not None else f"\nYour transition function failed: {err}")
-            show = [step_text(d, d.steps[idx[good[k]]]) for k in
-                    sorted(rng.choice(len(good), size=min(self.cfg.refine_correct, len(good)), replace=False).tolist())] if good else []
-            code = self.ask("refine_transition", refine_transition_messages(api, acts, node.model.transition, show, fail), "transition")
-            return node.model.copy(merge_program(node.model.transition, code)) if code else None
-        if arm.kind == "reward":
-            gi = [i for i in idx if d.steps[i]["goal"] == arm.goal]
-            res = ev.reward(node.model.rewards[arm.goal], gi)
-            bad = [k for k, (ok, _, _) in enumerate(res) if not ok]
-            good = [k for k, (ok, _, _) in enumerate(res) if ok]
-            k = bad[int(rng.integers(len(bad)))]
-            ok, got, err = res[k]
-            fail = step_text(d, d.steps[gi[k]], True) + (f"\nYour reward function instead returned: reward {got[0]:g}, done {got[1]}"
-                                                          if got is not None else f"\nYour reward function failed: {err}")
-            show = [step_text(d, d.steps[gi[q]], True) for q in
-                    sorted(rng.choice(len(good), size=min(self.cfg.refine_correct, len(good)), replace=False).tolist())] if good else []
-            code = self.ask("refine_reward", refine_reward_messages(api, acts, arm.goal, node.model.rewards[arm.goal], show, fail),
-                            "reward_func")
-            return node.model.copy(**{arm.goal: merge_program(node.model.rewards[arm.goal], code)}) if code else None
-        failed = [k.split("|", 1)[0] for k, ok in node.score.plans.items() if not ok and k.split("|", 1)[1] == arm.goal]
-        start = d.state(failed[int(rng.integers(len(failed)))])
-        msgs = refine_plan_messages(api, acts, arm.goal, node.model.transition, node.model.rewards[arm.goal], start)
-        if self.phase_calls >= self.limit: raise _BudgetSpent()
-        self.calls += 1; self.phase_calls += 1
-        text = ag.ask("refine_plan", msgs)
-        code = extract_code(text, prefer=lambda c: defines("transition")(c) and defines("reward_func")(c)) if text else None
-        if not code: return None
-        t, r = split_program(code, "transition"), split_program(code, "reward_func")
-        if t is None and r is None: return None
-        model = node.model.copy(merge_program(node.model.transition, t) if t else node.model.transition)
-        return model.copy(**{arm.goal: merge_program(model.rewards[arm.goal], r)}) if r else model
+        pick = sorted(rng.choice(len(idx), size=min(self.cfg.init_examples, len(idx)), replace=False).tolist()) if idx else []
+        code = self.ask("init_transition", init_transition_messages(api, acts, [step_text(d, d.steps[idx[j]]) for j in pick]),
+                        "transition")
+        model = WorldModel(code or self.start.transition, dict(self.start.rewards))
+        if not self.cfg.prompt4reward:
+            for g in self.goals():
+                gi = [i for i in idx if d.steps[i]["goal"] == g]
+                if not gi: continue
+                pick = sorted(rng.choice(len(gi), size=min(self.cfg.init_examples, len(gi)), replace=False).tolist())
+                r = self.ask("init_reward", init_reward_messages(api, acts, g, [step_text(d, d.steps[gi[j]], True) for j in pick]),
+                             "reward_func")
+                if r: model = model.copy(**{g: r})
+        return model if code else None
+    node = self.nodes[arm.node]
+    idx = ev.scope(self.goal)
+    if arm.kind == "transition":
+        res = ev.transition(node.model.transition, idx)
+        bad = [j for j, (ok, _, _) in enumerate(res) if not ok]
+        good = [j for j, (ok, _, _) in enumerate(res) if ok]
+        j = bad[int(rng.integers(len(bad)))]
+        x = d.steps[idx[j]]
+        ok, pred, err = res[j]
+        fail = step_text(d, x) + ("\nYour transition function instead predicted this change:\n" +
+                                  render_diff(d.state(x["s"]), pred) if pred is not None else f"\nYour transition function failed: {err}")
+        show = [step_text(d, d.steps[idx[good[k]]]) for k in
+                sorted(rng.choice(len(good), size=min(self.cfg.refine_correct, len(good)), replace=False).tolist())] if good else []
+        code = self.ask("refine_transition", refine_transition_messages(api, acts, node.model.transition, show, fail), "transition")
+        return node.model.copy(merge_program(node.model.transition, code)) if code else None
+    if arm.kind == "reward":
+        gi = [i for i in idx if d.steps[i]["goal"] == arm.goal]
+        res = ev.reward(node.model.rewards[arm.goal], gi)
+        bad = [k for k, (ok, _, _) in enumerate(res) if not ok]
+        good = [k for k, (ok, _, _) in enumerate(res) if ok]
+        k = bad[int(rng.integers(len(bad)))]
+        ok, got, err = res[k]
+        fail = step_text(d, d.steps[gi[k]], True) + (f"\nYour reward function instead returned: reward {got[0]:g}, done {got[1]}"
+                                                      if got is not None else f"\nYour reward function failed: {err}")
+        show = [step_text(d, d.steps[gi[q]], True) for q in
+                sorted(rng.choice(len(good), size=min(self.cfg.refine_correct, len(good)), replace=False).tolist())] if good else []
+        code = self.ask("refine_reward", refine_reward_messages(api, acts, arm.goal, node.model.rewards[arm.goal], show, fail),
+                        "reward_func")
+        return node.model.copy(**{arm.goal: merge_program(node.model.rewards[arm.goal], code)}) if code else None
+    failed = [k.split("|", 1)[0] for k, ok in node.score.plans.items() if not ok and k.split("|", 1)[1] == arm.goal]
+    start = d.state(failed[int(rng.integers(len(failed)))])
+    msgs = refine_plan_messages(api, acts, arm.goal, node.model.transition, node.model.rewards[arm.goal], start)
+    if self.phase_calls >= self.limit: raise _BudgetSpent()
+    self.calls += 1; self.phase_calls += 1
+    text = ag.ask("refine_plan", msgs)
+    code = extract_code(text, prefer=lambda c: defines("transition")(c) and defines("reward_func")(c)) if text else None
+    if not code: return None
+    t, r = split_program(code, "transition"), split_program(code, "reward_func")
+    if t is None and r is None: return None
+    model = node.model.copy(merge_program(node.model.transition, t) if t else node.model.transition)
+    return model.copy(**{arm.goal: merge_program(model.rewards[arm.goal], r)}) if r else model
 
-    # -- pairing of perfect programs ---------------------------------------------------------------------------
-    def pair(self, c: Candidate, phase: str) -> Candidate | None:
-        "Pool `c`'s perfect programs and try each new one with every perfect partner; a satisfying pair, or None."
-        if self.cfg.prompt4reward: return None
-        ev, goals, new = self.agent.evaluator, self.goals(), []
-        if c.model.transition and all(c.score.t_ok) and c.model.transition not in self.pool_t:
-            self.pool_t.append(c.model.transition); new.append(("t", c.model.transition))
-        idx = ev.scope(self.goal)
-        for g in goals:
-            src = c.model.rewards.get(g)
-            gi = [j for j, i in enumerate(idx) if self.agent.data.steps[i]["goal"] == g]
-            if src and gi and all(c.score.r_ok[j] for j in gi) and src not in self.pool_r.setdefault(g, []):
-                self.pool_r[g].append(src); new.append(("r", g, src))
-        for n in new:
-            ts = [n[1]] if n[0] == "t" else list(self.pool_t)
-            for t in ts:
-                rewards = {g: (n[2] if n[0] == "r" and g == n[1] else (self.pool_r.get(g) or [c.model.rewards.get(g)])[-1])
-                           for g in goals}
-                if any(v is None for v in rewards.values()): continue
-                m = WorldModel(t, {**c.model.rewards, **rewards})
-                if m.key() in {x.model.key() for x in self.nodes}: continue
-                p = self.add(c.id, "pair", m, phase)
-                if self.satisfied(p.score, phase): return p
-        return None
+Synthesis.ask, Synthesis.pull = _synthesis_ask, _synthesis_pull
 
-    # -- the phases --------------------------------------------------------------------------------------------
-    def phase(self, phase: str, seeds: list[Candidate]) -> Candidate:
-        "REx until a candidate satisfies the phase's objective or the calls are spent; the winner or the best."
-        if self.cfg.calls_per_phase: self.phase_calls = 0
-        members = [self.add(s.parent, s.how, s.model, phase, s.call) if phase == "plan" else s for s in seeds]
-        for s in members:
-            if self.satisfied(s.score, phase): return s
-        arms = [Arm(None, "init", None, 1.0, 1.0)] + [a for s in members for a in self.arms_of(s, phase)]
-        for s in members:
-            hit = self.pair(s, phase)
-            if hit: return hit
-        mine = list(members)
-        while True:
-            k = rex_select([a.alpha for a in arms], [a.beta for a in arms], self.agent.rng)
-            arm = arms[k]
-            call0 = self.agent.draw
-            try: model = self.pull(arm, phase)
-            except _BudgetSpent: break
-            if model is None:
-                arm.beta += 1.0; continue
-            child = self.add(arm.node, arm.kind, model, phase, call0 + 1)
-            mine.append(child)
-            ok = self.satisfied(child.score, phase)
-            arm.alpha += float(ok); arm.beta += 1.0 - float(ok)
-            if ok: return child
-            hit = self.pair(child, phase)
-            if hit: return hit
-            arms += self.arms_of(child, phase)
-        best = max(s.score.a_exp for s in mine)
-        top = [s for s in mine if s.score.a_exp == best]
-        best_plan = max(s.score.a_plan for s in top)
-        top = [s for s in top if s.score.a_plan == best_plan]
-        return top[int(self.agent.rng.integers(len(top)))]
+# %% ../nbs/12_agent.ipynb #bd28ddea
+def _synthesis_pair(self, c: Candidate, phase: str) -> Candidate | None:
+    "Pool `c`'s perfect programs and try each new one with every perfect partner; a satisfying pair, or None."
+    if self.cfg.prompt4reward: return None
+    ev, goals, new = self.agent.evaluator, self.goals(), []
+    if c.model.transition and all(c.score.t_ok) and c.model.transition not in self.pool_t:
+        self.pool_t.append(c.model.transition); new.append(("t", c.model.transition))
+    idx = ev.scope(self.goal)
+    for g in goals:
+        src = c.model.rewards.get(g)
+        gi = [j for j, i in enumerate(idx) if self.agent.data.steps[i]["goal"] == g]
+        if src and gi and all(c.score.r_ok[j] for j in gi) and src not in self.pool_r.setdefault(g, []):
+            self.pool_r[g].append(src); new.append(("r", g, src))
+    for n in new:
+        ts = [n[1]] if n[0] == "t" else list(self.pool_t)
+        for t in ts:
+            rewards = {g: (n[2] if n[0] == "r" and g == n[1] else (self.pool_r.get(g) or [c.model.rewards.get(g)])[-1])
+                       for g in goals}
+            if any(v is None for v in rewards.values()): continue
+            m = WorldModel(t, {**c.model.rewards, **rewards})
+            if m.key() in {x.model.key() for x in self.nodes}: continue
+            p = self.add(c.id, "pair", m, phase)
+            if self.satisfied(p.score, phase): return p
+    return None
 
-    def run(self) -> Candidate:
-        "The synthesis result (check `.score` for whether it satisfies the constraints)."
-        start = self.add(None, "start", self.start, "fit")
-        best = self.phase("fit", [start])
-        if not self.cfg.optimism or self.cfg.prompt4reward: return best
-        return self.phase("plan", [best])
+Synthesis.pair = _synthesis_pair
 
-# %% ../nbs/12_agent.ipynb #b9a99b36
+# %% ../nbs/12_agent.ipynb #9242fb72
+def _synthesis_phase(self, phase: str, seeds: list[Candidate]) -> Candidate:
+    "REx until a candidate satisfies the phase's objective or the calls are spent; the winner or the best."
+    if self.cfg.calls_per_phase: self.phase_calls = 0
+    members = [self.add(s.parent, s.how, s.model, phase, s.call) if phase == "plan" else s for s in seeds]
+    for s in members:
+        if self.satisfied(s.score, phase): return s
+    arms = [Arm(None, "init", None, 1.0, 1.0)] + [a for s in members for a in self.arms_of(s, phase)]
+    for s in members:
+        hit = self.pair(s, phase)
+        if hit: return hit
+    mine = list(members)
+    while True:
+        k = rex_select([a.alpha for a in arms], [a.beta for a in arms], self.agent.rng)
+        arm = arms[k]
+        call0 = self.agent.draw
+        try: model = self.pull(arm, phase)
+        except _BudgetSpent: break
+        if model is None:
+            arm.beta += 1.0; continue
+        child = self.add(arm.node, arm.kind, model, phase, call0 + 1)
+        mine.append(child)
+        ok = self.satisfied(child.score, phase)
+        arm.alpha += float(ok); arm.beta += 1.0 - float(ok)
+        if ok: return child
+        hit = self.pair(child, phase)
+        if hit: return hit
+        arms += self.arms_of(child, phase)
+    best = max(s.score.a_exp for s in mine)
+    top = [s for s in mine if s.score.a_exp == best]
+    best_plan = max(s.score.a_plan for s in top)
+    top = [s for s in top if s.score.a_plan == best_plan]
+    return top[int(self.agent.rng.integers(len(top)))]
+
+def _synthesis_run(self) -> Candidate:
+    "The synthesis result (check `.score` for whether it satisfies the constraints)."
+    start = self.add(None, "start", self.start, "fit")
+    best = self.phase("fit", [start])
+    if not self.cfg.optimism or self.cfg.prompt4reward: return best
+    return self.phase("plan", [best])
+
+Synthesis.phase, Synthesis.run = _synthesis_phase, _synthesis_run
+
+# %% ../nbs/12_agent.ipynb #bd291fb0
 @dataclass
 class CallRecord:
     "One LLM call of a run."
@@ -716,69 +728,73 @@ class WorldCoderAgent:
         self.data.add_start(state, goal)
         self.plan, self.failed_for = None, None    # a failed search is forgotten at a new start
 
-    # -- learning ----------------------------------------------------------------------------------------------
-    def failures(self, score: Score, goal: str) -> tuple[frozenset, frozenset]:
-        idx = self.evaluator.scope(goal)
-        steps = frozenset(i for i, t, r in zip(idx, score.t_ok, score.r_ok) if not (t and r))
-        return steps, frozenset(k for k, ok in score.plans.items() if not ok)
+# %% ../nbs/12_agent.ipynb #3bd39c9c
+def _worldcoderagent_failures(self, score: Score, goal: str) -> tuple[frozenset, frozenset]:
+    idx = self.evaluator.scope(goal)
+    steps = frozenset(i for i, t, r in zip(idx, score.t_ok, score.r_ok) if not (t and r))
+    return steps, frozenset(k for k, ok in score.plans.items() if not ok)
 
-    def learn(self, goal: str, t: int = 0) -> None:
-        "Algorithm 1's check at step `t` of an episode: synthesize when φ1 (or φ2) fails on evidence the last synthesis did not see."
-        if self.draw >= self.config.llm_budget: return
-        if len(self.data.steps) < self.config.min_data and t < self.config.learn_after_steps: return
-        plans = self.config.optimism and not self.config.prompt4reward
-        self.stats["checks"] += 1
-        score = self.evaluator.score(self.model, goal, plans)
-        fails = self.failures(score, goal)
-        if not (fails[0] or fails[1]) and score.phi1 and (score.phi2 or not plans): return
-        if fails[0] <= self.last_failures[0] and fails[1] <= self.last_failures[1] and (fails[0] or fails[1]): return
-        syn = Synthesis(self, self.model, goal)
-        try: best = syn.run()
-        except _BudgetSpent: best = syn.nodes[0] if syn.nodes else None
-        if best is None: return
-        before = self.model.key()
-        self.model = best.model
-        self.last_failures = self.failures(best.score, goal)
-        self.syntheses.append(dict(env=self.env_name, episode=self.episode, steps=len(self.data.steps), calls=syn.calls,
-                                   satisfied=syn.satisfied(best.score, "plan" if plans else "fit"), changed=self.model.key() != before,
-                                   candidates=syn.log))
-        if self.model.key() != before: self.plan, self.failed_for = None, None
+def _worldcoderagent_learn(self, goal: str, t: int = 0) -> None:
+    "Algorithm 1's check at step `t` of an episode: synthesize when φ1 (or φ2) fails on evidence the last synthesis did not see."
+    if self.draw >= self.config.llm_budget: return
+    if len(self.data.steps) < self.config.min_data and t < self.config.learn_after_steps: return
+    plans = self.config.optimism and not self.config.prompt4reward
+    self.stats["checks"] += 1
+    score = self.evaluator.score(self.model, goal, plans)
+    fails = self.failures(score, goal)
+    if not (fails[0] or fails[1]) and score.phi1 and (score.phi2 or not plans): return
+    if fails[0] <= self.last_failures[0] and fails[1] <= self.last_failures[1] and (fails[0] or fails[1]): return
+    syn = Synthesis(self, self.model, goal)
+    try: best = syn.run()
+    except _BudgetSpent: best = syn.nodes[0] if syn.nodes else None
+    if best is None: return
+    before = self.model.key()
+    self.model = best.model
+    self.last_failures = self.failures(best.score, goal)
+    self.syntheses.append(dict(env=self.env_name, episode=self.episode, steps=len(self.data.steps), calls=syn.calls,
+                               satisfied=syn.satisfied(best.score, "plan" if plans else "fit"), changed=self.model.key() != before,
+                               candidates=syn.log))
+    if self.model.key() != before: self.plan, self.failed_for = None, None
 
-    # -- acting ------------------------------------------------------------------------------------------------
-    def random_action(self) -> str: return self.domain.actions[int(self.rng.integers(len(self.domain.actions)))]
+WorldCoderAgent.failures, WorldCoderAgent.learn = _worldcoderagent_failures, _worldcoderagent_learn
 
-    def act(self, state: State, goal: str) -> str:
-        "ε-greedy over the cached plan or a new search; random without a usable model or after a failed search."
-        self._expect = None
-        if self.rng.random() < self.config.epsilon:
-            self.plan = None; return self.random_action()
-        m = self.model
-        if m.transition is None or goal not in m.rewards or self.failed_for == m.key(): return self.random_action()
-        if not (self.plan and self.plan_key == (m.key(), state_digest(state))):
-            res = self.evaluator.plan(m, state, goal, self.config.planner.act_budget)
-            if not res.found:
-                self.failed_for, self.plan = m.key(), None
-                return self.random_action()
-            self.plan, self.plan_pred = list(res.actions), list(res.predicted)
-        a, pred = self.plan.pop(0), self.plan_pred.pop(0)
-        self._expect = (m.key(), *pred)
-        return a
+# %% ../nbs/12_agent.ipynb #677aa067
+def _worldcoderagent_random_action(self) -> str: return self.domain.actions[int(self.rng.integers(len(self.domain.actions)))]
 
-    def observe(self, state: State, action: str, reward: float, next_state: State, done: bool, goal: str) -> None:
-        "Log a real step; when it matches the plan's prediction the model explains it, else the sandbox checks it."
-        new = self.data.add_step(state, action, reward, next_state, done, goal)
-        e, key, dig = getattr(self, "_expect", None), self.model.key(), state_digest(next_state)
-        match = e is not None and e[0] == key and e[1] == dig and abs(e[2] - reward) <= self.config.reward_tolerance \
-            and e[3] == bool(done)
-        if match:
-            self.plan_key = (key, dig)
-            if new: self.evaluator.record_explained(self.model, len(self.data.steps) - 1); self.stats["explained_by_plan"] += 1
-        else:
-            self.plan = None
-            if new and self.model.transition is not None:
-                self.evaluator.check_new_step(self.model, len(self.data.steps) - 1)
+def _worldcoderagent_act(self, state: State, goal: str) -> str:
+    "ε-greedy over the cached plan or a new search; random without a usable model or after a failed search."
+    self._expect = None
+    if self.rng.random() < self.config.epsilon:
+        self.plan = None; return self.random_action()
+    m = self.model
+    if m.transition is None or goal not in m.rewards or self.failed_for == m.key(): return self.random_action()
+    if not (self.plan and self.plan_key == (m.key(), state_digest(state))):
+        res = self.evaluator.plan(m, state, goal, self.config.planner.act_budget)
+        if not res.found:
+            self.failed_for, self.plan = m.key(), None
+            return self.random_action()
+        self.plan, self.plan_pred = list(res.actions), list(res.predicted)
+    a, pred = self.plan.pop(0), self.plan_pred.pop(0)
+    self._expect = (m.key(), *pred)
+    return a
 
-# %% ../nbs/12_agent.ipynb #fcc6f0e9
+def _worldcoderagent_observe(self, state: State, action: str, reward: float, next_state: State, done: bool, goal: str) -> None:
+    "Log a real step; when it matches the plan's prediction the model explains it, else the sandbox checks it."
+    new = self.data.add_step(state, action, reward, next_state, done, goal)
+    e, key, dig = getattr(self, "_expect", None), self.model.key(), state_digest(next_state)
+    match = e is not None and e[0] == key and e[1] == dig and abs(e[2] - reward) <= self.config.reward_tolerance \
+        and e[3] == bool(done)
+    if match:
+        self.plan_key = (key, dig)
+        if new: self.evaluator.record_explained(self.model, len(self.data.steps) - 1); self.stats["explained_by_plan"] += 1
+    else:
+        self.plan = None
+        if new and self.model.transition is not None:
+            self.evaluator.check_new_step(self.model, len(self.data.steps) - 1)
+
+WorldCoderAgent.random_action, WorldCoderAgent.act, WorldCoderAgent.observe = _worldcoderagent_random_action, _worldcoderagent_act, _worldcoderagent_observe
+
+# %% ../nbs/12_agent.ipynb #2bbf5e44
 CHECKPOINT_FORMAT = "cwm-nb/worldcoder-agent-checkpoint/1"
 
 @dataclass
@@ -830,6 +846,7 @@ def _load(path: Path, agent: WorldCoderAgent, run: _Run, ident: dict) -> None:
     agent.last_failures = (frozenset(d["last_failures"][0]), frozenset(d["last_failures"][1]))
     agent.syntheses, agent.stats, agent.failed_for = d["syntheses"], d["stats"], d["failed_for"]
 
+# %% ../nbs/12_agent.ipynb #030e4d86
 def run_curriculum(
     llm,                                  # an `LLM`
     domain: str,                          # "minigrid" or "sokoban"
@@ -896,7 +913,7 @@ def run_curriculum(
     return AgentResult(run.envs, run.episodes, asdict(agent.model), [asdict(c) for c in agent.calls], agent.syntheses,
                        dict(agent.stats, wall_s=round(run.wall_s, 3)), status)
 
-# %% ../nbs/12_agent.ipynb #c37d25bc
+# %% ../nbs/12_agent.ipynb #cbaebea3
 _MINIGRID_OBJECTS = ("Key(", "Door(", "Ball(", "Box(")
 _FETCH = re.compile(r"^(?:get a|go get a|fetch a|go fetch a|you must fetch a) (\w+) (key|ball)$")
 _PICKUP = re.compile(r"^pick up the (\w+) (box|ball|key)$")
