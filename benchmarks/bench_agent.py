@@ -11,7 +11,7 @@ Part 2, side by side in one run (alternating rounds, median of --repeats): plann
   programs in the sandbox (a forked model process answering batched requests) ÷ the same search with the programs in
   this process, for BFS and MCTS+BM25 on DoorKey, Unlock and 2-box Sokoban starts.
 
-Run: .venv/bin/python benchmarks/bench_agent.py [--envs all|minigrid|sokoban] [--ppo-steps 50000] [--repeats 5] [--seed 0]
+Run: .venv/bin/python benchmarks/bench_agent.py [--envs all|minigrid|sokoban] [--minigrid 6] [--ppo-steps 50000] [--repeats 5] [--seed 0]
 """
 import argparse, statistics, sys, time
 from pathlib import Path
@@ -19,12 +19,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def part1(envs_kind: str, ppo_steps: int, seed: int):
+def part1(envs_kind: str, ppo_steps: int, seed: int, n_minigrid: int = 6, max_episodes: int = 40):
     from cwm_nb.agent import AgentConfig, run_curriculum, scripted_llm, DOMAINS
     from cwm_nb.agent_rl import train_ppo
     runs = []
     if envs_kind in ("all", "minigrid"):
-        runs.append(("minigrid", list(DOMAINS["minigrid"].curricula["default"])))
+        runs.append(("minigrid", list(DOMAINS["minigrid"].curricula["default"])[:n_minigrid]))
     if envs_kind in ("all", "sokoban"):
         runs.append(("sokoban", ["Sokoban-v0"]))
     print("Part 1: the agent with the scripted model (test double) vs PPO on the same symbolic state")
@@ -32,7 +32,7 @@ def part1(envs_kind: str, ppo_steps: int, seed: int):
           f"{'PPO steps':>9s} {'PPO 1st':>8s} {'PPO 10':>8s} | {'PPO steps':>9s} {'PPO 1st':>8s} {'PPO 10':>8s}")
     for domain, envs in runs:
         t0 = time.perf_counter()
-        res = run_curriculum(scripted_llm(), domain, envs, AgentConfig(max_episodes=40), seed=seed, progress=False)
+        res = run_curriculum(scripted_llm(), domain, envs, AgentConfig(max_episodes=max_episodes), seed=seed, progress=True)
         by_env = {}
         for e in res.episodes: by_env.setdefault(e["env"], []).append(e)
         for row in res.envs:
@@ -84,9 +84,11 @@ def main(argv=None):
     ap.add_argument("--ppo-steps", type=int, default=50_000, help="PPO's longer budget per environment (0: skip)")
     ap.add_argument("--repeats", type=int, default=5, help="rounds of part 2")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--minigrid", type=int, default=6, help="how many environments of the MiniGrid curriculum (from the first)")
+    ap.add_argument("--max-episodes", type=int, default=40, help="agent episodes per environment before giving up")
     ap.add_argument("--part", type=int, default=0, choices=(0, 1, 2), help="run only part 1 or 2 (0: both)")
     a = ap.parse_args(argv)
-    if a.part in (0, 1): part1(a.envs, a.ppo_steps, a.seed)
+    if a.part in (0, 1): part1(a.envs, a.ppo_steps, a.seed, a.minigrid, a.max_episodes)
     if a.part in (0, 2): part2(a.repeats, a.seed)
 
 
