@@ -10,7 +10,7 @@ Chromium is Debian's (`bash tools/setup.sh --dev` installs it as root); without 
 """
 import functools, http.server, json, os, re, shutil, subprocess, sys, threading, time
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,10 +20,11 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # Chromium's own connections are refused and logged.
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed: as root, `bash tools/setup.sh --dev` "
-                                "installs Debian's chromium; else `sudo apt-get install chromium`")
+NO_CHROMIUM = ("Chromium is not installed: as root, `bash tools/setup.sh --dev` installs Debian's chromium; "
+               "else `sudo apt-get install chromium`")
 sys.path.insert(0, str(ROOT/"tools"))
-import docs   # tools/docs.py
+sys.path.insert(0, str(ROOT/"docs"/"_ext"))
+import docs, cwm_docments   # tools/docs.py, docs/_ext/cwm_docments.py
 
 TIMINGS: dict = {}
 
@@ -68,6 +69,7 @@ def server(site):
 
 @pytest.fixture(scope="module")
 def browser():
+    if CHROMIUM is None: pytest.skip(NO_CHROMIUM)
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)   # a fresh profile folder each launch
@@ -96,6 +98,48 @@ def page(browser, server):
     ctx.close()
 
 IMAGES_JS = "() => Array.from(document.images).map(i => ({src: i.currentSrc || i.src, complete: i.complete, w: i.naturalWidth}))"
+LINKS_JS = "() => Array.from(document.querySelectorAll('a[href]')).map(a => a.href)"
+
+# ---------------------------------------------------------------- the pieces, without a build
+def test_markdown_docstrings_become_restructuredtext():
+    cwm_docments.EXPORTED.update(cwm_docments.exported_names())
+    md = cwm_docments.md_to_rst
+    assert md("Raises `CwmNbError` if unknown.") == "Raises :py:obj:`CwmNbError <cwm_nb.core.CwmNbError>` if unknown."
+    assert md("the shared `get_sandbox()`") == "the shared :py:obj:`get_sandbox() <cwm_nb.sandbox.get_sandbox>`"
+    assert md("numpy values and `PickledObject`s") .endswith("<cwm_nb.paper_buffers.PickledObject>`\\ s")
+    assert md("`error` is a `str`, `x == 1.0`") == "``error`` is a ``str``, ``x == 1.0``"   # not exported: literals
+    assert md("pass stop=[\"```\"] when open") == "pass stop=[\"\\`\\`\\`\"] when open"   # a lone fence, escaped
+    assert md("*emphasis* stays, 2*3 and a|b and name_ do not") == "*emphasis* stays, 2\\*3 and a\\|b and name\\_ do not"
+
+def test_staged_notebooks_leave_out_nbdev_directives_hidden_cells_and_widgets():
+    nb = {"metadata": {"widgets": {}}, "cells": [
+        {"cell_type": "code", "source": "#| hide\nfrom nbdev import *", "outputs": []},
+        {"cell_type": "code", "source": "#| export\ndef f(): pass", "outputs": []},
+        {"cell_type": "code", "source": "bar(1)", "outputs": [{"output_type": "display_data", "metadata": {},
+            "data": {docs.WIDGET_MIME: {}, "text/plain": "50%"}}]},
+        {"cell_type": "markdown", "source": "see [below](#Collection-times)"}]}
+    cells = docs._stage_cells(nb)["cells"]
+    assert [c["source"] for c in cells] == ["def f(): pass", "bar(1)", "see [below](#collection-times)"]
+    assert cells[1]["outputs"][0]["data"] == {"text/plain": "50%"} and "widgets" not in nb["metadata"]
+
+def test_the_newest_complete_executed_copy_is_chosen(tmp_path):
+    def executed(path, end, exception=None, src="/x/nbs/experiments/cwmb.ipynb"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"cells": [], "metadata": {"papermill": {"input_path": src, "end_time": end, "exception": exception}}}))
+    executed(tmp_path/"a"/"notebook.ipynb", "2026-01-01T00:00:00")
+    executed(tmp_path/"b"/"notebook.ipynb", "2026-02-01T00:00:00")
+    executed(tmp_path/"c"/"notebook.ipynb", "2026-03-01T00:00:00", exception=True)   # failed run
+    executed(tmp_path/"d"/".notebook.partial.ipynb", "2026-04-01T00:00:00")          # killed run
+    executed(tmp_path/"e"/"paper_figures.ipynb", "2025-01-01T00:00:00", src="nbs/experiments/paper_figures.ipynb")
+    assert docs.find_executed([tmp_path, tmp_path/"missing"]) == {"cwmb": tmp_path/"b"/"notebook.ipynb",
+                                                                  "paper_figures": tmp_path/"e"/"paper_figures.ipynb"}
+
+def test_the_build_refuses_to_replace_a_folder_that_is_not_a_site(tmp_path):
+    (tmp_path/"mine").mkdir(); (tmp_path/"mine"/"notes.txt").write_text("keep")
+    with pytest.raises(ValueError, match="not a docs build"): docs.build(tmp_path/"mine", run_dirs=[])
+    assert (tmp_path/"mine"/"notes.txt").read_text() == "keep"
+
+# ---------------------------------------------------------------- the site, built once
 
 def test_the_site_has_every_notebook_module_and_experiment(site):
     pages = set(site["pages"])
@@ -134,7 +178,9 @@ def test_every_page_loads_without_console_errors_and_shows_its_images(site, serv
         page.goto(server + rel, wait_until="load")
         imgs = page.evaluate(IMAGES_JS)
         broken = [i["src"] for i in imgs if not i["complete"] or i["w"] == 0]
-        if page.problems or broken: problems[rel] = page.problems + [f"image not shown: {s}" for s in broken]
+        dead = sorted({h for h in page.evaluate(LINKS_JS) if h.startswith(server) and not _exists(site, h[len(server):])})
+        if page.problems or broken or dead:
+            problems[rel] = page.problems + [f"image not shown: {s}" for s in broken] + [f"link to nothing: {h}" for h in dead]
         images[rel] = len(imgs)
     TIMINGS.update(browser_pages_s=round(time.perf_counter() - t0, 1), pages_checked=len(site["pages"]),
                    images_checked=sum(images.values()))
@@ -143,6 +189,13 @@ def test_every_page_loads_without_console_errors_and_shows_its_images(site, serv
     assert images["experiments/cwmb.html"] >= 1   # the executed copy's figure
     math = page.goto(server + "06_cwm.html") and page.locator("math").count()
     assert math > 0   # formulas are MathML written at build time (no MathJax from a CDN)
+
+def _exists(site, rel: str) -> bool:
+    "A link within the site leads to a file of the site, and its #anchor to an element of that file."
+    path, _, anchor = unquote(rel).partition("#")
+    f = Path(site["out"])/(path.split("?")[0] or "index.html")
+    if not f.is_file(): return False
+    return not anchor or f'id="{anchor}"' in f.read_text()
 
 def test_search_finds_a_function_by_name(server, page):
     page.goto(server + "index.html")
