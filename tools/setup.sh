@@ -23,8 +23,8 @@ apt_install() {   # apt_install PACKAGE WHY HINT: install a Debian package as ro
 command -v bwrap >/dev/null 2>&1 ||
   apt_install bubblewrap "kernel isolation for LLM-written code" "generated code will run without kernel isolation."
 if [ -n "$dev" ] && ! command -v chromium >/dev/null 2>&1; then
-  apt_install chromium "headless browser for the docs site's test" "tests/test_docs.py will be skipped." ||
-    echo "setup: warning: installing chromium failed; tests/test_docs.py will be skipped." >&2
+  apt_install chromium "headless browser for the docs site's test" "the browser tests of tests/test_docs.py will be skipped." ||
+    echo "setup: warning: installing chromium failed; the browser tests of tests/test_docs.py will be skipped." >&2
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
