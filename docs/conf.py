@@ -26,8 +26,8 @@ html_math_renderer = "mathml"      # formulas as MathML written at build time: n
 myst_heading_anchors = 3
 suppress_warnings = ["myst.header", "misc.highlighting_failure"]
 
-# API reference: the exported names (`__all__`) of each module, with the docments as parameter lists.
-autodoc_default_options = {"members": True, "undoc-members": True}   # bases: written by cwm_docments
+# API reference: the exported names (`__all__`) of each module (tools/docs.py writes one page per module),
+# with the docments as parameter lists (docs/_ext/cwm_docments.py, which also writes the bases).
 autodoc_member_order = "bysource"
 autodoc_typehints = "both"                 # in the signature, and beside each docment in the parameter list
 autodoc_typehints_description_target = "documented"

@@ -6,7 +6,7 @@ HTTP from 127.0.0.1 and must show no console error, request nothing beyond the s
 search page must find a function by name; and screenshots of the landing page, a notebook page and the executed
 experiment page are saved to `artifacts/docs/`, with the build and browser times in `artifacts/docs/timings.json`.
 
-Chromium is Debian's (`bash tools/setup.sh --dev` installs it as root); without it these tests are skipped.
+Chromium is Debian's (`bash tools/setup.sh --dev` installs it as root); without it the browser tests are skipped.
 """
 import functools, http.server, json, os, re, shutil, subprocess, sys, threading, time
 from pathlib import Path
@@ -20,8 +20,8 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # Chromium's own connections are refused and logged.
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-NO_CHROMIUM = ("Chromium is not installed: as root, `bash tools/setup.sh --dev` installs Debian's chromium; "
-               "else `sudo apt-get install chromium`")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed: as root, `bash tools/setup.sh "
+                                    "--dev` installs Debian's chromium; else `sudo apt-get install chromium`")
 sys.path.insert(0, str(ROOT/"tools"))
 sys.path.insert(0, str(ROOT/"docs"/"_ext"))
 import docs, cwm_docments   # tools/docs.py, docs/_ext/cwm_docments.py
@@ -69,7 +69,6 @@ def server(site):
 
 @pytest.fixture(scope="module")
 def browser():
-    if CHROMIUM is None: pytest.skip(NO_CHROMIUM)
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)   # a fresh profile folder each launch
@@ -171,6 +170,7 @@ def _text(html: str) -> str:
     for a, b in (("\u2019", "'"), ("\u2018", "'"), ("\u201c", '"'), ("\u201d", '"')): t = t.replace(a, b)
     return " ".join(t.split())
 
+@needs_chromium
 def test_every_page_loads_without_console_errors_and_shows_its_images(site, server, page):
     t0, problems, images = time.perf_counter(), {}, {}
     for rel in site["pages"]:
@@ -197,6 +197,7 @@ def _exists(site, rel: str) -> bool:
     if not f.is_file(): return False
     return not anchor or f'id="{anchor}"' in f.read_text()
 
+@needs_chromium
 def test_search_finds_a_function_by_name(server, page):
     page.goto(server + "index.html")
     page.fill("input[name=q]", "evaluate_program")
@@ -210,6 +211,7 @@ def test_search_finds_a_function_by_name(server, page):
     assert page.locator("dt[id='cwm_nb.cwm.evaluate_program']").is_visible()
     assert not page.problems, page.problems
 
+@needs_chromium
 def test_screenshots_of_the_landing_page_a_notebook_and_an_experiment(server, page):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shots = {"landing.png": ("index.html", None), "notebook-06_cwm.png": ("06_cwm.html", None),

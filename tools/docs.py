@@ -16,7 +16,7 @@ Nothing in `nbs/` is changed: the notebooks are staged in a temporary folder, wi
 and `#| hide` cells left out, a sidebar table of contents and links added to the landing page, and widget
 outputs (which need JavaScript from the internet) left out; then `sphinx-build -c docs` renders them.
 """
-import argparse, json, re, shutil, subprocess, sys, tempfile, time
+import argparse, ast, json, re, shutil, subprocess, sys, tempfile, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,6 +34,31 @@ def experiment_notebooks() -> list[Path]:
 def library_modules() -> list[str]:
     "cwm_nb's modules (`cwm_nb.core`, ...), in file order, without nbdev's index."
     return [f"cwm_nb.{p.stem}" for p in sorted((ROOT/"cwm_nb").glob("*.py")) if not p.stem.startswith("_")]
+
+def _is_dataclass(node: ast.ClassDef) -> bool:
+    return any("dataclass" in ast.unparse(d) for d in node.decorator_list)
+
+def module_page(module: str) -> str:
+    """The API page of `module` (`cwm_nb.x`): its docstring, then each name of its `__all__` in order, read from
+    the module's source (nothing is imported here). A dataclass's fields are left out of its members: the
+    docments extension lists them, with their comments, as its parameters."""
+    tree = ast.parse((ROOT/"cwm_nb"/f"{module.split('.')[-1]}.py").read_text(encoding="utf-8"))
+    names = next((ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id == "__all__" for t in n.targets)), [])
+    defs = {n.name: n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))}
+    title = f"``{module}``"
+    out = [title, "=" * len(title), "", f".. automodule:: {module}", ""]
+    for name in names:
+        node = defs.get(name)
+        if isinstance(node, ast.ClassDef):
+            out += [f".. autoclass:: {module}.{name}", "   :members:", "   :undoc-members:"]
+            fields = [s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+                      and "ClassVar" not in ast.unparse(s.annotation)] if _is_dataclass(node) else []
+            if fields: out.append(f"   :exclude-members: {', '.join(fields)}")
+        elif node is not None: out.append(f".. autofunction:: {module}.{name}")
+        else: out.append(f".. autodata:: {module}.{name}")
+        out.append("")
+    return "\n".join(out)
 
 def _read(p: Path) -> dict: return json.loads(p.read_text(encoding="utf-8"))
 
@@ -122,9 +147,7 @@ def stage(src: Path, run_dirs: list[Path]) -> dict:
         _add_to_title_cell(nb, note)
         _write_nb(nb, src/"experiments"/p.name)
     (src/"api").mkdir(parents=True, exist_ok=True)
-    for m in mods:
-        title = f"``{m}``"
-        (src/"api"/f"{m}.rst").write_text(f"{title}\n{'=' * len(title)}\n\n.. automodule:: {m}\n", encoding="utf-8")
+    for m in mods: (src/"api"/f"{m}.rst").write_text(module_page(m), encoding="utf-8")
     (src/"api"/"index.rst").write_text(
         "API reference\n=============\n\nThe exported names of each module of ``cwm_nb`` (its ``__all__``), from the "
         "docstrings and the docments (the comment after each parameter) of the notebook that defines it.\n\n"

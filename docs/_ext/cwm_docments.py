@@ -4,13 +4,14 @@
   reads them). autodoc does not read comments, so for every function, method and class it documents this
   extension asks `fastcore.docments.docments` for them and appends `:param name: comment` (and `:returns:`)
   fields to the docstring, which Sphinx renders as the "Parameters" list with the types from the annotations.
-  A dataclass's fields are its parameters: they are listed there, not again as bare attributes.
+  A dataclass's fields are its parameters, listed with their comments (tools/docs.py leaves them out of its
+  members, so that they are not listed twice).
 * The docstrings are written in Markdown (`code`, *emphasis*), which autodoc would parse as reStructuredText.
   Their inline markup is translated: a code span that names something becomes a cross-reference (rendered as
   code, a link when the name is documented), other code spans become literals, and characters that mean
   something else in reStructuredText (`*`, `|`, a trailing `_`, a lone backtick) are escaped.
 """
-import dataclasses, re
+import re
 
 CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
 NAME = re.compile(r"[A-Za-z_][\w.]*(\(\))?")
@@ -71,14 +72,15 @@ def _docments(obj) -> dict:
     try: return docments(obj, full=True)
     except Exception: return {}   # no source to read (builtins, C extensions, some wrappers): nothing to add
 
-_FIELDS: set[str] = set()   # the fields of the dataclass whose members autodoc lists next (it documents a class, then its members)
+def _type_doc(obj) -> list[str]:
+    import inspect
+    return inspect.cleandoc(type(obj).__doc__ or "").splitlines()
 
 def process_docstring(app, what, name, obj, options, lines):
+    if what == "data" and lines and [l.strip() for l in lines if l.strip()] == [l.strip() for l in _type_doc(obj) if l.strip()]:
+        lines.clear()   # a constant has no docstring of its own: autodoc shows its type's (dict's, str's, ...)
     lines[:] = [md_to_rst(l) for l in lines]
-    if what == "class":
-        lines[:0] = _bases_line(obj)
-        _FIELDS.clear()
-        if dataclasses.is_dataclass(obj): _FIELDS.update(f.name for f in dataclasses.fields(obj))
+    if what == "class": lines[:0] = _bases_line(obj)
     if what not in ("function", "method", "class"): return
     docs = _docments(obj)
     have = {m.group(1) for l in lines if (m := re.match(r"\s*:param\s+(?:\S+\s+)?(\w+):", l))}
@@ -97,12 +99,7 @@ def _bases_line(cls) -> list[str]:
     name = lambda b: b.__qualname__ if b.__module__ == "builtins" else f"~{b.__module__}.{b.__qualname__}"
     return ["Bases: " + ", ".join(f":py:class:`{name(b)}`" for b in bases), ""]
 
-def skip_field(app, what, name, obj, skip, options):
-    "A dataclass field is in the class's parameter list, with its comment: no bare attribute entry as well."
-    return True if what == "class" and name in _FIELDS else None
-
 def setup(app):
     EXPORTED.update(exported_names())
     app.connect("autodoc-process-docstring", process_docstring)
-    app.connect("autodoc-skip-member", skip_field)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
