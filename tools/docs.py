@@ -10,7 +10,8 @@ installed here; MyST-NB renders notebooks from their stored outputs without exec
 (`nb_execution_mode = "off"`), Sphinx's autodoc documents the exported API from the checkout's own modules (a
 small extension, docs/_ext/cwm_docments.py, adds the docments as parameter lists), and Sphinx writes an offline
 search index; all of them install from PyPI and are actively maintained. Jupyter Book 1 is the same stack
-behind a wrapper, and Jupyter Book 2 needs Node tooling; mkdocs-jupyter has no autodoc of docments.
+behind a wrapper and Jupyter Book 2 is a Node program; MkDocs would need mkdocs-jupyter for the notebooks and
+mkdocstrings, with its own docments hook, for the API.
 
 Nothing in `nbs/` is changed: the notebooks are staged in a temporary folder, with nbdev's `#|` directive lines
 and `#| hide` cells left out, a sidebar table of contents and links added to the landing page, and widget
