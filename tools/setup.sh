@@ -1,20 +1,30 @@
 #!/usr/bin/env bash
-# Set up cwm-nb on a fresh machine: the sandbox tool (bubblewrap), a virtual environment at .venv, and the
-# project installed into it in editable mode. `--dev` adds the test and notebook tools (nbdev, pytest, torch).
-# Safe to run again: it only installs what is missing.
+# Set up cwm-nb on a fresh machine: the sandbox tool (bubblewrap), a virtual environment at .venv, the project
+# installed into it in editable mode, and a Jupyter kernel named `cwm-nb` that runs .venv's interpreter.
+# `--dev` adds the test, notebook and docs tools (nbdev, pytest, torch, Sphinx with MyST-NB, Playwright) and,
+# as root, Debian's Chromium for the docs site's browser test. Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras=""
-[ "${1:-}" = "--dev" ] && extras="[dev]"
+dev=""; extras=""
+[ "${1:-}" = "--dev" ] && dev=1 && extras="[dev]"
 
-if ! command -v bwrap >/dev/null 2>&1; then
+apt_updated=""
+apt_install() {   # apt_install PACKAGE WHY HINT: install a Debian package as root, else warn with HINT
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing bubblewrap (kernel isolation for LLM-written code)" >&2
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+    echo "setup: installing $1 ($2)" >&2
+    [ -n "$apt_updated" ] || { apt-get update -qq; apt_updated=1; }
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$1" >/dev/null
   else
-    echo "setup: warning: bubblewrap (bwrap) is missing; generated code will run without kernel isolation." >&2
-    echo "       Install it with your package manager (e.g. 'sudo apt-get install bubblewrap')." >&2
+    echo "setup: warning: $1 is missing; $3" >&2
+    echo "       Install it with your package manager (e.g. 'sudo apt-get install $1')." >&2
   fi
+}
+
+command -v bwrap >/dev/null 2>&1 ||
+  apt_install bubblewrap "kernel isolation for LLM-written code" "generated code will run without kernel isolation."
+if [ -n "$dev" ] && ! command -v chromium >/dev/null 2>&1; then
+  apt_install chromium "headless browser for the docs site's test" "the browser tests of tests/test_docs.py will be skipped." ||
+    echo "setup: warning: installing chromium failed; the browser tests of tests/test_docs.py will be skipped." >&2
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
@@ -22,4 +32,6 @@ fi
 # llama-cpp-python builds from source (about 5 minutes on 2 cores); the multimodal part is not needed.
 export CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}"
 .venv/bin/python -m pip install -q -e ".${extras}"
+# JupyterLab (`.venv/bin/jupyter lab`) offers this kernel: .venv's interpreter, so this checkout's cwm_nb.
+.venv/bin/python -m ipykernel install --sys-prefix --name cwm-nb --display-name "cwm-nb (.venv)" >/dev/null
 echo "setup: done (.venv)" >&2
