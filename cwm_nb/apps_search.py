@@ -145,6 +145,8 @@ def solve_problem(
     paper_compat: bool = False,  # the original code's search behaviour (08_gif_mcts, 09_baselines)
     max_tokens: int | None = 1500,  # completion cap per call
     sandbox=None,                # a `cwm_nb.sandbox.Sandbox`; default the shared one
+    per_test_s: float = 4.0,     # per-test timeout, seconds (paper: 4)
+    problem_s: float = 10.0,     # whole-problem cap per evaluation, seconds (paper: 10)
     progress: bool = False,      # the search's own progress bar
 ) -> dict:
     "Search a program for `problem` and score it on the final tests; returns (and writes) its result. Raises `CwmNbError` for bad settings."
@@ -163,11 +165,13 @@ def solve_problem(
     t0 = time.perf_counter()
     split = split_tests(problem, apps_mode, search_fraction, seed)
     task = AppsTask(problem)
-    evaluate = search_evaluator(problem, split.search, mode=compare, seed=seed, sandbox=sandbox)
+    evaluate = search_evaluator(problem, split.search, mode=compare, seed=seed, sandbox=sandbox, per_test_s=per_test_s,
+                                problem_s=problem_s)
     search = make_search(method, llm, evaluate, task.description, seed=seed, checkpoint=folder/"checkpoint.json",
                          paper_compat=paper_compat, max_tokens=max_tokens, progress=progress, task=task)
     res = search.run(budget)
-    final = evaluate_solution(res.best_program or "", problem, split.final, compare, sandbox)
+    final = evaluate_solution(res.best_program or "", problem, split.final, compare, sandbox, per_test_s=per_test_s,
+                              problem_s=problem_s)
     atomic_write_text(folder/"program.py", res.best_program or "")
     atomic_write_json(folder/"tree.json", res.tree, indent=None)
     result = dict(base, status="ok", error=None, search_tests=list(split.search), final_tests=list(split.final),
@@ -296,6 +300,8 @@ def run_problems(
     paper_compat: bool = False,  # the original code's search behaviour
     max_tokens: int | None = 1500,  # completion cap per call
     meta: dict | None = None,    # more fields for the metrics (model, data, ...)
+    per_test_s: float = 4.0,     # per-test timeout, seconds (paper: 4)
+    problem_s: float = 10.0,     # whole-problem cap per evaluation, seconds (paper: 10)
     progress: bool = True,       # a progress bar over problems
 ) -> AppsRun:
     "Solve `problems` in turn into `<run_dir>/problems/<id>/`; write `problems.jsonl`; return the run with its metrics."
@@ -307,11 +313,13 @@ def run_problems(
     for p in bar:
         results.append(solve_problem(p, method, llm, run_dir/"problems"/p.problem_id, budget=budget, seed=seed,
                                      apps_mode=apps_mode, compare=compare, search_fraction=search_fraction,
-                                     paper_compat=paper_compat, max_tokens=max_tokens, sandbox=sandbox))
+                                     paper_compat=paper_compat, max_tokens=max_tokens, sandbox=sandbox,
+                                     per_test_s=per_test_s, problem_s=problem_s))
         bar.set_postfix(solved=sum(bool(r.get("perfect")) for r in results))
     atomic_write_text(run_dir/"problems.jsonl", "".join(json.dumps(to_plain(r)) + "\n" for r in results))
     metrics = dict(suite="apps", method=method, budget=budget, seed=seed, apps_mode=apps_mode, compare=compare,
-                   search_fraction=search_fraction, paper_compat=paper_compat, max_tokens=max_tokens, **(meta or {}),
+                   search_fraction=search_fraction, paper_compat=paper_compat, max_tokens=max_tokens,
+                   per_test_s=per_test_s, problem_s=problem_s, **(meta or {}),
                    **apps_run_metrics(results, compare, apps_mode, budget), sandbox=sandbox.isolation,
                    wall_s=round(time.perf_counter() - t0, 3))
     metrics.update(accuracy=metrics["strict_accuracy"], mean_accuracy=metrics["test_case_average"],
