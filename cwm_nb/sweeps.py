@@ -222,10 +222,14 @@ class Job:
              "--budget", str(self.budget), "--seed", str(self.seed), "--out", str(self.root),
              "--max-tokens", str(o["max_tokens"]), "--plan-preset", o["plan_preset"],
              "--plan-episodes", str(o["plan_episodes"])]
-        if o["base_url"]: a += ["--base-url", o["base_url"]]
-        if o.get("endpoint_caps"): a += ["--endpoint-caps", o["endpoint_caps"]]
-        if o["paper_compat"]: a.append("--paper-compat")
-        return a
+        return a + self.shared_flags()
+
+    def shared_flags(self) -> list[str]:
+        "The flags every kind of job passes alike: the endpoint, its capabilities, `--paper-compat`."
+        o = self.opts
+        return ((["--base-url", o["base_url"]] if o["base_url"] else []) +
+                (["--endpoint-caps", o["endpoint_caps"]] if o.get("endpoint_caps") else []) +
+                (["--paper-compat"] if o["paper_compat"] else []))
 
     def __str__(self): return f"{self.method} on {self.env} with {self.model}, budget {self.budget}, seed {self.seed}"
 
@@ -302,10 +306,7 @@ class AppsJob(Job):
         a = ["run", "apps", "--data", o["data"], "--problems", self.env, "--method", self.method, "--model", self.model,
              "--budget", str(self.budget), "--seed", str(self.seed), "--out", str(self.root), "--max-tokens",
              str(o["max_tokens"]), "--apps-mode", o["apps_mode"], "--compare", o["compare"]]
-        if o["base_url"]: a += ["--base-url", o["base_url"]]
-        if o.get("endpoint_caps"): a += ["--endpoint-caps", o["endpoint_caps"]]
-        if o["paper_compat"]: a.append("--paper-compat")
-        return a
+        return a + self.shared_flags()
 
     def __str__(self): return f"{self.method} on APPS problems {self.env} with {self.model}, budget {self.budget}, seed {self.seed}"
 
