@@ -85,8 +85,10 @@ class SearchEvaluation:
     def failures(self) -> list[dict]: return [self.example] if self.example else []
 
     def to_dict(self) -> dict:
-        "The evaluation's plain data and the index of the test the improve prompt shows."
-        return {**self.evaluation.to_dict(), "improve_example": None if self.example is None else self.example["index"]}
+        "The evaluation's plain data without the outputs of each test (a checkpoint holds one per node), and the index of the test the improve prompt shows."
+        d = self.evaluation.to_dict()
+        d["tests"] = [{k: v for k, v in t.items() if k != "output"} for t in d["tests"]]
+        return {**d, "improve_example": None if self.example is None else self.example["index"]}
 
 def search_evaluator(
     problem: AppsProblem,       # the problem
