@@ -328,7 +328,7 @@ def run_problems(
                    best_value=metrics["mean_search_value"], best_is_bug=False, plan_preset="none")
     return AppsRun(run_dir, to_plain(metrics), results)
 
-# %% ../nbs/11b_apps_search.ipynb #18875a09
+# %% ../nbs/11b_apps_search.ipynb #453499be
 def plot_apps_run(run: AppsRun, title: str | None = None):
     "A matplotlib Figure: final test-case share per problem in both modes, and LLM calls per problem."
     import matplotlib.pyplot as plt, numpy as np
