@@ -302,7 +302,7 @@ def test_sweep_over_a_problem_range_then_table_1(openai_double, tmp_path):
 @pytest.mark.slow
 def test_embedded_model_on_one_problem(embedded_llm, tmp_path):
     "The embedded model (a small local model, not a result) runs the APPS search mechanics: 2 calls on 1 problem."
-    run = run_apps_search("demo", "0:1", "gif-mcts", "embedded", budget=2, out=tmp_path, llm=embedded_llm, max_tokens=200,
+    run = run_apps_search("demo", "0:1", "gif-mcts", "embedded", budget=2, out=tmp_path, llm=embedded_llm, max_tokens=96,
                           progress=False)
     r = run.results[0]
     assert r["status"] == "ok" and 1 <= r["llm_calls"] <= 2 and r["prompt_tokens"] > 0
