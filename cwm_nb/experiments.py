@@ -518,7 +518,7 @@ def _cmd_envs(a) -> int:
     for r in [head, ["-"*x for x in w], *rows]: print("  ".join(c.ljust(x) for c, x in zip(r, w)).rstrip())
     return 0
 
-CLI_MODULES = ("sweeps", "figures")   # modules whose `add_cli(subparsers)` adds a sub-command
+CLI_MODULES = ("sweeps", "figures", "agent_experiments")   # modules whose `add_cli(subparsers)` adds a sub-command
 
 def build_parser() -> argparse.ArgumentParser:
     "The `cwm-nb` argument parser."

@@ -631,6 +631,8 @@ def make_all(
     for stem, fig in (("best_value_vs_calls", plot_best_value_vs_calls(index, results)),
                       ("search_tree", plot_search_tree(index, results))):
         written[stem] = save_figure(fig, out/stem); plt.close(fig)
+    from cwm_nb.agent_experiments import agent_figures
+    written.update(agent_figures(results, out))   # the WorldCoder agent's figures, when `results` holds agent runs
     atomic_write_json(out/"manifest.json", dict(results=str(results), published=published, n_runs=len(index),
                                                 files={k: [str(p) for p in v] for k, v in written.items()}))
     return written

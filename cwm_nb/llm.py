@@ -423,6 +423,11 @@ def _answer(self: LLM, messages: list[dict], params: dict, seed: int, draw: int)
             with self._lock: self.usage.refused += 1
             raise
         c.latency_s, c.model = time.perf_counter() - t0, self.name
+        if self.answered_in_new_turn(req, c):   # nothing but the stop: the endpoint did not continue the pre-fill
+            self.caps.prefill = "user"
+            self.adjustments.append("pre-fill moved into the user turn (an empty answer cut at the stop: a new turn)")
+            _log.warning("%s: %s", self.name, self.adjustments[-1])
+            continue
         if not req.continued: c.text = join_prefill(req.prefill, c.text)
         chars = sum(len(m["content"]) for m in req.messages)
         if c.prompt_tokens and chars > 200 and self.counts_tokens:   # the endpoint's own count: a better estimate
@@ -432,12 +437,19 @@ def _answer(self: LLM, messages: list[dict], params: dict, seed: int, draw: int)
         return c
     raise CwmNbError(f"{self.name} kept refusing the corrected requests", "set the endpoint's capabilities with --endpoint-caps")
 
+def _answered_in_new_turn(self: LLM, req: Request, c: Completion) -> bool:
+    """Whether an endpoint asked to continue a pre-fill that opens a code block answered in a new turn instead:
+    nothing before the stop at the closing fence (a new turn opens with a fence). Chat endpoints only."""
+    if getattr(getattr(self, "inner", self), "mode", None) != "chat" or not (req.continued and req.prefill): return False
+    return (req.prefill.count("```") % 2 == 1 and "```" in req.params.get("stop", [])
+            and not c.text[len(req.prefill):].strip() and c.finish_reason in (None, "stop"))
+
 def _fits(self: LLM, messages: list[dict], max_tokens: int | None) -> bool | None:
     "Whether the prompt plus `max_tokens` fits the known context window (None: the window is unknown)."
     if not self.caps.context_tokens: return None
     return estimate_tokens(messages, self.caps.tokens_per_char) + (max_tokens or 0) <= self.caps.context_tokens
 
-LLM._answer, LLM.learn, LLM.fits = _answer, _learn, _fits
+LLM._answer, LLM.learn, LLM.fits, LLM.answered_in_new_turn = _answer, _learn, _fits, _answered_in_new_turn
 
 # %% ../nbs/01_llm.ipynb #5f7c81c0
 class ScriptedLLM(LLM):
@@ -631,7 +643,7 @@ def _send(self: OpenAICompatibleLLM, req: Request, *, seed: int, draw: int) -> C
 
 OpenAICompatibleLLM.send = _send
 
-# %% ../nbs/01_llm.ipynb #bd6e713e
+# %% ../nbs/01_llm.ipynb #96165b5a
 EMBEDDED_ALIAS = "gemma-3-270m-q4_k_m"
 
 def embedded_model_path() -> Path:
@@ -650,7 +662,7 @@ def embedded_model_path() -> Path:
                 if tmp.exists(): tmp.unlink()
     return target
 
-# %% ../nbs/01_llm.ipynb #96165b5a
+# %% ../nbs/01_llm.ipynb #2ad111db
 _SERVE = """
 import os, sys, threading, time, runpy
 ppid = os.getppid()
@@ -770,7 +782,7 @@ _LIVE_SERVERS: set[EmbeddedServer] = set()
 def _stop_servers():
     for s in list(_LIVE_SERVERS): s.stop()
 
-# %% ../nbs/01_llm.ipynb #043bb8fb
+# %% ../nbs/01_llm.ipynb #a1e1c0dc
 _EMBEDDED: EmbeddedServer | None = None
 _EMBEDDED_LOCK = threading.Lock()
 
@@ -787,10 +799,10 @@ def embedded_llm(max_tokens: int = 512, **kw) -> OpenAICompatibleLLM:
     # a local model times out only when the machine is overloaded; resending would only queue a second copy
     kw = dict(dict(mode="completion", timeout_s=3600.0, max_retries=2, name=f"embedded:{srv.alias}"), **kw)
     llm = OpenAICompatibleLLM(srv.url, srv.alias, max_tokens=max_tokens, **kw)
-    llm.server = srv
+    llm.server, llm.caps.context_tokens = srv, srv.n_ctx   # the server's window is known: long prompts are shortened first
     return llm
 
-# %% ../nbs/01_llm.ipynb #569335f1
+# %% ../nbs/01_llm.ipynb #89cc81b0
 class TransformersLLM(LLM):
     "A Hugging Face causal LM run in this process with `transformers` (the paper's Llama 3 path)."
     def __init__(self,
@@ -870,7 +882,7 @@ class TransformersLLM(LLM):
         return Completion(prefill_of(messages) + text, prompt_tokens=n_prompt, completion_tokens=int(len(new)),
                           finish_reason=finish)
 
-# %% ../nbs/01_llm.ipynb #8abcf2f7
+# %% ../nbs/01_llm.ipynb #6e1b43ea
 def cache_key(model: str, messages: list[dict], params: dict, seed: int, draw: int) -> str:
     "Hex SHA-256 of the canonical JSON of (model, messages, params, seed, draw)."
     blob = json.dumps([model, messages, params, int(seed), int(draw)], sort_keys=True, ensure_ascii=False)
@@ -917,7 +929,7 @@ class ResponseCache:
 
     def __len__(self) -> int: return self._db().execute("SELECT COUNT(*) FROM completions").fetchone()[0]
 
-# %% ../nbs/01_llm.ipynb #6e1b43ea
+# %% ../nbs/01_llm.ipynb #164c4a23
 class CachedLLM(LLM):
     "Wrap `inner` with the on-disk response cache; a cache hit costs no model call."
     def __init__(self,
@@ -934,7 +946,7 @@ class CachedLLM(LLM):
     def send(self, req, *, seed, draw) -> Completion: return self.inner.send(req, seed=seed, draw=draw)
     def __repr__(self): return f"CachedLLM({self.inner!r}, {str(self.cache.path)!r})"
 
-# %% ../nbs/01_llm.ipynb #624319d9
+# %% ../nbs/01_llm.ipynb #cb8bde66
 MODEL_ALIASES: dict[str, str] = {
     "gpt-4-turbo": "openai:gpt-4-turbo",
     "gpt-4o": "openai:gpt-4o",

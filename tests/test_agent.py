@@ -1,0 +1,238 @@
+"""The WorldCoder agent (12_agent, 12a_agent_planning, 12b_agent_rl, 13b_agent_experiments): the reference programs
+against the real environments, the curriculum Empty -> DoorKey -> Unlock with the scripted capable model (a test double),
+the optimism ablation failing where the agent succeeds, resume after a kill and after an LLM outage without repeating a
+call, bad input, and one end-to-end run with the embedded model (slow)."""
+import json, os, subprocess, sys
+from pathlib import Path
+import numpy as np
+import pytest
+
+from cwm_nb.core import CwmNbError, data_dir, derive_seed
+from cwm_nb.oo_state import entity_api_source, state_to_plain, state_from_plain
+from cwm_nb.agent_planning import predict_steps
+from cwm_nb.agent_planning import PlannerConfig
+from cwm_nb.agent import (AgentConfig, ABLATIONS, WorldCoderTestDouble, WorldModel, get_domain, make_env, run_curriculum,
+                          scripted_llm)
+from cwm_nb.agent_experiments import run_agent
+from cwm_nb.llm import ScriptedLLM, CachedLLM
+from cwm_nb.minigrid_env import MINIGRID_CURRICULUM
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = str(Path(sys.executable).with_name("cwm-nb"))
+TEST3 = ["MiniGrid-Empty-5x5-v0", "MiniGrid-DoorKey-5x5-v0", "MiniGrid-Unlock-v0"]
+DOUBLE = WorldCoderTestDouble()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the reference programs the test double answers with reproduce the real environments
+def _random_steps(env, actions, n_episodes, steps, seed):
+    rng = np.random.default_rng(seed)
+    out = []
+    for ep in range(n_episodes):
+        s, info = env.reset(seed=ep + 100 * seed)
+        for _ in range(steps):
+            a = actions[int(rng.integers(len(actions)))]
+            n, r, term, trunc, _ = env.step(a)
+            out.append((s, a, float(r), n, bool(term), info["mission"]))
+            s = n
+            if term or trunc: break
+    return out
+
+
+@pytest.mark.parametrize("domain,env_name", [("minigrid", e) for e in MINIGRID_CURRICULUM] +
+                         [("sokoban", "Sokoban-v0"), ("sokoban", "SokobanTeleporter-v0")])
+def test_reference_programs_reproduce_the_environment(domain, env_name):
+    dom = get_domain(domain)
+    api = entity_api_source(dom.entity_names)
+    steps = _random_steps(make_env(dom, env_name), dom.actions, 6, 60, seed=1)
+    items = [(state_to_plain(s), a) for s, a, *_ in steps]
+    out = predict_steps(api, items, "transition", transition=DOUBLE.tier_program(domain, 2))
+    wrong = [i for i, (o, x) in enumerate(zip(out, steps)) if o[3] or state_from_plain(o[0]) != x[3]]
+    assert not wrong, (steps[wrong[0]][1], out[wrong[0]][3])
+    by_goal = {}
+    for s, a, r, n, d, g in steps: by_goal.setdefault(g, []).append((s, a, r, n, d))
+    for g, xs in by_goal.items():
+        res = predict_steps(api, [(state_to_plain(s), a, state_to_plain(n)) for s, a, _, n, _ in xs], "reward",
+                            reward=DOUBLE.reward_program(domain, g))
+        assert [(o[1], o[2]) for o in res] == [(pytest.approx(r), d) for _, _, r, _, d in xs], g
+
+
+def test_reference_rewards_on_successful_episodes():
+    "Each MiniGrid goal's program gives reward 1 and done on the step that really succeeds (played by the planner)."
+    from cwm_nb.agent_planning import plan_with_model
+    dom = get_domain("minigrid")
+    api = entity_api_source(dom.entity_names)
+    for name in TEST3 + ["MiniGrid-UnlockPickup-v0"]:
+        env = make_env(dom, name)
+        s, info = env.reset(seed=3)
+        p = plan_with_model(api, DOUBLE.tier_program("minigrid", 2), DOUBLE.reward_program("minigrid", info["mission"]),
+                            s, dom.actions, dom.entity_names, info["mission"])
+        assert p.found, (name, p.reason, p.first_error)
+        for a, (_, r, d) in zip(p.actions, p.predicted):
+            s, rr, term, trunc, _ = env.step(a)
+            assert (rr, term) == (r, d)
+        assert term and rr == 1.0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the mechanism: the curriculum with the scripted capable model, and the optimism ablation
+def test_curriculum_with_the_scripted_model():
+    res = run_curriculum(scripted_llm(), "minigrid", TEST3, AgentConfig(max_episodes=15), seed=0, progress=False)
+    assert [e["solved"] for e in res.envs] == [True, True, True]
+    assert all(e["first_success_episode"] <= 3 for e in res.envs)
+    kinds = [c["kind"] for c in res.calls]
+    assert kinds[:2] == ["init_transition", "init_reward"] and "refine_plan" in kinds and "guess_reward" in kinds
+    assert kinds.count("guess_reward") == 2                # a new goal in DoorKey and in Unlock, one call each
+    assert res.envs[2]["llm_calls"] <= 3                   # Unlock: only a new goal; the transition carried over
+    assert "def can_overlap" in res.model["transition"]    # the full MiniGrid program, learned in DoorKey
+    assert set(res.model["rewards"]) == {"get to the green goal square", "open the door",
+                                         "use the key to open the door and then get to the goal"}
+    assert len(res.calls) <= 20
+
+
+def test_without_optimism_the_sparse_goal_is_never_reached():
+    cfg = dict(max_episodes=12)
+    on = run_curriculum(scripted_llm(), "minigrid", ["MiniGrid-DoorKey-5x5-v0"], AgentConfig(**cfg), seed=0, progress=False)
+    off = run_curriculum(scripted_llm(), "minigrid", ["MiniGrid-DoorKey-5x5-v0"], AgentConfig(**cfg, **ABLATIONS["no-optimism"]),
+                         seed=0, progress=False)
+    assert on.envs[0]["solved"] and on.envs[0]["episodes"] <= 12
+    assert off.envs[0]["successes"] == 0 and off.envs[0]["episodes"] == 12     # the same budget of episodes
+    assert off.envs[0]["steps"] == 1200 and len(off.calls) <= len(on.calls) + 5
+    # without φ2 the reward program only fits the (unrewarded) data: it never rewards, so no plan exists
+    assert "return 0.0, False" in off.model["rewards"]["use the key to open the door and then get to the goal"]
+
+
+def test_prompt4reward_keeps_a_wrong_guess():
+    fast = PlannerConfig(check_budget=3000, act_budget=3000)    # enough for these rooms; a failed search ends sooner
+    res = run_curriculum(scripted_llm(), "minigrid", TEST3, AgentConfig(max_episodes=12, planner=fast, **ABLATIONS["prompt4reward"]),
+                         seed=0, progress=False)
+    assert [e["solved"] for e in res.envs] == [True, True, False]
+    assert "refine_plan" not in [c["kind"] for c in res.calls] and "refine_reward" not in [c["kind"] for c in res.calls]
+
+
+def test_sokoban_two_boxes_with_the_scripted_model():
+    res = run_curriculum(scripted_llm(), "sokoban", ["Sokoban-v0"], AgentConfig(max_episodes=15), seed=0, progress=False)
+    e = res.envs[0]
+    assert e["solved"] and e["first_success_steps"] is not None
+    assert "Box(" in res.model["transition"] and "10.0" in res.model["rewards"]["win the game"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# resume after a kill, and after an LLM outage, without repeating an LLM call
+class _Fails:
+    "Wraps an LLM; raises `exc` on call number `at` (counting from 1) of this object."
+    def __init__(self, inner, at, exc):
+        self.inner, self.at, self.exc, self.n = inner, at, exc, 0
+        self.name, self.usage = inner.name, inner.usage
+    def complete(self, *a, **kw):
+        self.n += 1
+        if self.n == self.at: raise self.exc
+        return self.inner.complete(*a, **kw)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted():
+    return run_curriculum(scripted_llm(), "minigrid", TEST3[:2], AgentConfig(max_episodes=15), seed=1, progress=False)
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt(), CwmNbError("the endpoint is down after 5 retries", "try later")],
+                         ids=["kill", "outage"])
+def test_resume_repeats_no_llm_call(tmp_path, exc, uninterrupted):
+    cfg, full = AgentConfig(max_episodes=15), uninterrupted
+    same = lambda c: (c["env"], c["episode"])
+    at = max(i + 1 for i in range(1, len(full.calls)) if same(full.calls[i]) == same(full.calls[i - 1]))
+    assert full.calls[at - 1]["env"] == TEST3[1]              # mid-synthesis in DoorKey, after Empty's episodes are on disk
+    cache, ck = tmp_path/"cache.sqlite", tmp_path/"checkpoint.json"
+    first = CachedLLM(ScriptedLLM(WorldCoderTestDouble(), name="scripted-worldcoder"), cache)
+    with pytest.raises(type(exc)):
+        run_curriculum(_Fails(first, at, exc), "minigrid", TEST3[:2], cfg, seed=1, checkpoint=ck, progress=False)
+    assert json.loads(ck.read_text())["episodes"] and first.inner.n_answered == at - 1
+    second = CachedLLM(ScriptedLLM(WorldCoderTestDouble(), name="scripted-worldcoder"), cache)
+    res = run_curriculum(second, "minigrid", TEST3[:2], cfg, seed=1, checkpoint=ck, progress=False)
+    assert res.episodes == [dict(e, wall_s=r["wall_s"], llm_s=r["llm_s"]) for e, r in zip(full.episodes, res.episodes)]
+    assert len(res.calls) == len(full.calls)
+    # every call of the run was answered by a model exactly once: the replayed ones came from the cache
+    assert first.inner.n_answered + second.inner.n_answered == len(full.calls)
+    assert second.usage.cached_calls >= 1
+
+
+def test_run_agent_outage_is_a_clear_error_and_the_rerun_completes(tmp_path):
+    kw = dict(domain="minigrid", curriculum="MiniGrid-Empty-5x5-v0", model="scripted", max_episodes=12, progress=False)
+    boom = _Fails(scripted_llm(tmp_path/"c.sqlite"), 2, CwmNbError("the endpoint is down", "rerun to resume"))
+    with pytest.raises(CwmNbError, match="the endpoint is down"):
+        run_agent(tmp_path, llm=boom, **kw)
+    rd = tmp_path/"agent"/"minigrid-MiniGrid-Empty-5x5-v0"/"none"/"scripted"/"seed0"
+    assert (rd/"settings.json").exists() and not (rd/"metrics.json").exists()
+    m = run_agent(tmp_path, llm=scripted_llm(tmp_path/"c.sqlite"), **kw)
+    assert m["status"] == "complete" and m["solved"] and m["cached_calls"] >= 1
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# bad input
+def test_unknown_environment_and_settings():
+    with pytest.raises(CwmNbError, match="unknown minigrid environment 'MiniGrid-Nope-v0'"):
+        run_curriculum(scripted_llm(), "minigrid", ["MiniGrid-Nope-v0"], progress=False)
+    with pytest.raises(CwmNbError, match="unknown domain"):
+        run_agent("unused", domain="atari")
+    with pytest.raises(CwmNbError, match="unknown ablation"):
+        run_agent("unused", domain="minigrid", ablation="no-brain")
+    r = subprocess.run([CLI, "agent", "minigrid", "--curriculum", "MiniGrid-Nope-v0", "--model", "scripted"],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 2 and "unknown minigrid environment" in r.stderr
+
+
+def test_a_goal_the_programs_cannot_parse_is_a_recorded_failure(monkeypatch):
+    import cwm_nb.agent as A
+    real = A.make_env
+    class Weird:
+        "Empty-5x5 with a goal text no reward program understands."
+        def __init__(self, env): self.env = env
+        def reset(self, **kw):
+            s, info = self.env.reset(**kw); return s, dict(info, mission="xyzzy the frobnicator")
+        def step(self, a):
+            s, r, term, trunc, info = self.env.step(a); return s, r, term, trunc, dict(info, mission="xyzzy the frobnicator")
+        def close(self): self.env.close()
+    monkeypatch.setattr(A, "make_env", lambda dom, name: Weird(real(dom, name)))
+    res = run_curriculum(scripted_llm(), "minigrid", ["MiniGrid-Empty-5x5-v0"], AgentConfig(max_episodes=3, llm_budget=12),
+                         seed=0, progress=False)
+    e = res.envs[0]
+    assert not e["solved"] and e["episodes"] == 3 and len(res.calls) <= 12
+    assert res.syntheses and not any(s["satisfied"] for s in res.syntheses)
+    assert res.status in ("complete", "budget")
+
+
+def test_a_program_that_hangs_is_a_recorded_failure():
+    hang = "def transition(state, action):\n    while True:\n        pass\n"
+    llm = ScriptedLLM(lambda messages, draw: f"```python\n{hang}```" if "transition" in messages[-1]["content"].split("\n")[0]
+                      else "```python\ndef reward_func(s, a, n):\n    return 0.0, False\n```")
+    cfg = AgentConfig(max_episodes=2, llm_budget=4, episode_steps=20)
+    cfg.planner.call_timeout_s = 0.05
+    res = run_curriculum(llm, "minigrid", ["MiniGrid-Empty-5x5-v0"], cfg, seed=0, progress=False)
+    assert res.envs[0]["episodes"] == 2 and not res.envs[0]["solved"] and len(res.calls) <= 4
+    assert all(not c["phi1"] for s in res.syntheses for c in s["candidates"])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the PPO baseline runs (a few hundred steps: no learning is expected)
+def test_ppo_runs_and_counts_episodes():
+    pytest.importorskip("stable_baselines3")
+    from cwm_nb.agent_rl import train_ppo
+    r = train_ppo("minigrid", "MiniGrid-Empty-5x5-v0", 300, seed=0, n_envs=2, n_steps=64, batch_size=64)
+    assert r["steps"] == 384 and r["episodes"] >= 2 and len(r["curve"]) == r["episodes"]
+    assert all(s <= r["steps"] for s, _ in r["curve"])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the embedded model runs the same loop end to end (its result is what it is: a 270M model is not expected to learn)
+@pytest.mark.slow
+def test_the_embedded_model_runs_the_loop(tmp_path, cache_env):
+    r = subprocess.run([CLI, "agent", "minigrid", "--curriculum", "MiniGrid-Empty-5x5-v0", "--model", "embedded",
+                        "--budget", "3", "--max-episodes", "2", "--seed", "0", "--out", str(tmp_path)],
+                       capture_output=True, text=True, env=cache_env, timeout=1800, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rd = tmp_path/"agent"/"minigrid-MiniGrid-Empty-5x5-v0"/"none"/"embedded"/"seed0"
+    m = json.loads((rd/"metrics.json").read_text())
+    assert m["status"] in ("complete", "budget") and 1 <= m["llm_calls"] <= 3 and m["model_calls"] == m["llm_calls"]
+    assert m["envs_results"][0]["episodes"] == 2 and (rd/"notebook.ipynb").exists()
+    print("embedded model:", json.dumps({k: m[k] for k in ("solved", "llm_calls", "calls_by_kind", "env_steps")}),
+          m["envs_results"][0])
