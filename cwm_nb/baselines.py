@@ -251,10 +251,11 @@ class ZeroShotCoT(ProgramSearch):
         super().__init__(llm, evaluate, description, config or ZeroShotCoTConfig(), seed, checkpoint, progress)
         self.prompt = cot_messages(description, contract=self.contract, opener=self.config.opener)
 
-    def plan(self): return 0, "generate", self.prompt
+    def plan(self): return 0, "generate", self.prompt if self.task is None else self.task.cot_messages()
 
     def shorter(self, where, t, compact):
-        "The CoT prompt with the description shortened for a small context window (07_prompts)."
+        "The CoT prompt with the description shortened for a small context window (07_prompts); a `task`'s own CoT prompt."
+        if self.task is not None: return self.task.cot_messages(compact=compact)
         return cot_messages(shorten_description(self.description, compact), contract=self.contract, opener=self.config.opener)
 
     def stops(self, child): return child.perfect and not self.config.paper_compat
@@ -279,17 +280,20 @@ def make_search(
     max_tokens: int | None = 1500,      # completion cap per call (tokens)
     progress: bool = True,              # show a progress bar
     contract: str | None = None,        # interface rules shown in prompts; None: the CWM contract
+    task=None,                          # another task's prompts and answer rule (`SearchLoop.task`, e.g. APPS); None: the CWM task
 ):
     "Build the search object of `method`; `.run(budget)` returns a `gif_mcts.SearchResult`. Raises `CwmNbError` for an unknown method."
     common = dict(seed=seed, checkpoint=checkpoint, progress=progress)
     if method == "gif-mcts" or method in GIF_MCTS_ABLATIONS:
         cfg = gif_mcts.GIFMCTSConfig(paper_compat=paper_compat, max_tokens=max_tokens, contract=contract,
                                      **GIF_MCTS_ABLATIONS.get(method, {}))
-        return gif_mcts.GIFMCTS(llm, evaluate, description, config=cfg, **common)
-    if method == "worldcoder":
+        search = gif_mcts.GIFMCTS(llm, evaluate, description, config=cfg, **common)
+    elif method == "worldcoder":
         cfg = WorldCoderConfig(paper_compat=paper_compat, max_tokens=max_tokens, contract=contract)
-        return WorldCoder(llm, evaluate, description, config=cfg, **common)
-    if method == "zero-shot-cot":
+        search = WorldCoder(llm, evaluate, description, config=cfg, **common)
+    elif method == "zero-shot-cot":
         cfg = ZeroShotCoTConfig(paper_compat=paper_compat, max_tokens=max_tokens, contract=contract)
-        return ZeroShotCoT(llm, evaluate, description, config=cfg, **common)
-    raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
+        search = ZeroShotCoT(llm, evaluate, description, config=cfg, **common)
+    else: raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
+    search.task = task
+    return search

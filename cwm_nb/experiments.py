@@ -13,10 +13,11 @@ from .core import (CwmNbError, Program, atomic_write_bytes, atomic_write_json, a
                          project_root, provenance, to_plain)
 
 # %% auto #0
-__all__ = ['RUN_SETTINGS', 'CWMB_PARAMS', 'PLAN_PRESETS', 'KERNEL_NAME', 'CLI_MODULES', 'safe_name', 'run_dir', 'is_complete',
-           'check_run_settings', 'check_params', 'RunOutput', 'default_max_tokens', 'run_cwmb_search', 'plan_run',
-           'plot_run', 'plot_returns', 'save_figure', 'write_metrics', 'kernel_spec', 'kernel_manager_class',
-           'experiments_dir', 'run_notebook', 'run_lock', 'build_parser', 'main']
+__all__ = ['RUN_SETTINGS', 'CWMB_PARAMS', 'PLAN_PRESETS', 'KERNEL_NAME', 'APPS_PARAMS', 'APPS_BUDGET', 'CLI_MODULES', 'safe_name',
+           'run_dir', 'is_complete', 'check_run_settings', 'check_params', 'RunOutput', 'default_max_tokens',
+           'run_cwmb_search', 'plan_run', 'plot_run', 'plot_returns', 'save_figure', 'write_metrics', 'kernel_spec',
+           'kernel_manager_class', 'experiments_dir', 'run_notebook', 'apps_run_dir', 'run_apps_search', 'run_lock',
+           'build_parser', 'main']
 
 # %% ../nbs/13_experiments.ipynb #f1fa0d8b
 from .baselines import METHODS  # the method registry lives in 09_baselines
@@ -42,7 +43,7 @@ def is_complete(rd: Path) -> bool:
 
 # %% ../nbs/13_experiments.ipynb #9c69fdab
 RUN_SETTINGS = ("env", "method", "model", "paper_compat", "max_tokens", "base_url", "buffer", "plan_preset",
-                "plan_episodes", "endpoint_caps")
+                "plan_episodes", "endpoint_caps", "data", "problems", "apps_mode", "compare")
 
 def check_run_settings(rd: Path, params: dict) -> str:
     "What to do with run folder `rd` for `params`: 'new', 'skip' (complete, same settings) or 'resume'. Raises `CwmNbError` on a clash."
@@ -318,9 +319,73 @@ def run_notebook(
     os.replace(tmp, output)
     return output
 
+# %% ../nbs/13_experiments.ipynb #7a90ef46
+APPS_PARAMS: dict[str, type] = dict(data=str, problems=str, method=str, model=str, budget=int, seed=int, out=str,
+                                    base_url=str, paper_compat=bool, max_tokens=int, apps_mode=str, compare=str,
+                                    endpoint_caps=str)
+APPS_BUDGET = 20   # LLM calls per problem in the paper's Table 1
+
+def apps_run_dir(out: str | Path, problems: str, method: str, model: str, seed: int, paper_compat: bool = False,
+                 apps_mode: str = "held_out", compare: str = "strict") -> Path:
+    "Directory of one APPS run: `<out>/apps/<problems>/<method>[-paper-split][-apps-compat][-paper-compat]/<model>/seed<k>`."
+    from cwm_nb.apps_search import problems_label
+    m = method + ("-paper-split" if apps_mode == "paper" else "") + ("-apps-compat" if compare == "apps_compat" else "")
+    return run_dir(out, "apps", problems_label(problems), m, model, seed, paper_compat)
+
+def run_apps_search(
+    data: str = "demo",          # the user's APPS copy (folder, .jsonl or parquet), or "demo" for data/apps_demo
+    problems: str = "3000:4000", # positions: "START:STOP" or a comma list (the paper's: 3000:4000)
+    method: str = "gif-mcts",    # search method
+    model: str = "embedded",     # model alias, `provider:name`, or `embedded`
+    budget: int = APPS_BUDGET,   # LLM calls per problem
+    seed: int = 0,               # seed of the searches, the LLM sampling and the test split
+    out: str | Path = "results", # results root
+    base_url: str = "",          # OpenAI-compatible endpoint for `provider:name` models
+    paper_compat: bool = False,  # the original code's search behaviour
+    max_tokens: int = 0,         # completion cap per call; 0: the model's default (`default_max_tokens`)
+    apps_mode: str = "held_out", # "held_out": score on tests the search did not see; "paper": all tests, pass@B
+    compare: str = "strict",     # output comparison the search and the headline use: "strict" or "apps_compat"
+    endpoint_caps: str = "",     # overrides of the endpoint's capabilities (`llm.parse_caps` form)
+    llm=None,                    # an `LLM` to use instead of resolving `model` (tests)
+    progress: bool = True,       # progress bars
+):
+    "Run one search method over APPS problems into its run directory; returns an `apps_search.AppsRun` (metrics.json: `write_metrics`). Raises `CwmNbError` on bad input."
+    from cwm_nb import apps_search, llm as llm_mod
+    from cwm_nb.apps import SPLIT_MODES, COMPARE_MODES
+    settings = dict(data=str(data), problems=problems, method=method, model=model, budget=budget, seed=seed,
+                    paper_compat=paper_compat, max_tokens=max_tokens, base_url=base_url, apps_mode=apps_mode,
+                    compare=compare, endpoint_caps=endpoint_caps)
+    check_params(dict(settings, out=str(out)), APPS_PARAMS)
+    if method not in METHODS: raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
+    if apps_mode not in SPLIT_MODES: raise CwmNbError(f"unknown APPS mode {apps_mode!r}", f"use one of: {', '.join(SPLIT_MODES)}")
+    if compare not in COMPARE_MODES: raise CwmNbError(f"unknown comparison {compare!r}", f"use one of: {', '.join(COMPARE_MODES)}")
+    llm_mod.parse_caps(endpoint_caps)
+    t0 = time.perf_counter()
+    if max_tokens <= 0: settings["max_tokens"] = max_tokens = default_max_tokens(model)
+    chosen = apps_search.select_problems(data, problems)   # a missing data path: an error before the run folder exists
+    rd = apps_run_dir(out, problems, method, model, seed, paper_compat, apps_mode, compare)
+    check_run_settings(rd, settings)
+    rd.mkdir(parents=True, exist_ok=True)
+    (rd/"metrics.json").unlink(missing_ok=True)
+    atomic_write_json(rd/"settings.json", settings)
+    if llm is None: llm = llm_mod.get_llm(model, base_url=base_url or None, caps=endpoint_caps or None)
+    run = apps_search.run_problems(chosen, rd, method, llm, budget=budget, seed=seed, apps_mode=apps_mode,
+                                   compare=compare, paper_compat=paper_compat, max_tokens=max_tokens, progress=progress,
+                                   meta=dict(model=model, data=str(data), problems=problems))
+    u = llm.usage
+    run.metrics.update(session_model_calls=u.calls, session_cached_calls=u.cached_calls,
+                       request_adjustments=list(getattr(llm, "adjustments", [])),
+                       endpoint_caps=llm.caps.to_dict() if hasattr(getattr(llm, "caps", None), "to_dict") else None,
+                       wall_s=round(time.perf_counter() - t0, 3), provenance=provenance())
+    return run
+
 # %% ../nbs/13_experiments.ipynb #ddee7185
 def _cmd_run(a) -> int:
-    if a.suite not in ("cwmb", "rtfm"): raise CwmNbError(f"unknown suite {a.suite!r}", "use `cwm-nb run cwmb --env X` (X from `cwm-nb envs`) or `cwm-nb run rtfm`")
+    if a.suite == "apps": return _cmd_run_apps(a)
+    if a.suite not in ("cwmb", "rtfm"): raise CwmNbError(f"unknown suite {a.suite!r}", "use `cwm-nb run cwmb --env X` (X from `cwm-nb envs`), `cwm-nb run rtfm` or `cwm-nb run apps --data PATH`")
+    for flag, v in (("--data", a.data), ("--problems", a.problems)):
+        if v: raise CwmNbError(f"{flag} is for `cwm-nb run apps`, not {a.suite}", f"drop {flag}")
+    a.budget = 10 if a.budget is None else a.budget
     from cwm_nb import envs, replay, llm as llm_mod
     if a.suite == "rtfm":
         if a.env not in (None, "rtfm"):
@@ -461,7 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run one experiment notebook with papermill", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    r.add_argument("suite", help="benchmark suite: cwmb (any --env) or rtfm (same as --env rtfm)")
+    r.add_argument("suite", help="benchmark suite: cwmb (any --env), rtfm (same as --env rtfm) or apps (--data, --problems)")
     r.add_argument("--env", default=None, help="benchmark environment (`cwm-nb envs` lists them); default CartPole-v1")
     r.add_argument("--method", default="gif-mcts", choices=METHODS, help="search method")
     r.add_argument("--model", default="embedded", help="embedded | alias (gpt-4-turbo, llama-3-70b, ...) | provider:name | hf:<id or folder>")
@@ -469,7 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--endpoint-caps", default="", help="what the endpoint accepts, overriding the provider's defaults: "
                    "comma list of prefill=continue|user, stop=yes|no, max_tokens_param=max_tokens|max_completion_tokens, "
                    "sampling=yes|no, seed=yes|no, context=TOKENS (see README, Models)")
-    r.add_argument("--budget", type=int, default=10, help="LLM calls")
+    r.add_argument("--budget", type=int, default=None, help="LLM calls (per problem for apps); default 10, apps 20 (the paper's)")
     r.add_argument("--seed", type=int, default=0, help="seed of the search and of LLM sampling")
     r.add_argument("--out", default="results", help="results root")
     r.add_argument("--max-tokens", type=int, default=0, help="completion cap per call; 0: 400 for embedded, else 1500")
@@ -479,6 +544,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="planner preset for the normalized return after the search (paper: spec §3.2, hours per MuJoCo env on 2 cores)")
     r.add_argument("--plan-episodes", type=int, default=10, help="real episodes per policy for the normalized return")
     r.add_argument("--force", action="store_true", help="delete this run's folder (checkpoint included) and start over")
+    r.add_argument("--data", default="", help="apps: your copy of APPS (release folder, .jsonl or parquet files), or demo (data/apps_demo)")
+    r.add_argument("--problems", default="", help="apps: positions START:STOP or a comma list; default 3000:4000 (the paper's), demo: 0:6")
+    r.add_argument("--apps-mode", default="held_out", choices=("held_out", "paper"),
+                   help="apps: held_out scores on tests the search did not see; paper: the search sees all tests (pass@B)")
+    r.add_argument("--compare", default="strict", choices=("strict", "apps_compat"),
+                   help="apps: output comparison of the search and the headline (both are reported)")
     r.set_defaults(fn=_cmd_run)
     e = sub.add_parser("eval-program", help="score a program file on an environment's replay buffer")
     e.add_argument("program", help="Python file defining class Environment")
@@ -527,3 +598,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("cwm-nb: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
+
+# %% ../nbs/13_experiments.ipynb #c9376f3a
+def _cmd_run_apps(a) -> int:
+    "`cwm-nb run apps`: check what can be checked cheaply, then run `nbs/experiments/apps.ipynb` in the run folder."
+    from cwm_nb import apps_search, llm as llm_mod
+    from cwm_nb.apps import PAPER_RANGE, AppsDataError
+    if a.env: raise CwmNbError("`cwm-nb run apps` takes --data and --problems, not --env", "drop --env")
+    if not a.data: raise CwmNbError("no APPS data given", "pass --data PATH (your copy of APPS: the release's folder, a .jsonl "
+                                    "file or the parquet files of the Hugging Face export) or --data demo (the six shipped problems)")
+    data = "demo" if a.data == "demo" else str(Path(a.data).expanduser().resolve())
+    if not apps_search.data_path(data).exists():
+        raise AppsDataError(f"the APPS data path {a.data} does not exist",
+                            "download APPS yourself (nothing is downloaded for you) and pass its folder or file, or --data demo")
+    problems = a.problems or ("0:6" if data == "demo" else f"{PAPER_RANGE[0]}:{PAPER_RANGE[1]}")
+    apps_search.parse_problems(problems)
+    llm_mod.resolve_model(a.model, a.base_url or None); llm_mod.parse_caps(a.endpoint_caps); llm_mod.embedded_threads()
+    if a.method not in METHODS: raise CwmNbError(f"unknown method {a.method!r}", f"use one of: {', '.join(METHODS)}")
+    params = dict(data=data, problems=problems, method=a.method, model=a.model, budget=APPS_BUDGET if a.budget is None else a.budget,
+                  seed=a.seed, out=str(Path(a.out).resolve()), base_url=a.base_url or "", paper_compat=a.paper_compat,
+                  max_tokens=a.max_tokens or default_max_tokens(a.model), apps_mode=a.apps_mode, compare=a.compare,
+                  endpoint_caps=a.endpoint_caps)
+    check_params(params, APPS_PARAMS)
+    rd = apps_run_dir(a.out, problems, a.method, a.model, a.seed, a.paper_compat, a.apps_mode, a.compare)
+    with run_lock(rd):
+        if a.force and rd.exists():
+            shutil.rmtree(rd); print(f"--force: deleted {rd}", file=sys.stderr)
+        if check_run_settings(rd, {k: v for k, v in params.items() if k != "out"}) == "skip":
+            print(f"complete run found, skipped: {rd} (use --force to start it over)", file=sys.stderr)
+            return 0
+        print(f"running {a.method} on APPS problems {problems} of {a.data} with {a.model} (budget {params['budget']} per problem, "
+              f"seed {a.seed}, {a.apps_mode} tests, {a.compare} comparison) -> {rd}", file=sys.stderr)
+        run_notebook("apps", params, rd/"notebook.ipynb")
+    m = json.loads((rd/"metrics.json").read_text())
+    se = m.get("strict_accuracy_se")
+    print(f"strict accuracy {m['strict_accuracy']:.4f}" + (f" ± {se:.4f}" if se is not None else "") +
+          f" ({m['evaluation']}, {m['compare']} comparison; strict {m['strict_accuracy_strict']:.4f}, apps_compat "
+          f"{m['strict_accuracy_apps_compat']:.4f}) on {m['n_problems']} problems; test case average {m['test_case_average']:.4f}")
+    print(f"LLM calls {m['llm_calls']} (model {m['model_calls']}, cached {m['cached_calls']})  tokens "
+          f"{m['prompt_tokens']}+{m['completion_tokens']}")
+    for pid, why in list((m.get("errors") or {}).items())[:5]: print(f"problem {pid} could not be used: {why}")
+    print(f"results: {rd}")
+    return 0

@@ -11,16 +11,18 @@ from typing import Any, NamedTuple
 from .core import CwmNbError, atomic_write_json, atomic_write_text, data_dir
 
 # %% auto #0
-__all__ = ['PAPER', 'OURS', 'PUBLISHED_FILES', 'RUN_KEY', 'ABLATIONS', 'ACTION_STATS', 'COUNT_COLUMNS', 'TABLES', 'published_dir',
-           'load_published', 'effective_return', 'method_label', 'dedupe_runs', 'Table', 'table_main', 'table_rtfm',
-           'table_per_env', 'table_ablation', 'table_action_stats', 'table_returns', 'plot_best_value_vs_calls',
-           'best_run', 'plot_search_tree', 'write_table', 'styled', 'make_all', 'add_cli']
+__all__ = ['PAPER', 'OURS', 'PUBLISHED_FILES', 'RUN_KEY', 'ABLATIONS', 'ACTION_STATS', 'APPS_TABLES', 'COUNT_COLUMNS', 'TABLES',
+           'published_dir', 'load_published', 'effective_return', 'method_label', 'dedupe_runs', 'Table', 'table_main',
+           'table_rtfm', 'table_per_env', 'table_ablation', 'table_action_stats', 'table_returns',
+           'apps_problem_results', 'table_apps', 'table_apps_by_source', 'plot_best_value_vs_calls', 'best_run',
+           'plot_search_tree', 'write_table', 'styled', 'make_all', 'add_cli']
 
 # %% ../nbs/14_figures.ipynb #c49bb0e9
 PAPER, OURS = "paper (published)", "ours"   # labels of the two sources in every table
 PUBLISHED_FILES = {"T2": "t2_cwmb_main.csv", "T3": "t3_rtfm.csv", "T6": "t6_ablation.csv", "T7": "t7_action_stats.csv",
                    "T8": "t8_inference_speed.csv", "T10": "t10_t11_per_env.csv", "T11": "t10_t11_per_env.csv",
-                   "T12": "t12_raw_returns.csv"}
+                   "T12": "t12_raw_returns.csv",
+                   "T1": "t1_apps.csv", "E": "appe_apps_sources.csv"}
 
 def published_dir() -> Path:
     "Folder of the paper's published numbers (`data/paper_results`)."
@@ -360,6 +362,111 @@ def table_returns(
     df.index.name = "env"
     return Table(df, cap)
 
+# %% ../nbs/14_figures.ipynb #102be000
+_APPS_COLS = ("run_dir", "method", "model", "budget", "seed", "evaluation", "compare", "problem_id", "source", "status",
+              "perfect_strict", "perfect_apps_compat", "test_case_average_strict", "test_case_average_apps_compat", "llm_calls")
+
+def apps_problem_results(
+    index: "pd.DataFrame",   # the results index
+    results: str | Path,     # the results folder the index describes
+) -> "pd.DataFrame":
+    "One row per problem of every complete APPS run (its settings, then its `problems.jsonl` result); a run without that file is skipped."
+    import pandas as pd
+    rows = []
+    runs = index[(index["suite"].astype(str) == "apps") & (index["status"] == "complete")] if len(index) else index
+    for rd in sorted(runs["run_dir"].astype(str)) if len(runs) else []:
+        try:
+            s = json.loads((Path(results)/rd/"settings.json").read_text())
+            lines = (Path(results)/rd/"problems.jsonl").read_text().splitlines()
+        except (OSError, ValueError): continue
+        method = s["method"] + ("-paper-compat" if s.get("paper_compat") else "")
+        ev = f"pass@{s['budget']}" if s.get("apps_mode") == "paper" else "held-out"
+        for line in lines:
+            r = json.loads(line)
+            rows.append(dict(run_dir=rd, method=method, model=s["model"], budget=int(s["budget"]), seed=int(s["seed"]),
+                             evaluation=ev, compare=s.get("compare", "strict"), problem_id=str(r["problem_id"]),
+                             source=str(r.get("source") or "unknown"), status=r.get("status"),
+                             **{k: float(r.get(k) or 0) for k in _APPS_COLS[10:]}))
+    df = pd.DataFrame(rows, columns=list(_APPS_COLS))
+    return df.drop_duplicates(["method", "model", "budget", "seed", "evaluation", "compare", "problem_id"], keep="first")
+
+_APPS_KEYS = ["method", "model", "budget", "evaluation", "comparison"]
+
+def _apps_agg(df, keys: list[str]) -> "pd.DataFrame":
+    "Per `keys`: per problem the mean over seeds, then percentages over problems with the standard error of the headline."
+    import pandas as pd
+    rows = []
+    for k, g in df.groupby(keys, sort=True):
+        per = g.groupby("problem_id").agg(s=("perfect_strict", "mean"), c=("perfect_apps_compat", "mean"),
+                                          ts=("test_case_average_strict", "mean"), tc=("test_case_average_apps_compat", "mean"),
+                                          calls=("llm_calls", "mean"))
+        strict = g["comparison"].iloc[0] == "strict"
+        head = per["s" if strict else "c"]
+        rows.append(dict(zip(keys, k), **{"strict accuracy (%)": 100 * head.mean(), "±": 100 * _sem(head),
+                                          "strict comparison (%)": 100 * per["s"].mean(), "apps_compat (%)": 100 * per["c"].mean(),
+                                          "test case average (%)": 100 * per["ts" if strict else "tc"].mean(),
+                                          "problems": len(per), "seeds": g["seed"].nunique(), "calls per problem": per["calls"].mean()}))
+    return pd.DataFrame(rows)
+
+def table_apps(
+    index: "pd.DataFrame",   # the results index
+    results: str | Path,     # the results folder (each APPS run's problems.jsonl is read)
+    published: bool = True,  # add the paper's Table 1 rows
+) -> Table:
+    "Paper Table 1 layout: strict accuracy (%) ± standard error over problems per (source, method, model, budget, evaluation, comparison)."
+    import pandas as pd
+    df = apps_problem_results(index, results).rename(columns={"compare": "comparison"})
+    ours = _apps_agg(df, _APPS_KEYS) if len(df) else pd.DataFrame()
+    cap = ("APPS (layout of paper Table 1). Strict accuracy: the share of problems whose program passes every final "
+           "test, in percent; per problem the mean over seeds, then mean ± standard error over problems. Evaluation "
+           "pass@B: the search scored its programs on the very tests of the final metric (the paper's setting); "
+           "held-out: the score uses tests the search never saw. The headline uses the run's comparison; both are "
+           f"columns. Problems that could not be used count as unsolved.{_partial_note(index, 'apps')}")
+    if published:
+        cap += (f" Rows '{PAPER}' are the paper's Table 1, quoted (Llama 3 70B Instruct, 1,000 competition problems; "
+                "CodeRL and Parsel are results the paper cites); they were scored by the original APPS harness, whose "
+                "rules apps_compat reproduces.")
+    if not len(ours) and not published: return Table(_note_table("no complete APPS runs in the results"), cap)
+    if not len(ours): cap += " No complete APPS runs of ours."
+    paper = None
+    if published:
+        p = load_published("T1")
+        paper = pd.DataFrame(dict(method=p["method"], model=p["model"], budget=p["budget"].map(lambda b: "" if b != b else int(b)),
+                                  evaluation=p["evaluation"], comparison="apps_compat",
+                                  **{"strict accuracy (%)": p["value"], "±": p["pm"], "apps_compat (%)": p["value"], "problems": 1000}))
+    out = _with_source(ours, paper, _APPS_KEYS, published)
+    cols = ["strict accuracy (%)", "±", "strict comparison (%)", "apps_compat (%)", "test case average (%)", "problems",
+            "seeds", "calls per problem"]
+    return Table(_sorted(out.reindex(columns=cols)), cap)
+
+def table_apps_by_source(
+    index: "pd.DataFrame",   # the results index
+    results: str | Path,     # the results folder
+    published: bool = True,  # add the paper's App. E numbers
+) -> Table:
+    "App. E breakdown: problems and strict accuracy (%) per (source, site, method, model, budget, evaluation, comparison)."
+    import pandas as pd
+    df = apps_problem_results(index, results).rename(columns={"compare": "comparison", "source": "site"})
+    keys = ["site", *_APPS_KEYS]
+    ours = _apps_agg(df, keys)[[*keys, "problems", "strict accuracy (%)", "±"]] if len(df) else pd.DataFrame()
+    cap = ("APPS strict accuracy per source site (the site is read from each problem's url), as in Table 1's note on "
+           f"the sites (App. E).{_partial_note(index, 'apps')}")
+    if published:
+        cap += (f" Rows '{PAPER}' quote App. E: the paper gives each site's problem count and the Kattis strict accuracy "
+                "without naming the method; its two sentences on AtCoder and Codeforces disagree on which has 41 problems.")
+    if not len(ours) and not published: return Table(_note_table("no complete APPS runs in the results"), cap)
+    paper = None
+    if published:
+        e = load_published("E")
+        wide = e.pivot_table(index="env_or_group", columns="metric", values="value", aggfunc="first")
+        paper = pd.DataFrame(dict(site=wide.index, method="", model="", budget="", evaluation="", comparison="apps_compat",
+                                  problems=wide["n_problems"].values,
+                                  **{"strict accuracy (%)": 100 * wide["strict_accuracy"].values, "±": float("nan")}))
+    out = _with_source(ours, paper, keys, published)
+    return Table(_sorted(out.reindex(columns=["problems", "strict accuracy (%)", "±"])), cap)
+
+APPS_TABLES = {"t1_apps": table_apps, "t1_apps_by_source": table_apps_by_source}
+
 # %% ../nbs/14_figures.ipynb #4a8f290d
 def _curves(index, out_root) -> list:
     "(panel, label, values) per complete run; reads metrics.json when the index has no curve."
@@ -439,7 +546,7 @@ def _latex_escape(s: str) -> str:
     for ch in "&%$#_": s = s.replace(ch, "\\" + ch)
     return s.replace("~", r"\textasciitilde ").replace("^", r"\textasciicircum ").replace("±", r"$\pm$")
 
-COUNT_COLUMNS = ("seeds", "envs", "R envs", "runs")
+COUNT_COLUMNS = ("seeds", "envs", "R envs", "runs", "problems")
 
 def _fmt_cell(v, count: bool = False) -> str:
     "One table cell as text: n/a for missing, integers for counts, two decimals for other numbers."
@@ -506,7 +613,7 @@ def make_all(
     published: bool = True,         # put the paper's numbers beside ours
     index: "pd.DataFrame | None" = None,  # the results index; None: `sweeps.build_index(results)`
 ) -> dict[str, list[Path]]:
-    "Write every table (csv, tex, md) and figure (png + pdf) and `manifest.json` into `out`; returns {name: written paths}."
+    "Write every table (csv, tex, md; the APPS ones when there are APPS runs) and figure (png + pdf) and `manifest.json` into `out`; returns {name: written paths}."
     import matplotlib.pyplot as plt
     from cwm_nb.experiments import save_figure
     if index is None:
@@ -517,6 +624,10 @@ def make_all(
     for stem, fn in TABLES.items():
         t = fn(index, published=published)
         written[stem] = write_table(t.df, out/stem, t.caption)
+    if len(index) and (index["suite"].astype(str) == "apps").any():   # APPS tables when the results hold APPS runs
+        for stem, fn in APPS_TABLES.items():
+            t = fn(index, results, published=published)
+            written[stem] = write_table(t.df, out/stem, t.caption)
     for stem, fig in (("best_value_vs_calls", plot_best_value_vs_calls(index, results)),
                       ("search_tree", plot_search_tree(index, results))):
         written[stem] = save_figure(fig, out/stem); plt.close(fig)

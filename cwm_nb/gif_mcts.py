@@ -468,10 +468,14 @@ class SearchLoop:
         "The next call: (where, action type, messages), `where` being what `add_child` needs; None when nothing is left. May draw from `self.rng`."
         raise NotImplementedError
 
+    task = None   # another task's prompts and answer rule (`.messages(node, t, cot=, compact=)`, `.prefer`), e.g. APPS (11b_apps_search); None: the CWM task
+
     def messages(self, node: Any, t: str, compact: int = 0) -> list[dict]:
         """The prompt of action type `t` at `node`: generate continues the node's state (`node.code`; a node without
         one, like the baselines' root, starts from an empty program, GIF-MCTS's first prompt), improve shows the
-        program and its first failing transition, fix the program and its error; `compact` shortens it (07_prompts)."""
+        program and its first failing transition, fix the program and its error; `compact` shortens it (07_prompts).
+        A `task`, when set, builds them instead."""
+        if self.task is not None: return self.task.messages(node, t, cot=self.cot, compact=compact)
         kw = dict(contract=self.contract, compact=compact)
         if t == "generate":
             start = PROGRAM_START if not self.cot and getattr(self.config, "contract", None) is None else ""
@@ -483,7 +487,8 @@ class SearchLoop:
 
     def parse(self, t: str, text: str) -> tuple[str | None, str | None]:
         "(critique, program) of a completion of a type-`t` prompt: a generate answer is code, an improve or fix answer may reason first."
-        return (None, extract_code(text, self.prefer)) if t == "generate" else parse_answer(text, self.prefer)
+        prefer = self.prefer if self.task is None else self.task.prefer
+        return (None, extract_code(text, prefer)) if t == "generate" else parse_answer(text, prefer)
 
     def node_at(self, where: Any) -> Any:
         "The node a planned call (`where`, as `plan` returned it) starts from."

@@ -21,7 +21,8 @@ __all__ = ['MESSAGE_OVERHEAD', 'MODES', 'STYLES', 'ANSWERS', 'REASONING_FORMATS'
            'option_parser', 'options_from_argv', 'fault_plan', 'find_env', 'OpenBlock', 'fenced_blocks', 'is_skeleton',
            'shows_program', 'programs_folder', 'without_docstring', 'reference_program', 'planted_mistakes',
            'plant_mistake', 'think_block', 'fence_block', 'usage_code', 'styled_answer', 'ScriptedAnswer',
-           'capable_answer', 'continue_prefill', 'cut_text', 'Reply', 'DoubleState', 'serve', 'main', 'ProviderDouble']
+           'find_apps_problem', 'shows_apps_program', 'apps_demo_answer', 'capable_answer', 'continue_prefill',
+           'cut_text', 'Reply', 'DoubleState', 'serve', 'main', 'ProviderDouble']
 
 # %% ../nbs/01a_provider_double.ipynb #6ae3ee83
 MESSAGE_OVERHEAD = 4  # tokens each chat message adds for its role and separators
@@ -415,15 +416,78 @@ class ScriptedAnswer:
         prog = None if self.program is None else ("correct" if self.program == self.correct else "mistaken")
         return {"kind": self.kind, "env": self.env, "style": self.style, "program": prog, "mistake": self.mistake}
 
+# %% ../nbs/01a_provider_double.ipynb #d740d17c
+@functools.cache
+def _apps_demo() -> tuple[dict, dict]:
+    "The shipped APPS problems by id and their almost-right programs (data/apps_demo)."
+    from cwm_nb.apps import demo_problems
+    return ({p.problem_id: p for p in demo_problems()},
+            json.loads((data_dir()/"apps_demo"/"almost_right.json").read_text()))
+
+def find_apps_problem(
+    prompt: str,  # the prompt (user messages joined)
+):                # an `apps.AppsProblem` of data/apps_demo, or None
+    "The shipped APPS problem whose statement `prompt` holds: whole, else most of its long lines."
+    problems = _apps_demo()[0]
+    for p in problems.values():
+        if p.question.strip() in prompt: return p
+    for p in problems.values():
+        lines = {l.strip() for l in p.question.splitlines() if len(l.strip()) >= 40}
+        if lines and sum(l in prompt for l in lines) > len(lines) // 2: return p
+    return None
+
+def shows_apps_program(
+    prompt: str,    # the prompt (user messages joined)
+    problem,        # the `apps.AppsProblem` it is about
+    own: tuple = (),  # the double's programs for it: a block that only starts one of them is a partial program
+) -> bool:
+    "True if `prompt` holds a python block that is a whole solution of `problem` (not its starter code, not the start of `own`)."
+    from cwm_nb.apps import looks_like_apps_solution
+    norm = lambda code: "\n".join(l.rstrip() for l in textwrap.dedent(code or "").split("\n")).strip("\n")
+    starter, own = norm(problem.starter_code), [norm(o) for o in own if o]
+    for info, code in fenced_blocks(prompt)[0]:
+        c = norm(code)
+        if info.lower() not in ("", "python", "py", "python3") or not c or c == starter: continue
+        if any(o != c and o.startswith(c) for o in own): continue
+        if looks_like_apps_solution(c, problem): return True
+    return False
+
+def apps_demo_answer(
+    prompt: str,           # the prompt (user messages joined)
+    *,
+    style: str = "plain",  # one of STYLES
+) -> ScriptedAnswer | None:  # None: the prompt is about no shipped problem
+    "The scripted answer to a prompt about a shipped APPS problem: its almost-right program to generate, its reference solution to improve or fix."
+    p = find_apps_problem(prompt)
+    if p is None: return None
+    where = f"APPS problem {p.problem_id}"
+    if not p.solutions: return ScriptedAnswer(NO_PROGRAM_ANSWER.format(env=where), "no_program", where, style)
+    correct = p.solutions[0].rstrip("\n") + "\n"
+    almost = (_apps_demo()[1].get(p.problem_id) or [{}])[0]
+    wrong = almost.get("source")
+    if shows_apps_program(prompt, p, (wrong, correct)):
+        what = almost["why"].split(";")[0] if wrong and wrong.strip("\n") in prompt else None
+        head = ("## Diagnosis\n\n" + (f"Comparing the failing test with the statement: the program {what}." if what else
+                "The program does not do what the statement asks; I rewrote it from the statement.")
+                + "\n\n## Plan\n\n- Produce exactly the output the statement specifies.\n\n## Corrected program")
+        closing = "This version gives exactly the expected output on the failing test."
+        return ScriptedAnswer(styled_answer(head, correct, closing, style), "improve", where, style, correct, correct, what, closing)
+    program = wrong or correct
+    head = f"Here is a solution of {where} ({p.question.strip().splitlines()[0]})."
+    closing = "It reads the input and writes the answer in the format the statement asks for."
+    return ScriptedAnswer(styled_answer(head, program, closing, style), "generate", where, style, program, correct,
+                          almost.get("why") if wrong else None, closing)
+
+# %% ../nbs/01a_provider_double.ipynb #2a872da9
 def capable_answer(
     prompt: str,              # the prompt text (user messages joined; the text before an open block for /v1/completions)
     *,
     style: str = "plain",     # one of STYLES
     folder: str | Path = "",  # programs folder ("" = data/programs)
 ) -> ScriptedAnswer:
-    "What the scripted capable model answers: a mistaken program to generate, the correct one to improve or fix."
+    "What the scripted capable model answers: a mistaken program to generate, the correct one to improve or fix (world models, or the shipped APPS problems)."
     env = find_env(prompt)
-    if env is None: return ScriptedAnswer(UNKNOWN_ENV_ANSWER, "unknown_env", style=style)
+    if env is None: return apps_demo_answer(prompt, style=style) or ScriptedAnswer(UNKNOWN_ENV_ANSWER, "unknown_env", style=style)
     correct = reference_program(env, folder)
     if correct is None: return ScriptedAnswer(NO_PROGRAM_ANSWER.format(env=env), "no_program", env, style)
     mistake = planted_mistakes(folder).get(env)

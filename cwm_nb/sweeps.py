@@ -12,8 +12,8 @@ from .llm import usable_cpus
 
 # %% auto #0
 __all__ = ['INDEX_NAME', 'INDEX_COLUMNS', 'ENV_GROUPS', 'EXECUTORS', 'find_run_dirs', 'index_row', 'build_index', 'write_index',
-           'load_index', 'expand_envs', 'Job', 'plan_sweep', 'job_state', 'job_threads', 'run_job', 'make_pool',
-           'SweepSummary', 'run_sweep', 'add_cli']
+           'load_index', 'expand_envs', 'Job', 'plan_sweep', 'job_state', 'AppsJob', 'apps_chunks', 'plan_apps_sweep',
+           'job_threads', 'run_job', 'make_pool', 'SweepSummary', 'run_sweep', 'add_cli']
 
 # %% ../nbs/13a_sweeps.ipynb #91278d3f
 INDEX_NAME = "index.parquet"
@@ -222,10 +222,14 @@ class Job:
              "--budget", str(self.budget), "--seed", str(self.seed), "--out", str(self.root),
              "--max-tokens", str(o["max_tokens"]), "--plan-preset", o["plan_preset"],
              "--plan-episodes", str(o["plan_episodes"])]
-        if o["base_url"]: a += ["--base-url", o["base_url"]]
-        if o.get("endpoint_caps"): a += ["--endpoint-caps", o["endpoint_caps"]]
-        if o["paper_compat"]: a.append("--paper-compat")
-        return a
+        return a + self.shared_flags()
+
+    def shared_flags(self) -> list[str]:
+        "The flags every kind of job passes alike: the endpoint, its capabilities, `--paper-compat`."
+        o = self.opts
+        return ((["--base-url", o["base_url"]] if o["base_url"] else []) +
+                (["--endpoint-caps", o["endpoint_caps"]] if o.get("endpoint_caps") else []) +
+                (["--paper-compat"] if o["paper_compat"] else []))
 
     def __str__(self): return f"{self.method} on {self.env} with {self.model}, budget {self.budget}, seed {self.seed}"
 
@@ -280,6 +284,87 @@ def job_state(job: Job) -> str:
     "'new', 'skip' (complete with the same settings) or 'resume' for `job`'s run folder."
     from cwm_nb.experiments import check_run_settings
     return check_run_settings(job.run_dir, job.run_settings())
+
+# %% ../nbs/13a_sweeps.ipynb #21bc1936
+@dataclass(frozen=True)
+class AppsJob(Job):
+    "One APPS run of a sweep: `env` is its problem selection (`--problems`), the settings hold data, apps_mode, compare."
+    @property
+    def run_dir(self) -> Path:
+        from cwm_nb.experiments import apps_run_dir
+        o = self.opts
+        return apps_run_dir(self.root, self.env, self.method, self.model, self.seed, o["paper_compat"], o["apps_mode"], o["compare"])
+
+    def run_settings(self) -> dict:
+        o = self.opts
+        return dict(data=o["data"], problems=self.env, method=self.method, model=self.model, budget=self.budget,
+                    seed=self.seed, paper_compat=o["paper_compat"], max_tokens=o["max_tokens"], base_url=o["base_url"],
+                    apps_mode=o["apps_mode"], compare=o["compare"], endpoint_caps=o.get("endpoint_caps", ""))
+
+    def argv(self) -> list[str]:
+        o = self.opts
+        a = ["run", "apps", "--data", o["data"], "--problems", self.env, "--method", self.method, "--model", self.model,
+             "--budget", str(self.budget), "--seed", str(self.seed), "--out", str(self.root), "--max-tokens",
+             str(o["max_tokens"]), "--apps-mode", o["apps_mode"], "--compare", o["compare"]]
+        return a + self.shared_flags()
+
+    def __str__(self): return f"{self.method} on APPS problems {self.env} with {self.model}, budget {self.budget}, seed {self.seed}"
+
+def apps_chunks(
+    problems: str,   # positions START:STOP or a comma list (`apps_search.parse_problems`)
+    chunk: int = 10, # problems per job
+) -> list[str]:
+    "The selection cut into `--problems` values of at most `chunk` positions each. Raises `CwmNbError` on bad input."
+    from cwm_nb.apps_search import parse_problems
+    if chunk < 1: raise CwmNbError(f"--chunk must be at least 1, got {chunk}", "pass the number of problems per job, e.g. --chunk 10")
+    sel = parse_problems(problems)
+    if isinstance(sel, tuple): return [f"{s}:{min(s + chunk, sel[1])}" for s in range(sel[0], sel[1], chunk)]
+    return [",".join(map(str, sel[i:i + chunk])) for i in range(0, len(sel), chunk)]
+
+def plan_apps_sweep(
+    out: str | Path,              # results folder of the sweep
+    data: str,                    # the user's APPS copy (absolute path), or "demo"
+    problems: str = "3000:4000",  # positions (the paper's: 3000:4000)
+    chunk: int = 10,              # problems per job
+    methods: str | list = "gif-mcts",  # comma list of methods
+    models: str | list = "embedded",   # comma list of models
+    budgets: str | list = "20",   # comma list of budgets (LLM calls per problem)
+    seeds: str | list = "0",      # comma list of seeds
+    paper_compat: bool = False,   # the original code's search behaviour
+    max_tokens: int = 0,          # completion cap per call; 0: the per-model default
+    base_url: str = "",           # OpenAI-compatible endpoint for provider:name models
+    apps_mode: str = "held_out",  # "held_out" or "paper"
+    compare: str = "strict",      # "strict" or "apps_compat"
+    endpoint_caps: str = "",      # what the endpoint accepts
+) -> list[AppsJob]:
+    "Every job of an APPS sweep, validated like `plan_sweep`. Raises `CwmNbError` naming the first bad item."
+    from cwm_nb import llm as L
+    from cwm_nb.apps import SPLIT_MODES, COMPARE_MODES
+    from cwm_nb.baselines import METHODS
+    from cwm_nb.experiments import check_run_settings, default_max_tokens
+    parts = apps_chunks(problems, chunk)
+    method_list = _split(methods, "methods")
+    for m in method_list:
+        if m not in METHODS: raise CwmNbError(f"unknown method {m!r} in --methods", f"use some of: {', '.join(METHODS)}")
+    model_list = _split(models, "models")
+    for m in model_list: L.resolve_model(m, base_url or None)
+    L.parse_caps(endpoint_caps)
+    if apps_mode not in SPLIT_MODES: raise CwmNbError(f"unknown APPS mode {apps_mode!r}", f"use one of: {', '.join(SPLIT_MODES)}")
+    if compare not in COMPARE_MODES: raise CwmNbError(f"unknown comparison {compare!r}", f"use one of: {', '.join(COMPARE_MODES)}")
+    if max_tokens < 0: raise CwmNbError(f"--max-tokens must not be negative, got {max_tokens}", "pass 0 (the model's default) or a positive cap")
+    out, jobs = Path(out).resolve(), []
+    for B in _ints(budgets, "budgets", 1):
+        for part in parts:
+            for method in method_list:
+                for model in model_list:
+                    st = dict(data=str(data), paper_compat=bool(paper_compat), max_tokens=max_tokens or default_max_tokens(model),
+                              base_url=base_url or "", apps_mode=apps_mode, compare=compare)
+                    if endpoint_caps: st["endpoint_caps"] = endpoint_caps
+                    jobs += [AppsJob("apps", part, method, model, B, s, out/f"budget{B}", tuple(st.items())) for s in _ints(seeds, "seeds", 0)]
+    for j in jobs:
+        try: check_run_settings(j.run_dir, j.run_settings())
+        except CwmNbError as e: raise CwmNbError(e.what, f"pass another --out to keep both, or delete {j.run_dir} to run it afresh") from None
+    return jobs
 
 # %% ../nbs/13a_sweeps.ipynb #79fa9561
 _JOB_MAIN = "import sys; from cwm_nb.experiments import main; sys.exit(main(sys.argv[1:]))"
@@ -543,8 +628,10 @@ def run_sweep(
 
 # %% ../nbs/13a_sweeps.ipynb #c88b9812
 def _cmd_sweep(a) -> int:
+    if a.suite == "apps": return _cmd_sweep_apps(a)
     if a.suite not in ("cwmb", "rtfm"):
-        raise CwmNbError(f"unknown suite {a.suite!r}", "use `cwm-nb sweep cwmb --envs ...` or `cwm-nb sweep rtfm`")
+        raise CwmNbError(f"unknown suite {a.suite!r}", "use `cwm-nb sweep cwmb --envs ...`, `cwm-nb sweep rtfm` or `cwm-nb sweep apps --data PATH`")
+    if a.data or a.problems: raise CwmNbError(f"--data and --problems are for `cwm-nb sweep apps`, not {a.suite}", "drop them")
     if a.envs is not None and not a.envs.strip():   # `--envs ""` (an unset shell variable): not "all 19 environments"
         raise CwmNbError("no environments given (--envs is empty)", "name them, e.g. --envs CartPole-v1,rtfm, or a group: all, discrete, continuous")
     envs = a.envs or ("rtfm" if a.suite == "rtfm" else "all")
@@ -553,9 +640,29 @@ def _cmd_sweep(a) -> int:
     if a.suite == "rtfm" and expand_envs(envs) != ["rtfm"]:
         raise CwmNbError("`cwm-nb sweep rtfm` runs the RTFM environment only", "drop --envs, or use `cwm-nb sweep cwmb --envs ...,rtfm`")
     if a.executor not in EXECUTORS: raise CwmNbError(f"unknown executor {a.executor!r}", f"use one of: {', '.join(EXECUTORS)}")
-    jobs = plan_sweep(a.out, envs, a.methods, a.models, a.budgets, a.seeds, paper_compat=a.paper_compat,
+    jobs = plan_sweep(a.out, envs, a.methods, a.models, a.budgets or "10", a.seeds, paper_compat=a.paper_compat,
                       max_tokens=a.max_tokens, base_url=a.base_url, plan_preset=a.plan_preset,
                       plan_episodes=a.plan_episodes, endpoint_caps=a.endpoint_caps)
+    s = run_sweep(jobs, a.out, a.executor, a.workers or None, a.scheduler, a.slurm_partition, a.slurm_time,
+                  progress=not a.no_progress)
+    print(s.report())
+    return 1 if s.failed else 0
+
+def _cmd_sweep_apps(a) -> int:
+    "`cwm-nb sweep apps`: one `cwm-nb run apps` job per chunk of problems, method, model, budget and seed."
+    from cwm_nb.apps import PAPER_RANGE
+    from cwm_nb.apps_search import data_path
+    if a.envs: raise CwmNbError("`cwm-nb sweep apps` takes --data and --problems, not --envs", "drop --envs")
+    if not a.data: raise CwmNbError("no APPS data given", "pass --data PATH (your copy of APPS) or --data demo (the six shipped problems)")
+    data = "demo" if a.data == "demo" else str(Path(a.data).expanduser().resolve())
+    if not data_path(data).exists():
+        raise CwmNbError(f"the APPS data path {a.data} does not exist", "download APPS yourself and pass its folder or file, or --data demo")
+    if Path(a.out).exists() and not Path(a.out).is_dir():
+        raise CwmNbError(f"--out {a.out} is a file, not a folder", "pass a folder for the sweep's results (it is made if missing)")
+    problems = a.problems or ("0:6" if data == "demo" else f"{PAPER_RANGE[0]}:{PAPER_RANGE[1]}")
+    jobs = plan_apps_sweep(a.out, data, problems, a.chunk, a.methods, a.models, a.budgets or "20", a.seeds,
+                           paper_compat=a.paper_compat, max_tokens=a.max_tokens, base_url=a.base_url,
+                           apps_mode=a.apps_mode, compare=a.compare, endpoint_caps=a.endpoint_caps)
     s = run_sweep(jobs, a.out, a.executor, a.workers or None, a.scheduler, a.slurm_partition, a.slurm_time,
                   progress=not a.no_progress)
     print(s.report())
@@ -576,12 +683,13 @@ def add_cli(sub) -> None:
     from cwm_nb.experiments import PLAN_PRESETS
     w = sub.add_parser("sweep", help="run a grid of experiments (envs x methods x models x budgets x seeds) on local "
                        "workers, Dask or SLURM", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    w.add_argument("suite", help="cwmb (any --envs, rtfm included) or rtfm")
+    w.add_argument("suite", help="cwmb (any --envs, rtfm included), rtfm, or apps (--data, --problems, --chunk)")
     w.add_argument("--envs", default=None, help="comma list of environments (`cwm-nb envs`) and groups all, discrete, "
                    "continuous; default: all for cwmb, rtfm for rtfm")
     w.add_argument("--methods", default="gif-mcts", help="comma list of search methods")
     w.add_argument("--models", default="embedded", help="comma list of models (as `cwm-nb run --model`)")
-    w.add_argument("--budgets", default="10", help="comma list of budgets (LLM calls); budget B goes to <out>/budget<B>/")
+    w.add_argument("--budgets", default=None, help="comma list of budgets (LLM calls; per problem for apps); budget B goes to "
+                   "<out>/budget<B>/; default 10, apps 20")
     w.add_argument("--seeds", default="0", help="comma list of seeds")
     w.add_argument("--out", default="results", help="results folder of the sweep (index.parquet goes here)")
     w.add_argument("--executor", default="local", help=f"one of {', '.join(EXECUTORS)}")
@@ -597,6 +705,11 @@ def add_cli(sub) -> None:
     w.add_argument("--endpoint-caps", default="", help="what the endpoint accepts, as `cwm-nb run --endpoint-caps`")
     w.add_argument("--paper-compat", action="store_true", help="reproduce the original code's behaviour")
     w.add_argument("--no-progress", action="store_true", help="no progress bar")
+    w.add_argument("--data", default="", help="apps: your copy of APPS, or demo (data/apps_demo)")
+    w.add_argument("--problems", default="", help="apps: positions START:STOP or a comma list; default 3000:4000, demo: 0:6")
+    w.add_argument("--chunk", type=int, default=10, help="apps: problems per job")
+    w.add_argument("--apps-mode", default="held_out", choices=("held_out", "paper"), help="apps: which tests the search sees (see run)")
+    w.add_argument("--compare", default="strict", choices=("strict", "apps_compat"), help="apps: output comparison (see run)")
     w.set_defaults(fn=_cmd_sweep)
     ix = sub.add_parser("index", help="(re)build <results>/index.parquet, the table of all runs in a results folder")
     ix.add_argument("results", nargs="?", default="results", help="results folder")
