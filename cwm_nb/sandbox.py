@@ -16,7 +16,7 @@ from .core import CwmNbError
 __all__ = ['ERROR_KINDS', 'PROGRAM_FILENAME', 'HIDDEN_DIRS', 'PR_SET_PDEATHSIG', 'PR_SET_NAME', 'PR_SET_CHILD_SUBREAPER',
            'PR_SET_NO_NEW_PRIVS', 'CLONE_NEWNET', 'SandboxLimits', 'make_error', 'SandboxResult', 'describe_exception',
            'ProgramError', 'strict_plain', 'Rows', 'encode_result', 'decode_result', 'to_plain_value', 'exec_only',
-           'call_function', 'cwm_predict', 'run_in_process', 'bwrap_command', 'Sandbox', 'get_sandbox']
+           'call_function', 'cwm_predict', 'run_in_process', 'cwm_rollouts', 'bwrap_command', 'Sandbox', 'get_sandbox']
 
 # %% ../nbs/02_sandbox.ipynb #fd05023a
 @dataclass(frozen=True)
@@ -359,49 +359,62 @@ def _convert_each(out, fmt: str, arity: int, i: int, malformed: list) -> tuple:
             got[part] = _plain_or_none(x)
     return got["next_obs"], got["reward"], got["done"], got.get("valid_actions")
 
-def cwm_predict(namespace: dict, args: dict | None, data: dict) -> dict:
-    "Driver: one `Environment()`, then `set_state(copy(obs[i]))` + `step(actions[i])` for each transition (spec §1.1-1.2)."
-    args = args or {}
+def _environment_class(namespace: dict):
+    "The program's `Environment` class. Raises ProgramError (no_environment) when there is none."
     Env = namespace.get("Environment")
     if Env is None or not callable(Env):
         raise ProgramError("no_environment", "the program defines no class `Environment` (it must define "
                            "`class Environment:` with methods `set_state(state)` and `step(action)`)")
+    return Env
+
+def _convert_step(out, fmt: str, arity: int, i: int, malformed: list) -> tuple:
+    "(next_obs, reward, done, valid_actions) of one step's output, plain; a malformed part is noted in `malformed`."
+    t = type(out)
+    if (t is not tuple and t is not list) or len(out) != arity:
+        shape = "(next_obs, valid_actions, reward, done)" if arity == 4 else "(next_obs, reward, done)"
+        got = f"{len(out)} values" if t is tuple or t is list else f"a {_tname(out)}"
+        malformed.append([i, "step", f"step() must return a tuple {shape}; it returned {got}"])
+        return None, None, None, None
+    try:   # the usual case in one go; a bad value is redone part by part
+        o, r, d = _as_obs(out[0], fmt), _as_reward(out[-2]), _as_done(out[-1])
+        return o, r, d, (_as_valid_actions(out[1]) if arity == 4 else None)
+    except (TypeError, ValueError, OverflowError): return _convert_each(out, fmt, arity, i, malformed)
+
+def cwm_predict(namespace: dict, args: dict | None, data: dict) -> dict:
+    "Driver: one `Environment()`, then `set_state(copy(obs[i]))` + `step(actions[i])` for each transition (spec §1.1-1.2)."
+    args = args or {}
+    Env = _environment_class(namespace)
     obs, actions = data["obs"], data["actions"]
     n = min(len(obs), len(actions))
     if args.get("n") is not None: n = min(n, max(0, int(args["n"])))
+    before = args.get("before")   # optional: before[i] is a transition to run (and forget) just before transition i
     fmt = data.get("obs_format") or "array"
     if fmt not in _OBS_FORMATS: raise ValueError(f"cwm_predict: unknown obs_format {fmt!r} (one of {_OBS_FORMATS})")
     arity = 4 if (args.get("valid_actions") or data.get("valid_actions")) else 3
-    shape = "(next_obs, valid_actions, reward, done)" if arity == 4 else "(next_obs, reward, done)"
     fo, fa = _obs_converter(data.get("obs_dtype"), fmt), _action_converter(data.get("action_dtype"))
     try: env = Env()
     except BaseException as e: raise ProgramError("exception", "in Environment()", cause=e) from None
     nxt, rew, don, val, malformed = [], [], [], [], []
-    i, stage = 0, "set_state"
+    i, at, stage = 0, 0, "set_state"
     try:
         for i in range(n):
-            stage = "set_state"
+            if before is not None:
+                at = int(before[i])
+                stage = "set_state"; env.set_state(fo(obs[at]))
+                stage = "step"; env.step(fa(actions[at]))
+            at, stage = i, "set_state"
             env.set_state(fo(obs[i]))
             stage = "step"
             out = env.step(fa(actions[i]))
             stage = "convert"
-            t = type(out)
-            if (t is not tuple and t is not list) or len(out) != arity:
-                got = f"{len(out)} values" if t is tuple or t is list else f"a {_tname(out)}"
-                malformed.append([i, "step", f"step() must return a tuple {shape}; it returned {got}"])
-                o = r = d = v = None
-            else:
-                try:   # the usual case in one go; a bad value is redone part by part
-                    o, r, d = _as_obs(out[0], fmt), _as_reward(out[-2]), _as_done(out[-1])
-                    v = _as_valid_actions(out[1]) if arity == 4 else None
-                except (TypeError, ValueError, OverflowError): o, r, d, v = _convert_each(out, fmt, arity, i, malformed)
+            o, r, d, v = _convert_step(out, fmt, arity, i, malformed)
             nxt.append(o); rew.append(r); don.append(d)
             if arity == 4: val.append(v)
     except BaseException as e:
         if stage == "convert":
             raise ProgramError("exception", f"step() returned a bad value on transition {i}: {_exception_text(e)}", index=i,
                                line=_code_line(getattr(type(env), "step", None))) from None
-        raise ProgramError("exception", f"in {stage}() on transition {i}", cause=e, index=i) from None
+        raise ProgramError("exception", f"in {stage}() on transition {at}", cause=e, index=at) from None
     bad = {m[1] for m in malformed}
     whole = "step" in bad   # columns with a placeholder or a bad value travel as plain lists
     cols = [_column(nxt), rew if whole or "reward" in bad else np.array(rew, dtype=np.float64),
@@ -454,6 +467,29 @@ def run_in_process(
         if not (type(e) is ProgramError or (type(e).__name__ == "ProgramError" and type(e).__module__ == "cwm_nb.sandbox")): raise
         value, err = None, e.describe(source)
     return SandboxResult(err is None, value, err, wall_s=time.perf_counter() - t0, isolation="in-process")
+
+# %% ../nbs/02_sandbox.ipynb #ed7853fb
+def cwm_rollouts(namespace: dict, args: dict, data: dict) -> dict:
+    "Driver: for each (start, length) a fresh `Environment()`, `set_state(obs[start])`, then `length` steps on the logged actions."
+    Env = _environment_class(namespace)
+    obs, actions = data["obs"], data["actions"]
+    fmt = data.get("obs_format") or "array"
+    arity = 4 if data.get("valid_actions") else 3
+    fo, fa = _obs_converter(data.get("obs_dtype"), fmt), _action_converter(data.get("action_dtype"))
+    out = []
+    for s, length in zip(args["starts"], args["lengths"]):
+        nxt, rew, don, malformed, err, k, stage = [], [], [], [], None, 0, "Environment"
+        try:
+            env = Env()
+            stage = "set_state"; env.set_state(fo(obs[s]))
+            stage = "step"
+            for k in range(int(length)):
+                o, r, d, _ = _convert_step(env.step(fa(actions[s + k])), fmt, arity, k, malformed)
+                nxt.append(o); rew.append(r); don.append(d)
+        except BaseException as e:
+            err = {"step": k, "message": _exception_text(e) + f" (in {stage}() of the rollout from transition {s}, step {k})"}
+        out.append({"predictions": [[o, r, d] for o, r, d in zip(nxt, rew, don)], "malformed": malformed, "error": err})
+    return {"rollouts": out}
 
 # %% ../nbs/02_sandbox.ipynb #0d293715
 HIDDEN_DIRS = ("/root", "/home", "/tmp", "/run", "/var/tmp")   # replaced by empty tmpfs inside bwrap
