@@ -14,7 +14,7 @@ from .replay import ReplayBuffer
 # %% auto #0
 __all__ = ['OBS_FORMATS', 'DETERMINISM_PASSES', 'ROLLOUT_HORIZONS', 'Evaluation', 'buffer_format', 'score_predictions',
            'condense_error', 'other_transitions', 'first_difference', 'rollout_segments', 'score_rollouts',
-           'sandbox_inputs', 'check_determinism', 'rollout_errors', 'evaluate_program']
+           'plot_rollouts', 'sandbox_inputs', 'check_determinism', 'rollout_errors', 'evaluate_program']
 
 # %% ../nbs/06_cwm.ipynb #43a28a80
 @dataclass
@@ -465,6 +465,29 @@ def score_rollouts(
     return {"horizons": out, "by_step": by_step, "n_rollouts": len(segments),
             "first_done_disagreement": [p[2] for p in per], "state_distance": "std-normalised L1 mean" if kind == "continuous"
             else "fraction of components that differ", "errors": errors}
+
+# %% ../nbs/06_cwm.ipynb #f2eaf020
+def plot_rollouts(
+    summaries: dict,   # {label: score_rollouts(...) summary}
+    title: str = "",   # figure title
+):
+    "A matplotlib Figure: state error and reward error by rollout step (log y), one line per summary."
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    for label, s in summaries.items():
+        if not s: continue
+        by = s["by_step"]
+        for ax, key in zip(axes, ("state_error", "reward_error")):
+            ys = [(k + 1, v) for k, v in enumerate(by[key]) if v is not None]
+            if ys: ax.plot(*zip(*ys), marker=".", ms=3, label=f"{label} ({s['n_rollouts']} rollouts)")
+    for ax, what in zip(axes, ("state error (normalised per dimension)", "|reward error|")):
+        ax.set(xlabel="step of the open-loop rollout", ylabel=what, title=what)
+        ax.set_yscale("symlog", linthresh=1e-9); ax.grid(alpha=0.3)
+        if ax.lines: ax.legend(fontsize="small")
+        else: ax.text(0.5, 0.5, "no rollout", ha="center", va="center", transform=ax.transAxes)
+    if title: fig.suptitle(title)
+    fig.tight_layout()
+    return fig
 
 # %% ../nbs/06_cwm.ipynb #050a12ac
 def sandbox_inputs(buffer: ReplayBuffer) -> dict:
