@@ -5,7 +5,7 @@ Part 1, measured side by side in one run (interleaved in the same sandbox, media
   MCTS      : plan_driver with the paper's MCTS (25 simulations, rollouts of 100 steps), CartPole program
   CEM       : plan_driver with CEM (T = 100, 2 iterations of 100 samples), Pendulum program
 MCTS and CEM run as the planner runs them in `evaluate_planning`: one sandbox session per episode, one call per
-decision (10 decisions from different roots), the model side kept alive; steps/s are the planner's model steps
+decision (40 decisions from different roots), the model side kept alive; steps/s are the planner's model steps
 over its own planning time (inside) and over the parent's wall time of the calls (parent). For comparison, the
 same decisions as one-shot jobs (the model side forked and the program loaded for every decision, as before
 sessions). The bare loop's time is measured inside its job, around the loop only. The goal is planner steps/s ÷
@@ -34,7 +34,8 @@ def session_rates(sb, program, static, roots, repeats, bare_args):
     own plan_s; and the parent's wall time per call), of one-shot jobs (fork and load per decision), and the bare loop."""
     from cwm_nb.planning import SandboxLimits
     lim = SandboxLimits(wall_s=300, cpu_s=300)
-    inside, outside, oneshot, bare, per_decision = [], [], [], [], []
+    from cwm_nb.sandbox import run_in_process
+    inside, outside, oneshot, bare, per_decision, local = [], [], [], [], [], []
     for _ in range(repeats):
         first, s = sb.open_session(program, "cwm_nb.planning:plan_driver", args=static, limits=SandboxLimits(wall_s=300, cpu_s=10**5))
         assert s is not None, first.error
@@ -57,11 +58,18 @@ def session_rates(sb, program, static, roots, repeats, bare_args):
         r = sb.run(program, "cwm_nb.planning:step_loop_driver", args=bare_args, limits=lim)
         assert r.ok, r.error
         bare.append(r.value["model_steps"] / r.value["plan_s"])
+        steps = plan = 0.0   # the ceiling: the same decisions in this process, no isolation, against the bare loop here
+        for k, root in enumerate(roots[:5]):
+            v = run_in_process(program, "cwm_nb.planning:plan_driver", args={**static, "session": False, "state": root,
+                               "obs_dtype": "<f4", "root_actions": None, "seed": k}).value
+            steps += v["model_steps"]; plan += v["plan_s"]
+        v = run_in_process(program, "cwm_nb.planning:step_loop_driver", args=bare_args).value
+        local.append((steps / plan) / (v["model_steps"] / v["plan_s"]))
     med = statistics.median
-    return med(inside), med(outside), med(oneshot), med(bare), med(per_decision)
+    return med(inside), med(outside), med(oneshot), med(bare), med(per_decision), med(local)
 
 
-def part1(repeats, decisions=10):
+def part1(repeats, decisions=40):
     from cwm_nb.planning import CEMConfig, MCTSConfig
     from cwm_nb.sandbox import Sandbox
     print("Part 1: CWM steps per second inside the planners vs the bare step loop (same program, same sandbox, "
@@ -69,8 +77,9 @@ def part1(repeats, decisions=10):
     print("  session (inside): the planner's own plan_s over the decisions of one episode's session (the program loaded once)")
     print("  session (parent): the parent's wall time per decision call (server round trip included)")
     print("  one-shot: one sandbox job per decision, as before sessions (the model side forked and loaded each time)")
+    print("  in-process: the ratio of the same planner with the program in this process (no isolation), the ceiling")
     print(f"{'planner':8s} {'program':9s} {'steps/dec':>9s} {'bare':>9s} {'session in':>10s} {'ratio':>6s} "
-          f"{'session par':>11s} {'ratio':>6s} {'one-shot':>9s} {'ratio':>6s}  (goal >= 0.7)")
+          f"{'session par':>11s} {'ratio':>6s} {'one-shot':>9s} {'ratio':>6s} {'in-process':>10s}  (goal >= 0.7)")
     rng = random.Random(0)
     with Sandbox() as sb:
         space = {"kind": "discrete", "n": 2}
@@ -78,17 +87,17 @@ def part1(repeats, decisions=10):
         static = {"planner": "mcts", "config": asdict(MCTSConfig()), "obs_format": "array", "space": space,
                   "valid_actions": False, "session": True, "decision_cpu_s": 60}
         bare = {"state": roots[0], "obs_format": "array", "obs_dtype": "<f4", "space": space, "seed": 1, "steps": 2500}
-        i, o, one, b, n = session_rates(sb, CARTPOLE, static, roots, repeats, bare)
+        i, o, one, b, n, loc = session_rates(sb, CARTPOLE, static, roots, repeats, bare)
         print(f"{'MCTS':8s} {'CartPole':9s} {n:9,.0f} {b:9,.0f} {i:10,.0f} {i / b:6.2f} {o:11,.0f} {o / b:6.2f} "
-              f"{one:9,.0f} {one / b:6.2f}")
+              f"{one:9,.0f} {one / b:6.2f} {loc:10.2f}")
         space = {"kind": "continuous", "low": [-2.0], "high": [2.0]}
         roots = [[math.cos(a), math.sin(a), rng.uniform(-1, 1)] for a in (rng.uniform(-3, 3) for _ in range(decisions))]
         static = {"planner": "cem", "config": asdict(CEMConfig(horizon=100, iterations=2, samples=100, elites=10)),
                   "obs_format": "array", "space": space, "valid_actions": False, "session": True, "decision_cpu_s": 60}
         bare = {"state": roots[0], "obs_format": "array", "obs_dtype": "<f4", "space": space, "seed": 1, "steps": 20000}
-        i, o, one, b, n = session_rates(sb, PENDULUM_OK, static, roots, repeats, bare)
+        i, o, one, b, n, loc = session_rates(sb, PENDULUM_OK, static, roots, repeats, bare)
         print(f"{'CEM':8s} {'Pendulum':9s} {n:9,.0f} {b:9,.0f} {i:10,.0f} {i / b:6.2f} {o:11,.0f} {o / b:6.2f} "
-              f"{one:9,.0f} {one / b:6.2f}")
+              f"{one:9,.0f} {one / b:6.2f} {loc:10.2f}")
 
 
 def part2(episodes, names):

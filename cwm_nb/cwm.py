@@ -375,16 +375,20 @@ def rollout_segments(
     buffer: ReplayBuffer,   # a replay buffer
 ) -> list[tuple[int, int]]: # (start transition, length) of each chained piece of each episode
     "Where open-loop rollouts start and how long they run: each episode, cut where `next_obs[t]` is not `obs[t+1]`."
+    o, n, N = buffer.obs, buffer.next_obs, len(buffer)
+    if isinstance(o, np.ndarray) and isinstance(n, np.ndarray) and o.shape == n.shape and N > 1:
+        chained = (n[:-1].reshape(N - 1, -1) == o[1:].reshape(N - 1, -1)).all(1)
+    else: chained = np.array([_rows_equal(n[t], o[t + 1]) for t in range(N - 1)], dtype=bool)
     segs = []
     for a, b in buffer.episode_bounds():
         s = a
-        for t in range(a, b - 1):
-            if not _rows_equal(buffer.next_obs[t], buffer.obs[t + 1]): segs.append((s, t + 1 - s)); s = t + 1
+        for t in np.flatnonzero(~chained[a:b - 1]).tolist():
+            segs.append((s, a + t + 1 - s)); s = a + t + 1
         segs.append((s, b - s))
     return segs
 
 def _state_distance(buffer: ReplayBuffer, fmt: str, kind: str):
-    "A function (predicted plain next_obs, transition index) -> normalised distance, or None when unusable."
+    "A function (predicted plain next_obs, transition index) -> normalised distance, or None when unusable; with `.many`."
     if fmt == "rtfm":
         rows = _rtfm_rows(buffer.next_obs)
         def dist(p, t):
@@ -392,6 +396,7 @@ def _state_distance(buffer: ReplayBuffer, fmt: str, kind: str):
             cells, _ = _rtfm_board_cells(p[0])
             if cells is None or type(p[1]) is not str: return None
             return float(np.mean([u != v for u, v in zip(cells + [p[1]], rows[t])]))
+        dist.many = lambda ps, idx: np.array([np.nan if (d := dist(p, t)) is None else d for p, t in zip(ps, idx)])
         return dist
     exp = np.asarray(buffer.next_obs, dtype=np.float64).reshape(len(buffer), -1)
     scale = np.ones(exp.shape[1])
@@ -405,21 +410,31 @@ def _state_distance(buffer: ReplayBuffer, fmt: str, kind: str):
         if a.shape != exp[t].shape: return None
         if kind == "continuous": return float(np.mean(np.abs(a - exp[t]) / scale)) if a.size else 0.0
         return float(np.mean(a != exp[t])) if a.size else 0.0
+    def many(ps: list, idx: np.ndarray) -> np.ndarray:   # float64 (n,), NaN where unusable; one numpy pass when all fit
+        try:
+            a = np.asarray(ps, dtype=np.float64).reshape(len(ps), -1)
+            if len(ps) and a.shape[1] == exp.shape[1] and np.asarray(ps[0]).size == exp.shape[1]:
+                e = exp[idx]
+                if not exp.shape[1]: return np.zeros(len(ps))
+                return (np.abs(a - e) / scale).mean(1) if kind == "continuous" else (a != e).mean(1)
+        except (ValueError, TypeError, OverflowError): pass
+        return np.array([np.nan if (d := dist(p, t)) is None else d for p, t in zip(ps, idx)])
+    dist.many = many
     return dist
 
 def _rollout_errors(raw: dict, s: int, length: int, buffer, target_done, dist):
     "Per step of one rollout: state errors (None at terminal targets or unusable), reward errors (None if unusable), first done disagreement (1-based)."
     preds = raw.get("predictions") if type(raw) is dict else None
     preds = preds if type(preds) is list else []
-    se, re, first_done = [], [], None
-    for k, p in enumerate(preds[:length]):
-        t = s + k
-        p = p if type(p) is list and len(p) == 3 else [None, None, None]
-        se.append(None if target_done[t] else dist(p[0], t))
-        r = p[1]
-        re.append(abs(r - float(buffer.rewards[t])) if type(r) is float and math.isfinite(r) else None)
-        if first_done is None and p[2] is not bool(target_done[t]): first_done = k + 1   # a done that is not a bool disagrees
-    return se, re, first_done
+    rows = [p if type(p) is list and len(p) == 3 else [None, None, None] for p in preds[:length]]
+    idx = np.arange(s, s + len(rows), dtype=np.int64)
+    d = dist.many([p[0] for p in rows], idx) if rows else np.zeros(0)
+    d[target_done[idx]] = np.nan                                   # no state error at a terminal target
+    r = np.array([p[1] if type(p[1]) is float else np.nan for p in rows], dtype=np.float64)
+    with np.errstate(invalid="ignore"): e = np.abs(r - buffer.rewards[idx])
+    nan_none = lambda a: [None if x != x or x == math.inf else x for x in a.tolist()]
+    first_done = next((k + 1 for k, p in enumerate(rows) if p[2] is not bool(target_done[s + k])), None)   # a non-bool done disagrees
+    return nan_none(d), nan_none(e), first_done
 
 def _last(xs: list):
     "The last value that is not None (the state error at a horizon whose step is terminal is the step before's)."
@@ -531,7 +546,7 @@ def check_determinism(
         from cwm_nb.sandbox import get_sandbox
         sandbox = get_sandbox()
     diff = None
-    for name, args in (("repeat", None), ("after_other", {"before": other_transitions(len(buffer))})):
+    for name, args in (("repeat", {"reseed": True}), ("after_other", {"before": other_transitions(len(buffer)), "reseed": True})):
         res = _run_on(sandbox, source, buffer, "cwm_nb.sandbox:cwm_predict", args, limits)
         if not res.ok:
             err = res.error or {}

@@ -429,12 +429,23 @@ def cwm_predict(namespace: dict, args: dict | None, data: dict) -> dict:
             raise ProgramError("exception", f"step() returned a bad value on transition {i}: {_exception_text(e)}", index=i,
                                line=_code_line(getattr(type(env), "step", None))) from None
         raise ProgramError("exception", f"in {stage}() on transition {at}", cause=e, index=at) from None
+    return {"predictions": _prediction_rows(nxt, rew, don, val if arity == 4 else None, malformed)} | \
+           ({"malformed": malformed} if malformed else {})
+
+def _prediction_rows(nxt: list, rew: list, don: list, val: list | None, malformed: list) -> Rows:
+    "The predictions as columns (packed arrays where every value is good) that arrive as rows."
     bad = {m[1] for m in malformed}
     whole = "step" in bad   # columns with a placeholder or a bad value travel as plain lists
     cols = [_column(nxt), rew if whole or "reward" in bad else np.array(rew, dtype=np.float64),
             don if whole or "done" in bad else np.array(don, dtype=bool)]
-    if arity == 4: cols.append(val)
-    return {"predictions": Rows(cols)} | ({"malformed": malformed} if malformed else {})
+    return Rows(cols + ([val] if val is not None else []))
+
+def _reseed_numpy(args: dict | None, data: Any, source: str, in_job: bool) -> None:
+    "cwm_predict.before_exec: with `args['reseed']`, numpy's global generator starts from fresh entropy, before the program runs."
+    if args and args.get("reseed"): np.random.seed(int.from_bytes(os.urandom(4), "little"))
+    return None   # go on: run the program, then the driver
+
+cwm_predict.before_exec = _reseed_numpy
 
 # %% ../nbs/02_sandbox.ipynb #9998c9b8
 _DRIVER_RE = re.compile(r"([A-Za-z_][\w.]*):([A-Za-z_]\w*)")   # compiled once, in the server, not in every child
@@ -502,7 +513,7 @@ def cwm_rollouts(namespace: dict, args: dict, data: dict) -> dict:
                 nxt.append(o); rew.append(r); don.append(d)
         except BaseException as e:
             err = {"step": k, "message": _exception_text(e) + f" (in {stage}() of the rollout from transition {s}, step {k})"}
-        out.append({"predictions": [[o, r, d] for o, r, d in zip(nxt, rew, don)], "malformed": malformed, "error": err})
+        out.append({"predictions": _prediction_rows(nxt, rew, don, None, malformed), "malformed": malformed, "error": err})
     return {"rollouts": out}
 
 # %% ../nbs/02_sandbox.ipynb #0d293715
