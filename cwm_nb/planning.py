@@ -772,12 +772,16 @@ class RemoteModel:
         except (ChildProcessError, TypeError): pass
         return ProgramError("exception", _LOST)
 
-    def _ask(self, req) -> Any:
+    def _send(self, req) -> None:
+        "Send one request (pickled: trusted data to the untrusted side)."
         b = pickle.dumps(req, protocol=5)
         try:
             view = memoryview(_REQ_HDR.pack(len(b)) + b)
             while view: view = view[os.write(self.req_w, view):]
         except OSError: raise self._lost() from None
+
+    def _ask(self, req) -> Any:
+        self._send(req)
         return self._read()
 
     def _read(self) -> list:
@@ -886,11 +890,7 @@ class RemoteModel:
 
     def tape(self, decision: dict) -> TapeModel:
         "Ask the model side to search one MCTS decision and stream its answers: a `TapeModel` reading them as they come."
-        b = pickle.dumps(("t", {k: decision[k] for k in _DECISION_KEYS if k in decision}), protocol=5)
-        try:
-            view = memoryview(_REQ_HDR.pack(len(b)) + b)
-            while view: view = view[os.write(self.req_w, view):]
-        except OSError: raise self._lost() from None
+        self._send(("t", {k: decision[k] for k in _DECISION_KEYS if k in decision}))
         self._reset = True
         return TapeModel(n_actions=self.n, reader=self._read)
 
