@@ -497,7 +497,7 @@ def plot_rollouts(
             if ys: ax.plot(*zip(*ys), marker=".", ms=3, label=f"{label} ({s['n_rollouts']} rollouts)")
     for ax, what in zip(axes, ("state error (normalised per dimension)", "|reward error|")):
         ax.set(xlabel="step of the open-loop rollout", ylabel=what, title=what)
-        ax.set_yscale("symlog", linthresh=1e-9); ax.grid(alpha=0.3)
+        ax.set_yscale("symlog", linthresh=1e-9); ax.set_ylim(bottom=0); ax.grid(alpha=0.3)
         if ax.lines: ax.legend(fontsize="small")
         else: ax.text(0.5, 0.5, "no rollout", ha="center", va="center", transform=ax.transAxes)
     if title: fig.suptitle(title)

@@ -488,7 +488,7 @@ def plot_rollout_errors(
             ax.plot(range(len(ROLLOUT_KEYS)), m, marker="o", ms=3, ls="--" if part == "heldout" else "-",
                     label=f"{label}, {'held-out' if part == 'heldout' else 'search'} part, {len(ys)} run(s)")
         ax.set_xticks(range(len(ROLLOUT_KEYS)), ROLLOUT_KEYS)
-        ax.set_yscale("symlog", linthresh=1e-9); ax.grid(alpha=0.3)
+        ax.set_yscale("symlog", linthresh=1e-9); ax.set_ylim(bottom=0); ax.grid(alpha=0.3)
         ax.set(title=env, xlabel="rollout horizon K (steps)", ylabel=metric.replace("_", " "))
         ax.legend(fontsize="x-small")
     for ax in list(axes.flat)[len(envs):]: ax.set_axis_off()
