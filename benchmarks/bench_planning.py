@@ -1,11 +1,15 @@
 """Planning cost: how fast the planners drive a CWM, and what one quick-preset evaluation costs per environment.
 
-Part 1, measured side by side in one run (interleaved jobs in the same sandbox, median of repeats):
+Part 1, measured side by side in one run (interleaved in the same sandbox, median of repeats):
   bare loop : step_loop_driver, i.e. `set_state(root)` then `env.step(a)` in a plain Python loop (no checks)
   MCTS      : plan_driver with the paper's MCTS (25 simulations, rollouts of 100 steps), CartPole program
   CEM       : plan_driver with CEM (T = 100, 2 iterations of 100 samples), Pendulum program
-Each job reports its own model steps and planning time (measured inside the sandbox child, so the fork and
-the program's top level are not counted). The goal is planner steps/s ÷ bare steps/s >= 0.7.
+MCTS and CEM run as the planner runs them in `evaluate_planning`: one sandbox session per episode, one call per
+decision (40 decisions from different roots), the model side kept alive; steps/s are the planner's model steps
+over its own planning time (inside) and over the parent's wall time of the calls (parent). For comparison, the
+same decisions as one-shot jobs (the model side forked and the program loaded for every decision, as before
+sessions). The bare loop's time is measured inside its job, around the loop only. The goal is planner steps/s ÷
+bare steps/s >= 0.7.
 
 Part 2: the wall time of one quick-preset `evaluate_planning` per environment (10 episodes by default, no
 baseline cache): the oracle and random baselines, plus the CWM side. The CWM side uses a program that fails at
@@ -14,7 +18,7 @@ baselines. A working program is also timed on CartPole, Pendulum and RTFM.
 
 Run: .venv/bin/python benchmarks/bench_planning.py [--repeats 7] [--episodes 10] [--envs CartPole-v1 Ant-v4 ...]
 """
-import argparse, os, statistics, sys, tempfile, time, warnings
+import argparse, math, os, random, statistics, sys, tempfile, time, warnings
 from dataclasses import asdict
 from pathlib import Path
 
@@ -25,37 +29,75 @@ sys.path.insert(0, str(ROOT/"tests"))
 from test_planning import PENDULUM_OK, FAILS_EVERY_STEP   # noqa: E402  (the tests' programs)
 
 
-def rates(sb, program, driver_args, bare_args, repeats):
-    "Median steps/s of the planner and of the bare loop, interleaved."
+def session_rates(sb, program, static, roots, repeats, bare_args):
+    """Median over repeats, measured side by side: planner steps/s over the decisions of one session (the planner's
+    own plan_s; and the parent's wall time per call), of one-shot jobs (fork and load per decision), and the bare loop."""
     from cwm_nb.planning import SandboxLimits
     lim = SandboxLimits(wall_s=300, cpu_s=300)
-    plan, bare = [], []
+    from cwm_nb.sandbox import run_in_process
+    inside, outside, oneshot, bare, per_decision, local = [], [], [], [], [], []
     for _ in range(repeats):
-        for args, out in ((driver_args, plan), (bare_args, bare)):
-            r = sb.run(program, "cwm_nb.planning:" + ("plan_driver" if out is plan else "step_loop_driver"),
-                       args=args, limits=lim)
+        first, s = sb.open_session(program, "cwm_nb.planning:plan_driver", args=static, limits=SandboxLimits(wall_s=300, cpu_s=10**5))
+        assert s is not None, first.error
+        steps = plan = wall = 0.0
+        for k, root in enumerate(roots):
+            t = time.perf_counter()
+            r = s.call({"state": root, "obs_dtype": "<f4", "root_actions": None, "seed": k})
+            wall += time.perf_counter() - t
             assert r.ok, r.error
-            out.append(r.value["model_steps"] / r.value["plan_s"])
-            if out is plan: steps = r.value["model_steps"]
-    return statistics.median(plan), statistics.median(bare), steps
+            steps += r.value["model_steps"]; plan += r.value["plan_s"]
+        s.close()
+        inside.append(steps / plan); outside.append(steps / wall); per_decision.append(steps / len(roots))
+        steps = plan = 0.0
+        for k, root in enumerate(roots[:3]):
+            r = sb.run(program, "cwm_nb.planning:plan_driver", args={**static, "session": False, "state": root,
+                                                                      "obs_dtype": "<f4", "root_actions": None, "seed": k}, limits=lim)
+            assert r.ok, r.error
+            steps += r.value["model_steps"]; plan += r.value["plan_s"]
+        oneshot.append(steps / plan)
+        r = sb.run(program, "cwm_nb.planning:step_loop_driver", args=bare_args, limits=lim)
+        assert r.ok, r.error
+        bare.append(r.value["model_steps"] / r.value["plan_s"])
+        steps = plan = 0.0   # the ceiling: the same decisions in this process, no isolation, against the bare loop here
+        for k, root in enumerate(roots[:5]):
+            v = run_in_process(program, "cwm_nb.planning:plan_driver", args={**static, "session": False, "state": root,
+                               "obs_dtype": "<f4", "root_actions": None, "seed": k}).value
+            steps += v["model_steps"]; plan += v["plan_s"]
+        v = run_in_process(program, "cwm_nb.planning:step_loop_driver", args=bare_args).value
+        local.append((steps / plan) / (v["model_steps"] / v["plan_s"]))
+    med = statistics.median
+    return med(inside), med(outside), med(oneshot), med(bare), med(per_decision), med(local)
 
 
-def part1(repeats):
+def part1(repeats, decisions=40):
     from cwm_nb.planning import CEMConfig, MCTSConfig
     from cwm_nb.sandbox import Sandbox
-    print("Part 1: CWM steps per second inside the planners vs the bare step loop (same program, same sandbox)")
-    print(f"{'planner':8s} {'program':10s} {'planner steps/s':>16s} {'bare steps/s':>13s} {'ratio':>6s}  (goal >= 0.7)")
+    print("Part 1: CWM steps per second inside the planners vs the bare step loop (same program, same sandbox, "
+          f"interleaved, median of {repeats})")
+    print("  session (inside): the planner's own plan_s over the decisions of one episode's session (the program loaded once)")
+    print("  session (parent): the parent's wall time per decision call (server round trip included)")
+    print("  one-shot: one sandbox job per decision, as before sessions (the model side forked and loaded each time)")
+    print("  in-process: the ratio of the same planner with the program in this process (no isolation), the ceiling")
+    print(f"{'planner':8s} {'program':9s} {'steps/dec':>9s} {'bare':>9s} {'session in':>10s} {'ratio':>6s} "
+          f"{'session par':>11s} {'ratio':>6s} {'one-shot':>9s} {'ratio':>6s} {'in-process':>10s}  (goal >= 0.7)")
+    rng = random.Random(0)
     with Sandbox() as sb:
-        cp = {"state": [0.01, -0.02, 0.03, 0.01], "obs_format": "array", "obs_dtype": "<f4",
-              "space": {"kind": "discrete", "n": 2}, "seed": 1}
-        mcts = dict(cp, planner="mcts", config=asdict(MCTSConfig()))
-        p, b, n = rates(sb, CARTPOLE, mcts, dict(cp, steps=2500), repeats)
-        print(f"{'MCTS':8s} {'CartPole':10s} {p:16,.0f} {b:13,.0f} {p / b:6.2f}  ({n} model steps per decision)")
-        pe = {"state": [0.9, 0.43, 0.5], "obs_format": "array", "obs_dtype": "<f4",
-              "space": {"kind": "continuous", "low": [-2.0], "high": [2.0]}, "seed": 1}
-        cem = dict(pe, planner="cem", config=asdict(CEMConfig(horizon=100, iterations=2, samples=100, elites=10)))
-        p, b, n = rates(sb, PENDULUM_OK, cem, dict(pe, steps=20000), repeats)
-        print(f"{'CEM':8s} {'Pendulum':10s} {p:16,.0f} {b:13,.0f} {p / b:6.2f}  ({n} model steps per decision)")
+        space = {"kind": "discrete", "n": 2}
+        roots = [[rng.uniform(-0.05, 0.05) for _ in range(4)] for _ in range(decisions)]
+        static = {"planner": "mcts", "config": asdict(MCTSConfig()), "obs_format": "array", "space": space,
+                  "valid_actions": False, "session": True, "decision_cpu_s": 60}
+        bare = {"state": roots[0], "obs_format": "array", "obs_dtype": "<f4", "space": space, "seed": 1, "steps": 2500}
+        i, o, one, b, n, loc = session_rates(sb, CARTPOLE, static, roots, repeats, bare)
+        print(f"{'MCTS':8s} {'CartPole':9s} {n:9,.0f} {b:9,.0f} {i:10,.0f} {i / b:6.2f} {o:11,.0f} {o / b:6.2f} "
+              f"{one:9,.0f} {one / b:6.2f} {loc:10.2f}")
+        space = {"kind": "continuous", "low": [-2.0], "high": [2.0]}
+        roots = [[math.cos(a), math.sin(a), rng.uniform(-1, 1)] for a in (rng.uniform(-3, 3) for _ in range(decisions))]
+        static = {"planner": "cem", "config": asdict(CEMConfig(horizon=100, iterations=2, samples=100, elites=10)),
+                  "obs_format": "array", "space": space, "valid_actions": False, "session": True, "decision_cpu_s": 60}
+        bare = {"state": roots[0], "obs_format": "array", "obs_dtype": "<f4", "space": space, "seed": 1, "steps": 20000}
+        i, o, one, b, n, loc = session_rates(sb, PENDULUM_OK, static, roots, repeats, bare)
+        print(f"{'CEM':8s} {'Pendulum':9s} {n:9,.0f} {b:9,.0f} {i:10,.0f} {i / b:6.2f} {o:11,.0f} {o / b:6.2f} "
+              f"{one:9,.0f} {one / b:6.2f} {loc:10.2f}")
 
 
 def part2(episodes, names):

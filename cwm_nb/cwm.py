@@ -12,8 +12,9 @@ from .core import CwmNbError, Program, to_plain
 from .replay import ReplayBuffer
 
 # %% auto #0
-__all__ = ['OBS_FORMATS', 'Evaluation', 'buffer_format', 'score_predictions', 'condense_error', 'sandbox_inputs',
-           'evaluate_program']
+__all__ = ['OBS_FORMATS', 'DETERMINISM_PASSES', 'ROLLOUT_HORIZONS', 'Evaluation', 'buffer_format', 'score_predictions',
+           'condense_error', 'other_transitions', 'first_difference', 'rollout_segments', 'score_rollouts',
+           'plot_rollouts', 'sandbox_inputs', 'check_determinism', 'rollout_errors', 'evaluate_program']
 
 # %% ../nbs/06_cwm.ipynb #43a28a80
 @dataclass
@@ -31,6 +32,9 @@ class Evaluation:
     n_failed: int = 0          # transitions with at least one scored component wrong
     n_terminal: int = 0        # transitions whose done target is true
     paper_compat: bool = False # scored with the original's rules
+    deterministic: bool | None = None  # same answers in independent runs (None: not checked; see `check_determinism`)
+    determinism: dict | None = None    # the check's passes and the first differing transition, if any
+    rollouts: dict | None = None       # open-loop rollout errors by step and horizon (`score_rollouts`), if asked
 
     @property
     def perfect(self) -> bool:
@@ -337,6 +341,169 @@ def condense_error(
         msg += f" (line {line}: {(code or '').strip()})" if code else f" (line {line})"
     return msg
 
+# %% ../nbs/06_cwm.ipynb #9b11733a
+DETERMINISM_PASSES = ("repeat", "after_other")
+
+def other_transitions(n: int) -> list[int]:
+    "For the *after_other* pass: transition (i + n//2) mod n runs before transition i (i itself when n = 1)."
+    return [(i + n // 2) % n for i in range(n)]
+
+def _same(a, b) -> bool:
+    "Exact equality of plain data, with NaN equal to NaN and bool apart from int."
+    if type(a) is not type(b): return False
+    if type(a) is float: return a == b or (a != a and b != b)
+    if type(a) is list: return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if type(a) is dict: return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return a == b
+
+def first_difference(
+    first: list,    # plain predictions of one run, one row per transition
+    second: list,   # the same of another run
+) -> int | None:    # the first transition whose rows differ (a shorter run differs where it stops); None if equal
+    "Index of the first transition whose predictions differ between two runs."
+    for i, (a, b) in enumerate(zip(first, second)):
+        if not _same(a, b): return i
+    return None if len(first) == len(second) else min(len(first), len(second))
+
+# %% ../nbs/06_cwm.ipynb #0b939962
+ROLLOUT_HORIZONS = (1, 5, 20, None)   # None: to the end of each logged episode
+
+def _rows_equal(x, y) -> bool:
+    return np.array_equal(np.asarray(x), np.asarray(y))
+
+def rollout_segments(
+    buffer: ReplayBuffer,   # a replay buffer
+) -> list[tuple[int, int]]: # (start transition, length) of each chained piece of each episode
+    "Where open-loop rollouts start and how long they run: each episode, cut where `next_obs[t]` is not `obs[t+1]`."
+    o, n, N = buffer.obs, buffer.next_obs, len(buffer)
+    if isinstance(o, np.ndarray) and isinstance(n, np.ndarray) and o.shape == n.shape and N > 1:
+        chained = (n[:-1].reshape(N - 1, -1) == o[1:].reshape(N - 1, -1)).all(1)
+    else: chained = np.array([_rows_equal(n[t], o[t + 1]) for t in range(N - 1)], dtype=bool)
+    segs = []
+    for a, b in buffer.episode_bounds():
+        s = a
+        for t in np.flatnonzero(~chained[a:b - 1]).tolist():
+            segs.append((s, a + t + 1 - s)); s = a + t + 1
+        segs.append((s, b - s))
+    return segs
+
+def _state_distance(buffer: ReplayBuffer, fmt: str, kind: str):
+    "A function (predicted plain next_obs, transition index) -> normalised distance, or None when unusable; with `.many`."
+    if fmt == "rtfm":
+        rows = _rtfm_rows(buffer.next_obs)
+        def dist(p, t):
+            if type(p) is not list or len(p) != 2: return None
+            cells, _ = _rtfm_board_cells(p[0])
+            if cells is None or type(p[1]) is not str: return None
+            return float(np.mean([u != v for u, v in zip(cells + [p[1]], rows[t])]))
+        dist.many = lambda ps, idx: np.array([np.nan if (d := dist(p, t)) is None else d for p, t in zip(ps, idx)])
+        return dist
+    exp = np.asarray(buffer.next_obs, dtype=np.float64).reshape(len(buffer), -1)
+    scale = np.ones(exp.shape[1])
+    if kind == "continuous":
+        allv = np.concatenate([np.asarray(buffer.obs, dtype=np.float64).reshape(len(buffer), -1), exp])
+        sd = allv.std(0) if len(allv) else scale
+        scale = np.where(sd > 1e-12, sd, 1.0)
+    def dist(p, t):
+        try: a = np.asarray(p, dtype=np.float64).reshape(-1)
+        except (ValueError, TypeError, OverflowError): return None
+        if a.shape != exp[t].shape: return None
+        if kind == "continuous": return float(np.mean(np.abs(a - exp[t]) / scale)) if a.size else 0.0
+        return float(np.mean(a != exp[t])) if a.size else 0.0
+    def many(ps: list, idx: np.ndarray) -> np.ndarray:   # float64 (n,), NaN where unusable; one numpy pass when all fit
+        try:
+            a = np.asarray(ps, dtype=np.float64).reshape(len(ps), -1)
+            if len(ps) and a.shape[1] == exp.shape[1] and np.asarray(ps[0]).size == exp.shape[1]:
+                e = exp[idx]
+                if not exp.shape[1]: return np.zeros(len(ps))
+                return (np.abs(a - e) / scale).mean(1) if kind == "continuous" else (a != e).mean(1)
+        except (ValueError, TypeError, OverflowError): pass
+        return np.array([np.nan if (d := dist(p, t)) is None else d for p, t in zip(ps, idx)])
+    dist.many = many
+    return dist
+
+def _rollout_errors(raw: dict, s: int, length: int, buffer, target_done, dist):
+    "Per step of one rollout: state errors (None at terminal targets or unusable), reward errors (None if unusable), first done disagreement (1-based)."
+    preds = raw.get("predictions") if type(raw) is dict else None
+    preds = preds if type(preds) is list else []
+    rows = [p if type(p) is list and len(p) == 3 else [None, None, None] for p in preds[:length]]
+    idx = np.arange(s, s + len(rows), dtype=np.int64)
+    d = dist.many([p[0] for p in rows], idx) if rows else np.zeros(0)
+    d[target_done[idx]] = np.nan                                   # no state error at a terminal target
+    r = np.array([p[1] if type(p[1]) is float else np.nan for p in rows], dtype=np.float64)
+    with np.errstate(invalid="ignore"): e = np.abs(r - buffer.rewards[idx])
+    nan_none = lambda a: [None if x != x or x == math.inf else x for x in a.tolist()]
+    first_done = next((k + 1 for k, p in enumerate(rows) if p[2] is not bool(target_done[s + k])), None)   # a non-bool done disagrees
+    return nan_none(d), nan_none(e), first_done
+
+def _last(xs: list):
+    "The last value that is not None (the state error at a horizon whose step is terminal is the step before's)."
+    return next((x for x in reversed(xs) if x is not None), None)
+
+def _mean_of(xs: list):
+    xs = [x for x in xs if x is not None]
+    return float(np.mean(xs)) if xs else None
+
+def score_rollouts(
+    raw: list,                  # cwm_rollouts' "rollouts", one per segment
+    buffer: ReplayBuffer,       # the buffer they were rolled out on
+    segments: list,             # `rollout_segments(buffer)`, the same order
+    *,
+    paper_compat: bool = False, # done target: terminated | truncated (else terminated)
+    horizons=ROLLOUT_HORIZONS,  # the K to summarise at (None: the episode's end)
+) -> dict:
+    "Errors of open-loop rollouts by step and at each horizon (see above), as plain data; `None` where nothing counts."
+    fmt, _ = buffer_format(buffer)
+    kind = "discrete" if fmt != "array" else _state_kind(buffer)
+    dist = _state_distance(buffer, fmt, kind)
+    target_done = buffer.done if paper_compat else buffer.terminated
+    per = [_rollout_errors(r, s, L, buffer, target_done, dist) for r, (s, L) in zip(raw, segments)]
+    lens = [L for _, L in segments]
+    longest = max(lens, default=0)
+    mean = lambda xs: float(np.mean(xs)) if xs else None
+    by_step = {"rollouts": [sum(L > k for L in lens) for k in range(longest)],
+               "alive": [sum(len(se) > k for se, _, _ in per) for k in range(longest)],
+               "state_error": [mean([se[k] for se, _, _ in per if len(se) > k and se[k] is not None]) for k in range(longest)],
+               "reward_error": [mean([re[k] for _, re, _ in per if len(re) > k and re[k] is not None]) for k in range(longest)]}
+    out = {}
+    for K in horizons:
+        rows = [(p, L) for p, L in zip(per, lens) if K is None or L >= K]
+        at = lambda L: L if K is None else K
+        alive = [p for p, L in rows if len(p[0]) >= at(L)]
+        out["end" if K is None else str(K)] = {
+            "rollouts": len(rows),
+            "alive": (len(alive) / len(rows)) if rows else None,
+            "state_error": mean([_last(p[0][:at(L)]) for p, L in rows if len(p[0]) >= at(L) and _last(p[0][:at(L)]) is not None]),
+            "reward_error": mean([_mean_of(p[1][:at(L)]) for p, L in rows if _mean_of(p[1][:at(L)]) is not None]),
+            "done_disagreement": (sum(p[2] is not None and p[2] <= at(L) for p, L in rows) / len(rows)) if rows else None}
+    errors = [r["error"] for r in raw if type(r) is dict and r.get("error")][:3]
+    return {"horizons": out, "by_step": by_step, "n_rollouts": len(segments),
+            "first_done_disagreement": [p[2] for p in per], "state_distance": "std-normalised L1 mean" if kind == "continuous"
+            else "fraction of components that differ", "errors": errors}
+
+# %% ../nbs/06_cwm.ipynb #f2eaf020
+def plot_rollouts(
+    summaries: dict,   # {label: score_rollouts(...) summary}
+    title: str = "",   # figure title
+):
+    "A matplotlib Figure: state error and reward error by rollout step (log y), one line per summary."
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    for label, s in summaries.items():
+        if not s: continue
+        by = s["by_step"]
+        for ax, key in zip(axes, ("state_error", "reward_error")):
+            ys = [(k + 1, v) for k, v in enumerate(by[key]) if v is not None]
+            if ys: ax.plot(*zip(*ys), marker=".", ms=3, label=f"{label} ({s['n_rollouts']} rollouts)")
+    for ax, what in zip(axes, ("state error (normalised per dimension)", "|reward error|")):
+        ax.set(xlabel="step of the open-loop rollout", ylabel=what, title=what)
+        ax.set_yscale("symlog", linthresh=1e-9); ax.set_ylim(bottom=0); ax.grid(alpha=0.3)
+        if ax.lines: ax.legend(fontsize="small")
+        else: ax.text(0.5, 0.5, "no rollout", ha="center", va="center", transform=ax.transAxes)
+    if title: fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
 # %% ../nbs/06_cwm.ipynb #050a12ac
 def sandbox_inputs(buffer: ReplayBuffer) -> dict:
     "The plain data the sandbox driver needs: observations, actions, their numpy dtypes, `obs_format` and `valid_actions`."
@@ -357,6 +524,70 @@ def _data_key(sandbox, buffer: ReplayBuffer, resend: bool = False) -> str:
         sandbox.put_data(key, sandbox_inputs(buffer)); sent.add(key)
     return key
 
+def _run_on(sandbox, source: str, buffer: ReplayBuffer, driver: str, args=None, limits=None):
+    "One sandbox job of `driver` on `buffer`'s inputs (sent once per sandbox, again if the sandbox dropped them)."
+    run = lambda key: sandbox.run(source, driver, args=args, data_key=key, limits=limits)
+    try: return run(_data_key(sandbox, buffer))
+    except CwmNbError as e:              # the data was dropped from the sandbox since we sent it: send it again
+        if "no data" not in str(e): raise
+        return run(_data_key(sandbox, buffer, resend=True))
+
+def check_determinism(
+    source: str,                # the program
+    buffer: ReplayBuffer,       # its transitions
+    predictions: list,          # the first run's plain predictions (cwm_predict's)
+    *,
+    sandbox=None,               # a cwm_nb.sandbox.Sandbox; default: the shared one
+    limits=None,                # SandboxLimits of each pass
+) -> tuple[bool, dict]:         # (deterministic, {"passes", "first_difference", "wall_s"})
+    "Run the *repeat* and *after_other* passes (each a fresh sandbox job) and compare them with `predictions`."
+    t0 = time.perf_counter()
+    if sandbox is None:
+        from cwm_nb.sandbox import get_sandbox
+        sandbox = get_sandbox()
+    diff = None
+    for name, args in (("repeat", {"reseed": True}), ("after_other", {"before": other_transitions(len(buffer)), "reseed": True})):
+        res = _run_on(sandbox, source, buffer, "cwm_nb.sandbox:cwm_predict", args, limits)
+        if not res.ok:
+            err = res.error or {}
+            i = err.get("index") if type(err.get("index")) is int else 0
+            diff = {"pass": name, "index": i, "first": predictions[i] if i < len(predictions) else None,
+                    "second": None, "error": condense_error(err, source)}
+            break
+        second = (res.value or {}).get("predictions") if isinstance(res.value, dict) else None
+        i = first_difference(predictions, second if isinstance(second, list) else [])
+        if i is not None:
+            diff = {"pass": name, "index": i, "first": predictions[i] if i < len(predictions) else None,
+                    "second": second[i] if isinstance(second, list) and i < len(second) else None, "error": None}
+            break
+    return diff is None, {"passes": list(DETERMINISM_PASSES), "first_difference": diff,
+                          "wall_s": round(time.perf_counter() - t0, 4)}
+
+def rollout_errors(
+    source: str,                # the program
+    buffer: ReplayBuffer,       # its transitions (rolled out from each episode's start)
+    *,
+    paper_compat: bool = False, # done target: terminated | truncated
+    horizons=ROLLOUT_HORIZONS,  # K to summarise at (None: the episode's end)
+    sandbox=None,               # a cwm_nb.sandbox.Sandbox; default: the shared one
+    limits=None,                # SandboxLimits of the rollout job
+) -> dict:
+    "Open-loop rollouts of `source` from each logged episode start (one sandbox job), scored by `score_rollouts`."
+    t0 = time.perf_counter()
+    if sandbox is None:
+        from cwm_nb.sandbox import get_sandbox
+        sandbox = get_sandbox()
+    segs = rollout_segments(buffer)
+    res = _run_on(sandbox, source, buffer, "cwm_nb.sandbox:cwm_rollouts",
+                  {"starts": [s for s, _ in segs], "lengths": [L for _, L in segs]}, limits)
+    raw = (res.value or {}).get("rollouts") if res.ok and isinstance(res.value, dict) else None
+    if not isinstance(raw, list) or len(raw) != len(segs):
+        raw = [{"predictions": [], "malformed": [], "error": {"step": 0, "message": condense_error(res.error, source)
+                if not res.ok else "the rollout job returned no rollouts"}}] * len(segs)
+    out = score_rollouts(raw, buffer, segs, paper_compat=paper_compat, horizons=horizons)
+    out["wall_s"] = round(time.perf_counter() - t0, 4)
+    return out
+
 def evaluate_program(
     program: Program | str,     # the CWM source (class Environment with set_state and step)
     buffer: ReplayBuffer,       # transitions to check it on, all of them, in buffer order
@@ -369,6 +600,9 @@ def evaluate_program(
     state_rtol: float = 1e-5,   # next-state tolerance (continuous-state envs)
     state_atol: float = 1e-5,
     limits=None,                # cwm_nb.sandbox.SandboxLimits for this run; default: the sandbox's
+    determinism: bool = False,  # also run the determinism check (two more sandbox jobs); sets `deterministic`
+    rollouts: bool = False,     # also roll the program out open loop from each episode start; sets `rollouts`
+    horizons=ROLLOUT_HORIZONS,  # rollout horizons K to summarise at (None: the episode's end)
 ) -> Evaluation:
     "Run `program` on every transition of `buffer` in the sandbox and score it (spec §1.3). Crashes give `bug=True`, accuracy 0."
     t0 = time.perf_counter()
@@ -376,11 +610,7 @@ def evaluate_program(
     if sandbox is None:
         from cwm_nb.sandbox import get_sandbox
         sandbox = get_sandbox()
-    run = lambda key: sandbox.run(source, "cwm_nb.sandbox:cwm_predict", data_key=key, limits=limits)
-    try: res = run(_data_key(sandbox, buffer))
-    except CwmNbError as e:              # the data was dropped from the sandbox since we sent it: send it again
-        if "no data" not in str(e): raise
-        res = run(_data_key(sandbox, buffer, resend=True))
+    res = _run_on(sandbox, source, buffer, "cwm_nb.sandbox:cwm_predict", limits=limits)
     if not res.ok:
         return Evaluation.crashed(condense_error(res.error, source), len(buffer), paper_compat, time.perf_counter() - t0,
                                   valid_actions=buffer_format(buffer)[1])
@@ -388,5 +618,11 @@ def evaluate_program(
     ev = score_predictions(value.get("predictions"), buffer, paper_compat=paper_compat, n_failures=n_failures,
                            reward_rtol=reward_rtol, reward_atol=reward_atol, state_rtol=state_rtol, state_atol=state_atol,
                            malformed=value.get("malformed"))
+    if determinism and not ev.bug:
+        ev.deterministic, ev.determinism = check_determinism(source, buffer, value.get("predictions") or [],
+                                                             sandbox=sandbox, limits=limits)
+    if rollouts and not ev.bug:
+        ev.rollouts = rollout_errors(source, buffer, paper_compat=paper_compat, horizons=horizons, sandbox=sandbox,
+                                     limits=limits)
     ev.wall_s = time.perf_counter() - t0
     return ev

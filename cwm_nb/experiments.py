@@ -13,9 +13,10 @@ from .core import (CwmNbError, Program, atomic_write_bytes, atomic_write_json, a
                          project_root, provenance, to_plain)
 
 # %% auto #0
-__all__ = ['RUN_SETTINGS', 'CWMB_PARAMS', 'PLAN_PRESETS', 'KERNEL_NAME', 'APPS_PARAMS', 'APPS_BUDGET', 'CLI_MODULES', 'safe_name',
-           'run_dir', 'is_complete', 'check_run_settings', 'check_params', 'RunOutput', 'default_max_tokens',
-           'run_cwmb_search', 'plan_run', 'plot_run', 'plot_returns', 'save_figure', 'write_metrics', 'kernel_spec',
+__all__ = ['RUN_SETTINGS', 'OLD_SETTINGS', 'DEFAULT_HOLDOUT', 'CWMB_PARAMS', 'PLAN_PRESETS', 'KERNEL_NAME', 'APPS_PARAMS',
+           'APPS_BUDGET', 'CLI_MODULES', 'safe_name', 'run_dir', 'is_complete', 'check_run_settings', 'resolve_holdout',
+           'check_params', 'RunOutput', 'default_max_tokens', 'final_evaluation', 'heldout_metrics', 'run_cwmb_search',
+           'plan_run', 'plot_run', 'plot_returns', 'save_figure', 'write_metrics', 'plot_run_rollouts', 'kernel_spec',
            'kernel_manager_class', 'experiments_dir', 'run_notebook', 'apps_run_dir', 'run_apps_search', 'run_lock',
            'build_parser', 'main']
 
@@ -43,7 +44,9 @@ def is_complete(rd: Path) -> bool:
 
 # %% ../nbs/13_experiments.ipynb #9c69fdab
 RUN_SETTINGS = ("env", "method", "model", "paper_compat", "max_tokens", "base_url", "buffer", "plan_preset",
-                "plan_episodes", "endpoint_caps", "data", "problems", "apps_mode", "compare")
+                "plan_episodes", "endpoint_caps", "data", "problems", "apps_mode", "compare",
+                "holdout", "holdout_seed")
+OLD_SETTINGS = {"holdout": 0.0, "holdout_seed": 0}   # what a folder written before a setting existed did
 
 def check_run_settings(rd: Path, params: dict) -> str:
     "What to do with run folder `rd` for `params`: 'new', 'skip' (complete, same settings) or 'resume'. Raises `CwmNbError` on a clash."
@@ -51,6 +54,7 @@ def check_run_settings(rd: Path, params: dict) -> str:
     if not f.exists(): return "new"
     try: old = json.loads(f.read_text())
     except ValueError: raise CwmNbError(f"{f} is not valid JSON", f"delete {rd} or rerun with --force") from None
+    old = {**{k: v for k, v in OLD_SETTINGS.items() if k not in old}, **old}   # a missing key: the old behaviour
     clash = [k for k in RUN_SETTINGS if k in old and k in params and old[k] != params[k]]
     if "budget" in old and params.get("budget", old["budget"]) < old["budget"]: clash.append("budget")
     if clash:
@@ -61,10 +65,27 @@ def check_run_settings(rd: Path, params: dict) -> str:
     if is_complete(rd) and params.get("budget", old.get("budget")) == old.get("budget"): return "skip"
     return "resume"
 
+# %% ../nbs/13_experiments.ipynb #189943f3
+DEFAULT_HOLDOUT = 0.2   # fraction of episodes a new run holds out from its search (0 under paper_compat)
+
+def resolve_holdout(
+    rd: Path,                   # the run folder
+    holdout: float,             # the fraction asked for; -1 (or None): not given
+    paper_compat: bool = False, # the original's behaviour: nothing held out unless asked
+) -> float:
+    "The held-out fraction of the run in `rd`: as given; else the folder's own (0 if its settings predate it); else the default."
+    if holdout is not None and holdout >= 0: return float(holdout)
+    f = Path(rd)/"settings.json"
+    if f.exists():
+        try: return float(json.loads(f.read_text()).get("holdout", OLD_SETTINGS["holdout"]))
+        except (ValueError, TypeError, AttributeError): pass
+    return 0.0 if paper_compat else DEFAULT_HOLDOUT
+
 # %% ../nbs/13_experiments.ipynb #3107eec3
 CWMB_PARAMS: dict[str, type | tuple] = dict(env=str, method=str, model=str, budget=int, seed=int, out=str,
                                             base_url=str, paper_compat=bool, max_tokens=int, buffer=str,
-                                            plan_preset=str, plan_episodes=int, endpoint_caps=str)
+                                            plan_preset=str, plan_episodes=int, endpoint_caps=str,
+                                            holdout=float, holdout_seed=int)
 PLAN_PRESETS = ("paper", "quick", "none")   # "none": no planning after the search
 
 def check_params(params: dict, schema: dict = CWMB_PARAMS) -> dict:
@@ -72,7 +93,7 @@ def check_params(params: dict, schema: dict = CWMB_PARAMS) -> dict:
     for k, v in params.items():
         if k not in schema: raise CwmNbError(f"unknown notebook parameter {k!r}", f"use one of: {', '.join(schema)}")
         t = schema[k]
-        ok = isinstance(v, t) and not (t is int and isinstance(v, bool))
+        ok = (isinstance(v, t) or (t is float and type(v) is int)) and not (t in (int, float) and isinstance(v, bool))
         if not ok:
             raise CwmNbError(f"notebook parameter {k!r} must be {t.__name__}, got {type(v).__name__} {v!r}",
                              f"pass it as a {t.__name__}, e.g. `cwm-nb run ... --{k.replace('_', '-')} <value>`, "
@@ -83,6 +104,9 @@ def check_params(params: dict, schema: dict = CWMB_PARAMS) -> dict:
         raise CwmNbError(f"seed must be 0 or more, got {params['seed']}", "pass --seed 0 or more")
     if params.get("plan_preset", "quick") not in PLAN_PRESETS:
         raise CwmNbError(f"unknown planning preset {params['plan_preset']!r}", f"use one of: {', '.join(PLAN_PRESETS)}")
+    if "holdout" in params and not (params["holdout"] == -1 or 0 <= params["holdout"] < 1):
+        raise CwmNbError(f"holdout must be in [0, 1) (or -1 for the default), got {params['holdout']}",
+                         "pass e.g. --holdout 0.2, or --holdout 0 for the paper's setting")
     if "plan_episodes" in params and params["plan_episodes"] < 1:
         raise CwmNbError(f"plan_episodes must be at least 1, got {params['plan_episodes']}", "pass --plan-episodes 1 or more")
     return params
@@ -115,6 +139,31 @@ def default_max_tokens(model: str) -> int:
     except CwmNbError: name = model
     return llm_mod.REASONING_MIN_TOKENS if llm_mod.is_reasoning_model(name) else 1500
 
+def final_evaluation(
+    program: str,               # the search's best program ("" or None: none)
+    split,                      # `replay.EpisodeSplit` of the run's buffer
+    *,
+    paper_compat: bool = False, # the original's scoring rules
+    sandbox=None,               # a cwm_nb.sandbox.Sandbox
+) -> tuple:                     # (Evaluation on the search part or None, on the held-out part or None)
+    "Score the final program on both parts, each with the determinism check and open-loop rollouts."
+    from cwm_nb import cwm
+    if not program: return None, None
+    ev = lambda b: cwm.evaluate_program(program, b, paper_compat=paper_compat, sandbox=sandbox, determinism=True, rollouts=True)
+    return ev(split.search), (ev(split.heldout) if split.heldout is not None else None)
+
+def heldout_metrics(final, held) -> dict:
+    "The metrics.json keys of the held-out part, determinism and rollouts (None where there is nothing to report)."
+    part = lambda e, k: getattr(e, k) if e is not None else None
+    checked = [e for e in (final, held) if e is not None and e.deterministic is not None]
+    diff = next(({"part": p, **e.determinism["first_difference"]} for p, e in (("search", final), ("heldout", held))
+                 if e is not None and e.deterministic is False), None)
+    return dict(heldout_accuracy=part(held, "accuracy"), heldout_mean_accuracy=part(held, "mean_accuracy"),
+                heldout_exact_replay=part(held, "exact_replay"), heldout_components=part(held, "components"),
+                heldout_is_bug=part(held, "bug"), heldout_error=part(held, "error"),
+                deterministic=all(e.deterministic for e in checked) if checked else None, nondeterminism=diff,
+                rollouts={"search": part(final, "rollouts"), "heldout": part(held, "rollouts")})
+
 def run_cwmb_search(
     env: str = "CartPole-v1",    # benchmark environment name (`cwm-nb envs` lists them)
     method: str = "gif-mcts",    # search method
@@ -129,6 +178,8 @@ def run_cwmb_search(
     plan_preset: str = "quick",  # planner preset for the normalized return after the search (`plan_run`), or "none"
     plan_episodes: int = 10,     # episodes of each planner for the normalized return
     endpoint_caps: str = "",     # overrides of the endpoint's capabilities, `llm.parse_caps` form (e.g. "context=8192")
+    holdout: float = -1.0,       # fraction of episodes held out from the search; -1: `resolve_holdout` (0.2 new, 0 paper_compat)
+    holdout_seed: int = 0,       # seed of the held-out episodes (the same for every method and model)
     llm=None,                    # an `LLM` to use instead of resolving `model` (tests)
     progress: bool = True,       # show a progress bar
 ) -> RunOutput:
@@ -138,7 +189,8 @@ def run_cwmb_search(
     buffer = str(buffer or "")
     check_params(dict(env=env, method=method, model=model, budget=budget, seed=seed, out=str(out),
                       base_url=base_url, paper_compat=paper_compat, max_tokens=max_tokens, buffer=buffer,
-                      plan_preset=plan_preset, plan_episodes=plan_episodes, endpoint_caps=endpoint_caps))
+                      plan_preset=plan_preset, plan_episodes=plan_episodes, endpoint_caps=endpoint_caps,
+                      holdout=holdout, holdout_seed=holdout_seed))
     llm_mod.parse_caps(endpoint_caps)   # a malformed --endpoint-caps is an error before any work
     if method not in METHODS: raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
     spec = envs.get_env_spec(env)  # unknown environment -> clear error before any work
@@ -147,21 +199,25 @@ def run_cwmb_search(
     rd = run_dir(out, spec.suite, env, method, model, seed, paper_compat)
     settings = dict(env=env, method=method, model=model, budget=budget, seed=seed, paper_compat=paper_compat,
                     max_tokens=max_tokens, base_url=base_url, buffer=buffer, plan_preset=plan_preset,
-                    plan_episodes=plan_episodes, endpoint_caps=endpoint_caps)
+                    plan_episodes=plan_episodes, endpoint_caps=endpoint_caps,
+                    holdout=resolve_holdout(rd, holdout, paper_compat), holdout_seed=int(holdout_seed))
     check_run_settings(rd, settings)
     buf = replay.load_buffer(env, buffer or None)   # a bad --buffer is an error before the run folder exists
+    split = replay.split_by_episode(buf, settings["holdout"], settings["holdout_seed"])
     rd.mkdir(parents=True, exist_ok=True)
     (rd/"metrics.json").unlink(missing_ok=True)   # a continued run is not complete until its new metrics are written
     atomic_write_json(rd/"settings.json", settings)
     description = envs.describe_env(env)
     if llm is None: llm = llm_mod.get_llm(model, base_url=base_url or None, caps=endpoint_caps or None)
     sandbox = get_sandbox()
-    evaluate = lambda source: cwm.evaluate_program(source, buf, paper_compat=paper_compat, sandbox=sandbox)
+    evaluate = lambda source: cwm.evaluate_program(source, split.search, paper_compat=paper_compat, sandbox=sandbox)
     contract = prompts.RTFM_CONTRACT if spec.valid_actions else None   # None: the search's default CWM contract
     search = _make_method(method, llm, evaluate, description, seed, rd/"checkpoint.json", paper_compat,
                           max_tokens, progress, contract)
     res = search.run(budget)
-    final = evaluate(res.best_program) if res.best_program else None
+    te = time.perf_counter()
+    final, held = final_evaluation(res.best_program, split, paper_compat=paper_compat, sandbox=sandbox)
+    eval_s = time.perf_counter() - te
     atomic_write_text(rd/"program.py", res.best_program or "")
     atomic_write_json(rd/"tree.json", res.tree)
     u = llm.usage
@@ -181,6 +237,7 @@ def run_cwmb_search(
         exact_replay=final.exact_replay if final else 0.0,
         components=final.components if final else {}, best_value=res.best_value,
         best_value_per_call=list(res.best_value_per_call), n_transitions=len(buf),
+        **split.info(), **heldout_metrics(final, held), final_eval_s=round(eval_s, 3),
         program_sha256=Program(res.best_program or "").sha256, sandbox=sandbox.isolation,
         buffer=buffer or "shipped", buffer_fingerprint=buf.fingerprint()[:16],
         wall_s=round(time.perf_counter() - t0, 3),
@@ -259,6 +316,15 @@ def save_figure(fig, path_stem: str | Path) -> list[Path]:
 def write_metrics(out: RunOutput, **extra) -> Path:
     "Write `metrics.json` (with `status: complete`) — the last step of a run."
     return atomic_write_json(out.run_dir/"metrics.json", {**out.metrics, **extra, "status": "complete"})
+
+# %% ../nbs/13_experiments.ipynb #8f24237b
+def plot_run_rollouts(out: RunOutput):
+    "A matplotlib Figure of the final program's rollout errors by step, search and held-out parts (`cwm.plot_rollouts`)."
+    from cwm_nb.cwm import plot_rollouts
+    m = out.metrics
+    r = m.get("rollouts") or {}
+    return plot_rollouts({"search part": r.get("search"), "held-out part": r.get("heldout")},
+                         f"open-loop rollouts of the best program: {m['method']} on {m['env']}, seed {m['seed']}")
 
 # %% ../nbs/13_experiments.ipynb #583f448b
 KERNEL_NAME = "cwm-nb"   # the kernel experiment notebooks run in: this interpreter, whatever kernelspecs exist
@@ -405,9 +471,11 @@ def _cmd_run(a) -> int:
     params = dict(env=a.env, method=a.method, model=a.model, budget=a.budget, seed=a.seed,
                   out=str(Path(a.out).resolve()), base_url=a.base_url or "", paper_compat=a.paper_compat,
                   max_tokens=a.max_tokens or default_max_tokens(a.model), buffer=buffer,
-                  plan_preset=a.plan_preset, plan_episodes=a.plan_episodes, endpoint_caps=a.endpoint_caps)
+                  plan_preset=a.plan_preset, plan_episodes=a.plan_episodes, endpoint_caps=a.endpoint_caps,
+                  holdout=-1.0 if a.holdout is None else float(a.holdout), holdout_seed=a.holdout_seed)
     check_params(params)
     rd = run_dir(a.out, spec.suite, a.env, a.method, a.model, a.seed, a.paper_compat)
+    params["holdout"] = resolve_holdout(rd, params["holdout"], a.paper_compat)   # as settings.json will say
     with run_lock(rd):   # one process per run folder
         if a.force and rd.exists():
             shutil.rmtree(rd); print(f"--force: deleted {rd}", file=sys.stderr)
@@ -420,6 +488,7 @@ def _cmd_run(a) -> int:
     if m.get("best_is_bug"): print(f"every program raised; the best one's error: {m.get('best_error')}")
     print(f"accuracy {m['accuracy']:.4f}  exact replay {m['exact_replay']:.4f}  LLM calls {m['llm_calls']} "
           f"(model {m['model_calls']}, cached {m['cached_calls']})  tokens {m['prompt_tokens']}+{m['completion_tokens']}")
+    print(_heldout_line(m))
     if m.get("plan_preset", "none") != "none": print(_returns_line(m))
     print(f"results: {rd}")
     return 0
@@ -450,19 +519,53 @@ def _read_program(path: str) -> str:
     try: return p.read_text()
     except UnicodeDecodeError: raise CwmNbError(f"{p} is not a UTF-8 text file", "pass a Python source file") from None
 
+def _heldout_line(m: dict) -> str:
+    "One line: held-out accuracy (or that nothing was held out) and the determinism flag of a run's metrics."
+    h = m.get("heldout_accuracy")
+    held = (f"held-out accuracy {h:.4f}  exact replay {m.get('heldout_exact_replay') or 0:.4f} on "
+            f"{m.get('n_heldout_transitions')} transitions of {len(m.get('heldout_episodes') or [])} episodes"
+            if h is not None else f"nothing held out (holdout {m.get('holdout', 0)})")
+    det = {True: "deterministic", False: "NOT deterministic", None: "determinism not checked"}[m.get("deterministic")]
+    return f"{held}; {det}"
+
+def _determinism_text(d: dict) -> str:
+    if d.get("deterministic") is None: return "determinism not checked (the program raised)"
+    if d["deterministic"]: return "deterministic (repeat and after_other passes agree)"
+    f = d["determinism"]["first_difference"]
+    return (f"NOT deterministic: the {f['pass']} pass differs first at transition {f['index']} "
+            f"(first run {f['first']}, then {f['second']}{'; ' + f['error'] if f.get('error') else ''})")
+
+def _rollout_table(r: dict) -> list[str]:
+    "Lines of a small table: per horizon, rollouts, alive, state error, reward error, done disagreement."
+    fmt = lambda v, s=".3g": "n/a" if v is None else format(v, s)
+    lines = [f"  {'horizon':>8s} {'rollouts':>8s} {'alive':>6s} {'state err':>10s} {'reward err':>10s} {'done disagrees':>14s}"]
+    for k, h in r["horizons"].items():
+        lines.append(f"  {k:>8s} {h['rollouts']:8d} {fmt(h['alive'], '.2f'):>6s} {fmt(h['state_error']):>10s} "
+                     f"{fmt(h['reward_error']):>10s} {fmt(h['done_disagreement'], '.2f'):>14s}")
+    return lines + [f"  (state error: {r['state_distance']}; rollouts from each episode start on the logged actions)"]
+
 def _cmd_eval(a) -> int:
     from cwm_nb import envs, replay, cwm
     envs.get_env_spec(a.env)
     source = _read_program(a.program)
     buf = replay.load_buffer(a.env, a.buffer)
-    ev = cwm.evaluate_program(source, buf, paper_compat=a.paper_compat)
-    d = ev.to_dict()
-    if a.json: print(json.dumps(d))
-    else:
-        print(f"{a.env}: accuracy {d['accuracy']:.4f} (paper-weighted), mean {d['mean_accuracy']:.4f}, "
-              f"exact replay {d['exact_replay']:.4f} on {d['n_transitions']} transitions")
+    split = replay.split_by_episode(buf, a.holdout, a.holdout_seed)
+    parts = {"search": split.search} | ({"heldout": split.heldout} if split.heldout is not None else {})
+    evs = {p: cwm.evaluate_program(source, b, paper_compat=a.paper_compat, determinism=not a.no_determinism,
+                                   rollouts=a.rollouts).to_dict() for p, b in parts.items()}
+    if a.json:
+        d = evs["search"]
+        if a.holdout > 0: d = {**d, "heldout": evs.get("heldout"), **split.info()}
+        print(json.dumps(d)); return 0
+    for p, d in evs.items():
+        what = "" if a.holdout == 0 else (f" [search part: episodes {split.search_episodes}]" if p == "search"
+                                         else f" [held-out part: episodes {split.heldout_episodes}]")
+        print(f"{a.env}{what}: accuracy {d['accuracy']:.4f} (paper-weighted), mean {d['mean_accuracy']:.4f}, "
+              f"exact replay {d['exact_replay']:.4f} on {d['n_transitions']} transitions; {_determinism_text(d)}")
         if d.get("error"): print(f"error: {d['error']}")
         for f in d.get("failures", [])[:3]: print(f"first failures: transition {f['index']}: expected {f['expected']} got {f['predicted']}")
+        if d.get("rollouts"): print("\n".join(["open-loop rollouts:"] + _rollout_table(d["rollouts"])))
+    if split.note: print(f"note: {split.note}")
     return 0
 
 def _cmd_plan(a) -> int:
@@ -543,6 +646,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--plan-preset", default="quick", choices=PLAN_PRESETS,
                    help="planner preset for the normalized return after the search (paper: spec §3.2, hours per MuJoCo env on 2 cores)")
     r.add_argument("--plan-episodes", type=int, default=10, help="real episodes per policy for the normalized return")
+    r.add_argument("--holdout", type=float, default=None, help="fraction of the buffer's episodes held out from the search "
+                   f"(0: the paper's setting); default {DEFAULT_HOLDOUT} for a new run, 0 with --paper-compat, the folder's own on resume")
+    r.add_argument("--holdout-seed", type=int, default=0, help="seed of the held-out episodes")
     r.add_argument("--force", action="store_true", help="delete this run's folder (checkpoint included) and start over")
     r.add_argument("--data", default="", help="apps: your copy of APPS (release folder, .jsonl or parquet files), or demo (data/apps_demo)")
     r.add_argument("--problems", default="", help="apps: positions START:STOP or a comma list; default 3000:4000 (the paper's), demo: 0:6")
@@ -557,6 +663,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--buffer", default=None, help="replay buffer folder or paper pickle (*.pkl); default: the shipped buffer")
     e.add_argument("--paper-compat", action="store_true", help="score with the original code's rules")
     e.add_argument("--json", action="store_true", help="print the evaluation as one JSON object")
+    e.add_argument("--rollouts", action="store_true", help="also roll the program out open loop from each episode start "
+                   "and print the errors at K = 1, 5, 20 and the episode's end")
+    e.add_argument("--holdout", type=float, default=0.0, help="also split the buffer by episode and score the held-out part apart")
+    e.add_argument("--holdout-seed", type=int, default=0, help="seed of the held-out episodes")
+    e.add_argument("--no-determinism", action="store_true", help="skip the determinism check (two more runs of the program)")
     e.set_defaults(fn=_cmd_eval)
     pl = sub.add_parser("plan", help="plan with a program on the real environment: returns and normalized return",
                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)

@@ -11,11 +11,11 @@ from typing import Any, NamedTuple
 from .core import CwmNbError, atomic_write_json, atomic_write_text, data_dir
 
 # %% auto #0
-__all__ = ['PAPER', 'OURS', 'PUBLISHED_FILES', 'RUN_KEY', 'ABLATIONS', 'ACTION_STATS', 'APPS_TABLES', 'COUNT_COLUMNS', 'TABLES',
-           'published_dir', 'load_published', 'effective_return', 'method_label', 'dedupe_runs', 'Table', 'table_main',
-           'table_rtfm', 'table_per_env', 'table_ablation', 'table_action_stats', 'table_returns',
-           'apps_problem_results', 'table_apps', 'table_apps_by_source', 'plot_best_value_vs_calls', 'best_run',
-           'plot_search_tree', 'write_table', 'styled', 'make_all', 'add_cli']
+__all__ = ['PAPER', 'OURS', 'PUBLISHED_FILES', 'RUN_KEY', 'ABLATIONS', 'ACTION_STATS', 'APPS_TABLES', 'ROLLOUT_KEYS',
+           'COUNT_COLUMNS', 'TABLES', 'published_dir', 'load_published', 'effective_return', 'method_label',
+           'dedupe_runs', 'Table', 'table_main', 'table_rtfm', 'table_per_env', 'table_ablation', 'table_action_stats',
+           'table_returns', 'apps_problem_results', 'table_apps', 'table_apps_by_source', 'plot_best_value_vs_calls',
+           'best_run', 'plot_search_tree', 'plot_rollout_errors', 'write_table', 'styled', 'make_all', 'add_cli']
 
 # %% ../nbs/14_figures.ipynb #c49bb0e9
 PAPER, OURS = "paper (published)", "ours"   # labels of the two sources in every table
@@ -83,6 +83,9 @@ def _runs(index, suite: str | None = "cwmb"):
     if len(df):
         df["method"], df["R_eff"], df["accuracy"] = method_label(df), effective_return(df), _num(df["accuracy"])
         df["budget"], df["seed"] = _num(df["budget"]).fillna(0).astype(int), _num(df["seed"]).fillna(0).astype(int)
+        for c in ("holdout", "heldout_accuracy"):   # (an index made before held-out parts existed: holdout 0, none)
+            df[c] = _num(df[c]) if c in df.columns else float("nan")
+        df["holdout"] = df["holdout"].fillna(0.0)
     else: df["R_eff"] = []
     return df
 
@@ -115,14 +118,18 @@ def _aggregate(df, keys: list[str], err: str = "seeds") -> "pd.DataFrame":
     import pandas as pd
     rows = []
     for k, g in df.groupby(keys, sort=True, dropna=False):
-        per_seed = g.groupby("seed").agg(acc=("accuracy", "mean"), R=("R_eff", "mean"))
-        per_env = g.groupby("env").agg(acc=("accuracy", "mean"), R=("R_eff", "mean"))
+        h = {"held": ("heldout_accuracy", "mean")} if "heldout_accuracy" in g.columns else {}
+        per_seed = g.groupby("seed").agg(acc=("accuracy", "mean"), R=("R_eff", "mean"), **h)
+        per_env = g.groupby("env").agg(acc=("accuracy", "mean"), R=("R_eff", "mean"), **h)
         src = per_seed if err == "seeds" else per_env
         rows.append(dict(zip(keys, k if isinstance(k, tuple) else (k,)),
                          **{"accuracy": per_seed["acc"].mean(), "accuracy ±": _sem(src["acc"]),
                             "R": per_seed["R"].mean(), "R ±": _sem(src["R"]), "seeds": g["seed"].nunique(),
                             "envs": g["env"].nunique(), "R envs": int(per_env["R"].notna().sum()),
-                            "plan preset": ", ".join(sorted(set(g["plan_preset"].dropna().astype(str))))}))
+                            "plan preset": ", ".join(sorted(set(g["plan_preset"].dropna().astype(str)))),
+                            "held-out accuracy": per_seed["held"].mean() if h else float("nan"),
+                            "held-out accuracy ±": _sem(src["held"]) if h else float("nan"),
+                            "holdout": ", ".join(f"{x:g}" for x in sorted(set(g["holdout"]))) if "holdout" in g.columns else "0"}))
     return pd.DataFrame(rows)
 
 def _check_err(err: str):
@@ -160,7 +167,8 @@ def _sorted(df, axis: int = 0):
     return df.sort_index(axis=axis, key=_order_key, sort_remaining=True)
 
 # %% ../nbs/14_figures.ipynb #906f6dde
-_MAIN_COLS = ["accuracy", "accuracy ±", "R", "R ±", "seeds", "envs", "R envs", "plan preset"]
+_MAIN_COLS = ["accuracy", "accuracy ±", "held-out accuracy", "held-out accuracy ±", "R", "R ±", "seeds", "envs", "R envs",
+              "plan preset", "holdout"]
 
 def _published_agg(table: str, keys: list[str], group_col: str | None = "action_kind") -> "pd.DataFrame":
     "The paper's aggregate rows of `table` (T2, T3, T6) in the layout of `_aggregate`."
@@ -174,7 +182,8 @@ def _published_agg(table: str, keys: list[str], group_col: str | None = "action_
         seeds = d["n_seeds"].iloc[0]
         row = dict(model=m, method=meth, budget=int(b), **{"accuracy": v["accuracy"][0], "accuracy ±": v["accuracy"][1],
                    "R": v["R"][0], "R ±": v["R"][1], "seeds": seeds, "envs": n_envs, "R envs": r_envs,
-                   "plan preset": "paper"})
+                   "plan preset": "paper", "held-out accuracy": float("nan"), "held-out accuracy ±": float("nan"),
+                   "holdout": "0"})
         if group_col: row[group_col] = g
         rows.append(row)
     return pd.DataFrame(rows)
@@ -187,6 +196,11 @@ def _with_source(ours, paper, keys: list[str], published: bool):
     parts = {k: (d.set_index(keys) if keys[0] in d.columns else d) for k, d in parts.items()}
     return pd.concat(parts, names=["source"])
 
+_HELDOUT = ("Accuracy is measured on the transitions the search saw: the whole buffer for runs with holdout 0 (the "
+            "paper's setting, the one to compare with the paper's rows), the search part of the buffer otherwise. Held-out "
+            "accuracy is the same score on the episodes the search never saw (column holdout: the fraction of episodes held "
+            "out; n/a where nothing was), reported, not searched on.")
+
 def table_main(
     index: "pd.DataFrame",   # the results index (`cwm_nb.sweeps.build_index`)
     published: bool = True,  # add the paper's Table 2 rows, labelled "paper (published)"
@@ -197,8 +211,8 @@ def table_main(
     keys = ["action_kind", "method", "model", "budget"]
     runs = _runs(index, "cwmb")
     ours = _aggregate(runs, keys, err) if len(runs) else None
-    cap = (f"CWMB results per action space (layout of paper Table 2). {_err_text(err)} {_RULES} RTFM is reported "
-           f"apart (Table 3 layout).{_partial_note(index)}")
+    cap = (f"CWMB results per action space (layout of paper Table 2). {_err_text(err)} {_RULES} {_HELDOUT} RTFM is "
+           f"reported apart (Table 3 layout).{_partial_note(index)}")
     if published: cap += f" Rows '{PAPER}' are the paper's Table 2, quoted (Llama 3 70B: 3 seeds; GPT-4 Turbo: 1 seed)."
     if ours is None and not published: return Table(_note_table("no complete CWMB runs in the results"), cap)
     if ours is None: cap += " No complete CWMB runs of ours."
@@ -539,6 +553,54 @@ def plot_search_tree(
     fig.tight_layout()
     return fig
 
+# %% ../nbs/14_figures.ipynb #9596e517
+ROLLOUT_KEYS = ("1", "5", "20", "end")   # the horizons of `cwm.ROLLOUT_HORIZONS`, as metrics.json names them
+
+def _rollout_points(index, out_root) -> list:
+    "(env, label, part, [error at each of ROLLOUT_KEYS or NaN], metric) per complete run, part and metric, from metrics.json."
+    res = []
+    for r in _runs(index, None).itertuples():
+        try: m = json.loads((Path(out_root)/r.run_dir/"metrics.json").read_text())
+        except (OSError, ValueError, TypeError): continue
+        for part, s in ((m.get("rollouts") or {}).items()):
+            if not isinstance(s, dict) or not isinstance(s.get("horizons"), dict): continue
+            for metric in ("state_error", "reward_error"):
+                ys = [(s["horizons"].get(k) or {}).get(metric) for k in ROLLOUT_KEYS]
+                res.append((r.env, f"{r.method} ({r.model}, B={r.budget})", part,
+                            [float(y) if isinstance(y, (int, float)) else float("nan") for y in ys], metric))
+    return res
+
+def plot_rollout_errors(
+    index: "pd.DataFrame",               # the results index
+    out_root: str | Path | None = None,  # the results folder (metrics.json of each run)
+    metric: str = "state_error",         # "state_error" (normalised per dimension) or "reward_error"
+):
+    "Figure: open-loop rollout error against horizon, one panel per environment, one line per method and model and part."
+    import matplotlib.pyplot as plt, numpy as np, warnings
+    from cwm_nb.envs import paper_order
+    pts = [p for p in (_rollout_points(index, out_root) if out_root is not None else []) if p[4] == metric]
+    envs = [e for e in [*paper_order(), "rtfm"] if any(p[0] == e for p in pts)]
+    cols = min(4, max(1, len(envs)))
+    fig, axes = plt.subplots((len(envs) + cols - 1) // cols or 1, cols, figsize=(4.2 * cols, 3.2 * max(1, (len(envs) + cols - 1) // cols)),
+                             squeeze=False)
+    if not envs:
+        axes[0, 0].text(0.5, 0.5, "no runs with rollout errors", ha="center", va="center"); axes[0, 0].set_axis_off()
+        return fig
+    for ax, env in zip(axes.flat, envs):
+        for (label, part) in sorted({(p[1], p[2]) for p in pts if p[0] == env}):
+            ys = np.array([p[3] for p in pts if p[0] == env and p[1] == label and p[2] == part])
+            with warnings.catch_warnings():   # a horizon no run reached: NaN, without "mean of empty slice"
+                warnings.simplefilter("ignore", RuntimeWarning); m = np.nanmean(ys, 0)
+            ax.plot(range(len(ROLLOUT_KEYS)), m, marker="o", ms=3, ls="--" if part == "heldout" else "-",
+                    label=f"{label}, {'held-out' if part == 'heldout' else 'search'} part, {len(ys)} run(s)")
+        ax.set_xticks(range(len(ROLLOUT_KEYS)), ROLLOUT_KEYS)
+        ax.set_yscale("symlog", linthresh=1e-9); ax.set_ylim(bottom=0); ax.grid(alpha=0.3)
+        ax.set(title=env, xlabel="rollout horizon K (steps)", ylabel=metric.replace("_", " "))
+        ax.legend(fontsize="x-small")
+    for ax in list(axes.flat)[len(envs):]: ax.set_axis_off()
+    fig.tight_layout()
+    return fig
+
 # %% ../nbs/14_figures.ipynb #8d0829d7
 def _latex_escape(s: str) -> str:
     "Escape LaTeX's special characters in plain text (captions); ± becomes $\\pm$."
@@ -629,7 +691,9 @@ def make_all(
             t = fn(index, results, published=published)
             written[stem] = write_table(t.df, out/stem, t.caption)
     for stem, fig in (("best_value_vs_calls", plot_best_value_vs_calls(index, results)),
-                      ("search_tree", plot_search_tree(index, results))):
+                      ("search_tree", plot_search_tree(index, results)),
+                      ("rollout_state_errors", plot_rollout_errors(index, results, "state_error")),
+                      ("rollout_reward_errors", plot_rollout_errors(index, results, "reward_error"))):
         written[stem] = save_figure(fig, out/stem); plt.close(fig)
     from cwm_nb.agent_experiments import agent_figures
     written.update(agent_figures(results, out))   # the WorldCoder agent's figures, when `results` holds agent runs

@@ -4,21 +4,21 @@
 
 # %% ../nbs/10_planning.ipynb #6dc51d60
 from __future__ import annotations
-import hashlib, json, math, os, pickle, random, struct, threading, time
+import hashlib, json, math, os, pickle, random, resource, struct, threading, time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 import numpy as np
 from .core import CwmNbError, atomic_write_json, cache_dir, derive_seed, make_rng
-from .sandbox import ProgramError, SandboxLimits, strict_plain, _as_done, _as_reward
+from .sandbox import ProgramError, SandboxLimits, Serve, strict_plain, _as_done, _as_reward
 
 # %% auto #0
-__all__ = ['PRESETS', 'STATE_ATTRS', 'MAX_REPLY_BYTES', 'PR_SET_DUMPABLE', 'INTEGRITY_NOTE', 'normalized_return', 'MCTSConfig',
-           'CEMConfig', 'PlanningPreset', 'get_preset', 'Snapshot', 'snapshot', 'restore', 'OracleModel',
+__all__ = ['PRESETS', 'STATE_ATTRS', 'MAX_REPLY_BYTES', 'PR_SET_DUMPABLE', 'CHUNK_ANSWERS', 'INTEGRITY_NOTE', 'normalized_return',
+           'MCTSConfig', 'CEMConfig', 'PlanningPreset', 'get_preset', 'Snapshot', 'snapshot', 'restore', 'OracleModel',
            'mask_to_actions', 'decode_state', 'encode_state', 'ProgramModel', 'state_key', 'MCTSResult', 'mcts_search',
            'cem_plan', 'oracle_cem_plan', 'oracle_mcts_action', 'load_driver', 'plan_driver', 'step_loop_driver',
-           'RemoteModel', 'check_action', 'check_plan', 'min_model_steps', 'check_stats', 'EpisodeLog', 'play_episode',
-           'baseline_episodes', 'PlanningResult', 'evaluate_planning']
+           'RemoteModel', 'TapeMismatch', 'TapeModel', 'check_action', 'check_plan', 'min_model_steps', 'check_stats',
+           'EpisodeLog', 'play_episode', 'baseline_episodes', 'PlanningResult', 'evaluate_planning']
 
 # %% ../nbs/10_planning.ipynb #0cd3d40b
 def normalized_return(
@@ -604,17 +604,33 @@ def _program_model(namespace: dict, args: dict) -> ProgramModel:
                         valid_actions=bool(args.get("valid_actions")))
 
 def _plan(model, args: dict) -> dict:
-    "One decision with `model` (a ProgramModel or a RemoteModel): {'action'} or {'plan'}, plus model_steps, plan_s."
+    """One decision with `model` (a ProgramModel or a RemoteModel): {'action'} or {'plan'}, plus model_steps, plan_s.
+    MCTS with a RemoteModel first replays the model side's recorded search (`TapeModel`); a tape that does not match
+    the planner's own queries is dropped and the search is redone with live queries."""
     space = args["space"]
     root = decode_state(args["state"], args["obs_format"], args.get("obs_dtype"))
-    rng = np.random.default_rng(int(args["seed"]))
-    t0, n0 = time.perf_counter(), model.steps
+    t0 = time.perf_counter()
     if args["planner"] == "mcts":
         acts = args.get("root_actions") or list(range(space["n"]))
-        out = {"action": int(mcts_search(model, root, acts, MCTSConfig(**args["config"]), rng, n_actions=space["n"]).action)}
+        search = lambda m: mcts_search(m, root, acts, MCTSConfig(**args["config"]), np.random.default_rng(int(args["seed"])),
+                                       n_actions=space["n"])
+        res = None
+        if hasattr(model, "tape"):
+            tm = model.tape(args)
+            try: res, steps = search(tm), tm.steps
+            except TapeMismatch: res = None
+            tm.finish()   # the model side has finished its search: the pipe is free for live requests
+        if res is None:
+            n0 = model.steps
+            res = search(model); steps = model.steps - n0
+        out = {"action": int(res.action)}
     else:
-        out = {"plan": cem_plan(model, root, space["low"], space["high"], CEMConfig(**args["config"]), rng)}
-    out.update(model_steps=int(model.steps - n0), plan_s=time.perf_counter() - t0)
+        if args.get("session") and hasattr(model, "set_root"): model.set_root(args["state"], args.get("obs_dtype"))
+        n0 = model.steps
+        out = {"plan": cem_plan(model, root, space["low"], space["high"], CEMConfig(**args["config"]),
+                                np.random.default_rng(int(args["seed"])))}
+        steps = model.steps - n0
+    out.update(model_steps=int(steps), plan_s=time.perf_counter() - t0)
     return out
 
 def load_driver(namespace: dict, args: dict | None, data: Any) -> dict:
@@ -622,10 +638,14 @@ def load_driver(namespace: dict, args: dict | None, data: Any) -> dict:
     _program_env(namespace)
     return {"ok": True}
 
-def plan_driver(namespace: dict, args: dict, data: Any) -> dict:
-    "Driver: one planning decision with the program as the model. Returns {'action': int} or {'plan': (T, d)} + stats."
+def plan_driver(namespace: dict, args: dict, data: Any) -> dict | Serve:
+    """Driver: one planning decision with the program as the model: {'action': int} or {'plan': (T, d)} + stats.
+    With `args['session']` (`Sandbox.open_session`) it answers {'ok': True} and then one decision per call, whose
+    payload holds the per-decision keys (state, obs_dtype, root_actions, seed)."""
     if _SERVE is not None: _serve(namespace, args, *_SERVE)   # the model side of a sandboxed job: never returns
-    return _plan(_program_model(namespace, args), args)       # in one process (run_in_process: trusted programs)
+    model = _program_model(namespace, args)                    # in one process (run_in_process: trusted programs)
+    if args.get("session"): return Serve({"ok": True}, lambda call: _plan(model, {**args, **call}))
+    return _plan(model, args)
 
 def step_loop_driver(namespace: dict, args: dict, data: Any) -> dict:
     "Driver (benchmark): the bare loop `set_state(root)` then `env.step(a)` for `args['steps']` random actions, no checks."
@@ -673,7 +693,7 @@ def _serve(namespace: dict, args: dict, req_r: int, rep_w: int) -> None:
     try:
         try:
             model = _program_model(namespace, args)
-            root = decode_state(args["state"], args["obs_format"], args.get("obs_dtype"))
+            root = decode_state(args["state"], args["obs_format"], args.get("obs_dtype")) if "state" in args else None
             err = None
         except ProgramError as e: model, err = None, _error_record(e, _JOB_SOURCE)
         discrete = args["space"]["kind"] == "discrete"
@@ -684,7 +704,15 @@ def _serve(namespace: dict, args: dict, req_r: int, rep_w: int) -> None:
             if err is not None: _send_reply(rep_w, err); continue
             try:
                 op = req[0]
-                if op == "s":
+                if op == "t":     # a whole MCTS decision, its tape streamed (its root is the root of later requests)
+                    a = {**args, **req[1]}
+                    root = decode_state(a["state"], a["obs_format"], a.get("obs_dtype"))
+                    _record_search(model, root, a, lambda chunk: _send_reply(rep_w, chunk))
+                    continue
+                elif op == "R":   # the root of the requests that follow (a CEM decision)
+                    root = decode_state(req[1], args["obs_format"], req[2]); rep = []
+                elif op == "p": rep = []   # the program loaded: ready
+                elif op == "s":
                     if req[2]: model.set_state(root)
                     obs, r, done = model.step(req[1] if discrete else np.array(req[1], np.float64))
                     v = model.valid_actions
@@ -720,6 +748,8 @@ def _serve(namespace: dict, args: dict, req_r: int, rep_w: int) -> None:
 _LOST = ("the program's model process ended without answering (its top level failed, it exited, or it was "
          "killed); run the program alone to see why")
 
+_DECISION_KEYS = ("state", "obs_dtype", "root_actions", "seed", "config", "obs_format", "space", "planner")
+
 class RemoteModel:
     "The planner's view of a program's model that runs in another process (see `_isolated_planner`)."
     def __init__(self,
@@ -742,11 +772,21 @@ class RemoteModel:
         except (ChildProcessError, TypeError): pass
         return ProgramError("exception", _LOST)
 
-    def _ask(self, req) -> Any:
+    def _send(self, req) -> None:
+        "Send one request (pickled: trusted data to the untrusted side)."
         b = pickle.dumps(req, protocol=5)
         try:
             view = memoryview(_REQ_HDR.pack(len(b)) + b)
             while view: view = view[os.write(self.req_w, view):]
+        except OSError: raise self._lost() from None
+
+    def _ask(self, req) -> Any:
+        self._send(req)
+        return self._read()
+
+    def _read(self) -> list:
+        "The next reply: a list of plain data, or the program's error raised as ProgramError."
+        try:
             h = _read_n(self.rep_r, 8)
             if h is None: raise self._lost()
             n = _REQ_HDR.unpack(h)[0]
@@ -840,6 +880,20 @@ class RemoteModel:
         self.steps += sum(ns)
         return scores
 
+    def ping(self) -> None:
+        "Wait until the model side has loaded the program; its error (as ProgramError) if it could not."
+        self._ask(("p",))
+
+    def set_root(self, state, obs_dtype) -> None:
+        "The root (plain observation) of the requests that follow."
+        self._ask(("R", state, obs_dtype)); self._reset = True
+
+    def tape(self, decision: dict) -> TapeModel:
+        "Ask the model side to search one MCTS decision and stream its answers: a `TapeModel` reading them as they come."
+        self._send(("t", {k: decision[k] for k in _DECISION_KEYS if k in decision}))
+        self._reset = True
+        return TapeModel(n_actions=self.n, reader=self._read)
+
     def close(self) -> None:
         "Hang up, kill and reap the model side."
         import signal
@@ -853,14 +907,133 @@ class RemoteModel:
             except ChildProcessError: pass
             self.pid = None
 
+# %% ../nbs/10_planning.ipynb #50e60f11
+class TapeMismatch(Exception): "The planner asked the tape for something it did not record."
+
+class TapeModel:
+    "A model that answers from the model side's recorded search, checking that each query is the recorded one."
+    def __init__(self,
+                 events: list | None = None,    # the tape: ["s", a, key, r, done, valid] and ["r", actions, steps, v, n]
+                 n_actions: int | None = None,  # number of discrete actions (valid actions are kept in range)
+                 reader: Callable | None = None,  # more of the tape, chunk by chunk (a list of answers; [["e"]]: the end)
+                ):
+        self.events, self.i, self.steps, self.valid_actions, self.n = list(events or []), 0, 0, None, n_actions
+        self.reader, self.ended = reader, reader is None
+
+    def _more(self) -> bool:
+        "Read the next chunk of the tape; False at its end (the end mark, or the model side's note that it has none)."
+        if self.ended: return False
+        chunk = self.reader()            # raises the program's error, or ProgramError for a lost model side
+        if chunk and type(chunk[0]) is list and chunk[0][:1] in (["e"], ["x"]):
+            self.ended = True; return False
+        self.events.extend(chunk)
+        return True
+
+    def finish(self) -> None:
+        "Read the rest of the tape, up to its end (the model side has finished its search)."
+        while self._more(): pass
+
+    def set_state(self, root) -> None: pass   # every answer comes from the tape
+    def state_key(self, key): return key
+
+    def _next(self, kind: str, size: int) -> list:
+        while self.i >= len(self.events):
+            if not self._more(): raise TapeMismatch(f"the tape ends after {self.i} answers")
+        e = self.events[self.i]
+        if type(e) is not list or len(e) != size or e[0] != kind: raise TapeMismatch(f"answer {self.i} is not a {kind!r}")
+        self.i += 1
+        return e
+
+    def step(self, action):
+        "The recorded (key, reward, done) if the recorded action is `action`."
+        i, ev = self.i, self.events
+        if i < len(ev):   # the common case, checked inline: an int key, a finite float reward, a bool, no valid actions
+            e = ev[i]
+            if type(e) is list and len(e) == 6 and e[0] == "s" and e[1] == action and type(e[2]) is int \
+               and type(e[3]) is float and e[3] - e[3] == 0.0 and (e[4] is True or e[4] is False) and e[5] is None:
+                self.i, self.valid_actions = i + 1, None
+                self.steps += 1
+                return e[2], e[3], e[4]
+        _, a, key, r, done, valid = self._next("s", 6)
+        if a != action: raise TapeMismatch(f"answer {self.i - 1} is for action {a}, not {action}")
+        try:
+            r = RemoteModel._num(r)
+            if (type(key) is not str and type(key) is not int) or type(done) is not bool or r - r != 0.0: raise TypeError
+            if valid is not None and type(valid) is not list: raise TypeError
+        except (TypeError, ValueError):
+            raise ProgramError("exception", "the program's model process sent a malformed tape") from None
+        self.steps += 1
+        self.valid_actions = None if not valid else \
+            (tuple(sorted({x for x in valid if type(x) is int and 0 <= x < (self.n or 0)})) or None)
+        return key, r, done
+
+    def rollout(self, actions: tuple, steps: int, gamma: float, rand) -> float:
+        "The recorded return of the rollout from here; the planner's random stream advances by the steps taken."
+        _, acts, st, v, n = self._next("r", 5)
+        if acts != list(actions) or st != steps: raise TapeMismatch(f"answer {self.i - 1} is another rollout")
+        try:
+            v = RemoteModel._num(v)
+            if type(n) is not int or not 0 <= n <= steps or v != v: raise TypeError
+        except (TypeError, ValueError):
+            raise ProgramError("exception", "the program's model process sent a malformed tape") from None
+        for _ in range(n): rand()
+        self.steps += n
+        return v
+
+CHUNK_ANSWERS = 32   # the model side sends the tape after each simulation that brings it to this many unsent answers
+
+class _Recorder:
+    "The model side's model during a recorded search: the program's `ProgramModel`, its answers written to a tape."
+    def __init__(self, model: ProgramModel, send: Callable | None = None):
+        self.model, self.events, self.valid_actions, self.steps, self.send = model, [], None, 0, send
+        self.ids: dict = {}   # state key -> a small int: the tape names each distinct next state by its number
+
+    def set_state(self, root) -> None:   # a new simulation: send the answers so far once there are enough
+        if len(self.events) >= CHUNK_ANSWERS: self.flush()
+        self.model.set_state(root)
+
+    def flush(self) -> None:
+        "Send the answers not sent yet (with `send`)."
+        if self.send is not None and self.events: self.send(self.events); self.events = []
+    def state_key(self, key): return key
+
+    def step(self, action):
+        obs, r, done = self.model.step(action)
+        k, v = self.model.state_key(obs), self.model.valid_actions
+        key = self.ids.get(k)
+        if key is None: key = self.ids[k] = len(self.ids)
+        self.valid_actions = v
+        self.events.append(["s", int(action), key, r, done, list(v) if v else None])
+        return key, r, done
+
+    def rollout(self, actions: tuple, steps: int, gamma: float, rand) -> float:
+        n0 = self.model.steps
+        v = self.model.rollout(actions, steps, gamma, rand)
+        self.events.append(["r", list(actions), steps, v, self.model.steps - n0])
+        return v
+
+def _record_search(model: ProgramModel, root, args: dict, send: Callable | None = None) -> list | None:
+    """The tape of `args`' MCTS decision searched with `model` here; None if the search machinery failed (not the program).
+    With `send`, the tape goes out a simulation at a time, then the end mark [["e"]] (or [["x"]]: no tape)."""
+    space, rec = args["space"], _Recorder(model, send)
+    try:
+        mcts_search(rec, root, args.get("root_actions") or list(range(space["n"])), MCTSConfig(**args["config"]),
+                    np.random.default_rng(int(args["seed"])), n_actions=space["n"])
+    except ProgramError: rec.flush(); raise      # the program's own error: the decision's error
+    except BaseException:
+        if send is not None: rec.flush(); send([["x"]])
+        return None
+    rec.flush()
+    if send is not None: send([["e"]])
+    return rec.events if send is None else None
+
 # %% ../nbs/10_planning.ipynb #b21cdd54
 _JOB_SOURCE: str | None = None   # the program's source, in the model side (for error messages)
 
-def _isolated_planner(args: dict, data: Any, source: str, in_job: bool) -> dict | None:
-    "plan_driver.before_exec: fork; the child serves the model (returns None), the parent plans and returns the decision."
+def _fork_model_side(source: str, args: dict) -> RemoteModel | None:
+    "Fork this job's process: the child (the model side) sets `_SERVE` and gets None; the parent (the planner) a RemoteModel."
     global _SERVE, _JOB_SOURCE
     from cwm_nb.sandbox import _prctl
-    if not in_job: return None
     q_r, q_w = os.pipe()   # requests: planner -> model
     p_r, p_w = os.pipe()   # replies: model -> planner
     _prctl(PR_SET_DUMPABLE, 0)   # before the fork: the program never sees a dumpable planner
@@ -878,9 +1051,33 @@ def _isolated_planner(args: dict, data: Any, source: str, in_job: bool) -> dict 
         return None   # _execute now runs the program, then plan_driver, which serves
     os.close(q_r); os.close(p_w)
     space = args["space"]
-    model = RemoteModel(pid, q_w, p_r, n_actions=space["n"] if space["kind"] == "discrete" else None)
-    try: return _plan(model, args)
-    finally: model.close()
+    return RemoteModel(pid, q_w, p_r, n_actions=space["n"] if space["kind"] == "discrete" else None)
+
+def _limit_cpu(pid: int, seconds: float) -> None:
+    "Let process `pid` (the model side) use at most `seconds` more CPU time: its RLIMIT_CPU soft limit, below its hard one."
+    try:
+        with open(f"/proc/{pid}/stat") as f: fields = f.read().rsplit(")", 1)[1].split()
+        used = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")   # utime + stime
+        _, hard = resource.prlimit(pid, resource.RLIMIT_CPU)
+        soft = math.ceil(used + seconds)
+        resource.prlimit(pid, resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+    except (OSError, ValueError, IndexError): pass
+
+def _isolated_planner(args: dict, data: Any, source: str, in_job: bool) -> dict | Serve | None:
+    """plan_driver.before_exec: fork; the child serves the model (returns None), the parent plans: one decision, or
+    with `args['session']` one decision per call of the session, the model side kept alive in between."""
+    if not in_job: return None
+    model = _fork_model_side(source, args)
+    if model is None: return None   # the model side: _execute runs the program, then plan_driver, which serves
+    if not args.get("session"):
+        try: return _plan(model, args)
+        finally: model.close()
+    model.ping()   # the program loaded (else its error is the session's first answer)
+    cpu = args.get("decision_cpu_s")
+    def decide(call: dict) -> dict:
+        if cpu: _limit_cpu(model.pid, cpu)
+        return _plan(model, {**args, **call})
+    return Serve({"ok": True}, decide)
 
 plan_driver.before_exec = _isolated_planner
 
@@ -1077,7 +1274,7 @@ def _oracle_decider(setup: _EnvSetup, env, sim, preset: PlanningPreset, seed: in
 def _random_decider(obs, info, t) -> _Decision: return _Decision(None, n_random=1)
 
 class _CwmDecider:
-    "Decisions of the CWM planner: one sandbox job each, validated, with the random fallback and abandonment."
+    "Decisions of the CWM planner: calls of one sandbox session per episode, validated, with the random fallback and abandonment."
     def __init__(self, setup, program: str, preset, seed, sandbox, limits, max_failures):
         self.setup, self.program, self.preset, self.seed, self.sandbox = setup, program, preset, seed, sandbox
         self.limits, self.max_failures = limits, max_failures
@@ -1086,6 +1283,28 @@ class _CwmDecider:
         self.errors: list[str] = []
         self.cem = _cem_cfg(setup, preset)
         self.min_steps = min_model_steps(setup.planner, preset.mcts if setup.planner == "mcts" else self.cem)
+        self.session, self.session_episode, self.sessions = None, None, 0
+        cfg = preset.mcts if setup.planner == "mcts" else self.cem
+        self.static = {"planner": setup.planner, "config": asdict(cfg), "obs_format": setup.obs_format,
+                       "space": setup.space.plain(), "valid_actions": setup.valid_actions, "session": True,
+                       "decision_cpu_s": limits.cpu_s}
+        # the session's own limits: each call's wall clock is a decision's; CPU time is counted over the whole session
+        self.session_limits = replace(limits, cpu_s=int(math.ceil(limits.cpu_s)) * max(1, setup.horizon) + 1)
+
+    def close(self) -> None:
+        "End the episode's session (if any)."
+        if self.session is not None: self.session.close(); self.session = None
+
+    def _open(self) -> str | None:
+        "Open this episode's session; None, or the load error's (kind, message)."
+        self.close()
+        first, s = self.sandbox.open_session(self.program, "cwm_nb.planning:plan_driver", args=self.static,
+                                             limits=self.session_limits)
+        if s is None:
+            err = first.error or {}
+            return str(err.get("kind", "killed")), str(err.get("message", ""))[:500]
+        self.session, self.session_episode, self.sessions = s, self.episode, self.sessions + 1
+        return None
 
     def _fail(self, kind: str, message: str) -> _Decision:
         self.kinds[kind] = self.kinds.get(kind, 0) + 1
@@ -1102,22 +1321,23 @@ class _CwmDecider:
             return _Decision(None, n_random=1 if st.planner == "mcts" else self.cem.horizon, failed="abandoned")
         state, dtype = encode_state(obs, st.obs_format)
         legal = _legal_now(st, info)
-        cfg = self.preset.mcts if st.planner == "mcts" else self.cem
-        args = {"planner": st.planner, "config": asdict(cfg),
-                "state": state, "obs_format": st.obs_format, "obs_dtype": dtype, "space": st.space.plain(),
-                "valid_actions": st.valid_actions, "root_actions": list(legal) if legal else None,
+        call = {"state": state, "obs_dtype": dtype, "root_actions": list(legal) if legal else None,
                 "seed": _plan_seed(self.seed, st.name, self.episode, t)}
-        res = self.sandbox.run(self.program, "cwm_nb.planning:plan_driver", args=args, limits=self.limits)
-        if not res.ok:
+        if self.session is None or not self.session.alive or self.session_episode != self.episode:
+            failed = self._open()
+            if failed is not None: return self._fail(*failed)
+        res = self.session.call(call, wall_s=self.limits.wall_s)
+        if not res.ok:   # a failed decision ends the session: the next one loads the program afresh
+            self.close()
             err = res.error or {}
             return self._fail(str(err.get("kind", "killed")), str(err.get("message", ""))[:500])
         try:
             if st.planner == "mcts": acts = [check_action(res.value, st.space.n, legal)]
             else: acts = list(check_plan(res.value, self.cem.horizon, st.space.low, st.space.high))
         except ValueError as e:
-            return self._fail("bad_action" if st.planner == "mcts" else "bad_plan", str(e))
+            self.close(); return self._fail("bad_action" if st.planner == "mcts" else "bad_plan", str(e))
         try: ms, ps = check_stats(res.value, st.planner, self.min_steps)
-        except ValueError as e: return self._fail("implausible", str(e))
+        except ValueError as e: self.close(); return self._fail("implausible", str(e))
         self.run_of_failures = 0
         return _Decision(acts, model_steps=ms, plan_s=ps)
 
@@ -1223,6 +1443,7 @@ class PlanningResult:
     decision_limits: dict = field(default_factory=dict)  # SandboxLimits of one CWM decision (wall_s, cpu_s, ...)
     wall_s: float = 0.0                   # wall time of the whole evaluation, seconds
     min_model_steps: int = 0              # fewest model steps a CWM decision had to report (else "implausible")
+    sessions_cwm: int = 0                 # sandbox sessions the CWM planner opened (one per episode, again after a failure)
     integrity_note: str = INTEGRITY_NOTE  # what the parent can and cannot verify about the CWM's decisions
 
     def to_dict(self) -> dict:
@@ -1274,11 +1495,14 @@ def evaluate_planning(
                 else:
                     dec = _CwmDecider(setup, program, preset, seed, sandbox, lim, max_consecutive_failures)
                     cwm = []
-                    for e in _progress(range(episodes), progress, f"{env_name} cwm"):
-                        dec.episode = e
-                        log = play_episode(setup, env, dec, derive_seed(seed, "reset", env_name, e),
-                                           make_rng(seed, "random", env_name, e))
-                        cwm.append(log)
+                    try:
+                        for e in _progress(range(episodes), progress, f"{env_name} cwm"):
+                            dec.episode = e
+                            log = play_episode(setup, env, dec, derive_seed(seed, "reset", env_name, e),
+                                               make_rng(seed, "random", env_name, e))
+                            cwm.append(log)
+                            dec.close()   # one session per episode
+                    finally: dec.close()
             (oracle, c1), (rand, c2) = fut.result()
         except BaseException:
             stop.set(); raise
@@ -1297,7 +1521,7 @@ def evaluate_planning(
         res.fallback_steps = sum(l.fallback_steps for l in cwm)
         res.model_steps_cwm, res.plan_s_cwm = sum(l.model_steps for l in cwm), sum(l.plan_s for l in cwm)
         res.fallback_kinds, res.abandoned, res.errors = dict(dec.kinds), dec.abandoned, list(dec.errors)
-        res.min_model_steps = dec.min_steps
+        res.min_model_steps, res.sessions_cwm = dec.min_steps, dec.sessions
     if program is not None: res.decision_limits = asdict(lim)
     res.wall_s = time.perf_counter() - t0
     return res

@@ -15,9 +15,10 @@ from .envs import get_env_spec, make_env
 # %% auto #0
 __all__ = ['OBS_FORMATS', 'BUFFER_FORMAT', 'BUFFER_FORMAT_VERSION', 'READABLE_FORMAT_VERSIONS', 'NPZ_NAME', 'META_NAME', 'Policy',
            'POLICIES', 'CEM_SAMPLES', 'CEM_ELITES', 'COLLECTION_PLANS', 'ReplayBuffer', 'encode_obs', 'decode_obs',
-           'random_policy', 'mountaincar_pump_policy', 'acrobot_pump_policy', 'random_valid_policy', 'with_epsilon',
-           'CollectionPlan', 'get_collection_plan', 'collect_buffer', 'default_buffer_path', 'env_data_spec',
-           'check_buffer_fits_env', 'load_buffer', 'ship_buffer', 'summarize_buffer', 'collect_main']
+           'EpisodeSplit', 'split_by_episode', 'random_policy', 'mountaincar_pump_policy', 'acrobot_pump_policy',
+           'random_valid_policy', 'with_epsilon', 'CollectionPlan', 'get_collection_plan', 'collect_buffer',
+           'default_buffer_path', 'env_data_spec', 'check_buffer_fits_env', 'load_buffer', 'ship_buffer',
+           'summarize_buffer', 'collect_main']
 
 # %% ../nbs/05_replay.ipynb #11d5808c
 def _column(x: Any) -> np.ndarray | list:
@@ -149,6 +150,52 @@ def decode_obs(
         from cwm_nb.rtfm import rtfm_row_to_obs
         return rtfm_row_to_obs([str(v) for v in row])
     raise CwmNbError(f"unknown observation format {obs_format!r}", f"use one of {OBS_FORMATS}")
+
+# %% ../nbs/05_replay.ipynb #26a669ee
+def _select(self: ReplayBuffer, rows) -> ReplayBuffer:
+    "A new buffer of the transitions at `rows` (increasing int indices); episode numbers and meta are kept."
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+    take = lambda c: c[rows] if isinstance(c, np.ndarray) else [c[i] for i in rows.tolist()]
+    return ReplayBuffer(**{k: take(getattr(self, k)) for k in self.columns()}, meta=dict(self.meta))
+
+ReplayBuffer.select = _select
+
+@dataclass
+class EpisodeSplit:
+    "A buffer split by episode: the part the search sees and the held-out part (None when nothing is held out)."
+    search: ReplayBuffer               # transitions of the search's episodes, in buffer order
+    heldout: ReplayBuffer | None       # transitions of the held-out episodes, or None
+    holdout: float                     # the fraction of episodes asked for
+    seed: int                          # seed of the permutation that chose them
+    search_episodes: list              # episode numbers of each part
+    heldout_episodes: list
+    note: str = ""                     # why fewer episodes than asked were held out, if so
+
+    def info(self) -> dict:
+        "The split as plain data (for metrics.json)."
+        return {"holdout": self.holdout, "holdout_seed": self.seed, "search_episodes": self.search_episodes,
+                "heldout_episodes": self.heldout_episodes, "n_search_transitions": len(self.search),
+                "n_heldout_transitions": len(self.heldout) if self.heldout is not None else 0, "holdout_note": self.note}
+
+def split_by_episode(
+    buffer: ReplayBuffer,   # the whole buffer
+    holdout: float = 0.2,   # fraction of the episodes to hold out, in [0, 1); 0: the paper's setting
+    seed: int = 0,          # seed of the permutation of episodes
+) -> EpisodeSplit:
+    """Hold out round(holdout·E) of the buffer's E episodes (at least one when holdout > 0, never all of them).
+    Raises `CwmNbError` for a fraction outside [0, 1)."""
+    if isinstance(holdout, bool) or not isinstance(holdout, (int, float)) or not 0 <= holdout < 1:
+        raise CwmNbError(f"the held-out fraction must be in [0, 1), got {holdout!r}",
+                         "pass e.g. --holdout 0.2 (a fifth of the episodes held out), or --holdout 0 (the paper's setting)")
+    eps = np.unique(buffer.episode).tolist()
+    n_held, note = (max(1, round(holdout * len(eps))) if holdout > 0 else 0), ""
+    if n_held >= len(eps) > 0 or (holdout > 0 and not eps):
+        n_held, note = max(0, len(eps) - 1), f"the buffer has {len(eps)} episode(s); {max(0, len(eps) - 1)} held out"
+    perm = np.random.default_rng(derive_seed(seed, "holdout")).permutation(len(eps))
+    held = sorted(eps[k] for k in perm[:n_held].tolist())
+    mask = np.isin(buffer.episode, held)
+    return EpisodeSplit(buffer.select(np.flatnonzero(~mask)), buffer.select(np.flatnonzero(mask)) if held else None,
+                        float(holdout), int(seed), [e for e in eps if e not in held], held, note)
 
 # %% ../nbs/05_replay.ipynb #20947371
 BUFFER_FORMAT = "cwm-nb replay buffer"

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import atexit, base64, builtins, copy, ctypes, fcntl, gc, importlib, importlib.util, io, json, math, os, pickle, re, resource, select
 import shutil, signal, struct, subprocess, sys, tempfile, threading, time, traceback, types, warnings, weakref
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 import numpy as np
@@ -14,9 +14,10 @@ from .core import CwmNbError
 
 # %% auto #0
 __all__ = ['ERROR_KINDS', 'PROGRAM_FILENAME', 'HIDDEN_DIRS', 'PR_SET_PDEATHSIG', 'PR_SET_NAME', 'PR_SET_CHILD_SUBREAPER',
-           'PR_SET_NO_NEW_PRIVS', 'CLONE_NEWNET', 'SandboxLimits', 'make_error', 'SandboxResult', 'describe_exception',
-           'ProgramError', 'strict_plain', 'Rows', 'encode_result', 'decode_result', 'to_plain_value', 'exec_only',
-           'call_function', 'cwm_predict', 'run_in_process', 'bwrap_command', 'Sandbox', 'get_sandbox']
+           'PR_SET_NO_NEW_PRIVS', 'CLONE_NEWNET', 'MAX_SESSIONS', 'SandboxLimits', 'make_error', 'SandboxResult',
+           'describe_exception', 'ProgramError', 'strict_plain', 'Rows', 'encode_result', 'decode_result',
+           'to_plain_value', 'exec_only', 'call_function', 'Serve', 'function_session', 'cwm_predict', 'run_in_process',
+           'cwm_rollouts', 'bwrap_command', 'Sandbox', 'SandboxSession', 'get_sandbox']
 
 # %% ../nbs/02_sandbox.ipynb #fd05023a
 @dataclass(frozen=True)
@@ -253,6 +254,19 @@ def call_function(namespace: dict, args: dict | None, data: Any) -> Any:
     try: return strict_plain(out)
     except TypeError as e: raise ProgramError("exception", f"{name}() returned data that is not plain: {e}", line=_code_line(fn)) from None
 
+class Serve:
+    "What a session driver returns: the first result, and `handle(payload) -> result` for each later call."
+    __slots__ = ("value", "handle")
+    def __init__(self, value, handle): self.value, self.handle = value, handle
+
+def _is_serve(x) -> bool:   # also the exported class when this code runs as notebook cells
+    t = type(x)
+    return t is Serve or (t.__name__ == "Serve" and t.__module__ == "cwm_nb.sandbox")
+
+def function_session(namespace: dict, args: dict | None, data: Any) -> Serve:
+    "Session driver: the program stays loaded; each call `{'name', 'args'}` calls one of its functions (`call_function`)."
+    return Serve(None, lambda payload: call_function(namespace, payload, data))
+
 # %% ../nbs/02_sandbox.ipynb #807fdc8f
 _OBS_FORMATS = ("array", "int", "tuple", "rtfm")
 _RTFM_SHAPE, _RTFM_CELLS = (6, 6, 2), 72
@@ -359,55 +373,79 @@ def _convert_each(out, fmt: str, arity: int, i: int, malformed: list) -> tuple:
             got[part] = _plain_or_none(x)
     return got["next_obs"], got["reward"], got["done"], got.get("valid_actions")
 
-def cwm_predict(namespace: dict, args: dict | None, data: dict) -> dict:
-    "Driver: one `Environment()`, then `set_state(copy(obs[i]))` + `step(actions[i])` for each transition (spec §1.1-1.2)."
-    args = args or {}
+def _environment_class(namespace: dict):
+    "The program's `Environment` class. Raises ProgramError (no_environment) when there is none."
     Env = namespace.get("Environment")
     if Env is None or not callable(Env):
         raise ProgramError("no_environment", "the program defines no class `Environment` (it must define "
                            "`class Environment:` with methods `set_state(state)` and `step(action)`)")
+    return Env
+
+def _convert_step(out, fmt: str, arity: int, i: int, malformed: list) -> tuple:
+    "(next_obs, reward, done, valid_actions) of one step's output, plain; a malformed part is noted in `malformed`."
+    t = type(out)
+    if (t is not tuple and t is not list) or len(out) != arity:
+        shape = "(next_obs, valid_actions, reward, done)" if arity == 4 else "(next_obs, reward, done)"
+        got = f"{len(out)} values" if t is tuple or t is list else f"a {_tname(out)}"
+        malformed.append([i, "step", f"step() must return a tuple {shape}; it returned {got}"])
+        return None, None, None, None
+    try:   # the usual case in one go; a bad value is redone part by part
+        o, r, d = _as_obs(out[0], fmt), _as_reward(out[-2]), _as_done(out[-1])
+        return o, r, d, (_as_valid_actions(out[1]) if arity == 4 else None)
+    except (TypeError, ValueError, OverflowError): return _convert_each(out, fmt, arity, i, malformed)
+
+def cwm_predict(namespace: dict, args: dict | None, data: dict) -> dict:
+    "Driver: one `Environment()`, then `set_state(copy(obs[i]))` + `step(actions[i])` for each transition (spec §1.1-1.2)."
+    args = args or {}
+    Env = _environment_class(namespace)
     obs, actions = data["obs"], data["actions"]
     n = min(len(obs), len(actions))
     if args.get("n") is not None: n = min(n, max(0, int(args["n"])))
+    before = args.get("before")   # optional: before[i] is a transition to run (and forget) just before transition i
     fmt = data.get("obs_format") or "array"
     if fmt not in _OBS_FORMATS: raise ValueError(f"cwm_predict: unknown obs_format {fmt!r} (one of {_OBS_FORMATS})")
     arity = 4 if (args.get("valid_actions") or data.get("valid_actions")) else 3
-    shape = "(next_obs, valid_actions, reward, done)" if arity == 4 else "(next_obs, reward, done)"
     fo, fa = _obs_converter(data.get("obs_dtype"), fmt), _action_converter(data.get("action_dtype"))
     try: env = Env()
     except BaseException as e: raise ProgramError("exception", "in Environment()", cause=e) from None
     nxt, rew, don, val, malformed = [], [], [], [], []
-    i, stage = 0, "set_state"
+    i, at, stage = 0, 0, "set_state"
     try:
         for i in range(n):
-            stage = "set_state"
+            if before is not None:
+                at = int(before[i])
+                stage = "set_state"; env.set_state(fo(obs[at]))
+                stage = "step"; env.step(fa(actions[at]))
+            at, stage = i, "set_state"
             env.set_state(fo(obs[i]))
             stage = "step"
             out = env.step(fa(actions[i]))
             stage = "convert"
-            t = type(out)
-            if (t is not tuple and t is not list) or len(out) != arity:
-                got = f"{len(out)} values" if t is tuple or t is list else f"a {_tname(out)}"
-                malformed.append([i, "step", f"step() must return a tuple {shape}; it returned {got}"])
-                o = r = d = v = None
-            else:
-                try:   # the usual case in one go; a bad value is redone part by part
-                    o, r, d = _as_obs(out[0], fmt), _as_reward(out[-2]), _as_done(out[-1])
-                    v = _as_valid_actions(out[1]) if arity == 4 else None
-                except (TypeError, ValueError, OverflowError): o, r, d, v = _convert_each(out, fmt, arity, i, malformed)
+            o, r, d, v = _convert_step(out, fmt, arity, i, malformed)
             nxt.append(o); rew.append(r); don.append(d)
             if arity == 4: val.append(v)
     except BaseException as e:
         if stage == "convert":
             raise ProgramError("exception", f"step() returned a bad value on transition {i}: {_exception_text(e)}", index=i,
                                line=_code_line(getattr(type(env), "step", None))) from None
-        raise ProgramError("exception", f"in {stage}() on transition {i}", cause=e, index=i) from None
+        raise ProgramError("exception", f"in {stage}() on transition {at}", cause=e, index=at) from None
+    return {"predictions": _prediction_rows(nxt, rew, don, val if arity == 4 else None, malformed)} | \
+           ({"malformed": malformed} if malformed else {})
+
+def _prediction_rows(nxt: list, rew: list, don: list, val: list | None, malformed: list) -> Rows:
+    "The predictions as columns (packed arrays where every value is good) that arrive as rows."
     bad = {m[1] for m in malformed}
     whole = "step" in bad   # columns with a placeholder or a bad value travel as plain lists
     cols = [_column(nxt), rew if whole or "reward" in bad else np.array(rew, dtype=np.float64),
             don if whole or "done" in bad else np.array(don, dtype=bool)]
-    if arity == 4: cols.append(val)
-    return {"predictions": Rows(cols)} | ({"malformed": malformed} if malformed else {})
+    return Rows(cols + ([val] if val is not None else []))
+
+def _reseed_numpy(args: dict | None, data: Any, source: str, in_job: bool) -> None:
+    "cwm_predict.before_exec: with `args['reseed']`, numpy's global generator starts from fresh entropy, before the program runs."
+    if args and args.get("reseed"): np.random.seed(int.from_bytes(os.urandom(4), "little"))
+    return None   # go on: run the program, then the driver
+
+cwm_predict.before_exec = _reseed_numpy
 
 # %% ../nbs/02_sandbox.ipynb #9998c9b8
 _DRIVER_RE = re.compile(r"([A-Za-z_][\w.]*):([A-Za-z_]\w*)")   # compiled once, in the server, not in every child
@@ -454,6 +492,29 @@ def run_in_process(
         if not (type(e) is ProgramError or (type(e).__name__ == "ProgramError" and type(e).__module__ == "cwm_nb.sandbox")): raise
         value, err = None, e.describe(source)
     return SandboxResult(err is None, value, err, wall_s=time.perf_counter() - t0, isolation="in-process")
+
+# %% ../nbs/02_sandbox.ipynb #ed7853fb
+def cwm_rollouts(namespace: dict, args: dict, data: dict) -> dict:
+    "Driver: for each (start, length) a fresh `Environment()`, `set_state(obs[start])`, then `length` steps on the logged actions."
+    Env = _environment_class(namespace)
+    obs, actions = data["obs"], data["actions"]
+    fmt = data.get("obs_format") or "array"
+    arity = 4 if data.get("valid_actions") else 3
+    fo, fa = _obs_converter(data.get("obs_dtype"), fmt), _action_converter(data.get("action_dtype"))
+    out = []
+    for s, length in zip(args["starts"], args["lengths"]):
+        nxt, rew, don, malformed, err, k, stage = [], [], [], [], None, 0, "Environment"
+        try:
+            env = Env()
+            stage = "set_state"; env.set_state(fo(obs[s]))
+            stage = "step"
+            for k in range(int(length)):
+                o, r, d, _ = _convert_step(env.step(fa(actions[s + k])), fmt, arity, k, malformed)
+                nxt.append(o); rew.append(r); don.append(d)
+        except BaseException as e:
+            err = {"step": k, "message": _exception_text(e) + f" (in {stage}() of the rollout from transition {s}, step {k})"}
+        out.append({"predictions": _prediction_rows(nxt, rew, don, None, malformed), "malformed": malformed, "error": err})
+    return {"rollouts": out}
 
 # %% ../nbs/02_sandbox.ipynb #0d293715
 HIDDEN_DIRS = ("/root", "/home", "/tmp", "/run", "/var/tmp")   # replaced by empty tmpfs inside bwrap
@@ -665,28 +726,28 @@ def _job_child(srv, scratch: str, job_r: int, res_w: int, out_w: int, err_w: int
     if blob is None: os._exit(0)                        # the server discarded this child
     try:
         _prctl(PR_SET_NAME, b"cwm-job")
-        os.close(job_r)
         job = pickle.loads(blob)[1]
+        if not job.get("session"): os.close(job_r); job_r = -1   # a session reads its later calls from it
         _set_limits(job["limits"], srv.nproc_base, vm)
         linecache.cache[PROGRAM_FILENAME] = (len(job["source"]), None, job["source"].splitlines(True), PROGRAM_FILENAME)
     except BaseException as e:
         try: os.write(2, f"sandbox setup failed: {e!r}\n".encode())
         except BaseException: pass
         os._exit(_EXIT_SETUP)
-    _run_job(job, srv.store, res_w)
+    _run_job(job, srv.store, res_w, job_r)
 
-def _run_job(job: dict, store: dict, res_w: int) -> None:
-    "Execute the job's program and driver, write {ok, value} or {ok: False, error} to res_w, then _exit."
-    me, source = os.getpid(), job["source"]
-    try:
-        data = store.get(job["data_key"]) if job.get("data_key") is not None else None
-        out = {"ok": True, "value": _execute(source, _resolve_driver(job["driver"]), job.get("args"), data, in_job=True)}
+def _answer(source: str, fn: Callable) -> dict:
+    "{ok: True, value: fn()} or {ok: False, error} for the program `source`."
+    try: return {"ok": True, "value": fn()}
     except ProgramError as e:
-        try: out = {"ok": False, "error": e.describe(source)}
-        except BaseException as e2: out = {"ok": False, "error": make_error("exception", f"error while describing an error: {_type_name(e2)}")}
+        try: return {"ok": False, "error": e.describe(source)}
+        except BaseException as e2: return {"ok": False, "error": make_error("exception", f"error while describing an error: {_type_name(e2)}")}
     except BaseException as e:
-        try: out = {"ok": False, "error": describe_exception(e, source)}
-        except BaseException: out = {"ok": False, "error": make_error("exception", "the program failed")}
+        try: return {"ok": False, "error": describe_exception(e, source)}
+        except BaseException: return {"ok": False, "error": make_error("exception", "the program failed")}
+
+def _send_answer(out: dict, res_w: int) -> None:
+    "Flush the program's output, then write `out` as one frame (an unencodable value becomes an error)."
     for f in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try: f.flush()
         except BaseException: pass
@@ -694,11 +755,28 @@ def _run_job(job: dict, store: dict, res_w: int) -> None:
     except BaseException as e:
         try: payload = encode_result({"ok": False, "error": make_error("exception", f"the driver's result could not be encoded: {_clip(str(e), 300)}")})
         except BaseException: os._exit(_EXIT_SETUP + 1)
-    if os.getpid() == me:   # a forked copy of the program that reached this point stays silent
-        try: _send_frame(res_w, payload)
-        except BaseException: pass
-        try: os.kill(me, signal.SIGSTOP)   # wait to be killed: tearing down this process after the reply is cheaper
-        except BaseException: pass
+    try: _send_frame(res_w, payload)
+    except BaseException: pass
+
+def _run_job(job: dict, store: dict, res_w: int, job_r: int = -1) -> None:
+    "Execute the job's program and driver, write {ok, value} or {ok: False, error} to res_w (then, in a session, answer each call), then _exit."
+    me, source = os.getpid(), job["source"]
+    data = store.get(job["data_key"]) if job.get("data_key") is not None else None
+    out = _answer(source, lambda: _execute(source, _resolve_driver(job["driver"]), job.get("args"), data, in_job=True))
+    handle = None
+    if out["ok"] and _is_serve(out["value"]): out["value"], handle = out["value"].value, out["value"].handle
+    if os.getpid() != me: os._exit(0)   # a forked copy of the program that reached this point stays silent
+    _send_answer(out, res_w)
+    if handle is not None and job.get("session") and job_r >= 0:
+        while True:                      # a session: one answer per call until the server closes the pipe
+            blob = _recv_frame(job_r)
+            if blob is None: break
+            out = _answer(source, lambda: handle(pickle.loads(blob)))   # the payload is the parent's (trusted)
+            if os.getpid() != me: os._exit(0)
+            _send_answer(out, res_w)
+        os._exit(0)
+    try: os.kill(me, signal.SIGSTOP)   # wait to be killed: tearing down this process after the reply is cheaper
+    except BaseException: pass
     os._exit(0)
 
 # %% ../nbs/02_sandbox.ipynb #451e525f
@@ -729,11 +807,25 @@ class _Capture:
                 + self.tail.decode("utf-8", "replace"))
 
 # %% ../nbs/02_sandbox.ipynb #cfff0c54
+MAX_SESSIONS = 16   # session jobs a server keeps open at once
+
+def _write_within(fd: int, data: bytes, deadline: float) -> bool:
+    "Write all of `data` to the non-blocking `fd` before `deadline` (time.monotonic); False if it cannot."
+    view = memoryview(data)
+    while view:
+        try: view = view[os.write(fd, view):]; continue
+        except BlockingIOError: pass
+        except OSError: return False
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([], [fd], [], left)[1]: return False
+    return True
+
 class _Server:
     "The fork server's state and loop (runs inside the sandbox; see `_server_main`)."
     def __init__(self, cfg: dict, inp: int, out: int):
         self.cfg, self.inp, self.out, self.pid = cfg, inp, out, os.getpid()
         self.store, self.gen, self.idle, self.forks, self.dirty, self.last_key = {}, 0, None, 0, False, None
+        self.sessions: dict[int, tuple[_Child, dict]] = {}   # session id (its child's pid) -> (child, its limits)
         self.prefork = cfg.get("prefork", True)
         _prctl(PR_SET_NAME, b"cwm-server")
         notes = []
@@ -829,7 +921,7 @@ class _Server:
         end, last_resort = time.monotonic() + limit_s, False
         while True:
             self._reap()
-            keep = {self.idle.pid} if self.idle is not None else set()
+            keep = ({self.idle.pid} if self.idle is not None else set()) | set(self.sessions)
             kids = _children() - keep
             if not kids: return True
             for k in kids:
@@ -913,28 +1005,70 @@ class _Server:
             self.gen += 1; gc.freeze()
         if job.get("data_key") is not None and job["data_key"] not in self.store:
             return self.reply({"status": "no_data", "message": f"no data under key {job['data_key']!r}"})
+        session = bool(job.get("session"))
+        if session and len(self.sessions) >= MAX_SESSIONS:
+            return self.reply({"status": "too_many_sessions", "message": f"{MAX_SESSIONS} sessions are open"})
         if job.get("data_key") != self.last_key:   # the next pre-forked child pre-touches this job's data
             self.last_key = job.get("data_key")
         for attempt in (0, 1):
             c = self._take_idle()
             t0 = time.monotonic()
-            try: _send_frame(c.job_w, blob); os.close(c.job_w); c.job_w = -1; break
+            try:
+                _send_frame(c.job_w, blob)
+                if not session: os.close(c.job_w); c.job_w = -1   # a session's later calls go down this pipe
+                break
             except OSError:
                 self._discard(c)
                 if attempt: return self.reply({"status": "exited", "exit_code": _EXIT_SETUP, "cpu_s": 0.0})
         status, result, out, err = self._supervise(c, job["limits"], t0)
         if status == "parent_gone":   # nobody to answer: stop everything now
-            self._end_child(c, {}); self._sweep(1.0); self._remove_scratch(); os._exit(0)
+            self._end_child(c, {}); self.serve_gone()
         hdr = {"status": status, "exit_code": None, "cpu_s": None, "job_wall_s": time.monotonic() - t0,
                "stdout": out.text(), "stderr": err.text()}
-        if status != "done":   # abnormal end: clean up before answering
+        if status == "done" and session:   # the child stays, waiting for calls
+            self.sessions[c.pid] = (c, job["limits"]); hdr["session"] = c.pid
+            os.set_blocking(c.job_w, False)
+            self.reply(hdr, result)
+        elif status != "done":   # abnormal end: clean up before answering
             self._end_child(c, hdr); hdr["clean"] = self._sweep()
             self.reply(hdr, result)
         else:
             self.reply(hdr, result)
             self._end_child(c, hdr); self.dirty = not self._sweep()
-        shutil.rmtree(c.scratch, ignore_errors=True)
+        if not (status == "done" and session): shutil.rmtree(c.scratch, ignore_errors=True)
         if self.prefork and self.idle is None and not self.dirty: self._fork_idle()
+
+    # --- sessions: a job child that answers several calls --------------------------------------------------
+    def call(self, sid: int, payload: bytes, wall_s: float) -> None:
+        "Forward one call to session `sid` and answer with its result; a call that does not end well ends the session."
+        entry = self.sessions.get(sid)
+        if entry is None: return self.reply({"status": "no_session", "message": f"no session {sid}: it has ended"})
+        c, lim = entry
+        lim = dict(lim, wall_s=float(wall_s or lim["wall_s"]))
+        t0 = time.monotonic()
+        if _write_within(c.job_w, _HDR.pack(len(payload)) + payload, t0 + lim["wall_s"]):
+            status, result, out, err = self._supervise(c, lim, t0)
+        else:   # the child is gone, or does not read its calls
+            status = "exited" if select.select([c.pidfd], [], [], 0)[0] else "timeout"
+            result, out, err = bytearray(), _Capture(2), _Capture(2)
+        if status == "parent_gone": self.serve_gone()
+        hdr = {"status": status, "exit_code": None, "cpu_s": None, "job_wall_s": time.monotonic() - t0,
+               "stdout": out.text(), "stderr": err.text(), "session": sid}
+        if status == "done": return self.reply(hdr, result)
+        self._end_session(sid, hdr); hdr["clean"] = not self.dirty
+        self.reply(hdr, result)
+
+    def _end_session(self, sid: int, hdr: dict | None = None) -> None:
+        "Kill session `sid`'s process group, reap it, sweep and remove its scratch directory."
+        c, _ = self.sessions.pop(sid)
+        self._end_child(c, hdr if hdr is not None else {})
+        self.dirty = not self._sweep() or self.dirty
+        shutil.rmtree(c.scratch, ignore_errors=True)
+
+    def serve_gone(self) -> None:
+        "The parent is gone: kill everything and exit."
+        for sid in list(self.sessions): self._end_child(self.sessions.pop(sid)[0], {})
+        self._sweep(1.0); self._remove_scratch(); os._exit(0)
 
     def reply(self, hdr: dict, body: bytes = b"") -> None:
         _send_frame(self.out, json.dumps(hdr).encode()); _send_frame(self.out, bytes(body))
@@ -943,6 +1077,7 @@ class _Server:
         "Answer requests until the parent closes the pipe; whatever ends the loop, kill every child on the way out."
         try: self._serve()
         finally:
+            for sid in list(self.sessions): self._end_child(self.sessions.pop(sid)[0], {})
             if self.idle is not None: self._discard(self.idle); self.idle = None
             self._sweep(1.0)
             self._remove_scratch()
@@ -961,6 +1096,10 @@ class _Server:
             if self.dirty:   # a sweep failed after the last reply: make the parent start a fresh server
                 self.reply({"status": "dirty"}); break
             if op == "run": self.run(rest[0], blob)
+            elif op == "call": self.call(*rest)
+            elif op == "end":
+                if rest[0] in self.sessions: self._end_session(rest[0])
+                self.reply({"status": "ok"})
             elif op == "put":
                 try: value = pickle.loads(rest[1])
                 except Exception as e:
@@ -1235,13 +1374,32 @@ class Sandbox:
             limits: SandboxLimits | None = None,        # limits for this job (default: the sandbox's)
            ) -> SandboxResult:
         "Execute `source` in a fresh sandboxed child, call the driver, return its plain result or a classified error."
+        return self._submit(source, driver, args, data_key, limits)[0]
+
+    def open_session(self,
+                     source: str,                    # the program's source text (untrusted)
+                     driver: str,                    # "module:function" of a session driver (it returns `Serve`)
+                     args: dict | None = None,       # small arguments for the driver
+                     data_key: str | None = None,    # data stored by `put_data`
+                     limits: SandboxLimits | None = None,  # the session's limits; wall_s: of the first answer and the default of each call
+                    ) -> tuple[SandboxResult, SandboxSession | None]:
+        "Start a job that stays alive after its first answer: (that answer, a `SandboxSession` for more calls; None if the answer is an error)."
+        with self._lock:
+            res, sid = self._submit(source, driver, args, data_key, limits, session=True)
+            if sid is None: return res, None
+            s = SandboxSession(self, sid, limits or self.limits)
+            if not res.ok: s.close(); return res, None
+            return res, s
+
+    def _submit(self, source, driver, args, data_key, limits, session: bool = False) -> tuple[SandboxResult, int | None]:
+        "One job (a session's first answer when `session`): its result and the server's session id (None if it did not stay)."
         if not isinstance(source, str): raise CwmNbError(f"the program source must be a str, not {type(source).__name__}", "pass Program.source")
         _resolve_driver(driver)   # fail early, in the parent, on a bad name
         if data_key is not None and data_key not in self._data:
             raise CwmNbError(f"no data stored under {data_key!r}", "call put_data(key, data) first")
         limits = limits or self.limits
         try: job = pickle.dumps(("run", {"source": source, "driver": driver, "args": args, "data_key": data_key,
-                                         "limits": asdict(limits)}), protocol=5)
+                                         "limits": asdict(limits), "session": session}), protocol=5)
         except Exception as e: raise CwmNbError(f"the job's args cannot be sent: {e}", "pass plain data as args") from None
         with self._lock:
             self._ensure()
@@ -1254,14 +1412,16 @@ class Sandbox:
                 self._kill()
                 return SandboxResult(False, None, make_error("server_died", f"the sandbox server died while running "
                                      f"this program ({why}); a new server will run the next one"),
-                                     wall_s=time.perf_counter() - t0, isolation=self.isolation or "none")
+                                     wall_s=time.perf_counter() - t0, isolation=self.isolation or "none"), None
             except BaseException:   # e.g. KeyboardInterrupt mid-job: the protocol state is unknown
                 self._kill(); raise
             wall = time.perf_counter() - t0
             if hdr.get("status") == "dirty":
-                self._kill(); return self.run(source, driver, args, data_key, limits)
+                self._kill(); return self._submit(source, driver, args, data_key, limits, session)
+            if hdr.get("status") == "too_many_sessions":
+                raise CwmNbError(f"the sandbox has {hdr.get('message')}", "close the sessions you no longer need (SandboxSession.close)")
             if hdr.get("clean") is False: self._kill()
-        return self._result(hdr, body, limits, wall)
+        return self._result(hdr, body, limits, wall), hdr.get("session")
 
     def _result(self, hdr: dict, body: bytes, limits: SandboxLimits, wall: float) -> SandboxResult:
         st = hdr.get("status")
@@ -1283,6 +1443,61 @@ class Sandbox:
         for k, typ in (("line", int), ("source_line", str), ("traceback", str), ("exc_type", str), ("index", int)):
             if type(e.get(k)) is typ: clean[k] = _clip(e[k], 4000) if typ is str else e[k]
         return res(False, error=clean)
+
+# %% ../nbs/02_sandbox.ipynb #2bd4586a
+class SandboxSession:
+    "A sandboxed job that answers several calls (`Sandbox.open_session`). Close it when done."
+    def __init__(self, sandbox: Sandbox, sid: int, limits: SandboxLimits):
+        self.sandbox, self.sid, self.limits = sandbox, sid, limits
+        self.restarts, self.closed, self.calls = sandbox.restarts, False, 0
+
+    @property
+    def alive(self) -> bool:
+        "Not closed here, and its server is the one it was opened on (and still running)."
+        sb = self.sandbox
+        return not self.closed and not sb.closed and sb.restarts == self.restarts and sb._alive()
+
+    def _gone(self, message: str, t0: float) -> SandboxResult:
+        self.closed = True
+        return SandboxResult(False, None, make_error("server_died", message), wall_s=time.perf_counter() - t0,
+                             isolation=self.sandbox.isolation or "none")
+
+    def call(self,
+             payload: Any,                 # trusted data for the driver's `handle` (pickled)
+             wall_s: float | None = None,  # wall-clock limit of this call (default: the session's)
+            ) -> SandboxResult:
+        "One more request to the session: `handle(payload)`'s plain result or a classified error (which ends the session)."
+        t0, sb = time.perf_counter(), self.sandbox
+        lim = replace(self.limits, wall_s=float(wall_s or self.limits.wall_s))
+        blob = pickle.dumps(("call", self.sid, pickle.dumps(payload, protocol=5), lim.wall_s), protocol=5)
+        with sb._lock:
+            if not self.alive: return self._gone("the session has ended (closed, or its sandbox server restarted)", t0)
+            try:
+                sb._send(blob)
+                hdr, body = sb._recv(time.monotonic() + lim.wall_s + 15)
+            except _ServerGone as e:
+                sb._kill(); return self._gone(f"the sandbox server died during the call ({e}); the session is gone", t0)
+            except BaseException: sb._kill(); self.closed = True; raise
+            st = hdr.get("status")
+            if st == "dirty": sb._kill(); return self._gone("the sandbox server had to restart; the session is gone", t0)
+            if st == "no_session": return self._gone(str(hdr.get("message")), t0)
+            if st != "done": self.closed = True           # the server ended it
+            if hdr.get("clean") is False: sb._kill()
+            self.calls += 1
+        return sb._result(hdr, body, lim, time.perf_counter() - t0)
+
+    def close(self) -> None:
+        "End the session (kill its processes). Idempotent."
+        if self.closed: return
+        self.closed, sb = True, self.sandbox
+        if sb.closed or sb.restarts != self.restarts: return
+        with sb._lock:
+            try: sb._request(("end", self.sid), 30)
+            except _ServerGone: sb._kill()
+
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.close()
+    def __repr__(self): return f"SandboxSession(sid={self.sid}, calls={self.calls}, alive={self.alive})"
 
 # %% ../nbs/02_sandbox.ipynb #8d4666da
 _shared: Sandbox | None = None

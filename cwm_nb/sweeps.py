@@ -23,10 +23,10 @@ INDEX_COLUMNS = (
     "cached_calls", "prompt_tokens", "completion_tokens", "wall_s", "plan_preset", "plan_episodes",
     "normalized_return", "return_cwm", "return_random", "return_oracle", "best_value_per_call",
     "n_generate", "n_improve", "n_fix", "tree_depth", "best_path_length", "best_path_generate",
-    "best_path_improve", "best_path_fix")
+    "best_path_improve", "best_path_fix", "holdout", "heldout_accuracy", "heldout_exact_replay", "deterministic")
 _FLOAT_COLS = ("accuracy", "mean_accuracy", "exact_replay", "best_value", "llm_calls", "model_calls", "cached_calls",
                "prompt_tokens", "completion_tokens", "wall_s", "plan_episodes", "normalized_return", "return_cwm",
-               "return_random", "return_oracle")
+               "return_random", "return_oracle", "heldout_accuracy", "heldout_exact_replay")
 _TREE_COLS = ("n_generate", "n_improve", "n_fix", "tree_depth", "best_path_length", "best_path_generate",
               "best_path_improve", "best_path_fix")
 _SEED_DIR = re.compile(r"^seed\d+$")
@@ -70,7 +70,8 @@ def index_row(rd: Path, out: Path) -> dict:
                model=s.get("model", m.get("model", "")), budget=int(s.get("budget", m.get("budget", 0)) or 0),
                seed=int(s.get("seed", m.get("seed", int(rd.name[4:])))),
                paper_compat=bool(s.get("paper_compat", m.get("paper_compat", False))),
-               status="complete" if complete else "partial")
+               status="complete" if complete else "partial",
+               holdout=_num(s.get("holdout", m.get("holdout", 0.0))), deterministic=m.get("deterministic") if complete else None)
     if complete:
         row.update({k: _num(m.get(k)) for k in _FLOAT_COLS})
         row["best_is_bug"] = bool(m.get("best_is_bug", True))
@@ -107,7 +108,8 @@ def build_index(out: str | Path, cache: dict | None = None):
         if cache is not None: cache[rd] = (sig, row)
         rows.append(row)
     df = pd.DataFrame(rows, columns=list(INDEX_COLUMNS))
-    for k in (*_FLOAT_COLS, *_TREE_COLS): df[k] = df[k].astype("float64")
+    for k in (*_FLOAT_COLS, *_TREE_COLS, "holdout"): df[k] = df[k].astype("float64")
+    df["deterministic"] = df["deterministic"].astype("boolean")
     df["budget"] = df["budget"].astype("int64"); df["seed"] = df["seed"].astype("int64")
     df["paper_compat"] = df["paper_compat"].astype(bool)
     df["best_is_bug"] = df["best_is_bug"].astype("boolean")
@@ -136,7 +138,7 @@ def load_index(out: str | Path):
     t = _mtime(f)
     stale = t == 0 or any(_mtime(rd/n) > t for rd in find_run_dirs(out)
                           for n in ("settings.json", "checkpoint.json", "metrics.json"))
-    if stale: write_index(out)
+    if stale or not set(INDEX_COLUMNS) <= set(pd.read_parquet(f).columns): write_index(out)   # (an index of older columns)
     df = pd.read_parquet(f)
     df["best_value_per_call"] = df["best_value_per_call"].map(lambda v: [float(x) for x in v] if v is not None else [])
     return df
@@ -213,7 +215,8 @@ class Job:
         return dict(env=self.env, method=self.method, model=self.model, budget=self.budget, seed=self.seed,
                     paper_compat=o["paper_compat"], max_tokens=o["max_tokens"], base_url=o["base_url"], buffer="",
                     endpoint_caps=o.get("endpoint_caps", ""),
-                    plan_preset=o["plan_preset"], plan_episodes=o["plan_episodes"])
+                    plan_preset=o["plan_preset"], plan_episodes=o["plan_episodes"]) | \
+               ({"holdout": o["holdout"], "holdout_seed": o.get("holdout_seed", 0)} if o.get("holdout") is not None else {})
 
     def argv(self) -> list[str]:
         "Arguments of the job's `cwm-nb` command."
@@ -222,6 +225,7 @@ class Job:
              "--budget", str(self.budget), "--seed", str(self.seed), "--out", str(self.root),
              "--max-tokens", str(o["max_tokens"]), "--plan-preset", o["plan_preset"],
              "--plan-episodes", str(o["plan_episodes"])]
+        if o.get("holdout") is not None: a += ["--holdout", str(o["holdout"]), "--holdout-seed", str(o.get("holdout_seed", 0))]
         return a + self.shared_flags()
 
     def shared_flags(self) -> list[str]:
@@ -246,6 +250,7 @@ def plan_sweep(
     plan_preset: str = "quick",   # planning after each search ("paper", "quick", "none")
     plan_episodes: int = 10,      # episodes per policy of that planning
     endpoint_caps: str = "",      # what the endpoint accepts (`llm.parse_caps` form), as `cwm-nb run --endpoint-caps`
+    holdout: float | None = None, # held-out fraction of each run (`cwm-nb run --holdout`); None: each run's default
 ) -> list[Job]:
     "Every job of the sweep, validated (names, numbers, the settings of existing run folders). Raises `CwmNbError` naming the first bad item."
     from cwm_nb import envs as E, llm as L
@@ -271,6 +276,7 @@ def plan_sweep(
                     st = dict(paper_compat=bool(paper_compat), max_tokens=max_tokens or default_max_tokens(model),
                               base_url=base_url or "", plan_preset=plan_preset, plan_episodes=int(plan_episodes))
                     if endpoint_caps: st["endpoint_caps"] = endpoint_caps
+                    if holdout is not None: st["holdout"] = float(holdout)
                     for seed in seed_list:
                         jobs.append(Job(E.get_env_spec(env).suite, env, method, model, B, seed, out/f"budget{B}",
                                         tuple(st.items())))
@@ -642,7 +648,7 @@ def _cmd_sweep(a) -> int:
     if a.executor not in EXECUTORS: raise CwmNbError(f"unknown executor {a.executor!r}", f"use one of: {', '.join(EXECUTORS)}")
     jobs = plan_sweep(a.out, envs, a.methods, a.models, a.budgets or "10", a.seeds, paper_compat=a.paper_compat,
                       max_tokens=a.max_tokens, base_url=a.base_url, plan_preset=a.plan_preset,
-                      plan_episodes=a.plan_episodes, endpoint_caps=a.endpoint_caps)
+                      plan_episodes=a.plan_episodes, endpoint_caps=a.endpoint_caps, holdout=a.holdout)
     s = run_sweep(jobs, a.out, a.executor, a.workers or None, a.scheduler, a.slurm_partition, a.slurm_time,
                   progress=not a.no_progress)
     print(s.report())
@@ -704,6 +710,8 @@ def add_cli(sub) -> None:
     w.add_argument("--base-url", default="", help="OpenAI-compatible endpoint for provider:name models")
     w.add_argument("--endpoint-caps", default="", help="what the endpoint accepts, as `cwm-nb run --endpoint-caps`")
     w.add_argument("--paper-compat", action="store_true", help="reproduce the original code's behaviour")
+    w.add_argument("--holdout", type=float, default=None, help="fraction of episodes each run holds out from its search "
+                   "(0: the paper's setting); default: `cwm-nb run`'s")
     w.add_argument("--no-progress", action="store_true", help="no progress bar")
     w.add_argument("--data", default="", help="apps: your copy of APPS, or demo (data/apps_demo)")
     w.add_argument("--problems", default="", help="apps: positions START:STOP or a comma list; default 3000:4000, demo: 0:6")

@@ -50,7 +50,8 @@ def test_main_job_over_the_chat_path(method, openai_double, tmp_path, cache_env)
     m = metrics(tmp_path, "CartPole-v1", method, "openai:gpt-4o")
     from cwm_nb import cwm, replay
     mistaken = reference("CartPole-v1").replace(PLANTED["CartPole-v1"]["old"], PLANTED["CartPole-v1"]["new"])
-    planted = cwm.evaluate_program(mistaken, replay.load_buffer("CartPole-v1")).accuracy
+    searched = replay.split_by_episode(replay.load_buffer("CartPole-v1"), m["holdout"], m["holdout_seed"]).search
+    planted = cwm.evaluate_program(mistaken, searched).accuracy   # accuracy is the search part's (a fifth held out)
     if method == "zero-shot-cot":
         assert m["accuracy"] == pytest.approx(planted) and 0 < planted < 1
         assert m["llm_calls"] == 6

@@ -17,7 +17,7 @@ STILL = ("```python\nclass Environment:\n    def __init__(self):\n        self.s
 RUNS = [("CartPole-v1", "gif-mcts", GOOD), ("CartPole-v1", "gif-mcts-no-fix", CRASH),
         ("Blackjack-v1", "gif-mcts", STILL), ("Blackjack-v1", "gif-mcts-no-fix", STILL)]
 TABLES = ("t2_cwmb_main", "t3_rtfm", "t6_ablation", "t7_action_stats", "t10_t11_per_env", "t12_raw_returns")
-FIGURES = ("best_value_vs_calls", "search_tree")
+FIGURES = ("best_value_vs_calls", "search_tree", "rollout_state_errors", "rollout_reward_errors")
 
 def cli(*args, timeout=900):
     return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
@@ -109,6 +109,19 @@ def test_runs_whose_programs_all_raised_count_as_R_zero(results, figures_out):
     assert row["R"] == pytest.approx(sum(per_seed)/2)
     assert row["accuracy"] == pytest.approx((0.0 + metrics(results, "Blackjack-v1", "gif-mcts-no-fix", 0)["accuracy"])/2)
     assert "R = 0" in (fig/"t2_cwmb_main.tex").read_text()
+
+def test_heldout_accuracy_beside_accuracy(results, figures_out):
+    "New runs hold out a fifth of the episodes: Table 2 shows their held-out accuracy beside the training accuracy."
+    fig, _ = figures_out
+    t2 = pd.read_csv(fig/"t2_cwmb_main.csv", index_col=[0, 1, 2, 3, 4])
+    row = t2.loc[("ours", "discrete", "gif-mcts", "scripted", 2)]
+    per_seed = [(metrics(results, "CartPole-v1", "gif-mcts", s)["heldout_accuracy"]
+                 + metrics(results, "Blackjack-v1", "gif-mcts", s)["heldout_accuracy"]) / 2 for s in (0, 1)]
+    assert metrics(results, "CartPole-v1", "gif-mcts", 0)["heldout_accuracy"] == 1.0
+    assert row["held-out accuracy"] == pytest.approx(sum(per_seed) / 2) and str(row["holdout"]) == "0.2"
+    assert pd.isna(t2.loc[("paper (published)", "discrete", "gif-mcts", "llama-3-70b", 50), "held-out accuracy"])
+    m = metrics(results, "CartPole-v1", "gif-mcts", 0)
+    assert m["deterministic"] is True and m["rollouts"]["heldout"]["horizons"]["1"]["state_error"] < 1e-6
 
 def test_make_all_without_published_numbers(results, tmp_path):
     from cwm_nb import figures

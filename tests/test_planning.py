@@ -431,3 +431,35 @@ def test_a_forged_step_count_or_result_frame_no_longer_helps(sandbox):
     driver = quick("CartPole-v1", CHEAT_DRIVER, sandbox)
     assert driver.normalized_return == 0.0 and driver.fallbacks == driver.decisions > 0, driver.to_dict()
     assert driver.fallback_kinds.get("exception", 0) >= 1 and "ended without answering" in driver.errors[0]
+
+
+# ------------------------------------------------------------------------------------------------ sessions
+def test_one_session_per_episode_and_a_fresh_one_after_a_failure(sandbox):
+    "The planner keeps the program's process for a whole episode; a failed decision ends the session."
+    good = quick("CartPole-v1", CARTPOLE, sandbox, episodes=2)
+    assert good.fallbacks == 0 and good.sessions_cwm == 2 and good.decisions == sum(good.steps_cwm) > 2
+    # fails on every third step it is asked for: each failure ends the session, the next decision opens another
+    flaky = CARTPOLE.replace("class Environment:", "_calls = [0]\nclass Environment:").replace(
+        "    def step(self, action):", "    def step(self, action):\n        _calls[0] += 1\n"
+        "        if _calls[0] % 3000 == 0: raise RuntimeError('every 3000th step')")
+    assert flaky != CARTPOLE
+    res = quick("CartPole-v1", flaky, sandbox, episodes=2, max_consecutive_failures=None)
+    assert res.fallbacks >= 1 and res.sessions_cwm == 2 + res.fallbacks, res.to_dict()
+    assert "every 3000th step" in res.errors[0]
+
+
+def test_a_session_decides_as_one_shot_jobs_do(sandbox):
+    "Decisions of a session (tape replayed by the planner) equal one-shot jobs (live queries after a tampered tape)."
+    from dataclasses import asdict
+    static = {"planner": "mcts", "config": asdict(MCTSConfig(simulations=12, rollout_steps=20)), "obs_format": "array",
+              "space": {"kind": "discrete", "n": 2}, "valid_actions": False, "session": True}
+    calls = [{"state": [0.01 * k, 0.0, -0.02 * k, 0.1], "obs_dtype": "<f4", "root_actions": None, "seed": k} for k in range(4)]
+    tampered = "import cwm_nb.planning as P\nP.mcts_search = None\n" + CARTPOLE   # the tape cannot be recorded: live queries
+    first, s = sandbox.open_session(CARTPOLE, "cwm_nb.planning:plan_driver", args=static, limits=SandboxLimits(wall_s=20, cpu_s=200))
+    assert first.ok and first.value == {"ok": True}
+    with s:
+        in_session = [s.call(c).value for c in calls]
+    for c, v in zip(calls, in_session):
+        for src in (CARTPOLE, tampered):
+            one = sandbox.run(src, "cwm_nb.planning:plan_driver", args={**static, **c, "session": False}).value
+            assert (one["action"], one["model_steps"]) == (v["action"], v["model_steps"]), (c, one, v)

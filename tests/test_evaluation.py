@@ -1,0 +1,129 @@
+"""Evaluation beyond the paper's accuracy: held-out episodes, open-loop rollouts, the determinism check, and the run
+settings that carry them (real sandbox, shipped buffers, scripted test-double LLMs)."""
+import json, subprocess, sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cwm_nb.cwm import evaluate_program, rollout_segments
+from cwm_nb.replay import load_buffer, split_by_episode
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = str(Path(sys.executable).parent/"cwm-nb")
+PROGRAMS = ROOT/"data"/"programs"
+CARTPOLE = (PROGRAMS/"CartPole-v1.py").read_text()
+PLANTED = json.loads((PROGRAMS/"planted_mistakes.json").read_text())
+CARTPOLE_PLANTED = CARTPOLE.replace(PLANTED["CartPole-v1"]["old"], PLANTED["CartPole-v1"]["new"])
+# a hidden call counter, which set_state does not reset: the reward drops to 0 after 300 calls of step
+COUNTER = CARTPOLE.replace("class Environment:", "_calls = [0]\nclass Environment:").replace(
+    "    def step(self, action):", "    def step(self, action):\n        _calls[0] += 1").replace(
+    "return self.state.astype(np.float32), 1.0, done", "return self.state.astype(np.float32), float(_calls[0] <= 300), done")
+assert COUNTER.count("_calls") == 3
+
+
+def test_split_by_episode_keeps_episodes_whole_and_is_seeded():
+    buf = load_buffer("CartPole-v1")
+    s = split_by_episode(buf, 0.2, seed=0)
+    assert len(s.heldout_episodes) == 2 and len(s.search_episodes) == 8
+    assert set(np.unique(s.heldout.episode)) == set(s.heldout_episodes)
+    assert set(np.unique(s.search.episode)).isdisjoint(s.heldout_episodes)
+    assert len(s.search) + len(s.heldout) == len(buf)
+    assert split_by_episode(buf, 0.2, seed=0).heldout_episodes == s.heldout_episodes
+    assert split_by_episode(buf, 0.2, seed=1).heldout_episodes != s.heldout_episodes
+    everything = split_by_episode(buf, 0)
+    assert everything.heldout is None and everything.search.same_transitions(buf)
+    info = s.info()
+    assert info["holdout"] == 0.2 and info["holdout_seed"] == 0 and info["n_heldout_transitions"] == len(s.heldout)
+
+
+def test_reference_programs_on_both_parts_and_a_planted_mistake():
+    "The reference CartPole CWM is exact on the search part and on the held-out episodes; the planted mistake on neither."
+    s = split_by_episode(load_buffer("CartPole-v1"), 0.2, seed=0)
+    for part in (s.search, s.heldout):
+        ev = evaluate_program(CARTPOLE, part, determinism=True, rollouts=True)
+        assert ev.accuracy == 1.0 and ev.exact_replay == 1.0 and ev.deterministic is True
+        h = ev.rollouts["horizons"]
+        assert h["1"]["state_error"] < 1e-6 and h["end"]["done_disagreement"] == 0.0 and h["end"]["alive"] == 1.0
+        bad = evaluate_program(CARTPOLE_PLANTED, part, rollouts=True)
+        assert 0 < bad.accuracy < 0.5 and bad.rollouts["horizons"]["1"]["done_disagreement"] == 1.0
+
+
+def test_determinism_flags_hidden_state_with_the_first_differing_transition():
+    buf = load_buffer("CartPole-v1")
+    ev = evaluate_program(COUNTER, buf, determinism=True)
+    assert ev.deterministic is False and ev.accuracy < 1   # (in buffer order it already scores its own hidden state)
+    fd = ev.determinism["first_difference"]
+    assert fd["pass"] == "after_other" and fd["index"] == 150, fd   # each transition after one more call: 2 * 150 + 2 > 300
+    assert fd["first"][1] == 1.0 and fd["second"][1] == 0.0
+    assert evaluate_program(CARTPOLE, buf, determinism=True).deterministic is True
+
+
+def test_rollouts_show_drift_that_single_steps_hide():
+    "A Pendulum CWM that steps its float32 observation is right one step at a time but drifts open loop."
+    sys.path.insert(0, str(ROOT/"tests"))
+    from test_planning import PENDULUM_OK, PENDULUM_FLIPPED
+    buf = load_buffer("Pendulum-v1")
+    assert rollout_segments(buf) == [(a, b - a) for a, b in buf.episode_bounds()]   # the shipped buffers chain
+    ok = evaluate_program(PENDULUM_OK, buf, rollouts=True)
+    flipped = evaluate_program(PENDULUM_FLIPPED, buf, rollouts=True)
+    assert ok.accuracy == 1.0 and flipped.accuracy < 0.8
+    h, f = ok.rollouts["horizons"], flipped.rollouts["horizons"]
+    assert h["1"]["state_error"] < 1e-6 and h["end"]["state_error"] > 10 * h["1"]["state_error"]   # it drifts
+    assert f["20"]["state_error"] > 100 * h["20"]["state_error"] and f["20"]["reward_error"] > 0.1
+    by = ok.rollouts["by_step"]
+    assert len(by["state_error"]) == 100 and by["rollouts"][0] == by["alive"][99] == 10
+
+
+def test_run_searches_on_its_part_and_reports_both(tmp_path):
+    "New runs hold out a fifth of the episodes: the search's value is the search part's accuracy; metrics say both."
+    from cwm_nb.experiments import run_cwmb_search, write_metrics
+    from cwm_nb.llm import ScriptedLLM
+    answer = "```python\n" + CARTPOLE_PLANTED + "\n```\n"
+    out = run_cwmb_search(env="CartPole-v1", model="scripted", budget=1, out=tmp_path, llm=ScriptedLLM([answer]),
+                          plan_preset="none", progress=False)
+    write_metrics(out)
+    m = json.loads((out.run_dir/"metrics.json").read_text())
+    s = split_by_episode(load_buffer("CartPole-v1"), 0.2, seed=0)
+    on_search, on_held = (evaluate_program(CARTPOLE_PLANTED, p).accuracy for p in (s.search, s.heldout))
+    assert m["best_value"] == pytest.approx(on_search) and m["accuracy"] == pytest.approx(on_search)
+    assert m["heldout_accuracy"] == pytest.approx(on_held) and m["heldout_episodes"] == s.heldout_episodes
+    assert m["holdout"] == 0.2 and m["n_search_transitions"] + m["n_heldout_transitions"] == m["n_transitions"] == 494
+    assert m["deterministic"] is True and m["nondeterminism"] is None
+    assert set(m["rollouts"]) == {"search", "heldout"} and m["rollouts"]["heldout"]["n_rollouts"] == 2
+    assert json.loads((out.run_dir/"settings.json").read_text())["holdout"] == 0.2
+
+
+def test_an_old_run_folder_resumes_as_the_paper_setting(tmp_path):
+    "A run folder whose settings.json predates held-out parts resumes with nothing held out; paper_compat holds none out."
+    from cwm_nb.experiments import check_run_settings, run_cwmb_search, run_dir
+    from cwm_nb.core import CwmNbError, atomic_write_json
+    from cwm_nb.llm import ScriptedLLM
+    answer = "```python\n" + CARTPOLE + "\n```\n"
+    rd = run_dir(tmp_path, "cwmb", "CartPole-v1", "gif-mcts", "scripted", 0)
+    old = dict(env="CartPole-v1", method="gif-mcts", model="scripted", budget=1, seed=0, paper_compat=False, max_tokens=1500,
+               base_url="", buffer="", plan_preset="none", plan_episodes=10, endpoint_caps="")
+    atomic_write_json(rd/"settings.json", old)
+    with pytest.raises(CwmNbError, match="holdout=0.0"):
+        check_run_settings(rd, {**old, "holdout": 0.2})   # asking an old folder for a held-out part is a clash
+    out = run_cwmb_search(env="CartPole-v1", model="scripted", budget=1, out=tmp_path, llm=ScriptedLLM([answer]),
+                          plan_preset="none", progress=False)
+    m = out.metrics
+    assert m["holdout"] == 0.0 and m["heldout_accuracy"] is None and m["n_search_transitions"] == 494
+    assert json.loads((rd/"settings.json").read_text())["holdout"] == 0.0
+    pc = run_cwmb_search(env="CartPole-v1", model="scripted", budget=1, out=tmp_path, llm=ScriptedLLM([answer]),
+                         plan_preset="none", paper_compat=True, progress=False)
+    assert pc.metrics["holdout"] == 0.0 and pc.metrics["rollouts"]["heldout"] is None
+
+
+def test_eval_program_prints_rollouts_determinism_and_both_parts():
+    r = subprocess.run([CLI, "eval-program", str(PROGRAMS/"CartPole-v1.py"), "--env", "CartPole-v1", "--rollouts",
+                        "--holdout", "0.2"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("accuracy 1.0000") == 2 and "[held-out part: episodes [1, 9]]" in r.stdout
+    assert r.stdout.count("deterministic (repeat and after_other passes agree)") == 2
+    for k in ("1", "5", "20", "end"): assert f"\n  {k:>8s} " in r.stdout, k
+    r = subprocess.run([CLI, "eval-program", str(PROGRAMS/"CartPole-v1.py"), "--env", "CartPole-v1", "--json"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    d = json.loads(r.stdout)
+    assert d["deterministic"] is True and d["rollouts"] is None and d["n_transitions"] == 494
