@@ -65,7 +65,7 @@ def outage(tmp: Path) -> dict:
         r1, _ = run_cli(*args, env=env)
         d.restart(outage_after=None)
         r2, _ = run_cli(*args, env=env)
-        answered = [q["sha256"] for q in d.requests() if q["path"].endswith("/completions") and q["status"] == 200]
+        answered = [q["sha256"] for q in d.requests() if q["path"].endswith("/completions") and q["status"] == 200 and q["delivered"]]
     m = json.loads(next((tmp/"out").rglob("metrics.json")).read_text())
     return dict(first_exit=r1.returncode, second_exit=r2.returncode, answered=len(answered),
                 repeated=sum(n - 1 for n in Counter(answered).values()), llm_calls=m["llm_calls"])

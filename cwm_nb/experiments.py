@@ -48,6 +48,10 @@ RUN_SETTINGS = ("env", "method", "model", "paper_compat", "max_tokens", "base_ur
                 "holdout", "holdout_seed")
 OLD_SETTINGS = {"holdout": 0.0, "holdout_seed": 0}   # what a folder written before a setting existed did
 
+def _holds_work(rd: Path) -> bool:
+    "Whether run folder `rd` holds anything a run made besides its settings (a checkpoint, results, sub-folders)."
+    return any(p.name != "settings.json" and not p.name.startswith(".") for p in Path(rd).iterdir())
+
 def check_run_settings(rd: Path, params: dict) -> str:
     "What to do with run folder `rd` for `params`: 'new', 'skip' (complete, same settings) or 'resume'. Raises `CwmNbError` on a clash."
     f = Path(rd)/"settings.json"
@@ -57,6 +61,8 @@ def check_run_settings(rd: Path, params: dict) -> str:
     old = {**{k: v for k, v in OLD_SETTINGS.items() if k not in old}, **old}   # a missing key: the old behaviour
     clash = [k for k in RUN_SETTINGS if k in old and k in params and old[k] != params[k]]
     if "budget" in old and params.get("budget", old["budget"]) < old["budget"]: clash.append("budget")
+    if clash and not _holds_work(rd):   # nothing was answered yet (e.g. a mistyped --base-url): start it anew
+        return "new"
     if clash:
         was = ", ".join(f"{k}={old.get(k)!r}" for k in clash)
         now = ", ".join(f"{k}={params.get(k)!r}" for k in clash)
@@ -128,6 +134,11 @@ def _make_method(method: str, llm, evaluate, description: str, seed: int, checkp
     from cwm_nb import baselines
     return baselines.make_search(method, llm, evaluate, description, seed=seed, checkpoint=checkpoint,
                                  paper_compat=paper_compat, max_tokens=max_tokens, progress=progress, contract=contract)
+
+def _no_program_reason(tree: dict) -> str:
+    "Why a search holds no program: the first failed call's reason (a refusal, a prompt that could not fit, ...)."
+    errors = [n.get("error") for n in tree.get("nodes", []) if n.get("error")]
+    return f"no program; the first call's failure: {errors[0]}" if errors else "no program"
 
 def default_max_tokens(model: str) -> int:
     """Completion cap per call when none is given: 400 tokens for the small embedded model (its answers are short and
@@ -232,7 +243,8 @@ def run_cwmb_search(
         request_adjustments=list(getattr(llm, "adjustments", [])),
         endpoint_caps=llm.caps.to_dict() if hasattr(getattr(llm, "caps", None), "to_dict") else None,
         max_tokens=max_tokens,
-        best_is_bug=bool(final.bug) if final else True, best_error=final.error if final else "no program",
+        best_is_bug=bool(final.bug) if final else True,
+        best_error=final.error if final and res.best_program else _no_program_reason(res.tree),
         accuracy=final.accuracy if final else 0.0, mean_accuracy=final.mean_accuracy if final else 0.0,
         exact_replay=final.exact_replay if final else 0.0,
         components=final.components if final else {}, best_value=res.best_value,
@@ -640,7 +652,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--budget", type=int, default=None, help="LLM calls (per problem for apps); default 10, apps 20 (the paper's)")
     r.add_argument("--seed", type=int, default=0, help="seed of the search and of LLM sampling")
     r.add_argument("--out", default="results", help="results root")
-    r.add_argument("--max-tokens", type=int, default=0, help="completion cap per call; 0: 400 for embedded, else 1500")
+    r.add_argument("--max-tokens", type=int, default=0, help="completion cap per call; 0: 400 for embedded, 16000 for "
+                   "reasoning models (o1, o3, o4, gpt-5: hidden reasoning counts in it), else 1500")
     r.add_argument("--paper-compat", action="store_true", help="reproduce the original code's behaviour (see README)")
     r.add_argument("--buffer", default="", help="replay buffer folder or paper pickle (*.pkl); default: the shipped buffer")
     r.add_argument("--plan-preset", default="quick", choices=PLAN_PRESETS,

@@ -551,7 +551,7 @@ class SearchLoop:
     def step(self) -> Any | None:
         "Make one LLM call, score its program, record it; returns the new node, or None (stop_reason 'exhausted') when `plan` has nothing left."
         cfg, t0 = self.config, time.perf_counter()
-        rng_state = self.rng.bit_generator.state
+        rng_state, u0 = self.rng.bit_generator.state, None
         try:
             planned = self.plan()
             if planned is None:
@@ -565,11 +565,18 @@ class SearchLoop:
             t2 = time.perf_counter()
             critique, program = self.parse(t, comp.text) if comp is not None else (None, "")
             program = program or ""
+            if comp is not None and not program and getattr(comp, "finish_reason", None) == "length":
+                failed = (f"the answer reached the completion cap ({cfg.max_tokens} tokens) before any program: raise "
+                          "the cap (cwm-nb run --max-tokens; reasoning models spend hidden tokens in it)")
             t3 = time.perf_counter()
-            evaluation = self.evaluate(program) if comp is not None else FailedExpansion(failed)
+            evaluation = FailedExpansion(failed) if failed else self.evaluate(program)
             t4 = time.perf_counter()
         except BaseException:
-            self.rng.bit_generator.state = rng_state   # an interrupted call leaves no trace
+            self.rng.bit_generator.state = rng_state   # an interrupted call leaves no trace but what it cost
+            if u0 is not None and self.checkpoint is not None:
+                u1 = _usage(self.llm)
+                for k in self.spent: self.spent[k] += u1.get(k, 0) - u0.get(k, 0)
+                if any(u1.get(k, 0) != u0.get(k, 0) for k in self.spent): self.save(self.checkpoint)
             raise
         tok = (int(getattr(comp, "prompt_tokens", 0) or 0), int(getattr(comp, "completion_tokens", 0) or 0))
         child = self.add_child(where, t, program, evaluation_summary(evaluation), critique, n, tok)

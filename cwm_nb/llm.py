@@ -12,14 +12,14 @@ from urllib.parse import urlparse
 from .core import CwmNbError, cache_dir, derive_seed
 
 # %% auto #0
-__all__ = ['ROLES', 'PRICES_PER_MTOK', 'PREFILL_MODES', 'CONTEXT_TOKENS', 'REASONING_MIN_TOKENS', 'LOCAL_HOSTS', 'EMBEDDED_ALIAS',
-           'MODEL_ALIASES', 'PROVIDER_URLS', 'Completion', 'check_messages', 'prefill_of', 'render_plain', 'price_of',
-           'Usage', 'EndpointCaps', 'parse_caps', 'is_reasoning_model', 'caps_for', 'prefill_to_user', 'join_prefill',
-           'Request', 'shape_request', 'estimate_tokens', 'RequestRefused', 'ContextWindowExceeded', 'classify_refusal',
-           'learn_from_refusal', 'request_seed', 'LLM', 'ScriptedLLM', 'is_local_url', 'OpenAICompatibleLLM',
-           'embedded_model_path', 'usable_cpus', 'embedded_threads', 'free_port', 'EmbeddedServer',
-           'get_embedded_server', 'embedded_llm', 'TransformersLLM', 'cache_key', 'ResponseCache', 'CachedLLM',
-           'ModelSpec', 'resolve_model', 'get_llm']
+__all__ = ['ROLES', 'PRICES_PER_MTOK', 'PREFILL_MODES', 'CONTEXT_TOKENS', 'REASONING_MIN_TOKENS', 'CACHED_REFUSALS',
+           'LOCAL_HOSTS', 'EMBEDDED_ALIAS', 'MODEL_ALIASES', 'PROVIDER_URLS', 'Completion', 'check_messages',
+           'prefill_of', 'render_plain', 'price_of', 'Usage', 'EndpointCaps', 'parse_caps', 'is_reasoning_model',
+           'caps_for', 'prefill_to_user', 'join_prefill', 'Request', 'shape_request', 'estimate_tokens',
+           'RequestRefused', 'ContextWindowExceeded', 'classify_refusal', 'learn_from_refusal', 'request_seed', 'LLM',
+           'ScriptedLLM', 'is_local_url', 'OpenAICompatibleLLM', 'embedded_model_path', 'usable_cpus',
+           'embedded_threads', 'free_port', 'EmbeddedServer', 'get_embedded_server', 'embedded_llm', 'TransformersLLM',
+           'cache_key', 'ResponseCache', 'CachedLLM', 'ModelSpec', 'resolve_model', 'get_llm']
 
 # %% ../nbs/01_llm.ipynb #1b562286
 _log = logging.getLogger("cwm_nb.llm")
@@ -82,7 +82,7 @@ class Usage:
     latency_s: float = 0.0      # summed wall time of `calls`, seconds
     cost_usd: float = 0.0       # summed cost of `calls` where the price is known, USD
     retries: int = 0            # transient failures (408, 429, 5xx, timeouts, resets, error bodies) that were retried
-    refused: int = 0            # requests the endpoint refused (HTTP 400-class) that no correction could save
+    refused: int = 0            # refusals (HTTP 400-class) left after the request's shape was corrected; a context-window refusal counts even when a shorter prompt then got an answer
 
     def record(self, c: Completion, price: tuple[float, float] | None = None):
         "Add one completion; `cached` ones only bump `cached_calls`."
@@ -186,6 +186,8 @@ def prefill_to_user(
     if pre.count("```") % 2 == 1:              # it opens a code block: ask for the block, starting with its code
         lang, _, code = pre[pre.rindex("```") + 3:].partition("\n")
         lang = lang.strip() or "python"
+        if not code.strip() and any(f"```{lang} code block" in m["content"] for m in msgs if m["role"] == "user"):
+            return msgs                        # the user turn already asks for the block; nothing more to say
         ask = f"Give the complete program in one ```{lang} code block"
         ask += f" that starts with these lines:\n\n```{lang}\n{code.strip(chr(10))}\n```" if code.strip() else "."
     else:
@@ -321,11 +323,14 @@ def learn_from_refusal(
     caps: EndpointCaps,     # the endpoint's caps, changed in place
     r: RequestRefused,      # what it refused
     request_chars: int = 0, # characters of the refused prompt (to learn tokens per character)
+    request_tokens: int = 0,  # the refused request's estimated prompt tokens plus its completion cap
 ) -> str | None:            # what changed in the request's shape (None: nothing to correct)
-    "Correct `caps` after refusal `r`: a parameter or pre-fill fixed (returned), or the context window learned (None)."
+    """Correct `caps` after refusal `r`: a parameter or pre-fill fixed (returned), or the context window learned
+    (None): the window the message names, else just below the refused request's estimated size."""
     if r.kind == "context":
-        if r.window: caps.context_tokens = r.window
         if r.prompt_tokens and request_chars: caps.tokens_per_char = max(caps.tokens_per_char or 0, r.prompt_tokens / request_chars)
+        if r.window: caps.context_tokens = r.window
+        elif request_tokens > 1: caps.context_tokens = min(caps.context_tokens or request_tokens, request_tokens - 1)
         return None
     if r.kind == "prefill" or r.param in ("continue_final_message", "add_generation_prompt"):
         if caps.prefill == "user": return None
@@ -392,22 +397,35 @@ class LLM:
 
 # %% ../nbs/01_llm.ipynb #3b40d3b3
 def _request_record(llm: LLM, req: Request, seed: int, draw: int) -> dict:
-    return dict(model=llm.name, messages=req.messages, params=req.params, seed=seed, draw=draw)
+    return dict(model=llm.name, endpoint=llm.cache_name, messages=req.messages, params=req.params, seed=seed, draw=draw)
+
+#: Refusals that follow from the request and the endpoint alone, so the same request is refused again: cached.
+#: Others (a content filter, a router's error) may not recur and are not.
+CACHED_REFUSALS = ("parameter", "prefill", "context")
 
 def _learn(self: LLM, r: RequestRefused, req: Request) -> str | None:
-    "Learn from a refusal of `req` (`learn_from_refusal`); a correction is logged and kept in `adjustments`."
-    change = learn_from_refusal(self.caps, r, sum(len(m["content"]) for m in req.messages))
+    "Learn from a refusal of `req` (`learn_from_refusal`); a correction is logged, kept in `adjustments` and remembered."
+    before = self.caps.to_dict()
+    mt = req.params.get("max_tokens", req.params.get("max_completion_tokens")) or 0
+    change = learn_from_refusal(self.caps, r, sum(len(m["content"]) for m in req.messages),
+                                estimate_tokens(req.messages, self.caps.tokens_per_char) + mt)
     if change:
         self.adjustments.append(change)
         _log.warning("%s: %s (the endpoint said: %s)", self.name, change, r.message[:200])
     elif r.kind == "context" and self.caps.context_tokens:
         _log.warning("%s: context window %d tokens (from a refusal)", self.name, self.caps.context_tokens)
+    self.remember_caps(before)
     return change
+
+def _remember_caps(self: LLM, before: dict | None = None):
+    "Store what was learned about the endpoint in the response cache, so that the next run starts from it."
+    if self.cache is not None and self.caps.to_dict() != before:
+        self.cache.put_caps(self.cache_name, self.caps.to_dict(), self.adjustments)
 
 def _answer(self: LLM, messages: list[dict], params: dict, seed: int, draw: int) -> Completion:
     for _ in range(8):                    # each pass answers, or corrects the shape after a refusal
         req = self.prepare(messages, params)
-        key = cache_key(self.name, req.messages, req.params, seed, draw) if self.cache is not None else None
+        key = cache_key(self.cache_name, req.messages, req.params, seed, draw) if self.cache is not None else None
         t0 = time.perf_counter()
         hit = self.cache.get(key) if key else None
         try:
@@ -418,16 +436,27 @@ def _answer(self: LLM, messages: list[dict], params: dict, seed: int, draw: int)
                 return hit
             c = self.send(req, seed=seed, draw=draw)
         except RequestRefused as r:
-            if key and hit is None: self.cache.put_refusal(key, r, _request_record(self, req, seed, draw))
+            if key and hit is None and r.kind in CACHED_REFUSALS:
+                self.cache.put_refusal(key, r, _request_record(self, req, seed, draw))
             if _learn(self, r, req): continue
             with self._lock: self.usage.refused += 1
+            if hit is not None:
+                raise type(r)(r.what + " [replayed from the response cache: this same request was refused before]",
+                              r.todo + f"; to send it again, delete the cache file {self.cache.path} or point "
+                              "CWM_NB_LLM_CACHE elsewhere", **{k: getattr(r, k) for k in
+                              ("status", "message", "param", "kind", "window", "prompt_tokens")}) from None
             raise
         c.latency_s, c.model = time.perf_counter() - t0, self.name
         if self.answered_in_new_turn(req, c):   # nothing but the stop: the endpoint did not continue the pre-fill
+            before = self.caps.to_dict()
             self.caps.prefill = "user"
             self.adjustments.append("pre-fill moved into the user turn (an empty answer cut at the stop: a new turn)")
             _log.warning("%s: %s", self.name, self.adjustments[-1])
+            self.remember_caps(before)
             continue
+        if c.finish_reason == "length" and not c.text[len(req.prefill):].strip():
+            _log.warning("%s: the answer reached the completion cap before any text (reasoning models spend hidden "
+                         "tokens in it): raise the cap (cwm-nb run --max-tokens)", self.name)
         if not req.continued: c.text = join_prefill(req.prefill, c.text)
         chars = sum(len(m["content"]) for m in req.messages)
         if c.prompt_tokens and chars > 200 and self.counts_tokens:   # the endpoint's own count: a better estimate
@@ -450,6 +479,9 @@ def _fits(self: LLM, messages: list[dict], max_tokens: int | None) -> bool | Non
     return estimate_tokens(messages, self.caps.tokens_per_char) + (max_tokens or 0) <= self.caps.context_tokens
 
 LLM._answer, LLM.learn, LLM.fits, LLM.answered_in_new_turn = _answer, _learn, _fits, _answered_in_new_turn
+LLM.remember_caps = _remember_caps
+LLM.cache_name = property(lambda self: getattr(self, "_cache_name", None) or self.name,
+                          doc="The endpoint's identity in the response cache: its name (and the URL of an HTTP endpoint)")
 
 # %% ../nbs/01_llm.ipynb #5f7c81c0
 class ScriptedLLM(LLM):
@@ -548,12 +580,13 @@ class OpenAICompatibleLLM(LLM):
         self.defaults = dict(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
         self.price = price if price is not None else price_of(model)
         self.caps = caps if isinstance(caps, EndpointCaps) else parse_caps(caps or "", caps_for(provider, model, mode))
+        self._cache_name = f"{self.name}@{self.base_url}"   # two servers serving the same name do not share answers
         if continue_prefill is not None and mode == "chat": self.caps.prefill = "continue" if continue_prefill else "user"
         key = os.environ.get(api_key_env)
         if not key:
             if not is_local_url(base_url):
                 raise CwmNbError(f"no API key for {self.base_url}: the environment variable {api_key_env} is not set",
-                                 f"export {api_key_env}=<your key>, or pass api_key_env= naming the variable that holds it")
+                                 f"export {api_key_env}=<your key> (the workbook reads the key from that variable)")
             key = "sk-local-no-key"
         self.sleep = time.sleep  # replaceable in tests
         self.client = openai.OpenAI(api_key=key, base_url=self.base_url, timeout=timeout_s, max_retries=0)
@@ -800,6 +833,7 @@ def embedded_llm(max_tokens: int = 512, **kw) -> OpenAICompatibleLLM:
     kw = dict(dict(mode="completion", timeout_s=3600.0, max_retries=2, name=f"embedded:{srv.alias}"), **kw)
     llm = OpenAICompatibleLLM(srv.url, srv.alias, max_tokens=max_tokens, **kw)
     llm.server, llm.caps.context_tokens = srv, srv.n_ctx   # the server's window is known: long prompts are shortened first
+    llm._cache_name = llm.name   # the same model on any port: its answers stay valid
     return llm
 
 # %% ../nbs/01_llm.ipynb #89cc81b0
@@ -904,6 +938,8 @@ class ResponseCache:
                     c.execute("PRAGMA journal_mode=WAL"); c.execute("PRAGMA synchronous=NORMAL")
                     c.execute("CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
                               "request TEXT NOT NULL, response TEXT NOT NULL, created REAL NOT NULL)")
+                    c.execute("CREATE TABLE IF NOT EXISTS endpoints (name TEXT PRIMARY KEY, caps TEXT NOT NULL, "
+                              "adjustments TEXT NOT NULL, updated REAL NOT NULL)")
                     break
                 except sqlite3.OperationalError as e:   # another process is setting the file up: wait for it
                     if "locked" not in str(e) or attempt == 599: raise
@@ -927,6 +963,16 @@ class ResponseCache:
     def put_refusal(self, key: str, r: RequestRefused, request: dict):
         self._put(key, request.get("model", ""), request, {"refused": r.to_dict()})
 
+    def put_caps(self, name: str, caps: dict, adjustments: list[str]):
+        "Remember what was learned about endpoint `name` (its `EndpointCaps` and the corrections, in words)."
+        self._db().execute("INSERT OR REPLACE INTO endpoints VALUES (?, ?, ?, ?)",
+                           (name, json.dumps(caps), json.dumps(list(adjustments)), time.time()))
+
+    def get_caps(self, name: str) -> tuple[dict, list[str]] | None:
+        "What `put_caps` stored for endpoint `name`, or None."
+        row = self._db().execute("SELECT caps, adjustments FROM endpoints WHERE name = ?", (name,)).fetchone()
+        return (json.loads(row[0]), json.loads(row[1])) if row else None
+
     def __len__(self) -> int: return self._db().execute("SELECT COUNT(*) FROM completions").fetchone()[0]
 
 # %% ../nbs/01_llm.ipynb #164c4a23
@@ -937,9 +983,14 @@ class CachedLLM(LLM):
                  path: str | Path | None = None, # SQLite file; None: $CWM_NB_LLM_CACHE or cache_dir()/"llm_cache.sqlite"
                 ):
         super().__init__(inner.name)
-        self.inner, self.price = inner, inner.price
+        self.inner, self.price, self._cache_name = inner, inner.price, inner.cache_name
         self.usage, self.caps, self.adjustments, self._lock = inner.usage, inner.caps, inner.adjustments, inner._lock
         self.cache = ResponseCache(path or os.environ.get("CWM_NB_LLM_CACHE") or cache_dir()/"llm_cache.sqlite")
+        known = self.cache.get_caps(self.cache_name)   # what an earlier run learned about this endpoint
+        if known:
+            for k, v in known[0].items():
+                if hasattr(self.caps, k): setattr(self.caps, k, v)
+            self.adjustments.extend(a for a in known[1] if a not in self.adjustments)
 
     def sampling_params(self, *a, **kw) -> dict: return self.inner.sampling_params(*a, **kw)
     def prepare(self, messages, params) -> Request: return self.inner.prepare(messages, params)

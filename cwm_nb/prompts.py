@@ -407,14 +407,39 @@ def defines_environment(
             return {"set_state", "step"} <= names
     return False
 
-def _candidates(text: str) -> list[str]:
+def _candidates(text: str, prefer=defines_environment) -> list[str]:
     lines, blocks = text.split("\n"), code_blocks(text)
     n = next((i for i, l in enumerate(lines) if _FENCE_LINE.match(l)), len(lines))   # text before the first fence
     out = [_trim("\n".join(lines[:n]), _STRICT_START)] + [_trim(b, _BLOCK_START) for b in blocks]
     for a, b in zip(blocks, blocks[1:]):                 # a block continued in the next one
         a, b = a.strip("\n"), b.strip("\n")
         if a and b and not (_parses(a) and _parses(b)) and _parses(a + "\n" + b): out.append(a + "\n" + b)
+        elif (a and b and prefer(b) and not prefer(a) and _free_names(b) & _bound_names(a)
+              and _parses(a + "\n\n" + b)):   # the imports in one block, the program that needs them in the next
+            out.append(a + "\n\n" + b)
     return [c.strip("\n") for c in out if c.strip()]
+
+def _names(code: str) -> tuple[set, set]:
+    "(names read, names bound) anywhere in `code`; empty sets if it does not parse."
+    import ast
+    try: tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError): return set(), set()
+    read, bound = set(), set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name): (read if isinstance(n.ctx, ast.Load) else bound).add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)): bound.add(n.name)
+        elif isinstance(n, ast.arg): bound.add(n.arg)
+        elif isinstance(n, ast.alias): bound.add((n.asname or n.name).split(".")[0])
+        elif isinstance(n, ast.ExceptHandler) and n.name: bound.add(n.name)
+    return read, bound
+
+def _free_names(code: str) -> set:
+    "Names `code` reads but never binds, builtins left out."
+    import builtins
+    read, bound = _names(code)
+    return read - bound - set(dir(builtins))
+
+def _bound_names(code: str) -> set: return _names(code)[1]
 
 def extract_code(
     text: str | None,     # an LLM completion (pre-fill included)
@@ -423,7 +448,7 @@ def extract_code(
     "The program in an answer: reasoning dropped, fenced blocks read, the best candidate by (`prefer`, parses, length)."
     if not text: return None
     prefer = prefer or defines_environment
-    cands = _candidates(strip_reasoning(text))
+    cands = _candidates(strip_reasoning(text), prefer)
     if not cands: return None
     return max(cands, key=lambda c: (bool(prefer(c)), _parses(c), len(c)))
 

@@ -597,6 +597,7 @@ class Reply:
     delay: float = 0.0                            # seconds to sleep before answering
     fault: str | None = None                      # "status", "error_body", "reset" or "outage" when injected
     answer: dict | None = None                    # `ScriptedAnswer.info()` of the first choice
+    request: tuple = ()                           # (n, method, path, body, raw) of the request, for the log
 
 _ENDPOINTS = {("POST", "/v1/chat/completions"): "chat", ("POST", "/v1/completions"): "completions",
               ("GET", "/v1/models"): "models"}
@@ -610,18 +611,21 @@ class DoubleState:
         self.last_request = time.monotonic()
 
     def respond(self, method: str, path: str, headers: dict, raw: bytes) -> Reply:
-        "The reply to one request (header names lower-case); logs it when `options.log` is set."
+        "The reply to one request (header names lower-case); `log` logs it once it is delivered (or not)."
         with self.lock: self.seen += 1; n = self.seen; self.last_request = time.monotonic()
         try: body = json.loads(raw) if raw else None
         except ValueError: body = raw.decode("utf-8", "replace")
         reply = self._respond(method, path.split("?")[0], headers, body)
-        if self.o.log: self._log(n, method, path, body, raw, reply)
+        reply.request = (n, method, path, body, raw)
         return reply
 
-    def _log(self, n, method, path, body, raw, reply):
+    def log(self, reply: Reply, delivered: bool):
+        "Append the request of `reply` to the JSONL log (when `options.log` is set); `delivered`: the answer reached the client."
+        if not self.o.log: return
+        n, method, path, body, raw = reply.request
         rec = {"n": n, "time": time.time(), "method": method, "path": path, "status": reply.status,
                "fault": reply.fault, "sha256": None if body is None else canonical_sha256(body) if not isinstance(body, str)
-               else hashlib.sha256(raw).hexdigest(), "body": body, "answer": reply.answer}
+               else hashlib.sha256(raw).hexdigest(), "body": body, "answer": reply.answer, "delivered": delivered}
         with self.lock, open(self.o.log, "a", encoding="utf-8") as f: f.write(json.dumps(rec, ensure_ascii=False) + "\n")
 
     def _error(self, status, message, **kw) -> Reply:
@@ -835,12 +839,17 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.status is None:
             self.close_connection = True
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.server.state.log(reply, False)
             return
         data = json.dumps(reply.body).encode()
-        self.send_response(reply.status)
-        for k, v in {"Content-Type": "application/json", "Content-Length": str(len(data)), **reply.headers}.items():
-            self.send_header(k, v)
-        self.end_headers()
+        try:
+            self.send_response(reply.status)
+            for k, v in {"Content-Type": "application/json", "Content-Length": str(len(data)), **reply.headers}.items():
+                self.send_header(k, v)
+            self.end_headers()   # sends the headers: a client killed while the double slept is found out here
+        except OSError:
+            self.server.state.log(reply, False); raise
+        self.server.state.log(reply, True)   # before the body, so a client never reads an answer not yet logged
         self.wfile.write(data)
 
 class _Server(ThreadingHTTPServer):

@@ -23,10 +23,12 @@ INDEX_COLUMNS = (
     "cached_calls", "prompt_tokens", "completion_tokens", "wall_s", "plan_preset", "plan_episodes",
     "normalized_return", "return_cwm", "return_random", "return_oracle", "best_value_per_call",
     "n_generate", "n_improve", "n_fix", "tree_depth", "best_path_length", "best_path_generate",
-    "best_path_improve", "best_path_fix", "holdout", "heldout_accuracy", "heldout_exact_replay", "deterministic")
+    "best_path_improve", "best_path_fix", "holdout", "heldout_accuracy", "heldout_exact_replay", "deterministic",
+    "failed_calls", "retries", "refused", "cost_usd")
 _FLOAT_COLS = ("accuracy", "mean_accuracy", "exact_replay", "best_value", "llm_calls", "model_calls", "cached_calls",
                "prompt_tokens", "completion_tokens", "wall_s", "plan_episodes", "normalized_return", "return_cwm",
-               "return_random", "return_oracle", "heldout_accuracy", "heldout_exact_replay")
+               "return_random", "return_oracle", "heldout_accuracy", "heldout_exact_replay", "failed_calls", "retries",
+               "refused", "cost_usd")
 _TREE_COLS = ("n_generate", "n_improve", "n_fix", "tree_depth", "best_path_length", "best_path_generate",
               "best_path_improve", "best_path_fix")
 _SEED_DIR = re.compile(r"^seed\d+$")

@@ -323,7 +323,8 @@ def test_request_log_format(openai_double):
     body = {"model": "m", "messages": generate_messages(), "seed": 11}
     httpx.post(f"{openai_double.base_url}/chat/completions", json=body)
     e = openai_double.requests()[-1]
-    assert set(e) == {"n", "time", "method", "path", "status", "fault", "sha256", "body", "answer"}
+    assert set(e) == {"n", "time", "method", "path", "status", "fault", "sha256", "body", "answer", "delivered"}
+    assert e["delivered"] is True
     assert (e["method"], e["path"], e["status"], e["fault"], e["body"]) == ("POST", "/v1/chat/completions", 200, None, body)
     assert e["sha256"] == canonical_sha256(body) and isinstance(e["time"], float)
 

@@ -1,0 +1,71 @@
+"""How literate the notebooks read: the measures of the issue "A workbook people read", recomputed on this tree.
+
+    .venv/bin/python tools/nb_stats.py [--per-notebook]
+
+Lines per exported code cell (mean, how many over 60, the longest), code cells with committed outputs, median
+words per markdown cell (and how many over 200), references to documents outside the repository, module
+summaries that stop mid-sentence (nbdev keeps the first line of the `>` summary only).
+"""
+import re, statistics, sys
+from pathlib import Path
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def notebooks() -> list[Path]:
+    return sorted(ROOT.glob("nbs/[0-9][0-9]*_*.ipynb")) + [ROOT/"nbs"/"index.ipynb"] + sorted(ROOT.glob("nbs/experiments/*.ipynb"))
+
+
+def summary_line(nb) -> str | None:
+    "The first line of the `> summary` of a notebook's title cell, or None."
+    for c in nb.cells:
+        if c.cell_type == "markdown":
+            for line in c.source.split("\n"):
+                if line.startswith(">"): return line.lstrip("> ").strip()
+            return None
+    return None
+
+
+def stats(paths: list[Path]) -> dict:
+    export_lines, longest, with_out, code, md_words, refs, mid = [], ("", 0), 0, 0, [], 0, []
+    for p in paths:
+        nb = nbformat.read(p, as_version=4)
+        s = summary_line(nb)
+        if p.name[:2].isdigit() and s is not None and not re.search(r"[.!?)`]$", s): mid.append(p.stem)
+        for c in nb.cells:
+            refs += len(re.findall(r"spec §|shared/", c.source))
+            if c.cell_type == "markdown":
+                md_words.append(len(c.source.split()))
+            elif c.cell_type == "code":
+                code += 1
+                with_out += bool(c.get("outputs"))
+                if any(l.strip() in ("#| export", "#|export") for l in c.source.split("\n")):
+                    n = len([l for l in c.source.split("\n") if l.strip()])
+                    export_lines.append(n)
+                    if n > longest[1]: longest = (f"{p.stem}: {c.source.split(chr(10))[1][:60]}", n)
+    return dict(export_cells=len(export_lines), mean_export_lines=statistics.mean(export_lines) if export_lines else 0,
+                export_over_60=sum(n > 60 for n in export_lines), longest=longest, code_cells=code,
+                code_with_outputs=with_out, md_median_words=statistics.median(md_words) if md_words else 0,
+                md_over_200=sum(w > 200 for w in md_words), outside_refs=refs, summaries_mid_sentence=mid)
+
+
+def main():
+    paths = notebooks()
+    s = stats(paths)
+    print(f"notebooks: {len(paths)}")
+    print(f"lines per exported code cell: mean {s['mean_export_lines']:.1f} over {s['export_cells']} cells, "
+          f"{s['export_over_60']} over 60 (longest: {s['longest'][1]} lines, {s['longest'][0]})")
+    print(f"code cells with committed outputs: {s['code_with_outputs']} of {s['code_cells']}")
+    print(f"words per markdown cell: median {s['md_median_words']:g}, {s['md_over_200']} cells over 200 words")
+    print(f"references to documents outside the repository ('spec §', 'shared/'): {s['outside_refs']}")
+    print(f"module summaries that stop mid-sentence: {len(s['summaries_mid_sentence'])} {s['summaries_mid_sentence']}")
+    if "--per-notebook" in sys.argv:
+        for p in paths:
+            t = stats([p])
+            print(f"  {p.relative_to(ROOT)}: export mean {t['mean_export_lines']:.1f}, over 60 {t['export_over_60']}, "
+                  f"outputs {t['code_with_outputs']}/{t['code_cells']}, md median {t['md_median_words']:g}, refs {t['outside_refs']}")
+
+
+if __name__ == "__main__":
+    main()
