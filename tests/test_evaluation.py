@@ -104,6 +104,7 @@ def test_an_old_run_folder_resumes_as_the_paper_setting(tmp_path):
     old = dict(env="CartPole-v1", method="gif-mcts", model="scripted", budget=1, seed=0, paper_compat=False, max_tokens=1500,
                base_url="", buffer="", plan_preset="none", plan_episodes=10, endpoint_caps="")
     atomic_write_json(rd/"settings.json", old)
+    (rd/"program.py").write_text("")   # the folder holds a run's work: its settings are kept
     with pytest.raises(CwmNbError, match="holdout=0.0"):
         check_run_settings(rd, {**old, "holdout": 0.2})   # asking an old folder for a held-out part is a clash
     out = run_cwmb_search(env="CartPole-v1", model="scripted", budget=1, out=tmp_path, llm=ScriptedLLM([answer]),
