@@ -1,4 +1,4 @@
-"""Inference speed (paper App. H, Table 8; spec §8): seconds per transition of an LLM prompted to act as the
+"""Inference speed (paper App. H, Table 8): seconds per transition of an LLM prompted to act as the
 environment, against a Code World Model's set_state + step timed inside the sandbox, on the same transitions.
 
 Default: the embedded model (Gemma 3 270M on this CPU, response cache off), 3 CartPole-v1, 3 HalfCheetah-v4 and

@@ -19,7 +19,7 @@ RTFM_PRESENT = (ROOT/"cwm_nb"/"rtfm.py").exists()
 def _skip_rtfm_if_absent(name):
     if name == "rtfm" and not RTFM_PRESENT: pytest.skip("cwm_nb/rtfm.py does not exist yet (04_rtfm not exported)")
 
-# spec §2.1: idx, |A| or action dims, observation size (None: not an array)
+# the paper's Table 9 (the CWMB's environments): idx, |A| or action dims, observation size (None: not an array)
 SPEC_TABLE = {
     "Blackjack-v1": (0, 2, None), "CliffWalking-v0": (1, 4, None), "Taxi-v3": (2, 6, None),
     "CartPole-v1": (3, 2, 4), "MountainCar-v0": (4, 3, 2), "Acrobot-v1": (5, 3, 6), "Pendulum-v1": (6, 1, 3),

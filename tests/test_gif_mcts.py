@@ -1,7 +1,7 @@
 """Integration tests of GIF-MCTS (08_gif_mcts) and its prompts (07_prompts).
 
 The search logic is checked with a scripted LLM double and a fake evaluator that scores a program by the marker
-comment on its last line (`# score=0.4`, `# bug`, `# perfect`). Each test targets one rule of spec §4 / §10.
+comment on its last line (`# score=0.4`, `# bug`, `# perfect`). Each test targets one rule of nbs/08_gif_mcts.ipynb (the paper's Sec. 3 and the original's `src/mcts/gif_mcts/`).
 """
 import json, math
 from types import SimpleNamespace
@@ -128,7 +128,7 @@ def test_value_model_in_search_paper_vs_default():
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# bug chains (spec §4.8)
+# bug chains (nbs/08_gif_mcts.ipynb, bug handling)
 def test_buggy_program_gets_temp_value_and_only_f1():
     t = SearchTree()
     b = t.expand([0], "g1", BAD, summary(bug=True))
@@ -173,7 +173,7 @@ def test_search_runs_a_fix_chain_end_to_end():
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# stopping, improve, terminal nodes (spec §4.9, §10)
+# stopping, improve, terminal nodes (nbs/08_gif_mcts.ipynb; the README's differences from the original code)
 def test_early_stop_on_perfect_program():
     s, llm = search(lambda m, d, sd: body("perfect" if d == 3 else "score=0.2"))
     res = s.run(20)
@@ -296,7 +296,7 @@ def test_checkpoint_of_other_search_is_refused(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# ablations (spec §5.3)
+# ablations (the paper's App. C, Table 6)
 def test_ablation_no_generate():
     s, _ = search(lambda m, d, sd: body(f"score=0.{d % 9 + 1}"), GIFMCTSConfig(allow_generate=False))
     res = s.run(6)

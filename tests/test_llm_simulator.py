@@ -1,4 +1,4 @@
-"""The inference-speed experiment (spec §8): the simulator prompt, the answer parser, the CWM timing job in the
+"""The inference-speed experiment (paper App. H, Table 8): the simulator prompt, the answer parser, the CWM timing job in the
 real sandbox, and one real papermill run of nbs/experiments/inference_speed.ipynb with the embedded model."""
 import json, os
 from pathlib import Path

@@ -20,7 +20,7 @@ from cwm_nb.replay import ReplayBuffer, load_buffer
 RTFM_CWM = Path(__file__).resolve().parents[1]/"data"/"programs"/"rtfm.py"   # the shipped reference CWM
 CARTPOLE_CWM = Path(__file__).resolve().parents[1]/"data"/"programs"/"CartPole-v1.py"   # the shipped reference CWM
 
-# spec §2.1 "Buffer" column and §2.3: transitions / episodes per file, plus what our labelling rule gives
+# transitions / episodes per file of the paper's released buffers, plus what our labelling rule gives
 # (terminated, truncated, episodes ended by the collector without done) and the observation layout.
 EXPECTED = {
     "Acrobot-v1": (4521, 10, 5, 5, 0, "array", "<f4", (6,)),

@@ -119,10 +119,19 @@ def _write_nb(nb: dict, dst: Path) -> None:
 def _toctree(caption: str, entries: list[str]) -> str:
     return "```{toctree}\n:hidden:\n:maxdepth: 1\n:caption: " + caption + "\n\n" + "\n".join(entries) + "\n```"
 
+PAGES = ("guide", "results")   # notebooks of prose beside the landing page (nbs/guide.ipynb, nbs/results.ipynb)
+
+def _site_links(md: str) -> str:
+    "Links written for the repository (README at the root, notebooks in nbs/) as links between the site's pages."
+    md = re.sub(r"\]\(nbs/((?:%s)\.ipynb[^)]*)\)" % "|".join(PAGES), r"](\1)", md)
+    return md.replace("](../README.md)", "](index.ipynb)")
+
 def _linkify_index(md: str) -> str:
     "In the landing page's table of notebooks, link each notebook and module name to its page."
     md = re.sub(r"^\| `(\d\d[a-z]?_\w+)` \| `(\w+)` \|", r"| [`\1`](\1.ipynb) | [`\2`](api/cwm_nb.\2.rst) |", md, flags=re.M)
-    return re.sub(r"^\| `experiments/(\w+)\.ipynb` \|", r"| [`experiments/\1.ipynb`](experiments/\1.ipynb) |", md, flags=re.M)
+    md = re.sub(r"^\| `((?:%s))\.ipynb` \|" % "|".join(PAGES), r"| [`\1.ipynb`](\1.ipynb) |", md, flags=re.M)
+    md = re.sub(r"^\| `experiments/(\w+)\.ipynb` \|", r"| [`experiments/\1.ipynb`](experiments/\1.ipynb) |", md, flags=re.M)
+    return _site_links(md)
 
 def stage(src: Path, run_dirs: list[Path]) -> dict:
     "Write the site's sources into `src`. Returns what went in: {'notebooks', 'experiments', 'executed', 'modules'}."
@@ -153,10 +162,16 @@ def stage(src: Path, run_dirs: list[Path]) -> dict:
         "API reference\n=============\n\nThe exported names of each module of ``cwm_nb`` (its ``__all__``), from the "
         "docstrings and the docments (the comment after each parameter) of the notebook that defines it.\n\n"
         ".. toctree::\n   :maxdepth: 1\n\n" + "".join(f"   {m}\n" for m in mods), encoding="utf-8")
+    pages = [p for p in PAGES if (NBS/f"{p}.ipynb").exists()]
+    for p in pages:
+        nb = _stage_cells(_read(NBS/f"{p}.ipynb"))
+        for c in nb["cells"]:
+            if c["cell_type"] == "markdown": c["source"] = _site_links("".join(c["source"]))
+        _write_nb(nb, src/f"{p}.ipynb")
     index = _stage_cells(_read(NBS/"index.ipynb"))
     for c in index["cells"]:
         if c["cell_type"] == "markdown": c["source"] = _linkify_index("".join(c["source"]))
-    toc = "\n\n".join([_toctree("Notebooks", [p.stem for p in libs]),
+    toc = "\n\n".join([_toctree("Guide", pages), _toctree("Notebooks", [p.stem for p in libs]),
                        _toctree("Experiment notebooks", [f"experiments/{p.stem}" for p in exps]),
                        _toctree("Reference", ["api/index"])])
     index["cells"].append({"cell_type": "markdown", "metadata": {}, "source": toc})
