@@ -16,7 +16,7 @@ __all__ = ['REGISTRY', 'KEPT_SECTIONS', 'MUJOCO_V4_DOCSTRINGS_FILE', 'EnvSpec', 
            'action_space_label', 'env_table', 'undocumented_entry_points', 'docstrings_from_wheel',
            'mujoco_v4_docstrings']
 
-# %% ../nbs/03_envs.ipynb #8661aacd
+# %% ../nbs/03_envs.ipynb #9205bb48
 @dataclass(frozen=True)
 class EnvSpec:
     "One benchmark environment: the paper's id, the gymnasium id made today, and how it is planned and scored."
@@ -35,7 +35,7 @@ class EnvSpec:
     suite: Literal["cwmb", "rtfm"] = "cwmb"    # the 18 gymnasium environments, or RTFM
     description_cut: tuple[str, ...] = ()      # regexes: spans removed inside paragraphs (pointers elsewhere)
 
-# %% ../nbs/03_envs.ipynb #5336f2ae
+# %% ../nbs/03_envs.ipynb #7742682d
 _MUJOCO_NOTE = ("gymnasium 1.x ships this -v4 class with the same code as 0.29.1 (only its render modes changed) "
                 "but without a docstring, so its description is the 0.29.1 docstring (data/descriptions); "
                 "make_env silences gymnasium's '-v4 is out of date' warning. The installed mujoco is newer than "
@@ -57,7 +57,7 @@ def _mujoco(name, idx, horizon, notes, gym_id=None, drop=(), cut=(), **kw):
     return _cwmb(name, gym_id or name, idx, "continuous", horizon, notes,
                  description_drop=_MUJOCO_DROP + tuple(drop), description_cut=_MUJOCO_CUT + tuple(cut), **kw)
 
-# %% ../nbs/03_envs.ipynb #15a1533d
+# %% ../nbs/03_envs.ipynb #6d269e87
 _CWMB = [
     _cwmb("Acrobot-v1", "Acrobot-v1", 5, "discrete", 500,
           "Same id and code as gymnasium 0.29.1: Sutton & Barto book dynamics integrated with RK4 over dt = 0.2, "
@@ -102,7 +102,7 @@ _CWMB = [
           description_drop=(r"^The cliff can be chosen to be slippery", r"^With inspiration from")),
 ]
 
-# %% ../nbs/03_envs.ipynb #6d269e87
+# %% ../nbs/03_envs.ipynb #e87dcf82
 _CWMB += [
     _cwmb("MountainCar-v0", "MountainCar-v0", 4, "discrete", 200,
           "Same id and code as gymnasium 0.29.1: velocity += (action - 1) * 0.001 - cos(3 * position) * 0.0025, "
@@ -136,7 +136,7 @@ _CWMB += [
           state_kind="discrete", obs_format="int", make_kwargs={"is_rainy": False, "fickle_passenger": False}),
 ]
 
-# %% ../nbs/03_envs.ipynb #f478fa7d
+# %% ../nbs/03_envs.ipynb #d5c254bf
 _CWMB += [
     _mujoco("Ant-v4", 15, 1000,
             "Default arguments: contact forces are not in the observation (27 values) and contact_cost is not in "
@@ -176,7 +176,7 @@ _CWMB += [
             "[-1, 1]. Observation 376 values as in Humanoid-v4. Truncated after 1000 steps."),
 ]
 
-# %% ../nbs/03_envs.ipynb #1401356e
+# %% ../nbs/03_envs.ipynb #4701a557
 _CWMB += [
     _mujoco("InvertedDoublePendulum-v4", 10, 1000,
             "Terminates only when the y coordinate of the second pole's tip is <= 1 (the description also lists "
@@ -218,7 +218,7 @@ _CWMB += [
             "0.005; truncated after 1000 steps."),
 ]
 
-# %% ../nbs/03_envs.ipynb #0c4fdc56
+# %% ../nbs/03_envs.ipynb #4f3d02ea
 _RTFM = EnvSpec("rtfm", "cwm_nb/RTFM-v0", action_kind="discrete", state_kind="discrete", planner="mcts",
                 horizon=100, obs_format="rtfm", valid_actions=True, paper_idx=None, suite="rtfm",
                 notes="Not a gymnasium environment: the stationary, deterministic RTFM variant of the paper, "
@@ -241,7 +241,7 @@ def paper_order() -> list[str]:
     "The 18 CWMB environments in the paper's planning order (`paper_idx`, `--env_indexes`)."
     return sorted(cwmb_names(), key=lambda n: REGISTRY[n].paper_idx)
 
-# %% ../nbs/03_envs.ipynb #0b12c44e
+# %% ../nbs/03_envs.ipynb #69ed37e3
 def get_env_spec(
     name: str,  # benchmark name (the paper's id), e.g. "CartPole-v1"
 ) -> EnvSpec:
@@ -257,7 +257,7 @@ def get_env_spec(
                      "pass one of the known names; they are the paper's ids (e.g. 'CartPole-v1'), "
                      "run `cwm-nb envs` (or `cwm_nb.envs.env_names()`) to list them")
 
-# %% ../nbs/03_envs.ipynb #0f0e11ee
+# %% ../nbs/03_envs.ipynb #e8d928a7
 def _ensure_registered(spec: EnvSpec) -> None:
     "Import the module that registers `spec.gym_id` with gymnasium when it is not one of gymnasium's own."
     if spec.suite != "rtfm": return
@@ -281,7 +281,7 @@ def make_env(
                                 category=DeprecationWarning)
         return gym.make(spec.gym_id, **{**spec.make_kwargs, **kw})
 
-# %% ../nbs/03_envs.ipynb #024224a3
+# %% ../nbs/03_envs.ipynb #2198b74c
 KEPT_SECTIONS = ("Description", "Action Space", "Observation Space", "Rewards", "Starting State", "Episode End")
 _SECTION_ALIASES = {"reward": "Rewards", "rewards": "Rewards", "episode termination": "Episode End",
                     "episode end": "Episode End", "episode truncation": "Episode End",
@@ -309,7 +309,7 @@ def kept_sections(
         if keep: out.append(line.rstrip())
     return "\n".join(out).strip() + "\n"
 
-# %% ../nbs/03_envs.ipynb #eed62def
+# %% ../nbs/03_envs.ipynb #f37caa43
 def _strip_pointers(text: str) -> str:
     "Delete URLs, images, figure directives and citation markers; links and HTML anchors keep their text."
     text = re.sub(r"```\{[^}\n]*\}.*?```", "", text, flags=re.S)              # figure directives (file names)
@@ -322,7 +322,7 @@ def _strip_pointers(text: str) -> str:
     text = re.sub(r"[ \t]*\(?\bhttps?://[^\s)]*\)?", "", text)
     return text
 
-# %% ../nbs/03_envs.ipynb #07b40512
+# %% ../nbs/03_envs.ipynb #7ff652ac
 def _drop_paragraphs(text: str, drop: tuple[str, ...]) -> str:
     "Remove the paragraphs matching any of `drop`; a paragraph's leading `## ` heading line always stays."
     out = []
@@ -346,7 +346,7 @@ def trim_docstring(
     text = "\n".join(l.rstrip() for l in text.splitlines())
     return _drop_paragraphs(text, drop).strip() + "\n"
 
-# %% ../nbs/03_envs.ipynb #ab5a11b8
+# %% ../nbs/03_envs.ipynb #37816854
 @functools.lru_cache(maxsize=None)
 def env_class(name: str) -> type:
     "The environment class that `make_env(name)` instantiates (from the gymnasium registry's entry point)."
@@ -380,7 +380,7 @@ def describe_env(
                          "check the installed gymnasium version, or give this environment a hand-written description")
     return text
 
-# %% ../nbs/03_envs.ipynb #cb3ccc5a
+# %% ../nbs/03_envs.ipynb #83456e18
 def action_space_label(space) -> str:
     "Short form of an action space: 'Discrete(n)' or 'Box(d)' (d = number of dimensions of the action vector)."
     from gymnasium import spaces
@@ -401,7 +401,7 @@ def env_table(
                          horizon=spec.horizon, obs_format=spec.obs_format))
     return rows
 
-# %% ../nbs/03_envs.ipynb #ffabad0a
+# %% ../nbs/03_envs.ipynb #b8187f84
 def undocumented_entry_points() -> dict[str, str]:
     "gym id -> entry point of every registry entry whose installed class has no docstring."
     import gymnasium as gym
@@ -427,7 +427,7 @@ def docstrings_from_wheel(
             out[gym_id] = kept_sections(ast.get_docstring(node) or "")
     return out
 
-# %% ../nbs/03_envs.ipynb #b4f421b1
+# %% ../nbs/03_envs.ipynb #240412c3
 MUJOCO_V4_DOCSTRINGS_FILE = "descriptions/mujoco_v4_gymnasium_0.29.1.json"   # under data_dir()
 
 @functools.lru_cache(maxsize=None)

@@ -15,7 +15,7 @@ from .rtfm import StringSpace
 __all__ = ['MINIGRID_CURRICULUM', 'MINIGRID_ACTIONS', 'MINIGRID_ENTITY_NAMES', 'GYM_NAMESPACE', 'minigrid_gym_id',
            'minigrid_entity', 'minigrid_state', 'MiniGridObjectEnv', 'register_minigrid']
 
-# %% ../nbs/04a_minigrid.ipynb #ca4b53b6
+# %% ../nbs/04a_minigrid.ipynb #12272456
 MINIGRID_CURRICULUM = ("MiniGrid-Empty-5x5-v0", "MiniGrid-DoorKey-5x5-v0", "MiniGrid-Unlock-v0",
                        "MiniGrid-Fetch-6x6-N2-v0", "MiniGrid-UnlockPickup-v0", "MiniGrid-BlockedUnlockPickup-v0")
 MINIGRID_ACTIONS = ("turn left", "turn right", "move forward", "pick up", "drop", "toggle", "nothing")  # ids 0..6
@@ -28,7 +28,7 @@ def minigrid_gym_id(
     "The id under which this module registers the object-state version of `env_id`: `cwm_nb/<env_id>`."
     return f"{GYM_NAMESPACE}/{env_id}"
 
-# %% ../nbs/04a_minigrid.ipynb #825183ae
+# %% ../nbs/04a_minigrid.ipynb #10b194fd
 _TYPE_NAME = {"wall": "Wall", "goal": "Goal", "lava": "Lava", "door": "Door", "key": "Key", "ball": "Ball", "box": "Box"}
 
 def minigrid_entity(
@@ -58,7 +58,7 @@ def minigrid_state(
     direction = tuple(int(v) for v in DIR_TO_VEC[int(u.agent_dir)])
     return State([e for e in ents if e is not None] + [Entity("Agent", ax, ay, direction=direction, carrying=carrying)])
 
-# %% ../nbs/04a_minigrid.ipynb #4b6f7c6d
+# %% ../nbs/04a_minigrid.ipynb #d9d46416
 _SNAPSHOT_SKIP = frozenset({"window", "clock", "spec", "actions", "action_space", "observation_space", "mission_space",
                             "render_mode"})
 
@@ -107,7 +107,7 @@ class MiniGridObjectEnv(gym.Env):
         "The goal text of the current episode."
         return self.minigrid.mission
 
-# %% ../nbs/04a_minigrid.ipynb #d9d46416
+# %% ../nbs/04a_minigrid.ipynb #3d5bfd1f
 def _mg_reset(self: MiniGridObjectEnv, *, seed: int | None = None, options: dict | None = None):
     "A new episode (MiniGrid seeded by `seed`). Returns `(state, {\"mission\": ...})`."
     gym.Env.reset(self, seed=seed)
@@ -130,7 +130,7 @@ def _mg_step(self: MiniGridObjectEnv, action: str):
 
 MiniGridObjectEnv.reset, MiniGridObjectEnv.step = _mg_reset, _mg_step
 
-# %% ../nbs/04a_minigrid.ipynb #3d5bfd1f
+# %% ../nbs/04a_minigrid.ipynb #ed60e0cd
 def _mg_get_state(self: MiniGridObjectEnv) -> dict:
     "An in-process snapshot of the whole MiniGrid environment (deep copies; not JSON)."
     if getattr(self.minigrid, "grid", None) is None: raise CwmNbError("no state before reset", "call reset() first")
@@ -148,7 +148,7 @@ def _mg_set_state(self: MiniGridObjectEnv,
 
 MiniGridObjectEnv.get_state, MiniGridObjectEnv.set_state = _mg_get_state, _mg_set_state
 
-# %% ../nbs/04a_minigrid.ipynb #ed60e0cd
+# %% ../nbs/04a_minigrid.ipynb #ddfd3b25
 def _mg_current_state(self: MiniGridObjectEnv) -> State:
     "The current `State`."
     return minigrid_state(self.minigrid)
@@ -163,7 +163,7 @@ def _mg_close(self: MiniGridObjectEnv): self.minigrid.close()
 
 MiniGridObjectEnv.current_state, MiniGridObjectEnv.render, MiniGridObjectEnv.close = _mg_current_state, _mg_render, _mg_close
 
-# %% ../nbs/04a_minigrid.ipynb #2821d4f3
+# %% ../nbs/04a_minigrid.ipynb #ea95c957
 def register_minigrid() -> None:
     "Register `cwm_nb/<id>` for every id of `MINIGRID_CURRICULUM` unless already registered."
     for env_id in MINIGRID_CURRICULUM:

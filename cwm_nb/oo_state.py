@@ -14,7 +14,7 @@ from .core import CwmNbError
 __all__ = ['Entity', 'State', 'entity_to_plain', 'state_to_plain', 'state_from_plain', 'entity_api_source', 'ObjectStateSpace',
            'render_state', 'render_diff']
 
-# %% ../nbs/03a_oo_state.ipynb #a6be567a
+# %% ../nbs/03a_oo_state.ipynb #136ee3e3
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _MAX_DEPTH = 8
 
@@ -38,7 +38,7 @@ def _freeze(v: Any, depth: int = 0) -> Any:
     raise CwmNbError(f"an entity field value of type {type(v).__name__} is not plain data",
                      "use None, bool, int, float, str, tuples/lists of them, or a nested entity")
 
-# %% ../nbs/03a_oo_state.ipynb #136ee3e3
+# %% ../nbs/03a_oo_state.ipynb #6656a470
 class Entity:
     """One object of an object-oriented state: a type `name`, integer `x` (column) and `y` (row), and keyword fields.
 
@@ -83,7 +83,7 @@ class Entity:
 
 def _entity(name, x, y, fields) -> Entity: return Entity(name, x, y, **dict(fields))
 
-# %% ../nbs/03a_oo_state.ipynb #c0ef5110
+# %% ../nbs/03a_oo_state.ipynb #31e659c2
 def _pos(self: Entity) -> tuple[int | None, int | None]:
     "`(x, y)`."
     return (self.x, self.y)
@@ -103,7 +103,7 @@ def _entity_of_plain(d: dict) -> Entity:
 
 Entity.pos, Entity.field_dict, Entity.replace, Entity.from_plain = property(_pos), _field_dict, _replace, staticmethod(_entity_of_plain)
 
-# %% ../nbs/03a_oo_state.ipynb #a640ef07
+# %% ../nbs/03a_oo_state.ipynb #3cf39230
 class State(tuple):
     """An object-oriented state: a canonical, immutable multiset of `Entity`, sorted by (name, y, x, repr).
 
@@ -141,7 +141,7 @@ class State(tuple):
         "The entity names present."
         return {e.name for e in self}
 
-# %% ../nbs/03a_oo_state.ipynb #bd9705f9
+# %% ../nbs/03a_oo_state.ipynb #2b97118c
 def _plain(v: Any) -> Any:
     if isinstance(v, Entity): return entity_to_plain(v)
     if isinstance(v, tuple): return [_plain(u) for u in v]
@@ -189,7 +189,7 @@ def state_from_plain(
             raise CwmNbError(f"{e!r} has no position", "give every object on the grid integer x and y")
     return state
 
-# %% ../nbs/03a_oo_state.ipynb #03f1a4da
+# %% ../nbs/03a_oo_state.ipynb #8d947a64
 _API_BASE = '''\
 class Entity:
     """An object of the world. Its type is its class name; x is the column and y the row (0 at the top);
@@ -267,7 +267,7 @@ def entity_api_source(
     classes = "".join(f"\n\nclass {n}(Entity):\n    pass\n" for n in names)
     return _API_BASE + classes + (_API_CONVERT if converters else "")
 
-# %% ../nbs/03a_oo_state.ipynb #d16c5303
+# %% ../nbs/03a_oo_state.ipynb #c507fd3a
 class ObjectStateSpace(spaces.Space):
     "Object-oriented states (`State`) whose entity names are among `names`. Has no sampler."
     def __init__(self,
@@ -290,14 +290,14 @@ class ObjectStateSpace(spaces.Space):
 
     def __eq__(self, other: Any) -> bool: return isinstance(other, ObjectStateSpace) and self.names == other.names
 
-# %% ../nbs/03a_oo_state.ipynb #de15555d
+# %% ../nbs/03a_oo_state.ipynb #ed4cd07a
 def render_state(
     state: Iterable[Entity],  # a State or any iterable of Entity
 ) -> str:
     "One entity per line, in canonical state order, as the entity API prints it."
     return "\n".join(repr(e) for e in State(state))
 
-# %% ../nbs/03a_oo_state.ipynb #ed4cd07a
+# %% ../nbs/03a_oo_state.ipynb #eaffe319
 def _changes(a: Entity, b: Entity) -> list[str]:
     "Phrases for what differs between two entities of the same name."
     out = []

@@ -21,7 +21,7 @@ __all__ = ['OBS_FORMATS', 'BUFFER_FORMAT', 'BUFFER_FORMAT_VERSION', 'READABLE_FO
            'collect_buffer', 'default_buffer_path', 'env_data_spec', 'check_buffer_fits_env', 'load_buffer',
            'ship_buffer', 'summarize_buffer', 'collect_main']
 
-# %% ../nbs/05_replay.ipynb #7eb77b68
+# %% ../nbs/05_replay.ipynb #7d58646c
 def _column(x: Any) -> np.ndarray | list:
     "An array when every entry has the same shape and a plain dtype, else the entries as a list."
     if isinstance(x, np.ndarray) and x.dtype != object: return x
@@ -37,7 +37,7 @@ def _entry(col: np.ndarray | list, i: int) -> Any:
 
 _COLUMNS = ("obs", "actions", "next_obs", "rewards", "terminated", "truncated", "episode")
 
-# %% ../nbs/05_replay.ipynb #e97971d0
+# %% ../nbs/05_replay.ipynb #26a669ee
 @dataclass(repr=False)
 class ReplayBuffer:
     "Logged transitions of one environment, stored column by column (N transitions). Raises `CwmNbError` on bad columns."
@@ -71,7 +71,7 @@ class ReplayBuffer:
         "Names of the columns this buffer holds (`next_valid_actions` only when present)."
         return _COLUMNS + (("next_valid_actions",) if self.next_valid_actions is not None else ())
 
-# %% ../nbs/05_replay.ipynb #251a61db
+# %% ../nbs/05_replay.ipynb #001a582d
 def _check(self: ReplayBuffer) -> None:
     "Raise `CwmNbError` unless the columns have one entry per transition and episodes are in order."
     n = len(self.rewards)
@@ -88,7 +88,7 @@ def _check(self: ReplayBuffer) -> None:
 
 ReplayBuffer._check = _check
 
-# %% ../nbs/05_replay.ipynb #d43f7d62
+# %% ../nbs/05_replay.ipynb #9a0e9567
 def _done(self: ReplayBuffer) -> np.ndarray:
     "bool (N,): `terminated | truncated`, the paper's `done`."
     return self.terminated | self.truncated
@@ -101,7 +101,7 @@ def _transition(self: ReplayBuffer, i: int) -> Transition:
 
 ReplayBuffer.done, ReplayBuffer.transition = property(_done), _transition
 
-# %% ../nbs/05_replay.ipynb #d8e7364b
+# %% ../nbs/05_replay.ipynb #94fb2507
 def _episode_bounds(self: ReplayBuffer) -> list[tuple[int, int]]:
     "(start, stop) transition indices of each episode, in buffer order."
     if not len(self): return []
@@ -115,7 +115,7 @@ def _episode_returns(self: ReplayBuffer) -> list[float]: return [float(self.rewa
 ReplayBuffer.episode_bounds, ReplayBuffer.episode_lengths, ReplayBuffer.episode_returns = \
     _episode_bounds, _episode_lengths, _episode_returns
 
-# %% ../nbs/05_replay.ipynb #ff64b13f
+# %% ../nbs/05_replay.ipynb #ecb4074f
 def _same_transitions(self: ReplayBuffer, other: ReplayBuffer) -> bool:
     "True if every column of `other` has the same values and dtypes (meta is not compared)."
     def eq(x, y):
@@ -134,7 +134,7 @@ def _fingerprint(self: ReplayBuffer) -> str:
 
 ReplayBuffer.same_transitions, ReplayBuffer.fingerprint = _same_transitions, _fingerprint
 
-# %% ../nbs/05_replay.ipynb #d7653f29
+# %% ../nbs/05_replay.ipynb #26122c34
 def _repr(self: ReplayBuffer) -> str:
     desc = lambda c: f"{c.dtype} {c.shape[1:]}" if isinstance(c, np.ndarray) else "list"
     return (f"ReplayBuffer({self.meta.get('env', '?')}: {len(self)} transitions, {len(self.episode_bounds())} episodes, "
@@ -143,7 +143,7 @@ def _repr(self: ReplayBuffer) -> str:
 
 ReplayBuffer.__repr__ = _repr
 
-# %% ../nbs/05_replay.ipynb #9152d0a8
+# %% ../nbs/05_replay.ipynb #0d917bb0
 OBS_FORMATS = ("array", "int", "tuple", "rtfm")
 
 def encode_obs(
@@ -172,7 +172,7 @@ def decode_obs(
         return rtfm_row_to_obs([str(v) for v in row])
     raise CwmNbError(f"unknown observation format {obs_format!r}", f"use one of {OBS_FORMATS}")
 
-# %% ../nbs/05_replay.ipynb #f3bd919b
+# %% ../nbs/05_replay.ipynb #c335485e
 def _select(self: ReplayBuffer, rows) -> ReplayBuffer:
     "A new buffer of the transitions at `rows` (increasing int indices); episode numbers and meta are kept."
     rows = np.asarray(rows, dtype=np.int64).reshape(-1)
@@ -181,7 +181,7 @@ def _select(self: ReplayBuffer, rows) -> ReplayBuffer:
 
 ReplayBuffer.select = _select
 
-# %% ../nbs/05_replay.ipynb #f4fe9524
+# %% ../nbs/05_replay.ipynb #5d507b0b
 @dataclass
 class EpisodeSplit:
     "A buffer split by episode: the part the search sees and the held-out part (None when nothing is held out)."
@@ -218,7 +218,7 @@ def split_by_episode(
     return EpisodeSplit(buffer.select(np.flatnonzero(~mask)), buffer.select(np.flatnonzero(mask)) if held else None,
                         float(holdout), int(seed), [e for e in eps if e not in held], held, note)
 
-# %% ../nbs/05_replay.ipynb #8577157d
+# %% ../nbs/05_replay.ipynb #e4a290a6
 BUFFER_FORMAT = "cwm-nb replay buffer"
 BUFFER_FORMAT_VERSION = 2               # 2 adds the optional column next_valid_actions
 READABLE_FORMAT_VERSIONS = (1, 2)       # version-1 buffers (no next_valid_actions) still load
@@ -234,7 +234,7 @@ def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
             z.writestr(info, f.getvalue())
     return buf.getvalue()
 
-# %% ../nbs/05_replay.ipynb #3d7e5ebc
+# %% ../nbs/05_replay.ipynb #9e17f675
 def _encode_column(name: str, col: np.ndarray | list) -> tuple[dict[str, np.ndarray], dict]:
     "Arrays to store for one column and its description for meta.json."
     if isinstance(col, np.ndarray): return {name: col}, {"layout": "array", "dtype": col.dtype.str, "shape": list(col.shape)}
@@ -249,7 +249,7 @@ def _encode_column(name: str, col: np.ndarray | list) -> tuple[dict[str, np.ndar
     offsets = np.cumsum([0] + [len(r) for r in rows]).astype(np.int64)
     return {f"{name}__flat": flat, f"{name}__offsets": offsets}, {"layout": "ragged", "dtype": flat.dtype.str}
 
-# %% ../nbs/05_replay.ipynb #1fb70f97
+# %% ../nbs/05_replay.ipynb #578b3a47
 def _episode_ends(episode: np.ndarray) -> np.ndarray:
     "Index of the last transition of each episode."
     return np.r_[np.flatnonzero(np.diff(episode)), len(episode) - 1] if len(episode) else np.zeros(0, np.int64)
@@ -262,7 +262,7 @@ def _chained(self: ReplayBuffer) -> bool:
     inner = np.setdiff1d(np.arange(len(o)), _episode_ends(self.episode))
     return np.ascontiguousarray(n[inner]).tobytes() == np.ascontiguousarray(o[inner + 1]).tobytes()
 
-# %% ../nbs/05_replay.ipynb #25598bab
+# %% ../nbs/05_replay.ipynb #3b0d9dc2
 def _save(self: ReplayBuffer, path: str | Path) -> Path:
     "Write the buffer to folder `path` (transitions.npz + meta.json, each atomically). Returns the folder."
     path = Path(path)
@@ -282,7 +282,7 @@ def _save(self: ReplayBuffer, path: str | Path) -> Path:
 
 ReplayBuffer.save = _save
 
-# %% ../nbs/05_replay.ipynb #a715ed32
+# %% ../nbs/05_replay.ipynb #0357bccc
 _ENV = "<env>"   # stands for the environment's name in advice; `load_buffer`, which knows it, fills it in
 
 def _bad(path: Path, what: str) -> CwmNbError:
@@ -291,7 +291,7 @@ def _bad(path: Path, what: str) -> CwmNbError:
                       "`git checkout data/buffers`), or pass --buffer with another buffer folder (transitions.npz + "
                       "meta.json) or one of the paper's pickles (*.pkl); in Python: `collect_buffer(env_name, seed).save(path)`")
 
-# %% ../nbs/05_replay.ipynb #f85ce12a
+# %% ../nbs/05_replay.ipynb #04001bcf
 def _decode_column(name: str, desc: dict, z, path: Path, cols: dict) -> np.ndarray | list:
     if desc.get("layout") == "chained":             # next_obs: obs shifted by one, plus the stored episode ends
         if f"{name}__ends" not in z: raise _bad(path, f"{NPZ_NAME} lacks the array {name}__ends")
@@ -312,7 +312,7 @@ def _decode_column(name: str, desc: dict, z, path: Path, cols: dict) -> np.ndarr
         return [flat[a:b] for a, b in zip(off[:-1].tolist(), off[1:].tolist())]
     raise _bad(path, f"{META_NAME} describes column {name!r} with unknown layout {desc.get('layout')!r}")
 
-# %% ../nbs/05_replay.ipynb #b0bd8daa
+# %% ../nbs/05_replay.ipynb #c4e127ca
 def _read_meta(path: Path) -> dict:
     "The parsed meta.json of the buffer folder `path`. Raises `CwmNbError` if a file is missing or the metadata is bad."
     if not (path/NPZ_NAME).is_file() or not (path/META_NAME).is_file():
@@ -348,7 +348,7 @@ def _read_columns(path: Path, info: dict, blob: bytes) -> dict:
     except (zipfile.BadZipFile, OSError, EOFError) as e:
         raise _bad(path, f"{NPZ_NAME} is not an .npz archive ({type(e).__name__}: {e})") from None
 
-# %% ../nbs/05_replay.ipynb #55e50ea7
+# %% ../nbs/05_replay.ipynb #2969df52
 @classmethod
 def _load(cls, path: str | Path) -> ReplayBuffer:
     "Read a buffer written by `ReplayBuffer.save` from folder `path` (or its transitions.npz). Raises `CwmNbError` if missing or malformed."
@@ -367,7 +367,7 @@ def _load(cls, path: str | Path) -> ReplayBuffer:
 
 ReplayBuffer.load = _load
 
-# %% ../nbs/05_replay.ipynb #5bf21812
+# %% ../nbs/05_replay.ipynb #b14d6d9c
 Policy = Callable[[Any, Any, np.random.Generator], Any]   # (env, obs, rng) -> action
 
 def random_policy(env, obs, rng: np.random.Generator):
@@ -394,7 +394,7 @@ def random_valid_policy(env, obs, rng: np.random.Generator) -> int:
 POLICIES: dict[str, Policy] = {"random": random_policy, "mountaincar_pump": mountaincar_pump_policy,
                                "acrobot_pump": acrobot_pump_policy, "random_valid": random_valid_policy}
 
-# %% ../nbs/05_replay.ipynb #c4499445
+# %% ../nbs/05_replay.ipynb #b9ecb2fe
 def with_epsilon(
     policy: Policy,  # the policy to perturb
     epsilon: float,  # probability of a uniform random action instead, per step
@@ -404,7 +404,7 @@ def with_epsilon(
     def pol(env, obs, rng): return random_policy(env, obs, rng) if rng.random() < epsilon else policy(env, obs, rng)
     return pol
 
-# %% ../nbs/05_replay.ipynb #b66b331f
+# %% ../nbs/05_replay.ipynb #38aa81fc
 @dataclass(frozen=True)
 class CollectionPlan:
     "How one environment's buffer is collected. Each `kind` reads its own group of fields. Raises `CwmNbError`."
@@ -434,7 +434,7 @@ class CollectionPlan:
         for p in (self.policy, self.good_policy):
             if p not in POLICIES: raise CwmNbError(f"unknown policy {p!r}", f"use one of {list(POLICIES)}")
 
-# %% ../nbs/05_replay.ipynb #45c5db72
+# %% ../nbs/05_replay.ipynb #9a09b9fb
 _DISCRETE_PLANS: dict[str, CollectionPlan] = {
     "Blackjack-v1": CollectionPlan(return_threshold=0.0, rationale=(
         "10 hands: 5 random, 5 random hands that were won (return > 0), so that every outcome appears. The paper's "
@@ -463,7 +463,7 @@ _DISCRETE_PLANS: dict[str, CollectionPlan] = {
         "(5 random x 500, then random episodes reaching the goal in 348-497 steps: 4,521 transitions).")),
 }
 
-# %% ../nbs/05_replay.ipynb #86db3fa0
+# %% ../nbs/05_replay.ipynb #c4fadc1d
 CEM_SAMPLES, CEM_ELITES = 50, 5     # N, K of the shipped continuous buffers (the paper: 1000, 100)
 
 def _cem_plan(rationale: str) -> CollectionPlan:
@@ -493,7 +493,7 @@ def get_collection_plan(name: str) -> CollectionPlan:
                          "add a CollectionPlan to cwm_nb.replay.COLLECTION_PLANS")
     return COLLECTION_PLANS[name]
 
-# %% ../nbs/05_replay.ipynb #1985837f
+# %% ../nbs/05_replay.ipynb #17c04e16
 _EPISODE_KEYS = ("obs", "actions", "next_obs", "rewards", "terminated", "truncated")
 
 def _rollout(env, policy: Policy, rng: np.random.Generator, reset_seed: int, obs_format: str = "array",
@@ -514,7 +514,7 @@ def _rollout(env, policy: Policy, rng: np.random.Generator, reset_seed: int, obs
         if term or trunc: return ep
         obs = nobs
 
-# %% ../nbs/05_replay.ipynb #6f6836c9
+# %% ../nbs/05_replay.ipynb #1969a422
 def _collect_filtered(env, name, seed, plan, cap, fmt, valid, planner=None):
     episodes, info = [], []
     for k in range(plan.n_random):
@@ -534,7 +534,7 @@ def _collect_filtered(env, name, seed, plan, cap, fmt, valid, planner=None):
         j += 1
     return episodes, info
 
-# %% ../nbs/05_replay.ipynb #a597ba90
+# %% ../nbs/05_replay.ipynb #92ea4ddd
 def _collect_transitions(env, name, seed, plan, cap, fmt, valid, planner=None):
     episodes, info, total, k = [], [], 0, 0
     while total < plan.n_transitions:
@@ -547,7 +547,7 @@ def _collect_transitions(env, name, seed, plan, cap, fmt, valid, planner=None):
         episodes.append(ep); info.append(d); total += len(ep["rewards"]); k += 1
     return episodes, info
 
-# %% ../nbs/05_replay.ipynb #b2fb0fb3
+# %% ../nbs/05_replay.ipynb #6aea3526
 Planner = Callable[..., Callable[[Any, np.random.Generator], np.ndarray]]   # (horizon, iterations, samples, elites) -> plan_fn
 
 class _ReplanningPolicy:
@@ -578,7 +578,7 @@ def _collect_cem(env, name, seed, plan, cap, fmt, valid, planner=None):
 
 _COLLECTORS = {"filtered": _collect_filtered, "cem": _collect_cem, "transitions": _collect_transitions}
 
-# %% ../nbs/05_replay.ipynb #1aac70ac
+# %% ../nbs/05_replay.ipynb #f9a7919f
 def _describe_plan(plan: CollectionPlan, cap: int) -> str:
     if plan.kind == "cem":
         return (f"{len(plan.cem_iterations)} episodes acting with CEM planned on the real environment "
@@ -594,7 +594,7 @@ def _describe_plan(plan: CollectionPlan, cap: int) -> str:
     return (f"{plan.n_random} episodes of policy {plan.policy!r}, then the first {plan.n_good} episodes of policy "
             f"{plan.good_policy!r}{eps} with {test} (rejection sampling); episodes capped at {cap} steps (truncation)")
 
-# %% ../nbs/05_replay.ipynb #c18cd666
+# %% ../nbs/05_replay.ipynb #114b988a
 def collect_buffer(
     name: str,                        # benchmark environment name
     seed: int = 0,                    # collection seed: resets and actions derive from it
@@ -620,7 +620,7 @@ def collect_buffer(
             "plan": asdict(plan), "episodes": info, "collected_by": "cwm_nb.replay.collect_buffer"}
     return ReplayBuffer(**cols, episode=episode, meta=to_plain(meta))
 
-# %% ../nbs/05_replay.ipynb #ca98adfb
+# %% ../nbs/05_replay.ipynb #1e4c66ff
 def default_buffer_path(name: str) -> Path:
     "Folder of the shipped buffer of benchmark environment `name`: `<root>/data/buffers/<name>/`."
     return data_dir()/"buffers"/get_env_spec(name).name
@@ -642,7 +642,7 @@ def env_data_spec(name: str) -> dict:
     else: out["action_shape"] = tuple(asp.shape)
     return out
 
-# %% ../nbs/05_replay.ipynb #60a837e5
+# %% ../nbs/05_replay.ipynb #af559ae0
 def _describe(col) -> str:
     "A short description of a column's data for error messages: 'float32 rows of shape (6,)'."
     if not isinstance(col, np.ndarray): return "a list of entries of differing shapes"
@@ -655,7 +655,7 @@ def _int_range_problem(col, lo: int, hi: int) -> str | None:
     if col.size and (col.min() < lo or col.max() >= hi): return f"values {col.min()}..{col.max()}"
     return None
 
-# %% ../nbs/05_replay.ipynb #f3d3b070
+# %% ../nbs/05_replay.ipynb #97505ed9
 def _obs_problems(buf: ReplayBuffer, name: str, want: dict) -> list[str]:
     "What is wrong with the obs and next_obs columns of `buf` for env `name` (empty when they fit)."
     fmt, problems = want["obs_format"], []
@@ -681,7 +681,7 @@ def _obs_problems(buf: ReplayBuffer, name: str, want: dict) -> list[str]:
                 problems.append(f"{col_name} holds {_describe(col)}, but {name} observes rows of {want['obs_len']} strings")
     return problems
 
-# %% ../nbs/05_replay.ipynb #4f2cf73e
+# %% ../nbs/05_replay.ipynb #2344ca95
 def _action_problems(buf: ReplayBuffer, name: str, want: dict) -> list[str]:
     "What is wrong with the actions (and next_valid_actions) of `buf` for env `name` (empty when they fit)."
     acts, problems = buf.actions, []
@@ -697,7 +697,7 @@ def _action_problems(buf: ReplayBuffer, name: str, want: dict) -> list[str]:
                         f"{want['action_shape']} ({want['action_space']})")
     return problems
 
-# %% ../nbs/05_replay.ipynb #a6a6d2fb
+# %% ../nbs/05_replay.ipynb #902af63b
 def check_buffer_fits_env(
     buf: ReplayBuffer,              # a loaded buffer
     name: str,                      # the benchmark environment it is meant for
@@ -718,7 +718,7 @@ def check_buffer_fits_env(
                          f"in Python: `load_buffer({name!r}, path)` with that environment's buffer")
     return buf
 
-# %% ../nbs/05_replay.ipynb #d21eb33d
+# %% ../nbs/05_replay.ipynb #f4c82435
 def _missing_buffer(name: str, path: Path, shipped: bool) -> CwmNbError:
     if shipped:
         return CwmNbError(f"the shipped replay buffer of {name} is missing: {path}",
@@ -752,7 +752,7 @@ def load_buffer(
                          f"--out PATH`), or run with --env {held} to use this one; in Python: `load_buffer({held!r}, path)`")
     return check_buffer_fits_env(buf, name, path)
 
-# %% ../nbs/05_replay.ipynb #450a4113
+# %% ../nbs/05_replay.ipynb #d6bc8970
 def ship_buffer(
     name: str,                      # benchmark environment name
     seed: int = 0,                  # collection seed of the shipped buffers
@@ -770,7 +770,7 @@ def summarize_buffer(buf: ReplayBuffer) -> dict:
             "return_min": min(rets, default=0.0), "return_mean": float(np.mean(rets)) if rets else 0.0,
             "return_max": max(rets, default=0.0), "returns": [round(r, 3) for r in rets]}
 
-# %% ../nbs/05_replay.ipynb #d6bc8970
+# %% ../nbs/05_replay.ipynb #ab77d538
 def collect_main(
     env: str,                        # benchmark environment name
     seed: int = 0,                   # collection seed
