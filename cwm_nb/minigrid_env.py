@@ -15,7 +15,7 @@ from .rtfm import StringSpace
 __all__ = ['MINIGRID_CURRICULUM', 'MINIGRID_ACTIONS', 'MINIGRID_ENTITY_NAMES', 'GYM_NAMESPACE', 'minigrid_gym_id',
            'minigrid_entity', 'minigrid_state', 'MiniGridObjectEnv', 'register_minigrid']
 
-# %% ../nbs/04a_minigrid.ipynb #b91f7066
+# %% ../nbs/04a_minigrid.ipynb #12272456
 MINIGRID_CURRICULUM = ("MiniGrid-Empty-5x5-v0", "MiniGrid-DoorKey-5x5-v0", "MiniGrid-Unlock-v0",
                        "MiniGrid-Fetch-6x6-N2-v0", "MiniGrid-UnlockPickup-v0", "MiniGrid-BlockedUnlockPickup-v0")
 MINIGRID_ACTIONS = ("turn left", "turn right", "move forward", "pick up", "drop", "toggle", "nothing")  # ids 0..6
@@ -28,7 +28,7 @@ def minigrid_gym_id(
     "The id under which this module registers the object-state version of `env_id`: `cwm_nb/<env_id>`."
     return f"{GYM_NAMESPACE}/{env_id}"
 
-# %% ../nbs/04a_minigrid.ipynb #44ff6866
+# %% ../nbs/04a_minigrid.ipynb #10b194fd
 _TYPE_NAME = {"wall": "Wall", "goal": "Goal", "lava": "Lava", "door": "Door", "key": "Key", "ball": "Ball", "box": "Box"}
 
 def minigrid_entity(
@@ -58,7 +58,7 @@ def minigrid_state(
     direction = tuple(int(v) for v in DIR_TO_VEC[int(u.agent_dir)])
     return State([e for e in ents if e is not None] + [Entity("Agent", ax, ay, direction=direction, carrying=carrying)])
 
-# %% ../nbs/04a_minigrid.ipynb #10b194fd
+# %% ../nbs/04a_minigrid.ipynb #d9d46416
 _SNAPSHOT_SKIP = frozenset({"window", "clock", "spec", "actions", "action_space", "observation_space", "mission_space",
                             "render_mode"})
 
@@ -107,54 +107,63 @@ class MiniGridObjectEnv(gym.Env):
         "The goal text of the current episode."
         return self.minigrid.mission
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        "A new episode (MiniGrid seeded by `seed`). Returns `(state, {\"mission\": ...})`."
-        super().reset(seed=seed)
-        self.minigrid.reset(seed=seed, options=options)
-        self._over = False
-        return minigrid_state(self.minigrid), {"mission": self.mission}
+# %% ../nbs/04a_minigrid.ipynb #3d5bfd1f
+def _mg_reset(self: MiniGridObjectEnv, *, seed: int | None = None, options: dict | None = None):
+    "A new episode (MiniGrid seeded by `seed`). Returns `(state, {\"mission\": ...})`."
+    gym.Env.reset(self, seed=seed)
+    self.minigrid.reset(seed=seed, options=options)
+    self._over = False
+    return minigrid_state(self.minigrid), {"mission": self.mission}
 
-    def step(self, action: str):
-        "One step. Returns `(state, reward, terminated, truncated, info)`. Raises `CwmNbError` after the end."
-        if not isinstance(action, str) or action not in MINIGRID_ACTIONS:
-            raise CwmNbError(f"unknown MiniGrid action {action!r}", f"use one of {list(MINIGRID_ACTIONS)}")
-        if self._over: raise CwmNbError("step() called on a MiniGrid episode that is over (or never started)",
-                                        "call reset() or set_state() first")
-        _, native, terminated, truncated, _ = self.minigrid.step(MINIGRID_ACTIONS.index(action))
-        native = float(native)
-        reward = (1.0 if native > 0 else 0.0) if self.binarize_reward else native
-        self._over = bool(terminated or truncated)
-        info = {"mission": self.mission, "native_reward": native}
-        return minigrid_state(self.minigrid), reward, bool(terminated), bool(truncated), info
+def _mg_step(self: MiniGridObjectEnv, action: str):
+    "One step. Returns `(state, reward, terminated, truncated, info)`. Raises `CwmNbError` after the end."
+    if not isinstance(action, str) or action not in MINIGRID_ACTIONS:
+        raise CwmNbError(f"unknown MiniGrid action {action!r}", f"use one of {list(MINIGRID_ACTIONS)}")
+    if self._over: raise CwmNbError("step() called on a MiniGrid episode that is over (or never started)",
+                                    "call reset() or set_state() first")
+    _, native, terminated, truncated, _ = self.minigrid.step(MINIGRID_ACTIONS.index(action))
+    native = float(native)
+    reward = (1.0 if native > 0 else 0.0) if self.binarize_reward else native
+    self._over = bool(terminated or truncated)
+    info = {"mission": self.mission, "native_reward": native}
+    return minigrid_state(self.minigrid), reward, bool(terminated), bool(truncated), info
 
-    def get_state(self) -> dict:
-        "An in-process snapshot of the whole MiniGrid environment (deep copies; not JSON)."
-        if getattr(self.minigrid, "grid", None) is None: raise CwmNbError("no state before reset", "call reset() first")
-        dyn = {k: v for k, v in vars(self.minigrid).items() if k not in _SNAPSHOT_SKIP}
-        return {"minigrid": copy.deepcopy(dyn), "over": self._over}
+MiniGridObjectEnv.reset, MiniGridObjectEnv.step = _mg_reset, _mg_step
 
-    def set_state(self,
-                  snapshot: dict,  # from `get_state` (it stays reusable)
-                 ) -> None:
-        "Restore a snapshot of `get_state`. Raises `CwmNbError` on anything else."
-        if not isinstance(snapshot, dict) or not isinstance(snapshot.get("minigrid"), dict):
-            raise CwmNbError("a MiniGrid snapshot is what get_state() returned", "pass a get_state() result")
-        vars(self.minigrid).update(copy.deepcopy(snapshot["minigrid"]))
-        self._over = bool(snapshot.get("over", False))
+# %% ../nbs/04a_minigrid.ipynb #ed60e0cd
+def _mg_get_state(self: MiniGridObjectEnv) -> dict:
+    "An in-process snapshot of the whole MiniGrid environment (deep copies; not JSON)."
+    if getattr(self.minigrid, "grid", None) is None: raise CwmNbError("no state before reset", "call reset() first")
+    dyn = {k: v for k, v in vars(self.minigrid).items() if k not in _SNAPSHOT_SKIP}
+    return {"minigrid": copy.deepcopy(dyn), "over": self._over}
 
-    def current_state(self) -> State:
-        "The current `State`."
-        return minigrid_state(self.minigrid)
+def _mg_set_state(self: MiniGridObjectEnv,
+              snapshot: dict,  # from `get_state` (it stays reusable)
+             ) -> None:
+    "Restore a snapshot of `get_state`. Raises `CwmNbError` on anything else."
+    if not isinstance(snapshot, dict) or not isinstance(snapshot.get("minigrid"), dict):
+        raise CwmNbError("a MiniGrid snapshot is what get_state() returned", "pass a get_state() result")
+    vars(self.minigrid).update(copy.deepcopy(snapshot["minigrid"]))
+    self._over = bool(snapshot.get("over", False))
 
-    def render(self):
-        "MiniGrid's RGB picture of the full grid (`rgb_array`) or its text grid (`ansi`)."
-        if self.render_mode == "rgb_array": return self.minigrid.render()
-        if self.render_mode == "ansi": return self.minigrid.pprint_grid()
-        return None
+MiniGridObjectEnv.get_state, MiniGridObjectEnv.set_state = _mg_get_state, _mg_set_state
 
-    def close(self): self.minigrid.close()
+# %% ../nbs/04a_minigrid.ipynb #ddfd3b25
+def _mg_current_state(self: MiniGridObjectEnv) -> State:
+    "The current `State`."
+    return minigrid_state(self.minigrid)
 
-# %% ../nbs/04a_minigrid.ipynb #ce002834
+def _mg_render(self: MiniGridObjectEnv):
+    "MiniGrid's RGB picture of the full grid (`rgb_array`) or its text grid (`ansi`)."
+    if self.render_mode == "rgb_array": return self.minigrid.render()
+    if self.render_mode == "ansi": return self.minigrid.pprint_grid()
+    return None
+
+def _mg_close(self: MiniGridObjectEnv): self.minigrid.close()
+
+MiniGridObjectEnv.current_state, MiniGridObjectEnv.render, MiniGridObjectEnv.close = _mg_current_state, _mg_render, _mg_close
+
+# %% ../nbs/04a_minigrid.ipynb #ea95c957
 def register_minigrid() -> None:
     "Register `cwm_nb/<id>` for every id of `MINIGRID_CURRICULUM` unless already registered."
     for env_id in MINIGRID_CURRICULUM:

@@ -14,7 +14,7 @@ from .core import CwmNbError
 __all__ = ['Entity', 'State', 'entity_to_plain', 'state_to_plain', 'state_from_plain', 'entity_api_source', 'ObjectStateSpace',
            'render_state', 'render_diff']
 
-# %% ../nbs/03a_oo_state.ipynb #544ddd3c
+# %% ../nbs/03a_oo_state.ipynb #136ee3e3
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _MAX_DEPTH = 8
 
@@ -38,7 +38,7 @@ def _freeze(v: Any, depth: int = 0) -> Any:
     raise CwmNbError(f"an entity field value of type {type(v).__name__} is not plain data",
                      "use None, bool, int, float, str, tuples/lists of them, or a nested entity")
 
-# %% ../nbs/03a_oo_state.ipynb #79d71133
+# %% ../nbs/03a_oo_state.ipynb #6656a470
 class Entity:
     """One object of an object-oriented state: a type `name`, integer `x` (column) and `y` (row), and keyword fields.
 
@@ -81,28 +81,29 @@ class Entity:
         args = [repr(self.x), repr(self.y)] + [f"{k}={v!r}" for k, v in self.fields]
         return f"{self.name}({', '.join(args)})"
 
-    @property
-    def pos(self) -> tuple[int | None, int | None]:
-        "`(x, y)`."
-        return (self.x, self.y)
-
-    @staticmethod
-    def from_plain(d: dict) -> Entity:
-        "The entity a plain dict (as from `entity_to_plain`) describes. Raises `CwmNbError` if malformed."
-        return _entity_from_plain(d)
-
-    def field_dict(self) -> dict[str, Any]:
-        "The type-specific fields as a dict (name, x and y excluded)."
-        return dict(self.fields)
-
-    def replace(self, **changes: Any) -> Entity:
-        "A copy with some of `name`, `x`, `y` or fields changed."
-        d = {"name": self.name, "x": self.x, "y": self.y, **dict(self.fields), **changes}
-        return Entity(d.pop("name"), d.pop("x"), d.pop("y"), **d)
-
 def _entity(name, x, y, fields) -> Entity: return Entity(name, x, y, **dict(fields))
 
-# %% ../nbs/03a_oo_state.ipynb #c0ef5110
+# %% ../nbs/03a_oo_state.ipynb #31e659c2
+def _pos(self: Entity) -> tuple[int | None, int | None]:
+    "`(x, y)`."
+    return (self.x, self.y)
+
+def _field_dict(self: Entity) -> dict[str, Any]:
+    "The type-specific fields as a dict (name, x and y excluded)."
+    return dict(self.fields)
+
+def _replace(self: Entity, **changes: Any) -> Entity:
+    "A copy with some of `name`, `x`, `y` or fields changed."
+    d = {"name": self.name, "x": self.x, "y": self.y, **dict(self.fields), **changes}
+    return Entity(d.pop("name"), d.pop("x"), d.pop("y"), **d)
+
+def _entity_of_plain(d: dict) -> Entity:
+    "The entity a plain dict (as from `entity_to_plain`) describes. Raises `CwmNbError` if malformed."
+    return _entity_from_plain(d)
+
+Entity.pos, Entity.field_dict, Entity.replace, Entity.from_plain = property(_pos), _field_dict, _replace, staticmethod(_entity_of_plain)
+
+# %% ../nbs/03a_oo_state.ipynb #3cf39230
 class State(tuple):
     """An object-oriented state: a canonical, immutable multiset of `Entity`, sorted by (name, y, x, repr).
 
@@ -140,7 +141,7 @@ class State(tuple):
         "The entity names present."
         return {e.name for e in self}
 
-# %% ../nbs/03a_oo_state.ipynb #1dbd93c1
+# %% ../nbs/03a_oo_state.ipynb #2b97118c
 def _plain(v: Any) -> Any:
     if isinstance(v, Entity): return entity_to_plain(v)
     if isinstance(v, tuple): return [_plain(u) for u in v]
@@ -188,7 +189,7 @@ def state_from_plain(
             raise CwmNbError(f"{e!r} has no position", "give every object on the grid integer x and y")
     return state
 
-# %% ../nbs/03a_oo_state.ipynb #72af2787
+# %% ../nbs/03a_oo_state.ipynb #8d947a64
 _API_BASE = '''\
 class Entity:
     """An object of the world. Its type is its class name; x is the column and y the row (0 at the top);
@@ -266,7 +267,7 @@ def entity_api_source(
     classes = "".join(f"\n\nclass {n}(Entity):\n    pass\n" for n in names)
     return _API_BASE + classes + (_API_CONVERT if converters else "")
 
-# %% ../nbs/03a_oo_state.ipynb #03f1a4da
+# %% ../nbs/03a_oo_state.ipynb #c507fd3a
 class ObjectStateSpace(spaces.Space):
     "Object-oriented states (`State`) whose entity names are among `names`. Has no sampler."
     def __init__(self,
@@ -289,14 +290,14 @@ class ObjectStateSpace(spaces.Space):
 
     def __eq__(self, other: Any) -> bool: return isinstance(other, ObjectStateSpace) and self.names == other.names
 
-# %% ../nbs/03a_oo_state.ipynb #8f37aff9
+# %% ../nbs/03a_oo_state.ipynb #ed4cd07a
 def render_state(
     state: Iterable[Entity],  # a State or any iterable of Entity
 ) -> str:
     "One entity per line, in canonical state order, as the entity API prints it."
     return "\n".join(repr(e) for e in State(state))
 
-# %% ../nbs/03a_oo_state.ipynb #c507fd3a
+# %% ../nbs/03a_oo_state.ipynb #eaffe319
 def _changes(a: Entity, b: Entity) -> list[str]:
     "Phrases for what differs between two entities of the same name."
     out = []

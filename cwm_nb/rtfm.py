@@ -19,7 +19,7 @@ __all__ = ['RTFM_GYM_ID', 'RTFM_HORIZON', 'RTFM_MAX_TURNS', 'ROOM_SIZE', 'N_LAYE
            'StringArraySpace', 'StringSpace', 'RTFMEnv', 'render_board', 'register_rtfm', 'rtfm_obs_to_row',
            'rtfm_row_to_obs', 'random_valid_policy']
 
-# %% ../nbs/04_rtfm.ipynb #a1925207
+# %% ../nbs/04_rtfm.ipynb #dbb29980
 RTFM_GYM_ID = "cwm_nb/RTFM-v0"  # gymnasium id registered when this module is imported
 RTFM_HORIZON = 100              # steps per episode of the registered env (TimeLimit); the paper's buffer cap
 RTFM_MAX_TURNS = 1000           # the game's own turn limit (original `max_iter`): running out of turns gives -1
@@ -38,6 +38,7 @@ BOARD_STRINGS = (EMPTY, WALL, YOU, TARGET_MONSTER, DISTRACTOR_MONSTER, GOOD_ITEM
 INVENTORY_STRINGS = (EMPTY, GOOD_ITEM, DISTRACTOR_ITEM)
 PLACEMENT_ORDER = (YOU, TARGET_MONSTER, GOOD_ITEM, DISTRACTOR_ITEM, DISTRACTOR_MONSTER)  # objects put down at reset
 
+# %% ../nbs/04_rtfm.ipynb #3d30bd16
 GROUP_MONSTER = {"order of the forest": "dragon", "rebel enclave": "demon", "star alliance": "jinn"}
 ELEMENT_MODIFIER = {"cold": "shimmering", "fire": "grandmasters", "lightning": "blessed", "poison": "gleaming"}
 TARGET_GROUP = "order of the forest"
@@ -57,7 +58,7 @@ def in_target_group(
     "True when `monster`'s kind belongs to the group the goal names (`TARGET_GROUP`)."
     return monster.split()[-1] == GROUP_MONSTER[TARGET_GROUP]
 
-# %% ../nbs/04_rtfm.ipynb #e340568d
+# %% ../nbs/04_rtfm.ipynb #0b06c532
 def empty_room() -> np.ndarray:
     "A `(6, 6, 2)` object array of str: `\"wall\"` on the outer ring of layer 0, `\"empty\"` everywhere else."
     board = np.full((ROOM_SIZE, ROOM_SIZE, N_LAYERS), EMPTY, dtype=object)
@@ -82,7 +83,7 @@ def agent_position(
     if YOU not in cells: return None
     return divmod(cells.index(YOU), board.shape[1])
 
-# %% ../nbs/04_rtfm.ipynb #3d30bd16
+# %% ../nbs/04_rtfm.ipynb #6fe78892
 _BOARD_SET = frozenset(BOARD_STRINGS)
 
 def as_board(
@@ -112,7 +113,7 @@ def as_inventory(
         raise CwmNbError(f"illegal RTFM inventory {inventory!r}", f"use one of {list(INVENTORY_STRINGS)}")
     return str(inventory)
 
-# %% ../nbs/04_rtfm.ipynb #d244ec57
+# %% ../nbs/04_rtfm.ipynb #85e096ee
 def valid_actions(
     x: Any,  # a board, an observation (board, inventory), or an RTFMEnv (wrapped or not)
 ) -> np.ndarray:
@@ -139,7 +140,7 @@ def action_mask(
     mask[valid_actions(board)] = 1
     return mask
 
-# %% ../nbs/04_rtfm.ipynb #32be3ccb
+# %% ../nbs/04_rtfm.ipynb #8c4d9170
 OUTCOME_REWARD = {"": 0, "won": 1, "died": -1, "killed_distractor": -1, "out_of_turns": -1}
 
 def rtfm_step(
@@ -169,7 +170,7 @@ def rtfm_step(
     nxt[pos[0], pos[1], 0], nxt[r, c, 0] = EMPTY, YOU
     return nxt, inventory, OUTCOME_REWARD[outcome], outcome
 
-# %% ../nbs/04_rtfm.ipynb #f0e89082
+# %% ../nbs/04_rtfm.ipynb #3f3d57ab
 class StringArraySpace(spaces.Space):
     "Numpy object arrays of a fixed shape whose entries are `str` from a fixed vocabulary."
     def __init__(self,
@@ -218,9 +219,8 @@ class StringSpace(spaces.Space):
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, StringSpace) and self.vocabulary == other.vocabulary
 
-# %% ../nbs/04_rtfm.ipynb #0ed44a2c
-class RTFMEnv(gym.Env):
-    """RTFM ("Read to Fight Monsters"), stationary and deterministic: read the manual, pick up the right weapon, defeat the right monster.
+# %% ../nbs/04_rtfm.ipynb #2aaebb1f
+_RTFM_DOC_RULES = """RTFM ("Read to Fight Monsters"), stationary and deterministic: read the manual, pick up the right weapon, defeat the right monster.
 
     ## Description
 
@@ -252,7 +252,10 @@ class RTFMEnv(gym.Env):
 
     ### Goal
 
-    Defeat the Order of the Forest.
+    Defeat the Order of the Forest."""
+
+# %% ../nbs/04_rtfm.ipynb #5ac3031b
+_RTFM_DOC_SPACES = """
 
     ## Action Space
 
@@ -285,7 +288,10 @@ class RTFMEnv(gym.Env):
     - "shimmering axe", "grandmasters bow": the weapons
 
     inventory is a Python string: "empty" when you carry no weapon, otherwise the weapon's name,
-    "shimmering axe" or "grandmasters bow".
+    "shimmering axe" or "grandmasters bow"."""
+
+# %% ../nbs/04_rtfm.ipynb #d61871ed
+_RTFM_DOC_END = """
 
     ## Rewards
 
@@ -307,6 +313,10 @@ class RTFMEnv(gym.Env):
     after 100 steps, with that step's reward (0 unless a fight ended the game), so there the 1000-turn rule never
     applies and the step count never changes what happens.
     """
+
+# %% ../nbs/04_rtfm.ipynb #d7f614ff
+class RTFMEnv(gym.Env):
+    __doc__ = _RTFM_DOC_RULES + _RTFM_DOC_SPACES + _RTFM_DOC_END
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
     def __init__(self,
@@ -327,46 +337,55 @@ class RTFMEnv(gym.Env):
     def _info(self, outcome: str = "") -> dict:
         return {"action_mask": action_mask(self._board), "outcome": outcome}
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        "Place the objects at random (seeded by `seed` through `np_random`). Returns `((board, inventory), info)`."
-        super().reset(seed=seed)
-        self._board, self._inventory, self._turn, self._over = random_board(self.np_random), EMPTY, 0, False
-        return self._obs(), self._info()
+# %% ../nbs/04_rtfm.ipynb #f880c398
+def _rtfm_reset(self: RTFMEnv, *, seed: int | None = None, options: dict | None = None):
+    "Place the objects at random (seeded by `seed` through `np_random`). Returns `((board, inventory), info)`."
+    gym.Env.reset(self, seed=seed)
+    self._board, self._inventory, self._turn, self._over = random_board(self.np_random), EMPTY, 0, False
+    return self._obs(), self._info()
 
-    def step(self, action: int):
-        "One turn. Returns `((board, inventory), reward, terminated, truncated, info)`. Raises `CwmNbError` after the end."
-        if self._over:
-            raise CwmNbError("step() called on an RTFM episode that is over (or never started)",
-                             "call reset() or set_state() first")
-        self._board, self._inventory, reward, outcome = rtfm_step(self._board, self._inventory, action)
-        self._turn += 1
-        terminated = outcome != ""
-        truncated = not terminated and self._turn >= self.max_turns
-        if truncated: outcome = "out_of_turns"
-        self._over = terminated or truncated
-        return self._obs(), float(OUTCOME_REWARD[outcome]), terminated, truncated, self._info(outcome)
+def _rtfm_step(self: RTFMEnv, action: int):
+    "One turn. Returns `((board, inventory), reward, terminated, truncated, info)`. Raises `CwmNbError` after the end."
+    if self._over:
+        raise CwmNbError("step() called on an RTFM episode that is over (or never started)",
+                         "call reset() or set_state() first")
+    self._board, self._inventory, reward, outcome = rtfm_step(self._board, self._inventory, action)
+    self._turn += 1
+    terminated = outcome != ""
+    truncated = not terminated and self._turn >= self.max_turns
+    if truncated: outcome = "out_of_turns"
+    self._over = terminated or truncated
+    return self._obs(), float(OUTCOME_REWARD[outcome]), terminated, truncated, self._info(outcome)
 
-    def get_state(self) -> dict:
-        "The whole dynamic state as JSON-safe data: `{\"board\": 6x6x2 nested lists of str, \"inventory\", \"turn\", \"over\"}`."
-        return {"board": self._board.tolist(), "inventory": self._inventory, "turn": self._turn, "over": self._over}
+RTFMEnv.reset, RTFMEnv.step = _rtfm_reset, _rtfm_step
 
-    def set_state(self,
-                  state: dict,  # as returned by `get_state`; "turn" defaults to 0 and "over" to False
-                 ) -> None:
-        "Restore a state from `get_state` exactly. Raises `CwmNbError` on a malformed state."
-        if not isinstance(state, dict) or not {"board", "inventory"} <= set(state):
-            raise CwmNbError("an RTFM state is a dict with 'board' and 'inventory'", "pass what get_state() returned")
-        board, inventory = as_board(state["board"]), as_inventory(state["inventory"])
-        turn, over = state.get("turn", 0), state.get("over", False)
-        if isinstance(turn, bool) or not isinstance(turn, (int, np.integer)) or turn < 0:
-            raise CwmNbError(f"RTFM state 'turn' must be an int >= 0, got {turn!r}", "pass what get_state() returned")
-        over = bool(over) or agent_position(board) is None
-        self._board, self._inventory, self._turn, self._over = board, inventory, int(turn), over
+# %% ../nbs/04_rtfm.ipynb #1766498a
+def _rtfm_get_state(self: RTFMEnv) -> dict:
+    "The whole dynamic state as JSON-safe data: `{\"board\": 6x6x2 nested lists of str, \"inventory\", \"turn\", \"over\"}`."
+    return {"board": self._board.tolist(), "inventory": self._inventory, "turn": self._turn, "over": self._over}
 
-    def render(self) -> str | None:
-        "The board as text (layer 0, one row per line) and the inventory, when `render_mode == \"ansi\"`."
-        if self.render_mode != "ansi": return None
-        return render_board(self._board, self._inventory)
+def _rtfm_set_state(self: RTFMEnv,
+              state: dict,  # as returned by `get_state`; "turn" defaults to 0 and "over" to False
+             ) -> None:
+    "Restore a state from `get_state` exactly. Raises `CwmNbError` on a malformed state."
+    if not isinstance(state, dict) or not {"board", "inventory"} <= set(state):
+        raise CwmNbError("an RTFM state is a dict with 'board' and 'inventory'", "pass what get_state() returned")
+    board, inventory = as_board(state["board"]), as_inventory(state["inventory"])
+    turn, over = state.get("turn", 0), state.get("over", False)
+    if isinstance(turn, bool) or not isinstance(turn, (int, np.integer)) or turn < 0:
+        raise CwmNbError(f"RTFM state 'turn' must be an int >= 0, got {turn!r}", "pass what get_state() returned")
+    over = bool(over) or agent_position(board) is None
+    self._board, self._inventory, self._turn, self._over = board, inventory, int(turn), over
+
+RTFMEnv.get_state, RTFMEnv.set_state = _rtfm_get_state, _rtfm_set_state
+
+# %% ../nbs/04_rtfm.ipynb #633dfdc4
+def _rtfm_render(self: RTFMEnv) -> str | None:
+    "The board as text (layer 0, one row per line) and the inventory, when `render_mode == \"ansi\"`."
+    if self.render_mode != "ansi": return None
+    return render_board(self._board, self._inventory)
+
+RTFMEnv.render = _rtfm_render
 
 def render_board(
     board: np.ndarray,  # (6, 6, 2) object array of str
@@ -377,7 +396,7 @@ def render_board(
     rows = [" | ".join(f"{v:<{w}}" for v in board[r, :, 0]).rstrip() for r in range(board.shape[0])]
     return "\n".join(rows + [f"inventory: {inventory}"])
 
-# %% ../nbs/04_rtfm.ipynb #5b86dbb9
+# %% ../nbs/04_rtfm.ipynb #f7fcdb22
 def register_rtfm() -> None:
     "Register `RTFM_GYM_ID` with gymnasium (max_episode_steps = `RTFM_HORIZON`) unless it is registered already."
     if RTFM_GYM_ID not in gym.registry:
@@ -385,7 +404,7 @@ def register_rtfm() -> None:
 
 register_rtfm()
 
-# %% ../nbs/04_rtfm.ipynb #d61871ed
+# %% ../nbs/04_rtfm.ipynb #361d90c1
 RTFM_ROW_LENGTH = ROOM_SIZE * ROOM_SIZE * N_LAYERS + 1  # 73
 
 def rtfm_obs_to_row(
@@ -408,7 +427,7 @@ def rtfm_row_to_obs(
     board = as_board(np.array(row[:-1], dtype=object).reshape(ROOM_SIZE, ROOM_SIZE, N_LAYERS))
     return board, as_inventory(row[-1])
 
-# %% ../nbs/04_rtfm.ipynb #d268c41a
+# %% ../nbs/04_rtfm.ipynb #fc825e13
 def random_valid_policy(
     env: gym.Env | None,       # the env acted in (unused: the observation decides; kept for the policy signature)
     obs: tuple,                # the current (board, inventory) observation

@@ -18,7 +18,7 @@ __all__ = ['SOKOBAN_GYM_ID', 'SOKOBAN_TELEPORTER_GYM_ID', 'SOKOBAN_MISSION', 'SO
            'sokoban_transition', 'sokoban_reward', 'solve_sokoban', 'room_topology', 'reverse_play', 'generate_level',
            'SokobanEnv', 'sokoban_rgb', 'register_sokoban']
 
-# %% ../nbs/04b_sokoban.ipynb #b214f1ba
+# %% ../nbs/04b_sokoban.ipynb #ad90133e
 SOKOBAN_GYM_ID = "cwm_nb/Sokoban-v0"                       # 7x7, 2 boxes, 200 steps (gym-sokoban's Sokoban-small-v0)
 SOKOBAN_TELEPORTER_GYM_ID = "cwm_nb/SokobanTeleporter-v0"  # the same with one pair of teleporters
 SOKOBAN_MISSION = "win the game"                           # the goal text of the paper (§3)
@@ -28,7 +28,7 @@ SOKOBAN_ENTITY_NAMES = ("Box", "Player", "Target", "Teleporter", "Wall")
 REWARD_STEP, REWARD_BOX_ON_TARGET, REWARD_BOX_OFF_TARGET, REWARD_SOLVED = -0.1, 1.0, -1.0, 10.0
 _DELTA = {"up": (0, -1), "down": (0, 1), "left": (-1, 0), "right": (1, 0)}   # (dx, dy); y grows downwards
 
-# %% ../nbs/04b_sokoban.ipynb #d62a27c5
+# %% ../nbs/04b_sokoban.ipynb #ed491203
 _GLYPHS = {"#": ("Wall",), ".": ("Target",), "$": ("Box",), "*": ("Box", "Target"), "@": ("Player",),
            "+": ("Player", "Target"), "T": ("Teleporter",), "P": ("Player", "Teleporter"), "B": ("Box", "Teleporter"),
            " ": (), "-": (), "_": ()}
@@ -63,7 +63,7 @@ def level_text(
         return _CELL_GLYPH[key]
     return "\n".join("".join(glyph((x, y)) for x in range(w)).rstrip() for y in range(h))
 
-# %% ../nbs/04b_sokoban.ipynb #ad90133e
+# %% ../nbs/04b_sokoban.ipynb #51e233d2
 class _Level:
     "A state indexed for the rules: fixed cells as sets of (x, y), the player and the boxes."
     __slots__ = ("walls", "targets", "gates", "width", "height", "player", "boxes")
@@ -88,6 +88,7 @@ class _Level:
         if len(g) != 2 or c not in g or g[0] in boxes or g[1] in boxes: return c
         return g[1] if c == g[0] else g[0]
 
+# %% ../nbs/04b_sokoban.ipynb #191aee8b
 def _advance(lv: _Level, player: tuple[int, int], boxes: frozenset, action: str) -> tuple[tuple[int, int], frozenset]:
     "One step on positions: the player's and the boxes' next positions."
     verb, _, way = action.partition(" ")
@@ -106,7 +107,7 @@ def _check_action(action: Any) -> str:
         raise CwmNbError(f"unknown Sokoban action {action!r}", f"use one of {list(SOKOBAN_ACTIONS)}")
     return action
 
-# %% ../nbs/04b_sokoban.ipynb #ed491203
+# %% ../nbs/04b_sokoban.ipynb #d3c354f0
 def sokoban_transition(
     state: State,  # a Sokoban state (exactly one Player)
     action: str,   # one of SOKOBAN_ACTIONS
@@ -123,6 +124,7 @@ def sokoban_transition(
         out.append(e)
     return State(out)
 
+# %% ../nbs/04b_sokoban.ipynb #a5fce385
 def _boxes_on_targets(state: State) -> tuple[int, bool]:
     "(boxes on targets, every target covered and there is at least one)."
     targets = {e.pos for e in state if e.name == "Target"}
@@ -142,7 +144,7 @@ def sokoban_reward(
     if solved: reward += REWARD_SOLVED
     return reward, solved
 
-# %% ../nbs/04b_sokoban.ipynb #d3c354f0
+# %% ../nbs/04b_sokoban.ipynb #85c46a7f
 _PUSHES = ("push up", "push down", "push left", "push right")
 
 def solve_sokoban(
@@ -171,7 +173,7 @@ def solve_sokoban(
             queue.append(nxt)
     return None
 
-# %% ../nbs/04b_sokoban.ipynb #a5fce385
+# %% ../nbs/04b_sokoban.ipynb #e8a4df26
 _BRUSHES = (((-1, 0), (0, 0), (1, 0)), ((0, -1), (0, 0), (0, 1)), ((0, 0), (1, 0), (0, 1)),
             ((0, 0), (-1, 0), (0, 1)), ((0, 0), (1, 0), (0, 1), (1, 1)))   # cells carved around the walker
 _DIRS = tuple(_DELTA.values())
@@ -194,6 +196,7 @@ def room_topology(
             if 1 <= x + dx <= cols - 2 and 1 <= y + dy <= rows - 2: floor.add((x + dx, y + dy))
     return frozenset(floor)
 
+# %% ../nbs/04b_sokoban.ipynb #caf93558
 def reverse_play(
     floor: frozenset[tuple[int, int]],  # floor cells (x, y)
     targets: Iterable[tuple[int, int]], # target cells, where the boxes start
@@ -216,13 +219,14 @@ def reverse_play(
                 if n not in depth: depth[n] = depth[node] + 1; queue.append(n)
     return depth
 
-# %% ../nbs/04b_sokoban.ipynb #cd4eeff1
+# %% ../nbs/04b_sokoban.ipynb #fd87cf86
 def _room_state(rows: int, cols: int, floor: frozenset, targets, boxes, player, gates=()) -> State:
     ents = [Entity("Wall", x, y) for y in range(rows) for x in range(cols) if (x, y) not in floor]
     ents += [Entity("Target", *t) for t in targets] + [Entity("Box", *b) for b in boxes]
     ents += [Entity("Teleporter", *g) for g in gates] + [Entity("Player", *player)]
     return State(ents)
 
+# %% ../nbs/04b_sokoban.ipynb #c67c9c67
 def generate_level(
     rng: np.random.Generator,            # e.g. the environment's np_random
     dim_room: tuple[int, int] = (7, 7),  # (rows, columns), outer walls included
@@ -253,7 +257,7 @@ def generate_level(
     raise CwmNbError(f"no solvable {rows}x{cols} Sokoban level with {num_boxes} boxes after {max_tries} rooms",
                      "use fewer boxes, a larger room or more num_gen_steps")
 
-# %% ../nbs/04b_sokoban.ipynb #5b725c63
+# %% ../nbs/04b_sokoban.ipynb #cf552398
 class SokobanEnv(gym.Env):
     """Sokoban with object-oriented states: push every box onto a target ("win the game").
 
@@ -311,54 +315,63 @@ class SokobanEnv(gym.Env):
         self.observation_space = ObjectStateSpace(SOKOBAN_ENTITY_NAMES)
         self._state, self._steps, self._over = None, 0, True
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        "A new level (seeded by `seed`), or `options[\"level\"]` (a State, its plain form or level text). Returns `(state, info)`."
-        super().reset(seed=seed)
-        given = (options or {}).get("level")
-        if given is None:
-            self._state, n = generate_level(self.np_random, self.dim_room, self.num_boxes, self.teleporters,
-                                            self.num_gen_steps)
-        else:
-            self._state, n = _as_level(given), None
-        self._steps, self._over = 0, False
-        return self._state, {"mission": self.mission, "solution_length": n}
+# %% ../nbs/04b_sokoban.ipynb #bbdb1fbb
+def _sk_reset(self: SokobanEnv, *, seed: int | None = None, options: dict | None = None):
+    "A new level (seeded by `seed`), or `options[\"level\"]` (a State, its plain form or level text). Returns `(state, info)`."
+    gym.Env.reset(self, seed=seed)
+    given = (options or {}).get("level")
+    if given is None:
+        self._state, n = generate_level(self.np_random, self.dim_room, self.num_boxes, self.teleporters,
+                                        self.num_gen_steps)
+    else:
+        self._state, n = _as_level(given), None
+    self._steps, self._over = 0, False
+    return self._state, {"mission": self.mission, "solution_length": n}
 
-    def step(self, action: str):
-        "One step. Returns `(state, reward, terminated, truncated, info)`. Raises `CwmNbError` after the end."
-        if self._over: raise CwmNbError("step() called on a Sokoban episode that is over (or never started)",
-                                        "call reset() or set_state() first")
-        nxt = sokoban_transition(self._state, action)
-        reward, terminated = sokoban_reward(self._state, action, nxt)
-        self._state, self._steps = nxt, self._steps + 1
-        truncated = not terminated and self._steps >= self.max_steps
-        self._over = terminated or truncated
-        return nxt, reward, terminated, truncated, {"mission": self.mission}
+def _sk_step(self: SokobanEnv, action: str):
+    "One step. Returns `(state, reward, terminated, truncated, info)`. Raises `CwmNbError` after the end."
+    if self._over: raise CwmNbError("step() called on a Sokoban episode that is over (or never started)",
+                                    "call reset() or set_state() first")
+    nxt = sokoban_transition(self._state, action)
+    reward, terminated = sokoban_reward(self._state, action, nxt)
+    self._state, self._steps = nxt, self._steps + 1
+    truncated = not terminated and self._steps >= self.max_steps
+    self._over = terminated or truncated
+    return nxt, reward, terminated, truncated, {"mission": self.mission}
 
-    def get_state(self) -> dict:
-        "A JSON-safe snapshot: `{\"state\": plain state, \"steps\": int, \"over\": bool}`."
-        if self._state is None: raise CwmNbError("the Sokoban env has no state yet", "call reset() first")
-        return {"state": state_to_plain(self._state), "steps": self._steps, "over": self._over}
+SokobanEnv.reset, SokobanEnv.step = _sk_reset, _sk_step
 
-    def set_state(self,
-                  snapshot: dict,  # from `get_state`; "steps" defaults to 0, "over" to False
-                 ) -> None:
-        "Restore a snapshot exactly. Raises `CwmNbError` if it is malformed."
-        if not isinstance(snapshot, dict) or "state" not in snapshot:
-            raise CwmNbError("a Sokoban snapshot is a dict with 'state'", "pass what get_state() returned")
-        steps = snapshot.get("steps", 0)
-        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-            raise CwmNbError(f"'steps' must be an int >= 0, got {steps!r}", "pass what get_state() returned")
-        self._state, self._steps, self._over = _as_level(snapshot["state"]), steps, bool(snapshot.get("over", False))
+# %% ../nbs/04b_sokoban.ipynb #d07bdcf3
+def _sk_get_state(self: SokobanEnv) -> dict:
+    "A JSON-safe snapshot: `{\"state\": plain state, \"steps\": int, \"over\": bool}`."
+    if self._state is None: raise CwmNbError("the Sokoban env has no state yet", "call reset() first")
+    return {"state": state_to_plain(self._state), "steps": self._steps, "over": self._over}
 
-    def current_state(self) -> State:
-        "The current `State`. Raises `CwmNbError` before reset."
-        if self._state is None: raise CwmNbError("the Sokoban env has no state yet", "call reset() first")
-        return self._state
+def _sk_set_state(self: SokobanEnv,
+              snapshot: dict,  # from `get_state`; "steps" defaults to 0, "over" to False
+             ) -> None:
+    "Restore a snapshot exactly. Raises `CwmNbError` if it is malformed."
+    if not isinstance(snapshot, dict) or "state" not in snapshot:
+        raise CwmNbError("a Sokoban snapshot is a dict with 'state'", "pass what get_state() returned")
+    steps = snapshot.get("steps", 0)
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise CwmNbError(f"'steps' must be an int >= 0, got {steps!r}", "pass what get_state() returned")
+    self._state, self._steps, self._over = _as_level(snapshot["state"]), steps, bool(snapshot.get("over", False))
 
-    def render(self):
-        "An RGB image (`rgb_array`, uint8 (rows*16, columns*16, 3)) or the level text (`ansi`)."
-        if self.render_mode is None or self._state is None: return None
-        return sokoban_rgb(self._state) if self.render_mode == "rgb_array" else level_text(self._state)
+def _sk_current_state(self: SokobanEnv) -> State:
+    "The current `State`. Raises `CwmNbError` before reset."
+    if self._state is None: raise CwmNbError("the Sokoban env has no state yet", "call reset() first")
+    return self._state
+
+SokobanEnv.get_state, SokobanEnv.set_state, SokobanEnv.current_state = _sk_get_state, _sk_set_state, _sk_current_state
+
+# %% ../nbs/04b_sokoban.ipynb #0b7c925e
+def _sk_render(self: SokobanEnv):
+    "An RGB image (`rgb_array`, uint8 (rows*16, columns*16, 3)) or the level text (`ansi`)."
+    if self.render_mode is None or self._state is None: return None
+    return sokoban_rgb(self._state) if self.render_mode == "rgb_array" else level_text(self._state)
+
+SokobanEnv.render = _sk_render
 
 def _as_level(level: Any) -> State:
     "A checked Sokoban State from a State, its plain form or level text."
@@ -366,7 +379,7 @@ def _as_level(level: Any) -> State:
     _Level(state)   # exactly one player
     return state
 
-# %% ../nbs/04b_sokoban.ipynb #2de60c3a
+# %% ../nbs/04b_sokoban.ipynb #9db73ae6
 _RGB = {"wall": (60, 60, 72), "floor": (232, 228, 212), "target": (205, 45, 45), "box": (160, 105, 45),
         "box_on_target": (235, 175, 40), "player": (40, 150, 70), "teleporter": (125, 60, 200)}
 
@@ -387,7 +400,7 @@ def sokoban_rgb(
     fill(lv.player, "player", tile // 4)
     return img
 
-# %% ../nbs/04b_sokoban.ipynb #e8a4df26
+# %% ../nbs/04b_sokoban.ipynb #5c6bee89
 def register_sokoban() -> None:
     "Register `SOKOBAN_GYM_ID` and `SOKOBAN_TELEPORTER_GYM_ID` with gymnasium unless they are registered."
     if SOKOBAN_GYM_ID not in gym.registry:

@@ -105,7 +105,7 @@ def test_markdown_docstrings_become_restructuredtext():
     md = cwm_docments.md_to_rst
     assert md("Raises `CwmNbError` if unknown.") == "Raises :py:obj:`CwmNbError <cwm_nb.core.CwmNbError>` if unknown."
     assert md("the shared `get_sandbox()`") == "the shared :py:obj:`get_sandbox() <cwm_nb.sandbox.get_sandbox>`"
-    assert md("numpy values and `PickledObject`s") .endswith("<cwm_nb.paper_buffers.PickledObject>`\\ s")
+    assert md("numpy values and `PickledObject`s") .endswith("<cwm_nb.paper_pickles.PickledObject>`\\ s")
     assert md("`error` is a `str`, `x == 1.0`") == "``error`` is a ``str``, ``x == 1.0``"   # not exported: literals
     assert md("pass stop=[\"```\"] when open") == "pass stop=[\"\\`\\`\\`\"] when open"   # a lone fence, escaped
     assert md("*emphasis* stays, 2*3 and a|b and name_ do not") == "*emphasis* stays, 2\\*3 and a\\|b and name\\_ do not"

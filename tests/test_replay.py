@@ -214,11 +214,16 @@ def test_cheap_collections_are_deterministic_and_match_the_shipped_buffer(name):
 
 
 def test_cem_collection_is_deterministic_for_a_seed():
+    "CEM collection plans with cwm_nb.planning, so it goes through cwm_nb.collect; cwm_nb.replay alone refuses it."
+    from cwm_nb.collect import collect_buffer as collect_with_cem
     plan = _cheap_continuous_plan()
-    a = collect_buffer("InvertedPendulum-v4", seed=0, plan=plan)
-    b = collect_buffer("InvertedPendulum-v4", seed=0, plan=plan)
+    with pytest.raises(CwmNbError, match="no planner was given") as e:
+        collect_buffer("InvertedPendulum-v4", seed=0, plan=plan)
+    assert "cwm_nb.collect.collect_buffer" in e.value.todo
+    a = collect_with_cem("InvertedPendulum-v4", seed=0, plan=plan)
+    b = collect_with_cem("InvertedPendulum-v4", seed=0, plan=plan)
     assert a.fingerprint() == b.fingerprint() and a.meta == b.meta
-    assert a.fingerprint() != collect_buffer("InvertedPendulum-v4", seed=1, plan=plan).fingerprint()
+    assert a.fingerprint() != collect_with_cem("InvertedPendulum-v4", seed=1, plan=plan).fingerprint()
     assert [e["kind"] for e in a.meta["episodes"]] == ["cem", "cem"]
     assert all(e["plans"] == -(-e["length"] // plan.cem_horizon) for e in a.meta["episodes"])
     assert a.actions.dtype == np.float32 and np.all(np.abs(a.actions) <= 3.0)
