@@ -20,7 +20,7 @@ __all__ = ['PAPER_BUFFERS_ENV_VAR', 'DEFAULT_PAPER_BUFFERS', 'TorchDevice', 'Tor
 
 # %% ../nbs/04c_paper_pickles.ipynb #6ef59825
 PAPER_BUFFERS_ENV_VAR = "CWM_NB_PAPER_BUFFERS"
-DEFAULT_PAPER_BUFFERS = ("..", "shared", "data", "cwmb_paper_buffers")   # path parts from the project root
+DEFAULT_PAPER_BUFFERS = ("data", "paper_buffers")   # path parts from the project root; the user puts the pickles there
 
 def paper_buffers_dir() -> Path:
     "Folder of the paper's `*.pkl` buffers: `$CWM_NB_PAPER_BUFFERS`, else `DEFAULT_PAPER_BUFFERS`. Raises `CwmNbError` if missing."
@@ -272,7 +272,7 @@ def read_paper_pickle(
     path = Path(path)
     if not path.is_file():
         raise CwmNbError(f"no such file: {path}", "pass --buffer with an existing file: one of the paper's pickles (they are looked for in "
-                         f"${PAPER_BUFFERS_ENV_VAR}, else {'/'.join(DEFAULT_PAPER_BUFFERS)} beside the repository) or a "
+                         f"${PAPER_BUFFERS_ENV_VAR}, else {'/'.join(DEFAULT_PAPER_BUFFERS)} in the repository) or a "
                          "buffer folder (transitions.npz + meta.json); in Python: `load_paper_buffer(paper_buffers_dir()/name)`")
     size = path.stat().st_size
     if size > max_file_bytes: raise _refuse(path, f"it is {size} bytes, more than max_file_bytes={max_file_bytes}")
