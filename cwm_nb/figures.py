@@ -44,7 +44,7 @@ def load_published(
     df["model"] = df["model"].fillna("")
     return df
 
-# %% ../nbs/14_figures.ipynb #44a5080b
+# %% ../nbs/14_figures.ipynb #f030cd54
 def _num(s) -> "pd.Series":
     import pandas as pd
     return pd.to_numeric(s, errors="coerce").astype(float)
@@ -66,7 +66,7 @@ def method_label(index: "pd.DataFrame") -> "pd.Series":
     pc = index["paper_compat"].fillna(False).astype(bool)
     return index["method"].where(~pc, index["method"].astype(str) + "-paper-compat")
 
-# %% ../nbs/14_figures.ipynb #f0b403e1
+# %% ../nbs/14_figures.ipynb #bfb6e713
 RUN_KEY = ("suite", "env", "method", "model", "budget", "seed", "paper_compat")   # what makes two runs the same run
 
 def dedupe_runs(df: "pd.DataFrame") -> "pd.DataFrame":
@@ -98,7 +98,7 @@ def _partial_note(index, suite: str | None = "cwmb") -> str:
     return ((f" {n} partial run(s) (not finished) are left out." if n else "") +
             (f" {dup} run(s) found a second time (the same settings in another folder) are counted once." if dup else ""))
 
-# %% ../nbs/14_figures.ipynb #aeabd97c
+# %% ../nbs/14_figures.ipynb #a7e2c084
 class Table(NamedTuple):
     "A table in a paper table's layout and the caption that says how its numbers were made."
     df: Any        # pandas DataFrame
@@ -114,7 +114,7 @@ def _sem(x) -> float:
     x = np.asarray([v for v in x if v == v], dtype=float)
     return float(x.std(ddof=1)/math.sqrt(len(x))) if len(x) > 1 else float("nan")
 
-# %% ../nbs/14_figures.ipynb #78b60cf9
+# %% ../nbs/14_figures.ipynb #aab69334
 def _aggregate(df, keys: list[str], err: str = "seeds") -> "pd.DataFrame":
     "Per `keys`: per seed the mean over environments, then mean ± standard error over seeds (`err='seeds'`) or over environments (`err='envs'`, after averaging seeds per environment)."
     import pandas as pd
@@ -137,7 +137,7 @@ def _aggregate(df, keys: list[str], err: str = "seeds") -> "pd.DataFrame":
 def _check_err(err: str):
     if err not in ("seeds", "envs"): raise CwmNbError(f"unknown error bar {err!r}", "use err='seeds' or err='envs'")
 
-# %% ../nbs/14_figures.ipynb #8d857265
+# %% ../nbs/14_figures.ipynb #ebff28bf
 _RULES = ("Accuracy is the weighted transition accuracy (0 for a run whose every program raised). R is the normalized "
           "return (paper eq. 3); a run with no runnable CWM (every program raised, R None in its metrics) counts as R = 0, "
           "as the paper counts it; where R is undefined (oracle return = random return, e.g. MountainCar, Acrobot) or "
@@ -150,7 +150,7 @@ def _err_text(err: str) -> str:
             "one-seed GPT-4 rows it cannot be a spread over seeds (for accuracy it matches a standard error over "
             "environments).")
 
-# %% ../nbs/14_figures.ipynb #b620597b
+# %% ../nbs/14_figures.ipynb #3172fb9c
 _METHOD_ORDER = ("gif-mcts", "worldcoder", "zero-shot-cot", "gif-mcts-no-generate", "gif-mcts-no-improve", "gif-mcts-no-fix")
 _ORDER = {OURS: 0, PAPER: 1, "discrete": 0, "continuous": 1, "accuracy": 0, "R": 1, "llama-3-70b": 0, "gpt-4-turbo": 1,
           **{m: i for i, m in enumerate(_METHOD_ORDER)}, **{m + "-paper-compat": i + 0.5 for i, m in enumerate(_METHOD_ORDER)}}
@@ -169,7 +169,7 @@ def _sorted(df, axis: int = 0):
     "`df` sorted along `axis` with `_order_key` on every level."
     return df.sort_index(axis=axis, key=_order_key, sort_remaining=True)
 
-# %% ../nbs/14_figures.ipynb #102be000
+# %% ../nbs/14_figures.ipynb #0b943eb3
 _MAIN_COLS = ["accuracy", "accuracy ±", "held-out accuracy", "held-out accuracy ±", "R", "R ±", "seeds", "envs", "R envs",
               "plan preset", "holdout"]
 
@@ -199,7 +199,7 @@ def _with_source(ours, paper, keys: list[str], published: bool):
     parts = {k: (d.set_index(keys) if keys[0] in d.columns else d) for k, d in parts.items()}
     return pd.concat(parts, names=["source"])
 
-# %% ../nbs/14_figures.ipynb #4288bbde
+# %% ../nbs/14_figures.ipynb #4a8f290d
 _HELDOUT = ("Accuracy is measured on the transitions the search saw: the whole buffer for runs with holdout 0 (the "
             "paper's setting, the one to compare with the paper's rows), the search part of the buffer otherwise. Held-out "
             "accuracy is the same score on the episodes the search never saw (column holdout: the fraction of episodes held "
@@ -225,7 +225,7 @@ def table_main(
     df = _with_source(ours if ours is not None else pd.DataFrame(), paper, keys, published)
     return Table(_sorted(df[_MAIN_COLS]), cap)
 
-# %% ../nbs/14_figures.ipynb #4fa65c7b
+# %% ../nbs/14_figures.ipynb #f7e5efaa
 def table_rtfm(
     index: "pd.DataFrame",   # the results index
     published: bool = True,  # add the paper's Table 3 rows
@@ -244,7 +244,7 @@ def table_rtfm(
     df = _with_source(ours, paper, keys, published)
     return Table(_sorted(df[["accuracy", "accuracy ±", "R", "R ±", "seeds", "plan preset"]]), cap)
 
-# %% ../nbs/14_figures.ipynb #9ce9432a
+# %% ../nbs/14_figures.ipynb #9596e517
 def table_per_env(
     index: "pd.DataFrame",   # the results index
     published: bool = True,  # add the paper's Tables 10 (Llama 3 70B, first seed) and 11 (GPT-4 Turbo) as columns
@@ -274,7 +274,7 @@ def table_per_env(
     df.index.name = "env"
     return Table(_sorted(df, axis=1), cap)
 
-# %% ../nbs/14_figures.ipynb #cd967064
+# %% ../nbs/14_figures.ipynb #8d0829d7
 ABLATIONS = ("gif-mcts", "gif-mcts-no-generate", "gif-mcts-no-improve", "gif-mcts-no-fix")
 
 def _by_kind(agg, keys: list[str]) -> "pd.DataFrame":
@@ -308,7 +308,7 @@ def table_ablation(
     paper = _by_kind(_published_agg("T6", keys), keys) if published else None
     return Table(_sorted(_with_source(ours, paper, keys, published)), cap)
 
-# %% ../nbs/14_figures.ipynb #5e8f302e
+# %% ../nbs/14_figures.ipynb #be3d7f2e
 ACTION_STATS = ("pct_generate", "pct_improve", "pct_fix", "best_path_length", "best_path_pct_generate",
                 "best_path_pct_improve", "best_path_pct_fix", "tree_depth")
 
@@ -349,7 +349,7 @@ def table_action_stats(
     df.index.name = "statistic"
     return Table(_sorted(df, axis=1), cap)
 
-# %% ../nbs/14_figures.ipynb #6cd46318
+# %% ../nbs/14_figures.ipynb #1fbbbb32
 def table_returns(
     index: "pd.DataFrame",   # the results index
     published: bool = True,  # add the paper's Table 12 columns
@@ -380,7 +380,7 @@ def table_returns(
     df.index.name = "env"
     return Table(df, cap)
 
-# %% ../nbs/14_figures.ipynb #1a8517f9
+# %% ../nbs/14_figures.ipynb #553d6269
 _APPS_COLS = ("run_dir", "method", "model", "budget", "seed", "evaluation", "compare", "problem_id", "source", "status",
               "perfect_strict", "perfect_apps_compat", "test_case_average_strict", "test_case_average_apps_compat", "llm_calls")
 
@@ -408,7 +408,7 @@ def apps_problem_results(
     df = pd.DataFrame(rows, columns=list(_APPS_COLS))
     return df.drop_duplicates(["method", "model", "budget", "seed", "evaluation", "compare", "problem_id"], keep="first")
 
-# %% ../nbs/14_figures.ipynb #553d6269
+# %% ../nbs/14_figures.ipynb #b033d372
 _APPS_KEYS = ["method", "model", "budget", "evaluation", "comparison"]
 
 def _apps_agg(df, keys: list[str]) -> "pd.DataFrame":
@@ -427,7 +427,7 @@ def _apps_agg(df, keys: list[str]) -> "pd.DataFrame":
                                           "problems": len(per), "seeds": g["seed"].nunique(), "calls per problem": per["calls"].mean()}))
     return pd.DataFrame(rows)
 
-# %% ../nbs/14_figures.ipynb #b033d372
+# %% ../nbs/14_figures.ipynb #869a3e2c
 def table_apps(
     index: "pd.DataFrame",   # the results index
     results: str | Path,     # the results folder (each APPS run's problems.jsonl is read)
@@ -459,7 +459,7 @@ def table_apps(
             "seeds", "calls per problem"]
     return Table(_sorted(out.reindex(columns=cols)), cap)
 
-# %% ../nbs/14_figures.ipynb #aa1c7f9c
+# %% ../nbs/14_figures.ipynb #a99301e2
 def table_apps_by_source(
     index: "pd.DataFrame",   # the results index
     results: str | Path,     # the results folder
@@ -488,7 +488,7 @@ def table_apps_by_source(
 
 APPS_TABLES = {"t1_apps": table_apps, "t1_apps_by_source": table_apps_by_source}
 
-# %% ../nbs/14_figures.ipynb #b172d0df
+# %% ../nbs/14_figures.ipynb #3017a67a
 def _curves(index, out_root) -> list:
     "(panel, label, values) per complete run; reads metrics.json when the index has no curve."
     res = []
@@ -502,7 +502,7 @@ def _curves(index, out_root) -> list:
         res.append((panel, f"{r.method} ({r.model}, B={r.budget})", [float(x) for x in v]))
     return res
 
-# %% ../nbs/14_figures.ipynb #3017a67a
+# %% ../nbs/14_figures.ipynb #46a7e610
 def plot_best_value_vs_calls(
     index: "pd.DataFrame",        # the results index
     out_root: str | Path | None = None,  # results folder (to read curves missing from the index)
@@ -530,7 +530,7 @@ def plot_best_value_vs_calls(
     fig.tight_layout()
     return fig
 
-# %% ../nbs/14_figures.ipynb #97e80cfb
+# %% ../nbs/14_figures.ipynb #7ef66a14
 def best_run(index: "pd.DataFrame", method: str = "gif-mcts") -> str | None:
     "`run_dir` of the complete `method` run with the highest best value (ties: more LLM calls), or None."
     runs = _runs(index, None)
@@ -561,7 +561,7 @@ def plot_search_tree(
     fig.tight_layout()
     return fig
 
-# %% ../nbs/14_figures.ipynb #a99e377a
+# %% ../nbs/14_figures.ipynb #44f88da8
 ROLLOUT_KEYS = ("1", "5", "20", "end")   # the horizons of `cwm.ROLLOUT_HORIZONS`, as metrics.json names them
 
 def _rollout_points(index, out_root) -> list:
@@ -609,7 +609,7 @@ def plot_rollout_errors(
     fig.tight_layout()
     return fig
 
-# %% ../nbs/14_figures.ipynb #44f88da8
+# %% ../nbs/14_figures.ipynb #6f34be9e
 def _latex_escape(s: str) -> str:
     "Escape LaTeX's special characters in plain text (captions); ± becomes $\\pm$."
     s = s.replace("\\", r"\textbackslash ")
@@ -640,7 +640,7 @@ def _markdown(d: "pd.DataFrame") -> str:
     flat = flat.reset_index().map(_md_text)
     return flat.to_markdown(index=False, tablefmt="github", disable_numparse=True)
 
-# %% ../nbs/14_figures.ipynb #6ec4da44
+# %% ../nbs/14_figures.ipynb #f90ad505
 def write_table(
     df: "pd.DataFrame",     # the table
     stem: str | Path,       # output path without suffix
@@ -665,7 +665,7 @@ def write_table(
     return [csv, atomic_write_text(stem.with_suffix(".tex"), tex.replace("±", r"$\pm$")),
             atomic_write_text(stem.with_suffix(".md"), md)]
 
-# %% ../nbs/14_figures.ipynb #5223c2c8
+# %% ../nbs/14_figures.ipynb #e9c06541
 def styled(t: Table):
     "A pandas Styler of `t.df`: caption on top, counts without decimals, other numbers with two, n/a for missing."
     def fmt_col(c):
@@ -674,7 +674,7 @@ def styled(t: Table):
     return t.df.style.format({c: fmt_col(c) for c in t.df.columns}).set_caption(t.caption).set_table_styles(
         [dict(selector="caption", props="caption-side: top; text-align: left; font-style: italic;")])
 
-# %% ../nbs/14_figures.ipynb #967a1ab8
+# %% ../nbs/14_figures.ipynb #485a07a9
 TABLES = {"t2_cwmb_main": table_main, "t3_rtfm": table_rtfm, "t6_ablation": table_ablation,
           "t7_action_stats": table_action_stats, "t10_t11_per_env": table_per_env, "t12_raw_returns": table_returns}
 
@@ -710,7 +710,7 @@ def make_all(
                                                 files={k: [str(p) for p in v] for k, v in written.items()}))
     return written
 
-# %% ../nbs/14_figures.ipynb #071cc012
+# %% ../nbs/14_figures.ipynb #68a0c72f
 def _cmd_figures(a) -> int:
     from cwm_nb.experiments import run_notebook
     res = Path(a.results)
@@ -728,7 +728,7 @@ def _cmd_figures(a) -> int:
     print(f"notebook: {nb}")
     return 0
 
-# %% ../nbs/14_figures.ipynb #485a07a9
+# %% ../nbs/14_figures.ipynb #a10567ce
 def add_cli(sub) -> None:
     "Add the `figures` sub-command to the `cwm-nb` sub-parsers `sub`."
     import argparse
