@@ -756,7 +756,8 @@ def _cmd_collect(a) -> int:
         if other != a.env:
             raise CwmNbError(f"{a.out} is not empty and does not hold a {a.env} buffer" + (f" (it holds {other})" if other else ""),
                              "pass an empty or new folder as --out (an existing buffer of the same environment is replaced)")
-    replay.collect_main(a.env, a.seed, a.out)
+    from cwm_nb import collect   # the collection plans, for the continuous environments (05b_collect)
+    collect.collect_main(a.env, a.seed, a.out)
     return 0
 
 def add_collect_cli(sub) -> None:
