@@ -8,6 +8,7 @@ import json, math, os, re, select, signal, sys, time, warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
+from fastcore.basics import patch
 from .core import CwmNbError, data_dir, make_rng
 
 # %% auto #0
@@ -20,12 +21,13 @@ __all__ = ['KINDS', 'PAPER_RANGE', 'SPLIT_MODES', 'COMPARE_MODES', 'COMPAT_RULES
            'format_apps_failure', 'apps_improve_messages', 'apps_fix_messages', 'apps_prefill', 'choose_failure',
            'looks_like_apps_solution']
 
-# %% ../nbs/11a_apps.ipynb #6de6cfb6
+# %% ../nbs/11a_apps.ipynb #bcd78c45
 KINDS = ("stdin", "call")
 
 class AppsDataError(CwmNbError):
     "A malformed APPS problem or data set; the message names the problem and the file."
 
+# %% ../nbs/11a_apps.ipynb #65565af5
 @dataclass
 class AppsProblem:
     "One APPS problem: the statement, its tests (inputs and expected outputs) and metadata."
@@ -45,15 +47,17 @@ class AppsProblem:
     def kind(self) -> str: return "call" if self.fn_name else "stdin"
     @property
     def n_tests(self) -> int: return len(self.inputs)
-    @property
-    def source(self) -> str | None:
-        "The site the problem comes from, read from the url: 'codeforces', 'atcoder', 'kattis', 'codewars', ..."
-        m = re.match(r"^[a-z][a-z0-9+.-]*://([^/:?#]+)", (self.url or "").strip().lower())
-        if not m: return None
-        labels = [l for l in m[1].split(".")[:-1] if l not in ("www", "open", "m")]
-        return labels[-1] if labels else None
 
-# %% ../nbs/11a_apps.ipynb #ceb74130
+# %% ../nbs/11a_apps.ipynb #4b99d771
+@patch(as_prop=True)
+def source(self: AppsProblem) -> str | None:
+    "The site the problem comes from, read from the url: 'codeforces', 'atcoder', 'kattis', 'codewars', ..."
+    m = re.match(r"^[a-z][a-z0-9+.-]*://([^/:?#]+)", (self.url or "").strip().lower())
+    if not m: return None
+    labels = [l for l in m[1].split(".")[:-1] if l not in ("www", "open", "m")]
+    return labels[-1] if labels else None
+
+# %% ../nbs/11a_apps.ipynb #b00ace3c
 def _bad(pid: str, where: str, what: str, todo: str = "fix or remove this problem, or load with on_error='keep' "
          "to keep going and record it as an error") -> AppsDataError:
     return AppsDataError(f"APPS problem {pid} ({where}): {what}", todo)
@@ -70,6 +74,28 @@ def _json_field(pid: str, where: str, name: str, raw):
     try: return json.loads(raw)
     except json.JSONDecodeError as e: raise _bad(pid, where, f"{name} is not valid JSON ({e})") from None
 
+# %% ../nbs/11a_apps.ipynb #8967c12c
+def _tests_of(pid: str, where: str, io) -> tuple[list, list, str | None]:
+    "The checked (inputs, outputs, fn_name) of an input_output object; stdin tests joined to text."
+    if io is None: raise _bad(pid, where, "it has no tests (input_output is missing or empty)")
+    if not isinstance(io, dict): raise _bad(pid, where, f"input_output must be a JSON object, not {type(io).__name__}")
+    ins, outs, fn = io.get("inputs"), io.get("outputs"), io.get("fn_name")
+    if not isinstance(ins, list) or not isinstance(outs, list): raise _bad(pid, where, "input_output needs two lists, 'inputs' and 'outputs'")
+    if len(ins) != len(outs): raise _bad(pid, where, f"{len(ins)} inputs but {len(outs)} outputs")
+    if not ins: raise _bad(pid, where, "it has no tests (the lists 'inputs' and 'outputs' are empty)")
+    if fn is not None and (not isinstance(fn, str) or not fn.isidentifier()):
+        raise _bad(pid, where, f"fn_name must be a Python identifier, got {fn!r}")
+    if fn is not None:
+        bad = [i for i, v in enumerate(ins) if not isinstance(v, list)]
+        if bad: raise _bad(pid, where, f"the input of test {bad[0]} must be a list of arguments for {fn}()")
+        return ins, outs, fn
+    ins2, outs2 = [_join_lines(x) for x in ins], [_join_lines(x) for x in outs]
+    for name, raw, got in (("input", ins, ins2), ("output", outs, outs2)):
+        bad = [i for i, v in enumerate(got) if v is None]
+        if bad: raise _bad(pid, where, f"the {name} of test {bad[0]} is a {type(raw[bad[0]]).__name__}, not text (a stdin/stdout problem)")
+    return ins2, outs2, None
+
+# %% ../nbs/11a_apps.ipynb #81289149
 def problem_from_fields(
     problem_id,                     # folder name or problem_id
     question: str | None,           # the statement
@@ -85,29 +111,12 @@ def problem_from_fields(
     "An `AppsProblem` from the fields of either layout. Raises `AppsDataError` naming the problem if it is malformed."
     pid = str(problem_id)
     if not isinstance(question, str) or not question.strip(): raise _bad(pid, where, "the statement (question) is missing or empty")
-    io = _json_field(pid, where, "input_output", input_output)
-    if io is None: raise _bad(pid, where, "it has no tests (input_output is missing or empty)")
-    if not isinstance(io, dict): raise _bad(pid, where, f"input_output must be a JSON object, not {type(io).__name__}")
-    ins, outs, fn = io.get("inputs"), io.get("outputs"), io.get("fn_name")
-    if not isinstance(ins, list) or not isinstance(outs, list): raise _bad(pid, where, "input_output needs two lists, 'inputs' and 'outputs'")
-    if len(ins) != len(outs): raise _bad(pid, where, f"{len(ins)} inputs but {len(outs)} outputs")
-    if not ins: raise _bad(pid, where, "it has no tests (the lists 'inputs' and 'outputs' are empty)")
-    if fn is not None and (not isinstance(fn, str) or not fn.isidentifier()):
-        raise _bad(pid, where, f"fn_name must be a Python identifier, got {fn!r}")
-    if fn is None:
-        ins2, outs2 = [_join_lines(x) for x in ins], [_join_lines(x) for x in outs]
-        for name, raw, got in (("input", ins, ins2), ("output", outs, outs2)):
-            bad = [i for i, v in enumerate(got) if v is None]
-            if bad: raise _bad(pid, where, f"the {name} of test {bad[0]} is a {type(raw[bad[0]]).__name__}, not text (a stdin/stdout problem)")
-        ins, outs = ins2, outs2
-    else:
-        bad = [i for i, v in enumerate(ins) if not isinstance(v, list)]
-        if bad: raise _bad(pid, where, f"the input of test {bad[0]} must be a list of arguments for {fn}()")
+    ins, outs, fn = _tests_of(pid, where, _json_field(pid, where, "input_output", input_output))
     sols = _json_field(pid, where, "solutions", solutions) if isinstance(solutions, str) else solutions
     sols = [s for s in sols if isinstance(s, str)] if isinstance(sols, list) else []
     return AppsProblem(pid, question, ins, outs, fn, starter_code or "", difficulty, url, sols, position)
 
-# %% ../nbs/11a_apps.ipynb #bcd78c45
+# %% ../nbs/11a_apps.ipynb #60dddee8
 PAPER_RANGE = (3000, 4000)   # positions of the competition-level problems in the sorted APPS test set
 
 def _problem_number(name: str, where: str) -> int:
@@ -117,6 +126,7 @@ def _problem_number(name: str, where: str) -> int:
 def _read_text(p: Path) -> str | None:
     return p.read_text(encoding="utf-8", errors="replace") if p.is_file() else None
 
+# %% ../nbs/11a_apps.ipynb #58f3e581
 def problem_from_folder(
     folder: str | Path,            # one problem folder of the original release, e.g. APPS/test/3000
     position: int | None = None,   # its index in the sorted split
@@ -134,7 +144,7 @@ def problem_from_folder(
                                difficulty=meta.get("difficulty"), url=meta.get("url"),
                                solutions=_read_text(folder/"solutions.json"), position=position)
 
-# %% ../nbs/11a_apps.ipynb #1cc6dfbd
+# %% ../nbs/11a_apps.ipynb #43ff6716
 def _select(items: list, start: int, stop: int | None, where: str) -> list:
     "items[start:stop] of a sorted list, refusing duplicates and a start past the end (the paper's rule)."
     keys = [k[0] for k in items]
@@ -149,7 +159,7 @@ def _select(items: list, start: int, stop: int | None, where: str) -> list:
         warnings.warn(f"{where} has {n} problems; positions {n}-{stop - 1} requested do not exist and are skipped")
     return items[start:stop]
 
-# %% ../nbs/11a_apps.ipynb #3eddeb4b
+# %% ../nbs/11a_apps.ipynb #0047eef9
 _ROW_ID = re.compile(rb'"problem_id"\s*:\s*"?(\d+)')
 
 def _jsonl_ids(path: Path) -> list[tuple[int, int]]:
@@ -170,6 +180,7 @@ def _jsonl_ids(path: Path) -> list[tuple[int, int]]:
             off += len(line)
     return out
 
+# %% ../nbs/11a_apps.ipynb #4c8eb423
 def _rows_jsonl(path: Path, start: int, stop: int | None):
     "The selected rows (dicts) of a JSON-lines file, or of a JSON array, in problem order."
     with open(path, "rb") as f: head = f.read(64).lstrip()
@@ -185,6 +196,7 @@ def _rows_jsonl(path: Path, start: int, stop: int | None):
             f.seek(off); rows.append(json.loads(f.readline()))
     return rows
 
+# %% ../nbs/11a_apps.ipynb #8077a4a3
 def _rows_parquet(files: list[Path], start: int, stop: int | None):
     import pyarrow.parquet as pq
     ids = []
@@ -200,7 +212,7 @@ def _rows_parquet(files: list[Path], start: int, stop: int | None):
                 if _problem_number(r["problem_id"], f) in pids: rows[_problem_number(r["problem_id"], f)] = r
     return [rows[pid] for pid, _ in sel]
 
-# %% ../nbs/11a_apps.ipynb #fdd74e64
+# %% ../nbs/11a_apps.ipynb #854ab553
 def _find_source(path: Path, split: str) -> tuple[str, Any]:
     "('folders', dir) | ('jsonl', file) | ('parquet', [files]) for the data at `path`."
     if path.is_file():
@@ -219,7 +231,7 @@ def _find_source(path: Path, split: str) -> tuple[str, Any]:
     raise AppsDataError(f"no APPS problems found in {path}",
                         f"pass the APPS release's folder (with {split}/0000, {split}/0001, ...), a {split}.jsonl file, or parquet files of the export")
 
-# %% ../nbs/11a_apps.ipynb #a0e23090
+# %% ../nbs/11a_apps.ipynb #3371329e
 def load_apps(
     path: str | Path,               # the user's copy of APPS (see above for the layouts)
     split: str = "test",            # which split, when `path` holds both
@@ -259,11 +271,12 @@ def load_apps(
                                         solutions=r.get("solutions"), position=start + i), r.get("problem_id"), where)
     return problems
 
+# %% ../nbs/11a_apps.ipynb #88c46628
 def demo_problems() -> list[AppsProblem]:
     "The six small problems written for this project in the APPS layout (`data/apps_demo`), all positions."
     return load_apps(data_dir()/"apps_demo", start=0, stop=None)
 
-# %% ../nbs/11a_apps.ipynb #5d3bb673
+# %% ../nbs/11a_apps.ipynb #55d1e7c0
 SPLIT_MODES = ("held_out", "paper")
 
 @dataclass(frozen=True)
@@ -278,6 +291,7 @@ class AppsSplit:
         "True when the final tests include tests the search saw (the paper's mode, or a one-test problem)."
         return bool(set(self.search) & set(self.final))
 
+# %% ../nbs/11a_apps.ipynb #cfed7674
 def split_tests(
     problem: AppsProblem,          # the problem whose tests are split
     mode: str = "held_out",        # "held_out" (default) or "paper" (search and final use all tests)
@@ -293,7 +307,7 @@ def split_tests(
     perm = make_rng(seed, "apps-test-split", problem.problem_id).permutation(n).tolist()
     return AppsSplit(tuple(sorted(perm[:k])), tuple(sorted(perm[k:])), mode)
 
-# %% ../nbs/11a_apps.ipynb #731c2c8f
+# %% ../nbs/11a_apps.ipynb #d39ddb3e
 COMPARE_MODES = ("strict", "apps_compat")
 
 def strict_lines(text: str) -> list[str]:
@@ -306,6 +320,7 @@ def strict_match(output: str, expected: str) -> bool:
     "True if printed `output` equals `expected` line by line under `strict_lines`."
     return strict_lines(output) == strict_lines(expected)
 
+# %% ../nbs/11a_apps.ipynb #0fe8f863
 def _same_value(a, b) -> bool:
     "Plain-data equality with bools kept apart from numbers."
     if isinstance(a, bool) or isinstance(b, bool): return type(a) is type(b) and a == b
@@ -318,7 +333,7 @@ def strict_value_match(value, expected) -> bool:
     "True if a call-based return `value` (plain data) equals `expected`, or the element of a one-element `expected`."
     return _same_value(value, expected) or (isinstance(expected, list) and len(expected) == 1 and _same_value(value, expected[0]))
 
-# %% ../nbs/11a_apps.ipynb #8aa27007
+# %% ../nbs/11a_apps.ipynb #f982b470
 COMPAT_RULES = ("stripped_text", "nonempty_lines", "allclose", "token_sets", "rounded_token_sets")
 
 def _float_sets(lines: list[list[str]]) -> set:
@@ -348,11 +363,13 @@ def apps_compat_rule(
     except (ValueError, OverflowError): pass
     return None
 
+# %% ../nbs/11a_apps.ipynb #be485b5e
 def apps_compat_value_match(value, expected) -> bool:
     "The original's call-based check: `value == expected`, or `value == expected[0]` for a non-empty list."
     try: return bool(value == expected or (isinstance(expected, list) and len(expected) > 0 and value == expected[0]))
     except Exception: return False
 
+# %% ../nbs/11a_apps.ipynb #110b354f
 def outputs_match(
     output,            # printed text (stdin problems) or the plain return value (call-based)
     expected,          # the test's expected output
@@ -367,10 +384,12 @@ def outputs_match(
         return strict_value_match(output, expected) if mode == "strict" else apps_compat_value_match(output, expected)
     raise CwmNbError(f"unknown problem kind {kind!r}", f"use one of {KINDS}")
 
-# %% ../nbs/11a_apps.ipynb #0047eef9
+# %% ../nbs/11a_apps.ipynb #f588aed7
 HARNESS_MARGIN_S = 5.0           # the sandbox job's wall limit is problem_s + this (start-up and answer)
 OUTPUT_CAP_BYTES = 64 * 1024     # per test, plus twice the expected output's size
 STDERR_KEEP_BYTES = 4096         # stderr kept per test (the rest is read and dropped)
+
+# %% ../nbs/11a_apps.ipynb #29739a54
 _PREAMBLE_MODULES = ("sys", "time", "itertools", "collections", "math", "fractions", "random", "heapq")
 _PREAMBLE_FROM = {"itertools": ("accumulate", "product", "permutations", "combinations"),
                   "collections": ("Counter", "OrderedDict", "deque", "defaultdict", "ChainMap"),
@@ -390,7 +409,7 @@ def preamble_names() -> dict:
     names["np"] = numpy
     return names
 
-# %% ../nbs/11a_apps.ipynb #4c8eb423
+# %% ../nbs/11a_apps.ipynb #c6de841a
 def _exit_status(code) -> int:
     "The exit status Python gives `sys.exit(code)`."
     if code is None: return 0
@@ -411,6 +430,7 @@ def _plain_return(x, depth: int = 0):
         return out
     return strict_plain(x)   # numpy scalars and arrays; anything else raises TypeError
 
+# %% ../nbs/11a_apps.ipynb #43afc848
 def _int_keys(args: list) -> list:
     "JSON object keys are text; like the original, a first argument that is a dict gets int keys where all keys allow it."
     if args and isinstance(args[0], dict):
@@ -426,11 +446,11 @@ def _find_function(ns: dict, name: str):
     if callable(fn): return fn
     raise NameError(f"the program defines no function {name}() (nor a class Solution with that method)")
 
-# %% ../nbs/11a_apps.ipynb #8077a4a3
-def _test_process(code, source: str, args: dict, inp, names: dict, fds: tuple) -> None:
-    "Body of one test's process: run the program on one input, report through the result pipe, `_exit`. Never returns."
-    import builtins, io, types
-    from cwm_nb.sandbox import PR_SET_PDEATHSIG, _close_fds_except, _prctl, _write_all, describe_exception
+# %% ../nbs/11a_apps.ipynb #3fb75494
+def _child_stdio(fds: tuple) -> tuple:
+    "In a test's process: own process group, die with the job, fds 0-2 from `fds`; (result fd, stdin, stdout, stderr)."
+    import io
+    from cwm_nb.sandbox import PR_SET_PDEATHSIG, _close_fds_except, _prctl
     fin, out_w, err_w, res_w = fds
     try: os.setpgid(0, 0)
     except OSError: pass
@@ -442,12 +462,25 @@ def _test_process(code, source: str, args: dict, inp, names: dict, fds: tuple) -
     stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8", errors="backslashreplace")
     stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True)
     sys.stdin = sys.__stdin__ = stdin; sys.stdout = sys.__stdout__ = stdout; sys.stderr = sys.__stderr__ = stderr
+    return res, stdin, stdout, stderr
+
+# %% ../nbs/11a_apps.ipynb #d05876d9
+def _program_module(args: dict, names: dict, stdin, stdout):
+    "The module the program runs in: `__main__` (stdin problems) or an importable module (call-based), with `names`."
+    import builtins, types
     call = args["kind"] == "call"
     mod = types.ModuleType("__apps_solution__" if call else "__main__")
     mod.__dict__.update(names)
     if names: mod.__dict__.update(stdin=stdin, stdout=stdout)   # the original's wrapper names too
     mod.__dict__["__builtins__"] = builtins
     if not call: sys.modules["__main__"] = mod
+    return mod
+
+# %% ../nbs/11a_apps.ipynb #dfd675a9
+def _run_program(code, source: str, args: dict, inp, mod, stderr) -> dict:
+    "Run compiled `code` in `mod` on one input: the report {'end': 'ok'|'exit'|'exception'|'bad_value', ...}."
+    from cwm_nb.sandbox import describe_exception
+    call = args["kind"] == "call"
     report, stage = {"end": "ok"}, "top"
     try:
         exec(code, mod.__dict__)
@@ -472,6 +505,14 @@ def _test_process(code, source: str, args: dict, inp, names: dict, fds: tuple) -
         where = {"top": "while running the program", "find": None, "call": f"in {args.get('fn_name')}()"}.get(stage)
         try: report = {"end": "exception", "stage": stage, "error": describe_exception(e, source, where=where)}
         except BaseException: report = {"end": "exception", "stage": stage, "error": {"kind": "exception", "message": "the program raised an exception"}}
+    return report
+
+# %% ../nbs/11a_apps.ipynb #6ebdf01f
+def _test_process(code, source: str, args: dict, inp, names: dict, fds: tuple) -> None:
+    "Body of one test's process: run the program on one input, report through the result pipe, `_exit`. Never returns."
+    from cwm_nb.sandbox import _write_all
+    res, stdin, stdout, stderr = _child_stdio(fds)
+    report = _run_program(code, source, args, inp, _program_module(args, names, stdin, stdout), stderr)
     for f in (sys.stdout, stdout, sys.stderr, stderr):
         try: f.flush()
         except BaseException: pass
@@ -481,7 +522,7 @@ def _test_process(code, source: str, args: dict, inp, names: dict, fds: tuple) -
     except BaseException: pass
     os._exit(0)
 
-# %% ../nbs/11a_apps.ipynb #3b8bfc7b
+# %% ../nbs/11a_apps.ipynb #cc9bfb83
 def _kill_group(pid: int) -> None:
     for f in (os.killpg, os.kill):
         try: f(pid, signal.SIGKILL)
@@ -501,6 +542,7 @@ def _kill_strays(limit_s: float = 1.0) -> None:
             try: os.waitpid(k, 0)
             except ChildProcessError: pass
 
+# %% ../nbs/11a_apps.ipynb #ac4af595
 def _start_test(code, source: str, args: dict, i: int, names: dict) -> tuple:
     "Fork the process of test `i`, its stdin a memory file holding the input: (pid, read ends) or (None, why not)."
     from cwm_nb.sandbox import _write_all
@@ -520,7 +562,7 @@ def _start_test(code, source: str, args: dict, i: int, names: dict) -> tuple:
     except OSError: pass
     return pid, {"out": out_r, "err": err_r, "res": res_r}
 
-# %% ../nbs/11a_apps.ipynb #7e66641e
+# %% ../nbs/11a_apps.ipynb #883dd32e
 def _watch_test(pid: int, fds: dict, cap: int, deadline: float, by_cap: bool) -> dict:
     "Read the test's pipes until it ends, its deadline passes or stdout exceeds `cap`; kill its group and strays; reap."
     out_r, err_r, res_r = fds["out"], fds["err"], fds["res"]
@@ -562,6 +604,7 @@ def _watch_test(pid: int, fds: dict, cap: int, deadline: float, by_cap: bool) ->
     return {"status": status or "ended", "exit": os.waitstatus_to_exitcode(st), "stdout": text(out_r, cap),
             "report": text(res_r), "stderr": text(err_r)}
 
+# %% ../nbs/11a_apps.ipynb #ad3b858d
 def _run_one_test(code, source: str, args: dict, i: int, names: dict, end: float) -> dict:
     "Run test `i` in its own process; a dict with status, exit, stdout, report, stderr, wall_s (see `run_tests`)."
     t0 = time.monotonic()
@@ -571,7 +614,7 @@ def _run_one_test(code, source: str, args: dict, i: int, names: dict, end: float
     out = _watch_test(pid, fds, int(args["output_caps"][i]), min(per_end, end), end < per_end)
     return {**out, "wall_s": time.monotonic() - t0}
 
-# %% ../nbs/11a_apps.ipynb #3371329e
+# %% ../nbs/11a_apps.ipynb #4bf0a6d8
 def _tests_in_job(args: dict, data: Any, source: str, in_job: bool) -> dict:
     "`run_tests.before_exec`: compile once, then one forked process per test, within the whole-problem cap."
     from cwm_nb.sandbox import PR_SET_CHILD_SUBREAPER, PROGRAM_FILENAME, _prctl, describe_exception, make_error
@@ -594,7 +637,7 @@ def run_tests(namespace: dict, args: dict, data: Any) -> dict:
 
 run_tests.before_exec = _tests_in_job
 
-# %% ../nbs/11a_apps.ipynb #139a3aad
+# %% ../nbs/11a_apps.ipynb #6ba85831
 STATUSES = ("pass", "wrong_answer", "no_output", "runtime_error", "timeout", "output_limit", "not_run")
 SHOW_CHARS = 2000   # inputs, outputs and errors kept in results and prompts are clipped to this many characters
 
@@ -604,6 +647,7 @@ def _clip(text: str, n: int = SHOW_CHARS) -> str:
 def _as_text(x) -> str:
     return x if isinstance(x, str) else json.dumps(x)
 
+# %% ../nbs/11a_apps.ipynb #8a8249cd
 @dataclass
 class AppsTestResult:
     "What one test of one program gave, under the evaluation's mode; both modes' verdicts are kept."
@@ -620,9 +664,9 @@ class AppsTestResult:
     @property
     def passed(self) -> bool: return self.status == "pass"
 
-# %% ../nbs/11a_apps.ipynb #88c46628
-def _judge(raw: dict, expected, kind: str, fn_name, per_test_s: float, problem_s: float) -> dict:
-    "Classify one raw test result: per-mode status and pass, output text, error, compat rule."
+# %% ../nbs/11a_apps.ipynb #984b5e8f
+def _judge_unfinished(raw: dict, per_test_s: float, problem_s: float) -> dict | None:
+    "The verdict of a test that did not run to its end (not run, killed at a deadline or the output cap), or None."
     st = raw.get("status")
     if st == "not_run": return dict(common="not_run", error="not run: the whole-problem cap was reached before this test started")
     if st == "no_start": return dict(common="not_run", error=f"not run: {raw.get('message')}")
@@ -631,39 +675,60 @@ def _judge(raw: dict, expected, kind: str, fn_name, per_test_s: float, problem_s
                else f"killed at the whole-problem cap of {problem_s:g} s")
         return dict(common="timeout", error=f"the program ran too long on this test ({why})", output=raw.get("stdout", ""))
     if st == "output_limit": return dict(common="output_limit", error="the program wrote more output than the per-test cap and was killed")
+    return None
+
+def _report(raw: dict) -> tuple[dict | None, dict | None]:
+    "(the test's report, None), or (None, the verdict) when its process died without one."
     try: rep = json.loads(raw.get("report") or "null")
     except json.JSONDecodeError: rep = None
     code = raw.get("exit")
     if not isinstance(rep, dict):
         if isinstance(code, int) and code < 0:
             name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
-            return dict(common="runtime_error", error=f"the program's process was killed by {name} (a crash, or the memory limit)", output=raw.get("stdout", ""))
-        if code != 0: return dict(common="runtime_error", error=f"the program ended its process with status {code} (os._exit)", output=raw.get("stdout", ""))
+            return None, dict(common="runtime_error", error=f"the program's process was killed by {name} (a crash, or the memory limit)", output=raw.get("stdout", ""))
+        if code != 0: return None, dict(common="runtime_error", error=f"the program ended its process with status {code} (os._exit)", output=raw.get("stdout", ""))
         rep = {"end": "ok"}   # os._exit(0): a normal end without a report
+    return rep, None
+
+# %% ../nbs/11a_apps.ipynb #fcf97576
+def _judge_value(rep: dict, expected, fn_name) -> dict:
+    "Both modes' verdicts on a call-based test's report."
+    end = rep.get("end")
+    if "value" not in rep and end != "exit": return dict(common="wrong_answer", error="no value came back", output="")
+    value = rep.get("value")
+    text = json.dumps(value)
+    verdict = {m: ("pass" if outputs_match(value, expected, "call", m) else
+                   "no_output" if value is None and end != "exit" else "wrong_answer") for m in COMPARE_MODES}
+    if end == "exit": verdict = {m: "runtime_error" for m in COMPARE_MODES}
+    return dict(strict=verdict["strict"], apps_compat=verdict["apps_compat"], output=text,
+                error=f"the program called sys.exit() inside {fn_name}()" if end == "exit" else None)
+
+def _judge_printed(rep: dict, out: str, expected: str) -> dict:
+    "Both modes' verdicts on what a stdin program printed."
+    rule = apps_compat_rule(out, expected)
+    def verdict(ok: bool) -> str: return "pass" if ok else ("no_output" if not out.strip() else "wrong_answer")
+    strict = verdict(strict_match(out, expected))
+    err = None
+    if rep.get("end") == "exit" and rep.get("exit_code", 0) != 0:
+        strict, err = "runtime_error", f"the program exited with status {rep.get('exit_code')} (sys.exit)"
+    return dict(strict=strict, apps_compat=verdict(rule is not None), output=out, error=err, rule=rule)
+
+# %% ../nbs/11a_apps.ipynb #8cd426b5
+def _judge(raw: dict, expected, kind: str, fn_name, per_test_s: float, problem_s: float) -> dict:
+    "Classify one raw test result: per-mode status and pass, output text, error, compat rule."
+    early = _judge_unfinished(raw, per_test_s, problem_s)
+    if early is not None: return early
+    rep, died = _report(raw)
+    if died is not None: return died
     end, out = rep.get("end"), raw.get("stdout", "")
     if end == "exception":
         e = rep.get("error") or {}
         return dict(common="runtime_error", error=str(e.get("traceback") or e.get("message") or "the program raised"), output=out,
                     stage=rep.get("stage"), exc_type=e.get("exc_type"), line=e.get("line"))
     if end == "bad_value": return dict(common="wrong_answer", error=str(rep.get("message")), output="")
-    if kind == "call":
-        if "value" not in rep and end != "exit": return dict(common="wrong_answer", error="no value came back", output="")
-        value = rep.get("value")
-        text = json.dumps(value)
-        verdict = {m: ("pass" if outputs_match(value, expected, "call", m) else
-                       "no_output" if value is None and end != "exit" else "wrong_answer") for m in COMPARE_MODES}
-        if end == "exit": verdict = {m: "runtime_error" for m in COMPARE_MODES}
-        return dict(strict=verdict["strict"], apps_compat=verdict["apps_compat"], output=text,
-                    error=f"the program called sys.exit() inside {fn_name}()" if end == "exit" else None)
-    rule = apps_compat_rule(out, expected)
-    def verdict(ok: bool) -> str: return "pass" if ok else ("no_output" if not out.strip() else "wrong_answer")
-    strict = verdict(strict_match(out, expected))
-    err = None
-    if end == "exit" and rep.get("exit_code", 0) != 0:
-        strict, err = "runtime_error", f"the program exited with status {rep.get('exit_code')} (sys.exit)"
-    return dict(strict=strict, apps_compat=verdict(rule is not None), output=out, error=err, rule=rule)
+    return _judge_value(rep, expected, fn_name) if kind == "call" else _judge_printed(rep, out, expected)
 
-# %% ../nbs/11a_apps.ipynb #cda089ce
+# %% ../nbs/11a_apps.ipynb #c1a09874
 @dataclass
 class AppsEvaluation:
     "One program on one problem's tests: per-test results and what the searches need (accuracy, bug, error, failures)."
@@ -675,7 +740,7 @@ class AppsEvaluation:
     expected: list = field(default_factory=list, repr=False)   # their expected outputs
     compile_error: dict | None = None  # the syntax error, when the program does not compile
     harness_error: str | None = None   # the sandbox job itself failed (then every test is not_run)
-    bug: bool = False                  # the paper's bug: cannot be loaded at all (see the prose)
+    bug: bool = False                  # the paper's bug: cannot be loaded at all (see `_is_bug`)
     wall_s: float = 0.0                # wall time of the whole evaluation, seconds
 
     @property
@@ -687,46 +752,58 @@ class AppsEvaluation:
         "Fraction of the evaluated tests passed under `mode` (0.0 for no tests)."
         return self.n_passed / self.n_tests if self.tests else 0.0
     @property
-    def accuracy_strict(self) -> float: return sum(t.passed_strict for t in self.tests) / self.n_tests if self.tests else 0.0
-    @property
-    def accuracy_apps_compat(self) -> float: return sum(t.passed_apps_compat for t in self.tests) / self.n_tests if self.tests else 0.0
-    @property
     def perfect(self) -> bool:
         "Every test ran and passed (and there was at least one): the problem counts for strict accuracy."
         return bool(self.tests) and all(t.passed for t in self.tests)
-    @property
-    def counts(self) -> dict: return {s: sum(t.status == s for t in self.tests) for s in STATUSES if any(t.status == s for t in self.tests)}
-    @property
-    def raised_on_first_test(self) -> bool: return bool(self.tests) and self.tests[0].status == "runtime_error"
 
-    @property
-    def error(self) -> str | None:
-        "Condensed error for a fix prompt: the compile error, the harness failure, or the first runtime error."
-        if self.compile_error is not None: return str(self.compile_error.get("traceback") or self.compile_error.get("message"))
-        if self.harness_error: return self.harness_error
-        first = next((t for t in self.tests if t.status == "runtime_error"), None)
-        return None if first is None else f"On test {first.index}:\n{first.error}"
+# %% ../nbs/11a_apps.ipynb #d084f3ba
+@patch(as_prop=True)
+def accuracy_strict(self: AppsEvaluation) -> float:
+    return sum(t.passed_strict for t in self.tests) / self.n_tests if self.tests else 0.0
 
-    @property
-    def failures(self) -> list[dict]:
-        "Failing tests for an improve prompt: index, input, expected, output, status, error (texts clipped)."
-        return [dict(index=t.index, input=_clip(_as_text(i)), expected=_clip(_as_text(e)), output=_clip(t.output),
-                     status=t.status, error=t.error) for t, i, e in zip(self.tests, self.inputs, self.expected) if not t.passed]
+@patch(as_prop=True)
+def accuracy_apps_compat(self: AppsEvaluation) -> float:
+    return sum(t.passed_apps_compat for t in self.tests) / self.n_tests if self.tests else 0.0
 
-    def summary(self) -> str:
-        "One line: passed/total, mode, status counts, bug."
-        c = ", ".join(f"{k} {v}" for k, v in self.counts.items())
-        return f"{self.n_passed}/{self.n_tests} tests pass ({self.mode}; {c})" + (" [bug]" if self.bug else "")
+@patch(as_prop=True)
+def counts(self: AppsEvaluation) -> dict:
+    return {s: sum(t.status == s for t in self.tests) for s in STATUSES if any(t.status == s for t in self.tests)}
 
-    def to_dict(self) -> dict:
-        "Plain data (JSON-safe) for checkpoints and metrics: scores, per-test results, failures."
-        from dataclasses import asdict
-        return dict(problem_id=self.problem_id, mode=self.mode, kind=self.kind, n_tests=self.n_tests, n_passed=self.n_passed,
-                    accuracy=self.accuracy, accuracy_strict=self.accuracy_strict, accuracy_apps_compat=self.accuracy_apps_compat,
-                    perfect=self.perfect, bug=self.bug, error=self.error, counts=self.counts, wall_s=self.wall_s,
-                    harness_error=self.harness_error, tests=[asdict(t) for t in self.tests], failures=self.failures)
+@patch(as_prop=True)
+def raised_on_first_test(self: AppsEvaluation) -> bool: return bool(self.tests) and self.tests[0].status == "runtime_error"
 
-# %% ../nbs/11a_apps.ipynb #bcc2170f
+# %% ../nbs/11a_apps.ipynb #efa3bab7
+@patch(as_prop=True)
+def error(self: AppsEvaluation) -> str | None:
+    "Condensed error for a fix prompt: the compile error, the harness failure, or the first runtime error."
+    if self.compile_error is not None: return str(self.compile_error.get("traceback") or self.compile_error.get("message"))
+    if self.harness_error: return self.harness_error
+    first = next((t for t in self.tests if t.status == "runtime_error"), None)
+    return None if first is None else f"On test {first.index}:\n{first.error}"
+
+@patch(as_prop=True)
+def failures(self: AppsEvaluation) -> list[dict]:
+    "Failing tests for an improve prompt: index, input, expected, output, status, error (texts clipped)."
+    return [dict(index=t.index, input=_clip(_as_text(i)), expected=_clip(_as_text(e)), output=_clip(t.output),
+                 status=t.status, error=t.error) for t, i, e in zip(self.tests, self.inputs, self.expected) if not t.passed]
+
+# %% ../nbs/11a_apps.ipynb #ebc3d5aa
+@patch
+def summary(self: AppsEvaluation) -> str:
+    "One line: passed/total, mode, status counts, bug."
+    c = ", ".join(f"{k} {v}" for k, v in self.counts.items())
+    return f"{self.n_passed}/{self.n_tests} tests pass ({self.mode}; {c})" + (" [bug]" if self.bug else "")
+
+@patch
+def to_dict(self: AppsEvaluation) -> dict:
+    "Plain data (JSON-safe) for checkpoints and metrics: scores, per-test results, failures."
+    from dataclasses import asdict
+    return dict(problem_id=self.problem_id, mode=self.mode, kind=self.kind, n_tests=self.n_tests, n_passed=self.n_passed,
+                accuracy=self.accuracy, accuracy_strict=self.accuracy_strict, accuracy_apps_compat=self.accuracy_apps_compat,
+                perfect=self.perfect, bug=self.bug, error=self.error, counts=self.counts, wall_s=self.wall_s,
+                harness_error=self.harness_error, tests=[asdict(t) for t in self.tests], failures=self.failures)
+
+# %% ../nbs/11a_apps.ipynb #37192abf
 def _is_bug(raw: dict | None, compile_error, kind: str, source: str) -> bool:
     "The original search's bug: no compile, a failing top-level import, or (call-based) no loadable function."
     if compile_error is not None: return True
@@ -737,7 +814,35 @@ def _is_bug(raw: dict | None, compile_error, kind: str, source: str) -> bool:
         if 0 < raw["line"] <= len(lines) and re.match(r"(?:import|from)\s", lines[raw["line"] - 1]): return True
     return False
 
-# %% ../nbs/11a_apps.ipynb #55d1e7c0
+# %% ../nbs/11a_apps.ipynb #f03ba465
+def _selected_tests(source, problem, tests, mode: str, per_test_s: float, problem_s: float) -> list[int]:
+    "The test indices to run, once every argument of `evaluate_solution` is checked. Raises `CwmNbError`."
+    if not isinstance(problem, AppsProblem): raise CwmNbError(f"problem must be an AppsProblem, not {type(problem).__name__}", "load it with load_apps")
+    if problem.error: raise CwmNbError(f"APPS problem {problem.problem_id} cannot be evaluated: {problem.error}", "skip it and record the error")
+    if mode not in COMPARE_MODES: raise CwmNbError(f"unknown comparison mode {mode!r}", f"use one of {COMPARE_MODES}")
+    if not isinstance(source, str): raise CwmNbError(f"the program must be source text, not {type(source).__name__}")
+    if not (per_test_s > 0 and problem_s > 0): raise CwmNbError("per_test_s and problem_s must be positive")
+    idx = list(range(problem.n_tests)) if tests is None else [int(i) for i in tests]
+    if not idx: raise CwmNbError(f"no tests selected for APPS problem {problem.problem_id}", "a program is scored on at least one test")
+    bad = [i for i in idx if not 0 <= i < problem.n_tests]
+    if bad: raise CwmNbError(f"test index {bad[0]} is out of range for problem {problem.problem_id} ({problem.n_tests} tests)")
+    return idx
+
+# %% ../nbs/11a_apps.ipynb #e6fc7260
+def _raw_tests(ev: AppsEvaluation, r, n: int) -> list[dict]:
+    "`n` raw test results from the sandbox result `r`; sets `ev.harness_error` or `ev.compile_error` when the job says so."
+    value = r.value if r.ok and isinstance(r.value, dict) else None
+    if value is None:
+        ev.harness_error = ("the sandbox job running the tests ended without a result (" + str((r.error or {}).get("message", "no result"))
+                            + "); a program that kills its parent process ends this way")
+        raws = [{"status": "not_run"}] * n
+    elif value.get("compile_error") is not None:
+        ev.compile_error = value["compile_error"]
+        raws = [{"status": "not_run"}] * n
+    else: raws = value.get("tests") or []
+    return list(raws) + [{"status": "not_run"}] * (n - len(raws))
+
+# %% ../nbs/11a_apps.ipynb #d3065af0
 def evaluate_solution(
     source: str,                     # the program (untrusted; runs only in the sandbox)
     problem: AppsProblem,            # the problem whose tests are run
@@ -751,15 +856,7 @@ def evaluate_solution(
 ) -> AppsEvaluation:
     "Run `source` on the problem's tests in one sandbox job and judge every test. Raises `CwmNbError` for bad arguments."
     from cwm_nb.sandbox import get_sandbox
-    if not isinstance(problem, AppsProblem): raise CwmNbError(f"problem must be an AppsProblem, not {type(problem).__name__}", "load it with load_apps")
-    if problem.error: raise CwmNbError(f"APPS problem {problem.problem_id} cannot be evaluated: {problem.error}", "skip it and record the error")
-    if mode not in COMPARE_MODES: raise CwmNbError(f"unknown comparison mode {mode!r}", f"use one of {COMPARE_MODES}")
-    if not isinstance(source, str): raise CwmNbError(f"the program must be source text, not {type(source).__name__}")
-    if not (per_test_s > 0 and problem_s > 0): raise CwmNbError("per_test_s and problem_s must be positive")
-    idx = list(range(problem.n_tests)) if tests is None else [int(i) for i in tests]
-    if not idx: raise CwmNbError(f"no tests selected for APPS problem {problem.problem_id}", "a program is scored on at least one test")
-    bad = [i for i in idx if not 0 <= i < problem.n_tests]
-    if bad: raise CwmNbError(f"test index {bad[0]} is out of range for problem {problem.problem_id} ({problem.n_tests} tests)")
+    idx = _selected_tests(source, problem, tests, mode, per_test_s, problem_s)
     ins, exp = [problem.inputs[i] for i in idx], [problem.outputs[i] for i in idx]
     caps = [OUTPUT_CAP_BYTES + 2 * len(_as_text(e).encode()) for e in exp]
     args = dict(kind=problem.kind, inputs=ins, fn_name=problem.fn_name, per_test_s=float(per_test_s), problem_s=float(problem_s),
@@ -768,20 +865,9 @@ def evaluate_solution(
     limits = replace(sb.limits, wall_s=problem_s + HARNESS_MARGIN_S, cpu_s=math.ceil(problem_s + HARNESS_MARGIN_S))
     t0 = time.perf_counter()
     r = sb.run(source, "cwm_nb.apps:run_tests", args, limits=limits)
-    wall = time.perf_counter() - t0
-    ev = AppsEvaluation(problem.problem_id, mode, problem.kind, [], ins, exp, wall_s=wall)
-    value = r.value if r.ok and isinstance(r.value, dict) else None
-    if value is None:
-        ev.harness_error = ("the sandbox job running the tests ended without a result (" + str((r.error or {}).get("message", "no result"))
-                            + "); a program that kills its parent process ends this way")
-        raws = [{"status": "not_run"}] * len(idx)
-    elif value.get("compile_error") is not None:
-        ev.compile_error = value["compile_error"]
-        raws = [{"status": "not_run"}] * len(idx)
-    else: raws = value.get("tests") or []
-    raws = list(raws) + [{"status": "not_run"}] * (len(idx) - len(raws))
+    ev = AppsEvaluation(problem.problem_id, mode, problem.kind, [], ins, exp, wall_s=time.perf_counter() - t0)
     first = None
-    for k, (i, raw, e) in enumerate(zip(idx, raws, exp)):
+    for k, (i, raw, e) in enumerate(zip(idx, _raw_tests(ev, r, len(idx)), exp)):
         j = _judge(raw, e, problem.kind, problem.fn_name, per_test_s, problem_s)
         if ev.compile_error is not None: j["error"] = "not run: the program does not compile"
         elif ev.harness_error: j["error"] = "not run: " + ev.harness_error
@@ -792,7 +878,7 @@ def evaluate_solution(
     ev.bug = _is_bug(first, ev.compile_error, problem.kind, source)
     return ev
 
-# %% ../nbs/11a_apps.ipynb #ecaac7a7
+# %% ../nbs/11a_apps.ipynb #bb2a270f
 def apps_metrics(
     evaluations: Sequence,   # one AppsEvaluation (or None: no program, or a malformed problem) per problem
 ) -> dict:
@@ -807,7 +893,7 @@ def apps_metrics(
         out[f"test_case_average_{m}"] = sum(getattr(e, f"accuracy_{m}") for e in ok) / n
     return out
 
-# %% ../nbs/11a_apps.ipynb #06bbfa87
+# %% ../nbs/11a_apps.ipynb #3216a8cf
 COT_LEAD = "Let's think step by step."   # zero-shot CoT's lead-in (Kojima et al., 2022), as a pre-fill or in the user turn
 STDIN_RULE = ("Write a complete Python 3 program. It is run once per test, as a script: the test's input is on "
               "standard input (stdin), and what the program prints on standard output (stdout) is compared with the "
@@ -828,6 +914,22 @@ def apps_task_rule(problem: AppsProblem) -> str:
     if starter: text += f" Start from this code:\n\n```python\n{starter}\n```"
     return text
 
+# %% ../nbs/11a_apps.ipynb #9275e937
+def _chat(user: str) -> list[dict]:
+    from cwm_nb.prompts import SYSTEM_PROMPT
+    return [dict(role="system", content=SYSTEM_PROMPT), dict(role="user", content=user)]
+
+def apps_generate_messages(
+    problem: AppsProblem,  # the problem to solve
+    *,
+    cot: bool = False,     # zero-shot CoT: ask for step-by-step reasoning before the code
+) -> list[dict]:
+    "Chat messages [system, user] asking for a program that solves `problem` (generate; zero-shot CoT with `cot`)."
+    user = f"{problem.question.strip()}\n\n{apps_task_rule(problem)}\n\n{ANSWER_RULE}"
+    if cot: user += f" Reason about the problem first ({COT_LEAD}), then write the code block."
+    return _chat(user)
+
+# %% ../nbs/11a_apps.ipynb #6b887938
 _SECTIONS = {
     "improve": [("## Diagnosis", "Explain how the program's output differs from the expected output on this test, and why."),
                 ("## Faulty logic", "Point to the lines responsible and the wrong reasoning in them."),
@@ -842,10 +944,6 @@ def _sections(name: str, cot: bool) -> str:
     if not cot: return "Reply with the whole corrected program (not only the changed lines) in one ```python code block."
     return "Answer with exactly these sections, in this order:\n\n" + "\n".join(f"{h}\n{w}" for h, w in _SECTIONS[name])
 
-def _chat(user: str) -> list[dict]:
-    from cwm_nb.prompts import SYSTEM_PROMPT
-    return [dict(role="system", content=SYSTEM_PROMPT), dict(role="user", content=user)]
-
 def _program(code: str) -> str: return "```python\n" + code.strip("\n") + "\n```"
 
 def _refine(problem: AppsProblem, program: str, said: str, evidence: str, ask: str) -> list[dict]:
@@ -853,17 +951,7 @@ def _refine(problem: AppsProblem, program: str, said: str, evidence: str, ask: s
     return _chat(f"{problem.question.strip()}\n\n{apps_task_rule(problem)}\n\nBelow is a program written for this problem. "
                  f"{said}\n\n{_program(program)}\n\n{evidence}\n\n{ask}")
 
-# %% ../nbs/11a_apps.ipynb #e3a9a2a6
-def apps_generate_messages(
-    problem: AppsProblem,  # the problem to solve
-    *,
-    cot: bool = False,     # zero-shot CoT: ask for step-by-step reasoning before the code
-) -> list[dict]:
-    "Chat messages [system, user] asking for a program that solves `problem` (generate; zero-shot CoT with `cot`)."
-    user = f"{problem.question.strip()}\n\n{apps_task_rule(problem)}\n\n{ANSWER_RULE}"
-    if cot: user += f" Reason about the problem first ({COT_LEAD}), then write the code block."
-    return _chat(user)
-
+# %% ../nbs/11a_apps.ipynb #b50fb468
 def format_apps_failure(
     failure: dict | str,  # one of `AppsEvaluation.failures`, or preformatted text
 ) -> str:
@@ -875,6 +963,7 @@ def format_apps_failure(
     if failure.get("error"): parts.append(block("Error", failure["error"]))
     return "\n\n".join(parts)
 
+# %% ../nbs/11a_apps.ipynb #540bd0e8
 def apps_improve_messages(
     problem: AppsProblem,   # the problem
     program: str,           # the program to improve
@@ -899,7 +988,7 @@ def apps_fix_messages(
                    f"### The error\n\n```\n{(error or 'unknown error').strip()}\n```",
                    f"Repair the program and give the whole corrected program. {_sections('fix', cot)}")
 
-# %% ../nbs/11a_apps.ipynb #f982b470
+# %% ../nbs/11a_apps.ipynb #52a6de9e
 def apps_prefill(
     action: str,            # "generate", "cot", "improve" or "fix"
     code_so_far: str = "",  # generate: the partial program the model continues ("" at the root)
@@ -913,7 +1002,7 @@ def apps_prefill(
     if action in ("improve", "fix"): return _SECTIONS[action][0][0] + "\n" if cot else "```python\n"
     raise CwmNbError(f"unknown prompt action {action!r}", "use 'generate', 'cot', 'improve' or 'fix'")
 
-# %% ../nbs/11a_apps.ipynb #5b1a3b74
+# %% ../nbs/11a_apps.ipynb #5112c78e
 def choose_failure(
     evaluation: AppsEvaluation,  # an evaluation with at least one failing test
     rng=None,                    # a numpy Generator (seeded by the search); None: the first failure
@@ -929,7 +1018,7 @@ def choose_failure(
     if f["status"] == "runtime_error" and not f["output"].strip(): f["output"] = f["error"] or ""
     return f
 
-# %% ../nbs/11a_apps.ipynb #a426b2e8
+# %% ../nbs/11a_apps.ipynb #599746e0
 _READS_STDIN = re.compile(r"\binput\s*\(|\bsys\s*\.\s*stdin\b|\bstdin\s*\.|\bopen\s*\(\s*0\b|\bfileinput\b|\bos\s*\.\s*read\s*\(\s*0\b")
 
 def looks_like_apps_solution(

@@ -8,6 +8,7 @@ import hashlib, json, math, time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
+from fastcore.basics import patch
 from .core import CwmNbError, atomic_write_json, atomic_write_text, data_dir, make_rng, to_plain
 from .apps import (AppsEvaluation, AppsProblem, COMPARE_MODES, SHOW_CHARS, SPLIT_MODES, PAPER_RANGE,
                          apps_fix_messages, apps_generate_messages, apps_improve_messages, apps_prefill, apps_task_rule,
@@ -18,13 +19,14 @@ __all__ = ['AppsTask', 'SearchEvaluation', 'search_evaluator', 'scripted_demo_ll
            'problems_label', 'data_path', 'select_problems', 'AppsRun', 'apps_run_metrics', 'run_problems',
            'plot_apps_run']
 
-# %% ../nbs/11b_apps_search.ipynb #3dc93ab1
+# %% ../nbs/11b_apps_search.ipynb #003f2d8d
 _NO_FAILURE = "(The program passed every test it was run on; make it follow the statement more closely.)"
 
 def _clipped(text: str, compact: int) -> str:
     n = SHOW_CHARS >> max(0, min(int(compact), 3))
     return text if len(text) <= n else text[:n] + f"\n... [{len(text) - n} more characters]"
 
+# %% ../nbs/11b_apps_search.ipynb #d7ef3ee4
 class AppsTask:
     "An APPS problem as the task of a search (`SearchLoop.task`): its prompts with the paper's pre-fills, its answer rule, its identity."
     def __init__(self,
@@ -44,29 +46,33 @@ class AppsTask:
         "Whether a code block of an answer can be the solution (`looks_like_apps_solution`)."
         return looks_like_apps_solution(code, self.problem)
 
-    def messages(self,
-                 node: Any,         # the search node: `.code` (partial program), `.program`, `.failure`, `.error`
-                 t: str,            # "generate", "improve" or "fix"
-                 *,
-                 cot: bool = True,  # reasoning sections before the code (chat models) or code only
-                 compact: int = 0,  # shortening level for a small context window
-                ) -> list[dict]:
-        "Chat messages of action `t` at `node`, ending with the assistant pre-fill. Raises `CwmNbError` for another `t`."
-        p = self.problem
-        if t == "generate": msgs, pre = apps_generate_messages(p), apps_prefill("generate", getattr(node, "code", "") or "")
-        elif t == "improve":
-            f = node.failure
-            f = _NO_FAILURE if f is None else {k: _clipped(v, compact) if isinstance(v, str) else v for k, v in f.items()}
-            msgs, pre = apps_improve_messages(p, node.program, f, cot=cot), apps_prefill("improve", cot=cot)
-        elif t == "fix": msgs, pre = apps_fix_messages(p, node.program, _clipped(node.error or "", compact), cot=cot), apps_prefill("fix", cot=cot)
-        else: raise CwmNbError(f"unknown action type {t!r}", "use 'generate', 'improve' or 'fix'")
-        return msgs + [dict(role="assistant", content=pre)]
+# %% ../nbs/11b_apps_search.ipynb #06973eb7
+@patch
+def messages(self: AppsTask,
+             node: Any,         # the search node: `.code` (partial program), `.program`, `.failure`, `.error`
+             t: str,            # "generate", "improve" or "fix"
+             *,
+             cot: bool = True,  # reasoning sections before the code (chat models) or code only
+             compact: int = 0,  # shortening level for a small context window
+            ) -> list[dict]:
+    "Chat messages of action `t` at `node`, ending with the assistant pre-fill. Raises `CwmNbError` for another `t`."
+    p = self.problem
+    if t == "generate": msgs, pre = apps_generate_messages(p), apps_prefill("generate", getattr(node, "code", "") or "")
+    elif t == "improve":
+        f = node.failure
+        f = _NO_FAILURE if f is None else {k: _clipped(v, compact) if isinstance(v, str) else v for k, v in f.items()}
+        msgs, pre = apps_improve_messages(p, node.program, f, cot=cot), apps_prefill("improve", cot=cot)
+    elif t == "fix": msgs, pre = apps_fix_messages(p, node.program, _clipped(node.error or "", compact), cot=cot), apps_prefill("fix", cot=cot)
+    else: raise CwmNbError(f"unknown action type {t!r}", "use 'generate', 'improve' or 'fix'")
+    return msgs + [dict(role="assistant", content=pre)]
 
-    def cot_messages(self, compact: int = 0) -> list[dict]:
-        "Zero-shot CoT's messages: the generate request with the step-by-step instruction, pre-filled with its lead-in."
-        return apps_generate_messages(self.problem, cot=True) + [dict(role="assistant", content=apps_prefill("cot"))]
+# %% ../nbs/11b_apps_search.ipynb #4883b353
+@patch
+def cot_messages(self: AppsTask, compact: int = 0) -> list[dict]:
+    "Zero-shot CoT's messages: the generate request with the step-by-step instruction, pre-filled with its lead-in."
+    return apps_generate_messages(self.problem, cot=True) + [dict(role="assistant", content=apps_prefill("cot"))]
 
-# %% ../nbs/11b_apps_search.ipynb #003f2d8d
+# %% ../nbs/11b_apps_search.ipynb #1fa71239
 @dataclass
 class SearchEvaluation:
     "A program's evaluation on the search tests as the searches read it, with the failing test its improve prompt shows."
@@ -90,6 +96,7 @@ class SearchEvaluation:
         d["tests"] = [{k: v for k, v in t.items() if k != "output"} for t in d["tests"]]
         return {**d, "improve_example": None if self.example is None else self.example["index"]}
 
+# %% ../nbs/11b_apps_search.ipynb #6c1f0bc9
 def search_evaluator(
     problem: AppsProblem,       # the problem
     tests: Sequence[int],       # the tests the search may see (`split_tests(...).search`)
@@ -108,7 +115,7 @@ def search_evaluator(
         return SearchEvaluation(ev, choose_failure(ev, rng))
     return evaluate
 
-# %% ../nbs/11b_apps_search.ipynb #d7ef3ee4
+# %% ../nbs/11b_apps_search.ipynb #453499be
 def scripted_demo_llm(name: str = "scripted-apps"):
     "A `ScriptedLLM` test double answering prompts about the shipped APPS problems as `provider_double.apps_demo_answer`."
     from cwm_nb.llm import ScriptedLLM, prefill_of
@@ -121,7 +128,7 @@ def scripted_demo_llm(name: str = "scripted-apps"):
         return continue_prefill(pre, ans) if pre else ans.text
     return ScriptedLLM(answer, name=name)
 
-# %% ../nbs/11b_apps_search.ipynb #06973eb7
+# %% ../nbs/11b_apps_search.ipynb #53683c6e
 def _perfect(ev: AppsEvaluation, m: str) -> bool:
     return bool(ev.tests) and all(getattr(t, f"passed_{m}") for t in ev.tests)
 
@@ -133,6 +140,22 @@ def _reusable(r: dict | None, budget: int) -> bool:
     "Whether a stored result answers this budget: made for it, or its search ended before spending it."
     return bool(r) and r.get("status") == "ok" and (r.get("budget") == budget or r.get("stop_reason") in ("perfect", "exhausted"))
 
+def _search_fields(res) -> dict:
+    "What a search spent and found (a `SearchResult` of `nbs/08_gif_mcts.ipynb`), as result fields."
+    return dict(llm_calls=res.llm_calls, model_calls=res.llm_calls - res.cached_calls - res.failed_calls,
+                cached_calls=res.cached_calls, failed_calls=res.failed_calls, prompt_tokens=res.prompt_tokens,
+                completion_tokens=res.completion_tokens, stop_reason=res.stop_reason, search_value=res.best_value,
+                best_value_per_call=list(res.best_value_per_call),
+                program_sha256=hashlib.sha256((res.best_program or "").encode()).hexdigest())
+
+def _final_fields(final: AppsEvaluation) -> dict:
+    "The best program's scores on the final tests, in both comparison modes, as result fields."
+    return dict(bug=final.bug, perfect=final.perfect, test_case_average=final.accuracy,
+                **{f"perfect_{m}": _perfect(final, m) for m in COMPARE_MODES},
+                **{f"test_case_average_{m}": getattr(final, f"accuracy_{m}") for m in COMPARE_MODES},
+                final_counts=final.counts, final_error=final.error)
+
+# %% ../nbs/11b_apps_search.ipynb #d9159ef5
 def solve_problem(
     problem: AppsProblem,        # the problem (with `error` set: recorded as an error, nothing is run)
     method: str,                 # search method (`baselines.METHODS`)
@@ -177,20 +200,12 @@ def solve_problem(
     atomic_write_text(folder/"program.py", res.best_program or "")
     atomic_write_json(folder/"tree.json", res.tree, indent=None)
     result = dict(base, status="ok", error=None, search_tests=list(split.search), final_tests=list(split.final),
-                  overlap=split.overlap, llm_calls=res.llm_calls, model_calls=res.llm_calls - res.cached_calls - res.failed_calls,
-                  cached_calls=res.cached_calls, failed_calls=res.failed_calls, prompt_tokens=res.prompt_tokens,
-                  completion_tokens=res.completion_tokens, stop_reason=res.stop_reason, search_value=res.best_value,
-                  best_value_per_call=list(res.best_value_per_call),
-                  program_sha256=hashlib.sha256((res.best_program or "").encode()).hexdigest(),
-                  bug=final.bug, perfect=final.perfect, test_case_average=final.accuracy,
-                  **{f"perfect_{m}": _perfect(final, m) for m in COMPARE_MODES},
-                  **{f"test_case_average_{m}": getattr(final, f"accuracy_{m}") for m in COMPARE_MODES},
-                  final_counts=final.counts, final_error=final.error,
+                  overlap=split.overlap, **_search_fields(res), **_final_fields(final),
                   search_s=round(sum(res.timing.values()), 3), wall_s=round(time.perf_counter() - t0, 3))
     atomic_write_json(folder/"result.json", result)
     return to_plain(result)
 
-# %% ../nbs/11b_apps_search.ipynb #4883b353
+# %% ../nbs/11b_apps_search.ipynb #7ec86d0e
 def parse_problems(
     spec: str,  # "START:STOP" (positions START..STOP-1) or a comma list of positions
 ) -> tuple[int, int] | list[int]:
@@ -208,6 +223,7 @@ def parse_problems(
     if not ids or ids[0] < 0: raise CwmNbError(f"bad problem list {spec!r}", todo)
     return ids
 
+# %% ../nbs/11b_apps_search.ipynb #339fac6e
 def problems_label(spec: str) -> str:
     "The run folder name of a selection: `3000-3010` for a range, `3000_3004` for up to 8 positions, `n12-<hash>` beyond."
     sel = parse_problems(spec)
@@ -215,6 +231,7 @@ def problems_label(spec: str) -> str:
     if len(sel) <= 8: return "_".join(map(str, sel))
     return f"n{len(sel)}-" + hashlib.sha256(",".join(map(str, sel)).encode()).hexdigest()[:8]
 
+# %% ../nbs/11b_apps_search.ipynb #754ad5af
 def data_path(data: str | Path) -> Path:
     "The APPS copy to read: `data`, or the shipped problems for `demo`."
     return data_dir()/"apps_demo" if str(data) == "demo" else Path(data).expanduser()
@@ -233,7 +250,7 @@ def select_problems(
     if missing: raise AppsDataError(f"{path} has no problem at position {missing[0]}", "pick positions that exist in your copy")
     return [got[k] for k in sel]
 
-# %% ../nbs/11b_apps_search.ipynb #1acddd50
+# %% ../nbs/11b_apps_search.ipynb #f4471f18
 @dataclass
 class AppsRun:
     "What an APPS run produced: its folder, its metrics and one result per problem."
@@ -241,6 +258,7 @@ class AppsRun:
     metrics: dict
     results: list = field(default_factory=list)
 
+# %% ../nbs/11b_apps_search.ipynb #332541c2
 def _se(xs: list[float]) -> float | None:
     "Standard error of the mean (ddof 1); None for fewer than two values."
     if len(xs) < 2: return None
@@ -256,6 +274,7 @@ def _scores(rs: list[dict], compare: str) -> dict:
         out[f"test_case_average_{m}"] = sum(float(r.get(f"test_case_average_{m}") or 0.0) for r in rs) / n
     return dict(n_problems=n, n_solved=int(sum(bool(r.get(f"perfect_{compare}")) for r in rs)), **out)
 
+# %% ../nbs/11b_apps_search.ipynb #e4c2cbc1
 def apps_run_metrics(
     results: Sequence[dict],   # one `solve_problem` result per problem
     compare: str = "strict",   # the headline comparison mode
@@ -287,7 +306,7 @@ def apps_run_metrics(
         calls_per_problem=total("llm_calls") / max(1, len(ok)), search_s=round(sum(r.get("search_s") or 0 for r in ok), 3),
         by_source=by_source)
 
-# %% ../nbs/11b_apps_search.ipynb #2c44bf1f
+# %% ../nbs/11b_apps_search.ipynb #d9c53405
 def run_problems(
     problems: Sequence[AppsProblem],  # from `select_problems`
     run_dir: str | Path,         # the run's folder
@@ -328,7 +347,7 @@ def run_problems(
                    best_value=metrics["mean_search_value"], best_is_bug=False, plan_preset="none")
     return AppsRun(run_dir, to_plain(metrics), results)
 
-# %% ../nbs/11b_apps_search.ipynb #453499be
+# %% ../nbs/11b_apps_search.ipynb #64bece35
 def plot_apps_run(run: AppsRun, title: str | None = None):
     "A matplotlib Figure: final test-case share per problem in both modes, and LLM calls per problem."
     import matplotlib.pyplot as plt, numpy as np
