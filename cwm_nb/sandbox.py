@@ -7,7 +7,6 @@ from __future__ import annotations
 import atexit, base64, builtins, copy, fcntl, importlib, importlib.util, json, math, os, pickle, re, shutil, signal
 import subprocess, sys, tempfile, threading, time, traceback, types, warnings, weakref
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any, Callable
 import numpy as np
 from fastcore.basics import patch
