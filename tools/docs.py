@@ -47,9 +47,15 @@ def module_page(module: str) -> str:
     names = next((ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
                   and any(isinstance(t, ast.Name) and t.id == "__all__" for t in n.targets)), [])
     defs = {n.name: n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))}
+    assigned = {t.id for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+    moved = [n for n in names if n not in defs and n not in assigned]   # re-exported from the module that defines it
     title = f"``{module}``"
     out = [title, "=" * len(title), "", f".. automodule:: {module}", ""]
+    if moved: out += ["Also importable from here (documented where they are defined): "
+                      + ", ".join(f"``{n}``" for n in moved) + ".", ""]
     for name in names:
+        if name in moved: continue
         node = defs.get(name)
         if isinstance(node, ast.ClassDef):
             out += [f".. autoclass:: {module}.{name}", "   :members:", "   :undoc-members:"]
