@@ -38,6 +38,7 @@ def beta_params(
                          "use C >= 0 and non-negative counts")
     return 1.0 + C * r + successes, 1.0 + C * (1.0 - r) + failures
 
+# %% ../nbs/09_baselines.ipynb #331618ba
 def rex_select(
     alphas: Sequence[float],     # α of each arm (program), shape (n,), all > 0
     betas: Sequence[float],      # β of each arm, shape (n,), all > 0
@@ -54,7 +55,7 @@ def rex_select(
         raise CwmNbError("rex_select: Beta parameters must be > 0", "build them with `beta_params`")
     return int(np.argmax(rng.beta(a, b)))
 
-# %% ../nbs/09_baselines.ipynb #b4b2345b
+# %% ../nbs/09_baselines.ipynb #1c9f43f6
 @dataclass
 class ProgramNode:
     "One program found by a `ProgramSearch` (the root, id 0, holds none)."
@@ -85,7 +86,7 @@ class ProgramNode:
 
 CHECKPOINT_FORMAT = "cwm-nb/program-search-checkpoint/1"
 
-# %% ../nbs/09_baselines.ipynb #1c9f43f6
+# %% ../nbs/09_baselines.ipynb #a900ee04
 class ProgramSearch(gif_mcts.SearchLoop):
     """The baselines' search state: a flat list of programs (`ProgramNode`), each made by one LLM call from the
     root or from an earlier program. The call loop, accounting, checkpoint and resume are `gif_mcts.SearchLoop`'s,
@@ -120,7 +121,7 @@ class ProgramSearch(gif_mcts.SearchLoop):
 
     def _restore_search(self, d: dict): self.nodes = [ProgramNode(**n) for n in d["nodes"]]
 
-# %% ../nbs/09_baselines.ipynb #c9c9af2d
+# %% ../nbs/09_baselines.ipynb #a7386e85
 @patch
 def add_child(self: ProgramSearch, pid: int, t: str, program: str, s: dict, critique: str | None, call: int,
               tok: tuple[int, int]) -> ProgramNode:
@@ -138,7 +139,7 @@ def add_child(self: ProgramSearch, pid: int, t: str, program: str, s: dict, crit
     self.update(parent, child)
     return child
 
-# %% ../nbs/09_baselines.ipynb #5de3be3a
+# %% ../nbs/09_baselines.ipynb #eba733be
 @patch
 def export_tree(self: ProgramSearch) -> dict:
     "The programs as a JSON-safe tree in the shape of GIF-MCTS's tree.json (visits = times extended, value = score)."
@@ -162,7 +163,7 @@ def export_tree(self: ProgramSearch) -> dict:
     out["stats"] = action_stats(out)
     return to_plain(out)
 
-# %% ../nbs/09_baselines.ipynb #8d4537c6
+# %% ../nbs/09_baselines.ipynb #78e8884f
 SELECT_RULES = ("thompson", "sequential")
 
 @dataclass
@@ -183,7 +184,7 @@ class WorldCoderConfig:
             raise CwmNbError(f"WorldCoderConfig: unknown select rule {self.select!r}", f"use one of {SELECT_RULES}")
         if not self.C >= 0: raise CwmNbError(f"WorldCoderConfig: C={self.C}", "use C >= 0 (the paper's is 5)")
 
-# %% ../nbs/09_baselines.ipynb #78e8884f
+# %% ../nbs/09_baselines.ipynb #539121f4
 class WorldCoder(ProgramSearch):
     "WorldCoder's REx refinement (GIF-MCTS paper, Sec. 5.1): `WorldCoder(llm, evaluate, description, ...).run(budget) -> SearchResult`."
     method, label = "worldcoder", "WorldCoder"
@@ -218,7 +219,7 @@ class WorldCoder(ProgramSearch):
 
     def stops(self, child): return self.is_perfect(child)
 
-# %% ../nbs/09_baselines.ipynb #28481478
+# %% ../nbs/09_baselines.ipynb #eecf31f0
 COT_OPENER = "Let me work out the environment's rules step by step before I write the program.\n\n"
 
 def cot_messages(
@@ -234,7 +235,7 @@ def cot_messages(
     return [dict(role="system", content=SYSTEM_PROMPT), dict(role="user", content=user),
             dict(role="assistant", content=opener)]
 
-# %% ../nbs/09_baselines.ipynb #b81895c1
+# %% ../nbs/09_baselines.ipynb #0e160be0
 @dataclass
 class ZeroShotCoTConfig:
     "Settings of the zero-shot CoT baseline (GIF-MCTS paper, Sec. 5.1); sampling defaults as `GIFMCTSConfig`."
@@ -263,7 +264,7 @@ class ZeroShotCoT(ProgramSearch):
 
     def stops(self, child): return child.perfect and not self.config.paper_compat
 
-# %% ../nbs/09_baselines.ipynb #11f7eb71
+# %% ../nbs/09_baselines.ipynb #6a85ceec
 GIF_MCTS_ABLATIONS: dict[str, dict] = {
     "gif-mcts-no-generate": dict(allow_generate=False),
     "gif-mcts-no-improve": dict(allow_improve=False),
@@ -271,6 +272,7 @@ GIF_MCTS_ABLATIONS: dict[str, dict] = {
 }
 METHODS: tuple[str, ...] = ("gif-mcts", "worldcoder", "zero-shot-cot", *GIF_MCTS_ABLATIONS)
 
+# %% ../nbs/09_baselines.ipynb #ddf5084b
 def make_search(
     method: str,                        # one of `METHODS`
     llm: Any,                           # an `LLM` (`.complete(messages, seed=, draw=, ...)`)

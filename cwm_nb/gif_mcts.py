@@ -500,6 +500,7 @@ def node_at(self: SearchLoop, where: Any) -> Any:
     "The node a planned call (`where`, as `plan` returned it) starts from."
     raise NotImplementedError
 
+# %% ../nbs/08_gif_mcts.ipynb #39e97b32
 @patch
 def add_child(self: SearchLoop, where: Any, t: str, program: str, summary: dict, critique: str | None, call: int,
               tokens: tuple[int, int]) -> Any:
@@ -526,7 +527,7 @@ def export_tree(self: SearchLoop) -> dict:
     "The search as JSON-safe data in the tree.json layout."
     raise NotImplementedError
 
-# %% ../nbs/08_gif_mcts.ipynb #86301765
+# %% ../nbs/08_gif_mcts.ipynb #12b0da1c
 @patch
 def messages(self: SearchLoop, node: Any, t: str, compact: int = 0) -> list[dict]:
     """The prompt of action type `t` at `node`: generate continues the node's state (`node.code`; a node without
@@ -552,7 +553,7 @@ def shorter(self: SearchLoop, where: Any, t: str, compact: int) -> list[dict]:
     "The planned call's prompt rebuilt at shortening level `compact` (for a small context window)."
     return self.messages(self.node_at(where), t, compact=compact)
 
-# %% ../nbs/08_gif_mcts.ipynb #12b0da1c
+# %% ../nbs/08_gif_mcts.ipynb #a2def818
 @patch
 def ask(self: SearchLoop, where: Any, t: str, msgs: list[dict], n: int) -> tuple[Any, str | None, int]:
     """Call the LLM for the planned prompt `msgs`: shortened (`shorter`) while it does not fit the model's known
@@ -582,7 +583,7 @@ def ask(self: SearchLoop, where: Any, t: str, msgs: list[dict], n: int) -> tuple
             return None, e.what, level
     return None, "the prompt does not fit the model's context window", MAX_COMPACT
 
-# %% ../nbs/08_gif_mcts.ipynb #ee83cd5a
+# %% ../nbs/08_gif_mcts.ipynb #e6b04377
 @patch
 def step(self: SearchLoop) -> Any | None:
     "Make one LLM call, score its program, record it; returns the new node, or None (stop_reason 'exhausted') when `plan` has nothing left."
@@ -634,7 +635,7 @@ def step(self: SearchLoop) -> Any | None:
         self.timing["checkpoint_s"] += time.perf_counter() - t5
     return child
 
-# %% ../nbs/08_gif_mcts.ipynb #90079def
+# %% ../nbs/08_gif_mcts.ipynb #26f30f33
 @patch
 def run(self: SearchLoop,
         budget: int,  # total LLM calls the search may have made when it returns (a resumed search counts its earlier calls)
@@ -668,7 +669,7 @@ def result(self: SearchLoop) -> SearchResult:
                         tree["stats"], self.stop_reason or "", self.best_node, self.cached_calls, dict(self.timing),
                         self.failed_calls, self.compacted_calls, dict(self.spent))
 
-# %% ../nbs/08_gif_mcts.ipynb #cf75e847
+# %% ../nbs/08_gif_mcts.ipynb #5e058fbb
 @patch
 def _identity(self: SearchLoop) -> dict:
     "What must match for a checkpoint to be resumed by this object."
@@ -695,7 +696,7 @@ def save(self: SearchLoop, path: str | Path) -> Path:
     "Write the state to `path` atomically (JSON; `atomic_write_json` converts it to plain data once)."
     return atomic_write_json(path, self._raw_state(), indent=None)
 
-# %% ../nbs/08_gif_mcts.ipynb #70a787c4
+# %% ../nbs/08_gif_mcts.ipynb #933a24db
 @patch
 def load(self: SearchLoop, path: str | Path):
     "Restore the state written by `save`. Raises `CwmNbError` for an unreadable file or a checkpoint of another search."
@@ -725,7 +726,7 @@ def load(self: SearchLoop, path: str | Path):
     for k in ("failed_calls", "compacted_calls", "refused_in_a_row"): setattr(self, k, int(d.get(k) or 0))  # older checkpoints: 0
     self.spent.update(d.get("spent") or {})
 
-# %% ../nbs/08_gif_mcts.ipynb #32f76203
+# %% ../nbs/08_gif_mcts.ipynb #40768f7b
 CHECKPOINT_FORMAT = "cwm-nb/gif-mcts-checkpoint/1"
 
 class GIFMCTS(SearchLoop):
@@ -768,7 +769,7 @@ class GIFMCTS(SearchLoop):
         "Run one simulation (one LLM call); returns the new node, or None when nothing is left to try."
         return self.step()
 
-# %% ../nbs/08_gif_mcts.ipynb #40768f7b
+# %% ../nbs/08_gif_mcts.ipynb #31bc9360
 @patch
 def export_tree(self: GIFMCTS) -> dict:
     "The tree as JSON-safe data: the nodes reachable from the root, their programs by sha256, the best path, statistics."
@@ -803,7 +804,7 @@ def _search_state(self: GIFMCTS) -> dict: return dict(tree=self.tree._raw_state(
 @patch
 def _restore_search(self: GIFMCTS, d: dict): self.tree = SearchTree.from_state_dict(d["tree"], self.config)
 
-# %% ../nbs/08_gif_mcts.ipynb #31bc9360
+# %% ../nbs/08_gif_mcts.ipynb #b846d7ee
 def best_path(tree: dict, best_node: int | None) -> list[int]:
     "Node ids from the root to `best_node` (empty if None)."
     if best_node is None: return []
@@ -825,7 +826,7 @@ def action_stats(tree: dict) -> dict:
         out[f"best_path_{t}"] = cp[t]; out[f"best_path_frac_{t}"] = cp[t] / len(path) if path else 0.0
     return out
 
-# %% ../nbs/08_gif_mcts.ipynb #d7a6716d
+# %% ../nbs/08_gif_mcts.ipynb #b4fa79e8
 def tree_layout(tree: dict) -> dict[int, tuple[float, float]]:
     "Tidy (x, y) positions: leaves at consecutive x in depth-first order, parents centred, y = -depth."
     nodes = {n["id"]: n for n in tree["nodes"]}
@@ -850,7 +851,7 @@ def tree_to_networkx(tree: dict):
         if n["parent"] is not None and n["parent"] in g: g.add_edge(n["parent"], n["id"], action=n["action"])
     return g
 
-# %% ../nbs/08_gif_mcts.ipynb #a90ff0ea
+# %% ../nbs/08_gif_mcts.ipynb #de6787fb
 def plot_tree(
     tree: dict,            # an exported tree (`SearchResult.tree` or tree.json)
     ax=None,               # matplotlib Axes; None: a new figure

@@ -297,6 +297,7 @@ def _first_int(pats, text):
         if m := p.search(text): return int(m.group(1))
     return None
 
+# %% ../nbs/01_llm.ipynb #043bb8fb
 def classify_refusal(
     status: int,              # HTTP status
     message: str,             # the provider's error message
@@ -323,7 +324,7 @@ def classify_refusal(
                           "read the provider's message above; if it names a setting, change it (e.g. --endpoint-caps)",
                           status=status, message=msg, param=param)
 
-# %% ../nbs/01_llm.ipynb #043bb8fb
+# %% ../nbs/01_llm.ipynb #569335f1
 def learn_from_refusal(
     caps: EndpointCaps,     # the endpoint's caps, changed in place
     r: RequestRefused,      # what it refused
@@ -350,11 +351,12 @@ def learn_from_refusal(
         caps.seed = False; return "seed not sent"
     return None
 
-# %% ../nbs/01_llm.ipynb #58f104cd
+# %% ../nbs/01_llm.ipynb #321c9e7b
 def request_seed(seed: int, draw: int) -> int:
     "The sampling seed sent to a backend for call number `draw` of a run seeded with `seed` (0 <= s < 2**31)."
     return derive_seed(seed, "llm-draw", draw) % 2**31
 
+# %% ../nbs/01_llm.ipynb #6e1b43ea
 class LLM:
     "Base class: a named model that turns chat messages into a `Completion`, with `usage` accounting."
     price: tuple[float, float] | None = None  # USD per million (prompt, completion) tokens, if known
@@ -388,7 +390,7 @@ class LLM:
 
     def __repr__(self): return f"{type(self).__name__}({self.name!r})"
 
-# %% ../nbs/01_llm.ipynb #321c9e7b
+# %% ../nbs/01_llm.ipynb #0e067123
 @patch
 def prepare(self: LLM, messages: list[dict], params: dict) -> Request:
     "The request sent for `messages` and `params`: `shape_request` with this endpoint's `caps`."
@@ -403,7 +405,7 @@ def send(self: LLM, req: Request, *, seed: int, draw: int) -> Completion:
 def _complete(self: LLM, messages: list[dict], params: dict, *, seed: int, draw: int) -> Completion:
     raise NotImplementedError
 
-# %% ../nbs/01_llm.ipynb #6e1b43ea
+# %% ../nbs/01_llm.ipynb #637b7b2e
 def _request_record(llm: LLM, req: Request, seed: int, draw: int) -> dict:
     return dict(model=llm.name, endpoint=llm.cache_name, messages=req.messages, params=req.params, seed=seed, draw=draw)
 
@@ -430,7 +432,7 @@ def _remember_caps(self: LLM, before: dict | None = None):
     if self.cache is not None and self.caps.to_dict() != before:
         self.cache.put_caps(self.cache_name, self.caps.to_dict(), self.adjustments)
 
-# %% ../nbs/01_llm.ipynb #e4668ff9
+# %% ../nbs/01_llm.ipynb #cb8bde66
 def _answer(self: LLM, messages: list[dict], params: dict, seed: int, draw: int) -> Completion:
     for _ in range(8):                    # each pass answers, or corrects the shape after a refusal
         req = self.prepare(messages, params)
@@ -475,7 +477,7 @@ def _answer(self: LLM, messages: list[dict], params: dict, seed: int, draw: int)
         return c
     raise CwmNbError(f"{self.name} kept refusing the corrected requests", "set the endpoint's capabilities with --endpoint-caps")
 
-# %% ../nbs/01_llm.ipynb #0e067123
+# %% ../nbs/01_llm.ipynb #0106ad0e
 def _answered_in_new_turn(self: LLM, req: Request, c: Completion) -> bool:
     """Whether an endpoint asked to continue a pre-fill that opens a code block answered in a new turn instead:
     nothing before the stop at the closing fence (a new turn opens with a fence). Chat endpoints only."""
@@ -493,7 +495,7 @@ LLM.remember_caps = _remember_caps
 LLM.cache_name = property(lambda self: getattr(self, "_cache_name", None) or self.name,
                           doc="The endpoint's identity in the response cache: its name (and the URL of an HTTP endpoint)")
 
-# %% ../nbs/01_llm.ipynb #624319d9
+# %% ../nbs/01_llm.ipynb #7e2f640c
 class ScriptedLLM(LLM):
     "Test double answering from a list (in call order) or a function `(messages, draw) -> str`. Not a model."
     counts_tokens = False   # its token counts are words
@@ -517,7 +519,7 @@ class ScriptedLLM(LLM):
         return Completion(text, prompt_tokens=sum(len(m["content"].split()) for m in messages),
                           completion_tokens=len(out.split()), finish_reason="stop")
 
-# %% ../nbs/01_llm.ipynb #b254d672
+# %% ../nbs/01_llm.ipynb #658c5df8
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 
 def is_local_url(url: str) -> bool:
@@ -553,7 +555,7 @@ def _param(e: Exception) -> str | None:
     p = body.get("param") if isinstance(body, dict) else None
     return p if isinstance(p, str) else None
 
-# %% ../nbs/01_llm.ipynb #7e193d44
+# %% ../nbs/01_llm.ipynb #90ec58da
 class OpenAICompatibleLLM(LLM):
     """An OpenAI-compatible HTTP endpoint (OpenAI, vLLM, Ollama, llama.cpp server, routers) in chat or completion
     mode. Raises `CwmNbError` at construction if a remote endpoint has no key; `complete` raises `RequestRefused`
@@ -607,14 +609,14 @@ class OpenAICompatibleLLM(LLM):
                     temperature=d["temperature"] if temperature is None else temperature,
                     top_p=d["top_p"] if top_p is None else top_p, stop=list(stop or []))
 
-# %% ../nbs/01_llm.ipynb #658c5df8
+# %% ../nbs/01_llm.ipynb #6ca2e09c
 @patch
 def backoff(self: OpenAICompatibleLLM, attempt: int, retry_after: float | None = None) -> float:
     "Seconds to wait before retry number `attempt` (0-based): exponential with jitter, at least `retry_after` (≤ 600 s)."
     w = min(self.backoff_max_s, self.backoff_s * 2**attempt) * random.uniform(0.75, 1.25)
     return max(w, min(retry_after or 0.0, 600.0))
 
-# %% ../nbs/01_llm.ipynb #90ec58da
+# %% ../nbs/01_llm.ipynb #936cf108
 def _request(self: OpenAICompatibleLLM, req: Request, seed: int) -> Completion:
     p, pre = req.params, prefill_of(req.messages)
     kw = {k: p[k] for k in ("max_tokens", "max_completion_tokens", "temperature", "top_p") if k in p}
@@ -639,7 +641,7 @@ def _request(self: OpenAICompatibleLLM, req: Request, seed: int) -> Completion:
     return Completion(pre + text, prompt_tokens=(u.prompt_tokens or 0) if u else 0,
                       completion_tokens=(u.completion_tokens or 0) if u else 0, finish_reason=ch.finish_reason)
 
-# %% ../nbs/01_llm.ipynb #04cb6078
+# %% ../nbs/01_llm.ipynb #d96bce82
 def _connection_refused(e: BaseException) -> bool:
     "Whether a connection error was a refused connection (nobody listens), not a reset or a dropped answer."
     seen = 0
@@ -648,6 +650,7 @@ def _connection_refused(e: BaseException) -> bool:
         e, seen = e.__cause__ or e.__context__, seen + 1
     return False
 
+# %% ../nbs/01_llm.ipynb #8c2df4f6
 def _send(self: OpenAICompatibleLLM, req: Request, *, seed: int, draw: int) -> Completion:
     import openai
     where = f"the LLM endpoint {self.base_url} (model {self.model!r})"
@@ -689,7 +692,7 @@ def _send(self: OpenAICompatibleLLM, req: Request, *, seed: int, draw: int) -> C
 
 OpenAICompatibleLLM.send = _send
 
-# %% ../nbs/01_llm.ipynb #a7e37a43
+# %% ../nbs/01_llm.ipynb #cb3e999b
 EMBEDDED_ALIAS = "gemma-3-270m-q4_k_m"
 
 def embedded_model_path() -> Path:
@@ -708,7 +711,7 @@ def embedded_model_path() -> Path:
                 if tmp.exists(): tmp.unlink()
     return target
 
-# %% ../nbs/01_llm.ipynb #cbfefcf2
+# %% ../nbs/01_llm.ipynb #f3d292ae
 _SERVE = """
 import os, sys, threading, time, runpy
 ppid = os.getppid()
@@ -741,7 +744,7 @@ def free_port(host: str = "127.0.0.1") -> int:
     "A TCP port on `host` that was free a moment ago."
     with socket.socket() as s: s.bind((host, 0)); return s.getsockname()[1]
 
-# %% ../nbs/01_llm.ipynb #27cb473a
+# %% ../nbs/01_llm.ipynb #6debd725
 class EmbeddedServer:
     "llama-cpp-python's OpenAI-compatible server for a GGUF model, as a child process on 127.0.0.1."
     def __init__(self,
@@ -767,7 +770,7 @@ class EmbeddedServer:
     @property
     def alive(self) -> bool: return self.proc is not None and self.proc.poll() is None
 
-# %% ../nbs/01_llm.ipynb #c59d615a
+# %% ../nbs/01_llm.ipynb #dbc81204
 @patch
 def start(self: EmbeddedServer) -> EmbeddedServer:
     "Start the server and wait until `GET /v1/models` answers. Raises `CwmNbError` if it does not come up."
@@ -807,7 +810,7 @@ def _wait_ready(self: EmbeddedServer) -> bool:
         time.sleep(0.1)
     return False
 
-# %% ../nbs/01_llm.ipynb #35ed7aac
+# %% ../nbs/01_llm.ipynb #b4489087
 @patch
 def log_tail(self: EmbeddedServer, n: int = 2000) -> str:
     "The last `n` characters of the server's log."
@@ -838,7 +841,7 @@ _LIVE_SERVERS: set[EmbeddedServer] = set()
 def _stop_servers():
     for s in list(_LIVE_SERVERS): s.stop()
 
-# %% ../nbs/01_llm.ipynb #75f697ed
+# %% ../nbs/01_llm.ipynb #6bddd3c2
 _EMBEDDED: EmbeddedServer | None = None
 _EMBEDDED_LOCK = threading.Lock()
 
@@ -859,7 +862,7 @@ def embedded_llm(max_tokens: int = 512, **kw) -> OpenAICompatibleLLM:
     llm._cache_name = llm.name   # the same model on any port: its answers stay valid
     return llm
 
-# %% ../nbs/01_llm.ipynb #b4489087
+# %% ../nbs/01_llm.ipynb #8bc7f356
 class TransformersLLM(LLM):
     "A Hugging Face causal LM run in this process with `transformers` (the paper's Llama 3 path)."
     def __init__(self,
@@ -906,7 +909,7 @@ class TransformersLLM(LLM):
                     top_p=d["top_p"] if top_p is None else top_p, top_k=self.top_k, stop=list(stop or []),
                     chat_template=self.use_chat_template)
 
-# %% ../nbs/01_llm.ipynb #6bddd3c2
+# %% ../nbs/01_llm.ipynb #9d87f00e
 @patch
 def prompt_text(self: TransformersLLM, messages: list[dict]) -> str:
     "The exact prompt string the model sees (chat template, or `render_plain`)."
@@ -942,7 +945,7 @@ def _complete(self: TransformersLLM, messages, params, *, seed, draw):
     return Completion(prefill_of(messages) + text, prompt_tokens=n_prompt, completion_tokens=int(len(new)),
                       finish_reason=finish)
 
-# %% ../nbs/01_llm.ipynb #d6eb798d
+# %% ../nbs/01_llm.ipynb #e6b4b9f2
 def cache_key(model: str, messages: list[dict], params: dict, seed: int, draw: int) -> str:
     "Hex SHA-256 of the canonical JSON of (model, messages, params, seed, draw)."
     blob = json.dumps([model, messages, params, int(seed), int(draw)], sort_keys=True, ensure_ascii=False)
@@ -973,7 +976,7 @@ class ResponseCache:
             self._local.conn, self._local.pid = c, os.getpid()
         return c
 
-# %% ../nbs/01_llm.ipynb #7247fc6f
+# %% ../nbs/01_llm.ipynb #b488397b
 @patch
 def get(self: ResponseCache, key: str) -> Completion | RequestRefused | None:
     "The stored answer (or refusal) of `key`, or None."
@@ -1009,7 +1012,7 @@ def get_caps(self: ResponseCache, name: str) -> tuple[dict, list[str]] | None:
 @patch
 def __len__(self: ResponseCache) -> int: return self._db().execute("SELECT COUNT(*) FROM completions").fetchone()[0]
 
-# %% ../nbs/01_llm.ipynb #fae39846
+# %% ../nbs/01_llm.ipynb #82a153e3
 class CachedLLM(LLM):
     "Wrap `inner` with the on-disk response cache; a cache hit costs no model call."
     def __init__(self,
@@ -1031,7 +1034,7 @@ class CachedLLM(LLM):
     def send(self, req, *, seed, draw) -> Completion: return self.inner.send(req, seed=seed, draw=draw)
     def __repr__(self): return f"CachedLLM({self.inner!r}, {str(self.cache.path)!r})"
 
-# %% ../nbs/01_llm.ipynb #b488397b
+# %% ../nbs/01_llm.ipynb #7cb5859d
 MODEL_ALIASES: dict[str, str] = {
     "gpt-4-turbo": "openai:gpt-4-turbo",
     "gpt-4o": "openai:gpt-4o",
@@ -1069,7 +1072,7 @@ def resolve_model(model: str, base_url: str | None = None) -> ModelSpec:
                      f"{', '.join([*PROVIDER_URLS, 'hf'])} (e.g. vllm:meta-llama/Meta-Llama-3-70B-Instruct with "
                      "--base-url http://HOST:8000/v1, or hf:/path/to/model.gguf)")
 
-# %% ../nbs/01_llm.ipynb #c64983d1
+# %% ../nbs/01_llm.ipynb #9c8a0773
 def get_llm(model: str | LLM = "embedded",     # alias, `provider:name`, or an `LLM` (returned as is)
             base_url: str | None = None,       # URL of an OpenAI-compatible server (overrides the provider's default)
             api_key_env: str = "OPENAI_API_KEY",  # environment variable holding the API key

@@ -50,6 +50,7 @@ class Environment:
         return {returns}
 ```"""
 
+# %% ../nbs/07_prompts.ipynb #5744b1f9
 CWM_CONTRACT = _contract(
     "`set_state(state)`: receives one observation, in the format described above, and sets every internal "
     "variable so that the environment is exactly in that state. You may assume that the episode has not ended "
@@ -59,7 +60,7 @@ CWM_CONTRACT = _contract(
     "with this step.",
     "three", "        ...  # set every internal variable from the observation", "next_state, reward, done")
 
-# %% ../nbs/07_prompts.ipynb #5744b1f9
+# %% ../nbs/07_prompts.ipynb #1966f56a
 RTFM_CONTRACT = _contract(
     "`set_state(state)`: receives one state `(board, inventory)` in the format described above (`board` a numpy "
     "array of shape (6, 6, 2) holding strings, `inventory` a string) and sets every internal variable so that the "
@@ -78,12 +79,13 @@ def contract_for(
     from cwm_nb.envs import get_env_spec
     return RTFM_CONTRACT if getattr(get_env_spec(env_name), "valid_actions", False) else CWM_CONTRACT
 
-# %% ../nbs/07_prompts.ipynb #3baca13f
+# %% ../nbs/07_prompts.ipynb #3da9c6ff
 def _fmt_float(v: float, digits: int = 8) -> str:
     "Shortest repr of `v` rounded to `digits` significant digits (keeps `1.0`, drops float32 noise)."
     if v != v or v in (float("inf"), float("-inf")): return repr(v)
     return repr(float(f"{v:.{digits}g}"))
 
+# %% ../nbs/07_prompts.ipynb #9539dd76
 def format_value(
     x: Any,                      # a state, action or output (numpy values welcome)
     digits: int = 8,             # significant digits of floats
@@ -107,7 +109,7 @@ def format_value(
     if isinstance(x, dict): return "{" + ", ".join(f"{k!r}: {format_value(v, digits, max_items)}" for k, v in x.items()) + "}"
     return str(x)
 
-# %% ../nbs/07_prompts.ipynb #0df56528
+# %% ../nbs/07_prompts.ipynb #70bf6116
 _NAMES = {"next_obs": "next_state", "obs": "state"}
 
 def _differs(a: Any, b: Any) -> bool:
@@ -121,7 +123,7 @@ def _differs(a: Any, b: Any) -> bool:
         return not abs(a - b) <= 1e-5 + 1e-5 * abs(b)
     return a != b
 
-# %% ../nbs/07_prompts.ipynb #7ed65baa
+# %% ../nbs/07_prompts.ipynb #9ba0ae33
 #: Shortening levels of a prompt that does not fit the context window: (digits, longest list shown, differing
 #: values listed). Level 0 is the full prompt.
 COMPACT_LEVELS = {0: (8, None, 0), 1: (6, 24, 24), 2: (4, 12, 12), 3: (4, 6, 6)}
@@ -138,7 +140,7 @@ def _differing(exp: Any, pred: Any, limit: int) -> str | None:
     more = f"; and {len(idx) - limit} more" if len(idx) > limit else ""
     return f"next_state differs in {len(idx)} of {len(exp)} values: {shown}{more}"
 
-# %% ../nbs/07_prompts.ipynb #37374541
+# %% ../nbs/07_prompts.ipynb #275f6b73
 def format_transition(
     failure: dict,    # {obs, action, expected: {next_obs, reward, done, ...}, predicted: {...}, wrong?, terminal?, problems?}
     compact: int = 0, # shortening level (`COMPACT_LEVELS`): long vectors elided, the differing values listed instead
@@ -172,7 +174,7 @@ def format_transition(
     lines += [f"Problem: {p}" for p in failure.get("problems") or []]
     return "\n".join(lines)
 
-# %% ../nbs/07_prompts.ipynb #9c6a8ee9
+# %% ../nbs/07_prompts.ipynb #81109d1f
 def shorten_description(
     text: str,     # an environment description (markdown)
     level: int = 0,  # compact level: 1 squeezes table padding, 2 keeps 16+4 rows of a long table, 3 keeps 6+2
@@ -195,7 +197,7 @@ def shorten_description(
     flush()
     return "\n".join(out)
 
-# %% ../nbs/07_prompts.ipynb #007561ac
+# %% ../nbs/07_prompts.ipynb #712aa3f7
 LEAD_IN = "Here is the complete program:\n"
 PROGRAM_START = "import numpy as np\n\n\nclass Environment:\n"  # code-first root pre-fill (base models)
 CODE_HEADING = "## Corrected program"
@@ -218,7 +220,7 @@ def _answer_format(sections: list, cot: bool) -> str:
     body = "\n".join(f"{h}\n{what}" for h, what in sections)
     return f"Answer with exactly these sections, in this order:\n\n{body}"
 
-# %% ../nbs/07_prompts.ipynb #3a82a6d6
+# %% ../nbs/07_prompts.ipynb #65b55d05
 def code_head(program: str, max_lines: int = 15) -> str:
     "The lines of `program` up to its `class Environment` line (if within `max_lines`), else its leading imports."
     lines = program.strip("\n").split("\n")
@@ -242,7 +244,7 @@ def _messages(user: str, prefill: str) -> list[dict]:
 def _program_block(program: str) -> str:
     return "```python\n" + program.strip("\n") + "\n```"
 
-# %% ../nbs/07_prompts.ipynb #712aa3f7
+# %% ../nbs/07_prompts.ipynb #362e1629
 def generate_messages(
     description: str,          # the environment's text description
     code_so_far: str = "",     # partial program (the node's state) the model continues; "" at the root
@@ -257,7 +259,7 @@ def generate_messages(
     code = code_so_far.strip("\n") or start.strip("\n")
     return _messages(user, LEAD_IN + "```python\n" + (code + "\n" if code else ""))
 
-# %% ../nbs/07_prompts.ipynb #65b55d05
+# %% ../nbs/07_prompts.ipynb #2992e98d
 def improve_messages(
     description: str,          # the environment's text description
     program: str,              # the full program to improve
@@ -279,7 +281,7 @@ def improve_messages(
             f"Find the mistake and correct the program. {_answer_format(SECTIONS_IMPROVE, cot)}")
     return _messages(user, _prefill(cot, program))
 
-# %% ../nbs/07_prompts.ipynb #2abe3cea
+# %% ../nbs/07_prompts.ipynb #336c1726
 def fix_messages(
     description: str,          # the environment's text description
     program: str,              # the full program that raised
@@ -297,13 +299,13 @@ def fix_messages(
             f"corrected program. {_answer_format(SECTIONS_FIX, cot)}")
     return _messages(user, _prefill(cot, program))
 
-# %% ../nbs/07_prompts.ipynb #976809ec
+# %% ../nbs/07_prompts.ipynb #f1001bba
 def prefill_opens_code(messages: list[dict]) -> bool:
     "True if the last message is an assistant pre-fill that ends inside an opened ``` block."
     if not messages or messages[-1].get("role") != "assistant": return False
     return messages[-1]["content"].count("```") % 2 == 1
 
-# %% ../nbs/07_prompts.ipynb #c81ecc1b
+# %% ../nbs/07_prompts.ipynb #c4a67b2f
 _REASONING_BLOCK = re.compile(r"<(think|thinking|reasoning)>.*?</\1\s*>", re.S | re.I)
 _REASONING_CLOSE = re.compile(r"</(?:think|thinking|reasoning)\s*>", re.I)
 _REASONING_OPEN = re.compile(r"<(?:think|thinking|reasoning)>", re.I)
@@ -319,7 +321,7 @@ def strip_reasoning(
     m = _REASONING_OPEN.search(text)
     return text[:m.start()] if m else text
 
-# %% ../nbs/07_prompts.ipynb #1f5cb023
+# %% ../nbs/07_prompts.ipynb #a76ba931
 _FENCE_LINE = re.compile(r"^(?P<lead>[ \t]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)?)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n]*?)[ \t]*$")
 _PY_LABELS = {"", "python", "py", "python3", "py3", "ipython", "python3.11", "python3.12"}
 
@@ -336,7 +338,7 @@ def _dedent(line: str, width: int) -> str:
         i += 1
     return line[i:]
 
-# %% ../nbs/07_prompts.ipynb #2fd067b4
+# %% ../nbs/07_prompts.ipynb #d7b2b850
 def fenced_blocks(
     text: str,  # markdown text (an LLM answer)
 ) -> list[tuple[str, str]]:  # (language, code) per fenced block, in order
@@ -361,7 +363,7 @@ def code_blocks(text: str) -> list[str]:
     "The python (or unlabelled) fenced blocks of `text`, in order (see `fenced_blocks`)."
     return [code for lang, code in fenced_blocks(text) if lang in _PY_LABELS]
 
-# %% ../nbs/07_prompts.ipynb #7a170acb
+# %% ../nbs/07_prompts.ipynb #ef3917d4
 _CODE_START = re.compile(
     r"^[ \t]*(?:import\s|from\s+[\w.]+\s+import\b|class\s|def\s|async\s+def\s|@\w|#"
     r"|[A-Za-z_][\w.]*(?:\[[^\]]*\])?(?:\s*,\s*[A-Za-z_][\w.]*)*\s*(?::[^=\n]+)?(?:[-+*/%|&^]|//|\*\*)?=(?!=))")
@@ -387,7 +389,7 @@ def _docstring_then_code(text: str) -> bool:
     return any(not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant) and isinstance(b.value.value, str))
                for b in body)
 
-# %% ../nbs/07_prompts.ipynb #6fbd47fe
+# %% ../nbs/07_prompts.ipynb #b730b5ca
 def _trim(piece: str, start: re.Pattern) -> str:
     "`piece` from its first line of code on, without trailing prose when that makes it parse; '' if no code."
     lines = piece.split("\n")
@@ -402,7 +404,7 @@ def _trim(piece: str, start: re.Pattern) -> str:
     shorter = "\n".join(kept).rstrip()
     return shorter if shorter and shorter != code and _parses(shorter) else code
 
-# %% ../nbs/07_prompts.ipynb #ef3917d4
+# %% ../nbs/07_prompts.ipynb #c233f0ed
 def defines_environment(
     code: str,  # python source
 ) -> bool:      # True if it defines class Environment with methods set_state and step
@@ -416,7 +418,7 @@ def defines_environment(
             return {"set_state", "step"} <= names
     return False
 
-# %% ../nbs/07_prompts.ipynb #b730b5ca
+# %% ../nbs/07_prompts.ipynb #72f9ed07
 def _candidates(text: str, prefer=defines_environment) -> list[str]:
     lines, blocks = text.split("\n"), code_blocks(text)
     n = next((i for i, l in enumerate(lines) if _FENCE_LINE.match(l)), len(lines))   # text before the first fence
@@ -451,7 +453,7 @@ def _free_names(code: str) -> set:
 
 def _bound_names(code: str) -> set: return _names(code)[1]
 
-# %% ../nbs/07_prompts.ipynb #c233f0ed
+# %% ../nbs/07_prompts.ipynb #587565ba
 def extract_code(
     text: str | None,     # an LLM completion (pre-fill included)
     prefer=None,          # code -> bool: what the task asks for; None: `defines_environment`
@@ -463,7 +465,7 @@ def extract_code(
     if not cands: return None
     return max(cands, key=lambda c: (bool(prefer(c)), _parses(c), len(c)))
 
-# %% ../nbs/07_prompts.ipynb #c8fad4ae
+# %% ../nbs/07_prompts.ipynb #163b1c34
 _CODE_HEADINGS = re.compile(r"^(?:#{1,6}[ \t]*|\*\*)(?:the[ \t]+)?(?:corrected|correct|fixed|final)[ \t]+(?:program|code)\b.*$",
                             re.I | re.M)
 
