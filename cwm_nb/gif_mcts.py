@@ -21,7 +21,7 @@ __all__ = ['ACTION_TYPES', 'CHECKPOINT_FORMAT', 'GIFMCTSConfig', 'node_state', '
            'Node', 'SearchTree', 'evaluation_summary', 'FailedExpansion', 'SearchResult', 'SearchLoop', 'GIFMCTS',
            'best_path', 'action_stats', 'tree_layout', 'tree_to_networkx', 'plot_tree', 'plot_best_value']
 
-# %% ../nbs/08_gif_mcts.ipynb #efe9fdff
+# %% ../nbs/08_gif_mcts.ipynb #6cef623c
 ACTION_TYPES = ("generate", "improve", "fix")
 _LETTER = {"g": "generate", "i": "improve", "f": "fix"}
 _FIXES = ("fix_terminal_reexpand", "fix_terminal_value", "fix_improve_perfect", "fix_early_stop",
@@ -64,7 +64,7 @@ class GIFMCTSConfig:
                              "keep at least one of generate or improve (the ablations remove one at a time)")
         if self.L < 1 or self.f < 0: raise CwmNbError(f"GIFMCTSConfig: L={self.L}, f={self.f}", "use L >= 1 and f >= 0")
 
-# %% ../nbs/08_gif_mcts.ipynb #902a6367
+# %% ../nbs/08_gif_mcts.ipynb #4dc67c20
 @patch
 def fix(self: GIFMCTSConfig, name: str) -> bool:
     "Whether the fix `name` (one of the `fix_*` fields) is on."
@@ -81,7 +81,7 @@ def bug_values(self: GIFMCTSConfig) -> list[float]:
     "Temporary values of a buggy node indexed by fixes left: linspace(0, 0.99, f+1), [0.0] when f = 0 (paper, App. B)."
     return [float(v) for v in np.linspace(0.0, 0.99, self.max_fixes + 1)] if self.max_fixes > 0 else [0.0]
 
-# %% ../nbs/08_gif_mcts.ipynb #22487109
+# %% ../nbs/08_gif_mcts.ipynb #44cb7652
 def node_state(
     program: str,       # the child's full program
     parent_state: str,  # the parent's state (program prefix); "" at the root
@@ -94,7 +94,7 @@ def node_state(
     new = len(lines) - P
     return "\n".join(lines), new, new < L
 
-# %% ../nbs/08_gif_mcts.ipynb #673ec964
+# %% ../nbs/08_gif_mcts.ipynb #9cf4d3c1
 @dataclass
 class LinearValueModel:
     "Value of an untried action of one type from global and local value (paper, App. B); trained by SGD with lr 1/n."
@@ -120,7 +120,7 @@ class LinearValueModel:
         self.n += 1
         return pred, loss
 
-# %% ../nbs/08_gif_mcts.ipynb #af7fcbe6
+# %% ../nbs/08_gif_mcts.ipynb #22c26599
 def uct_visited(
     q: float,       # the child's worth Q
     n_parent: int,  # visits of the parent (>= 1)
@@ -141,7 +141,7 @@ def uct_new(
     "UCT score of an untried action: clipped predicted value plus a bonus over `k_same` expanded same-type siblings."
     return min(max(v_hat, 0.0), 1.0) + C * math.sqrt(math.log(n_parent) / (k_same + eps))
 
-# %% ../nbs/08_gif_mcts.ipynb #5643a443
+# %% ../nbs/08_gif_mcts.ipynb #2c9e7c75
 @dataclass
 class Node:
     "One node of the GIF-MCTS tree (the original's `CodeStateNode`)."
@@ -179,7 +179,7 @@ class Node:
     def sha256(self) -> str | None:
         return hashlib.sha256(self.program.encode()).hexdigest() if self.program else None
 
-# %% ../nbs/08_gif_mcts.ipynb #af8bbd1f
+# %% ../nbs/08_gif_mcts.ipynb #3ff00b7f
 class SearchTree:
     "State and rules of a GIF-MCTS tree: selection, expansion, value model, backpropagation, bug chains."
     def __init__(self, config: GIFMCTSConfig | None = None):
@@ -194,7 +194,7 @@ class SearchTree:
     @property
     def root(self) -> Node: return self.nodes[0]
 
-# %% ../nbs/08_gif_mcts.ipynb #1c43418a
+# %% ../nbs/08_gif_mcts.ipynb #e0737c69
 @patch
 def q(self: SearchTree, node: Node) -> float:
     "A child's worth as its parent sees it: `reward + γ·value` (fix_terminal_value) or `value` (original)."
@@ -219,7 +219,7 @@ def predicted_value(self: SearchTree, node: Node, t: str) -> float:
     "Clipped value-model prediction for an untried type-`t` action at `node`."
     return min(max(self.models[t].predict(self.global_value(t), self.local_value(node, t)), 0.0), 1.0)
 
-# %% ../nbs/08_gif_mcts.ipynb #34066d71
+# %% ../nbs/08_gif_mcts.ipynb #50fbdc3e
 @patch
 def selectable(self: SearchTree, cid: int | None) -> bool:
     "Whether a child slot can still be chosen: untried, or a subtree with something left to try."
@@ -243,7 +243,7 @@ def scores(self: SearchTree, node: Node) -> dict[str, float]:
             out[a] = uct_visited(self.q(ch), node.visits, ch.visits, cfg.C, cfg.eps)
     return out
 
-# %% ../nbs/08_gif_mcts.ipynb #8ba2c259
+# %% ../nbs/08_gif_mcts.ipynb #7742fd6a
 @patch
 def select(self: SearchTree, rng: np.random.Generator) -> tuple[list[int], str, int | None] | None:
     "Descend from the root; returns (path of node ids, chosen action, child id or None if untried), or None when nothing is left."
@@ -260,7 +260,7 @@ def select(self: SearchTree, rng: np.random.Generator) -> tuple[list[int], str, 
         if cid is None or self.nodes[cid].terminal: return path, a, cid
         node = self.nodes[cid]; path.append(cid)
 
-# %% ../nbs/08_gif_mcts.ipynb #85485c13
+# %% ../nbs/08_gif_mcts.ipynb #5999e76f
 @patch
 def _actions(self: SearchTree, n: Node) -> dict:
     "Initial actions of a freshly expanded node (paper, App. B)."
@@ -272,7 +272,7 @@ def _actions(self: SearchTree, n: Node) -> dict:
     if cfg.allow_improve and (n.failure is not None or not cfg.fix("fix_improve_perfect")): acts["i1"] = None
     return acts
 
-# %% ../nbs/08_gif_mcts.ipynb #64f610fc
+# %% ../nbs/08_gif_mcts.ipynb #1c396d6d
 @patch
 def backprop(self: SearchTree, path: list[int], visit_only: bool = False, value: float = 0.0):
     "Back up `value` from the last node of `path` to the root (the original's gif_mcts.py); visit-only keeps every mean."
@@ -282,7 +282,7 @@ def backprop(self: SearchTree, path: list[int], visit_only: bool = False, value:
         n.visits += 1
         value = n.reward + self.config.gamma * value
 
-# %% ../nbs/08_gif_mcts.ipynb #a4507a8f
+# %% ../nbs/08_gif_mcts.ipynb #75fab4c6
 @patch
 def chain(self: SearchTree, node: Node) -> list[Node]:
     "`node` and its ancestors up to the first one not made by a fix (the program that first raised)."
@@ -302,7 +302,7 @@ def check_for_bugs(self: SearchTree, parent: Node, child: Node):
         v = self.q(child)
         for n in self.chain(parent): n.value_sum, n.bug = v * n.visits, False
 
-# %% ../nbs/08_gif_mcts.ipynb #ce6a0a0a
+# %% ../nbs/08_gif_mcts.ipynb #f318615e
 @patch
 def expand(self: SearchTree,
            path: list[int],       # node ids from the root to the node the action is taken at
@@ -348,7 +348,7 @@ def expand(self: SearchTree,
     if parent.bug: self.check_for_bugs(parent, child)
     return child
 
-# %% ../nbs/08_gif_mcts.ipynb #49dfe463
+# %% ../nbs/08_gif_mcts.ipynb #a13205df
 @patch
 def _raw_state(self: SearchTree) -> dict:
     "The state without copying (shares the live containers; for serialisation only)."
@@ -371,7 +371,7 @@ def from_state_dict(cls: SearchTree, d: dict, config: GIFMCTSConfig) -> SearchTr
     tree.model_trace = list(d["model_trace"])
     return tree
 
-# %% ../nbs/08_gif_mcts.ipynb #6e3f497b
+# %% ../nbs/08_gif_mcts.ipynb #ccb03266
 def _plain(x: Any) -> Any:
     try: return to_plain(x)
     except TypeError:
@@ -391,7 +391,7 @@ def evaluation_summary(ev: Any) -> dict:
     return dict(accuracy=acc, bug=bug, error=(ev.error or "the program raised an unknown error") if bug else ev.error,
                 failure=_plain(fails[0]) if fails else None, perfect=perfect and not bug, evaluation=full)
 
-# %% ../nbs/08_gif_mcts.ipynb #283fad4d
+# %% ../nbs/08_gif_mcts.ipynb #86073d8e
 @dataclass
 class FailedExpansion:
     """The 'evaluation' of a call that produced no program: its prompt could not fit the context window or the
@@ -404,7 +404,7 @@ class FailedExpansion:
     perfect: bool = False
     def to_dict(self) -> dict: return dict(failed_request=self.error, accuracy=0.0, bug=True)
 
-# %% ../nbs/08_gif_mcts.ipynb #f384dfde
+# %% ../nbs/08_gif_mcts.ipynb #9178723d
 def _default_cot(llm: Any) -> bool:
     "Whether `llm` should get the reasoning-section prompts: True for chat models, False for base (completion) models."
     seen = 0
@@ -421,7 +421,7 @@ def _usage(llm: Any) -> dict:
     u = getattr(llm, "usage", None)
     return {k: getattr(u, k, 0) or 0 for k in ("retries", "refused", "cost_usd")}
 
-# %% ../nbs/08_gif_mcts.ipynb #f97008bf
+# %% ../nbs/08_gif_mcts.ipynb #d2c04a97
 @dataclass
 class SearchResult:
     "What a search returns (JSON-safe via `to_dict`)."
@@ -444,7 +444,7 @@ class SearchResult:
 
     def to_dict(self) -> dict: return to_plain(asdict(self))
 
-# %% ../nbs/08_gif_mcts.ipynb #7a440825
+# %% ../nbs/08_gif_mcts.ipynb #b9db92ef
 class SearchLoop:
     """What every program search in cwm-nb shares (GIF-MCTS here, WorldCoder and zero-shot CoT in 09_baselines):
     one LLM call per step, the program extracted and scored by `evaluate` (the sandbox), the accounting per call
@@ -484,7 +484,7 @@ class SearchLoop:
         self.timing = dict(llm_s=0.0, evaluate_s=0.0, search_s=0.0, checkpoint_s=0.0)
         if self.checkpoint is not None and self.checkpoint.exists(): self.load(self.checkpoint)
 
-# %% ../nbs/08_gif_mcts.ipynb #0812d88a
+# %% ../nbs/08_gif_mcts.ipynb #c7b1cbb6
 @patch
 def _init_search(self: SearchLoop):
     "Create the method's empty search state (a tree, a list of programs)."
@@ -500,7 +500,7 @@ def node_at(self: SearchLoop, where: Any) -> Any:
     "The node a planned call (`where`, as `plan` returned it) starts from."
     raise NotImplementedError
 
-# %% ../nbs/08_gif_mcts.ipynb #39e97b32
+# %% ../nbs/08_gif_mcts.ipynb #1aab8239
 @patch
 def add_child(self: SearchLoop, where: Any, t: str, program: str, summary: dict, critique: str | None, call: int,
               tokens: tuple[int, int]) -> Any:
@@ -527,7 +527,7 @@ def export_tree(self: SearchLoop) -> dict:
     "The search as JSON-safe data in the tree.json layout."
     raise NotImplementedError
 
-# %% ../nbs/08_gif_mcts.ipynb #12b0da1c
+# %% ../nbs/08_gif_mcts.ipynb #179b3f49
 @patch
 def messages(self: SearchLoop, node: Any, t: str, compact: int = 0) -> list[dict]:
     """The prompt of action type `t` at `node`: generate continues the node's state (`node.code`; a node without
@@ -553,7 +553,7 @@ def shorter(self: SearchLoop, where: Any, t: str, compact: int) -> list[dict]:
     "The planned call's prompt rebuilt at shortening level `compact` (for a small context window)."
     return self.messages(self.node_at(where), t, compact=compact)
 
-# %% ../nbs/08_gif_mcts.ipynb #a2def818
+# %% ../nbs/08_gif_mcts.ipynb #90079def
 @patch
 def ask(self: SearchLoop, where: Any, t: str, msgs: list[dict], n: int) -> tuple[Any, str | None, int]:
     """Call the LLM for the planned prompt `msgs`: shortened (`shorter`) while it does not fit the model's known
@@ -583,7 +583,7 @@ def ask(self: SearchLoop, where: Any, t: str, msgs: list[dict], n: int) -> tuple
             return None, e.what, level
     return None, "the prompt does not fit the model's context window", MAX_COMPACT
 
-# %% ../nbs/08_gif_mcts.ipynb #e6b04377
+# %% ../nbs/08_gif_mcts.ipynb #cf75e847
 @patch
 def step(self: SearchLoop) -> Any | None:
     "Make one LLM call, score its program, record it; returns the new node, or None (stop_reason 'exhausted') when `plan` has nothing left."
@@ -635,7 +635,7 @@ def step(self: SearchLoop) -> Any | None:
         self.timing["checkpoint_s"] += time.perf_counter() - t5
     return child
 
-# %% ../nbs/08_gif_mcts.ipynb #26f30f33
+# %% ../nbs/08_gif_mcts.ipynb #70a787c4
 @patch
 def run(self: SearchLoop,
         budget: int,  # total LLM calls the search may have made when it returns (a resumed search counts its earlier calls)
@@ -669,7 +669,7 @@ def result(self: SearchLoop) -> SearchResult:
                         tree["stats"], self.stop_reason or "", self.best_node, self.cached_calls, dict(self.timing),
                         self.failed_calls, self.compacted_calls, dict(self.spent))
 
-# %% ../nbs/08_gif_mcts.ipynb #5e058fbb
+# %% ../nbs/08_gif_mcts.ipynb #32f76203
 @patch
 def _identity(self: SearchLoop) -> dict:
     "What must match for a checkpoint to be resumed by this object."
@@ -696,7 +696,7 @@ def save(self: SearchLoop, path: str | Path) -> Path:
     "Write the state to `path` atomically (JSON; `atomic_write_json` converts it to plain data once)."
     return atomic_write_json(path, self._raw_state(), indent=None)
 
-# %% ../nbs/08_gif_mcts.ipynb #933a24db
+# %% ../nbs/08_gif_mcts.ipynb #d500c687
 @patch
 def load(self: SearchLoop, path: str | Path):
     "Restore the state written by `save`. Raises `CwmNbError` for an unreadable file or a checkpoint of another search."
@@ -726,7 +726,7 @@ def load(self: SearchLoop, path: str | Path):
     for k in ("failed_calls", "compacted_calls", "refused_in_a_row"): setattr(self, k, int(d.get(k) or 0))  # older checkpoints: 0
     self.spent.update(d.get("spent") or {})
 
-# %% ../nbs/08_gif_mcts.ipynb #40768f7b
+# %% ../nbs/08_gif_mcts.ipynb #7be5aec7
 CHECKPOINT_FORMAT = "cwm-nb/gif-mcts-checkpoint/1"
 
 class GIFMCTS(SearchLoop):
@@ -769,7 +769,7 @@ class GIFMCTS(SearchLoop):
         "Run one simulation (one LLM call); returns the new node, or None when nothing is left to try."
         return self.step()
 
-# %% ../nbs/08_gif_mcts.ipynb #31bc9360
+# %% ../nbs/08_gif_mcts.ipynb #9b34ff03
 @patch
 def export_tree(self: GIFMCTS) -> dict:
     "The tree as JSON-safe data: the nodes reachable from the root, their programs by sha256, the best path, statistics."
@@ -804,7 +804,7 @@ def _search_state(self: GIFMCTS) -> dict: return dict(tree=self.tree._raw_state(
 @patch
 def _restore_search(self: GIFMCTS, d: dict): self.tree = SearchTree.from_state_dict(d["tree"], self.config)
 
-# %% ../nbs/08_gif_mcts.ipynb #b846d7ee
+# %% ../nbs/08_gif_mcts.ipynb #d7a6716d
 def best_path(tree: dict, best_node: int | None) -> list[int]:
     "Node ids from the root to `best_node` (empty if None)."
     if best_node is None: return []
@@ -826,7 +826,7 @@ def action_stats(tree: dict) -> dict:
         out[f"best_path_{t}"] = cp[t]; out[f"best_path_frac_{t}"] = cp[t] / len(path) if path else 0.0
     return out
 
-# %% ../nbs/08_gif_mcts.ipynb #b4fa79e8
+# %% ../nbs/08_gif_mcts.ipynb #24738998
 def tree_layout(tree: dict) -> dict[int, tuple[float, float]]:
     "Tidy (x, y) positions: leaves at consecutive x in depth-first order, parents centred, y = -depth."
     nodes = {n["id"]: n for n in tree["nodes"]}
@@ -851,7 +851,7 @@ def tree_to_networkx(tree: dict):
         if n["parent"] is not None and n["parent"] in g: g.add_edge(n["parent"], n["id"], action=n["action"])
     return g
 
-# %% ../nbs/08_gif_mcts.ipynb #de6787fb
+# %% ../nbs/08_gif_mcts.ipynb #0d37373b
 def plot_tree(
     tree: dict,            # an exported tree (`SearchResult.tree` or tree.json)
     ax=None,               # matplotlib Axes; None: a new figure
