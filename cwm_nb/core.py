@@ -15,7 +15,7 @@ __all__ = ['PROVENANCE_PACKAGES', 'CwmNbError', 'Program', 'Transition', 'to_pla
            'atomic_write_json', 'project_root', 'data_dir', 'cache_dir', 'git_commit', 'provenance', 'derive_seed',
            'make_rng']
 
-# %% ../nbs/00_core.ipynb #2214b950
+# %% ../nbs/00_core.ipynb #c7159d0a
 class CwmNbError(Exception):
     "A user-facing error: the message says what happened and what to do."
     def __init__(self,
@@ -25,7 +25,7 @@ class CwmNbError(Exception):
         self.what, self.todo = what, todo
         super().__init__(what + (f"\n  What to do: {todo}" if todo else ""))
 
-# %% ../nbs/00_core.ipynb #c7159d0a
+# %% ../nbs/00_core.ipynb #9b1e32bc
 @dataclass(frozen=True)
 class Program:
     "Source text of an LLM-written program, identified by the SHA-256 of that text."
@@ -39,7 +39,7 @@ class Program:
     @property
     def n_lines(self) -> int: return len(self.source.splitlines())
 
-# %% ../nbs/00_core.ipynb #9b1e32bc
+# %% ../nbs/00_core.ipynb #238d6947
 @dataclass
 class Transition:
     "One environment step. `obs`/`next_obs` are the environment's own observation type (e.g. float32 (4,) for CartPole)."
@@ -53,7 +53,7 @@ class Transition:
     @property
     def done(self) -> bool: return bool(self.terminated or self.truncated)
 
-# %% ../nbs/00_core.ipynb #238d6947
+# %% ../nbs/00_core.ipynb #19f25180
 def to_plain(x: Any) -> Any:
     "Convert numpy arrays/scalars, tuples and dicts to JSON-safe plain Python data. Raises `TypeError` for other objects."
     if x is None or type(x) in (bool, int, float, str): return x
@@ -70,7 +70,7 @@ def to_plain(x: Any) -> Any:
             if isinstance(x, t): return t(x)
     raise TypeError(f"cannot convert {type(x).__name__} to plain data")
 
-# %% ../nbs/00_core.ipynb #19f25180
+# %% ../nbs/00_core.ipynb #a9c423a8
 def _umask() -> int:
     "The process's file-creation mask (read by setting it and putting it back)."
     m = os.umask(0o022); os.umask(m); return m
@@ -89,6 +89,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
         raise
     return path
 
+# %% ../nbs/00_core.ipynb #987eec53
 def atomic_write_text(path: str | Path, text: str) -> Path:
     "Write UTF-8 `text` to `path` atomically."
     return atomic_write_bytes(path, text.encode())
@@ -97,7 +98,7 @@ def atomic_write_json(path: str | Path, obj: Any, indent: int | None = 1) -> Pat
     "Write `obj` (converted with `to_plain`) as JSON to `path` atomically."
     return atomic_write_text(path, json.dumps(to_plain(obj), indent=indent, sort_keys=False) + "\n")
 
-# %% ../nbs/00_core.ipynb #b235d078
+# %% ../nbs/00_core.ipynb #115c8287
 def project_root() -> Path:
     "The repository root (the folder with `settings.ini`), found from this file; the current directory as a fallback."
     for d in [Path(__file__).resolve().parent, *Path(__file__).resolve().parents]:
@@ -114,7 +115,7 @@ def cache_dir() -> Path:
     d.mkdir(parents=True, exist_ok=True)
     return d
 
-# %% ../nbs/00_core.ipynb #4094be12
+# %% ../nbs/00_core.ipynb #66c8feaf
 PROVENANCE_PACKAGES = ("gymnasium", "mujoco", "numpy", "llama_cpp_python", "openai", "transformers", "papermill")
 
 def git_commit(root: str | Path | None = None) -> str | None:
@@ -137,6 +138,7 @@ def git_commit(root: str | Path | None = None) -> str | None:
         return sha + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
     except (OSError, subprocess.SubprocessError): return None
 
+# %% ../nbs/00_core.ipynb #59c466da
 def provenance() -> dict:
     "What a result came from, as plain data: cwm-nb's version, `git_commit()`, Python's and `PROVENANCE_PACKAGES`' versions (None: not installed)."
     import platform
@@ -148,7 +150,7 @@ def provenance() -> dict:
     return dict(cwm_nb=__version__, git_commit=git_commit(), python=platform.python_version(),
                 packages={p: v(p) for p in PROVENANCE_PACKAGES})
 
-# %% ../nbs/00_core.ipynb #38fbbc6b
+# %% ../nbs/00_core.ipynb #fc2a7a7f
 def derive_seed(seed: int, *names: Any) -> int:
     "A 63-bit seed derived from `seed` and `names` by SHA-256 (stable across runs and Python versions)."
     h = hashlib.sha256(json.dumps([int(seed), *map(str, names)]).encode()).digest()

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable
 from urllib.parse import urlparse
+from fastcore.basics import patch
 from .core import CwmNbError, cache_dir, derive_seed
 
 # %% auto #0
@@ -24,7 +25,7 @@ __all__ = ['ROLES', 'PRICES_PER_MTOK', 'PREFILL_MODES', 'CONTEXT_TOKENS', 'REASO
 # %% ../nbs/01_llm.ipynb #1b562286
 _log = logging.getLogger("cwm_nb.llm")
 
-# %% ../nbs/01_llm.ipynb #6dc44aca
+# %% ../nbs/01_llm.ipynb #e521b5a0
 @dataclass
 class Completion:
     "One model answer. `text` includes the assistant pre-fill when the last message was one."
@@ -36,7 +37,7 @@ class Completion:
     model: str = ""                    # name of the LLM that produced it (`LLM.name`)
     finish_reason: str | None = None   # "stop", "length", ... as the backend reported it
 
-# %% ../nbs/01_llm.ipynb #8c5ed931
+# %% ../nbs/01_llm.ipynb #90af7b04
 ROLES = ("system", "user", "assistant")
 
 def check_messages(messages: list[dict]) -> list[dict]:
@@ -51,7 +52,7 @@ def prefill_of(messages: list[dict]) -> str:
     "The assistant pre-fill: the content of the last message if its role is assistant, else ''."
     return messages[-1]["content"] if messages[-1]["role"] == "assistant" else ""
 
-# %% ../nbs/01_llm.ipynb #133b4e4b
+# %% ../nbs/01_llm.ipynb #f4c9c409
 def render_plain(messages: list[dict]) -> str:
     "Render chat `messages` as one plain-text prompt: contents joined by blank lines, ending with the pre-fill (if any)."
     check_messages(messages)
@@ -59,7 +60,7 @@ def render_plain(messages: list[dict]) -> str:
     if messages[-1]["role"] == "assistant": return "\n\n".join(parts)
     return "\n\n".join(parts) + "\n\n"
 
-# %% ../nbs/01_llm.ipynb #bea26e4f
+# %% ../nbs/01_llm.ipynb #74da881e
 #: USD per million (prompt, completion) tokens; OpenAI list prices as published in 2024. Override with `price=`.
 PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
     "gpt-4-turbo": (10.0, 30.0),
@@ -72,6 +73,7 @@ def price_of(model: str) -> tuple[float, float] | None:
     "USD per million (prompt, completion) tokens for an OpenAI model name (with or without `openai:`), or None."
     return PRICES_PER_MTOK.get(model.split(":", 1)[1] if model.startswith("openai:") else model)
 
+# %% ../nbs/01_llm.ipynb #7bf58fa2
 @dataclass
 class Usage:
     "Calls, tokens, wall time and money spent by one `LLM` object."
@@ -98,7 +100,7 @@ class Usage:
         return Usage(**{f.name: getattr(self, f.name) - getattr(other, f.name) for f in fields(self)})
     def to_dict(self) -> dict: return asdict(self)
 
-# %% ../nbs/01_llm.ipynb #d8814879
+# %% ../nbs/01_llm.ipynb #c1ad5c64
 PREFILL_MODES = ("continue", "user")
 
 @dataclass
@@ -122,7 +124,7 @@ class EndpointCaps:
 
     def to_dict(self) -> dict: return asdict(self)
 
-# %% ../nbs/01_llm.ipynb #057f95b7
+# %% ../nbs/01_llm.ipynb #d3aef1dc
 _CAP_ALIASES = {"context": "context_tokens", "max_tokens": "max_tokens_param"}
 
 def parse_caps(
@@ -148,7 +150,7 @@ def parse_caps(
         else: out[k] = v
     return EndpointCaps(**out)
 
-# %% ../nbs/01_llm.ipynb #74da881e
+# %% ../nbs/01_llm.ipynb #9240ed81
 CONTEXT_TOKENS: dict[str, int] = {   # published context windows, by model-name prefix (longest prefix wins)
     "gpt-4-turbo": 128_000, "gpt-4o": 128_000, "gpt-4.1": 1_047_576, "gpt-5": 400_000,
     "o1": 200_000, "o3": 200_000, "o4": 200_000,
@@ -176,7 +178,7 @@ def caps_for(
                             context_tokens=ctx)
     return EndpointCaps(prefill="user", context_tokens=ctx)
 
-# %% ../nbs/01_llm.ipynb #2bb9acca
+# %% ../nbs/01_llm.ipynb #c89b8825
 def prefill_to_user(
     messages: list[dict],  # chat messages ending with an assistant pre-fill
 ) -> list[dict]:           # the messages without the pre-fill, the last user turn asking for it in words
@@ -197,6 +199,7 @@ def prefill_to_user(
     else: msgs.append(dict(role="user", content=ask))
     return msgs
 
+# %% ../nbs/01_llm.ipynb #d985db7a
 _FENCE_LINE = re.compile(r"^[ \t]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)?(?:`{3,}|~{3,})[ \t]*(\S*)", re.M)
 _CODE_LIKE = re.compile(r"^(?:[ \t]+\S|(?:import|from|class|def|return|if|for|while|with|try|@)\b|[\w.\[\]]+\s*(?:=|\())")
 
@@ -218,7 +221,7 @@ def join_prefill(
         return prefill.rstrip("\n") + "\n```\n\n" + answer
     return prefill + answer
 
-# %% ../nbs/01_llm.ipynb #deccc016
+# %% ../nbs/01_llm.ipynb #26e4d859
 @dataclass
 class Request:
     "One request as sent: messages and params (the cache key), and how to read the answer."
@@ -245,7 +248,7 @@ def shape_request(
     if not caps.seed: p["no_seed"] = True
     return Request(messages, p, pre, continued)
 
-# %% ../nbs/01_llm.ipynb #d3aef1dc
+# %% ../nbs/01_llm.ipynb #bb16a546
 def estimate_tokens(
     messages: list[dict],                 # chat messages
     tokens_per_char: float | None = None, # the endpoint's measured ratio; None: 1/3
@@ -254,7 +257,7 @@ def estimate_tokens(
     chars = sum(len(m["content"]) for m in messages)
     return math.ceil(chars * (tokens_per_char or 1 / 3) * (1.05 if tokens_per_char else 1.0)) + 8 * len(messages)
 
-# %% ../nbs/01_llm.ipynb #381dd072
+# %% ../nbs/01_llm.ipynb #e9858785
 class RequestRefused(CwmNbError):
     "The endpoint refused this request (HTTP 400-class); the same request cannot succeed."
     def __init__(self, what: str, todo: str = "", *, status: int = 400, message: str = "", param: str | None = None,
@@ -277,6 +280,7 @@ class RequestRefused(CwmNbError):
 class ContextWindowExceeded(RequestRefused):
     "The prompt and the completion cap do not fit the model's context window."
 
+# %% ../nbs/01_llm.ipynb #96165b5a
 _CONTEXT = re.compile(r"context[ _](?:length|window|size)|maximum context|too many tokens|prompt is too long|n_ctx"
                       r"|exceeds? the (?:available )?context", re.I)
 _WINDOW = [re.compile(p, re.I) for p in (r"maximum context length is (\d+)", r"context (?:length|window|size) (?:of |is )?\(?(\d+)",
@@ -293,6 +297,7 @@ def _first_int(pats, text):
         if m := p.search(text): return int(m.group(1))
     return None
 
+# %% ../nbs/01_llm.ipynb #043bb8fb
 def classify_refusal(
     status: int,              # HTTP status
     message: str,             # the provider's error message
@@ -319,6 +324,7 @@ def classify_refusal(
                           "read the provider's message above; if it names a setting, change it (e.g. --endpoint-caps)",
                           status=status, message=msg, param=param)
 
+# %% ../nbs/01_llm.ipynb #569335f1
 def learn_from_refusal(
     caps: EndpointCaps,     # the endpoint's caps, changed in place
     r: RequestRefused,      # what it refused
@@ -345,11 +351,12 @@ def learn_from_refusal(
         caps.seed = False; return "seed not sent"
     return None
 
-# %% ../nbs/01_llm.ipynb #b987bd89
+# %% ../nbs/01_llm.ipynb #321c9e7b
 def request_seed(seed: int, draw: int) -> int:
     "The sampling seed sent to a backend for call number `draw` of a run seeded with `seed` (0 <= s < 2**31)."
     return derive_seed(seed, "llm-draw", draw) % 2**31
 
+# %% ../nbs/01_llm.ipynb #6e1b43ea
 class LLM:
     "Base class: a named model that turns chat messages into a `Completion`, with `usage` accounting."
     price: tuple[float, float] | None = None  # USD per million (prompt, completion) tokens, if known
@@ -381,21 +388,24 @@ class LLM:
         check_messages(messages)
         return self._answer(messages, self.sampling_params(max_tokens, temperature, top_p, stop), seed, draw)
 
-    # -- what a backend provides ------------------------------------------------------------------------------
-    def prepare(self, messages: list[dict], params: dict) -> Request:
-        "The request sent for `messages` and `params`: `shape_request` with this endpoint's `caps`."
-        return shape_request(messages, params, self.caps)
-
-    def send(self, req: Request, *, seed: int, draw: int) -> Completion:
-        "One request to the model; `text` is the answer to `req.messages`, their own pre-fill in front."
-        return self._complete(req.messages, req.params, seed=seed, draw=draw)
-
-    def _complete(self, messages: list[dict], params: dict, *, seed: int, draw: int) -> Completion:
-        raise NotImplementedError
-
     def __repr__(self): return f"{type(self).__name__}({self.name!r})"
 
-# %% ../nbs/01_llm.ipynb #3b40d3b3
+# %% ../nbs/01_llm.ipynb #0e067123
+@patch
+def prepare(self: LLM, messages: list[dict], params: dict) -> Request:
+    "The request sent for `messages` and `params`: `shape_request` with this endpoint's `caps`."
+    return shape_request(messages, params, self.caps)
+
+@patch
+def send(self: LLM, req: Request, *, seed: int, draw: int) -> Completion:
+    "One request to the model; `text` is the answer to `req.messages`, their own pre-fill in front."
+    return self._complete(req.messages, req.params, seed=seed, draw=draw)
+
+@patch
+def _complete(self: LLM, messages: list[dict], params: dict, *, seed: int, draw: int) -> Completion:
+    raise NotImplementedError
+
+# %% ../nbs/01_llm.ipynb #637b7b2e
 def _request_record(llm: LLM, req: Request, seed: int, draw: int) -> dict:
     return dict(model=llm.name, endpoint=llm.cache_name, messages=req.messages, params=req.params, seed=seed, draw=draw)
 
@@ -422,6 +432,7 @@ def _remember_caps(self: LLM, before: dict | None = None):
     if self.cache is not None and self.caps.to_dict() != before:
         self.cache.put_caps(self.cache_name, self.caps.to_dict(), self.adjustments)
 
+# %% ../nbs/01_llm.ipynb #cb8bde66
 def _answer(self: LLM, messages: list[dict], params: dict, seed: int, draw: int) -> Completion:
     for _ in range(8):                    # each pass answers, or corrects the shape after a refusal
         req = self.prepare(messages, params)
@@ -466,6 +477,7 @@ def _answer(self: LLM, messages: list[dict], params: dict, seed: int, draw: int)
         return c
     raise CwmNbError(f"{self.name} kept refusing the corrected requests", "set the endpoint's capabilities with --endpoint-caps")
 
+# %% ../nbs/01_llm.ipynb #0106ad0e
 def _answered_in_new_turn(self: LLM, req: Request, c: Completion) -> bool:
     """Whether an endpoint asked to continue a pre-fill that opens a code block answered in a new turn instead:
     nothing before the stop at the closing fence (a new turn opens with a fence). Chat endpoints only."""
@@ -483,7 +495,7 @@ LLM.remember_caps = _remember_caps
 LLM.cache_name = property(lambda self: getattr(self, "_cache_name", None) or self.name,
                           doc="The endpoint's identity in the response cache: its name (and the URL of an HTTP endpoint)")
 
-# %% ../nbs/01_llm.ipynb #5f7c81c0
+# %% ../nbs/01_llm.ipynb #7e2f640c
 class ScriptedLLM(LLM):
     "Test double answering from a list (in call order) or a function `(messages, draw) -> str`. Not a model."
     counts_tokens = False   # its token counts are words
@@ -507,7 +519,7 @@ class ScriptedLLM(LLM):
         return Completion(text, prompt_tokens=sum(len(m["content"].split()) for m in messages),
                           completion_tokens=len(out.split()), finish_reason="stop")
 
-# %% ../nbs/01_llm.ipynb #3d34845e
+# %% ../nbs/01_llm.ipynb #658c5df8
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 
 def is_local_url(url: str) -> bool:
@@ -543,7 +555,7 @@ def _param(e: Exception) -> str | None:
     p = body.get("param") if isinstance(body, dict) else None
     return p if isinstance(p, str) else None
 
-# %% ../nbs/01_llm.ipynb #a4de4c92
+# %% ../nbs/01_llm.ipynb #90ec58da
 class OpenAICompatibleLLM(LLM):
     """An OpenAI-compatible HTTP endpoint (OpenAI, vLLM, Ollama, llama.cpp server, routers) in chat or completion
     mode. Raises `CwmNbError` at construction if a remote endpoint has no key; `complete` raises `RequestRefused`
@@ -597,12 +609,14 @@ class OpenAICompatibleLLM(LLM):
                     temperature=d["temperature"] if temperature is None else temperature,
                     top_p=d["top_p"] if top_p is None else top_p, stop=list(stop or []))
 
-    def backoff(self, attempt: int, retry_after: float | None = None) -> float:
-        "Seconds to wait before retry number `attempt` (0-based): exponential with jitter, at least `retry_after` (≤ 600 s)."
-        w = min(self.backoff_max_s, self.backoff_s * 2**attempt) * random.uniform(0.75, 1.25)
-        return max(w, min(retry_after or 0.0, 600.0))
+# %% ../nbs/01_llm.ipynb #6ca2e09c
+@patch
+def backoff(self: OpenAICompatibleLLM, attempt: int, retry_after: float | None = None) -> float:
+    "Seconds to wait before retry number `attempt` (0-based): exponential with jitter, at least `retry_after` (≤ 600 s)."
+    w = min(self.backoff_max_s, self.backoff_s * 2**attempt) * random.uniform(0.75, 1.25)
+    return max(w, min(retry_after or 0.0, 600.0))
 
-# %% ../nbs/01_llm.ipynb #41e62903
+# %% ../nbs/01_llm.ipynb #936cf108
 def _request(self: OpenAICompatibleLLM, req: Request, seed: int) -> Completion:
     p, pre = req.params, prefill_of(req.messages)
     kw = {k: p[k] for k in ("max_tokens", "max_completion_tokens", "temperature", "top_p") if k in p}
@@ -627,6 +641,7 @@ def _request(self: OpenAICompatibleLLM, req: Request, seed: int) -> Completion:
     return Completion(pre + text, prompt_tokens=(u.prompt_tokens or 0) if u else 0,
                       completion_tokens=(u.completion_tokens or 0) if u else 0, finish_reason=ch.finish_reason)
 
+# %% ../nbs/01_llm.ipynb #d96bce82
 def _connection_refused(e: BaseException) -> bool:
     "Whether a connection error was a refused connection (nobody listens), not a reset or a dropped answer."
     seen = 0
@@ -635,6 +650,7 @@ def _connection_refused(e: BaseException) -> bool:
         e, seen = e.__cause__ or e.__context__, seen + 1
     return False
 
+# %% ../nbs/01_llm.ipynb #8c2df4f6
 def _send(self: OpenAICompatibleLLM, req: Request, *, seed: int, draw: int) -> Completion:
     import openai
     where = f"the LLM endpoint {self.base_url} (model {self.model!r})"
@@ -676,7 +692,7 @@ def _send(self: OpenAICompatibleLLM, req: Request, *, seed: int, draw: int) -> C
 
 OpenAICompatibleLLM.send = _send
 
-# %% ../nbs/01_llm.ipynb #96165b5a
+# %% ../nbs/01_llm.ipynb #cb3e999b
 EMBEDDED_ALIAS = "gemma-3-270m-q4_k_m"
 
 def embedded_model_path() -> Path:
@@ -695,7 +711,7 @@ def embedded_model_path() -> Path:
                 if tmp.exists(): tmp.unlink()
     return target
 
-# %% ../nbs/01_llm.ipynb #2ad111db
+# %% ../nbs/01_llm.ipynb #f3d292ae
 _SERVE = """
 import os, sys, threading, time, runpy
 ppid = os.getppid()
@@ -728,6 +744,7 @@ def free_port(host: str = "127.0.0.1") -> int:
     "A TCP port on `host` that was free a moment ago."
     with socket.socket() as s: s.bind((host, 0)); return s.getsockname()[1]
 
+# %% ../nbs/01_llm.ipynb #6debd725
 class EmbeddedServer:
     "llama-cpp-python's OpenAI-compatible server for a GGUF model, as a child process on 127.0.0.1."
     def __init__(self,
@@ -753,69 +770,78 @@ class EmbeddedServer:
     @property
     def alive(self) -> bool: return self.proc is not None and self.proc.poll() is None
 
-    def start(self) -> EmbeddedServer:
-        "Start the server and wait until `GET /v1/models` answers. Raises `CwmNbError` if it does not come up."
-        if self.alive: return self
-        self.model_path = self.model_path or embedded_model_path()
-        for attempt in range(3):  # a free port can be taken between finding and binding it: then try another
-            self.port = self.requested_port or free_port(self.host)
-            logs = cache_dir()/"logs"; logs.mkdir(parents=True, exist_ok=True)
-            fd, lp = tempfile.mkstemp(dir=logs, prefix=f"llama_server_{self.port}_", suffix=".log")
-            self.log_path = Path(lp)
-            cmd = [sys.executable, "-c", _SERVE, "--model", str(self.model_path), "--model_alias", self.alias,
-                   "--host", self.host, "--port", str(self.port), "--n_ctx", str(self.n_ctx),
-                   "--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads),
-                   "--logits_all", "false", "--verbose", "false"]
-            with os.fdopen(fd, "w") as logf:
-                self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                                             env=dict(os.environ, CWM_NB_SERVER_LOG=str(self.log_path)))
-            _LIVE_SERVERS.add(self)
-            if self._wait_ready(): return self
-            if attempt == 2 or self.alive or self.requested_port or "address already in use" not in self.log_tail().lower(): break
-            self.stop()
-        tail = self.log_tail()
-        self.stop(keep_log=True)
-        raise CwmNbError(f"the embedded model server did not start (log: {self.log_path}):\n{tail}",
-                         "check that llama-cpp-python[server] is installed in this environment "
-                         "(`pip install -e .`), or use another model with --model / --base-url")
+# %% ../nbs/01_llm.ipynb #dbc81204
+@patch
+def start(self: EmbeddedServer) -> EmbeddedServer:
+    "Start the server and wait until `GET /v1/models` answers. Raises `CwmNbError` if it does not come up."
+    if self.alive: return self
+    self.model_path = self.model_path or embedded_model_path()
+    for attempt in range(3):  # a free port can be taken between finding and binding it: then try another
+        self.port = self.requested_port or free_port(self.host)
+        logs = cache_dir()/"logs"; logs.mkdir(parents=True, exist_ok=True)
+        fd, lp = tempfile.mkstemp(dir=logs, prefix=f"llama_server_{self.port}_", suffix=".log")
+        self.log_path = Path(lp)
+        cmd = [sys.executable, "-c", _SERVE, "--model", str(self.model_path), "--model_alias", self.alias,
+               "--host", self.host, "--port", str(self.port), "--n_ctx", str(self.n_ctx),
+               "--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads),
+               "--logits_all", "false", "--verbose", "false"]
+        with os.fdopen(fd, "w") as logf:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                                         env=dict(os.environ, CWM_NB_SERVER_LOG=str(self.log_path)))
+        _LIVE_SERVERS.add(self)
+        if self._wait_ready(): return self
+        if attempt == 2 or self.alive or self.requested_port or "address already in use" not in self.log_tail().lower(): break
+        self.stop()
+    tail = self.log_tail()
+    self.stop(keep_log=True)
+    raise CwmNbError(f"the embedded model server did not start (log: {self.log_path}):\n{tail}",
+                     "check that llama-cpp-python[server] is installed in this environment "
+                     "(`pip install -e .`), or use another model with --model / --base-url")
 
-    def _wait_ready(self) -> bool:
-        import httpx
-        t_end = time.monotonic() + self.startup_timeout_s
-        while time.monotonic() < t_end:
-            if not self.alive: return False
-            try:
-                if httpx.get(f"{self.url}/models", timeout=2.0).status_code == 200: return True
-            except httpx.HTTPError: pass
-            time.sleep(0.1)
-        return False
+@patch
+def _wait_ready(self: EmbeddedServer) -> bool:
+    import httpx
+    t_end = time.monotonic() + self.startup_timeout_s
+    while time.monotonic() < t_end:
+        if not self.alive: return False
+        try:
+            if httpx.get(f"{self.url}/models", timeout=2.0).status_code == 200: return True
+        except httpx.HTTPError: pass
+        time.sleep(0.1)
+    return False
 
-    def log_tail(self, n: int = 2000) -> str:
-        "The last `n` characters of the server's log."
-        try: return self.log_path.read_text(errors="replace")[-n:] if self.log_path else ""
-        except OSError: return ""
+# %% ../nbs/01_llm.ipynb #b4489087
+@patch
+def log_tail(self: EmbeddedServer, n: int = 2000) -> str:
+    "The last `n` characters of the server's log."
+    try: return self.log_path.read_text(errors="replace")[-n:] if self.log_path else ""
+    except OSError: return ""
 
-    def stop(self, keep_log: bool = False):
-        "Stop the server (SIGTERM, then SIGKILL after 10 s) and remove its log."
-        p, self.proc = self.proc, None
-        if p is not None and p.poll() is None:
-            p.terminate()
-            try: p.wait(10)
-            except subprocess.TimeoutExpired: p.kill(); p.wait()
-        _LIVE_SERVERS.discard(self)
-        if self.log_path and not keep_log:
-            self.log_path.unlink(missing_ok=True)
+@patch
+def stop(self: EmbeddedServer, keep_log: bool = False):
+    "Stop the server (SIGTERM, then SIGKILL after 10 s) and remove its log."
+    p, self.proc = self.proc, None
+    if p is not None and p.poll() is None:
+        p.terminate()
+        try: p.wait(10)
+        except subprocess.TimeoutExpired: p.kill(); p.wait()
+    _LIVE_SERVERS.discard(self)
+    if self.log_path and not keep_log:
+        self.log_path.unlink(missing_ok=True)
 
-    def __enter__(self): return self.start()
-    def __exit__(self, *exc): self.stop()
-    def __repr__(self): return f"EmbeddedServer({self.url if self.alive else 'stopped'}, model={self.alias})"
+@patch
+def __enter__(self: EmbeddedServer): return self.start()
+@patch
+def __exit__(self: EmbeddedServer, *exc): self.stop()
+@patch
+def __repr__(self: EmbeddedServer): return f"EmbeddedServer({self.url if self.alive else 'stopped'}, model={self.alias})"
 
 _LIVE_SERVERS: set[EmbeddedServer] = set()
 @atexit.register
 def _stop_servers():
     for s in list(_LIVE_SERVERS): s.stop()
 
-# %% ../nbs/01_llm.ipynb #a1e1c0dc
+# %% ../nbs/01_llm.ipynb #6bddd3c2
 _EMBEDDED: EmbeddedServer | None = None
 _EMBEDDED_LOCK = threading.Lock()
 
@@ -836,7 +862,7 @@ def embedded_llm(max_tokens: int = 512, **kw) -> OpenAICompatibleLLM:
     llm._cache_name = llm.name   # the same model on any port: its answers stay valid
     return llm
 
-# %% ../nbs/01_llm.ipynb #89cc81b0
+# %% ../nbs/01_llm.ipynb #8bc7f356
 class TransformersLLM(LLM):
     "A Hugging Face causal LM run in this process with `transformers` (the paper's Llama 3 path)."
     def __init__(self,
@@ -883,40 +909,43 @@ class TransformersLLM(LLM):
                     top_p=d["top_p"] if top_p is None else top_p, top_k=self.top_k, stop=list(stop or []),
                     chat_template=self.use_chat_template)
 
-    def prompt_text(self, messages: list[dict]) -> str:
-        "The exact prompt string the model sees (chat template, or `render_plain`)."
-        self.load()
-        if not self.use_chat_template: return render_plain(messages)
-        pre = prefill_of(messages)
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=not pre,
-                                                  continue_final_message=bool(pre))
-        if pre and not text.endswith(pre) and text.endswith(pre.rstrip()):  # the template cut trailing whitespace
-            text += pre[len(pre.rstrip()):]
-        return text
+# %% ../nbs/01_llm.ipynb #9d87f00e
+@patch
+def prompt_text(self: TransformersLLM, messages: list[dict]) -> str:
+    "The exact prompt string the model sees (chat template, or `render_plain`)."
+    self.load()
+    if not self.use_chat_template: return render_plain(messages)
+    pre = prefill_of(messages)
+    text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=not pre,
+                                              continue_final_message=bool(pre))
+    if pre and not text.endswith(pre) and text.endswith(pre.rstrip()):  # the template cut trailing whitespace
+        text += pre[len(pre.rstrip()):]
+    return text
 
-    def _complete(self, messages, params, *, seed, draw):
-        import torch
-        self.load()
-        prompt = self.prompt_text(messages)
-        enc = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=not self.use_chat_template)
-        enc = {k: v.to(self.model.device) for k, v in enc.items()}
-        n_prompt = enc["input_ids"].shape[1]
-        gen = dict(max_new_tokens=params["max_tokens"], do_sample=params["temperature"] > 0, top_k=params["top_k"],
-                   top_p=params["top_p"], num_return_sequences=1, num_beams=1,
-                   pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id)
-        if params["temperature"] > 0: gen["temperature"] = params["temperature"]
-        if params["stop"]: gen.update(stop_strings=params["stop"], tokenizer=self.tokenizer)
-        torch.manual_seed(derive_seed(seed, "llm-draw", draw))
-        with torch.no_grad(): out = self.model.generate(**enc, **gen)
-        new = out[0, n_prompt:]
-        text = self.tokenizer.decode(new, skip_special_tokens=True)
-        finish = "length" if len(new) >= params["max_tokens"] else "stop"
-        for s in params["stop"]:
-            if s in text: text = text[:text.index(s)]; finish = "stop"
-        return Completion(prefill_of(messages) + text, prompt_tokens=n_prompt, completion_tokens=int(len(new)),
-                          finish_reason=finish)
+@patch
+def _complete(self: TransformersLLM, messages, params, *, seed, draw):
+    import torch
+    self.load()
+    prompt = self.prompt_text(messages)
+    enc = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=not self.use_chat_template)
+    enc = {k: v.to(self.model.device) for k, v in enc.items()}
+    n_prompt = enc["input_ids"].shape[1]
+    gen = dict(max_new_tokens=params["max_tokens"], do_sample=params["temperature"] > 0, top_k=params["top_k"],
+               top_p=params["top_p"], num_return_sequences=1, num_beams=1,
+               pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id)
+    if params["temperature"] > 0: gen["temperature"] = params["temperature"]
+    if params["stop"]: gen.update(stop_strings=params["stop"], tokenizer=self.tokenizer)
+    torch.manual_seed(derive_seed(seed, "llm-draw", draw))
+    with torch.no_grad(): out = self.model.generate(**enc, **gen)
+    new = out[0, n_prompt:]
+    text = self.tokenizer.decode(new, skip_special_tokens=True)
+    finish = "length" if len(new) >= params["max_tokens"] else "stop"
+    for s in params["stop"]:
+        if s in text: text = text[:text.index(s)]; finish = "stop"
+    return Completion(prefill_of(messages) + text, prompt_tokens=n_prompt, completion_tokens=int(len(new)),
+                      finish_reason=finish)
 
-# %% ../nbs/01_llm.ipynb #6e1b43ea
+# %% ../nbs/01_llm.ipynb #e6b4b9f2
 def cache_key(model: str, messages: list[dict], params: dict, seed: int, draw: int) -> str:
     "Hex SHA-256 of the canonical JSON of (model, messages, params, seed, draw)."
     blob = json.dumps([model, messages, params, int(seed), int(draw)], sort_keys=True, ensure_ascii=False)
@@ -947,35 +976,43 @@ class ResponseCache:
             self._local.conn, self._local.pid = c, os.getpid()
         return c
 
-    def get(self, key: str) -> Completion | RequestRefused | None:
-        "The stored answer (or refusal) of `key`, or None."
-        row = self._db().execute("SELECT response FROM completions WHERE key = ?", (key,)).fetchone()
-        if not row: return None
-        d = json.loads(row[0])
-        return RequestRefused.from_dict(d["refused"]) if "refused" in d else Completion(**d)
+# %% ../nbs/01_llm.ipynb #b488397b
+@patch
+def get(self: ResponseCache, key: str) -> Completion | RequestRefused | None:
+    "The stored answer (or refusal) of `key`, or None."
+    row = self._db().execute("SELECT response FROM completions WHERE key = ?", (key,)).fetchone()
+    if not row: return None
+    d = json.loads(row[0])
+    return RequestRefused.from_dict(d["refused"]) if "refused" in d else Completion(**d)
 
-    def _put(self, key: str, model: str, request: dict, response: dict):
-        self._db().execute("INSERT OR IGNORE INTO completions VALUES (?, ?, ?, ?, ?)",
-                           (key, model, json.dumps(request, ensure_ascii=False),
-                            json.dumps(response, ensure_ascii=False), time.time()))
+@patch
+def _put(self: ResponseCache, key: str, model: str, request: dict, response: dict):
+    self._db().execute("INSERT OR IGNORE INTO completions VALUES (?, ?, ?, ?, ?)",
+                       (key, model, json.dumps(request, ensure_ascii=False),
+                        json.dumps(response, ensure_ascii=False), time.time()))
 
-    def put(self, key: str, c: Completion, request: dict): self._put(key, c.model, request, asdict(c))
-    def put_refusal(self, key: str, r: RequestRefused, request: dict):
-        self._put(key, request.get("model", ""), request, {"refused": r.to_dict()})
+@patch
+def put(self: ResponseCache, key: str, c: Completion, request: dict): self._put(key, c.model, request, asdict(c))
+@patch
+def put_refusal(self: ResponseCache, key: str, r: RequestRefused, request: dict):
+    self._put(key, request.get("model", ""), request, {"refused": r.to_dict()})
 
-    def put_caps(self, name: str, caps: dict, adjustments: list[str]):
-        "Remember what was learned about endpoint `name` (its `EndpointCaps` and the corrections, in words)."
-        self._db().execute("INSERT OR REPLACE INTO endpoints VALUES (?, ?, ?, ?)",
-                           (name, json.dumps(caps), json.dumps(list(adjustments)), time.time()))
+@patch
+def put_caps(self: ResponseCache, name: str, caps: dict, adjustments: list[str]):
+    "Remember what was learned about endpoint `name` (its `EndpointCaps` and the corrections, in words)."
+    self._db().execute("INSERT OR REPLACE INTO endpoints VALUES (?, ?, ?, ?)",
+                       (name, json.dumps(caps), json.dumps(list(adjustments)), time.time()))
 
-    def get_caps(self, name: str) -> tuple[dict, list[str]] | None:
-        "What `put_caps` stored for endpoint `name`, or None."
-        row = self._db().execute("SELECT caps, adjustments FROM endpoints WHERE name = ?", (name,)).fetchone()
-        return (json.loads(row[0]), json.loads(row[1])) if row else None
+@patch
+def get_caps(self: ResponseCache, name: str) -> tuple[dict, list[str]] | None:
+    "What `put_caps` stored for endpoint `name`, or None."
+    row = self._db().execute("SELECT caps, adjustments FROM endpoints WHERE name = ?", (name,)).fetchone()
+    return (json.loads(row[0]), json.loads(row[1])) if row else None
 
-    def __len__(self) -> int: return self._db().execute("SELECT COUNT(*) FROM completions").fetchone()[0]
+@patch
+def __len__(self: ResponseCache) -> int: return self._db().execute("SELECT COUNT(*) FROM completions").fetchone()[0]
 
-# %% ../nbs/01_llm.ipynb #164c4a23
+# %% ../nbs/01_llm.ipynb #82a153e3
 class CachedLLM(LLM):
     "Wrap `inner` with the on-disk response cache; a cache hit costs no model call."
     def __init__(self,
@@ -997,7 +1034,7 @@ class CachedLLM(LLM):
     def send(self, req, *, seed, draw) -> Completion: return self.inner.send(req, seed=seed, draw=draw)
     def __repr__(self): return f"CachedLLM({self.inner!r}, {str(self.cache.path)!r})"
 
-# %% ../nbs/01_llm.ipynb #cb8bde66
+# %% ../nbs/01_llm.ipynb #7cb5859d
 MODEL_ALIASES: dict[str, str] = {
     "gpt-4-turbo": "openai:gpt-4-turbo",
     "gpt-4o": "openai:gpt-4o",
@@ -1035,6 +1072,7 @@ def resolve_model(model: str, base_url: str | None = None) -> ModelSpec:
                      f"{', '.join([*PROVIDER_URLS, 'hf'])} (e.g. vllm:meta-llama/Meta-Llama-3-70B-Instruct with "
                      "--base-url http://HOST:8000/v1, or hf:/path/to/model.gguf)")
 
+# %% ../nbs/01_llm.ipynb #9c8a0773
 def get_llm(model: str | LLM = "embedded",     # alias, `provider:name`, or an `LLM` (returned as is)
             base_url: str | None = None,       # URL of an OpenAI-compatible server (overrides the provider's default)
             api_key_env: str = "OPENAI_API_KEY",  # environment variable holding the API key

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields, replace
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from fastcore.basics import patch
 from .core import CwmNbError, atomic_write_text, data_dir
 
 # %% auto #0
@@ -24,7 +25,7 @@ __all__ = ['MESSAGE_OVERHEAD', 'MODES', 'STYLES', 'ANSWERS', 'REASONING_FORMATS'
            'find_apps_problem', 'shows_apps_program', 'apps_demo_answer', 'capable_answer', 'continue_prefill',
            'cut_text', 'Reply', 'DoubleState', 'serve', 'main', 'ProviderDouble']
 
-# %% ../nbs/01a_provider_double.ipynb #6ae3ee83
+# %% ../nbs/01a_provider_double.ipynb #b12691fd
 MESSAGE_OVERHEAD = 4  # tokens each chat message adds for its role and separators
 
 def approx_tokens(
@@ -45,14 +46,14 @@ def prompt_tokens(
     "Prompt tokens of chat `messages`: `approx_tokens(content) + MESSAGE_OVERHEAD` per message."
     return sum(approx_tokens(content_text(m.get("content"))) + MESSAGE_OVERHEAD for m in messages)
 
-# %% ../nbs/01a_provider_double.ipynb #b12691fd
+# %% ../nbs/01a_provider_double.ipynb #0d483fd0
 def canonical_sha256(
     body,  # a JSON value (the parsed request body)
 ) -> str:  # 64 hex digits
     "sha256 of the canonical JSON of `body`: sorted keys, separators ',' and ':', UTF-8 without escapes."
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
 
-# %% ../nbs/01a_provider_double.ipynb #ed074039
+# %% ../nbs/01a_provider_double.ipynb #d4bcd410
 MODES = ("openai", "vllm", "llamacpp-thinking", "reasoning")
 _LLAMACPP_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                    404: "not_found_error", 501: "not_supported_error", 503: "unavailable_error"}
@@ -78,7 +79,7 @@ def error_body(
     t = type or ("invalid_request_error" if status < 500 else "server_error")
     return {"error": {"message": message, "type": t, "param": param, "code": code, **extra}}
 
-# %% ../nbs/01a_provider_double.ipynb #1dc0616d
+# %% ../nbs/01a_provider_double.ipynb #944357d3
 _FAULT_MESSAGES = {
     408: "Request timed out.",
     429: "Rate limit reached for {model} on requests per min (RPM): Limit 1, Used 1, Requested 1. Please try again in {wait}.",
@@ -99,7 +100,7 @@ def fault_error(
     kw = dict(type="requests", code="rate_limit_exceeded") if status == 429 and mode in ("openai", "reasoning") else {}
     return error_body(mode, status, msg.format(model=model, wait=f"{retry_after:g}s"), **kw)
 
-# %% ../nbs/01a_provider_double.ipynb #863848d6
+# %% ../nbs/01a_provider_double.ipynb #49203be9
 STYLES = ("plain", "think", "think-close-only", "tilde", "list", "crlf", "usage-after")
 ANSWERS = ("echo", "capable")
 REASONING_FORMATS = ("none", "deepseek")
@@ -127,7 +128,7 @@ def parse_models(spec) -> tuple[str, ...]:
     names = spec.split(",") if isinstance(spec, str) else list(spec or ())
     return tuple(n.strip() for n in names if n.strip())
 
-# %% ../nbs/01a_provider_double.ipynb #2e7a4e57
+# %% ../nbs/01a_provider_double.ipynb #7e785f42
 @dataclass(frozen=True)
 class DoubleOptions:
     "Settings of one provider test double (command-line flags and `ProviderDouble` keywords). Raises `CwmNbError` on bad values."
@@ -177,7 +178,7 @@ class DoubleOptions:
             out += ["--" + f.name.replace("_", "-"), str(v)]
         return out
 
-# %% ../nbs/01a_provider_double.ipynb #c88ce5b3
+# %% ../nbs/01a_provider_double.ipynb #ca8d69f8
 OPTION_HELP = {
     "mode": "provider to imitate: " + ", ".join(MODES),
     "port": "TCP port on 127.0.0.1 (0: a free port)",
@@ -200,6 +201,7 @@ OPTION_HELP = {
     "ready_file": "write the base URL to this file once listening",
 }
 
+# %% ../nbs/01a_provider_double.ipynb #c564cfaf
 def option_parser() -> argparse.ArgumentParser:
     "The parser of `python -m cwm_nb.provider_double`, one flag per `DoubleOptions` field."
     p = argparse.ArgumentParser(prog="python -m cwm_nb.provider_double",
@@ -216,7 +218,7 @@ def options_from_argv(argv: list[str] | None = None) -> DoubleOptions:
     "`DoubleOptions` from command-line flags (sys.argv[1:] when None). Raises `CwmNbError` on bad values."
     return DoubleOptions(**vars(option_parser().parse_args(argv)))
 
-# %% ../nbs/01a_provider_double.ipynb #944357d3
+# %% ../nbs/01a_provider_double.ipynb #4074f84e
 def fault_plan(
     o: DoubleOptions,  # the double's options
 ) -> list[tuple[str, int | None]]:  # entry n-1 is what generation request n gets
@@ -224,7 +226,7 @@ def fault_plan(
     return ([("status", s) for s, c in o.faults for _ in range(c)]
             + [("error_body", None)] * o.error_body + [("reset", None)] * o.reset)
 
-# %% ../nbs/01a_provider_double.ipynb #0ddaa54f
+# %% ../nbs/01a_provider_double.ipynb #d6abbee8
 @functools.lru_cache(maxsize=1)
 def _env_descriptions() -> dict[str, str]:
     from cwm_nb.envs import REGISTRY, describe_env
@@ -234,6 +236,7 @@ def _env_descriptions() -> dict[str, str]:
         except Exception: continue  # an environment this machine cannot describe cannot be recognised either
     return out
 
+# %% ../nbs/01a_provider_double.ipynb #ef4f7fdf
 def find_env(
     text: str,  # the prompt (user messages joined)
 ) -> str | None:  # a benchmark name of `cwm_nb.envs.REGISTRY`, or None
@@ -248,7 +251,7 @@ def find_env(
         if lines and hits >= max(3, len(lines) // 2) and hits > best_hits: best, best_hits = n, hits
     return best
 
-# %% ../nbs/01a_provider_double.ipynb #b4173d49
+# %% ../nbs/01a_provider_double.ipynb #5077b624
 _FENCE = re.compile(r"( {0,3})(`{3,}|~{3,})[ \t]*([^\n`]*)")
 
 @dataclass
@@ -275,7 +278,7 @@ def fenced_blocks(
     start, fence, _, code_at, newline = open_
     return blocks, OpenBlock(text[:start], fence, text[code_at:] if newline else "", newline)
 
-# %% ../nbs/01a_provider_double.ipynb #7e785f42
+# %% ../nbs/01a_provider_double.ipynb #e74c20eb
 def _placeholder(s: ast.stmt) -> bool:
     return isinstance(s, (ast.Pass, ast.Return)) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
 
@@ -298,7 +301,7 @@ def shows_program(
     return any(info.lower() in ("", "python", "py", "python3") and "class Environment" in code and not is_skeleton(code)
                for info, code in fenced_blocks(text)[0])
 
-# %% ../nbs/01a_provider_double.ipynb #38c84d15
+# %% ../nbs/01a_provider_double.ipynb #e286eb9c
 PLANTED_MISTAKES_FILE = "planted_mistakes.json"
 BUILTIN_MISTAKES = {"CartPole-v1": {
     "old": "force = FORCE_MAG if action == 1 else -FORCE_MAG", "new": "force = FORCE_MAG if action == 0 else -FORCE_MAG",
@@ -317,6 +320,7 @@ def without_docstring(src: str) -> str:
         return "".join(src.splitlines(keepends=True)[first.end_lineno:]).lstrip("\n")
     return src
 
+# %% ../nbs/01a_provider_double.ipynb #2cf71577
 def reference_program(
     env: str,                   # benchmark name
     folder: str | Path = "",    # programs folder ("" = data/programs)
@@ -343,7 +347,7 @@ def plant_mistake(program: str, mistake: dict | None) -> str | None:
     "`program` with the first `mistake['old']` replaced by `mistake['new']`; None if there is no such text."
     return program.replace(mistake["old"], mistake["new"], 1) if mistake and mistake["old"] in program else None
 
-# %% ../nbs/01a_provider_double.ipynb #c564cfaf
+# %% ../nbs/01a_provider_double.ipynb #f1a2d87b
 DRAFT_PROGRAM = """\
 import numpy as np
 
@@ -367,6 +371,7 @@ def fence_block(code: str, fence: str = "```") -> str:
     "`code` in one fenced python block."
     return f"{fence}python\n{code.rstrip(chr(10))}\n{fence}"
 
+# %% ../nbs/01a_provider_double.ipynb #db4e30a3
 def usage_code(program: str) -> str:
     "Usage code for `program` that is longer than it and defines no `class Environment`."
     lines = ["# Using the program above, saved as world_model.py (this block only calls it).", "import numpy as np",
@@ -377,6 +382,7 @@ def usage_code(program: str) -> str:
         lines += [f"next_state, reward, done = env.step({i % 2})", f"print('step {i}:', next_state, reward, done)"]
     return "\n".join(lines) + "\n"
 
+# %% ../nbs/01a_provider_double.ipynb #60f2d925
 def styled_answer(
     head: str,     # prose (or sections) before the program
     program: str,  # the program
@@ -394,7 +400,7 @@ def styled_answer(
         return f"{head}\n\n{block}\n\nYou can try it like this:\n\n{fence_block(usage_code(program))}\n\n{closing}\n"
     return f"{head}\n\n{block}\n\n{closing}\n"
 
-# %% ../nbs/01a_provider_double.ipynb #f370c280
+# %% ../nbs/01a_provider_double.ipynb #f85ae6d9
 ECHO_ANSWER = "This is the fixed answer of the provider test double."
 UNKNOWN_ENV_ANSWER = "I could not tell which environment the prompt describes, so I have no program to offer."
 NO_PROGRAM_ANSWER = "I can tell the prompt is about {env}, but I have no world model of it to offer, so I will not guess one."
@@ -416,7 +422,7 @@ class ScriptedAnswer:
         prog = None if self.program is None else ("correct" if self.program == self.correct else "mistaken")
         return {"kind": self.kind, "env": self.env, "style": self.style, "program": prog, "mistake": self.mistake}
 
-# %% ../nbs/01a_provider_double.ipynb #d740d17c
+# %% ../nbs/01a_provider_double.ipynb #cd74bded
 @functools.cache
 def _apps_demo() -> tuple[dict, dict]:
     "The shipped APPS problems by id and their almost-right programs (data/apps_demo)."
@@ -436,6 +442,7 @@ def find_apps_problem(
         if lines and sum(l in prompt for l in lines) > len(lines) // 2: return p
     return None
 
+# %% ../nbs/01a_provider_double.ipynb #913485bb
 def shows_apps_program(
     prompt: str,    # the prompt (user messages joined)
     problem,        # the `apps.AppsProblem` it is about
@@ -452,6 +459,7 @@ def shows_apps_program(
         if looks_like_apps_solution(c, problem): return True
     return False
 
+# %% ../nbs/01a_provider_double.ipynb #335b073a
 def apps_demo_answer(
     prompt: str,           # the prompt (user messages joined)
     *,
@@ -478,7 +486,7 @@ def apps_demo_answer(
     return ScriptedAnswer(styled_answer(head, program, closing, style), "generate", where, style, program, correct,
                           almost.get("why") if wrong else None, closing)
 
-# %% ../nbs/01a_provider_double.ipynb #2a872da9
+# %% ../nbs/01a_provider_double.ipynb #79a22b53
 def capable_answer(
     prompt: str,              # the prompt text (user messages joined; the text before an open block for /v1/completions)
     *,
@@ -509,7 +517,7 @@ def capable_answer(
     return ScriptedAnswer(styled_answer(head, program, closing, style), "generate", env, style, program, correct,
                           mistake["what"] if wrong else None, closing)
 
-# %% ../nbs/01a_provider_double.ipynb #b8a41abc
+# %% ../nbs/01a_provider_double.ipynb #5777c772
 def continue_prefill(
     prefill: str,          # the text to continue (final assistant message, or the /v1/completions prompt)
     answer: ScriptedAnswer,  # what the model would answer in a new turn
@@ -528,7 +536,7 @@ def continue_prefill(
         return rest.lstrip("\n") if prefill[-1].isspace() else rest
     return ("" if not prefill or prefill[-1].isspace() else "\n\n") + answer.text
 
-# %% ../nbs/01a_provider_double.ipynb #0c480725
+# %% ../nbs/01a_provider_double.ipynb #6caa9382
 OPENAI_CHAT_FIELDS = frozenset(
     "model messages audio frequency_penalty function_call functions logit_bias logprobs max_completion_tokens "
     "max_tokens metadata modalities n parallel_tool_calls prediction presence_penalty prompt_cache_key "
@@ -544,6 +552,7 @@ TEMPLATE_PREFILL_CONFLICT = (
     "prompt it to start a new assistant message instead.")
 LLAMACPP_PREFILL_REJECTED = "Assistant response prefill is incompatible with enable_thinking."
 
+# %% ../nbs/01a_provider_double.ipynb #64d62bc2
 def _openai_rules(mode: str, endpoint: str, body: dict) -> tuple | None:
     "(status, message, param, code) of the first rule of OpenAI's API (and its reasoning models) `body` breaks."
     if mode == "reasoning" and endpoint == "completions":
@@ -573,7 +582,7 @@ def _openai_rules(mode: str, endpoint: str, body: dict) -> tuple | None:
         return (400, "Unsupported parameter: 'stop' is not supported with this model.", "stop", "unsupported_parameter")
     return None
 
-# %% ../nbs/01a_provider_double.ipynb #34dc2dac
+# %% ../nbs/01a_provider_double.ipynb #cf45fed4
 def cut_text(
     text: str,               # the full text the model would generate
     stop,                    # None, a stop string or a list of them
@@ -587,7 +596,7 @@ def cut_text(
     if end is not None and len(text) > end: return text[:end], "length"
     return text, "stop"
 
-# %% ../nbs/01a_provider_double.ipynb #5d18386a
+# %% ../nbs/01a_provider_double.ipynb #8eb972d8
 @dataclass
 class Reply:
     "What the server does with one request."
@@ -603,6 +612,7 @@ _ENDPOINTS = {("POST", "/v1/chat/completions"): "chat", ("POST", "/v1/completion
               ("GET", "/v1/models"): "models"}
 DEFAULT_MODEL = "provider-double"
 
+# %% ../nbs/01a_provider_double.ipynb #ead1d454
 class DoubleState:
     "Counters and request log of one run of a provider test double; `respond` answers one request."
     def __init__(self, options: DoubleOptions):
@@ -631,7 +641,7 @@ class DoubleState:
     def _error(self, status, message, **kw) -> Reply:
         return Reply(status, error_body(self.o.mode, status, message, **kw))
 
-# %% ../nbs/01a_provider_double.ipynb #12fa84bb
+# %% ../nbs/01a_provider_double.ipynb #e8029c13
 def _auth_error(self, headers: dict) -> Reply | None:
     o = self.o
     if not o.api_key: return None
@@ -648,7 +658,7 @@ def _auth_error(self, headers: dict) -> Reply | None:
                             "https://platform.openai.com/account/api-keys.", code="invalid_api_key")
 DoubleState._auth_error = _auth_error
 
-# %% ../nbs/01a_provider_double.ipynb #70a75af5
+# %% ../nbs/01a_provider_double.ipynb #3f4b180a
 def _respond(self, method: str, path: str, headers: dict, body) -> Reply:
     o, endpoint = self.o, _ENDPOINTS.get((method, path.rstrip("/")))
     if endpoint is None: return self._error(404, f"Invalid URL ({method} {path})")
@@ -669,6 +679,7 @@ def _respond(self, method: str, path: str, headers: dict, body) -> Reply:
     return reply
 DoubleState._respond = _respond
 
+# %% ../nbs/01a_provider_double.ipynb #b427d2d7
 def _fault(self, g: int, model: str) -> Reply | None:
     "The injected fault for generation request `g`, if the plan has one."
     if g > len(self.plan): return None
@@ -685,7 +696,7 @@ def _fault(self, g: int, model: str) -> Reply | None:
                        "model": model, "error": err, "choices": None if i % 2 else []}, fault="error_body")
 DoubleState._fault = _fault
 
-# %% ../nbs/01a_provider_double.ipynb #2329f568
+# %% ../nbs/01a_provider_double.ipynb #3e054501
 def _prefill_rule(self, body: dict) -> tuple[bool, Reply | None]:
     "(continue the final assistant message?, error reply or None) for a chat request."
     msgs, mode = body["messages"], self.o.mode
@@ -705,7 +716,7 @@ def _thinking(self, body: dict) -> bool:
     return (body.get("chat_template_kwargs") or {}).get("enable_thinking", True) is not False
 DoubleState._thinking = _thinking
 
-# %% ../nbs/01a_provider_double.ipynb #a3749c84
+# %% ../nbs/01a_provider_double.ipynb #ed12ea6f
 def _window(self, endpoint: str, body: dict, p_tokens: int) -> tuple[int | None, Reply | None]:
     "(token limit of the generation, error reply or None)."
     o, ctx = self.o, self.o.context_tokens
@@ -730,7 +741,7 @@ def _window(self, endpoint: str, body: dict, p_tokens: int) -> tuple[int | None,
     return limit, None
 DoubleState._window = _window
 
-# %% ../nbs/01a_provider_double.ipynb #f1a2d87b
+# %% ../nbs/01a_provider_double.ipynb #ae1b19ff
 def _next_style(self) -> str:
     if self.o.style != "rotate": return self.o.style
     with self.lock: k = self.answers; self.answers += 1
@@ -745,6 +756,7 @@ def _write(self, prompt: str, prefill: str | None, style: str) -> ScriptedAnswer
     return ans
 DoubleState._write = _write
 
+# %% ../nbs/01a_provider_double.ipynb #98555c78
 def _bad_body(self, endpoint: str, body) -> Reply | None:
     "The error for a body that is not a JSON object of the endpoint's shape, or breaks the mode's rules."
     if not isinstance(body, dict): return self._error(400, "We could not parse the JSON body of your request.")
@@ -769,7 +781,7 @@ def _bad_body(self, endpoint: str, body) -> Reply | None:
     return None
 DoubleState._bad_body = _bad_body
 
-# %% ../nbs/01a_provider_double.ipynb #a1d010e1
+# %% ../nbs/01a_provider_double.ipynb #be56cd42
 def _generate(self, endpoint: str, body, model: str, g: int) -> Reply:
     o = self.o
     if (bad := self._bad_body(endpoint, body)) is not None: return bad
@@ -809,6 +821,7 @@ def _generate(self, endpoint: str, body, model: str, g: int) -> Reply:
                  answer=info)
 DoubleState._generate = _generate
 
+# %% ../nbs/01a_provider_double.ipynb #65e80a36
 def _choice(self, endpoint: str, i: int, text: str, finish: str, body: dict) -> dict:
     "One element of `choices` in the endpoint's shape."
     if endpoint == "completions":
@@ -822,7 +835,7 @@ def _choice(self, endpoint: str, i: int, text: str, finish: str, body: dict) -> 
     return {"index": i, "message": msg, "logprobs": None, "finish_reason": finish}
 DoubleState._choice = _choice
 
-# %% ../nbs/01a_provider_double.ipynb #cd74bded
+# %% ../nbs/01a_provider_double.ipynb #e7262d3d
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "provider-test-double"
@@ -856,7 +869,7 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-# %% ../nbs/01a_provider_double.ipynb #cc0d7646
+# %% ../nbs/01a_provider_double.ipynb #2ce3d73b
 def serve(
     o: DoubleOptions,  # the double's options
 ) -> None:
@@ -891,7 +904,7 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__" and "IPython" not in sys.modules: main()
 
-# %% ../nbs/01a_provider_double.ipynb #913485bb
+# %% ../nbs/01a_provider_double.ipynb #1112b41f
 def _stop_process(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.terminate()
@@ -932,31 +945,36 @@ class ProviderDouble:
         self.base_url = ready.read_text().strip()
         self.port = int(self.base_url.rsplit(":", 1)[1].split("/")[0])
 
-    @property
-    def pid(self) -> int: return self.proc.pid
-
-    def stderr(self) -> str:
-        "What the server process wrote to stderr (all runs)."
-        p = Path(self._tmp.name)/"stderr.txt"
-        return p.read_text(errors="replace") if p.exists() else ""
-
-    def requests(self) -> list[dict]:
-        "The request log, one dict per request, oldest first (all runs of this handle)."
-        if not self.log_path.exists(): return []
-        return [json.loads(l) for l in self.log_path.read_text(encoding="utf-8").splitlines() if l.strip()]
-
-    def stop(self) -> None:
-        "Stop the server process (SIGTERM, then SIGKILL after 5 s). Safe to call twice."
-        if self.proc is not None: _stop_process(self.proc)
-
-    def restart(self, **changed) -> "ProviderDouble":
-        "Stop, then start again on the same port with `changed` options (fresh counters, same log)."
-        if "port" in changed: raise CwmNbError("restart keeps the port", "start a new ProviderDouble for another port")
-        self.stop()
-        self.options = replace(self.options, **changed)
-        self._start()
-        return self
-
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
     def __repr__(self): return f"ProviderDouble({self.options.mode!r}, base_url={self.base_url!r})"
+
+# %% ../nbs/01a_provider_double.ipynb #aa910ef6
+@patch(as_prop=True)
+def pid(self: ProviderDouble) -> int: return self.proc.pid
+
+@patch
+def stderr(self: ProviderDouble) -> str:
+    "What the server process wrote to stderr (all runs)."
+    p = Path(self._tmp.name)/"stderr.txt"
+    return p.read_text(errors="replace") if p.exists() else ""
+
+@patch
+def requests(self: ProviderDouble) -> list[dict]:
+    "The request log, one dict per request, oldest first (all runs of this handle)."
+    if not self.log_path.exists(): return []
+    return [json.loads(l) for l in self.log_path.read_text(encoding="utf-8").splitlines() if l.strip()]
+
+@patch
+def stop(self: ProviderDouble) -> None:
+    "Stop the server process (SIGTERM, then SIGKILL after 5 s). Safe to call twice."
+    if self.proc is not None: _stop_process(self.proc)
+
+@patch
+def restart(self: ProviderDouble, **changed) -> "ProviderDouble":
+    "Stop, then start again on the same port with `changed` options (fresh counters, same log)."
+    if "port" in changed: raise CwmNbError("restart keeps the port", "start a new ProviderDouble for another port")
+    self.stop()
+    self.options = replace(self.options, **changed)
+    self._start()
+    return self
