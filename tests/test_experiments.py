@@ -129,7 +129,12 @@ def test_wrong_parameter_type_is_a_clear_error(tmp_path):
     assert not (tmp_path/"nb.ipynb").exists()
 
 
-SHARED = ROOT.parent/"shared"/"data"/"cwmb_paper_buffers"
+def _paper_buffers() -> Path:
+    "Where the user keeps the paper's pickles: $CWM_NB_PAPER_BUFFERS, else data/paper_buffers (the loader's own rule)."
+    from cwm_nb.paper_pickles import DEFAULT_PAPER_BUFFERS, PAPER_BUFFERS_ENV_VAR
+    return Path(os.environ.get(PAPER_BUFFERS_ENV_VAR) or ROOT.joinpath(*DEFAULT_PAPER_BUFFERS))
+
+PAPER = _paper_buffers()
 
 def test_envs_lists_all_benchmark_environments():
     from cwm_nb.envs import env_names
@@ -158,14 +163,14 @@ def test_plan_json_line_with_the_keys_and_a_stored_copy(tmp_path):
     r = cli("plan", "--env", "CartPole-v1", "--program", CARTPOLE_CWM, "--episodes", 0)
     assert r.returncode == 2 and "--episodes" in r.stderr and "Traceback" not in r.stderr
 
-@pytest.mark.skipif(not (SHARED/"CartPole-v1.pkl").exists(), reason="the paper's buffers (../shared/data) are absent")
+@pytest.mark.skipif(not (PAPER/"CartPole-v1.pkl").exists(), reason="the paper's buffers are not here (set $CWM_NB_PAPER_BUFFERS to their folder)")
 def test_eval_program_on_the_papers_buffer():
     r = cli("eval-program", "--env", "CartPole-v1", CARTPOLE_CWM, "--buffer",
-            SHARED/"CartPole-v1.pkl", "--json")
+            PAPER/"CartPole-v1.pkl", "--json")
     assert r.returncode == 0, r.stderr[-3000:]
     d = json.loads(r.stdout)
     assert d["accuracy"] == 1.0 and d["n_transitions"] == 402
-    r = cli("eval-program", "--env", "Taxi-v3", CARTPOLE_CWM, "--buffer", SHARED/"CartPole-v1.pkl")
+    r = cli("eval-program", "--env", "Taxi-v3", CARTPOLE_CWM, "--buffer", PAPER/"CartPole-v1.pkl")
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]   # another environment's buffer
 
 def test_collect_regenerates_the_shipped_buffer(tmp_path):
