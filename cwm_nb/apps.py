@@ -42,6 +42,7 @@ class AppsProblem:
     solutions: list = field(default_factory=list)  # reference solutions (source texts), if the copy has them
     position: int | None = None      # index in the sorted split (the paper's problems are positions 3000–3999)
     error: str | None = None         # why the problem is unusable (only with `load_apps(..., on_error="keep")`)
+    data_path: str | None = field(default=None, compare=False, repr=False)  # the file or folder it was read from (hidden from programs)
 
     @property
     def kind(self) -> str: return "call" if self.fn_name else "stdin"
@@ -161,39 +162,49 @@ def _select(items: list, start: int, stop: int | None, where: str) -> list:
 
 # %% ../nbs/11a_apps.ipynb #0047eef9
 _ROW_ID = re.compile(rb'"problem_id"\s*:\s*"?(\d+)')
+_FIX_LINE = "repair or delete that line (each line must be one whole problem as a JSON object), or download the file again"
 
-def _jsonl_ids(path: Path) -> list[tuple[int, int]]:
-    "(problem_id, byte offset of its line) for every row of a JSON-lines file."
+def _jsonl_ids(path: Path) -> list[tuple[int, int, int]]:
+    "(problem_id, byte offset of its line, line number) for every row of a JSON-lines file."
     out, off = [], 0
     with open(path, "rb") as f:
         for n, line in enumerate(f, 1):
             if line.strip():
                 m = _ROW_ID.search(line)
-                if m: out.append((int(m[1]), off))
+                if m: out.append((int(m[1]), off, n))
                 else:
                     try: row = json.loads(line)
                     except json.JSONDecodeError as e:
-                        raise AppsDataError(f"{path}: line {n} is not valid JSON ({e})", "check the file; each line must be one problem") from None
+                        raise AppsDataError(f"{path}: line {n} is not valid JSON and its problem_id cannot be read ({e})",
+                                            _FIX_LINE) from None
                     if not isinstance(row, dict) or "problem_id" not in row:
                         raise AppsDataError(f"{path}: line {n} has no problem_id", "each row needs the fields problem_id, question, input_output, ...")
-                    out.append((_problem_number(row["problem_id"], f"{path}:{n}"), off))
+                    out.append((_problem_number(row["problem_id"], f"{path}:{n}"), off, n))
             off += len(line)
     return out
 
 # %% ../nbs/11a_apps.ipynb #4c8eb423
+_BAD_ROW = "__cwm_bad_row__"   # key of the marker row a corrupt line becomes
+
 def _rows_jsonl(path: Path, start: int, stop: int | None):
     "The selected rows (dicts) of a JSON-lines file, or of a JSON array, in problem order."
     with open(path, "rb") as f: head = f.read(64).lstrip()
     if head.startswith(b"["):   # one JSON array of rows
-        rows = json.loads(Path(path).read_text(encoding="utf-8"))
+        try: rows = json.loads(Path(path).read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise AppsDataError(f"{path} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})", "repair the file or download it again") from None
         keyed = sorted(((_problem_number(r.get("problem_id") if isinstance(r, dict) else None, str(path)), r) for r in rows), key=lambda t: t[0])
         return [r for _, r in _select(keyed, start, stop, str(path))]
     ids = sorted(_jsonl_ids(path))
     sel = _select(ids, start, stop, str(path))
     rows = []
     with open(path, "rb") as f:
-        for _, off in sel:
-            f.seek(off); rows.append(json.loads(f.readline()))
+        for pid, off, n in sel:
+            f.seek(off)
+            try: row = json.loads(f.readline())
+            except (json.JSONDecodeError, UnicodeDecodeError) as e: row = None; why = f"is not valid JSON ({e})"
+            else: why = None if isinstance(row, dict) else f"is JSON but not an object (a {type(row).__name__})"
+            rows.append(row if why is None else {"problem_id": pid, _BAD_ROW: f"line {n} of {path} {why}"})
     return rows
 
 # %% ../nbs/11a_apps.ipynb #8077a4a3
@@ -213,6 +224,22 @@ def _rows_parquet(files: list[Path], start: int, stop: int | None):
     return [rows[pid] for pid, _ in sel]
 
 # %% ../nbs/11a_apps.ipynb #854ab553
+_SPLIT_NAME = re.compile(r"^(train|test|validation|valid|dev)(?:[-_.]|$)", re.I)
+
+def _split_files(files: list[Path], split: str, folder: Path) -> list[Path]:
+    "The parquet files of `split` in one folder: those named after it, or all when none is named after a split."
+    named = {f: m[1].lower() for f in files if (m := _SPLIT_NAME.match(f.stem))}
+    if not named: return files   # a folder of one split (e.g. test/0000.parquet)
+    other = [f.name for f in files if f not in named]
+    if other:
+        raise AppsDataError(f"{folder} holds parquet files named after splits and others ({other[0]}, ...): which split they "
+                            "belong to is ambiguous", "keep one split's files per folder, or pass the file itself")
+    mine = [f for f in files if named[f] == split.lower()]
+    if not mine:
+        raise AppsDataError(f"{folder} holds parquet files of the splits {sorted(set(named.values()))}, none of split {split!r}",
+                            "pass split= (`--split` on the command line) naming one of them, or the file itself")
+    return mine
+
 def _find_source(path: Path, split: str) -> tuple[str, Any]:
     "('folders', dir) | ('jsonl', file) | ('parquet', [files]) for the data at `path`."
     if path.is_file():
@@ -221,7 +248,7 @@ def _find_source(path: Path, split: str) -> tuple[str, Any]:
         raise AppsDataError(f"{path} is neither a JSON-lines nor a parquet file", "pass the release's folder, a .jsonl or a .parquet file")
     subdirs = [d for d in path.iterdir() if d.is_dir()]
     if any(d.name.isdigit() for d in subdirs): return "folders", path
-    if list(path.glob("*.parquet")): return "parquet", sorted(path.glob("*.parquet"))
+    if list(path.glob("*.parquet")): return "parquet", _split_files(sorted(path.glob("*.parquet")), split, path)
     for cand in (path/split, path/"data"/split):
         if cand.is_dir(): return _find_source(cand, split)
     for cand in (path/f"{split}.jsonl", path/f"{split}.json", path/"data"/f"{split}.jsonl"):
@@ -232,6 +259,14 @@ def _find_source(path: Path, split: str) -> tuple[str, Any]:
                         f"pass the APPS release's folder (with {split}/0000, {split}/0001, ...), a {split}.jsonl file, or parquet files of the export")
 
 # %% ../nbs/11a_apps.ipynb #3371329e
+def _text_or_none(x) -> str | None: return x if isinstance(x, str) else None
+
+def _folder_meta(folder: Path) -> dict:
+    "A problem folder's metadata.json as a dict, {} when missing or unreadable (for a malformed problem's url)."
+    try: meta = json.loads(_read_text(folder/"metadata.json") or "{}")
+    except json.JSONDecodeError: return {}
+    return meta if isinstance(meta, dict) else {}
+
 def load_apps(
     path: str | Path,               # the user's copy of APPS (see above for the layouts)
     split: str = "test",            # which split, when `path` holds both
@@ -253,22 +288,28 @@ def load_apps(
     kind, src = _find_source(path, split)
     problems, offset = [], start
     bar = lambda items: tqdm(items, desc=f"loading APPS {split}", unit="problem", leave=False, disable=len(items) < 100)
-    def add(make, pid, where):
-        try: problems.append(make())
+    def add(make, pid, meta: dict, data: Path):
+        try: p = make()
         except AppsDataError as e:
             if on_error == "raise": raise
-            problems.append(AppsProblem(str(pid), "", [], [], position=len(problems) + offset, error=e.what))
+            p = AppsProblem(str(pid), "", [], [], position=len(problems) + offset, error=e.what,
+                            url=_text_or_none(meta.get("url")), difficulty=_text_or_none(meta.get("difficulty")))
+        p.data_path = str(data)
+        problems.append(p)
     if kind == "folders":
         dirs = sorted(((_problem_number(d.name, str(d)), d) for d in src.iterdir() if d.is_dir() and d.name.isdigit()), key=lambda t: t[0])
         for i, (_, d) in enumerate(bar(_select(dirs, start, stop, str(src)))):
-            add(lambda: problem_from_folder(d, start + i), d.name, str(d))
+            add(lambda: problem_from_folder(d, start + i), d.name, _folder_meta(d), src)
         return problems
     rows = _rows_jsonl(src, start, stop) if kind == "jsonl" else _rows_parquet(src, start, stop)
     for i, r in enumerate(bar(rows)):
         where = f"{src if kind == 'jsonl' else 'parquet'} row problem_id={r.get('problem_id')}"
-        add(lambda: problem_from_fields(r.get("problem_id"), r.get("question"), r.get("input_output"), where=where,
-                                        starter_code=r.get("starter_code"), difficulty=r.get("difficulty"), url=r.get("url"),
-                                        solutions=r.get("solutions"), position=start + i), r.get("problem_id"), where)
+        def make(r=r, i=i, where=where):
+            if _BAD_ROW in r: raise _bad(str(r["problem_id"]), str(src), r[_BAD_ROW], _FIX_LINE + ", or load with on_error='keep' to record it as an error")
+            return problem_from_fields(r.get("problem_id"), r.get("question"), r.get("input_output"), where=where,
+                                       starter_code=r.get("starter_code"), difficulty=r.get("difficulty"), url=r.get("url"),
+                                       solutions=r.get("solutions"), position=start + i)
+        add(make, r.get("problem_id"), r, src if kind == "jsonl" else src[0].parent)
     return problems
 
 # %% ../nbs/11a_apps.ipynb #88c46628

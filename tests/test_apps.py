@@ -130,6 +130,49 @@ def test_malformed_rows(tmp_path, demo):
         load_apps(tmp_path/"c.jsonl", start=0, stop=None)
 
 
+def test_a_corrupt_jsonl_line_names_its_file_line_and_problem(tmp_path, demo):
+    rows = [json.dumps(r) for r in _rows(demo.values())]
+    rows[2] = rows[2][: len(rows[2]) // 2]   # a line cut short (its problem_id is still readable)
+    f = tmp_path/"test.jsonl"
+    f.write_text("\n".join(rows) + "\n")
+    with pytest.raises(AppsDataError) as ei: load_apps(f, start=0, stop=None)
+    msg = str(ei.value)
+    assert "APPS problem 2 (" in msg and f"line 3 of {f} is not valid JSON" in msg and "repair or delete that line" in msg
+    kept = load_apps(f, start=0, stop=None, on_error="keep")
+    assert [p.problem_id for p in kept] == ["0", "1", "2", "3", "4", "5"] and "line 3 of" in kept[2].error
+    assert [p.error is None for p in kept] == [True, True, False, True, True, True]
+    assert [p.problem_id for p in load_apps(f, start=3, stop=None)] == ["3", "4", "5"]   # the corrupt line is not selected
+    (tmp_path/"array.json").write_text('[{"problem_id": 1,')
+    with pytest.raises(AppsDataError, match=r"array.json is not valid JSON \(line 1"): load_apps(tmp_path/"array.json", start=0, stop=None)
+
+
+def test_a_folder_with_train_and_test_parquet_reads_the_chosen_split(tmp_path, demo):
+    import pyarrow as pa, pyarrow.parquet as pq
+    rows = _rows(demo.values())
+    train = [dict(r, problem_id=r["problem_id"] + 100, question="TRAIN " + r["question"]) for r in rows]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path/"test-00000-of-00001.parquet")
+    pq.write_table(pa.Table.from_pylist(train), tmp_path/"train-00000-of-00001.parquet")
+    got = load_apps(tmp_path, start=0, stop=None)
+    assert [p.problem_id for p in got] == ["0", "1", "2", "3", "4", "5"] and not any(p.question.startswith("TRAIN") for p in got)
+    assert [p.problem_id for p in load_apps(tmp_path, "train", start=0, stop=None)] == [str(k) for k in range(100, 106)]
+    with pytest.raises(AppsDataError, match="splits \\['test', 'train'\\], none of split 'validation'"):
+        load_apps(tmp_path, "validation", start=0, stop=None)
+    pq.write_table(pa.Table.from_pylist(rows[:1]), tmp_path/"extra.parquet")
+    with pytest.raises(AppsDataError, match="ambiguous"): load_apps(tmp_path, start=0, stop=None)
+
+
+def test_a_malformed_problem_keeps_its_url(tmp_path, demo):
+    shutil.copytree(DEMO/"test", tmp_path/"test")
+    (tmp_path/"test"/"0002"/"input_output.json").unlink()
+    kept = load_apps(tmp_path, start=0, stop=None, on_error="keep")
+    assert kept[2].error and kept[2].url == demo["0002"].url and kept[2].url and kept[2].difficulty == demo["0002"].difficulty
+    rows = _rows(demo.values())
+    rows[2]["input_output"] = "{"
+    (tmp_path/"a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    kept = load_apps(tmp_path/"a.jsonl", start=0, stop=None, on_error="keep")
+    assert kept[2].error and kept[2].url == demo["0002"].url
+
+
 # --- comparison ------------------------------------------------------------------------------------------------------
 
 LENIENT = [  # (printed, expected, the apps_compat rule that accepts it); strict rejects all of them
