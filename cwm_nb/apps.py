@@ -13,9 +13,9 @@ from .core import CwmNbError, data_dir, make_rng
 
 # %% auto #0
 __all__ = ['KINDS', 'PAPER_RANGE', 'SPLIT_MODES', 'COMPARE_MODES', 'COMPAT_RULES', 'HARNESS_MARGIN_S', 'OUTPUT_CAP_BYTES',
-           'STDERR_KEEP_BYTES', 'STATUSES', 'SHOW_CHARS', 'COT_LEAD', 'STDIN_RULE', 'ANSWER_RULE', 'AppsDataError',
-           'AppsProblem', 'problem_from_fields', 'problem_from_folder', 'load_apps', 'demo_problems', 'AppsSplit',
-           'split_tests', 'strict_lines', 'strict_match', 'strict_value_match', 'apps_compat_rule',
+           'STDERR_KEEP_BYTES', 'SHM_MB', 'STATUSES', 'SHOW_CHARS', 'COT_LEAD', 'STDIN_RULE', 'ANSWER_RULE',
+           'AppsDataError', 'AppsProblem', 'problem_from_fields', 'problem_from_folder', 'load_apps', 'demo_problems',
+           'AppsSplit', 'split_tests', 'strict_lines', 'strict_match', 'strict_value_match', 'apps_compat_rule',
            'apps_compat_value_match', 'outputs_match', 'preamble_names', 'run_tests', 'AppsTestResult',
            'AppsEvaluation', 'evaluate_solution', 'apps_metrics', 'apps_task_rule', 'apps_generate_messages',
            'format_apps_failure', 'apps_improve_messages', 'apps_fix_messages', 'apps_prefill', 'choose_failure',
@@ -237,7 +237,7 @@ def _split_files(files: list[Path], split: str, folder: Path) -> list[Path]:
     mine = [f for f in files if named[f] == split.lower()]
     if not mine:
         raise AppsDataError(f"{folder} holds parquet files of the splits {sorted(set(named.values()))}, none of split {split!r}",
-                            "pass split= (`--split` on the command line) naming one of them, or the file itself")
+                            "pass split= naming one of them to load_apps, or pass the split's own file (e.g. `--data` of `cwm-nb run apps`)")
     return mine
 
 def _find_source(path: Path, split: str) -> tuple[str, Any]:
@@ -362,16 +362,29 @@ def strict_match(output: str, expected: str) -> bool:
     return strict_lines(output) == strict_lines(expected)
 
 # %% ../nbs/11a_apps.ipynb #0fe8f863
+_TUPLE = "\x00tuple"   # a returned tuple travels as {_TUPLE: [items]}, so each mode can tell it from a list
+
+def _decode_tuples(v, as_tuple: bool = True):
+    "A returned value with its tuple markers made tuples again (`as_tuple`) or lists (for showing it as JSON)."
+    if isinstance(v, list): return [_decode_tuples(x, as_tuple) for x in v]
+    if isinstance(v, dict):
+        if len(v) == 1 and _TUPLE in v:
+            items = [_decode_tuples(x, as_tuple) for x in v[_TUPLE]]
+            return tuple(items) if as_tuple else items
+        return {k: _decode_tuples(x, as_tuple) for k, x in v.items()}
+    return v
+
 def _same_value(a, b) -> bool:
-    "Plain-data equality with bools kept apart from numbers."
+    "Plain-data equality of the same types: bool, int and float kept apart, a tuple (marker) never equal to a list."
     if isinstance(a, bool) or isinstance(b, bool): return type(a) is type(b) and a == b
+    if type(a) in (int, float) and type(b) in (int, float) and type(a) is not type(b): return False
     if isinstance(a, list) and isinstance(b, list): return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
     if isinstance(a, dict) and isinstance(b, dict): return a.keys() == b.keys() and all(_same_value(a[k], b[k]) for k in a)
     if isinstance(a, (list, dict)) or isinstance(b, (list, dict)): return False
     return a == b
 
 def strict_value_match(value, expected) -> bool:
-    "True if a call-based return `value` (plain data) equals `expected`, or the element of a one-element `expected`."
+    "True if a call-based return `value` (plain data) equals `expected` with the same types, or the element of a one-element `expected`."
     return _same_value(value, expected) or (isinstance(expected, list) and len(expected) == 1 and _same_value(value, expected[0]))
 
 # %% ../nbs/11a_apps.ipynb #f982b470
@@ -406,9 +419,14 @@ def apps_compat_rule(
 
 # %% ../nbs/11a_apps.ipynb #be485b5e
 def apps_compat_value_match(value, expected) -> bool:
-    "The original's call-based check: `value == expected`, or `value == expected[0]` for a non-empty list."
-    try: return bool(value == expected or (isinstance(expected, list) and len(expected) > 0 and value == expected[0]))
-    except Exception: return False
+    "The original's call-based check: a tuple made a list, then `== expected`, `== expected[0]`, or its tuples as lists `== expected[0]`."
+    v = _decode_tuples(value)
+    if isinstance(v, tuple): v = list(v)
+    try: ok = v == expected or (isinstance(expected, list) and len(expected) > 0 and v == expected[0])
+    except Exception: ok = False
+    try: ok = ok or (isinstance(v[0], tuple) and [list(x) for x in v] == expected[0])
+    except Exception: pass
+    return bool(ok)
 
 # %% ../nbs/11a_apps.ipynb #110b354f
 def outputs_match(
@@ -457,12 +475,13 @@ def _exit_status(code) -> int:
     return code & 0xFF if isinstance(code, int) else 1
 
 def _plain_return(x, depth: int = 0):
-    "A call-based return value as JSON-safe data: tuples -> lists, int dict keys -> text. Raises `TypeError`."
+    "A call-based return value as JSON-safe data: tuples -> {_TUPLE: [...]}, int dict keys -> text. Raises `TypeError`."
     from cwm_nb.sandbox import strict_plain
     t = type(x)
     if x is None or t is bool or t is int or t is float or t is str: return x
     if depth > 100: raise TypeError("the value is nested more than 100 levels deep")
-    if t is list or t is tuple: return [_plain_return(v, depth + 1) for v in x]
+    if t is list: return [_plain_return(v, depth + 1) for v in x]
+    if t is tuple: return {_TUPLE: [_plain_return(v, depth + 1) for v in x]}
     if t is dict:
         out = {}
         for k, v in x.items():
@@ -506,6 +525,57 @@ def _child_stdio(fds: tuple) -> tuple:
     return res, stdin, stdout, stderr
 
 # %% ../nbs/11a_apps.ipynb #d05876d9
+_CLONE_NEWUSER, _CLONE_NEWNS = 0x10000000, 0x00020000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 4096, 16384, 1 << 18
+SHM_MB = 64   # size of a test's private /dev/shm, MiB
+
+def _new_userns(libc, uid: int, gid: int) -> bool:
+    "Enter new user and mount namespaces, keeping `uid`/`gid` (mapped to themselves). False if the kernel refuses."
+    from cwm_nb.sandbox import _prctl
+    PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
+    was = libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)
+    try:
+        _prctl(PR_SET_DUMPABLE, 1)   # /proc/self/uid_map is writable by the process only while it is dumpable
+        if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS) != 0: return False
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as f: f.write(text)
+        return True
+    except OSError: return False
+    finally:
+        try: _prctl(PR_SET_DUMPABLE, max(0, was))
+        except OSError: pass
+
+def _private_mounts(hide: Sequence[str]) -> bool:
+    "In a test's process: hide `hide`, give /dev/shm a tmpfs, lock the mounts, drop all capabilities. True if all held."
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    uid, gid = os.getuid(), os.getgid()
+    if not _new_userns(libc, uid, gid): return False
+    ok = libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) == 0
+    for h in hide:
+        b = os.fsencode(h)
+        if os.path.isdir(h): ok &= libc.mount(b"none", b, b"tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, b"size=4k,mode=000") == 0
+        elif os.path.exists(h): ok &= libc.mount(b"/dev/null", b, None, _MS_BIND, None) == 0
+    if os.path.isdir("/dev/shm"):
+        libc.mount(b"none", b"/dev/shm", b"tmpfs", _MS_NOSUID | _MS_NODEV, f"size={SHM_MB}m,mode=1777".encode())
+    ok &= _new_userns(libc, uid, gid)   # mounts made in the outer namespace are locked in this one
+    hdr, data = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()   # capset v3: no capability at all
+    return bool(ok) and libc.capset(hdr, data) == 0
+
+# %% ../nbs/11a_apps.ipynb #4b8468f3
+def _hidden_paths(problem: AppsProblem) -> list[str]:
+    "Real paths to hide from `problem`'s programs: its data file or folder and `data_dir()`, unless they hold needed paths."
+    from cwm_nb.fork_server import _needed_paths
+    needed = _needed_paths()
+    out = []
+    for p in (problem.data_path, data_dir()):
+        if p is None or not os.path.exists(p): continue
+        r = os.path.realpath(p)
+        if any(n == r or n.startswith(r.rstrip("/") + "/") for n in needed): continue
+        if r not in out: out.append(r)
+    return out
+
+# %% ../nbs/11a_apps.ipynb #342f957e
 def _program_module(args: dict, names: dict, stdin, stdout):
     "The module the program runs in: `__main__` (stdin problems) or an importable module (call-based), with `names`."
     import builtins, types
@@ -517,7 +587,7 @@ def _program_module(args: dict, names: dict, stdin, stdout):
     if not call: sys.modules["__main__"] = mod
     return mod
 
-# %% ../nbs/11a_apps.ipynb #dfd675a9
+# %% ../nbs/11a_apps.ipynb #48f3143a
 def _run_program(code, source: str, args: dict, inp, mod, stderr) -> dict:
     "Run compiled `code` in `mod` on one input: the report {'end': 'ok'|'exit'|'exception'|'bad_value', ...}."
     from cwm_nb.sandbox import describe_exception
@@ -544,16 +614,22 @@ def _run_program(code, source: str, args: dict, inp, mod, stderr) -> dict:
             except BaseException: pass
     except BaseException as e:
         where = {"top": "while running the program", "find": None, "call": f"in {args.get('fn_name')}()"}.get(stage)
-        try: report = {"end": "exception", "stage": stage, "error": describe_exception(e, source, where=where)}
+        try:
+            err = describe_exception(e, source, where=where)
+            if stage == "find" or "outside the program" in str(err.get("traceback") or ""):   # no frame of the harness
+                err["traceback"] = f"{err.get('exc_type') or 'Exception'}: {e}"
+            report = {"end": "exception", "stage": stage, "error": err}
         except BaseException: report = {"end": "exception", "stage": stage, "error": {"kind": "exception", "message": "the program raised an exception"}}
     return report
 
-# %% ../nbs/11a_apps.ipynb #6ebdf01f
+# %% ../nbs/11a_apps.ipynb #f17b61d2
 def _test_process(code, source: str, args: dict, inp, names: dict, fds: tuple) -> None:
     "Body of one test's process: run the program on one input, report through the result pipe, `_exit`. Never returns."
     from cwm_nb.sandbox import _write_all
+    private = _private_mounts(args.get("hide") or ())
     res, stdin, stdout, stderr = _child_stdio(fds)
     report = _run_program(code, source, args, inp, _program_module(args, names, stdin, stdout), stderr)
+    report["private"] = private
     for f in (sys.stdout, stdout, sys.stderr, stderr):
         try: f.flush()
         except BaseException: pass
@@ -563,7 +639,7 @@ def _test_process(code, source: str, args: dict, inp, names: dict, fds: tuple) -
     except BaseException: pass
     os._exit(0)
 
-# %% ../nbs/11a_apps.ipynb #cc9bfb83
+# %% ../nbs/11a_apps.ipynb #5260f95f
 def _kill_group(pid: int) -> None:
     for f in (os.killpg, os.kill):
         try: f(pid, signal.SIGKILL)
@@ -583,7 +659,7 @@ def _kill_strays(limit_s: float = 1.0) -> None:
             try: os.waitpid(k, 0)
             except ChildProcessError: pass
 
-# %% ../nbs/11a_apps.ipynb #ac4af595
+# %% ../nbs/11a_apps.ipynb #e5b43adb
 def _start_test(code, source: str, args: dict, i: int, names: dict) -> tuple:
     "Fork the process of test `i`, its stdin a memory file holding the input: (pid, read ends) or (None, why not)."
     from cwm_nb.sandbox import _write_all
@@ -603,9 +679,9 @@ def _start_test(code, source: str, args: dict, i: int, names: dict) -> tuple:
     except OSError: pass
     return pid, {"out": out_r, "err": err_r, "res": res_r}
 
-# %% ../nbs/11a_apps.ipynb #883dd32e
-def _watch_test(pid: int, fds: dict, cap: int, deadline: float, by_cap: bool) -> dict:
-    "Read the test's pipes until it ends, its deadline passes or stdout exceeds `cap`; kill its group and strays; reap."
+# %% ../nbs/11a_apps.ipynb #aee754b4
+def _watch_test(pid: int, fds: dict, cap: int, deadline: float, by_cap: bool, kill_on_cap: bool = True) -> dict:
+    "Read the test's pipes until it ends, its deadline passes or (`kill_on_cap`) stdout exceeds `cap`; kill its group and strays; reap."
     out_r, err_r, res_r = fds["out"], fds["err"], fds["res"]
     keep = {out_r: cap + 1, err_r: STDERR_KEEP_BYTES, res_r: cap + 65536}
     bufs = {fd: bytearray() for fd in keep}
@@ -628,7 +704,7 @@ def _watch_test(pid: int, fds: dict, cap: int, deadline: float, by_cap: bool) ->
             for fd, _ in poll.poll(max(1, math.ceil(left * 1000))):
                 if fd == pidfd: exited = True
                 else: drain(fd)
-            if len(bufs[out_r]) > cap or len(bufs[res_r]) >= keep[res_r]: status = "output_limit"
+            if (kill_on_cap and len(bufs[out_r]) > cap) or len(bufs[res_r]) >= keep[res_r]: status = "output_limit"
             elif exited: break
         _kill_group(pid)
         _, st = os.waitpid(pid, 0)
@@ -638,24 +714,24 @@ def _watch_test(pid: int, fds: dict, cap: int, deadline: float, by_cap: bool) ->
             stop = min(time.monotonic() + 1.0, deadline + 0.5)
             while open_fds - {err_r} and time.monotonic() < stop:
                 for fd, _ in poll.poll(50): drain(fd)
-            if len(bufs[out_r]) > cap: status = "output_limit"
+            if kill_on_cap and len(bufs[out_r]) > cap: status = "output_limit"
     finally:
         for fd in (out_r, err_r, res_r, pidfd): os.close(fd)
     text = lambda fd, n=None: bytes(bufs[fd][:n]).decode("utf-8", "replace")
     return {"status": status or "ended", "exit": os.waitstatus_to_exitcode(st), "stdout": text(out_r, cap),
             "report": text(res_r), "stderr": text(err_r)}
 
-# %% ../nbs/11a_apps.ipynb #ad3b858d
+# %% ../nbs/11a_apps.ipynb #cf2a45a6
 def _run_one_test(code, source: str, args: dict, i: int, names: dict, end: float) -> dict:
     "Run test `i` in its own process; a dict with status, exit, stdout, report, stderr, wall_s (see `run_tests`)."
     t0 = time.monotonic()
     per_end = t0 + float(args["per_test_s"])
     pid, fds = _start_test(code, source, args, i, names)
     if pid is None: return {"status": "no_start", "message": fds, "wall_s": time.monotonic() - t0}
-    out = _watch_test(pid, fds, int(args["output_caps"][i]), min(per_end, end), end < per_end)
+    out = _watch_test(pid, fds, int(args["output_caps"][i]), min(per_end, end), end < per_end, args["kind"] != "call")
     return {**out, "wall_s": time.monotonic() - t0}
 
-# %% ../nbs/11a_apps.ipynb #4bf0a6d8
+# %% ../nbs/11a_apps.ipynb #6ba85831
 def _tests_in_job(args: dict, data: Any, source: str, in_job: bool) -> dict:
     "`run_tests.before_exec`: compile once, then one forked process per test, within the whole-problem cap."
     from cwm_nb.sandbox import PR_SET_CHILD_SUBREAPER, PROGRAM_FILENAME, _prctl, describe_exception, make_error
@@ -678,7 +754,7 @@ def run_tests(namespace: dict, args: dict, data: Any) -> dict:
 
 run_tests.before_exec = _tests_in_job
 
-# %% ../nbs/11a_apps.ipynb #6ba85831
+# %% ../nbs/11a_apps.ipynb #44be4887
 STATUSES = ("pass", "wrong_answer", "no_output", "runtime_error", "timeout", "output_limit", "not_run")
 SHOW_CHARS = 2000   # inputs, outputs and errors kept in results and prompts are clipped to this many characters
 
@@ -688,7 +764,7 @@ def _clip(text: str, n: int = SHOW_CHARS) -> str:
 def _as_text(x) -> str:
     return x if isinstance(x, str) else json.dumps(x)
 
-# %% ../nbs/11a_apps.ipynb #8a8249cd
+# %% ../nbs/11a_apps.ipynb #a48c1d65
 @dataclass
 class AppsTestResult:
     "What one test of one program gave, under the evaluation's mode; both modes' verdicts are kept."
@@ -705,11 +781,12 @@ class AppsTestResult:
     @property
     def passed(self) -> bool: return self.status == "pass"
 
-# %% ../nbs/11a_apps.ipynb #984b5e8f
+# %% ../nbs/11a_apps.ipynb #36b840e0
 def _judge_unfinished(raw: dict, per_test_s: float, problem_s: float) -> dict | None:
     "The verdict of a test that did not run to its end (not run, killed at a deadline or the output cap), or None."
     st = raw.get("status")
     if st == "not_run": return dict(common="not_run", error="not run: the whole-problem cap was reached before this test started")
+    if st == "no_code": return dict(common="no_output", error="not run: the program has no code (a candidate without code never passes)")
     if st == "no_start": return dict(common="not_run", error=f"not run: {raw.get('message')}")
     if st in ("timeout", "cap_timeout"):
         why = (f"killed at the per-test timeout of {per_test_s:g} s" if st == "timeout"
@@ -731,18 +808,21 @@ def _report(raw: dict) -> tuple[dict | None, dict | None]:
         rep = {"end": "ok"}   # os._exit(0): a normal end without a report
     return rep, None
 
-# %% ../nbs/11a_apps.ipynb #fcf97576
+# %% ../nbs/11a_apps.ipynb #5d286ece
 def _judge_value(rep: dict, expected, fn_name) -> dict:
     "Both modes' verdicts on a call-based test's report."
     end = rep.get("end")
     if "value" not in rep and end != "exit": return dict(common="wrong_answer", error="no value came back", output="")
     value = rep.get("value")
-    text = json.dumps(value)
+    text = json.dumps(_decode_tuples(value, as_tuple=False))
     verdict = {m: ("pass" if outputs_match(value, expected, "call", m) else
                    "no_output" if value is None and end != "exit" else "wrong_answer") for m in COMPARE_MODES}
-    if end == "exit": verdict = {m: "runtime_error" for m in COMPARE_MODES}
-    return dict(strict=verdict["strict"], apps_compat=verdict["apps_compat"], output=text,
-                error=f"the program called sys.exit() inside {fn_name}()" if end == "exit" else None)
+    err = None
+    if end == "exit": verdict, err = {m: "runtime_error" for m in COMPARE_MODES}, f"the program called sys.exit() inside {fn_name}()"
+    elif verdict["apps_compat"] == "pass" != verdict["strict"]:
+        err = (f"{fn_name}() returned a value equal to the expected one only loosely; strict comparison needs the same "
+               "types (a list, not a tuple; an int, not a float; a bool, not a number)")
+    return dict(strict=verdict["strict"], apps_compat=verdict["apps_compat"], output=text, error=err)
 
 def _judge_printed(rep: dict, out: str, expected: str) -> dict:
     "Both modes' verdicts on what a stdin program printed."
@@ -754,7 +834,7 @@ def _judge_printed(rep: dict, out: str, expected: str) -> dict:
         strict, err = "runtime_error", f"the program exited with status {rep.get('exit_code')} (sys.exit)"
     return dict(strict=strict, apps_compat=verdict(rule is not None), output=out, error=err, rule=rule)
 
-# %% ../nbs/11a_apps.ipynb #8cd426b5
+# %% ../nbs/11a_apps.ipynb #d021425f
 def _judge(raw: dict, expected, kind: str, fn_name, per_test_s: float, problem_s: float) -> dict:
     "Classify one raw test result: per-mode status and pass, output text, error, compat rule."
     early = _judge_unfinished(raw, per_test_s, problem_s)
@@ -764,12 +844,13 @@ def _judge(raw: dict, expected, kind: str, fn_name, per_test_s: float, problem_s
     end, out = rep.get("end"), raw.get("stdout", "")
     if end == "exception":
         e = rep.get("error") or {}
-        return dict(common="runtime_error", error=str(e.get("traceback") or e.get("message") or "the program raised"), output=out,
-                    stage=rep.get("stage"), exc_type=e.get("exc_type"), line=e.get("line"))
-    if end == "bad_value": return dict(common="wrong_answer", error=str(rep.get("message")), output="")
-    return _judge_value(rep, expected, fn_name) if kind == "call" else _judge_printed(rep, out, expected)
+        j = dict(common="runtime_error", error=str(e.get("traceback") or e.get("message") or "the program raised"), output=out,
+                 stage=rep.get("stage"), exc_type=e.get("exc_type"), line=e.get("line"))
+    elif end == "bad_value": j = dict(common="wrong_answer", error=str(rep.get("message")), output="")
+    else: j = _judge_value(rep, expected, fn_name) if kind == "call" else _judge_printed(rep, out, expected)
+    return dict(j, private=rep.get("private"))
 
-# %% ../nbs/11a_apps.ipynb #c1a09874
+# %% ../nbs/11a_apps.ipynb #4a4b1906
 @dataclass
 class AppsEvaluation:
     "One program on one problem's tests: per-test results and what the searches need (accuracy, bug, error, failures)."
@@ -783,6 +864,7 @@ class AppsEvaluation:
     harness_error: str | None = None   # the sandbox job itself failed (then every test is not_run)
     bug: bool = False                  # the paper's bug: cannot be loaded at all (see `_is_bug`)
     wall_s: float = 0.0                # wall time of the whole evaluation, seconds
+    data_hidden: bool | None = None    # every test that ran had the data hidden from it (None: no test ran)
 
     @property
     def n_tests(self) -> int: return len(self.tests)
@@ -797,7 +879,7 @@ class AppsEvaluation:
         "Every test ran and passed (and there was at least one): the problem counts for strict accuracy."
         return bool(self.tests) and all(t.passed for t in self.tests)
 
-# %% ../nbs/11a_apps.ipynb #d084f3ba
+# %% ../nbs/11a_apps.ipynb #e1d404c8
 @patch(as_prop=True)
 def accuracy_strict(self: AppsEvaluation) -> float:
     return sum(t.passed_strict for t in self.tests) / self.n_tests if self.tests else 0.0
@@ -813,7 +895,7 @@ def counts(self: AppsEvaluation) -> dict:
 @patch(as_prop=True)
 def raised_on_first_test(self: AppsEvaluation) -> bool: return bool(self.tests) and self.tests[0].status == "runtime_error"
 
-# %% ../nbs/11a_apps.ipynb #efa3bab7
+# %% ../nbs/11a_apps.ipynb #a2802f0c
 @patch(as_prop=True)
 def error(self: AppsEvaluation) -> str | None:
     "Condensed error for a fix prompt: the compile error, the harness failure, or the first runtime error."
@@ -828,7 +910,7 @@ def failures(self: AppsEvaluation) -> list[dict]:
     return [dict(index=t.index, input=_clip(_as_text(i)), expected=_clip(_as_text(e)), output=_clip(t.output),
                  status=t.status, error=t.error) for t, i, e in zip(self.tests, self.inputs, self.expected) if not t.passed]
 
-# %% ../nbs/11a_apps.ipynb #ebc3d5aa
+# %% ../nbs/11a_apps.ipynb #79966d32
 @patch
 def summary(self: AppsEvaluation) -> str:
     "One line: passed/total, mode, status counts, bug."
@@ -841,10 +923,10 @@ def to_dict(self: AppsEvaluation) -> dict:
     from dataclasses import asdict
     return dict(problem_id=self.problem_id, mode=self.mode, kind=self.kind, n_tests=self.n_tests, n_passed=self.n_passed,
                 accuracy=self.accuracy, accuracy_strict=self.accuracy_strict, accuracy_apps_compat=self.accuracy_apps_compat,
-                perfect=self.perfect, bug=self.bug, error=self.error, counts=self.counts, wall_s=self.wall_s,
+                perfect=self.perfect, bug=self.bug, error=self.error, counts=self.counts, wall_s=self.wall_s, data_hidden=self.data_hidden,
                 harness_error=self.harness_error, tests=[asdict(t) for t in self.tests], failures=self.failures)
 
-# %% ../nbs/11a_apps.ipynb #37192abf
+# %% ../nbs/11a_apps.ipynb #c60f6317
 def _is_bug(raw: dict | None, compile_error, kind: str, source: str) -> bool:
     "The original search's bug: no compile, a failing top-level import, or (call-based) no loadable function."
     if compile_error is not None: return True
@@ -855,7 +937,7 @@ def _is_bug(raw: dict | None, compile_error, kind: str, source: str) -> bool:
         if 0 < raw["line"] <= len(lines) and re.match(r"(?:import|from)\s", lines[raw["line"] - 1]): return True
     return False
 
-# %% ../nbs/11a_apps.ipynb #f03ba465
+# %% ../nbs/11a_apps.ipynb #c7e16f49
 def _selected_tests(source, problem, tests, mode: str, per_test_s: float, problem_s: float) -> list[int]:
     "The test indices to run, once every argument of `evaluate_solution` is checked. Raises `CwmNbError`."
     if not isinstance(problem, AppsProblem): raise CwmNbError(f"problem must be an AppsProblem, not {type(problem).__name__}", "load it with load_apps")
@@ -869,7 +951,15 @@ def _selected_tests(source, problem, tests, mode: str, per_test_s: float, proble
     if bad: raise CwmNbError(f"test index {bad[0]} is out of range for problem {problem.problem_id} ({problem.n_tests} tests)")
     return idx
 
-# %% ../nbs/11a_apps.ipynb #e6fc7260
+# %% ../nbs/11a_apps.ipynb #ffe3e486
+def _has_code(source: str) -> bool:
+    "False for a program of no statements (or only string literals); True otherwise, a syntax error included."
+    import ast
+    try: body = ast.parse(source).body
+    except (SyntaxError, ValueError): return True   # the harness reports the compile error
+    return any(not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)) for n in body)
+
+# %% ../nbs/11a_apps.ipynb #1a52576b
 def _raw_tests(ev: AppsEvaluation, r, n: int) -> list[dict]:
     "`n` raw test results from the sandbox result `r`; sets `ev.harness_error` or `ev.compile_error` when the job says so."
     value = r.value if r.ok and isinstance(r.value, dict) else None
@@ -883,7 +973,7 @@ def _raw_tests(ev: AppsEvaluation, r, n: int) -> list[dict]:
     else: raws = value.get("tests") or []
     return list(raws) + [{"status": "not_run"}] * (n - len(raws))
 
-# %% ../nbs/11a_apps.ipynb #d3065af0
+# %% ../nbs/11a_apps.ipynb #498f0991
 def evaluate_solution(
     source: str,                     # the program (untrusted; runs only in the sandbox)
     problem: AppsProblem,            # the problem whose tests are run
@@ -901,14 +991,16 @@ def evaluate_solution(
     ins, exp = [problem.inputs[i] for i in idx], [problem.outputs[i] for i in idx]
     caps = [OUTPUT_CAP_BYTES + 2 * len(_as_text(e).encode()) for e in exp]
     args = dict(kind=problem.kind, inputs=ins, fn_name=problem.fn_name, per_test_s=float(per_test_s), problem_s=float(problem_s),
-                output_caps=caps, preamble=(mode == "apps_compat") if preamble is None else bool(preamble))
-    sb = sandbox or get_sandbox()
-    limits = replace(sb.limits, wall_s=problem_s + HARNESS_MARGIN_S, cpu_s=math.ceil(problem_s + HARNESS_MARGIN_S))
+                output_caps=caps, preamble=(mode == "apps_compat") if preamble is None else bool(preamble), hide=_hidden_paths(problem))
     t0 = time.perf_counter()
-    r = sb.run(source, "cwm_nb.apps:run_tests", args, limits=limits)
-    ev = AppsEvaluation(problem.problem_id, mode, problem.kind, [], ins, exp, wall_s=time.perf_counter() - t0)
-    first = None
-    for k, (i, raw, e) in enumerate(zip(idx, _raw_tests(ev, r, len(idx)), exp)):
+    ev = AppsEvaluation(problem.problem_id, mode, problem.kind, [], ins, exp)
+    if _has_code(source):
+        sb = sandbox or get_sandbox()
+        limits = replace(sb.limits, wall_s=problem_s + HARNESS_MARGIN_S, cpu_s=math.ceil(problem_s + HARNESS_MARGIN_S))
+        raws = _raw_tests(ev, sb.run(source, "cwm_nb.apps:run_tests", args, limits=limits), len(idx))
+    else: raws = [{"status": "no_code"}] * len(idx)
+    ev.wall_s, first, private = time.perf_counter() - t0, None, []
+    for k, (i, raw, e) in enumerate(zip(idx, raws, exp)):
         j = _judge(raw, e, problem.kind, problem.fn_name, per_test_s, problem_s)
         if ev.compile_error is not None: j["error"] = "not run: the program does not compile"
         elif ev.harness_error: j["error"] = "not run: " + ev.harness_error
@@ -916,10 +1008,11 @@ def evaluate_solution(
         ev.tests.append(AppsTestResult(i, s if mode == "strict" else c, s == "pass", c == "pass", _clip(j.get("output") or ""),
                                        j.get("error"), j.get("rule"), float(raw.get("wall_s", 0.0))))
         if k == 0: first = j
-    ev.bug = _is_bug(first, ev.compile_error, problem.kind, source)
+        if j.get("private") is not None: private.append(j["private"])
+    ev.bug, ev.data_hidden = _is_bug(first, ev.compile_error, problem.kind, source), all(private) if private else None
     return ev
 
-# %% ../nbs/11a_apps.ipynb #bb2a270f
+# %% ../nbs/11a_apps.ipynb #a7e57eb3
 def apps_metrics(
     evaluations: Sequence,   # one AppsEvaluation (or None: no program, or a malformed problem) per problem
 ) -> dict:
@@ -934,7 +1027,7 @@ def apps_metrics(
         out[f"test_case_average_{m}"] = sum(getattr(e, f"accuracy_{m}") for e in ok) / n
     return out
 
-# %% ../nbs/11a_apps.ipynb #3216a8cf
+# %% ../nbs/11a_apps.ipynb #0027b312
 COT_LEAD = "Let's think step by step."   # zero-shot CoT's lead-in (Kojima et al., 2022), as a pre-fill or in the user turn
 STDIN_RULE = ("Write a complete Python 3 program. It is run once per test, as a script: the test's input is on "
               "standard input (stdin), and what the program prints on standard output (stdout) is compared with the "
@@ -955,7 +1048,7 @@ def apps_task_rule(problem: AppsProblem) -> str:
     if starter: text += f" Start from this code:\n\n```python\n{starter}\n```"
     return text
 
-# %% ../nbs/11a_apps.ipynb #9275e937
+# %% ../nbs/11a_apps.ipynb #540bd0e8
 def _chat(user: str) -> list[dict]:
     from cwm_nb.prompts import SYSTEM_PROMPT
     return [dict(role="system", content=SYSTEM_PROMPT), dict(role="user", content=user)]
@@ -970,7 +1063,7 @@ def apps_generate_messages(
     if cot: user += f" Reason about the problem first ({COT_LEAD}), then write the code block."
     return _chat(user)
 
-# %% ../nbs/11a_apps.ipynb #6b887938
+# %% ../nbs/11a_apps.ipynb #52a6de9e
 _SECTIONS = {
     "improve": [("## Diagnosis", "Explain how the program's output differs from the expected output on this test, and why."),
                 ("## Faulty logic", "Point to the lines responsible and the wrong reasoning in them."),
@@ -992,7 +1085,7 @@ def _refine(problem: AppsProblem, program: str, said: str, evidence: str, ask: s
     return _chat(f"{problem.question.strip()}\n\n{apps_task_rule(problem)}\n\nBelow is a program written for this problem. "
                  f"{said}\n\n{_program(program)}\n\n{evidence}\n\n{ask}")
 
-# %% ../nbs/11a_apps.ipynb #b50fb468
+# %% ../nbs/11a_apps.ipynb #5112c78e
 def format_apps_failure(
     failure: dict | str,  # one of `AppsEvaluation.failures`, or preformatted text
 ) -> str:
@@ -1004,7 +1097,7 @@ def format_apps_failure(
     if failure.get("error"): parts.append(block("Error", failure["error"]))
     return "\n\n".join(parts)
 
-# %% ../nbs/11a_apps.ipynb #540bd0e8
+# %% ../nbs/11a_apps.ipynb #95d5b9fc
 def apps_improve_messages(
     problem: AppsProblem,   # the problem
     program: str,           # the program to improve
@@ -1029,7 +1122,7 @@ def apps_fix_messages(
                    f"### The error\n\n```\n{(error or 'unknown error').strip()}\n```",
                    f"Repair the program and give the whole corrected program. {_sections('fix', cot)}")
 
-# %% ../nbs/11a_apps.ipynb #52a6de9e
+# %% ../nbs/11a_apps.ipynb #a5df6c0e
 def apps_prefill(
     action: str,            # "generate", "cot", "improve" or "fix"
     code_so_far: str = "",  # generate: the partial program the model continues ("" at the root)
@@ -1043,7 +1136,7 @@ def apps_prefill(
     if action in ("improve", "fix"): return _SECTIONS[action][0][0] + "\n" if cot else "```python\n"
     raise CwmNbError(f"unknown prompt action {action!r}", "use 'generate', 'cot', 'improve' or 'fix'")
 
-# %% ../nbs/11a_apps.ipynb #5112c78e
+# %% ../nbs/11a_apps.ipynb #ff3cfd4e
 def choose_failure(
     evaluation: AppsEvaluation,  # an evaluation with at least one failing test
     rng=None,                    # a numpy Generator (seeded by the search); None: the first failure
@@ -1059,7 +1152,7 @@ def choose_failure(
     if f["status"] == "runtime_error" and not f["output"].strip(): f["output"] = f["error"] or ""
     return f
 
-# %% ../nbs/11a_apps.ipynb #599746e0
+# %% ../nbs/11a_apps.ipynb #1639672b
 _READS_STDIN = re.compile(r"\binput\s*\(|\bsys\s*\.\s*stdin\b|\bstdin\s*\.|\bopen\s*\(\s*0\b|\bfileinput\b|\bos\s*\.\s*read\s*\(\s*0\b")
 
 def looks_like_apps_solution(
@@ -1072,7 +1165,19 @@ def looks_like_apps_solution(
         import ast
         try: return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == problem.fn_name for n in ast.walk(ast.parse(code)))
         except (SyntaxError, ValueError): return re.search(rf"\bdef\s+{re.escape(problem.fn_name)}\s*\(", code) is not None
-    return _READS_STDIN.search(_without_comments(code)) is not None
+    return _READS_STDIN.search(_without_comments(code)) is not None or _reads_stdin_by_alias(code)
+
+def _reads_stdin_by_alias(code: str) -> bool:
+    "True if the code takes stdin under another name: `from sys import stdin as inp`, `import sys as s` then `s.stdin`."
+    import ast
+    try: tree = ast.parse(code)
+    except (SyntaxError, ValueError): return False
+    sys_names = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and n.module == "sys" and any(a.name in ("stdin", "__stdin__", "*") for a in n.names): return True
+        if isinstance(n, ast.Import): sys_names |= {a.asname or a.name for a in n.names if a.name == "sys"}
+    return any(isinstance(n, ast.Attribute) and n.attr in ("stdin", "__stdin__") and isinstance(n.value, ast.Name)
+               and n.value.id in sys_names for n in ast.walk(tree))
 
 def _without_comments(code: str) -> str:
     "`code` without comments and string literals (unchanged if it does not tokenize)."

@@ -107,8 +107,9 @@ def search_evaluator(
     per_test_s: float = 4.0,    # per-test timeout, seconds (paper: 4)
     problem_s: float = 10.0,    # whole-problem cap, seconds (paper: 10)
 ) -> Callable[[str], SearchEvaluation]:
-    "A function program source -> `SearchEvaluation` on `tests`, for `make_search`."
-    tests = list(tests)
+    "A function program source -> `SearchEvaluation` on `tests`, for `make_search`. Raises `CwmNbError` for bad tests or settings at once."
+    from cwm_nb.apps import _selected_tests
+    tests = _selected_tests("", problem, list(tests), mode, per_test_s, problem_s)   # checked now, not at the first program
     def evaluate(source: str) -> SearchEvaluation:
         ev = evaluate_solution(source, problem, tests, mode, sandbox, per_test_s=per_test_s, problem_s=problem_s)
         rng = make_rng(seed, "apps-improve-example", problem.problem_id, hashlib.sha256(source.encode()).hexdigest())
@@ -133,8 +134,8 @@ def _perfect(ev: AppsEvaluation, m: str) -> bool:
     return bool(ev.tests) and all(getattr(t, f"passed_{m}") for t in ev.tests)
 
 def _problem_fields(p: AppsProblem) -> dict:
-    return dict(problem_id=p.problem_id, position=p.position, source=p.source, difficulty=p.difficulty, kind=p.kind,
-                n_tests=p.n_tests)
+    return dict(problem_id=p.problem_id, position=p.position, url=p.url, source=p.source, difficulty=p.difficulty,
+                kind=p.kind, n_tests=p.n_tests)
 
 def _reusable(r: dict | None, budget: int) -> bool:
     "Whether a stored result answers this budget: made for it, or its search ended before spending it."
@@ -148,12 +149,15 @@ def _search_fields(res) -> dict:
                 best_value_per_call=list(res.best_value_per_call),
                 program_sha256=hashlib.sha256((res.best_program or "").encode()).hexdigest())
 
-def _final_fields(final: AppsEvaluation) -> dict:
-    "The best program's scores on the final tests, in both comparison modes, as result fields."
+def _final_fields(final: AppsEvaluation, held_out: Sequence[int] = ()) -> dict:
+    "The best program's scores on all tests (and on the `held_out` ones alone), in both comparison modes, as result fields."
+    held = [t for t in final.tests if t.index in set(held_out)]
+    share = lambda ts, m: sum(getattr(t, f"passed_{m}") for t in ts) / len(ts) if ts else None
     return dict(bug=final.bug, perfect=final.perfect, test_case_average=final.accuracy,
                 **{f"perfect_{m}": _perfect(final, m) for m in COMPARE_MODES},
                 **{f"test_case_average_{m}": getattr(final, f"accuracy_{m}") for m in COMPARE_MODES},
-                final_counts=final.counts, final_error=final.error)
+                **{f"held_out_test_case_average_{m}": share(held, m) for m in COMPARE_MODES},
+                final_counts=final.counts, final_error=final.error, data_hidden=final.data_hidden)
 
 # %% ../nbs/11b_apps_search.ipynb #d9159ef5
 def solve_problem(
@@ -174,7 +178,7 @@ def solve_problem(
     problem_s: float = 10.0,     # whole-problem cap per evaluation, seconds (paper: 10)
     progress: bool = False,      # the search's own progress bar
 ) -> dict:
-    "Search a program for `problem` and score it on the final tests; returns (and writes) its result. Raises `CwmNbError` for bad settings."
+    "Search a program for `problem` and score it on all its tests; returns (and writes) its result. Raises `CwmNbError` for bad settings."
     from cwm_nb.baselines import make_search
     if apps_mode not in SPLIT_MODES: raise CwmNbError(f"unknown APPS mode {apps_mode!r}", f"use one of {SPLIT_MODES}")
     if compare not in COMPARE_MODES: raise CwmNbError(f"unknown comparison {compare!r}", f"use one of {COMPARE_MODES}")
@@ -195,12 +199,14 @@ def solve_problem(
     search = make_search(method, llm, evaluate, task.description, seed=seed, checkpoint=folder/"checkpoint.json",
                          paper_compat=paper_compat, max_tokens=max_tokens, progress=progress, task=task)
     res = search.run(budget)
-    final = evaluate_solution(res.best_program or "", problem, split.final, compare, sandbox, per_test_s=per_test_s,
-                              problem_s=problem_s)
+    final = evaluate_solution(res.best_program or "", problem, None, compare, sandbox, per_test_s=per_test_s,
+                              problem_s=problem_s)   # every test, in one job under one whole-problem cap
+    held_out = [] if split.overlap else list(split.final)
     atomic_write_text(folder/"program.py", res.best_program or "")
     atomic_write_json(folder/"tree.json", res.tree, indent=None)
-    result = dict(base, status="ok", error=None, search_tests=list(split.search), final_tests=list(split.final),
-                  overlap=split.overlap, **_search_fields(res), **_final_fields(final),
+    result = dict(base, status="ok", error=None, search_tests=list(split.search), held_out_tests=held_out,
+                  final_tests=list(range(problem.n_tests)), overlap=split.overlap, **_search_fields(res),
+                  **_final_fields(final, held_out),
                   search_s=round(sum(res.timing.values()), 3), wall_s=round(time.perf_counter() - t0, 3))
     atomic_write_json(folder/"result.json", result)
     return to_plain(result)
@@ -286,6 +292,8 @@ def apps_run_metrics(
     rs = list(results)
     sc = _scores(rs, compare)
     ok = [r for r in rs if r.get("status") == "ok"]
+    overlap = [r["problem_id"] for r in ok if r.get("overlap") and apps_mode != "paper"]
+    n_overlap = len(overlap)
     total = lambda k: int(sum(r.get(k) or 0 for r in ok))
     by_source = {}
     for src in sorted({str(r.get("source")) for r in rs}):
@@ -297,9 +305,13 @@ def apps_run_metrics(
         strict_accuracy=sc[f"strict_accuracy_{compare}"], strict_accuracy_se=sc[f"strict_accuracy_{compare}_se"],
         test_case_average=sc[f"test_case_average_{compare}"],
         evaluation=f"pass@{budget}" if apps_mode == "paper" else "held-out",
+        n_overlap=n_overlap, overlap_problems=overlap,
         evaluation_note=(f"pass@{budget}: the search scored its programs on every test of each problem, the very tests of "
                          "this score, as the paper did (Dainese et al. 2024, 5.2)" if apps_mode == "paper" else
-                         "held-out: each problem's score uses tests its search never saw (the search saw the others)"),
+                         "held-out: each problem's search saw only part of its tests; a problem counts as solved only if "
+                         "its program passes all its tests, those its search never saw included"
+                         + (f". {n_overlap} of {len(rs)} problems have a single test, which their search saw too: "
+                            f"for them the score is pass@{budget}, not held-out" if n_overlap else "")),
         mean_search_value=sum(r.get("search_value", 0.0) for r in ok) / len(rs),
         llm_calls=total("llm_calls"), model_calls=total("model_calls"), cached_calls=total("cached_calls"),
         failed_calls=total("failed_calls"), prompt_tokens=total("prompt_tokens"), completion_tokens=total("completion_tokens"),

@@ -443,7 +443,7 @@ def run_apps_search(
     base_url: str = "",          # OpenAI-compatible endpoint for `provider:name` models
     paper_compat: bool = False,  # the original code's search behaviour
     max_tokens: int = 0,         # completion cap per call; 0: the model's default (`default_max_tokens`)
-    apps_mode: str = "held_out", # "held_out": score on tests the search did not see; "paper": all tests, pass@B
+    apps_mode: str = "held_out", # "held_out": the search sees part of each problem's tests; "paper": all, pass@B
     compare: str = "strict",     # output comparison the search and the headline use: "strict" or "apps_compat"
     endpoint_caps: str = "",     # overrides of the endpoint's capabilities (`llm.parse_caps` form)
     llm=None,                    # an `LLM` to use instead of resolving `model` (tests)
@@ -628,7 +628,7 @@ def add_run_cli(sub) -> None:
     r.add_argument("--data", default="", help="apps: your copy of APPS (release folder, .jsonl or parquet files), or demo (data/apps_demo)")
     r.add_argument("--problems", default="", help="apps: positions START:STOP or a comma list; default 3000:4000 (the paper's), demo: 0:6")
     r.add_argument("--apps-mode", default="held_out", choices=("held_out", "paper"),
-                   help="apps: held_out scores on tests the search did not see; paper: the search sees all tests (pass@B)")
+                   help="apps: held_out hides part of each problem's tests from the search (a problem is solved only if all pass); paper: the search sees all tests (pass@B)")
     r.add_argument("--compare", default="strict", choices=("strict", "apps_compat"),
                    help="apps: output comparison of the search and the headline (both are reported)")
     r.set_defaults(fn=_cmd_run)

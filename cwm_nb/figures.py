@@ -11,11 +11,12 @@ from typing import Any, NamedTuple
 from .core import CwmNbError, atomic_write_json, atomic_write_text, data_dir
 
 # %% auto #0
-__all__ = ['PAPER', 'OURS', 'PUBLISHED_FILES', 'RUN_KEY', 'ABLATIONS', 'ACTION_STATS', 'APPS_TABLES', 'ROLLOUT_KEYS',
-           'COUNT_COLUMNS', 'TABLES', 'published_dir', 'load_published', 'effective_return', 'method_label',
-           'dedupe_runs', 'Table', 'table_main', 'table_rtfm', 'table_per_env', 'table_ablation', 'table_action_stats',
-           'table_returns', 'apps_problem_results', 'table_apps', 'table_apps_by_source', 'plot_best_value_vs_calls',
-           'best_run', 'plot_search_tree', 'plot_rollout_errors', 'write_table', 'styled', 'make_all', 'add_cli']
+__all__ = ['PAPER', 'OURS', 'PUBLISHED_FILES', 'RUN_KEY', 'ABLATIONS', 'ACTION_STATS', 'PAPER_APPS', 'APPS_TABLES',
+           'ROLLOUT_KEYS', 'COUNT_COLUMNS', 'TABLES', 'published_dir', 'load_published', 'effective_return',
+           'method_label', 'dedupe_runs', 'Table', 'table_main', 'table_rtfm', 'table_per_env', 'table_ablation',
+           'table_action_stats', 'table_returns', 'apps_problem_results', 'table_apps', 'table_apps_by_source',
+           'plot_best_value_vs_calls', 'best_run', 'plot_search_tree', 'plot_rollout_errors', 'write_table', 'styled',
+           'make_all', 'add_cli']
 
 # %% ../nbs/14_figures.ipynb #7996c113
 PAPER, OURS = "paper (published)", "ours"   # labels of the two sources in every table
@@ -381,8 +382,9 @@ def table_returns(
     return Table(df, cap)
 
 # %% ../nbs/14_figures.ipynb #553d6269
-_APPS_COLS = ("run_dir", "method", "model", "budget", "seed", "evaluation", "compare", "problem_id", "source", "status",
-              "perfect_strict", "perfect_apps_compat", "test_case_average_strict", "test_case_average_apps_compat", "llm_calls")
+_APPS_NUM = ("perfect_strict", "perfect_apps_compat", "test_case_average_strict", "test_case_average_apps_compat", "llm_calls")
+_APPS_COLS = ("run_dir", "data", "method", "model", "budget", "seed", "evaluation", "compare", "problem_id", "source",
+              "status", *_APPS_NUM)
 
 def apps_problem_results(
     index: "pd.DataFrame",   # the results index
@@ -401,15 +403,15 @@ def apps_problem_results(
         ev = f"pass@{s['budget']}" if s.get("apps_mode") == "paper" else "held-out"
         for line in lines:
             r = json.loads(line)
-            rows.append(dict(run_dir=rd, method=method, model=s["model"], budget=int(s["budget"]), seed=int(s["seed"]),
-                             evaluation=ev, compare=s.get("compare", "strict"), problem_id=str(r["problem_id"]),
-                             source=str(r.get("source") or "unknown"), status=r.get("status"),
-                             **{k: float(r.get(k) or 0) for k in _APPS_COLS[10:]}))
+            rows.append(dict(run_dir=rd, data=str(s.get("data") or "unknown"), method=method, model=s["model"],
+                             budget=int(s["budget"]), seed=int(s["seed"]), evaluation=ev, compare=s.get("compare", "strict"),
+                             problem_id=str(r["problem_id"]), source=str(r.get("source") or "unknown"), status=r.get("status"),
+                             **{k: float(r.get(k) or 0) for k in _APPS_NUM}))
     df = pd.DataFrame(rows, columns=list(_APPS_COLS))
-    return df.drop_duplicates(["method", "model", "budget", "seed", "evaluation", "compare", "problem_id"], keep="first")
+    return df.drop_duplicates(["data", "method", "model", "budget", "seed", "evaluation", "compare", "problem_id"], keep="first")
 
 # %% ../nbs/14_figures.ipynb #b033d372
-_APPS_KEYS = ["method", "model", "budget", "evaluation", "comparison"]
+_APPS_KEYS = ["data", "method", "model", "budget", "evaluation", "comparison"]
 
 def _apps_agg(df, keys: list[str]) -> "pd.DataFrame":
     "Per `keys`: per problem the mean over seeds, then percentages over problems with the standard error of the headline."
@@ -428,6 +430,8 @@ def _apps_agg(df, keys: list[str]) -> "pd.DataFrame":
     return pd.DataFrame(rows)
 
 # %% ../nbs/14_figures.ipynb #869a3e2c
+PAPER_APPS = "APPS test 3000-3999"   # the paper's problem set: the 1,000 competition problems of the APPS test split
+
 def table_apps(
     index: "pd.DataFrame",   # the results index
     results: str | Path,     # the results folder (each APPS run's problems.jsonl is read)
@@ -437,21 +441,22 @@ def table_apps(
     import pandas as pd
     df = apps_problem_results(index, results).rename(columns={"compare": "comparison"})
     ours = _apps_agg(df, _APPS_KEYS) if len(df) else pd.DataFrame()
-    cap = ("APPS (layout of paper Table 1). Strict accuracy: the share of problems whose program passes every final "
-           "test, in percent; per problem the mean over seeds, then mean ± standard error over problems. Evaluation "
-           "pass@B: the search scored its programs on the very tests of the final metric (the paper's setting); "
-           "held-out: the score uses tests the search never saw. The headline uses the run's comparison; both are "
+    cap = ("APPS (layout of paper Table 1). Strict accuracy: the share of problems whose program passes all their "
+           "tests, in percent; per problem the mean over seeds, then mean ± standard error over problems; one row per "
+           "problem set (data). Evaluation pass@B: the search scored its programs on the very tests of the final metric "
+           "(the paper's setting); held-out: part of each problem's tests was hidden from the search, and the program "
+           "must pass those too. The headline uses the run's comparison; both are "
            f"columns. Problems that could not be used count as unsolved.{_partial_note(index, 'apps')}")
     if published:
         cap += (f" Rows '{PAPER}' are the paper's Table 1, quoted (Llama 3 70B Instruct, 1,000 competition problems; "
                 "CodeRL and Parsel are results the paper cites); they were scored by the original APPS harness, whose "
-                "rules apps_compat reproduces.")
+                "comparison rules apps_compat reproduces (it runs programs as scripts, unlike that harness).")
     if not len(ours) and not published: return Table(_note_table("no complete APPS runs in the results"), cap)
     if not len(ours): cap += " No complete APPS runs of ours."
     paper = None
     if published:
         p = load_published("T1")
-        paper = pd.DataFrame(dict(method=p["method"], model=p["model"], budget=p["budget"].map(lambda b: "" if b != b else int(b)),
+        paper = pd.DataFrame(dict(data=PAPER_APPS, method=p["method"], model=p["model"], budget=p["budget"].map(lambda b: "" if b != b else int(b)),
                                   evaluation=p["evaluation"], comparison="apps_compat",
                                   **{"strict accuracy (%)": p["value"], "±": p["pm"], "apps_compat (%)": p["value"], "problems": 1000}))
     out = _with_source(ours, paper, _APPS_KEYS, published)
@@ -480,7 +485,7 @@ def table_apps_by_source(
     if published:
         e = load_published("E")
         wide = e.pivot_table(index="env_or_group", columns="metric", values="value", aggfunc="first")
-        paper = pd.DataFrame(dict(site=wide.index, method="", model="", budget="", evaluation="", comparison="apps_compat",
+        paper = pd.DataFrame(dict(site=wide.index, data=PAPER_APPS, method="", model="", budget="", evaluation="", comparison="apps_compat",
                                   problems=wide["n_problems"].values,
                                   **{"strict accuracy (%)": 100 * wide["strict_accuracy"].values, "±": float("nan")}))
     out = _with_source(ours, paper, keys, published)

@@ -302,9 +302,10 @@ def test_call_based_problems(demo):
     leap, trade = demo["0003"], demo["0004"]
     ev = evaluate_solution("def is_leap(year):\n    return (year % 4 == 0, )[0] and (year % 100 != 0 or year % 400 == 0)\n", leap)
     assert ev.perfect
-    # a tuple is compared as a list; a method of Solution() is found; a missing function is a bug
+    # a tuple is a list only for apps_compat; a method of Solution() is found; a missing function is a bug
     ev = evaluate_solution("class Solution:\n    def maxProfit(self, prices):\n        return (0,)\n", trade)
-    assert ev.tests[1].status == "pass" and ev.tests[1].output == "[0]" and ev.tests[0].status == "wrong_answer"
+    assert ev.tests[1].status == "wrong_answer" and ev.tests[1].passed_apps_compat and ev.tests[1].output == "[0]"
+    assert "only loosely" in ev.tests[1].error and ev.tests[0].status == "wrong_answer"
     ev = evaluate_solution("def max_profit(prices):\n    return 0\n", trade)
     assert ev.bug and ev.tests[0].status == "runtime_error" and "defines no function maxProfit()" in ev.error
     ev = evaluate_solution("raise ValueError('top')\ndef is_leap(y):\n    return True\n", leap)
@@ -438,3 +439,87 @@ def test_looks_like_apps_solution(demo):
     assert not looks_like_apps_solution("print(is_leap(2000))", call)
     assert not looks_like_apps_solution("def is_leap_year(y): pass", call)
     assert looks_like_apps_solution("class Solution:\n    def maxProfit(self, p): return 0", cls)
+
+
+def test_looks_like_apps_solution_sees_stdin_under_another_name(demo):
+    for code in ("from sys import stdin as inp\nn = int(inp.readline())", "import sys as s\nprint(s.stdin.read())",
+                 "from sys import stdin as I\nfor line in I: print(line)", "from sys import *\nprint(stdin.read())"):
+        assert looks_like_apps_solution(code, demo["0000"]), code
+    assert not looks_like_apps_solution("import sys as s\nprint(s.argv)", demo["0000"])
+
+
+# --- what a program cannot do, and what it may -------------------------------------------------------------------------
+
+def test_an_empty_program_never_passes_even_where_every_expected_output_is_empty():
+    p = problem_from_fields(1, "Print nothing.", {"inputs": ["1\n", "2\n"], "outputs": ["", "\n"]})
+    assert evaluate_solution("pass\n", p).perfect   # a program that runs and prints nothing is right here
+    for src in ("", "   \n", "# nothing to do\n", '"""only a docstring"""\n'):
+        for mode in ("strict", "apps_compat"):
+            ev = evaluate_solution(src, p, mode=mode)
+            assert not ev.perfect and ev.accuracy == 0.0 and [t.status for t in ev.tests] == ["no_output"] * 2, (src, mode)
+            assert not any(t.passed_strict or t.passed_apps_compat for t in ev.tests) and "has no code" in ev.tests[0].error
+    assert apps_metrics([evaluate_solution("", p)])["strict_accuracy_apps_compat"] == 0.0
+
+
+def test_a_program_cannot_read_the_problem_files(tmp_path, demo):
+    shutil.copytree(DEMO/"test", tmp_path/"test")
+    copy = {p.problem_id: p for p in load_apps(tmp_path, start=0, stop=None)}
+    rows = _rows(demo.values())
+    (tmp_path/"hf").mkdir()
+    (tmp_path/"hf"/"test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    as_rows = {str(int(p.problem_id)).zfill(4): p for p in load_apps(tmp_path/"hf", start=0, stop=None)}
+    for p, f in ((demo["0005"], DEMO/"test"/"0005"/"input_output.json"),
+                 (copy["0005"], tmp_path/"test"/"0005"/"input_output.json"),
+                 (as_rows["0005"], tmp_path/"hf"/"test.jsonl")):
+        cheat = ("import json\nd = json.load(open(%r))\nk = int(open(0).read().split()[1])\n" % str(f)
+                 + "print(d['outputs'][0] if 'outputs' in d else '')\n")
+        ev = evaluate_solution(cheat, p, tests=[0])
+        assert ev.tests[0].status == "runtime_error" and ("PermissionError" in ev.error or "Errno" in ev.error), (f, ev.error)
+        assert ev.data_hidden is True
+        ls = evaluate_solution("import os\nprint(os.listdir(%r))\n" % str(f.parent), p, tests=[0])
+        assert ls.tests[0].status == "runtime_error", ls.tests[0].output
+        # nor undo what hides them
+        undo = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nfor flag in (2, 0):\n"
+                "    libc.umount2(%r, flag)\nprint(open(%r).read()[:20])\n" % (str(f.parent).encode(), str(f)))
+        assert evaluate_solution(undo, p, tests=[0]).tests[0].status == "runtime_error"
+    assert evaluate_solution(demo["0005"].solutions[0], demo["0005"]).perfect   # a program that reads only stdin still passes
+
+
+def test_multiprocessing_pool_runs_in_a_test(demo):
+    p = demo["0005"]
+    src = ("import sys\nfrom multiprocessing import Pool\ndef tri(n):\n    return n * (n + 1) // 2\n"
+           "if __name__ == '__main__':\n    q = int(input())\n    ns = [int(input()) for _ in range(q)]\n"
+           "    with Pool(2) as pool:\n        print('\\n'.join(map(str, pool.map(tri, ns))))\n")
+    ev = evaluate_solution(src, p, tests=[0, 1])
+    assert ev.perfect, ev.error
+
+
+def test_call_based_debug_prints_do_not_fail_a_test(demo):
+    leap = demo["0003"]
+    src = ("def is_leap(year):\n    for _ in range(5000):\n        print('debug', year, '.' * 100)\n"
+           "    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)\n")
+    ev = evaluate_solution(src, leap)
+    assert ev.perfect, ev.summary()
+    ev = evaluate_solution("def is_leap(y):\n    while True: print('x' * 1000)\n", leap, tests=[0], **FAST)
+    assert ev.tests[0].status == "timeout"   # a flood never ends: the timeout stops it
+
+
+def test_strict_call_based_comparison_keeps_types_apart(demo):
+    trade = demo["0004"]
+    for ret, strict, compat in (("0", True, True), ("0.0", False, True), ("(0,)", False, True), ("[0]", True, True),
+                                ("False", False, True), ("'0'", False, False)):
+        ev = evaluate_solution(f"class Solution:\n    def maxProfit(self, prices):\n        return {ret}\n", trade, tests=[1])
+        assert (ev.tests[0].passed_strict, ev.tests[0].passed_apps_compat) == (strict, compat), (ret, trade.outputs[1])
+    assert strict_value_match(3, [3]) and not strict_value_match(3.0, [3]) and not strict_value_match(3, [3.0])
+    assert not strict_value_match((1, 2), [[1, 2]]) and apps_compat_value_match([1, 2], [[1, 2]])
+
+
+def test_fix_prompts_show_no_harness_frames_and_bad_test_indices_fail_early(demo):
+    from cwm_nb.apps_search import search_evaluator
+    leap = demo["0003"]
+    for src in ("def other(y):\n    return 1\n", "class Solution:\n    pass\n", "def is_leap():\n    return 1\n"):
+        ev = evaluate_solution(src, leap, tests=[0])
+        assert ev.error and "File \"" not in ev.error and "cwm_nb" not in ev.error and "/" not in ev.error.split("\n", 1)[1], ev.error
+        msgs = apps_fix_messages(leap, src, ev.error)
+        assert "cwm_nb" not in msgs[1]["content"] and "apps.py" not in msgs[1]["content"]
+    with pytest.raises(CwmNbError, match="test index 9 is out of range"): search_evaluator(leap, [0, 9])

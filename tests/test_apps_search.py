@@ -6,7 +6,7 @@ import json, os, re, shutil, signal, subprocess, sys, time
 from pathlib import Path
 import pytest
 
-from cwm_nb.apps import demo_problems, evaluate_solution, split_tests
+from cwm_nb.apps import demo_problems, evaluate_solution, problem_from_fields, split_tests
 from cwm_nb.apps_search import AppsTask, run_problems, scripted_demo_llm, select_problems, solve_problem
 from cwm_nb.core import CwmNbError, data_dir
 from cwm_nb.experiments import apps_run_dir, run_apps_search
@@ -36,9 +36,9 @@ def openai_double():
     with ProviderDouble("openai", answers="capable", idle_timeout=1800) as d: yield d
 
 
-def _almost_right_scores(p, mode="held_out"):
-    "The first almost-right program of `p` scored on its final tests: (solved strict, solved apps_compat, test-case shares)."
-    ev = evaluate_solution(ALMOST[p.problem_id][0]["source"], p, split_tests(p, mode).final)
+def _almost_right_scores(p):
+    "The first almost-right program of `p` scored on all its tests: (solved strict, solved apps_compat, test-case shares)."
+    ev = evaluate_solution(ALMOST[p.problem_id][0]["source"], p)
     return (all(t.passed_strict for t in ev.tests), all(t.passed_apps_compat for t in ev.tests),
             ev.accuracy_strict, ev.accuracy_apps_compat)
 
@@ -54,7 +54,8 @@ def test_each_method_on_the_shipped_problems(method, budget, demo, tmp_path):
     run = run_problems(demo, tmp_path, method, llm, budget=budget, progress=False)
     m = run.metrics
     assert m["n_problems"] == 6 and m["n_errors"] == 0 and m["evaluation"] == "held-out" and m["apps_mode"] == "held_out"
-    assert all(not r["overlap"] and set(r["search_tests"]).isdisjoint(r["final_tests"]) for r in run.results)
+    assert all(not r["overlap"] and set(r["search_tests"]).isdisjoint(r["held_out_tests"]) for r in run.results)
+    assert all(r["final_tests"] == list(range(p.n_tests)) for r, p in zip(run.results, demo))
     assert m["llm_calls"] == llm.n_answered == sum(r["llm_calls"] for r in run.results)
     assert m["prompt_tokens"] > 0 and m["completion_tokens"] > 0
     if method == "zero-shot-cot":
@@ -122,8 +123,45 @@ def test_paper_mode_versus_held_out_tests(demo, tmp_path):
     assert paper[1]["search_value"] == 1.0 and paper[1]["perfect"] and paper[0]["strict_accuracy"] == 1.0
     assert paper[0]["evaluation"] == "pass@8" and paper[1]["overlap"] and "pass@8" in paper[0]["evaluation_note"]
     assert held[1]["search_value"] == 1.0 and not held[1]["perfect"] and held[0]["strict_accuracy"] == 0.0
-    assert held[0]["evaluation"] == "held-out" and not held[1]["overlap"] and held[1]["test_case_average"] == 0.0
+    assert held[0]["evaluation"] == "held-out" and not held[1]["overlap"] and held[1]["held_out_test_case_average_strict"] == 0.0
+    assert held[1]["test_case_average"] == 0.5   # every test is scored: it passes the two it was shown
     assert (len(paper[1]["search_tests"]), len(held[1]["search_tests"])) == (4, 2)
+
+
+def _fixed_program(src: str):
+    "A scripted test double that answers every prompt with the program `src`."
+    return ScriptedLLM(lambda messages, draw: ("" if prefill_of(messages).endswith("```python\n") else "```python\n") + src + "```\n")
+
+
+SQUARES = problem_from_fields(77, "Print the square of n.", {"inputs": [f"{k}\n" for k in range(4)],
+                                                             "outputs": [f"{k * k}\n" for k in range(4)]})
+
+
+def test_held_out_counts_a_problem_solved_only_if_every_test_passes(tmp_path):
+    split = split_tests(SQUARES, "held_out", 0.5, 0)
+    held = sorted(int(SQUARES.inputs[i]) for i in split.final)
+    wrong_on_seen = f"n = int(input())\nprint(n * n if n in {held!r} else -1)\n"   # right only on the tests the search never saw
+    r = solve_problem(SQUARES, "zero-shot-cot", _fixed_program(wrong_on_seen), tmp_path/"a", budget=1)
+    assert r["search_value"] == 0.0 and r["held_out_test_case_average_strict"] == 1.0
+    assert not r["perfect"] and not r["perfect_strict"] and not r["perfect_apps_compat"] and r["test_case_average_strict"] == 0.5
+    assert r["final_tests"] == [0, 1, 2, 3] and r["held_out_tests"] == list(split.final)
+    right = solve_problem(SQUARES, "zero-shot-cot", _fixed_program("n = int(input())\nprint(n * n)\n"), tmp_path/"b", budget=1)
+    assert right["perfect"] and right["test_case_average_strict"] == 1.0
+
+
+def test_the_whole_problem_cap_holds_once_over_all_tests(tmp_path):
+    slow = "import time\ntime.sleep(0.3)\nn = int(input())\nprint(n * n)\n"   # 4 tests x 0.3 s: past a 1 s cap
+    r = solve_problem(SQUARES, "zero-shot-cot", _fixed_program(slow), tmp_path/"a", budget=1, per_test_s=1.0, problem_s=1.0)
+    assert r["search_value"] == 1.0 and not r["perfect"] and (r["final_counts"].get("not_run", 0) + r["final_counts"].get("timeout", 0)) >= 1
+
+
+def test_metrics_say_when_search_and_scored_tests_overlap(tmp_path):
+    one = problem_from_fields(78, "Echo.", {"inputs": ["5\n"], "outputs": ["5\n"]})
+    run = run_problems([one, SQUARES], tmp_path/"run", "zero-shot-cot", _fixed_program("print(input())\n"), budget=1, progress=False)
+    m = run.metrics
+    assert run.results[0]["overlap"] and run.results[0]["held_out_tests"] == [] and not run.results[1]["overlap"]
+    assert (m["n_overlap"], m["overlap_problems"]) == (1, ["78"])
+    assert "1 of 2 problems have a single test, which their search saw too" in m["evaluation_note"]
 
 
 # ------------------------------------------------------------ resume
