@@ -270,6 +270,9 @@ def test_unusable_problems_are_errors_of_their_own_and_the_run_goes_on(tmp_path)
     assert (m["n_problems"], m["n_errors"], m["n_solved"]) == (6, 2, 4) and m["strict_accuracy"] == pytest.approx(4 / 6)
     assert "no tests" in m["errors"]["0001"] and "inputs but" in m["errors"]["0003"]
     assert json.loads((run.run_dir/"problems"/"0001"/"result.json").read_text())["status"] == "error"
+    demo = {p.problem_id: p for p in demo_problems()}
+    for r in run.results:   # every record keeps its problem's url, the malformed ones too
+        assert r["url"] == demo[r["problem_id"]].url and r["url"], r
     assert not (run.run_dir/"problems"/"0001"/"checkpoint.json").exists()   # no call was spent on it
 
 
