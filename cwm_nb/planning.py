@@ -333,7 +333,7 @@ def cem_plan(
             mean, std = elite.mean(axis=0), elite.std(axis=0)
     return plans[order[0]].copy()
 
-# %% ../nbs/10_planning.ipynb #177162f3
+# %% ../nbs/10_planning.ipynb #4334236b
 _MOVED = {
     "cwm_nb.plan_driver": ("ProgramModel", "_fresh_state", "decode_state", "encode_state", "_REQ_HDR", "MAX_REPLY_BYTES",
                            "_SERVE", "PR_SET_DUMPABLE", "_program_env", "_program_model", "_plan", "load_driver",
@@ -342,14 +342,18 @@ _MOVED = {
                            "CHUNK_ANSWERS", "_Recorder", "_record_search", "_JOB_SOURCE", "_fork_model_side",
                            "_limit_cpu", "_isolated_planner", "check_action", "check_plan", "INTEGRITY_NOTE",
                            "min_model_steps", "check_stats"),
-    "cwm_nb.oracle": ("STATE_ATTRS", "Snapshot", "_copy_value", "_mj_dims", "_is_mujoco", "snapshot", "restore",
+}
+
+# %% ../nbs/10_planning.ipynb #d577e06f
+_MOVED["cwm_nb.oracle"] = ("STATE_ATTRS", "Snapshot", "_copy_value", "_mj_dims", "_is_mujoco", "snapshot", "restore",
                       "OracleModel", "mask_to_actions", "_reseed", "_box_bounds", "oracle_cem_plan", "oracle_mcts_action",
                       "_Space", "_space_of", "_random_action", "_obs_format", "_EnvSetup", "_setup", "_Decision",
                       "EpisodeLog", "_legal_now", "play_episode", "_plan_seed", "_cem_cfg", "_oracle_decider",
                       "_random_decider", "_CwmDecider", "_code_version", "_baseline_key", "_cache_path", "_load_cached",
                       "baseline_episodes", "_progress", "PlanningResult", "_mean", "_cwm_episodes", "_planning_result",
-                      "evaluate_planning"),
-}
+                      "evaluate_planning")
+
+# %% ../nbs/10_planning.ipynb #66112ed9
 _HOME = {name: module for module, names in _MOVED.items() for name in names}
 _all_ = ["STATE_ATTRS", "MAX_REPLY_BYTES", "PR_SET_DUMPABLE", "CHUNK_ANSWERS", "INTEGRITY_NOTE", "Snapshot", "snapshot",
          "restore", "OracleModel", "mask_to_actions", "decode_state", "encode_state", "ProgramModel", "oracle_cem_plan",
@@ -357,7 +361,7 @@ _all_ = ["STATE_ATTRS", "MAX_REPLY_BYTES", "PR_SET_DUMPABLE", "CHUNK_ANSWERS", "
          "TapeModel", "check_action", "check_plan", "min_model_steps", "check_stats", "EpisodeLog", "play_episode",
          "baseline_episodes", "PlanningResult", "evaluate_planning"]
 
-# %% ../nbs/10_planning.ipynb #4334236b
+# %% ../nbs/10_planning.ipynb #c671f281
 def __getattr__(name: str):
     "A name of `cwm_nb.plan_driver` or `cwm_nb.oracle`, looked up there (each time: it may be rebound there)."
     home = _HOME.get(name)
