@@ -235,7 +235,7 @@ def _space_of(env) -> _Space:
     if isinstance(s, gym.spaces.Box): return _Space("continuous", low=_box_bounds(s)[0], high=_box_bounds(s)[1])
     raise CwmNbError(f"cannot plan in the action space {s}", "use an environment with a Discrete or Box action space")
 
-# %% ../nbs/10b_oracle.ipynb #14b81fe0
+# %% ../nbs/10b_oracle.ipynb #bf2a5394
 def _random_action(rng: np.random.Generator, space: _Space, legal):
     "One uniform action (the random baseline's and the fallback's draw)."
     if space.kind == "discrete":
@@ -243,7 +243,7 @@ def _random_action(rng: np.random.Generator, space: _Space, legal):
         return int(rng.integers(space.n))
     return rng.uniform(space.low, space.high)
 
-# %% ../nbs/10b_oracle.ipynb #6b89ef30
+# %% ../nbs/10b_oracle.ipynb #e0ad7f6e
 def _obs_format(spec, env) -> str:
     fmt = getattr(spec, "obs_format", None)
     if fmt: return fmt
@@ -253,13 +253,13 @@ def _obs_format(spec, env) -> str:
     if isinstance(s, gym.spaces.Tuple): return "tuple"
     return "array"
 
-# %% ../nbs/10b_oracle.ipynb #77d9cff5
+# %% ../nbs/10b_oracle.ipynb #cfc23ac4
 @dataclass
 class _EnvSetup:
     "Everything an episode loop needs to know about one benchmark environment."
     name: str; gym_id: str; planner: str; horizon: int; obs_format: str; valid_actions: bool; space: _Space
 
-# %% ../nbs/10b_oracle.ipynb #bf2a5394
+# %% ../nbs/10b_oracle.ipynb #31d0171e
 def _setup(env_name: str, preset: PlanningPreset):
     from cwm_nb.envs import get_env_spec, make_env
     spec = get_env_spec(env_name)
@@ -270,7 +270,7 @@ def _setup(env_name: str, preset: PlanningPreset):
                       bool(getattr(spec, "valid_actions", False)), _space_of(env))
     return setup, env, (lambda: make_env(env_name))
 
-# %% ../nbs/10b_oracle.ipynb #cf2b0e05
+# %% ../nbs/10b_oracle.ipynb #7c6fb680
 @dataclass
 class _Decision:
     actions: list | None = None    # actions to execute; None: `n_random` random steps (fallback or random policy)
@@ -280,7 +280,7 @@ class _Decision:
     model_steps: int = 0
     plan_s: float = 0.0
 
-# %% ../nbs/10b_oracle.ipynb #e0ad7f6e
+# %% ../nbs/10b_oracle.ipynb #149c8c4d
 @dataclass
 class EpisodeLog:
     "What happened in one real episode."
@@ -292,11 +292,11 @@ class EpisodeLog:
     model_steps: int = 0           # model steps the planner reported
     plan_s: float = 0.0            # planning time the planner reported, seconds
 
-# %% ../nbs/10b_oracle.ipynb #cfc23ac4
+# %% ../nbs/10b_oracle.ipynb #ba2d2143
 def _legal_now(setup: _EnvSetup, info: dict):
     return mask_to_actions(info.get("action_mask")) if setup.valid_actions else None
 
-# %% ../nbs/10b_oracle.ipynb #798fd530
+# %% ../nbs/10b_oracle.ipynb #eee60dfd
 def _play_decision(setup: _EnvSetup, env, d: _Decision, log: EpisodeLog, obs, info: dict,
                    rng_random: np.random.Generator) -> tuple[Any, dict, bool]:
     "Step `env` with `d`'s actions, adding them to `log`: (last obs, last info, whether the episode ended)."
@@ -310,7 +310,7 @@ def _play_decision(setup: _EnvSetup, env, d: _Decision, log: EpisodeLog, obs, in
         if term or trunc or log.steps >= setup.horizon: return obs, info, True
     return obs, info, False
 
-# %% ../nbs/10b_oracle.ipynb #7c6fb680
+# %% ../nbs/10b_oracle.ipynb #eabc0863
 def play_episode(
     setup: _EnvSetup,              # from `_setup`
     env,                           # the real environment (only this loop steps it)
@@ -329,14 +329,14 @@ def play_episode(
         if end: break
     return log
 
-# %% ../nbs/10b_oracle.ipynb #fd03b7eb
+# %% ../nbs/10b_oracle.ipynb #d8659def
 def _plan_seed(seed: int, env_name: str, episode: int, t: int) -> int:
     return derive_seed(seed, "planner", env_name, episode, t)
 
 def _cem_cfg(setup: _EnvSetup, preset: PlanningPreset) -> CEMConfig:
     return replace(preset.cem, horizon=min(preset.cem.horizon, setup.horizon))
 
-# %% ../nbs/10b_oracle.ipynb #eee60dfd
+# %% ../nbs/10b_oracle.ipynb #cc47f619
 def _oracle_decider(setup: _EnvSetup, env, sim, preset: PlanningPreset, seed: int, episode: int, paper_compat: bool,
                     stop: threading.Event | None = None):
     model = OracleModel(sim, discrete=setup.space.kind == "discrete", valid_actions=setup.valid_actions,
@@ -356,10 +356,10 @@ def _oracle_decider(setup: _EnvSetup, env, sim, preset: PlanningPreset, seed: in
         return _Decision(acts, model_steps=model.steps - n0, plan_s=time.perf_counter() - t0)
     return decide
 
-# %% ../nbs/10b_oracle.ipynb #cdfe0e07
+# %% ../nbs/10b_oracle.ipynb #7e5a6c31
 def _random_decider(obs, info, t) -> _Decision: return _Decision(None, n_random=1)
 
-# %% ../nbs/10b_oracle.ipynb #1091c67d
+# %% ../nbs/10b_oracle.ipynb #90bee6d3
 class _CwmDecider:
     "Decisions of the CWM planner: calls of one sandbox session per episode, validated, with the random fallback and abandonment."
 
@@ -383,7 +383,7 @@ class _CwmDecider:
         "End the episode's session (if any)."
         if self.session is not None: self.session.close(); self.session = None
 
-# %% ../nbs/10b_oracle.ipynb #d8659def
+# %% ../nbs/10b_oracle.ipynb #2da6bbd0
 @patch
 def _open(self: _CwmDecider) -> str | None:
     "Open this episode's session; None, or the load error's (kind, message)."
@@ -396,7 +396,7 @@ def _open(self: _CwmDecider) -> str | None:
     self.session, self.session_episode, self.sessions = s, self.episode, self.sessions + 1
     return None
 
-# %% ../nbs/10b_oracle.ipynb #cc47f619
+# %% ../nbs/10b_oracle.ipynb #60fd853c
 @patch
 def _fail(self: _CwmDecider, kind: str, message: str) -> _Decision:
     self.kinds[kind] = self.kinds.get(kind, 0) + 1
@@ -406,7 +406,7 @@ def _fail(self: _CwmDecider, kind: str, message: str) -> _Decision:
     n = 1 if self.setup.planner == "mcts" else self.cem.horizon
     return _Decision(None, n_random=n, failed=kind, message=message)
 
-# %% ../nbs/10b_oracle.ipynb #bf0271ba
+# %% ../nbs/10b_oracle.ipynb #ee43f3f1
 @patch
 def _call_args(self: _CwmDecider, obs, legal, t: int) -> dict:
     "The arguments of one session call: encoded state and dtype, root actions (or None), the decision's seed."
@@ -414,7 +414,7 @@ def _call_args(self: _CwmDecider, obs, legal, t: int) -> dict:
     return {"state": state, "obs_dtype": dtype, "root_actions": list(legal) if legal else None,
             "seed": _plan_seed(self.seed, self.setup.name, self.episode, t)}
 
-# %% ../nbs/10b_oracle.ipynb #90bee6d3
+# %% ../nbs/10b_oracle.ipynb #be596c82
 @patch
 def _checked(self: _CwmDecider, value, legal) -> _Decision:
     "The decision in the sandbox's answer `value`, checked; a fallback `_Decision` if a check rejects it."
@@ -429,7 +429,7 @@ def _checked(self: _CwmDecider, value, legal) -> _Decision:
     self.run_of_failures = 0
     return _Decision(acts, model_steps=ms, plan_s=ps)
 
-# %% ../nbs/10b_oracle.ipynb #60fd853c
+# %% ../nbs/10b_oracle.ipynb #88517d8c
 @patch
 def __call__(self: _CwmDecider, obs, info, t) -> _Decision:
     st = self.setup
@@ -448,7 +448,7 @@ def __call__(self: _CwmDecider, obs, info, t) -> _Decision:
         return self._fail(str(err.get("kind", "killed")), str(err.get("message", ""))[:500])
     return self._checked(res.value, legal)
 
-# %% ../nbs/10b_oracle.ipynb #ee43f3f1
+# %% ../nbs/10b_oracle.ipynb #850422ad
 def _code_version() -> str:
     import importlib.util, gymnasium, cwm_nb
     try: src = b"".join(Path(importlib.util.find_spec(f"cwm_nb.{m}").origin).read_bytes()
@@ -458,7 +458,7 @@ def _code_version() -> str:
     except Exception: mj = None
     return json.dumps([cwm_nb.__version__, gymnasium.__version__, mj, hashlib.sha256(src).hexdigest()[:16]])
 
-# %% ../nbs/10b_oracle.ipynb #3bdb5c9a
+# %% ../nbs/10b_oracle.ipynb #1ebfe286
 def _baseline_key(kind: str, setup: _EnvSetup, preset: PlanningPreset, episodes: int, seed: int, paper_compat: bool) -> dict:
     key = {"kind": kind, "env": setup.name, "gym_id": setup.gym_id, "horizon": setup.horizon, "episodes": episodes,
            "seed": seed, "version": _code_version()}
@@ -467,12 +467,12 @@ def _baseline_key(kind: str, setup: _EnvSetup, preset: PlanningPreset, episodes:
                    config=asdict(preset.mcts if setup.planner == "mcts" else _cem_cfg(setup, preset)))
     return key
 
-# %% ../nbs/10b_oracle.ipynb #be596c82
+# %% ../nbs/10b_oracle.ipynb #be5e214c
 def _cache_path(key: dict) -> Path:
     h = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
     return cache_dir()/"baselines"/f"{key['env']}-{key['kind']}-{h}.json"
 
-# %% ../nbs/10b_oracle.ipynb #22c9cf24
+# %% ../nbs/10b_oracle.ipynb #854602e3
 def _load_cached(key: dict) -> list[dict] | None:
     try: d = json.loads(_cache_path(key).read_text())
     except (OSError, ValueError): return None
@@ -481,7 +481,7 @@ def _load_cached(key: dict) -> list[dict] | None:
     if not all(type(e) is dict and isinstance(e.get("ret"), (int, float)) and math.isfinite(e["ret"]) for e in eps): return None
     return eps
 
-# %% ../nbs/10b_oracle.ipynb #88517d8c
+# %% ../nbs/10b_oracle.ipynb #0e09abe3
 def baseline_episodes(
     env_name: str,                  # benchmark name
     kind: str,                      # "oracle" or "random"
@@ -513,13 +513,13 @@ def baseline_episodes(
     if use_cache: atomic_write_json(_cache_path(key), {"key": key, "episodes": logs})
     return logs, False
 
-# %% ../nbs/10b_oracle.ipynb #76c0625d
+# %% ../nbs/10b_oracle.ipynb #1c6e3b79
 def _progress(it, on: bool, desc: str):
     if not on: return it
     from tqdm import tqdm
     return tqdm(it, desc=desc, unit="ep", leave=False)
 
-# %% ../nbs/10b_oracle.ipynb #1ebfe286
+# %% ../nbs/10b_oracle.ipynb #557eb58d
 @dataclass
 class PlanningResult:
     "The normalized return of one program on one environment, with everything needed to audit it."
@@ -564,10 +564,10 @@ class PlanningResult:
         from cwm_nb.core import to_plain
         return to_plain(asdict(self))
 
-# %% ../nbs/10b_oracle.ipynb #90e87cda
+# %% ../nbs/10b_oracle.ipynb #2f141d35
 def _mean(xs): return float(np.mean(xs)) if xs else None
 
-# %% ../nbs/10b_oracle.ipynb #be5e214c
+# %% ../nbs/10b_oracle.ipynb #becfd226
 def _cwm_episodes(env_name: str, setup: _EnvSetup, env, program: str, preset: PlanningPreset, seed: int, sandbox,
                   lim: SandboxLimits, max_failures: int | None, episodes: int, progress: bool):
     "(EpisodeLogs of the CWM planner, None, its decider), or (None, why the program does not load, None)."
@@ -586,7 +586,7 @@ def _cwm_episodes(env_name: str, setup: _EnvSetup, env, program: str, preset: Pl
     finally: dec.close()
     return cwm, None, dec
 
-# %% ../nbs/10b_oracle.ipynb #51f0c96f
+# %% ../nbs/10b_oracle.ipynb #2d691748
 def _cwm_play(env_name: str, setup: _EnvSetup, env, program: str | None, preset: PlanningPreset, seed: int, sandbox,
               lim: SandboxLimits, max_failures: int | None, episodes: int, progress: bool):
     "`_cwm_episodes` in `sandbox` (default: `get_sandbox()`), or (None, 'no program', None) if `program` is None."
@@ -596,7 +596,7 @@ def _cwm_play(env_name: str, setup: _EnvSetup, env, program: str | None, preset:
         sandbox = get_sandbox()
     return _cwm_episodes(env_name, setup, env, program, preset, seed, sandbox, lim, max_failures, episodes, progress)
 
-# %% ../nbs/10b_oracle.ipynb #0e09abe3
+# %% ../nbs/10b_oracle.ipynb #21ab4576
 def _planning_result(setup: _EnvSetup, preset: PlanningPreset, episodes: int, seed: int, paper_compat: bool, cwm, reason,
                      dec, oracle: list[dict], rand: list[dict], cached: bool) -> PlanningResult:
     "The PlanningResult of the episodes played (CWM: EpisodeLogs or None; oracle and random: dicts of their fields)."
@@ -618,7 +618,7 @@ def _planning_result(setup: _EnvSetup, preset: PlanningPreset, episodes: int, se
         res.min_model_steps, res.sessions_cwm = dec.min_steps, dec.sessions
     return res
 
-# %% ../nbs/10b_oracle.ipynb #28e73723
+# %% ../nbs/10b_oracle.ipynb #5364e263
 def _check_evaluation_args(episodes, program) -> None:
     "Raise `CwmNbError` unless `episodes` is a positive int and `program` is source text or None."
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
@@ -626,7 +626,7 @@ def _check_evaluation_args(episodes, program) -> None:
     if program is not None and not isinstance(program, str):
         raise CwmNbError(f"program must be source text or None, not {type(program).__name__}", "pass Program.source")
 
-# %% ../nbs/10b_oracle.ipynb #557eb58d
+# %% ../nbs/10b_oracle.ipynb #1590cd06
 def evaluate_planning(
     env_name: str,                        # benchmark name, e.g. "CartPole-v1"
     program: str | None,                  # the CWM's source (untrusted; runs only in the sandbox), or None
