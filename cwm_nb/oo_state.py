@@ -179,7 +179,7 @@ def entity_to_plain(
     "`{\"name\", \"x\", \"y\", fields...}` with tuples as lists and a nested entity as a dict (JSON-safe)."
     return {"name": e.name, "x": e.x, "y": e.y, **{k: _plain(v) for k, v in e.fields}}
 
-# %% ../nbs/03a_oo_state.ipynb #e73ddedf
+# %% ../nbs/03a_oo_state.ipynb #9b041032
 def _entity_from_plain(d: Any, _depth: int = 0) -> Entity:
     if not isinstance(d, dict) or not {"name", "x", "y"} <= set(d):
         raise CwmNbError(f"an entity in plain form is a dict with 'name', 'x' and 'y', got {str(d)[:80]!r}",
@@ -189,14 +189,14 @@ def _entity_from_plain(d: Any, _depth: int = 0) -> Entity:
         if not isinstance(k, str): raise CwmNbError(f"an entity field name must be a str, got {k!r}", "use str keys")
     return Entity(d["name"], d["x"], d["y"], **{k: _freeze(v, _depth) for k, v in rest.items()})
 
-# %% ../nbs/03a_oo_state.ipynb #ef036f00
+# %% ../nbs/03a_oo_state.ipynb #fcc3c3bc
 def state_to_plain(
     state: Iterable[Entity],  # a State (or any iterable of Entity)
 ) -> list[dict[str, Any]]:
     "The state as a JSON-safe list of entity dicts, in state order."
     return [entity_to_plain(e) for e in State(state)]
 
-# %% ../nbs/03a_oo_state.ipynb #9b041032
+# %% ../nbs/03a_oo_state.ipynb #144e6c96
 def state_from_plain(
     data: Any,                          # a list of entity dicts (or Entity), e.g. a program's decoded output
     names: Iterable[str] | None = None, # the entity types allowed (None: any)
@@ -218,7 +218,7 @@ def state_from_plain(
             raise CwmNbError(f"{e!r} has no position", "give every object on the grid integer x and y")
     return state
 
-# %% ../nbs/03a_oo_state.ipynb #144e6c96
+# %% ../nbs/03a_oo_state.ipynb #2f03f4f3
 _API_BASE = '''\
 class Entity:
     """An object of the world. Its type is its class name; x is the column and y the row (0 at the top);
@@ -285,7 +285,7 @@ def state_to_plain(entities):
     return [_to_plain(e) for e in entities]
 '''
 
-# %% ../nbs/03a_oo_state.ipynb #718c5fae
+# %% ../nbs/03a_oo_state.ipynb #ffba9416
 def entity_api_source(
     names: Iterable[str],          # the entity types of the environment, e.g. MINIGRID_ENTITY_NAMES
     converters: bool = True,       # also define state_from_plain / state_to_plain (for the calling code)
@@ -297,7 +297,7 @@ def entity_api_source(
     classes = "".join(f"\n\nclass {n}(Entity):\n    pass\n" for n in names)
     return _API_BASE + classes + (_API_CONVERT if converters else "")
 
-# %% ../nbs/03a_oo_state.ipynb #ffba9416
+# %% ../nbs/03a_oo_state.ipynb #37fad132
 class ObjectStateSpace(spaces.Space):
     "Object-oriented states (`State`) whose entity names are among `names`. Has no sampler."
     def __init__(self,
@@ -314,7 +314,7 @@ class ObjectStateSpace(spaces.Space):
 
     def __eq__(self, other: Any) -> bool: return isinstance(other, ObjectStateSpace) and self.names == other.names
 
-# %% ../nbs/03a_oo_state.ipynb #d156c38b
+# %% ../nbs/03a_oo_state.ipynb #501e1e3e
 @patch
 def contains(self: ObjectStateSpace, x: Any) -> bool:
     "True when `x` is a `State` whose entity names are all among the space's."
@@ -325,14 +325,14 @@ def sample(self: ObjectStateSpace, mask: Any = None, probability: Any = None) ->
     "Raises `CwmNbError`: object-oriented states have no sampler."
     raise CwmNbError("ObjectStateSpace has no sampler", "reset the environment to get a state")
 
-# %% ../nbs/03a_oo_state.ipynb #501e1e3e
+# %% ../nbs/03a_oo_state.ipynb #1c9e76ea
 def render_state(
     state: Iterable[Entity],  # a State or any iterable of Entity
 ) -> str:
     "One entity per line, in canonical state order, as the entity API prints it."
     return "\n".join(repr(e) for e in State(state))
 
-# %% ../nbs/03a_oo_state.ipynb #d05b8f82
+# %% ../nbs/03a_oo_state.ipynb #e4d9f875
 def _changes(a: Entity, b: Entity) -> list[str]:
     "Phrases for what differs between two entities of the same name."
     out = []
@@ -344,13 +344,13 @@ def _changes(a: Entity, b: Entity) -> list[str]:
         elif fa[k] != fb[k]: out.append(f"{k} changed from {fa[k]!r} to {fb[k]!r}")
     return out
 
-# %% ../nbs/03a_oo_state.ipynb #1c9e76ea
+# %% ../nbs/03a_oo_state.ipynb #0ab9799c
 def _pair_cost(a: Entity, b: Entity) -> tuple[int, int]:
     n_fields = sum(1 for k in set(a.field_dict()) | set(b.field_dict()) if a.field_dict().get(k, ...) != b.field_dict().get(k, ...))
     dist = abs(a.x - b.x) + abs(a.y - b.y) if None not in (a.x, a.y, b.x, b.y) else 0
     return (n_fields, dist)
 
-# %% ../nbs/03a_oo_state.ipynb #917ec19a
+# %% ../nbs/03a_oo_state.ipynb #a4acd629
 def render_diff(
     state: Iterable[Entity],       # the state before
     next_state: Iterable[Entity],  # the state after
