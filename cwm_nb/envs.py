@@ -45,19 +45,21 @@ _MUJOCO_DROP = (r"=False` during construction\.",          # optional x/y positi
                 r"^\*\*Note:\*\* \w+-v4 environment no longer has")  # mujoco-py versions of older releases
 _MUJOCO_CUT = (r"\s*One can read more about free joints on the\s+Mujoco Documentation\.",)
 
+# %% ../nbs/03_envs.ipynb #15a1533d
 def _cwmb(name, gym_id, idx, action_kind, horizon, notes, state_kind="continuous", obs_format="array", **kw):
     "A CWMB entry: MCTS plans discrete actions, CEM continuous ones (paper Tables 13-14)."
     return EnvSpec(name, gym_id, action_kind=action_kind, state_kind=state_kind,
                    planner="mcts" if action_kind == "discrete" else "cem", horizon=horizon, notes=notes,
                    obs_format=obs_format, paper_idx=idx, suite="cwmb", **kw)
 
+# %% ../nbs/03_envs.ipynb #6d269e87
 def _mujoco(name, idx, horizon, notes, gym_id=None, drop=(), cut=(), **kw):
     "A MuJoCo CWMB entry made with the paper's -v4 id unless `gym_id` says otherwise."
     if gym_id is None: notes = f"{notes} {_MUJOCO_NOTE}"
     return _cwmb(name, gym_id or name, idx, "continuous", horizon, notes,
                  description_drop=_MUJOCO_DROP + tuple(drop), description_cut=_MUJOCO_CUT + tuple(cut), **kw)
 
-# %% ../nbs/03_envs.ipynb #6d269e87
+# %% ../nbs/03_envs.ipynb #f478fa7d
 _CWMB = [
     _cwmb("Acrobot-v1", "Acrobot-v1", 5, "discrete", 500,
           "Same id and code as gymnasium 0.29.1: Sutton & Barto book dynamics integrated with RK4 over dt = 0.2, "
@@ -67,6 +69,10 @@ _CWMB = [
           "(cos theta1, sin theta1, cos theta2, sin theta2, theta1', theta2') float32 of a float64 internal state "
           "(the angles themselves), reward a Python float. The 1.x docstring adds an 'Integration timestep' "
           "section, which is not one of the kept sections."),
+]
+
+# %% ../nbs/03_envs.ipynb #d5c254bf
+_CWMB += [
     _cwmb("Blackjack-v1", "Blackjack-v1", 0, "discrete", 100,
           "Same id, code and registration as gymnasium 0.29.1: registered with sab=True, natural=False (the class "
           "defaults are sab=False), pinned here in make_kwargs; with sab=True a player's natural blackjack wins +1 "
@@ -81,6 +87,10 @@ _CWMB = [
           "(with sab=True `natural` has no effect).",
           state_kind="discrete", obs_format="tuple", make_kwargs={"sab": True, "natural": False},
           description_cut=(r"\n\+1\.5 \(if natural is True\)", r" \(if natural is False\)")),
+]
+
+# %% ../nbs/03_envs.ipynb #1401356e
+_CWMB += [
     _cwmb("CartPole-v1", "CartPole-v1", 3, "discrete", 500,
           "Same id and dynamics as gymnasium 0.29.1 (explicit Euler, tau=0.02, strict thresholds |x| > 2.4, "
           "|theta| > 12 degrees, reward 1 on every step including the terminating one, truncated after 500 "
@@ -89,6 +99,10 @@ _CWMB = [
           "bounds the velocity components of the observation space by inf instead of the float32 maximum, and "
           "adds a `sutton_barto_reward` argument (off by default, pinned off here).",
           make_kwargs={"sutton_barto_reward": False}, description_drop=(r"sutton_barto_reward",)),
+]
+
+# %% ../nbs/03_envs.ipynb #4701a557
+_CWMB += [
     _cwmb("CliffWalking-v0", "CliffWalking-v1", 1, "discrete", 100,
           "CliffWalking-v0 is not registered in gymnasium 1.x (DeprecatedEnv). v1 only adds `is_slippery` "
           "(default False, pinned off here; the slippery variant is registered as CliffWalkingSlippery-v1); with "
@@ -102,7 +116,7 @@ _CWMB = [
           description_drop=(r"^The cliff can be chosen to be slippery", r"^With inspiration from")),
 ]
 
-# %% ../nbs/03_envs.ipynb #e87dcf82
+# %% ../nbs/03_envs.ipynb #0c4fdc56
 _CWMB += [
     _cwmb("MountainCar-v0", "MountainCar-v0", 4, "discrete", 200,
           "Same id and code as gymnasium 0.29.1: velocity += (action - 1) * 0.001 - cos(3 * position) * 0.0025, "
@@ -112,6 +126,10 @@ _CWMB += [
           "after 200 steps. Observations float32 of a float64 state. The docstring's 'Transition Dynamics' "
           "section is not one of the kept sections, so, as in the paper's prompt, the description "
           "has no update equations; its 'Reward:' heading is kept as Rewards (the paper's prompt had none)."),
+]
+
+# %% ../nbs/03_envs.ipynb #4f3d02ea
+_CWMB += [
     _cwmb("Pendulum-v1", "Pendulum-v1", 6, "continuous", 200,
           "Same id and code as gymnasium 0.29.1. Internal state (theta, theta') float64, observation "
           "(cos theta, sin theta, theta') float32. The torque is clipped to [-2, 2] first; the reward "
@@ -122,6 +140,10 @@ _CWMB += [
           "after 200 steps. Start: theta ~ U[-pi, pi], theta' ~ U[-1, 1]. The docstring's 'Episode Truncation' "
           "section is kept as Episode End (the paper's prompt had none).",
           description_drop=(r"^The diagram below specifies",)),
+]
+
+# %% ../nbs/03_envs.ipynb #4eccfb5f
+_CWMB += [
     _cwmb("Taxi-v3", "Taxi-v4", 2, "discrete", 200,
           "Taxi-v3 is not registered in gymnasium 1.x (DeprecatedEnv). v4 only adds stochastic variants "
           "(is_rainy, fickle_passenger and their probabilities; off by default, pinned off here); with them off "
@@ -136,7 +158,7 @@ _CWMB += [
           state_kind="discrete", obs_format="int", make_kwargs={"is_rainy": False, "fickle_passenger": False}),
 ]
 
-# %% ../nbs/03_envs.ipynb #d5c254bf
+# %% ../nbs/03_envs.ipynb #0b12c44e
 _CWMB += [
     _mujoco("Ant-v4", 15, 1000,
             "Default arguments: contact forces are not in the observation (27 values) and contact_cost is not in "
@@ -147,12 +169,20 @@ _CWMB += [
             "frame_skip 5 (dt 0.05); reset noise scale 0.1; truncated after 1000 steps.",
             drop=(r"^If version < `v4` or `use_contact_forces`", r"^\| id \(for `v2`, `v3`, `v4\)`",
                   r"^But if `use_contact_forces=True`", r"^In either case `info`")),
+]
+
+# %% ../nbs/03_envs.ipynb #69ed37e3
+_CWMB += [
     _mujoco("HalfCheetah-v4", 11, 1000,
             "Never terminates; truncated after 1000 steps. reward = 1.0 * x velocity - 0.1 * sum(action^2); "
             "frame_skip 5 (dt 0.05); reset noise scale 0.1. The observation table of the description has "
             "labels that do not line up with the rows (kept, as in the paper's prompt). The installed "
             "MuJoCo prints a warning that the model's `settotalmass` compiler attribute is deprecated when the "
             "env is made (MuJoCo's own message, left visible)."),
+]
+
+# %% ../nbs/03_envs.ipynb #7d50ad16
+_CWMB += [
     _mujoco("Hopper-v4", 12, 1000,
             "reward = x velocity + healthy_reward 1 - 0.001 * sum(action^2); the healthy reward is paid on every "
             "step including the terminating unhealthy one (v5 pays it only when healthy). Unhealthy when a value "
@@ -160,6 +190,10 @@ _CWMB += [
             "all strict; the description names these only as the arguments `healthy_state_range`, "
             "`healthy_z_range`, `healthy_angle_range`. frame_skip 4 (dt 0.008); reset noise scale 0.005; "
             "truncated after 1000 steps."),
+]
+
+# %% ../nbs/03_envs.ipynb #0f0e11ee
+_CWMB += [
     _mujoco("Humanoid-v4", 16, 1000,
             "The description lists a contact_cost term and subtracts it in the total reward, but the v4 code does "
             "not: reward = 1.25 * x velocity of the center of mass + healthy_reward 5 - 0.1 * sum(ctrl^2) (v5 "
@@ -169,6 +203,10 @@ _CWMB += [
             "values (positions, velocities, cinert, cvel, qfrc_actuator, cfrc_ext). frame_skip 5; reset noise "
             "scale 0.01; truncated after 1000 steps.",
             cut=(r"\s*The calculation\s+for the center of mass is defined in the `\.py` file for the Humanoid\.",)),
+]
+
+# %% ../nbs/03_envs.ipynb #e8d928a7
+_CWMB += [
     _mujoco("HumanoidStandup-v4", 17, 1000,
             "Never terminates: the code returns terminated=False although the description lists termination on "
             "non-finite values. reward = (torso z after the step) / 0.003 - 0.1 * sum(ctrl^2) - min(0.5e-6 * "
@@ -176,7 +214,7 @@ _CWMB += [
             "[-1, 1]. Observation 376 values as in Humanoid-v4. Truncated after 1000 steps."),
 ]
 
-# %% ../nbs/03_envs.ipynb #4701a557
+# %% ../nbs/03_envs.ipynb #33525c1d
 _CWMB += [
     _mujoco("InvertedDoublePendulum-v4", 10, 1000,
             "Terminates only when the y coordinate of the second pole's tip is <= 1 (the description also lists "
@@ -185,9 +223,17 @@ _CWMB += [
             "position, sin and cos of the two hinge angles, the three velocities clipped to +-10 and the three "
             "constraint forces clipped to +-10 (v5 drops the constraint forces). Truncated after 1000 steps.",
             cut=(r"\s*Once can find more information in their\s+\*documentation\*\s+or in their paper\s+\"[^\"]*\"\.",)),
+]
+
+# %% ../nbs/03_envs.ipynb #024224a3
+_CWMB += [
     _mujoco("InvertedPendulum-v4", 9, 1000,
             "Reward 1 on every step including the terminating one (v5 gives 0 there); terminates when a value is "
             "non-finite or |pole angle| > 0.2; frame_skip 2; truncated after 1000 steps."),
+]
+
+# %% ../nbs/03_envs.ipynb #2198b74c
+_CWMB += [
     _mujoco("Pusher-v4", 8, 100,
             "Made as Pusher-v5, because Pusher-v4 raises ImportError with mujoco >= 3. Differences: v5 computes "
             "reward_dist and reward_near from the state AFTER the physics step (v4: before it); the pushed "
@@ -200,15 +246,27 @@ _CWMB += [
             "a (17,) observation space although the observation has 23 values (its table lists 0-22). "
             "Observations float64, rewards np.float64.",
             gym_id="Pusher-v5"),
+]
+
+# %% ../nbs/03_envs.ipynb #9506ee25
+_CWMB += [
     _mujoco("Reacher-v4", 7, 50,
             "The reward is computed from the fingertip-target vector BEFORE the physics step (v5: after it): "
             "reward = -|fingertip - target| - sum(action^2). Never terminates (the description lists termination "
             "on non-finite values; the code returns terminated=False); truncated after 50 steps. Observation 11 "
             "values whose last one (z of fingertip - target) is always 0 (v5 drops it). frame_skip 2 (dt 0.02).",
             drop=(r"^Unlike other environments, Reacher does not allow you to specify weights",)),
+]
+
+# %% ../nbs/03_envs.ipynb #eed62def
+_CWMB += [
     _mujoco("Swimmer-v4", 13, 1000,
             "Never terminates; truncated after 1000 steps. reward = 1.0 * x velocity - 1e-4 * sum(action^2); "
             "frame_skip 4 (dt 0.04); reset noise scale 0.1; observation 8 values."),
+]
+
+# %% ../nbs/03_envs.ipynb #f37caa43
+_CWMB += [
     _mujoco("Walker2d-v4", 14, 1000,
             "reward = x velocity + healthy_reward 1 - 0.001 * sum(action^2); the healthy reward is paid on every "
             "step including the terminating one (v5 pays it only when healthy). Unhealthy when the torso z leaves "
@@ -218,7 +276,7 @@ _CWMB += [
             "0.005; truncated after 1000 steps."),
 ]
 
-# %% ../nbs/03_envs.ipynb #4f3d02ea
+# %% ../nbs/03_envs.ipynb #07b40512
 _RTFM = EnvSpec("rtfm", "cwm_nb/RTFM-v0", action_kind="discrete", state_kind="discrete", planner="mcts",
                 horizon=100, obs_format="rtfm", valid_actions=True, paper_idx=None, suite="rtfm",
                 notes="Not a gymnasium environment: the stationary, deterministic RTFM variant of the paper, "
@@ -229,6 +287,7 @@ _RTFM = EnvSpec("rtfm", "cwm_nb/RTFM-v0", action_kind="discrete", state_kind="di
 
 REGISTRY: dict[str, EnvSpec] = {s.name: s for s in sorted(_CWMB, key=lambda s: s.name) + [_RTFM]}
 
+# %% ../nbs/03_envs.ipynb #7ff652ac
 def env_names() -> list[str]:
     "All benchmark names in registry order: the 18 CWMB environments alphabetically, then 'rtfm'."
     return list(REGISTRY)
@@ -237,11 +296,12 @@ def cwmb_names() -> list[str]:
     "The 18 CWMB environments (GIF-MCTS paper, §3), alphabetically by the paper's id."
     return [n for n, s in REGISTRY.items() if s.suite == "cwmb"]
 
+# %% ../nbs/03_envs.ipynb #99441be9
 def paper_order() -> list[str]:
     "The 18 CWMB environments in the paper's planning order (`paper_idx`, `--env_indexes`)."
     return sorted(cwmb_names(), key=lambda n: REGISTRY[n].paper_idx)
 
-# %% ../nbs/03_envs.ipynb #69ed37e3
+# %% ../nbs/03_envs.ipynb #fa8157c9
 def get_env_spec(
     name: str,  # benchmark name (the paper's id), e.g. "CartPole-v1"
 ) -> EnvSpec:
@@ -257,7 +317,7 @@ def get_env_spec(
                      "pass one of the known names; they are the paper's ids (e.g. 'CartPole-v1'), "
                      "run `cwm-nb envs` (or `cwm_nb.envs.env_names()`) to list them")
 
-# %% ../nbs/03_envs.ipynb #e8d928a7
+# %% ../nbs/03_envs.ipynb #cb3ccc5a
 def _ensure_registered(spec: EnvSpec) -> None:
     "Import the module that registers `spec.gym_id` with gymnasium when it is not one of gymnasium's own."
     if spec.suite != "rtfm": return
@@ -266,6 +326,7 @@ def _ensure_registered(spec: EnvSpec) -> None:
         raise CwmNbError(f"environment {spec.name!r} needs the module cwm_nb.rtfm, which cannot be imported ({e})",
                          "run `nbdev_export` so that cwm_nb/rtfm.py is generated from nbs/04_rtfm.ipynb") from e
 
+# %% ../nbs/03_envs.ipynb #83456e18
 def make_env(
     name: str,  # benchmark name (the paper's id), or "rtfm"
     **kw,       # extra keyword arguments for `gymnasium.make` (override `make_kwargs`)
@@ -281,12 +342,13 @@ def make_env(
                                 category=DeprecationWarning)
         return gym.make(spec.gym_id, **{**spec.make_kwargs, **kw})
 
-# %% ../nbs/03_envs.ipynb #2198b74c
+# %% ../nbs/03_envs.ipynb #b4f421b1
 KEPT_SECTIONS = ("Description", "Action Space", "Observation Space", "Rewards", "Starting State", "Episode End")
 _SECTION_ALIASES = {"reward": "Rewards", "rewards": "Rewards", "episode termination": "Episode End",
                     "episode end": "Episode End", "episode truncation": "Episode End",
                     "starting state": "Starting State"}
 
+# %% ../nbs/03_envs.ipynb #240412c3
 def _canonical_section(title: str) -> str | None:
     "The kept section a `## title` heading belongs to, or None."
     t = re.sub(r"[^a-z ]", "", title.lower()).strip()
@@ -294,6 +356,7 @@ def _canonical_section(title: str) -> str | None:
         if t == k.lower(): return k
     return _SECTION_ALIASES.get(t)
 
+# %% ../nbs/03_envs.ipynb #dcde4e59
 def kept_sections(
     doc: str,  # an environment class docstring (markdown)
 ) -> str:
@@ -309,7 +372,7 @@ def kept_sections(
         if keep: out.append(line.rstrip())
     return "\n".join(out).strip() + "\n"
 
-# %% ../nbs/03_envs.ipynb #f37caa43
+# %% ../nbs/03_envs.ipynb #636c5442
 def _strip_pointers(text: str) -> str:
     "Delete URLs, images, figure directives and citation markers; links and HTML anchors keep their text."
     text = re.sub(r"```\{[^}\n]*\}.*?```", "", text, flags=re.S)              # figure directives (file names)
@@ -322,7 +385,7 @@ def _strip_pointers(text: str) -> str:
     text = re.sub(r"[ \t]*\(?\bhttps?://[^\s)]*\)?", "", text)
     return text
 
-# %% ../nbs/03_envs.ipynb #7ff652ac
+# %% ../nbs/03_envs.ipynb #9520256f
 def _drop_paragraphs(text: str, drop: tuple[str, ...]) -> str:
     "Remove the paragraphs matching any of `drop`; a paragraph's leading `## ` heading line always stays."
     out = []
@@ -335,6 +398,7 @@ def _drop_paragraphs(text: str, drop: tuple[str, ...]) -> str:
         if p.strip(): out.append(p)
     return "\n\n".join(out)
 
+# %% ../nbs/03_envs.ipynb #994113ea
 def trim_docstring(
     doc: str,                         # an environment class docstring (markdown)
     drop: tuple[str, ...] = (),       # regexes: paragraphs matching any of them are removed
@@ -346,7 +410,7 @@ def trim_docstring(
     text = "\n".join(l.rstrip() for l in text.splitlines())
     return _drop_paragraphs(text, drop).strip() + "\n"
 
-# %% ../nbs/03_envs.ipynb #37816854
+# %% ../nbs/03_envs.ipynb #294b936a
 @functools.lru_cache(maxsize=None)
 def env_class(name: str) -> type:
     "The environment class that `make_env(name)` instantiates (from the gymnasium registry's entry point)."
@@ -360,6 +424,7 @@ def env_class(name: str) -> type:
                          "give this EnvSpec a class whose docstring describes the environment")
     return creator
 
+# %% ../nbs/03_envs.ipynb #9ca1d8b6
 def env_docstring(
     name: str,  # benchmark name (the paper's id)
 ) -> str:
@@ -367,6 +432,7 @@ def env_docstring(
     doc = env_class(name).__doc__ or ""          # not inspect.getdoc: that would inherit a base class's docstring
     return doc if doc.strip() else mujoco_v4_docstrings().get(get_env_spec(name).gym_id, "")
 
+# %% ../nbs/03_envs.ipynb #46135bf1
 @functools.lru_cache(maxsize=None)
 def describe_env(
     name: str,  # benchmark name (the paper's id)
@@ -380,7 +446,7 @@ def describe_env(
                          "check the installed gymnasium version, or give this environment a hand-written description")
     return text
 
-# %% ../nbs/03_envs.ipynb #83456e18
+# %% ../nbs/03_envs.ipynb #c05e120d
 def action_space_label(space) -> str:
     "Short form of an action space: 'Discrete(n)' or 'Box(d)' (d = number of dimensions of the action vector)."
     from gymnasium import spaces
@@ -388,6 +454,7 @@ def action_space_label(space) -> str:
     if isinstance(space, spaces.Box): return f"Box({int(space.shape[0]) if len(space.shape) == 1 else space.shape})"
     return type(space).__name__
 
+# %% ../nbs/03_envs.ipynb #78f858e2
 def env_table(
     names: list[str] | None = None,  # benchmark names (default: all, in registry order)
 ) -> list[dict]:
@@ -401,7 +468,7 @@ def env_table(
                          horizon=spec.horizon, obs_format=spec.obs_format))
     return rows
 
-# %% ../nbs/03_envs.ipynb #b8187f84
+# %% ../nbs/03_envs.ipynb #3268fa20
 def undocumented_entry_points() -> dict[str, str]:
     "gym id -> entry point of every registry entry whose installed class has no docstring."
     import gymnasium as gym
@@ -410,6 +477,7 @@ def undocumented_entry_points() -> dict[str, str]:
         if not (env_class(name).__doc__ or "").strip(): out[spec.gym_id] = gym.spec(spec.gym_id).entry_point
     return out
 
+# %% ../nbs/03_envs.ipynb #93a9ab2b
 def docstrings_from_wheel(
     wheel: str | Path,              # a gymnasium wheel file (.whl), e.g. gymnasium-0.29.1-py3-none-any.whl
     entry_points: dict[str, str],   # gym id -> "package.module:ClassName" (e.g. from `undocumented_entry_points`)
@@ -427,7 +495,7 @@ def docstrings_from_wheel(
             out[gym_id] = kept_sections(ast.get_docstring(node) or "")
     return out
 
-# %% ../nbs/03_envs.ipynb #240412c3
+# %% ../nbs/03_envs.ipynb #c83f8bd8
 MUJOCO_V4_DOCSTRINGS_FILE = "descriptions/mujoco_v4_gymnasium_0.29.1.json"   # under data_dir()
 
 @functools.lru_cache(maxsize=None)

@@ -22,10 +22,12 @@ def _write_all(fd: int, data) -> None:
     view = memoryview(data)
     while view: view = view[os.write(fd, view):]
 
+# %% ../nbs/02a_fork_server.ipynb #0ec7c43d
 def _send_frame(fd: int, payload: bytes) -> None:
     _write_all(fd, _HDR.pack(len(payload)))
     if payload: _write_all(fd, payload)
 
+# %% ../nbs/02a_fork_server.ipynb #b0804334
 def _read_exact(fd: int, n: int, deadline: float | None = None) -> bytes | None:
     "Read exactly n bytes (None on EOF). With a deadline (time.monotonic), raise TimeoutError when it passes."
     buf = bytearray()
@@ -40,12 +42,13 @@ def _read_exact(fd: int, n: int, deadline: float | None = None) -> bytes | None:
         buf += chunk
     return bytes(buf)
 
+# %% ../nbs/02a_fork_server.ipynb #c8e28cbe
 def _recv_frame(fd: int, deadline: float | None = None) -> bytes | None:
     h = _read_exact(fd, 8, deadline)
     if h is None: return None
     return _read_exact(fd, _HDR.unpack(h)[0], deadline)
 
-# %% ../nbs/02a_fork_server.ipynb #c8e28cbe
+# %% ../nbs/02a_fork_server.ipynb #99214996
 PR_SET_PDEATHSIG, PR_SET_NAME, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 15, 36, 38
 CLONE_NEWNET = 0x40000000
 _EXIT_SETUP = 75   # a job child that could not set itself up exits with this status before running anything
@@ -61,7 +64,7 @@ def _prctl(option: int, arg) -> None:
     if _libc().prctl(ctypes.c_int(option), a, ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
         e = ctypes.get_errno(); raise OSError(e, f"prctl({option}): {os.strerror(e)}")
 
-# %% ../nbs/02a_fork_server.ipynb #99214996
+# %% ../nbs/02a_fork_server.ipynb #b32d4014
 def _children() -> set[int]:
     "Pids of this process's children (all threads), from /proc."
     kids = set()
@@ -71,6 +74,7 @@ def _children() -> set[int]:
         except OSError: pass
     return kids
 
+# %% ../nbs/02a_fork_server.ipynb #c1a49177
 def _close_fds_except(keep) -> None:
     lo = 0
     for k in sorted(set(keep)):
@@ -78,11 +82,13 @@ def _close_fds_except(keep) -> None:
         lo = k + 1
     os.closerange(lo, 1 << 20)
 
+# %% ../nbs/02a_fork_server.ipynb #5b2b1635
 def _set_rlimit(res: int, value: int) -> None:
     _, hard = resource.getrlimit(res)
     if hard != resource.RLIM_INFINITY: value = min(value, hard)
     resource.setrlimit(res, (value, value))
 
+# %% ../nbs/02a_fork_server.ipynb #ff1f9fbf
 def _set_limits(lim: dict, nproc_base: int, vm: int) -> None:
     "Set the job's kernel limits; `vm` is the address space already mapped, bytes. Limits can only be lowered."
     R = resource
@@ -94,13 +100,35 @@ def _set_limits(lim: dict, nproc_base: int, vm: int) -> None:
     _set_rlimit(R.RLIMIT_FSIZE, int(lim["fsize_mb"]) << 20)
     _set_rlimit(R.RLIMIT_NPROC, nproc_base + int(lim["nproc"]))
 
-# %% ../nbs/02a_fork_server.ipynb #c1a49177
+# %% ../nbs/02a_fork_server.ipynb #b88853ab
 HIDDEN_DIRS = ("/root", "/home", "/tmp", "/run", "/var/tmp")   # replaced by empty tmpfs inside bwrap
 _SERVER_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_KILL", "CAP_DAC_OVERRIDE", "CAP_FOWNER")
 
 def _under(p: str, dirs) -> str | None:
+    "The directory of `dirs` that `p` is or lies under, else None."
     return next((d for d in dirs if p == d or p.startswith(d + "/")), None)
 
+# %% ../nbs/02a_fork_server.ipynb #fd5568b3
+def _tmpfs_args(hidden: tuple, tmp_mb: int) -> list[str]:
+    "bwrap arguments that hide each existing directory of `hidden` behind a size-capped tmpfs (`tmp_mb` MB for /tmp)."
+    cmd = []
+    for h in hidden:
+        if os.path.isdir(h) and not os.path.islink(h):
+            cmd += ["--size", str((tmp_mb if h == "/tmp" else 16) << 20), "--tmpfs", h]
+    return cmd
+
+# %% ../nbs/02a_fork_server.ipynb #979cf4ac
+def _bind_back_args(binds: list[str], hidden: tuple) -> list[str]:
+    "bwrap arguments that bind each path of `binds` back read-only, its parents under a hidden root made 0755."
+    cmd, made = [], set()
+    for b in binds:
+        top = _under(b, hidden)
+        for a in reversed([str(a) for a in Path(b).parents if top and _under(str(a), (top,)) and str(a) != top]):
+            if a not in made: made.add(a); cmd += ["--perms", "0755", "--dir", a]
+        cmd += ["--ro-bind", b, b]
+    return cmd
+
+# %% ../nbs/02a_fork_server.ipynb #d1c1e8f1
 def bwrap_command(
     argv: list[str],                       # the command to run inside (the server's python)
     *,
@@ -116,30 +144,24 @@ def bwrap_command(
     if own_uid: cmd += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     else: cmd += ["--unshare-all"]
     cmd += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    for h in hidden:
-        if os.path.isdir(h) and not os.path.islink(h):
-            cmd += ["--size", str((tmp_mb if h == "/tmp" else 16) << 20), "--tmpfs", h]
-    made = set()
-    for b in binds:   # bwrap would create the mount points' parents with mode 0700: make them 0755 first
-        top = _under(b, hidden)
-        for a in reversed([str(a) for a in Path(b).parents if top and _under(str(a), (top,)) and str(a) != top]):
-            if a not in made: made.add(a); cmd += ["--perms", "0755", "--dir", a]
-        cmd += ["--ro-bind", b, b]
+    cmd += _tmpfs_args(hidden, tmp_mb) + _bind_back_args(binds, hidden)
     cmd += ["--clearenv"] + [x for k, v in env.items() for x in ("--setenv", k, v)] + ["--chdir", "/"]
     cmd += ["--cap-drop", "ALL"] + ([x for c in _SERVER_CAPS for x in ("--cap-add", c)] if own_uid else [])
     return cmd + ["--", *argv]
 
-# %% ../nbs/02a_fork_server.ipynb #3bdf5272
+# %% ../nbs/02a_fork_server.ipynb #d709e262
 def _server_env() -> dict[str, str]:
     "The whole environment of the server and its jobs: no secrets, deterministic hashing, one BLAS thread."
     return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": "/nonexistent",
             "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "MPLBACKEND": "Agg",
             "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NUMEXPR_NUM_THREADS": "1"}
 
+# %% ../nbs/02a_fork_server.ipynb #58c4acc4
 def _package_root() -> str:
     "The directory that contains the `cwm_nb` package (put first on the server's sys.path)."
     return str(Path(importlib.util.find_spec("cwm_nb").origin).resolve().parent.parent)
 
+# %% ../nbs/02a_fork_server.ipynb #27bb6c00
 def _needed_paths() -> list[str]:
     "Real paths the server must be able to read: the interpreter, its prefixes, site-packages, this package."
     cands = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
@@ -150,6 +172,7 @@ def _needed_paths() -> list[str]:
         if not any(p == q or p.startswith(q.rstrip("/") + "/") for q in out): out.append(p)
     return out
 
+# %% ../nbs/02a_fork_server.ipynb #64ba1a2f
 def _others_can_read(paths: list[str], hidden: tuple = ()) -> bool:
     "True when another uid can read every path: o+r on the path, o+x on it and its ancestors (below a hidden root)."
     for p in paths:
@@ -161,7 +184,7 @@ def _others_can_read(paths: list[str], hidden: tuple = ()) -> bool:
         except OSError: return False
     return True
 
-# %% ../nbs/02a_fork_server.ipynb #979cf4ac
+# %% ../nbs/02a_fork_server.ipynb #fa9e06cd
 @dataclass
 class _Child:
     "A pre-forked job child as the server sees it."
@@ -174,10 +197,11 @@ class _Child:
                 except OSError: pass
         self.pidfd = self.job_w = self.res_r = self.out_r = self.err_r = -1
 
-# %% ../nbs/02a_fork_server.ipynb #af463aa5
+# %% ../nbs/02a_fork_server.ipynb #16c9ab2f
 def _vm_bytes() -> int:
     with open("/proc/self/statm") as f: return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
+# %% ../nbs/02a_fork_server.ipynb #407bd4e1
 def _pretouch(x, budget: list, depth: int = 0) -> None:
     "Visit nested containers' items (up to `budget[0]` of them) so their pages are copied now, not during the job."
     t = type(x)
@@ -189,6 +213,7 @@ def _pretouch(x, budget: list, depth: int = 0) -> None:
         tv = type(v)
         if tv is list or tv is tuple or tv is dict: _pretouch(v, budget, depth + 1)
 
+# %% ../nbs/02a_fork_server.ipynb #d54528e1
 def _warm_up(srv) -> None:
     from cwm_nb.sandbox import PROGRAM_FILENAME, Rows, _new_program_module, encode_result   # the job runner's (imported)
     mod = _new_program_module()
@@ -196,54 +221,77 @@ def _warm_up(srv) -> None:
     encode_result({"ok": True, "value": {"predictions": Rows([np.zeros((2, 2)), np.zeros(2), np.zeros(2, bool)])}})
     if srv.last_key in srv.store: _pretouch(srv.store[srv.last_key], [1_000_000])
 
-# %% ../nbs/02a_fork_server.ipynb #5aec4afd
+# %% ../nbs/02a_fork_server.ipynb #f84e6491
+def _setup_failed(e: BaseException) -> None:
+    "Write why the set-up failed to fd 2 and `_exit(_EXIT_SETUP)`. Never returns."
+    try: os.write(2, f"sandbox setup failed: {e!r}\n".encode())
+    except BaseException: pass
+    os._exit(_EXIT_SETUP)
+
+# %% ../nbs/02a_fork_server.ipynb #14faa71a
+def _detach_child(srv, scratch: str, keep: set, out_w: int, err_w: int) -> None:
+    "Own session, default signals, only the fds in `keep`, stdio on the capture pipes, `scratch` as cwd."
+    os.setsid()                                     # own session and process group: killed as one
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCHLD): signal.signal(s, signal.SIG_DFL)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # too large a file: an OSError for the program, not a kill
+    _close_fds_except(keep)
+    os.dup2(out_w, 1); os.dup2(err_w, 2); os.close(out_w); os.close(err_w)
+    os.mkdir(scratch, 0o700)
+    if srv.uid is not None: os.chown(scratch, srv.uid, srv.uid)
+    os.chdir(scratch)
+
+# %% ../nbs/02a_fork_server.ipynb #04d9975d
+def _drop_privileges(srv) -> None:
+    "Switch to the job uid (if any), set no_new_privs and the death signal; `_exit(_EXIT_SETUP)` if one fails silently."
+    if srv.uid is not None:
+        os.setgroups([]); os.setresgid(srv.uid, srv.uid, srv.uid); os.setresuid(srv.uid, srv.uid, srv.uid)
+        if 0 in os.getresuid() or 0 in os.getresgid(): os._exit(_EXIT_SETUP)
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)                  # no setuid binary can give privileges back
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)        # (after the uid switch, which would clear it)
+    if os.getppid() != srv.pid: os._exit(_EXIT_SETUP)   # the server died before the death signal was armed
+
+# %% ../nbs/02a_fork_server.ipynb #69a8fefb
+def _program_environment(scratch: str, program_filename: str) -> None:
+    "umask 077, HOME/TMPDIR = `scratch`, fresh UTF-8 `sys.stdout`/`sys.stderr` on fds 1 and 2, `sys.argv`."
+    os.umask(0o077)
+    os.environ["HOME"] = os.environ["TMPDIR"] = scratch
+    tempfile.tempdir = scratch
+    sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
+    sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
+    sys.argv = [program_filename]
+
+# %% ../nbs/02a_fork_server.ipynb #47d74983
+def _accept_job(srv, blob: bytes, job_r: int, vm: int) -> tuple[dict, int]:
+    "Name the child, unpickle the job, set its limits, register its source for tracebacks: (job, job_r or -1)."
+    import linecache   # lets the program's own traceback printing show its source lines
+    from cwm_nb.sandbox import PROGRAM_FILENAME
+    _prctl(PR_SET_NAME, b"cwm-job")
+    job = pickle.loads(blob)[1]
+    if not job.get("session"): os.close(job_r); job_r = -1   # a session reads its later calls from it
+    _set_limits(job["limits"], srv.nproc_base, vm)
+    linecache.cache[PROGRAM_FILENAME] = (len(job["source"]), None, job["source"].splitlines(True), PROGRAM_FILENAME)
+    return job, job_r
+
+# %% ../nbs/02a_fork_server.ipynb #895be800
 def _job_child(srv, scratch: str, job_r: int, res_w: int, out_w: int, err_w: int) -> None:
     "Body of a pre-forked child: prepare, wait for a job, set the limits, run it, write the result, _exit. Never returns."
     from cwm_nb.sandbox import PROGRAM_FILENAME, _run_job   # the job runner (the server imported it before forking)
     try:
-        os.setsid()                                     # own session and process group: killed as one
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCHLD): signal.signal(s, signal.SIG_DFL)
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # too large a file: an OSError for the program, not a kill
-        _close_fds_except({0, 1, 2, job_r, res_w, out_w, err_w})
-        os.dup2(out_w, 1); os.dup2(err_w, 2); os.close(out_w); os.close(err_w)
-        os.mkdir(scratch, 0o700)
-        if srv.uid is not None: os.chown(scratch, srv.uid, srv.uid)
-        os.chdir(scratch)
-        if srv.uid is not None:
-            os.setgroups([]); os.setresgid(srv.uid, srv.uid, srv.uid); os.setresuid(srv.uid, srv.uid, srv.uid)
-            if 0 in os.getresuid() or 0 in os.getresgid(): os._exit(_EXIT_SETUP)
-        _prctl(PR_SET_NO_NEW_PRIVS, 1)                  # no setuid binary can give privileges back
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)        # (after the uid switch, which would clear it)
-        if os.getppid() != srv.pid: os._exit(_EXIT_SETUP)   # the server died before the death signal was armed
-        os.umask(0o077)
-        os.environ["HOME"] = os.environ["TMPDIR"] = scratch
-        tempfile.tempdir = scratch
-        sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
-        sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
-        sys.argv = [PROGRAM_FILENAME]
-        import linecache   # lets the program's own traceback printing show its source lines
+        _detach_child(srv, scratch, {0, 1, 2, job_r, res_w, out_w, err_w}, out_w, err_w)
+        _drop_privileges(srv)
+        _program_environment(scratch, PROGRAM_FILENAME)
+        import linecache   # imported before the job arrives (the program's tracebacks use it)
         _warm_up(srv)
         vm = _vm_bytes()
-    except BaseException as e:
-        try: os.write(2, f"sandbox setup failed: {e!r}\n".encode())
-        except BaseException: pass
-        os._exit(_EXIT_SETUP)
+    except BaseException as e: _setup_failed(e)
     blob = _recv_frame(job_r)                           # ---- wait for the job ----
     if blob is None: os._exit(0)                        # the server discarded this child
-    try:
-        _prctl(PR_SET_NAME, b"cwm-job")
-        job = pickle.loads(blob)[1]
-        if not job.get("session"): os.close(job_r); job_r = -1   # a session reads its later calls from it
-        _set_limits(job["limits"], srv.nproc_base, vm)
-        linecache.cache[PROGRAM_FILENAME] = (len(job["source"]), None, job["source"].splitlines(True), PROGRAM_FILENAME)
-    except BaseException as e:
-        try: os.write(2, f"sandbox setup failed: {e!r}\n".encode())
-        except BaseException: pass
-        os._exit(_EXIT_SETUP)
+    try: job, job_r = _accept_job(srv, blob, job_r, vm)
+    except BaseException as e: _setup_failed(e)
     _run_job(job, srv.store, res_w, job_r)
 
-# %% ../nbs/02a_fork_server.ipynb #d709e262
+# %% ../nbs/02a_fork_server.ipynb #57b8a7f3
 class _Capture:
     "One output stream of a job: its first and last bytes (`cap` in all) and the count of all it wrote."
 
@@ -251,7 +299,7 @@ class _Capture:
         self.head_n, self.tail_n = cap - cap // 2, cap // 2
         self.head, self.tail, self.total = bytearray(), bytearray(), 0
 
-# %% ../nbs/02a_fork_server.ipynb #58c4acc4
+# %% ../nbs/02a_fork_server.ipynb #9073ba33
 @patch
 def add(self: _Capture, chunk: bytes) -> None:
     "Account for `chunk`, keeping it where it falls in the head or the tail window."
@@ -264,6 +312,7 @@ def add(self: _Capture, chunk: bytes) -> None:
         self.tail += chunk
         if len(self.tail) > self.tail_n: del self.tail[:len(self.tail) - self.tail_n]
 
+# %% ../nbs/02a_fork_server.ipynb #2ea77097
 @patch
 def text(self: _Capture) -> str:
     "The kept bytes as text (UTF-8, bad bytes replaced), with a marker where bytes were dropped."
@@ -274,7 +323,7 @@ def text(self: _Capture) -> str:
             f"sandbox, which keeps the first {len(self.head)} and the last {len(self.tail)} ...]\n"
             + self.tail.decode("utf-8", "replace"))
 
-# %% ../nbs/02a_fork_server.ipynb #ee53eca5
+# %% ../nbs/02a_fork_server.ipynb #c1a27273
 MAX_SESSIONS = 16   # session jobs a server keeps open at once
 
 def _write_within(fd: int, data: bytes, deadline: float) -> bool:
@@ -288,7 +337,44 @@ def _write_within(fd: int, data: bytes, deadline: float) -> bool:
         if left <= 0 or not select.select([], [fd], [], left)[1]: return False
     return True
 
-# %% ../nbs/02a_fork_server.ipynb #346c55f6
+# %% ../nbs/02a_fork_server.ipynb #4aaff1a1
+def _prepare_server(cfg: dict) -> list[str]:
+    "Subreaper, network namespace, preloaded modules, as `cfg` asks: the notes on what could not be done."
+    notes = []
+    try: _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    except OSError as e: notes.append(f"no child subreaper: {e}")
+    if cfg.get("unshare_net"):
+        if _libc().unshare(ctypes.c_int(CLONE_NEWNET)) != 0: notes.append("could not leave the network namespace")
+    for m in cfg.get("preload", ()):
+        try: importlib.import_module(m)
+        except Exception as e: notes.append(f"preload {m}: {e!r}")
+    return notes
+
+# %% ../nbs/02a_fork_server.ipynb #fda39cb8
+def _can_switch_uid() -> bool:
+    "True when this process is root with CAP_CHOWN, CAP_KILL, CAP_SETGID and CAP_SETUID in effect."
+    if os.geteuid() != 0: return False
+    with open("/proc/self/status") as f: caps = int(re.search(r"CapEff:\s*([0-9a-f]+)", f.read())[1], 16)
+    return all(caps >> b & 1 for b in (0, 5, 6, 7))   # CHOWN, KILL, SETGID, SETUID
+
+# %% ../nbs/02a_fork_server.ipynb #9b392ce2
+def _count_own_processes() -> int:
+    "How many processes in /proc belong to this process's uid."
+    uid, n = os.getuid(), 0
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try: n += os.stat(f"/proc/{p}").st_uid == uid
+            except OSError: pass
+    return n
+
+# %% ../nbs/02a_fork_server.ipynb #82cd802e
+def _make_scratch(scratch_base: str) -> str:
+    "Create `scratch_base` and a directory unique to this server inside it (both mode 0711); return the latter."
+    base = os.path.join(scratch_base, f"server{os.getpid()}-{time.time_ns()}")   # unique per server
+    for d in (scratch_base, base): os.makedirs(d, exist_ok=True); os.chmod(d, 0o711)
+    return base
+
+# %% ../nbs/02a_fork_server.ipynb #32804d40
 class _Server:
     "The fork server's state and loop (runs inside the sandbox; see `_server_main`)."
 
@@ -298,40 +384,17 @@ class _Server:
         self.sessions: dict[int, tuple[_Child, dict]] = {}   # session id (its child's pid) -> (child, its limits)
         self.prefork = cfg.get("prefork", True)
         _prctl(PR_SET_NAME, b"cwm-server")
-        notes = []
-        try: _prctl(PR_SET_CHILD_SUBREAPER, 1)
-        except OSError as e: notes.append(f"no child subreaper: {e}")
-        if cfg.get("unshare_net"):
-            if _libc().unshare(ctypes.c_int(CLONE_NEWNET)) != 0: notes.append("could not leave the network namespace")
-        for m in cfg.get("preload", ()):
-            try: importlib.import_module(m)
-            except Exception as e: notes.append(f"preload {m}: {e!r}")
+        notes = _prepare_server(cfg)
         self.uid = cfg.get("uid")
-        if self.uid is not None and not self._can_switch_uid():
+        if self.uid is not None and not _can_switch_uid():
             notes.append("jobs keep the server's uid (no CAP_SETUID/CAP_SETGID/CAP_CHOWN/CAP_KILL)"); self.uid = None
-        self.base = os.path.join(cfg["scratch_base"], f"server{os.getpid()}-{time.time_ns()}")   # unique per server
-        for d in (cfg["scratch_base"], self.base): os.makedirs(d, exist_ok=True); os.chmod(d, 0o711)
-        self.nproc_base = 0 if self.uid is not None else self._count_own_processes()
+        self.base = _make_scratch(cfg["scratch_base"])
+        self.nproc_base = 0 if self.uid is not None else _count_own_processes()
         self.protections = self._protections(notes)
         gc.collect(); gc.freeze()
         if self.prefork: self._fork_idle()
 
-    @staticmethod
-    def _can_switch_uid() -> bool:
-        if os.geteuid() != 0: return False
-        with open("/proc/self/status") as f: caps = int(re.search(r"CapEff:\s*([0-9a-f]+)", f.read())[1], 16)
-        return all(caps >> b & 1 for b in (0, 5, 6, 7))   # CHOWN, KILL, SETGID, SETUID
-
-    @staticmethod
-    def _count_own_processes() -> int:
-        uid, n = os.getuid(), 0
-        for p in os.listdir("/proc"):
-            if p.isdigit():
-                try: n += os.stat(f"/proc/{p}").st_uid == uid
-                except OSError: pass
-        return n
-
-# %% ../nbs/02a_fork_server.ipynb #bf2c983d
+# %% ../nbs/02a_fork_server.ipynb #5ad2f28e
 @patch
 def _protections(self: _Server, notes) -> dict:
     def ns(name):
@@ -347,7 +410,7 @@ def _protections(self: _Server, notes) -> dict:
             "nproc_enforced": self.uid is not None or (os.getuid() != 0 and own_userns),
             "env_cleared": True, "no_new_privs": True, "notes": notes}
 
-# %% ../nbs/02a_fork_server.ipynb #b3534a8a
+# %% ../nbs/02a_fork_server.ipynb #a116a0cd
 @patch
 def _fork_idle(self: _Server) -> None:
     job_r, job_w = os.pipe(); res_r, res_w = os.pipe(); out_r, out_w = os.pipe(); err_r, err_w = os.pipe()
@@ -365,6 +428,7 @@ def _fork_idle(self: _Server) -> None:
     for fd in (res_r, out_r, err_r): os.set_blocking(fd, False)
     self.idle = _Child(pid, os.pidfd_open(pid), job_w, res_r, out_r, err_r, self.gen, scratch)
 
+# %% ../nbs/02a_fork_server.ipynb #4b8178c9
 @patch
 def _discard(self: _Server, c: _Child) -> None:
     try: os.kill(c.pid, signal.SIGKILL)
@@ -374,6 +438,7 @@ def _discard(self: _Server, c: _Child) -> None:
     c.close()
     shutil.rmtree(c.scratch, ignore_errors=True)
 
+# %% ../nbs/02a_fork_server.ipynb #2b3f7c68
 @patch
 def _take_idle(self: _Server) -> _Child:
     c, self.idle = self.idle, None
@@ -383,7 +448,7 @@ def _take_idle(self: _Server) -> _Child:
         self._fork_idle(); c, self.idle = self.idle, None
     return c
 
-# %% ../nbs/02a_fork_server.ipynb #a757f543
+# %% ../nbs/02a_fork_server.ipynb #4af8eb84
 @patch
 def _reap(self: _Server) -> None:
     while True:
@@ -392,6 +457,22 @@ def _reap(self: _Server) -> None:
         if pid == 0: return
         if self.idle is not None and pid == self.idle.pid: self.idle.close(); self.idle = None
 
+# %% ../nbs/02a_fork_server.ipynb #597c7592
+def _kill_each(pids) -> None:
+    "SIGKILL each of `pids`; those already gone are skipped."
+    for k in pids:
+        try: os.kill(k, signal.SIGKILL)
+        except ProcessLookupError: pass
+
+# %% ../nbs/02a_fork_server.ipynb #6cae5179
+@patch
+def _kill_namespace(self: _Server) -> None:
+    "Last resort of pid 1 in its own pid namespace: discard the pre-forked child, then kill(-1, SIGKILL)."
+    if self.idle is not None: self._discard(self.idle); self.idle = None
+    try: os.kill(-1, signal.SIGKILL)
+    except OSError: pass
+
+# %% ../nbs/02a_fork_server.ipynb #cd4cce1a
 @patch
 def _sweep(self: _Server, limit_s: float = 3.0) -> bool:
     "Kill every child except the pre-forked one, again and again, until none is left. False if that fails."
@@ -401,69 +482,77 @@ def _sweep(self: _Server, limit_s: float = 3.0) -> bool:
         keep = ({self.idle.pid} if self.idle is not None else set()) | set(self.sessions)
         kids = _children() - keep
         if not kids: return True
-        for k in kids:
-            try: os.kill(k, signal.SIGKILL)
-            except ProcessLookupError: pass
+        _kill_each(kids)
         if time.monotonic() > end:
             if self.pid == 1 and self.cfg["mode"] == "bwrap" and not last_resort:   # pid 1 of our own namespace
                 last_resort = True
-                if self.idle is not None: self._discard(self.idle); self.idle = None
-                try: os.kill(-1, signal.SIGKILL)
-                except OSError: pass
+                self._kill_namespace()
                 end = time.monotonic() + 1.0
                 continue
             return False
         time.sleep(0.0005)
 
-# %% ../nbs/02a_fork_server.ipynb #9675f782
+# %% ../nbs/02a_fork_server.ipynb #b51648bd
+class _Watch:
+    "What the server reads from one job child: its result frame, capped stdout and stderr, the status so far."
+    def __init__(self, c: _Child, lim: dict, inp: int):
+        self.c, self.res, self.need, self.status = c, bytearray(), None, None   # need: the frame's length, once known
+        self.out, self.err = _Capture(int(lim["output_bytes"])), _Capture(int(lim["output_bytes"]))
+        self.streams = {c.out_r: self.out, c.err_r: self.err}
+        self.kill, self.rcap = int(lim["output_kill_bytes"]), int(lim["result_mb"]) << 20
+        self.poll, self.open_fds = select.poll(), {c.res_r, c.out_r, c.err_r}
+        for fd in (c.res_r, c.out_r, c.err_r): self.poll.register(fd, select.POLLIN)
+        self.poll.register(c.pidfd, select.POLLIN)
+        self.poll.register(inp, 0)   # only POLLHUP: the parent died (its end of the request pipe closed)
+
+# %% ../nbs/02a_fork_server.ipynb #b7988ce6
+@patch
+def read(self: _Watch, fd: int) -> None:
+    "Drain what pipe `fd` holds now, until it is empty or closed or a status is set."
+    while self.status is None and fd in self.open_fds:
+        try: chunk = os.read(fd, 1 << 20)
+        except BlockingIOError: return
+        if not chunk: self.poll.unregister(fd); self.open_fds.discard(fd); return
+        if fd == self.c.res_r:
+            self.res.extend(chunk)
+            if self.need is None and len(self.res) >= 8:
+                self.need = 8 + _HDR.unpack_from(self.res)[0]
+                if self.need - 8 > self.rcap: self.status = "result_too_large"
+            if self.need is not None and len(self.res) >= self.need: self.status = "done"
+        else:
+            self.streams[fd].add(chunk)
+            if self.out.total + self.err.total > self.kill: self.status = "output_limit"
+
+# %% ../nbs/02a_fork_server.ipynb #d32a2098
+@patch
+def read_rest(self: _Watch) -> None:
+    "After a `done`: take the output written before the result, still in the pipes (up to the kill cap)."
+    for fd in (self.c.out_r, self.c.err_r):
+        while fd in self.open_fds and self.out.total + self.err.total <= self.kill:
+            try: chunk = os.read(fd, 1 << 20)
+            except OSError: break
+            if not chunk: break
+            self.streams[fd].add(chunk)
+
+# %% ../nbs/02a_fork_server.ipynb #94384382
 @patch
 def _supervise(self: _Server, c: _Child, lim: dict, t0: float) -> tuple[str, bytearray, _Capture, _Capture]:
-    res, out, err = bytearray(), _Capture(int(lim["output_bytes"])), _Capture(int(lim["output_bytes"]))
-    streams = {c.out_r: out, c.err_r: err}
-    kill, rcap = int(lim["output_kill_bytes"]), int(lim["result_mb"]) << 20
-    poll = select.poll()
-    for fd in (c.res_r, c.out_r, c.err_r): poll.register(fd, select.POLLIN)
-    poll.register(c.pidfd, select.POLLIN)
-    poll.register(self.inp, 0)   # only POLLHUP: the parent died (its end of the request pipe closed)
-    deadline, need, exited, status = t0 + float(lim["wall_s"]), None, False, None
-
-    open_fds = {c.res_r, c.out_r, c.err_r}
-    def read(fd) -> None:   # drain what is there now
-        nonlocal need, status
-        while status is None and fd in open_fds:
-            try: chunk = os.read(fd, 1 << 20)
-            except BlockingIOError: return
-            if not chunk: poll.unregister(fd); open_fds.discard(fd); return
-            if fd == c.res_r:
-                res.extend(chunk)
-                if need is None and len(res) >= 8:
-                    need = 8 + _HDR.unpack_from(res)[0]
-                    if need - 8 > rcap: status = "result_too_large"
-                if need is not None and len(res) >= need: status = "done"
-            else:
-                streams[fd].add(chunk)
-                if out.total + err.total > kill: status = "output_limit"
-
-    while status is None:
+    w, deadline, exited = _Watch(c, lim, self.inp), t0 + float(lim["wall_s"]), False
+    while w.status is None:
         left = deadline - time.monotonic()
-        if left <= 0: status = "timeout"; break
-        for fd, _ in poll.poll(max(1, math.ceil(left * 1000))):
-            if fd == self.inp: status = "parent_gone"
+        if left <= 0: w.status = "timeout"; break
+        for fd, _ in w.poll.poll(max(1, math.ceil(left * 1000))):
+            if fd == self.inp: w.status = "parent_gone"
             elif fd == c.pidfd: exited = True
-            elif status is None: read(fd)
-        if status is None and exited:
+            elif w.status is None: w.read(fd)
+        if w.status is None and exited:
             for fd in (c.res_r, c.out_r, c.err_r):
-                if status is None: read(fd)
-            if status is None: status = "exited"
-    if status == "done":
-        for fd in (c.out_r, c.err_r):   # output written before the result is already in the pipes
-            while fd in open_fds and out.total + err.total <= kill:
-                try: chunk = os.read(fd, 1 << 20)
-                except OSError: break
-                if not chunk: break
-                streams[fd].add(chunk)
-    return status, res[8:need] if status == "done" else bytearray(), out, err
+                if w.status is None: w.read(fd)
+            if w.status is None: w.status = "exited"
+    if w.status == "done": w.read_rest()
+    return w.status, w.res[8:w.need] if w.status == "done" else bytearray(), w.out, w.err
 
+# %% ../nbs/02a_fork_server.ipynb #95edbc51
 @patch
 def _end_child(self: _Server, c: _Child, hdr: dict) -> None:
     "Kill the job's process group, reap the child, record its exit status and CPU time."
@@ -475,39 +564,43 @@ def _end_child(self: _Server, c: _Child, hdr: dict) -> None:
     except ChildProcessError: pass
     c.close()
 
-# %% ../nbs/02a_fork_server.ipynb #f84e6491
+# %% ../nbs/02a_fork_server.ipynb #1fc831b4
 @patch
-def run(self: _Server, job: dict, blob: bytes) -> None:
-    "Run one job (`blob` is the parent's pickled request, forwarded unchanged to the child)."
+def _refusal(self: _Server, job: dict) -> dict | None:
+    "The reply header that refuses `job` (driver error, no data, too many sessions), or None to run it."
     mod, _, name = job["driver"].partition(":")
     loaded = len(sys.modules)
     try: getattr(importlib.import_module(mod), name, None)   # resolved here: a driver re-exported lazily loads now
-    except BaseException as e: return self.reply({"status": "driver_error", "message": repr(e)})
+    except BaseException as e: return {"status": "driver_error", "message": repr(e)}
     if len(sys.modules) != loaded: self.gen += 1; gc.freeze()   # children forked from now on inherit the driver
     if job.get("data_key") is not None and job["data_key"] not in self.store:
-        return self.reply({"status": "no_data", "message": f"no data under key {job['data_key']!r}"})
-    session = bool(job.get("session"))
-    if session and len(self.sessions) >= MAX_SESSIONS:
-        return self.reply({"status": "too_many_sessions", "message": f"{MAX_SESSIONS} sessions are open"})
-    if job.get("data_key") != self.last_key:   # the next pre-forked child pre-touches this job's data
-        self.last_key = job.get("data_key")
+        return {"status": "no_data", "message": f"no data under key {job['data_key']!r}"}
+    if job.get("session") and len(self.sessions) >= MAX_SESSIONS:
+        return {"status": "too_many_sessions", "message": f"{MAX_SESSIONS} sessions are open"}
+    return None
+
+# %% ../nbs/02a_fork_server.ipynb #e404dac2
+@patch
+def _hand_over(self: _Server, blob: bytes, session: bool) -> tuple[_Child | None, float]:
+    "Send `blob` to a pre-forked child (a fresh one if that fails): (child, start time), or (None, 0.0)."
     for attempt in (0, 1):
         c = self._take_idle()
         t0 = time.monotonic()
         try:
             _send_frame(c.job_w, blob)
             if not session: os.close(c.job_w); c.job_w = -1   # a session's later calls go down this pipe
-            break
+            return c, t0
         except OSError:
             self._discard(c)
-            if attempt: return self.reply({"status": "exited", "exit_code": _EXIT_SETUP, "cpu_s": 0.0})
-    status, result, out, err = self._supervise(c, job["limits"], t0)
-    if status == "parent_gone":   # nobody to answer: stop everything now
-        self._end_child(c, {}); self.serve_gone()
-    hdr = {"status": status, "exit_code": None, "cpu_s": None, "job_wall_s": time.monotonic() - t0,
-           "stdout": out.text(), "stderr": err.text()}
+    return None, 0.0
+
+# %% ../nbs/02a_fork_server.ipynb #4c15a593
+@patch
+def _answer(self: _Server, c: _Child, hdr: dict, result: bytearray, limits: dict, session: bool) -> None:
+    "Reply with `hdr` and `result`, end the child (unless it starts a session), pre-fork the next one."
+    status = hdr["status"]
     if status == "done" and session:   # the child stays, waiting for calls
-        self.sessions[c.pid] = (c, job["limits"]); hdr["session"] = c.pid
+        self.sessions[c.pid] = (c, limits); hdr["session"] = c.pid
         os.set_blocking(c.job_w, False)
         self.reply(hdr, result)
     elif status != "done":   # abnormal end: clean up before answering
@@ -519,7 +612,25 @@ def run(self: _Server, job: dict, blob: bytes) -> None:
     if not (status == "done" and session): shutil.rmtree(c.scratch, ignore_errors=True)
     if self.prefork and self.idle is None and not self.dirty: self._fork_idle()
 
-# %% ../nbs/02a_fork_server.ipynb #14faa71a
+# %% ../nbs/02a_fork_server.ipynb #9092b1ce
+@patch
+def run(self: _Server, job: dict, blob: bytes) -> None:
+    "Run one job (`blob` is the parent's pickled request, forwarded unchanged to the child)."
+    refusal = self._refusal(job)
+    if refusal is not None: return self.reply(refusal)
+    session = bool(job.get("session"))
+    if job.get("data_key") != self.last_key:   # the next pre-forked child pre-touches this job's data
+        self.last_key = job.get("data_key")
+    c, t0 = self._hand_over(blob, session)
+    if c is None: return self.reply({"status": "exited", "exit_code": _EXIT_SETUP, "cpu_s": 0.0})
+    status, result, out, err = self._supervise(c, job["limits"], t0)
+    if status == "parent_gone":   # nobody to answer: stop everything now
+        self._end_child(c, {}); self.serve_gone()
+    hdr = {"status": status, "exit_code": None, "cpu_s": None, "job_wall_s": time.monotonic() - t0,
+           "stdout": out.text(), "stderr": err.text()}
+    self._answer(c, hdr, result, job["limits"], session)
+
+# %% ../nbs/02a_fork_server.ipynb #fa60cdec
 @patch
 def call(self: _Server, sid: int, payload: bytes, wall_s: float) -> None:
     "Forward one call to session `sid` and answer with its result; a call that does not end well ends the session."
@@ -540,6 +651,7 @@ def call(self: _Server, sid: int, payload: bytes, wall_s: float) -> None:
     self._end_session(sid, hdr); hdr["clean"] = not self.dirty
     self.reply(hdr, result)
 
+# %% ../nbs/02a_fork_server.ipynb #d2d6e408
 @patch
 def _end_session(self: _Server, sid: int, hdr: dict | None = None) -> None:
     "Kill session `sid`'s process group, reap it, sweep and remove its scratch directory."
@@ -548,17 +660,19 @@ def _end_session(self: _Server, sid: int, hdr: dict | None = None) -> None:
     self.dirty = not self._sweep() or self.dirty
     shutil.rmtree(c.scratch, ignore_errors=True)
 
+# %% ../nbs/02a_fork_server.ipynb #ab310145
 @patch
 def serve_gone(self: _Server) -> None:
     "The parent is gone: kill everything and exit."
     for sid in list(self.sessions): self._end_child(self.sessions.pop(sid)[0], {})
     self._sweep(1.0); self._remove_scratch(); os._exit(0)
 
-# %% ../nbs/02a_fork_server.ipynb #04d9975d
+# %% ../nbs/02a_fork_server.ipynb #ce4504e8
 @patch
 def reply(self: _Server, hdr: dict, body: bytes = b"") -> None:
     _send_frame(self.out, json.dumps(hdr).encode()); _send_frame(self.out, bytes(body))
 
+# %% ../nbs/02a_fork_server.ipynb #c8d37a06
 @patch
 def serve(self: _Server) -> None:
     "Answer requests until the parent closes the pipe; whatever ends the loop, kill every child on the way out."
@@ -569,12 +683,27 @@ def serve(self: _Server) -> None:
         self._sweep(1.0)
         self._remove_scratch()
 
+# %% ../nbs/02a_fork_server.ipynb #da5228f1
 @patch
 def _remove_scratch(self: _Server) -> None:
     shutil.rmtree(self.base, ignore_errors=True)
     try: os.rmdir(self.cfg["scratch_base"])   # the parent's directory, if no other server uses it (it may be dead)
     except OSError: pass
 
+# %% ../nbs/02a_fork_server.ipynb #8cfcffec
+@patch
+def _put(self: _Server, key: str, data: bytes) -> None:
+    "Unpickle `data` into the store under `key`, replace the pre-forked child, answer."
+    try: value = pickle.loads(data)
+    except Exception as e:
+        return self.reply({"status": "error", "message": f"the data cannot be unpickled in the sandbox: {e!r}"})
+    self.store[key] = value; self.gen += 1
+    if self.idle is not None: self._discard(self.idle); self.idle = None
+    gc.collect(); gc.freeze()
+    self.reply({"status": "ok"})
+    if self.prefork: self._fork_idle()
+
+# %% ../nbs/02a_fork_server.ipynb #76b2614c
 @patch
 def _serve(self: _Server) -> None:
     self.reply({"status": "ready", "protections": self.protections, "pid": self.pid})
@@ -589,22 +718,14 @@ def _serve(self: _Server) -> None:
         elif op == "end":
             if rest[0] in self.sessions: self._end_session(rest[0])
             self.reply({"status": "ok"})
-        elif op == "put":
-            try: value = pickle.loads(rest[1])
-            except Exception as e:
-                self.reply({"status": "error", "message": f"the data cannot be unpickled in the sandbox: {e!r}"}); continue
-            self.store[rest[0]] = value; self.gen += 1
-            if self.idle is not None: self._discard(self.idle); self.idle = None
-            gc.collect(); gc.freeze()
-            self.reply({"status": "ok"})
-            if self.prefork: self._fork_idle()
+        elif op == "put": self._put(*rest)
         elif op == "drop":
             self.store.pop(rest[0], None); self.reply({"status": "ok"})
         elif op == "ping":
             self.reply({"status": "ok", "children": sorted(_children()), "idle": self.idle.pid if self.idle else None})
         elif op == "close": break
 
-# %% ../nbs/02a_fork_server.ipynb #86a2f2db
+# %% ../nbs/02a_fork_server.ipynb #891c1feb
 def _server_main() -> None:
     "Entry point of the server process: fd 0 carries requests, fd 1 replies (see `Sandbox`)."
     inp, out = os.dup(0), os.dup(1)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math, re, statistics, time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 import numpy as np
 from .core import CwmNbError, data_dir, make_rng
 
@@ -26,12 +26,14 @@ def format_number(x: float) -> str:
     "A number with 6 significant digits (`1.0` -> `1`, `0.0407997`), as written in prompts."
     return f"{float(x):.6g}"
 
+# %% ../nbs/11_llm_simulator.ipynb #00619655
 def format_values(x: Any) -> str:
     "An observation or action: a scalar as a number, an array (any shape, flattened) as `[a, b, ...]`."
     a = np.asarray(x)
     if a.ndim == 0: return format_number(a.item())
     return "[" + ", ".join(format_number(v) for v in a.reshape(-1).tolist()) + "]"
 
+# %% ../nbs/11_llm_simulator.ipynb #643c750e
 def format_transition(
     k: int,                     # the block's number, shown in its header
     obs: Any,                   # observation s (array or scalar)
@@ -44,7 +46,7 @@ def format_transition(
     nxt, r, d = outcome
     return f"{head}\n\n{OBS_HEADER} {format_values(nxt)}\n{REWARD_HEADER} {format_number(r)}\n{DONE_HEADER} {bool(d)}"
 
-# %% ../nbs/11_llm_simulator.ipynb #b4e1ec83
+# %% ../nbs/11_llm_simulator.ipynb #268cbabb
 DEFAULT_EXAMPLES = {"CartPole-v1": 3, "HalfCheetah-v4": 2, "Humanoid-v4": 1}   # paper App. H
 
 SYSTEM_PROMPT = """\
@@ -58,6 +60,7 @@ Next observation: [comma-separated numbers, as many as in the observation]
 Reward: a number
 Done: True or False"""
 
+# %% ../nbs/11_llm_simulator.ipynb #dfb97e92
 def default_examples(env: str) -> int:
     "Example transitions in the simulator prompt of `env` (paper App. H: 3, 2, 1), 2 for other environments."
     return DEFAULT_EXAMPLES.get(env, 2)
@@ -65,7 +68,14 @@ def default_examples(env: str) -> int:
 def _outcome(buffer, i: int) -> tuple:
     return buffer.next_obs[i], float(buffer.rewards[i]), bool(buffer.terminated[i])
 
-# %% ../nbs/11_llm_simulator.ipynb #4a2a1a68
+# %% ../nbs/11_llm_simulator.ipynb #6bff7a60
+def _check_examples(examples: list, n: int, env: str) -> None:
+    "Raise `CwmNbError` unless every example index is an int in 0..n-1 (a transition of `env`'s buffer)."
+    bad = [i for i in examples if not (isinstance(i, (int, np.integer)) and 0 <= i < n)]
+    if bad: raise CwmNbError(f"example indices {bad[:5]} are not transitions of the {n}-transition buffer of {env}",
+                             f"pass indices in 0..{n - 1}")
+
+# %% ../nbs/11_llm_simulator.ipynb #093427b1
 def simulator_messages(
     env: str,               # benchmark environment name, e.g. "CartPole-v1"
     examples: list[int],    # buffer indices of the example transitions, in the order shown
@@ -80,10 +90,7 @@ def simulator_messages(
     if buffer is None:
         from cwm_nb.replay import load_buffer
         buffer = load_buffer(env)
-    n = len(buffer)
-    bad = [i for i in examples if not (isinstance(i, (int, np.integer)) and 0 <= i < n)]
-    if bad: raise CwmNbError(f"example indices {bad[:5]} are not transitions of the {n}-transition buffer of {env}",
-                             f"pass indices in 0..{n - 1}")
+    _check_examples(examples, len(buffer), env)
     blocks = [format_transition(k + 1, buffer.obs[i], buffer.actions[i], _outcome(buffer, int(i)))
               for k, i in enumerate(examples)]
     blocks.append(format_transition(len(examples) + 1, query_state, query_action))
@@ -92,10 +99,11 @@ def simulator_messages(
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user},
             {"role": "assistant", "content": OBS_HEADER}]
 
-# %% ../nbs/11_llm_simulator.ipynb #a3ec3b56
+# %% ../nbs/11_llm_simulator.ipynb #7799c73f
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)"
 _NUMBER_RE = re.compile(_NUMBER, re.I)
 
+# %% ../nbs/11_llm_simulator.ipynb #92df2bec
 class Prediction(NamedTuple):
     "A parsed answer. A part that could not be read is None and `errors` says why; `ok` when all three were read."
     obs: np.ndarray | None      # float64 (obs_dim,)
@@ -106,42 +114,54 @@ class Prediction(NamedTuple):
     @property
     def ok(self) -> bool: return not self.errors
 
+# %% ../nbs/11_llm_simulator.ipynb #80135dd6
 def _after(text: str, header: str) -> str | None:
     m = re.search(re.escape(header.rstrip(":")) + r"\s*:", text, re.I)
     return text[m.end():] if m else None
 
+# %% ../nbs/11_llm_simulator.ipynb #44fec6f7
+def _parse_obs(text: str, obs_dim: int) -> tuple[np.ndarray | None, str | None]:
+    "The observation after OBS_HEADER: (float64 array of length `obs_dim`, None), or (None, why not)."
+    rest = _after(text, OBS_HEADER)
+    if rest is None: return None, f"no '{OBS_HEADER}' line"
+    s = rest.lstrip()
+    if s.startswith("["):
+        end = s.find("]")
+        if end < 0: return None, "the observation list is not closed with ']'"
+        chunk = s[1:end]
+    else: chunk = s.split("\n", 1)[0]
+    chunk = re.split(r"(?i)\b(?:reward|done)\s*:", chunk)[0]
+    vals = _NUMBER_RE.findall(chunk)
+    if len(vals) != obs_dim: return None, f"the observation has {len(vals)} numbers, expected {obs_dim}"
+    return np.array([float(v) for v in vals], dtype=np.float64), None
+
+# %% ../nbs/11_llm_simulator.ipynb #10e69201
+def _parse_reward(text: str) -> tuple[float | None, str | None]:
+    "The number after REWARD_HEADER: (reward, None), or (None, why not)."
+    rest = _after(text, REWARD_HEADER)
+    m = _NUMBER_RE.match(rest.lstrip()) if rest is not None else None
+    if m is None: return None, f"no number after '{REWARD_HEADER}'"
+    return float(m.group(0)), None
+
+# %% ../nbs/11_llm_simulator.ipynb #fb7960ba
+def _parse_done(text: str) -> tuple[bool | None, str | None]:
+    "The truth value after DONE_HEADER: (done, None), or (None, why not)."
+    rest = _after(text, DONE_HEADER)
+    m = re.match(r"(true|false|yes|no|1|0)\b", rest.lstrip(), re.I) if rest is not None else None
+    if m is None: return None, f"no True/False after '{DONE_HEADER}'"
+    return m.group(1).lower() in ("true", "yes", "1"), None
+
+# %% ../nbs/11_llm_simulator.ipynb #ea88f725
 def parse_prediction(
     text: str,     # the model's answer, pre-fill included (`Completion.text`)
     obs_dim: int,  # length of the observation
 ) -> Prediction:
     "Read `(next_obs, reward, done)` from a simulator answer; never raises on model output."
-    text, errors = text if isinstance(text, str) else "", []
-    obs = reward = done = None
-    rest = _after(text, OBS_HEADER)
-    if rest is None: errors.append(f"no '{OBS_HEADER}' line")
-    else:
-        s = rest.lstrip()
-        if s.startswith("["):
-            end = s.find("]")
-            chunk = s[1:end] if end >= 0 else s[1:]
-            if end < 0: errors.append("the observation list is not closed with ']'")
-        else: chunk = s.split("\n", 1)[0]
-        if not errors:
-            chunk = re.split(r"(?i)\b(?:reward|done)\s*:", chunk)[0]
-            vals = _NUMBER_RE.findall(chunk)
-            if len(vals) != obs_dim: errors.append(f"the observation has {len(vals)} numbers, expected {obs_dim}")
-            else: obs = np.array([float(v) for v in vals], dtype=np.float64)
-    rest = _after(text, REWARD_HEADER)
-    m = _NUMBER_RE.match(rest.lstrip()) if rest is not None else None
-    if m is None: errors.append(f"no number after '{REWARD_HEADER}'")
-    else: reward = float(m.group(0))
-    rest = _after(text, DONE_HEADER)
-    m = re.match(r"(true|false|yes|no|1|0)\b", rest.lstrip(), re.I) if rest is not None else None
-    if m is None: errors.append(f"no True/False after '{DONE_HEADER}'")
-    else: done = m.group(1).lower() in ("true", "yes", "1")
-    return Prediction(obs, reward, done, tuple(errors))
+    text = text if isinstance(text, str) else ""
+    (obs, e_obs), (reward, e_reward), (done, e_done) = _parse_obs(text, obs_dim), _parse_reward(text), _parse_done(text)
+    return Prediction(obs, reward, done, tuple(e for e in (e_obs, e_reward, e_done) if e is not None))
 
-# %% ../nbs/11_llm_simulator.ipynb #7799c73f
+# %% ../nbs/11_llm_simulator.ipynb #c5b090cc
 def default_max_tokens(obs_dim: int) -> int:
     "Completion cap for a simulator answer: ~12 tokens per observation number plus room for reward and done."
     return 12 * int(obs_dim) + 64
@@ -150,12 +170,14 @@ def obs_dim_of(buffer) -> int:
     "Length of one (flattened) observation of `buffer`."
     return int(np.asarray(buffer.obs[0]).size)
 
+# %% ../nbs/11_llm_simulator.ipynb #02b1d52d
 def example_indices(n: int, query: int, k: int, seed: int) -> list[int]:
     "`k` distinct buffer indices in 0..n-1, none equal to `query`, drawn with a generator seeded by (seed, query)."
     pool = np.setdiff1d(np.arange(n), [query])
     k = min(int(k), len(pool))
     return sorted(int(i) for i in make_rng(seed, "llm-simulator-examples", int(query)).choice(pool, size=k, replace=False))
 
+# %% ../nbs/11_llm_simulator.ipynb #aa5c269b
 def check_prediction(pred: Prediction, buffer, i: int) -> dict:
     "Per-component correctness of `pred` against transition `i` of `buffer` (see the rules above)."
     target = np.asarray(buffer.next_obs[i], dtype=np.float64).reshape(-1)
@@ -166,7 +188,16 @@ def check_prediction(pred: Prediction, buffer, i: int) -> dict:
     return {"correct_obs": obs_ok, "correct_reward": rew_ok, "correct_done": done_ok,
             "correct": (obs_ok or terminal) and rew_ok and done_ok, "terminal": terminal}
 
-# %% ../nbs/11_llm_simulator.ipynb #80135dd6
+# %% ../nbs/11_llm_simulator.ipynb #6559df79
+def _query_prompt(env: str, buffer, i: int, n_examples: int | None, seed: int, description: str | None):
+    "(example indices, messages) of the query on transition `i`. Raises `CwmNbError` if `i` is not in `buffer`."
+    if not 0 <= i < len(buffer): raise CwmNbError(f"transition {i} is not in the {len(buffer)}-transition buffer of {env}",
+                                                 f"pass an index in 0..{len(buffer) - 1}")
+    k = default_examples(env) if n_examples is None else int(n_examples)
+    ex = example_indices(len(buffer), i, k, seed)
+    return ex, simulator_messages(env, ex, buffer.obs[i], buffer.actions[i], buffer=buffer, description=description)
+
+# %% ../nbs/11_llm_simulator.ipynb #4d1939bd
 def time_llm_transition(
     llm,                         # a cwm_nb.llm.LLM, uncached (get_llm(..., cache=False))
     env: str,                    # benchmark environment name
@@ -184,13 +215,8 @@ def time_llm_transition(
     if buffer is None:
         from cwm_nb.replay import load_buffer
         buffer = load_buffer(env)
-    i = int(transition_idx)
-    if not 0 <= i < len(buffer): raise CwmNbError(f"transition {i} is not in the {len(buffer)}-transition buffer of {env}",
-                                                 f"pass an index in 0..{len(buffer) - 1}")
-    dim = obs_dim_of(buffer)
-    k = default_examples(env) if n_examples is None else int(n_examples)
-    ex = example_indices(len(buffer), i, k, seed)
-    msgs = simulator_messages(env, ex, buffer.obs[i], buffer.actions[i], buffer=buffer, description=description)
+    i, dim = int(transition_idx), obs_dim_of(buffer)
+    ex, msgs = _query_prompt(env, buffer, i, n_examples, seed, description)
     cap = default_max_tokens(dim) if not max_tokens else int(max_tokens)
     t0 = time.perf_counter()
     c = llm.complete(msgs, seed=seed, draw=i, max_tokens=cap, temperature=temperature, stop=["###"])
@@ -203,7 +229,21 @@ def time_llm_transition(
             "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens, "max_tokens": cap,
             "finish_reason": c.finish_reason, "text": c.text[:keep_text]}
 
-# %% ../nbs/11_llm_simulator.ipynb #9e490645
+# %% ../nbs/11_llm_simulator.ipynb #a1a37f73
+def _time_transition(env, state: Callable, action: Callable, i: int, repeats: int) -> list[float]:
+    "Seconds of `env.set_state(state()); env.step(action())`, `repeats` times, each on fresh copies (not timed)."
+    from cwm_nb.sandbox import ProgramError
+    clock, times = time.perf_counter, []
+    for _ in range(repeats):
+        o, a = state(), action()
+        try:
+            t0 = clock(); env.set_state(o); env.step(a); t1 = clock()
+        except BaseException as e:
+            raise ProgramError("exception", f"in set_state()/step() on transition {i}", cause=e, index=i) from None
+        times.append(t1 - t0)
+    return times
+
+# %% ../nbs/11_llm_simulator.ipynb #92ab18ec
 def cwm_time_steps(namespace: dict, args: dict | None, data: dict) -> dict:
     "Sandbox driver: seconds of `set_state` + `step` per call, `{'seconds': [[s, ...] per transition]}`."
     from cwm_nb.sandbox import ProgramError, _obs_converter, _action_converter
@@ -217,20 +257,9 @@ def cwm_time_steps(namespace: dict, args: dict | None, data: dict) -> dict:
     fa = _action_converter(data.get("action_dtype"))
     try: env = Env()
     except BaseException as e: raise ProgramError("exception", "in Environment()", cause=e) from None
-    clock, out = time.perf_counter, []
-    for i in idx:
-        times = []
-        for _ in range(repeats):
-            o, a = fo(obs[i]), fa(actions[i])
-            try:
-                t0 = clock(); env.set_state(o); env.step(a); t1 = clock()
-            except BaseException as e:
-                raise ProgramError("exception", f"in set_state()/step() on transition {i}", cause=e, index=i) from None
-            times.append(t1 - t0)
-        out.append(times)
-    return {"seconds": out}
+    return {"seconds": [_time_transition(env, lambda: fo(obs[i]), lambda: fa(actions[i]), i, repeats) for i in idx]}
 
-# %% ../nbs/11_llm_simulator.ipynb #fb7960ba
+# %% ../nbs/11_llm_simulator.ipynb #fd3f5e55
 def subset_buffer(buffer, indices):
     "A `ReplayBuffer` of the transitions `indices` of `buffer` (sorted, duplicates dropped), same meta."
     from cwm_nb.replay import ReplayBuffer
@@ -241,7 +270,28 @@ def subset_buffer(buffer, indices):
                         rewards=buffer.rewards[idx], terminated=buffer.terminated[idx], truncated=buffer.truncated[idx],
                         episode=buffer.episode[idx], meta=dict(buffer.meta), next_valid_actions=nva)
 
-# %% ../nbs/11_llm_simulator.ipynb #45ebc5ce
+# %% ../nbs/11_llm_simulator.ipynb #7cf1b802
+def _timing_run(sandbox, program_source: str, buffer, idx: list[int], repeats: int):
+    "The sandbox run of the `cwm_time_steps` driver on `idx` of `buffer`, re-sending the buffer once if it was lost."
+    from cwm_nb import cwm
+    run = lambda key: sandbox.run(program_source, "cwm_nb.llm_simulator:cwm_time_steps",
+                                  args={"indices": idx, "repeats": int(repeats)}, data_key=key)
+    try: return run(cwm._data_key(sandbox, buffer))
+    except CwmNbError as e:
+        if "no data" not in str(e): raise
+        return run(cwm._data_key(sandbox, buffer, resend=True))
+
+# %% ../nbs/11_llm_simulator.ipynb #1835751d
+def _correct_transitions(program_source: str, buffer, idx: list[int], sandbox):
+    "(the Evaluation of the program on those transitions, one bool per entry of `idx`: predicted right)."
+    from cwm_nb import cwm
+    sub = subset_buffer(buffer, idx)
+    ev = cwm.evaluate_program(program_source, sub, sandbox=sandbox, n_failures=len(sub))
+    order = sorted(set(idx))
+    failed = {order[f["index"]] for f in ev.failures}
+    return ev, ([False] * len(idx) if ev.bug else [i not in failed for i in idx])
+
+# %% ../nbs/11_llm_simulator.ipynb #f6a76d82
 def time_cwm_transitions(
     program_source: str,     # the CWM's source (untrusted: run in the sandbox only)
     env: str,                # benchmark environment name
@@ -262,26 +312,17 @@ def time_cwm_transitions(
         raise CwmNbError(f"transitions must be a non-empty list of indices in 0..{len(buffer) - 1}, got {idx[:5]}",
                          "pass buffer indices of the transitions to time")
     sandbox = sandbox or get_sandbox()
-    run = lambda key: sandbox.run(program_source, "cwm_nb.llm_simulator:cwm_time_steps",
-                                  args={"indices": idx, "repeats": int(repeats)}, data_key=key)
-    try: res = run(cwm._data_key(sandbox, buffer))
-    except CwmNbError as e:
-        if "no data" not in str(e): raise
-        res = run(cwm._data_key(sandbox, buffer, resend=True))
+    res = _timing_run(sandbox, program_source, buffer, idx, repeats)
     if not res.ok:
         return {"env": env, "ok": False, "error": cwm.condense_error(res.error, program_source), "indices": idx,
                 "seconds": None, "per_transition": None, "correct": None, "isolation": res.isolation}
     per = [float(statistics.median(t)) for t in res.value["seconds"]]
-    sub = subset_buffer(buffer, idx)
-    ev = cwm.evaluate_program(program_source, sub, sandbox=sandbox, n_failures=len(sub))
-    order = sorted(set(idx))
-    failed = {order[f["index"]] for f in ev.failures}
-    correct = [False] * len(idx) if ev.bug else [i not in failed for i in idx]
+    ev, correct = _correct_transitions(program_source, buffer, idx, sandbox)
     return {"env": env, "ok": True, "error": ev.error, "indices": idx, "repeats": int(repeats),
             "seconds": float(np.mean(per)), "per_transition": per, "correct": correct,
             "fraction_correct": float(np.mean(correct)), "accuracy": ev.accuracy, "isolation": res.isolation}
 
-# %% ../nbs/11_llm_simulator.ipynb #09958218
+# %% ../nbs/11_llm_simulator.ipynb #ab9e325e
 def reference_program_path(env: str) -> Path:
     "The shipped hand-written CWM of `env`: `data/programs/<env>.py`. Raises `CwmNbError` if there is none."
     p = data_dir()/"programs"/f"{env}.py"
@@ -291,7 +332,7 @@ def reference_program_path(env: str) -> Path:
                          f"folder with runs of {env}); reference programs exist for: {', '.join(have)}")
     return p
 
-# %% ../nbs/11_llm_simulator.ipynb #c5b090cc
+# %% ../nbs/11_llm_simulator.ipynb #6626e854
 def _run_accuracy(rd: Path) -> float | None:
     import json
     try:
@@ -300,6 +341,7 @@ def _run_accuracy(rd: Path) -> float | None:
         return float(m.get("accuracy") or 0.0)
     except (OSError, ValueError, TypeError): return None
 
+# %% ../nbs/11_llm_simulator.ipynb #22853051
 def resolve_program(env: str, program_root: str | Path = "") -> tuple[str, str]:
     "`(source_text, where_from)` of the CWM to time for `env` (rules above). Raises `CwmNbError` on a bad path."
     import json
@@ -328,9 +370,10 @@ def resolve_program(env: str, program_root: str | Path = "") -> tuple[str, str]:
         return p.read_text(), f"reference (no complete run of {env} under {root}): {p.relative_to(data_dir().parent)}"
     return (best[1]/"program.py").read_text(), f"run: {best[1]} (accuracy {best[0]:.3f})"
 
-# %% ../nbs/11_llm_simulator.ipynb #409ccc69
+# %% ../nbs/11_llm_simulator.ipynb #b5005388
 _SIM_SERVERS: dict = {}
 
+# %% ../nbs/11_llm_simulator.ipynb #30a5464e
 def context_needed(envs: list[str], max_tokens: int = 0) -> int:
     "A context size (tokens, a power of two >= 4096) that fits the simulator prompt and answer of each of `envs`, estimated."
     from cwm_nb.envs import describe_env
@@ -343,6 +386,7 @@ def context_needed(envs: list[str], max_tokens: int = 0) -> int:
         need = max(need, len(describe_env(env)) // 3 + 600 + (2 * k + 1) * 9 * dim + (int(max_tokens) or default_max_tokens(dim)))
     return max(4096, 1 << (int(need) - 1).bit_length())
 
+# %% ../nbs/11_llm_simulator.ipynb #7911450f
 def simulator_llm(model: str = "embedded", base_url: str | None = None, *, n_ctx: int = 32768, **kw):
     "An uncached `LLM` for timing (`get_llm(..., cache=False)`); the embedded model gets a context of at least `n_ctx` tokens."
     from cwm_nb import llm as L
@@ -362,7 +406,7 @@ def simulator_llm(model: str = "embedded", base_url: str | None = None, *, n_ctx
     out.server = srv
     return out
 
-# %% ../nbs/11_llm_simulator.ipynb #4d1939bd
+# %% ../nbs/11_llm_simulator.ipynb #ef45c7fb
 PUBLISHED_T8 = {   # paper App. H, Table 8: GPT-4 Turbo seconds per transition and CWM seconds per transition
     "CartPole-v1": {"llm_s": 2.2, "cwm_s": 5e-5},
     "HalfCheetah-v4": {"llm_s": 6.1, "cwm_s": 1e-4},
@@ -370,6 +414,7 @@ PUBLISHED_T8 = {   # paper App. H, Table 8: GPT-4 Turbo seconds per transition a
 }
 DEFAULT_CAPS = {"Humanoid-v4": 2}
 
+# %% ../nbs/11_llm_simulator.ipynb #d38e4efc
 def parse_caps(text: str | dict | None) -> dict:
     "`'Humanoid-v4:2,HalfCheetah-v4:5'` -> `{'Humanoid-v4': 2, 'HalfCheetah-v4': 5}`. Raises `CwmNbError`."
     if isinstance(text, dict): return {str(k): int(v) for k, v in text.items()}
@@ -381,7 +426,7 @@ def parse_caps(text: str | dict | None) -> dict:
         out[name.strip()] = int(n)
     return out
 
-# %% ../nbs/11_llm_simulator.ipynb #6c229395
+# %% ../nbs/11_llm_simulator.ipynb #ae6b401c
 def _speed_row(env: str, buf, q: list[int], recs: list[dict], c: dict, where: str, max_tokens: int) -> dict:
     "One environment's summary row: this run's LLM and CWM seconds per transition, correctness, and Table 8's numbers."
     done = [r for r in recs if r["seconds"] is not None]
@@ -400,7 +445,34 @@ def _speed_row(env: str, buf, q: list[int], recs: list[dict], c: dict, where: st
         "published_ratio": (pub["llm_s"] / pub["cwm_s"]) if pub else None,
     }
 
-# %% ../nbs/11_llm_simulator.ipynb #d6669238
+# %% ../nbs/11_llm_simulator.ipynb #02215bb5
+def _speed_queries(env: str, n_transitions: int, caps: dict, seed: int) -> tuple[str, Any, list[int]]:
+    "(env, its buffer, sorted query indices). Raises `CwmNbError` for an environment without array observations."
+    from cwm_nb.envs import get_env_spec
+    from cwm_nb.replay import load_buffer
+    spec = get_env_spec(env)
+    if spec.obs_format != "array":
+        raise CwmNbError(f"{env} has {spec.obs_format!r} observations; the simulator prompt handles array observations only",
+                         "use array-observation environments such as CartPole-v1, HalfCheetah-v4, Humanoid-v4")
+    buf = load_buffer(env)
+    n = min(int(n_transitions), caps.get(env, int(n_transitions)), len(buf))
+    q = sorted(int(i) for i in make_rng(seed, "llm-simulator-queries", env).choice(len(buf), size=n, replace=False))
+    return env, buf, q
+
+# %% ../nbs/11_llm_simulator.ipynb #63f4590f
+def _time_llm_queries(llm, env: str, buf, q: list[int], bar, **kw) -> list[dict]:
+    "`time_llm_transition` on each query of `q` (kw: its options), failures as records with `seconds` None."
+    recs = []
+    for i in q:
+        bar.set_postfix_str(f"{env} #{i}")
+        try: recs.append(time_llm_transition(llm, env, i, buffer=buf, **kw))
+        except CwmNbError as e:   # the endpoint refused or failed (e.g. a prompt longer than its context)
+            if "response cache" in str(e): raise
+            recs.append({"env": env, "index": i, "seconds": None, "error": str(e)})
+        bar.update(1)
+    return recs
+
+# %% ../nbs/11_llm_simulator.ipynb #4bb31e0c
 def run_inference_speed(
     envs: list[str],                 # benchmark environment names
     llm,                             # an uncached LLM (`simulator_llm`)
@@ -416,35 +488,16 @@ def run_inference_speed(
 ) -> dict:
     "Time the LLM as simulator and a CWM on the same transitions of each environment; plain results (rows, records)."
     from tqdm import tqdm   # the text bar
-    from cwm_nb.envs import describe_env, get_env_spec
-    from cwm_nb.replay import load_buffer
+    from cwm_nb.envs import describe_env
     if int(n_transitions) < 1: raise CwmNbError(f"n_transitions must be >= 1, got {n_transitions}", "pass e.g. 10")
     caps = DEFAULT_CAPS if caps is None else parse_caps(caps)
-    plan = []
-    for env in envs:
-        spec = get_env_spec(env)
-        if spec.obs_format != "array":
-            raise CwmNbError(f"{env} has {spec.obs_format!r} observations; the simulator prompt handles array observations only",
-                             "use array-observation environments such as CartPole-v1, HalfCheetah-v4, Humanoid-v4")
-        buf = load_buffer(env)
-        n = min(int(n_transitions), caps.get(env, int(n_transitions)), len(buf))
-        q = sorted(int(i) for i in make_rng(seed, "llm-simulator-queries", env).choice(len(buf), size=n, replace=False))
-        plan.append((env, buf, q))
+    plan = [_speed_queries(env, n_transitions, caps, seed) for env in envs]
     rows, records = [], {}
     bar = tqdm(total=sum(len(q) for _, _, q in plan), desc="LLM as simulator", unit="call", disable=not progress)
     for env, buf, q in plan:
         source, where = resolve_program(env, program_root)
-        desc = describe_env(env)
-        recs = []
-        for i in q:
-            bar.set_postfix_str(f"{env} #{i}")
-            try:
-                recs.append(time_llm_transition(llm, env, i, buffer=buf, seed=seed, max_tokens=max_tokens or None,
-                                                temperature=temperature, description=desc))
-            except CwmNbError as e:   # the endpoint refused or failed (e.g. a prompt longer than its context)
-                if "response cache" in str(e): raise
-                recs.append({"env": env, "index": i, "seconds": None, "error": str(e)})
-            bar.update(1)
+        recs = _time_llm_queries(llm, env, buf, q, bar, seed=seed, max_tokens=max_tokens or None,
+                                 temperature=temperature, description=describe_env(env))
         c = time_cwm_transitions(source, env, q, repeats=repeats, buffer=buf)
         rows.append(_speed_row(env, buf, q, recs, c, where, max_tokens))
         records[env] = {"llm": recs, "cwm": c, "program_source": source}
@@ -453,7 +506,7 @@ def run_inference_speed(
             "caps": caps, "timing": "time.perf_counter around llm.complete (HTTP included, response cache off); "
             "CWM: set_state + step inside the sandbox child, median of repeats per transition"}
 
-# %% ../nbs/11_llm_simulator.ipynb #c466c9fd
+# %% ../nbs/11_llm_simulator.ipynb #2f92df98
 def plot_speed(rows: list[dict], model: str = "LLM", ax=None):
     "Grouped log-scale bars of seconds per transition (this run's LLM and CWM, published GPT-4 and CWM). Returns the figure."
     import matplotlib.pyplot as plt
@@ -475,6 +528,7 @@ def plot_speed(rows: list[dict], model: str = "LLM", ax=None):
     fig.tight_layout()
     return fig
 
+# %% ../nbs/11_llm_simulator.ipynb #84ae9a88
 def write_results(result: dict, out: str | Path, params: dict | None = None) -> list[Path]:
     "Write `out/results.json` and `out/results.csv` atomically. Returns the paths."
     import csv, io

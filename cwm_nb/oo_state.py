@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from typing import Any, Iterable
+from fastcore.basics import patch
 from gymnasium import spaces
 from .core import CwmNbError
 
@@ -18,6 +19,7 @@ __all__ = ['Entity', 'State', 'entity_to_plain', 'state_to_plain', 'state_from_p
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _MAX_DEPTH = 8
 
+# %% ../nbs/03a_oo_state.ipynb #6656a470
 def _coord(v: Any, what: str) -> int | None:
     "An entity coordinate as a Python int (or None), checked."
     if v is None: return None
@@ -25,6 +27,7 @@ def _coord(v: Any, what: str) -> int | None:
         raise CwmNbError(f"{what} must be an int or None, got {v!r}", "give positions as integers (x = column, y = row)")
     return int(v.__index__())
 
+# %% ../nbs/03a_oo_state.ipynb #c0ef5110
 def _freeze(v: Any, depth: int = 0) -> Any:
     "A field value as hashable plain data: lists become tuples, numpy scalars Python scalars, entity dicts `Entity`."
     if depth > _MAX_DEPTH: raise CwmNbError("an entity field is nested too deeply", "use flat values, tuples or one nested entity")
@@ -38,7 +41,16 @@ def _freeze(v: Any, depth: int = 0) -> Any:
     raise CwmNbError(f"an entity field value of type {type(v).__name__} is not plain data",
                      "use None, bool, int, float, str, tuples/lists of them, or a nested entity")
 
-# %% ../nbs/03a_oo_state.ipynb #6656a470
+# %% ../nbs/03a_oo_state.ipynb #5cb90de4
+def _check_entity_names(name: Any, fields: Iterable[str]) -> None:
+    "Raise `CwmNbError` unless `name` and every field name are identifiers (no `_` start, none of name/x/y/fields)."
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise CwmNbError(f"an entity name must be a Python identifier, got {name!r}", "name entities like 'Door'")
+    for k in fields:
+        if k in ("name", "x", "y", "fields") or not _NAME.match(k) or k.startswith("_"):
+            raise CwmNbError(f"bad entity field name {k!r}", "use identifiers other than name, x, y, fields")
+
+# %% ../nbs/03a_oo_state.ipynb #3cf39230
 class Entity:
     """One object of an object-oriented state: a type `name`, integer `x` (column) and `y` (row), and keyword fields.
 
@@ -53,22 +65,12 @@ class Entity:
                  y: int | None,  # row, 0 at the top (None for a carried object)
                  **fields: Any,  # type-specific fields: None, bool, int, float, str, tuples, or an Entity
                 ):
-        if not isinstance(name, str) or not _NAME.match(name):
-            raise CwmNbError(f"an entity name must be a Python identifier, got {name!r}", "name entities like 'Door'")
-        for k in fields:
-            if k in ("name", "x", "y", "fields") or not _NAME.match(k) or k.startswith("_"):
-                raise CwmNbError(f"bad entity field name {k!r}", "use identifiers other than name, x, y, fields")
+        _check_entity_names(name, fields)
         frozen = tuple(sorted((k, _freeze(v)) for k, v in fields.items()))
         for k, v in (("name", name), ("x", _coord(x, "x")), ("y", _coord(y, "y")), ("fields", frozen)):
             object.__setattr__(self, k, v)
         object.__setattr__(self, "_key", (name, -1 if self.y is None else self.y, -1 if self.x is None else self.x, repr(self)))
         object.__setattr__(self, "_hash", hash(self._key))
-
-    def __getattr__(self, k: str) -> Any:
-        if not k.startswith("_"):
-            for key, v in object.__getattribute__(self, "fields"):
-                if key == k: return v
-        raise AttributeError(f"{object.__getattribute__(self, 'name')} has no field {k!r}")
 
     def __setattr__(self, k, v): raise AttributeError("an Entity is immutable: use entity.replace(field=value)")
     def __delattr__(self, k): raise AttributeError("an Entity is immutable")
@@ -77,13 +79,28 @@ class Entity:
     def __hash__(self) -> int: return self._hash
     def __lt__(self, other) -> bool: return self._key < other._key
 
-    def __repr__(self) -> str:
-        args = [repr(self.x), repr(self.y)] + [f"{k}={v!r}" for k, v in self.fields]
-        return f"{self.name}({', '.join(args)})"
+# %% ../nbs/03a_oo_state.ipynb #bd9705f9
+def _entity_repr(self: Entity) -> str:
+    "`Door(2, 3, color='yellow')`: type, x, y, then the fields by name."
+    args = [repr(self.x), repr(self.y)] + [f"{k}={v!r}" for k, v in self.fields]
+    return f"{self.name}({', '.join(args)})"
 
+Entity.__repr__ = _entity_repr
+
+# %% ../nbs/03a_oo_state.ipynb #70e678a4
+def _entity_field(self: Entity, k: str) -> Any:
+    "The value of field `k`. Raises AttributeError if the entity has no such field."
+    if not k.startswith("_"):
+        for key, v in object.__getattribute__(self, "fields"):
+            if key == k: return v
+    raise AttributeError(f"{object.__getattribute__(self, 'name')} has no field {k!r}")
+
+Entity.__getattr__ = _entity_field
+
+# %% ../nbs/03a_oo_state.ipynb #0509c6bc
 def _entity(name, x, y, fields) -> Entity: return Entity(name, x, y, **dict(fields))
 
-# %% ../nbs/03a_oo_state.ipynb #31e659c2
+# %% ../nbs/03a_oo_state.ipynb #8f37aff9
 def _pos(self: Entity) -> tuple[int | None, int | None]:
     "`(x, y)`."
     return (self.x, self.y)
@@ -92,18 +109,20 @@ def _field_dict(self: Entity) -> dict[str, Any]:
     "The type-specific fields as a dict (name, x and y excluded)."
     return dict(self.fields)
 
+# %% ../nbs/03a_oo_state.ipynb #d16c5303
 def _replace(self: Entity, **changes: Any) -> Entity:
     "A copy with some of `name`, `x`, `y` or fields changed."
     d = {"name": self.name, "x": self.x, "y": self.y, **dict(self.fields), **changes}
     return Entity(d.pop("name"), d.pop("x"), d.pop("y"), **d)
 
+# %% ../nbs/03a_oo_state.ipynb #2bf9e13b
 def _entity_of_plain(d: dict) -> Entity:
     "The entity a plain dict (as from `entity_to_plain`) describes. Raises `CwmNbError` if malformed."
     return _entity_from_plain(d)
 
 Entity.pos, Entity.field_dict, Entity.replace, Entity.from_plain = property(_pos), _field_dict, _replace, staticmethod(_entity_of_plain)
 
-# %% ../nbs/03a_oo_state.ipynb #3cf39230
+# %% ../nbs/03a_oo_state.ipynb #1e476596
 class State(tuple):
     """An object-oriented state: a canonical, immutable multiset of `Entity`, sorted by (name, y, x, repr).
 
@@ -122,37 +141,45 @@ class State(tuple):
 
     def __repr__(self) -> str: return f"State({list(self)!r})"
 
-    def by_name(self, name: str) -> list[Entity]:
-        "The entities called `name`, in state order."
-        return [e for e in self if e.name == name]
+# %% ../nbs/03a_oo_state.ipynb #ab4c2e96
+@patch
+def by_name(self: State, name: str) -> list[Entity]:
+    "The entities called `name`, in state order."
+    return [e for e in self if e.name == name]
 
-    def at(self, x: int, y: int) -> list[Entity]:
-        "The entities at column `x`, row `y`."
-        return [e for e in self if e.x == x and e.y == y]
+@patch
+def at(self: State, x: int, y: int) -> list[Entity]:
+    "The entities at column `x`, row `y`."
+    return [e for e in self if e.x == x and e.y == y]
 
-    def one(self, name: str) -> Entity:
-        "The single entity called `name`. Raises `CwmNbError` if there is not exactly one."
-        found = self.by_name(name)
-        if len(found) != 1: raise CwmNbError(f"the state has {len(found)} {name!r} entities, expected 1",
-                                             "ask for a name that occurs once (e.g. the agent)")
-        return found[0]
+# %% ../nbs/03a_oo_state.ipynb #d4d995b4
+@patch
+def one(self: State, name: str) -> Entity:
+    "The single entity called `name`. Raises `CwmNbError` if there is not exactly one."
+    found = self.by_name(name)
+    if len(found) != 1: raise CwmNbError(f"the state has {len(found)} {name!r} entities, expected 1",
+                                         "ask for a name that occurs once (e.g. the agent)")
+    return found[0]
 
-    def names(self) -> set[str]:
-        "The entity names present."
-        return {e.name for e in self}
+@patch
+def names(self: State) -> set[str]:
+    "The entity names present."
+    return {e.name for e in self}
 
-# %% ../nbs/03a_oo_state.ipynb #2b97118c
+# %% ../nbs/03a_oo_state.ipynb #80ab9d98
 def _plain(v: Any) -> Any:
     if isinstance(v, Entity): return entity_to_plain(v)
     if isinstance(v, tuple): return [_plain(u) for u in v]
     return v
 
+# %% ../nbs/03a_oo_state.ipynb #1ca80d00
 def entity_to_plain(
     e: Entity,  # the entity
 ) -> dict[str, Any]:
     "`{\"name\", \"x\", \"y\", fields...}` with tuples as lists and a nested entity as a dict (JSON-safe)."
     return {"name": e.name, "x": e.x, "y": e.y, **{k: _plain(v) for k, v in e.fields}}
 
+# %% ../nbs/03a_oo_state.ipynb #9b041032
 def _entity_from_plain(d: Any, _depth: int = 0) -> Entity:
     if not isinstance(d, dict) or not {"name", "x", "y"} <= set(d):
         raise CwmNbError(f"an entity in plain form is a dict with 'name', 'x' and 'y', got {str(d)[:80]!r}",
@@ -162,12 +189,14 @@ def _entity_from_plain(d: Any, _depth: int = 0) -> Entity:
         if not isinstance(k, str): raise CwmNbError(f"an entity field name must be a str, got {k!r}", "use str keys")
     return Entity(d["name"], d["x"], d["y"], **{k: _freeze(v, _depth) for k, v in rest.items()})
 
+# %% ../nbs/03a_oo_state.ipynb #fcc3c3bc
 def state_to_plain(
     state: Iterable[Entity],  # a State (or any iterable of Entity)
 ) -> list[dict[str, Any]]:
     "The state as a JSON-safe list of entity dicts, in state order."
     return [entity_to_plain(e) for e in State(state)]
 
+# %% ../nbs/03a_oo_state.ipynb #144e6c96
 def state_from_plain(
     data: Any,                          # a list of entity dicts (or Entity), e.g. a program's decoded output
     names: Iterable[str] | None = None, # the entity types allowed (None: any)
@@ -189,7 +218,7 @@ def state_from_plain(
             raise CwmNbError(f"{e!r} has no position", "give every object on the grid integer x and y")
     return state
 
-# %% ../nbs/03a_oo_state.ipynb #8d947a64
+# %% ../nbs/03a_oo_state.ipynb #2f03f4f3
 _API_BASE = '''\
 class Entity:
     """An object of the world. Its type is its class name; x is the column and y the row (0 at the top);
@@ -256,6 +285,7 @@ def state_to_plain(entities):
     return [_to_plain(e) for e in entities]
 '''
 
+# %% ../nbs/03a_oo_state.ipynb #ffba9416
 def entity_api_source(
     names: Iterable[str],          # the entity types of the environment, e.g. MINIGRID_ENTITY_NAMES
     converters: bool = True,       # also define state_from_plain / state_to_plain (for the calling code)
@@ -267,7 +297,7 @@ def entity_api_source(
     classes = "".join(f"\n\nclass {n}(Entity):\n    pass\n" for n in names)
     return _API_BASE + classes + (_API_CONVERT if converters else "")
 
-# %% ../nbs/03a_oo_state.ipynb #c507fd3a
+# %% ../nbs/03a_oo_state.ipynb #37fad132
 class ObjectStateSpace(spaces.Space):
     "Object-oriented states (`State`) whose entity names are among `names`. Has no sampler."
     def __init__(self,
@@ -280,24 +310,29 @@ class ObjectStateSpace(spaces.Space):
     @property
     def is_np_flattenable(self) -> bool: return False
 
-    def sample(self, mask: Any = None, probability: Any = None) -> State:
-        raise CwmNbError("ObjectStateSpace has no sampler", "reset the environment to get a state")
-
-    def contains(self, x: Any) -> bool:
-        return isinstance(x, State) and x.names() <= set(self.names)
-
     def __repr__(self) -> str: return f"ObjectStateSpace({list(self.names)})"
 
     def __eq__(self, other: Any) -> bool: return isinstance(other, ObjectStateSpace) and self.names == other.names
 
-# %% ../nbs/03a_oo_state.ipynb #ed4cd07a
+# %% ../nbs/03a_oo_state.ipynb #501e1e3e
+@patch
+def contains(self: ObjectStateSpace, x: Any) -> bool:
+    "True when `x` is a `State` whose entity names are all among the space's."
+    return isinstance(x, State) and x.names() <= set(self.names)
+
+@patch
+def sample(self: ObjectStateSpace, mask: Any = None, probability: Any = None) -> State:
+    "Raises `CwmNbError`: object-oriented states have no sampler."
+    raise CwmNbError("ObjectStateSpace has no sampler", "reset the environment to get a state")
+
+# %% ../nbs/03a_oo_state.ipynb #1c9e76ea
 def render_state(
     state: Iterable[Entity],  # a State or any iterable of Entity
 ) -> str:
     "One entity per line, in canonical state order, as the entity API prints it."
     return "\n".join(repr(e) for e in State(state))
 
-# %% ../nbs/03a_oo_state.ipynb #eaffe319
+# %% ../nbs/03a_oo_state.ipynb #e4d9f875
 def _changes(a: Entity, b: Entity) -> list[str]:
     "Phrases for what differs between two entities of the same name."
     out = []
@@ -309,11 +344,13 @@ def _changes(a: Entity, b: Entity) -> list[str]:
         elif fa[k] != fb[k]: out.append(f"{k} changed from {fa[k]!r} to {fb[k]!r}")
     return out
 
+# %% ../nbs/03a_oo_state.ipynb #0ab9799c
 def _pair_cost(a: Entity, b: Entity) -> tuple[int, int]:
     n_fields = sum(1 for k in set(a.field_dict()) | set(b.field_dict()) if a.field_dict().get(k, ...) != b.field_dict().get(k, ...))
     dist = abs(a.x - b.x) + abs(a.y - b.y) if None not in (a.x, a.y, b.x, b.y) else 0
     return (n_fields, dist)
 
+# %% ../nbs/03a_oo_state.ipynb #a4acd629
 def render_diff(
     state: Iterable[Entity],       # the state before
     next_state: Iterable[Entity],  # the state after

@@ -34,6 +34,7 @@ STATE_ATTRS: dict[str, tuple[str, ...]] = {   # class name -> attributes its ste
     "BlackjackEnv": ("player", "dealer"),
 }
 
+# %% ../nbs/10b_oracle.ipynb #f807fc07
 @dataclass(frozen=True, eq=False)
 class Snapshot:
     "The exact state of one environment instance (see `snapshot`). Opaque: restore it with `restore`."
@@ -44,7 +45,7 @@ class Snapshot:
     mj_dims: tuple = ()            # model sizes the copy belongs to (checked on restore)
     rng_state: dict | None = None  # np_random.bit_generator.state, or None if the env had no generator yet
 
-# %% ../nbs/10b_oracle.ipynb #f807fc07
+# %% ../nbs/10b_oracle.ipynb #f28bcbce
 def _copy_value(v, where: str):
     "A structural copy of plain state (arrays, lists, tuples, dicts, scalars). Raises `CwmNbError` otherwise."
     t = type(v)
@@ -58,6 +59,7 @@ def _copy_value(v, where: str):
     raise CwmNbError(f"cannot snapshot {where}: a value of type {t.__name__} is not plain state",
                      "give the environment get_state()/set_state(d) methods, or list only plain attributes in STATE_ATTRS")
 
+# %% ../nbs/10b_oracle.ipynb #55e01053
 def _mj_dims(u) -> tuple:
     m = u.model
     return (m.nq, m.nv, m.na, m.nu, m.nbody, m.ngeom, m.nsensordata, m.nuserdata)
@@ -65,7 +67,16 @@ def _mj_dims(u) -> tuple:
 def _is_mujoco(u) -> bool:
     return type(getattr(u, "data", None)).__module__.startswith("mujoco") and hasattr(u, "model")
 
-# %% ../nbs/10b_oracle.ipynb #c1a220d4
+# %% ../nbs/10b_oracle.ipynb #de521d89
+def _mujoco_snapshot(u, name: str, rng_state: dict | None) -> Snapshot:
+    "A 'mujoco' Snapshot of the unwrapped env `u` (class `name`): a private mjData copy and the listed attributes."
+    import mujoco
+    d = mujoco.MjData(u.model)
+    mujoco.mj_copyData(d, u.model, u.data)
+    attrs = {a: _copy_value(getattr(u, a), f"{name}.{a}") for a in STATE_ATTRS.get(name, ())}
+    return Snapshot(name, "mujoco", attrs, d, _mj_dims(u), rng_state)
+
+# %% ../nbs/10b_oracle.ipynb #cc5788fa
 def snapshot(
     env,   # a gymnasium env (wrappers allowed; the unwrapped env is captured), reset at least once
 ) -> Snapshot:
@@ -74,12 +85,7 @@ def snapshot(
     name = type(u).__name__
     gen = getattr(u, "_np_random", None)
     rng_state = gen.bit_generator.state if gen is not None else None   # a fresh dict on every access
-    if _is_mujoco(u):
-        import mujoco
-        d = mujoco.MjData(u.model)
-        mujoco.mj_copyData(d, u.model, u.data)
-        attrs = {a: _copy_value(getattr(u, a), f"{name}.{a}") for a in STATE_ATTRS.get(name, ())}
-        return Snapshot(name, "mujoco", attrs, d, _mj_dims(u), rng_state)
+    if _is_mujoco(u): return _mujoco_snapshot(u, name, rng_state)
     if callable(getattr(u, "get_state", None)) and callable(getattr(u, "set_state", None)):
         return Snapshot(name, "method", _copy_value(u.get_state(), f"{name}.get_state()"), rng_state=rng_state)
     if name not in STATE_ATTRS:
@@ -91,7 +97,14 @@ def snapshot(
     attrs = {a: _copy_value(getattr(u, a), f"{name}.{a}") for a in STATE_ATTRS[name]}
     return Snapshot(name, "attrs", attrs, rng_state=rng_state)
 
-# %% ../nbs/10b_oracle.ipynb #df4b6f02
+# %% ../nbs/10b_oracle.ipynb #49e7653f
+def _generator_from_state(state: dict) -> np.random.Generator:
+    "A new np.random.Generator whose bit generator is in `state` (a `bit_generator.state` dict)."
+    bg = getattr(np.random, state["bit_generator"])()
+    bg.state = state
+    return np.random.Generator(bg)
+
+# %% ../nbs/10b_oracle.ipynb #ee316578
 def restore(
     env,                 # an instance of the same environment class (may be a different instance)
     snap: Snapshot,      # from `snapshot`
@@ -111,12 +124,9 @@ def restore(
     elif snap.kind == "method": u.set_state(_copy_value(snap.attrs, "state"))
     else:
         for a, v in snap.attrs.items(): setattr(u, a, _copy_value(v, a))
-    if rng and snap.rng_state is not None:
-        bg = getattr(np.random, snap.rng_state["bit_generator"])()
-        bg.state = snap.rng_state
-        u.np_random = np.random.Generator(bg)
+    if rng and snap.rng_state is not None: u.np_random = _generator_from_state(snap.rng_state)
 
-# %% ../nbs/10b_oracle.ipynb #cc5788fa
+# %% ../nbs/10b_oracle.ipynb #822ec9ca
 class OracleModel:
     "The model interface around a simulation copy of the real environment (runs in the parent)."
     def __init__(self,
@@ -131,24 +141,29 @@ class OracleModel:
 
     def set_state(self, root: Snapshot) -> None: restore(self.env, root, rng=self.restore_rng)
 
-    def step(self, action):
-        obs, r, term, trunc, info = self.env.step(int(action) if self.discrete else action)
-        self.steps += 1
-        if self.reports_valid: self.valid_actions = mask_to_actions(info.get("action_mask"))
-        return obs, float(r), bool(term or trunc)
+# %% ../nbs/10b_oracle.ipynb #7faf94aa
+@patch
+def step(self: OracleModel, action):
+    "Step the simulation with `action` (an int for discrete actions): (obs, reward, terminated or truncated)."
+    obs, r, term, trunc, info = self.env.step(int(action) if self.discrete else action)
+    self.steps += 1
+    if self.reports_valid: self.valid_actions = mask_to_actions(info.get("action_mask"))
+    return obs, float(r), bool(term or trunc)
 
+# %% ../nbs/10b_oracle.ipynb #628f2540
 def mask_to_actions(mask) -> tuple[int, ...] | None:
     "Indices of the 1s of an action mask (gymnasium's `info['action_mask']` convention); None if there is no mask."
     if mask is None: return None
     return tuple(int(i) for i in np.flatnonzero(np.asarray(mask)))
 
-# %% ../nbs/10b_oracle.ipynb #ee316578
+# %% ../nbs/10b_oracle.ipynb #4bc45d59
 def _reseed(sim_env, seed: int) -> None:
     sim_env.unwrapped.np_random = np.random.Generator(np.random.PCG64(seed))
 
 def _box_bounds(space) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(space.low, np.float64).reshape(-1), np.asarray(space.high, np.float64).reshape(-1)
 
+# %% ../nbs/10b_oracle.ipynb #b7e9ed9d
 def oracle_cem_plan(
     env,                          # a real gymnasium env with a continuous (Box) action space, reset at least once
     config: CEMConfig,            # CEM settings (T = config.horizon)
@@ -172,7 +187,7 @@ def oracle_cem_plan(
     finally:
         if sim is env: restore(env, snap, rng=True)
 
-# %% ../nbs/10b_oracle.ipynb #c3b8a59d
+# %% ../nbs/10b_oracle.ipynb #6e3f1062
 def oracle_mcts_action(
     env,                          # a real gymnasium env with a Discrete action space, reset at least once
     config: MCTSConfig,           # MCTS settings
@@ -198,7 +213,7 @@ def oracle_mcts_action(
     finally:
         if sim is env: restore(env, snap, rng=True)
 
-# %% ../nbs/10b_oracle.ipynb #822ec9ca
+# %% ../nbs/10b_oracle.ipynb #d0ea584d
 @dataclass
 class _Space:
     kind: str                      # "discrete" or "continuous"
@@ -210,6 +225,7 @@ class _Space:
         if self.kind == "discrete": return {"kind": "discrete", "n": self.n}
         return {"kind": "continuous", "low": self.low.tolist(), "high": self.high.tolist()}
 
+# %% ../nbs/10b_oracle.ipynb #4facabff
 def _space_of(env) -> _Space:
     import gymnasium as gym
     s = env.action_space
@@ -219,6 +235,7 @@ def _space_of(env) -> _Space:
     if isinstance(s, gym.spaces.Box): return _Space("continuous", low=_box_bounds(s)[0], high=_box_bounds(s)[1])
     raise CwmNbError(f"cannot plan in the action space {s}", "use an environment with a Discrete or Box action space")
 
+# %% ../nbs/10b_oracle.ipynb #bf2a5394
 def _random_action(rng: np.random.Generator, space: _Space, legal):
     "One uniform action (the random baseline's and the fallback's draw)."
     if space.kind == "discrete":
@@ -226,6 +243,7 @@ def _random_action(rng: np.random.Generator, space: _Space, legal):
         return int(rng.integers(space.n))
     return rng.uniform(space.low, space.high)
 
+# %% ../nbs/10b_oracle.ipynb #e0ad7f6e
 def _obs_format(spec, env) -> str:
     fmt = getattr(spec, "obs_format", None)
     if fmt: return fmt
@@ -235,12 +253,13 @@ def _obs_format(spec, env) -> str:
     if isinstance(s, gym.spaces.Tuple): return "tuple"
     return "array"
 
-# %% ../nbs/10b_oracle.ipynb #8b3410a3
+# %% ../nbs/10b_oracle.ipynb #cfc23ac4
 @dataclass
 class _EnvSetup:
     "Everything an episode loop needs to know about one benchmark environment."
     name: str; gym_id: str; planner: str; horizon: int; obs_format: str; valid_actions: bool; space: _Space
 
+# %% ../nbs/10b_oracle.ipynb #31d0171e
 def _setup(env_name: str, preset: PlanningPreset):
     from cwm_nb.envs import get_env_spec, make_env
     spec = get_env_spec(env_name)
@@ -251,7 +270,7 @@ def _setup(env_name: str, preset: PlanningPreset):
                       bool(getattr(spec, "valid_actions", False)), _space_of(env))
     return setup, env, (lambda: make_env(env_name))
 
-# %% ../nbs/10b_oracle.ipynb #628f2540
+# %% ../nbs/10b_oracle.ipynb #7c6fb680
 @dataclass
 class _Decision:
     actions: list | None = None    # actions to execute; None: `n_random` random steps (fallback or random policy)
@@ -261,6 +280,7 @@ class _Decision:
     model_steps: int = 0
     plan_s: float = 0.0
 
+# %% ../nbs/10b_oracle.ipynb #149c8c4d
 @dataclass
 class EpisodeLog:
     "What happened in one real episode."
@@ -272,10 +292,25 @@ class EpisodeLog:
     model_steps: int = 0           # model steps the planner reported
     plan_s: float = 0.0            # planning time the planner reported, seconds
 
-# %% ../nbs/10b_oracle.ipynb #3742ff44
+# %% ../nbs/10b_oracle.ipynb #ba2d2143
 def _legal_now(setup: _EnvSetup, info: dict):
     return mask_to_actions(info.get("action_mask")) if setup.valid_actions else None
 
+# %% ../nbs/10b_oracle.ipynb #eee60dfd
+def _play_decision(setup: _EnvSetup, env, d: _Decision, log: EpisodeLog, obs, info: dict,
+                   rng_random: np.random.Generator) -> tuple[Any, dict, bool]:
+    "Step `env` with `d`'s actions, adding them to `log`: (last obs, last info, whether the episode ended)."
+    queue = d.actions if d.actions is not None else [None] * d.n_random
+    for a in queue:
+        if a is None:
+            a = _random_action(rng_random, setup.space, _legal_now(setup, info))
+            if d.failed is not None: log.fallback_steps += 1
+        obs, r, term, trunc, info = env.step(a)
+        log.ret += float(r); log.steps += 1
+        if term or trunc or log.steps >= setup.horizon: return obs, info, True
+    return obs, info, False
+
+# %% ../nbs/10b_oracle.ipynb #eabc0863
 def play_episode(
     setup: _EnvSetup,              # from `_setup`
     env,                           # the real environment (only this loop steps it)
@@ -290,25 +325,18 @@ def play_episode(
         d = decide(obs, info, log.steps)
         log.decisions += 1; log.model_steps += d.model_steps; log.plan_s += d.plan_s
         if d.failed is not None: log.fallbacks += 1
-        queue = d.actions if d.actions is not None else [None] * d.n_random
-        end = False
-        for a in queue:
-            if a is None:
-                a = _random_action(rng_random, setup.space, _legal_now(setup, info))
-                if d.failed is not None: log.fallback_steps += 1
-            obs, r, term, trunc, info = env.step(a)
-            log.ret += float(r); log.steps += 1
-            if term or trunc or log.steps >= setup.horizon: end = True; break
+        obs, info, end = _play_decision(setup, env, d, log, obs, info, rng_random)
         if end: break
     return log
 
-# %% ../nbs/10b_oracle.ipynb #4bc45d59
+# %% ../nbs/10b_oracle.ipynb #d8659def
 def _plan_seed(seed: int, env_name: str, episode: int, t: int) -> int:
     return derive_seed(seed, "planner", env_name, episode, t)
 
 def _cem_cfg(setup: _EnvSetup, preset: PlanningPreset) -> CEMConfig:
     return replace(preset.cem, horizon=min(preset.cem.horizon, setup.horizon))
 
+# %% ../nbs/10b_oracle.ipynb #cc47f619
 def _oracle_decider(setup: _EnvSetup, env, sim, preset: PlanningPreset, seed: int, episode: int, paper_compat: bool,
                     stop: threading.Event | None = None):
     model = OracleModel(sim, discrete=setup.space.kind == "discrete", valid_actions=setup.valid_actions,
@@ -328,9 +356,10 @@ def _oracle_decider(setup: _EnvSetup, env, sim, preset: PlanningPreset, seed: in
         return _Decision(acts, model_steps=model.steps - n0, plan_s=time.perf_counter() - t0)
     return decide
 
+# %% ../nbs/10b_oracle.ipynb #7e5a6c31
 def _random_decider(obs, info, t) -> _Decision: return _Decision(None, n_random=1)
 
-# %% ../nbs/10b_oracle.ipynb #b0f1fefc
+# %% ../nbs/10b_oracle.ipynb #90bee6d3
 class _CwmDecider:
     "Decisions of the CWM planner: calls of one sandbox session per episode, validated, with the random fallback and abandonment."
 
@@ -354,7 +383,7 @@ class _CwmDecider:
         "End the episode's session (if any)."
         if self.session is not None: self.session.close(); self.session = None
 
-# %% ../nbs/10b_oracle.ipynb #ca9bb410
+# %% ../nbs/10b_oracle.ipynb #2da6bbd0
 @patch
 def _open(self: _CwmDecider) -> str | None:
     "Open this episode's session; None, or the load error's (kind, message)."
@@ -367,6 +396,7 @@ def _open(self: _CwmDecider) -> str | None:
     self.session, self.session_episode, self.sessions = s, self.episode, self.sessions + 1
     return None
 
+# %% ../nbs/10b_oracle.ipynb #60fd853c
 @patch
 def _fail(self: _CwmDecider, kind: str, message: str) -> _Decision:
     self.kinds[kind] = self.kinds.get(kind, 0) + 1
@@ -376,17 +406,38 @@ def _fail(self: _CwmDecider, kind: str, message: str) -> _Decision:
     n = 1 if self.setup.planner == "mcts" else self.cem.horizon
     return _Decision(None, n_random=n, failed=kind, message=message)
 
-# %% ../nbs/10b_oracle.ipynb #d0ea584d
+# %% ../nbs/10b_oracle.ipynb #ee43f3f1
+@patch
+def _call_args(self: _CwmDecider, obs, legal, t: int) -> dict:
+    "The arguments of one session call: encoded state and dtype, root actions (or None), the decision's seed."
+    state, dtype = encode_state(obs, self.setup.obs_format)
+    return {"state": state, "obs_dtype": dtype, "root_actions": list(legal) if legal else None,
+            "seed": _plan_seed(self.seed, self.setup.name, self.episode, t)}
+
+# %% ../nbs/10b_oracle.ipynb #be596c82
+@patch
+def _checked(self: _CwmDecider, value, legal) -> _Decision:
+    "The decision in the sandbox's answer `value`, checked; a fallback `_Decision` if a check rejects it."
+    st = self.setup
+    try:
+        if st.planner == "mcts": acts = [check_action(value, st.space.n, legal)]
+        else: acts = list(check_plan(value, self.cem.horizon, st.space.low, st.space.high))
+    except ValueError as e:
+        self.close(); return self._fail("bad_action" if st.planner == "mcts" else "bad_plan", str(e))
+    try: ms, ps = check_stats(value, st.planner, self.min_steps)
+    except ValueError as e: self.close(); return self._fail("implausible", str(e))
+    self.run_of_failures = 0
+    return _Decision(acts, model_steps=ms, plan_s=ps)
+
+# %% ../nbs/10b_oracle.ipynb #88517d8c
 @patch
 def __call__(self: _CwmDecider, obs, info, t) -> _Decision:
     st = self.setup
     if self.abandoned:
         self.kinds["abandoned"] = self.kinds.get("abandoned", 0) + 1
         return _Decision(None, n_random=1 if st.planner == "mcts" else self.cem.horizon, failed="abandoned")
-    state, dtype = encode_state(obs, st.obs_format)
     legal = _legal_now(st, info)
-    call = {"state": state, "obs_dtype": dtype, "root_actions": list(legal) if legal else None,
-            "seed": _plan_seed(self.seed, st.name, self.episode, t)}
+    call = self._call_args(obs, legal, t)
     if self.session is None or not self.session.alive or self.session_episode != self.episode:
         failed = self._open()
         if failed is not None: return self._fail(*failed)
@@ -395,17 +446,9 @@ def __call__(self: _CwmDecider, obs, info, t) -> _Decision:
         self.close()
         err = res.error or {}
         return self._fail(str(err.get("kind", "killed")), str(err.get("message", ""))[:500])
-    try:
-        if st.planner == "mcts": acts = [check_action(res.value, st.space.n, legal)]
-        else: acts = list(check_plan(res.value, self.cem.horizon, st.space.low, st.space.high))
-    except ValueError as e:
-        self.close(); return self._fail("bad_action" if st.planner == "mcts" else "bad_plan", str(e))
-    try: ms, ps = check_stats(res.value, st.planner, self.min_steps)
-    except ValueError as e: self.close(); return self._fail("implausible", str(e))
-    self.run_of_failures = 0
-    return _Decision(acts, model_steps=ms, plan_s=ps)
+    return self._checked(res.value, legal)
 
-# %% ../nbs/10b_oracle.ipynb #14b81fe0
+# %% ../nbs/10b_oracle.ipynb #850422ad
 def _code_version() -> str:
     import importlib.util, gymnasium, cwm_nb
     try: src = b"".join(Path(importlib.util.find_spec(f"cwm_nb.{m}").origin).read_bytes()
@@ -415,6 +458,7 @@ def _code_version() -> str:
     except Exception: mj = None
     return json.dumps([cwm_nb.__version__, gymnasium.__version__, mj, hashlib.sha256(src).hexdigest()[:16]])
 
+# %% ../nbs/10b_oracle.ipynb #1ebfe286
 def _baseline_key(kind: str, setup: _EnvSetup, preset: PlanningPreset, episodes: int, seed: int, paper_compat: bool) -> dict:
     key = {"kind": kind, "env": setup.name, "gym_id": setup.gym_id, "horizon": setup.horizon, "episodes": episodes,
            "seed": seed, "version": _code_version()}
@@ -423,10 +467,12 @@ def _baseline_key(kind: str, setup: _EnvSetup, preset: PlanningPreset, episodes:
                    config=asdict(preset.mcts if setup.planner == "mcts" else _cem_cfg(setup, preset)))
     return key
 
+# %% ../nbs/10b_oracle.ipynb #be5e214c
 def _cache_path(key: dict) -> Path:
     h = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
     return cache_dir()/"baselines"/f"{key['env']}-{key['kind']}-{h}.json"
 
+# %% ../nbs/10b_oracle.ipynb #854602e3
 def _load_cached(key: dict) -> list[dict] | None:
     try: d = json.loads(_cache_path(key).read_text())
     except (OSError, ValueError): return None
@@ -435,7 +481,7 @@ def _load_cached(key: dict) -> list[dict] | None:
     if not all(type(e) is dict and isinstance(e.get("ret"), (int, float)) and math.isfinite(e["ret"]) for e in eps): return None
     return eps
 
-# %% ../nbs/10b_oracle.ipynb #6b89ef30
+# %% ../nbs/10b_oracle.ipynb #0e09abe3
 def baseline_episodes(
     env_name: str,                  # benchmark name
     kind: str,                      # "oracle" or "random"
@@ -467,12 +513,13 @@ def baseline_episodes(
     if use_cache: atomic_write_json(_cache_path(key), {"key": key, "episodes": logs})
     return logs, False
 
+# %% ../nbs/10b_oracle.ipynb #1c6e3b79
 def _progress(it, on: bool, desc: str):
     if not on: return it
     from tqdm import tqdm
     return tqdm(it, desc=desc, unit="ep", leave=False)
 
-# %% ../nbs/10b_oracle.ipynb #08da5234
+# %% ../nbs/10b_oracle.ipynb #557eb58d
 @dataclass
 class PlanningResult:
     "The normalized return of one program on one environment, with everything needed to audit it."
@@ -517,9 +564,10 @@ class PlanningResult:
         from cwm_nb.core import to_plain
         return to_plain(asdict(self))
 
+# %% ../nbs/10b_oracle.ipynb #2f141d35
 def _mean(xs): return float(np.mean(xs)) if xs else None
 
-# %% ../nbs/10b_oracle.ipynb #e0ad7f6e
+# %% ../nbs/10b_oracle.ipynb #becfd226
 def _cwm_episodes(env_name: str, setup: _EnvSetup, env, program: str, preset: PlanningPreset, seed: int, sandbox,
                   lim: SandboxLimits, max_failures: int | None, episodes: int, progress: bool):
     "(EpisodeLogs of the CWM planner, None, its decider), or (None, why the program does not load, None)."
@@ -538,7 +586,17 @@ def _cwm_episodes(env_name: str, setup: _EnvSetup, env, program: str, preset: Pl
     finally: dec.close()
     return cwm, None, dec
 
-# %% ../nbs/10b_oracle.ipynb #31d0171e
+# %% ../nbs/10b_oracle.ipynb #2d691748
+def _cwm_play(env_name: str, setup: _EnvSetup, env, program: str | None, preset: PlanningPreset, seed: int, sandbox,
+              lim: SandboxLimits, max_failures: int | None, episodes: int, progress: bool):
+    "`_cwm_episodes` in `sandbox` (default: `get_sandbox()`), or (None, 'no program', None) if `program` is None."
+    if program is None: return None, "no program", None
+    if sandbox is None:
+        from cwm_nb.sandbox import get_sandbox
+        sandbox = get_sandbox()
+    return _cwm_episodes(env_name, setup, env, program, preset, seed, sandbox, lim, max_failures, episodes, progress)
+
+# %% ../nbs/10b_oracle.ipynb #21ab4576
 def _planning_result(setup: _EnvSetup, preset: PlanningPreset, episodes: int, seed: int, paper_compat: bool, cwm, reason,
                      dec, oracle: list[dict], rand: list[dict], cached: bool) -> PlanningResult:
     "The PlanningResult of the episodes played (CWM: EpisodeLogs or None; oracle and random: dicts of their fields)."
@@ -560,7 +618,15 @@ def _planning_result(setup: _EnvSetup, preset: PlanningPreset, episodes: int, se
         res.min_model_steps, res.sessions_cwm = dec.min_steps, dec.sessions
     return res
 
-# %% ../nbs/10b_oracle.ipynb #fd7b484a
+# %% ../nbs/10b_oracle.ipynb #5364e263
+def _check_evaluation_args(episodes, program) -> None:
+    "Raise `CwmNbError` unless `episodes` is a positive int and `program` is source text or None."
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise CwmNbError(f"episodes must be a positive int, got {episodes!r}", "pass e.g. episodes=10")
+    if program is not None and not isinstance(program, str):
+        raise CwmNbError(f"program must be source text or None, not {type(program).__name__}", "pass Program.source")
+
+# %% ../nbs/10b_oracle.ipynb #1590cd06
 def evaluate_planning(
     env_name: str,                        # benchmark name, e.g. "CartPole-v1"
     program: str | None,                  # the CWM's source (untrusted; runs only in the sandbox), or None
@@ -578,27 +644,18 @@ def evaluate_planning(
     "Normalized return (paper eq. 3) of `program` on `env_name`: CWM, oracle and random play the same seeded episodes."
     from concurrent.futures import ThreadPoolExecutor
     t0 = time.perf_counter()
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise CwmNbError(f"episodes must be a positive int, got {episodes!r}", "pass e.g. episodes=10")
-    if program is not None and not isinstance(program, str):
-        raise CwmNbError(f"program must be source text or None, not {type(program).__name__}", "pass Program.source")
+    _check_evaluation_args(episodes, program)
     preset = get_preset(preset)
     setup, env, _ = _setup(env_name, preset)
+    lim = limits or (preset.mcts_limits if setup.planner == "mcts" else preset.cem_limits)
     stop = threading.Event()
     kw = dict(episodes=episodes, preset=preset, seed=seed, paper_compat=paper_compat, progress=progress,
               use_cache=use_cache, stop=stop)
     with ThreadPoolExecutor(1) as pool:
         fut = pool.submit(lambda: (baseline_episodes(env_name, "oracle", **kw), baseline_episodes(env_name, "random", **kw)))
         try:
-            cwm, reason, dec = None, None, None
-            if program is None: reason = "no program"
-            else:
-                if sandbox is None:
-                    from cwm_nb.sandbox import get_sandbox
-                    sandbox = get_sandbox()
-                lim = limits or (preset.mcts_limits if setup.planner == "mcts" else preset.cem_limits)
-                cwm, reason, dec = _cwm_episodes(env_name, setup, env, program, preset, seed, sandbox, lim,
-                                                 max_consecutive_failures, episodes, progress)
+            cwm, reason, dec = _cwm_play(env_name, setup, env, program, preset, seed, sandbox, lim,
+                                         max_consecutive_failures, episodes, progress)
             (oracle, c1), (rand, c2) = fut.result()
         except BaseException:
             stop.set(); raise

@@ -46,16 +46,19 @@ class StandIn:
     def __reduce__(self): raise TypeError(f"a stand-in for {self.pickled_name} cannot be pickled")
     def __repr__(self): return f"<stand-in for {self.pickled_name}>"
 
+# %% ../nbs/04c_paper_pickles.ipynb #6b1555f4
 def _stand_in(cls_name: str, pickled_name: str, doc: str) -> type:
     return type(cls_name, (StandIn,), {"__slots__": (), "pickled_name": pickled_name, "__doc__": doc,
                                        "__module__": __name__})
 
-# %% ../nbs/04c_paper_pickles.ipynb #7f7c91bc
+# %% ../nbs/04c_paper_pickles.ipynb #9eb3835d
 TorchDevice = _stand_in("TorchDevice", "torch.device", "Stand-in for torch.device: args = (type,) e.g. ('cpu',).")
 TorchStorageBytes = _stand_in("TorchStorageBytes", "torch.storage._load_from_bytes",
                               "Stand-in for a torch storage: args = (bytes of a legacy torch.save stream,), never decoded.")
 TorchTensor = _stand_in("TorchTensor", "torch._utils._rebuild_tensor_v2",
                         "Stand-in for a torch tensor: args = (storage, offset, size, stride, requires_grad, hooks).")
+
+# %% ../nbs/04c_paper_pickles.ipynb #e0cdd2e5
 DiscreteSpace = _stand_in("DiscreteSpace", "gymnasium.spaces.discrete.Discrete",
                           "Stand-in for gymnasium.spaces.Discrete: state = its __dict__ (n, start, ...).")
 BoxSpace = _stand_in("BoxSpace", "gymnasium.spaces.box.Box",
@@ -64,13 +67,15 @@ NumpyGenerator = _stand_in("NumpyGenerator", "numpy.random._pickle.__generator_c
                            "Stand-in for a numpy Generator (a space's RNG): args = (bit generator name, ...).")
 NumpyBitGenerator = _stand_in("NumpyBitGenerator", "numpy.random._pickle.__bit_generator_ctor",
                               "Stand-in for a numpy bit generator: args = (name,), state = its state dict.")
+
+# %% ../nbs/04c_paper_pickles.ipynb #13b56f2b
 NDArrayType = _stand_in("NDArrayType", "numpy.ndarray", "Stand-in for the class numpy.ndarray (an argument of _reconstruct).")
 NDArrayRecord = _stand_in("NDArrayRecord", "numpy.core.multiarray._reconstruct",
                           "Record of a pickled ndarray: args = (NDArrayType, (0,), b'b'), state = (1, shape, dtype, fortran, data).")
 DtypeRecord = _stand_in("DtypeRecord", "numpy.dtype", "Record of a pickled numpy dtype: args = (code, align, copy), state = (3, byteorder, ...).")
 ScalarRecord = _stand_in("ScalarRecord", "numpy.core.multiarray.scalar", "Record of a pickled numpy scalar: args = (dtype, data bytes).")
 
-# %% ../nbs/04c_paper_pickles.ipynb #9eb3835d
+# %% ../nbs/04c_paper_pickles.ipynb #8275fcf6
 ALLOWED_GLOBALS: dict[tuple[str, str], type] = {
     ("torch", "device"): TorchDevice,
     ("torch.storage", "_load_from_bytes"): TorchStorageBytes,
@@ -88,7 +93,7 @@ ALLOWED_GLOBALS: dict[tuple[str, str], type] = {
     ("collections", "OrderedDict"): dict,
 }
 
-# %% ../nbs/04c_paper_pickles.ipynb #6e3e3af7
+# %% ../nbs/04c_paper_pickles.ipynb #41013017
 _OPCODES = {op.code.encode("latin-1")[0]: (op.name, 0 if op.arg is None else op.arg.n) for op in pickletools.opcodes}
 
 def _refuse(path, what: str) -> CwmNbError:
@@ -101,7 +106,28 @@ def _memo_bomb(path, index: int, at: int, n: int) -> None:
     "Refuse a memo index beyond the file's length (it would make the unpickler allocate that many slots)."
     if index > n: raise _refuse(path, f"memo index {index} at byte {at} is larger than the file (a memory bomb)")
 
-# %% ../nbs/04c_paper_pickles.ipynb #ff4a930d
+# %% ../nbs/04c_paper_pickles.ipynb #56b4cccf
+def _skip_argument(data: bytes, i: int, name: str, k: int, at: int, path: str) -> int:
+    "Index after the argument of opcode `name` (at byte `at`; argument kind `k`) that starts at `i`. Raises ValueError."
+    n = len(data)
+    if k > 0:                                       # fixed-size argument
+        if name == "LONG_BINPUT": _memo_bomb(path, int.from_bytes(data[i:i + 4], "little"), at, n)
+        return i + k
+    if k == 0: return i
+    if k == pickletools.UP_TO_NEWLINE:              # text argument(s)
+        j = data.index(b"\n", i) + 1
+        if name in ("GLOBAL", "INST"): j = data.index(b"\n", j) + 1
+        if name == "PUT": _memo_bomb(path, int(data[i:j - 1]), at, n)
+        return j
+    if k == pickletools.TAKEN_FROM_ARGUMENT1: return i + 1 + data[i]
+    if k in (pickletools.TAKEN_FROM_ARGUMENT4, pickletools.TAKEN_FROM_ARGUMENT4U):
+        size = int.from_bytes(data[i:i + 4], "little", signed=k == pickletools.TAKEN_FROM_ARGUMENT4)
+        if size < 0: raise ValueError(f"negative length at byte {at}")
+        return i + 4 + size
+    if k == pickletools.TAKEN_FROM_ARGUMENT8U: return i + 8 + int.from_bytes(data[i:i + 8], "little")
+    raise ValueError(f"opcode {name} has an argument this scanner does not know")
+
+# %% ../nbs/04c_paper_pickles.ipynb #85869bba
 def scan_pickle(
     data: bytes,                  # the whole pickle
     path: str = "<bytes>",        # name for error messages
@@ -115,30 +141,15 @@ def scan_pickle(
             if name in ("NEXT_BUFFER", "READONLY_BUFFER", "PERSID", "BINPERSID"):
                 raise _refuse(path, f"opcode {name} at byte {i} (out-of-band data or persistent ids)")
             at, i, ops = i, i + 1, ops + 1
-            if k > 0:                                   # fixed-size argument
-                if name == "LONG_BINPUT": _memo_bomb(path, int.from_bytes(data[i:i + 4], "little"), at, n)
-                i += k
-            elif k == 0:
-                if name == "STOP": break
-            elif k == pickletools.UP_TO_NEWLINE:        # text argument(s)
-                j = data.index(b"\n", i) + 1
-                if name in ("GLOBAL", "INST"): j = data.index(b"\n", j) + 1
-                if name == "PUT": _memo_bomb(path, int(data[i:j - 1]), at, n)
-                i = j
-            elif k == pickletools.TAKEN_FROM_ARGUMENT1: i += 1 + data[i]
-            elif k in (pickletools.TAKEN_FROM_ARGUMENT4, pickletools.TAKEN_FROM_ARGUMENT4U):
-                size = int.from_bytes(data[i:i + 4], "little", signed=k == pickletools.TAKEN_FROM_ARGUMENT4)
-                if size < 0: raise ValueError(f"negative length at byte {at}")
-                i += 4 + size
-            elif k == pickletools.TAKEN_FROM_ARGUMENT8U: i += 8 + int.from_bytes(data[i:i + 8], "little")
-            else: raise ValueError(f"opcode {name} has an argument this scanner does not know")
+            if name == "STOP": break
+            i = _skip_argument(data, i, name, k, at, path)
         else: raise ValueError("it ends without a STOP opcode")
     except CwmNbError: raise
     except ValueError as e: raise _refuse(path, f"it is not a valid pickle ({e})") from None
     if i != n: raise _refuse(path, f"{n - i} bytes follow the pickle's STOP opcode")
     return ops
 
-# %% ../nbs/04c_paper_pickles.ipynb #41013017
+# %% ../nbs/04c_paper_pickles.ipynb #53e9e9ba
 class RestrictedUnpickler(pickle.Unpickler):
     "An Unpickler whose `find_class` returns only the stand-ins of `ALLOWED_GLOBALS`; anything else raises `CwmNbError`."
     def __init__(self, file, *, path: str = "<bytes>"):
@@ -150,7 +161,7 @@ class RestrictedUnpickler(pickle.Unpickler):
         return cls
     def persistent_load(self, pid): raise _refuse(self.path, "it uses persistent ids")
 
-# %% ../nbs/04c_paper_pickles.ipynb #abda521b
+# %% ../nbs/04c_paper_pickles.ipynb #185794a3
 @dataclass(frozen=True)
 class PickledObject:
     "What a stand-in held once materialized: the global's name, its call arguments and its BUILD state (plain data)."
@@ -161,7 +172,7 @@ class PickledObject:
 
 _DTYPE_CODES = {"b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "O4", "O8"}
 
-# %% ../nbs/04c_paper_pickles.ipynb #85869bba
+# %% ../nbs/04c_paper_pickles.ipynb #91c9619b
 class _Materializer:
     def __init__(self, path: str, max_array_bytes: int, max_depth: int = 200):
         self.path, self.budget, self.max_depth, self.memo = path, max_array_bytes, max_depth, {}
@@ -186,19 +197,26 @@ class _Materializer:
             out = self.memo[key] = {}
             for k, v in x.items(): out[self(k, d)] = self(v, d)
             return out
-        if t is tuple: out = tuple(self(v, d) for v in x)
-        elif t is DtypeRecord: out = self.dtype(x)
-        elif t is NDArrayRecord: out = self.array(x, d)
-        elif t is ScalarRecord: out = self.scalar(x, d)
-        elif isinstance(x, type) and issubclass(x, StandIn): out = PickledObject(x.pickled_name)
-        elif isinstance(x, StandIn):
-            out = PickledObject(x.pickled_name, self(x.args, d), {str(k): self(v, d) for k, v in x.kwargs.items()},
-                                self(x.state, d))
-        else: raise self.bad(f"it produced an object of type {t.__name__}")
-        self.memo[key] = out
+        out = self.memo[key] = self.record(x, d)
         return out
 
-# %% ../nbs/04c_paper_pickles.ipynb #5c7edbca
+# %% ../nbs/04c_paper_pickles.ipynb #19eb09f5
+def _mat_record(self: _Materializer, x, d: int):
+    "`x` (not a list, dict or plain scalar) materialized at depth `d`. Raises `CwmNbError` for an unexpected type."
+    t = type(x)
+    if t is tuple: return tuple(self(v, d) for v in x)
+    if t is DtypeRecord: return self.dtype(x)
+    if t is NDArrayRecord: return self.array(x, d)
+    if t is ScalarRecord: return self.scalar(x, d)
+    if isinstance(x, type) and issubclass(x, StandIn): return PickledObject(x.pickled_name)
+    if isinstance(x, StandIn):
+        return PickledObject(x.pickled_name, self(x.args, d), {str(k): self(v, d) for k, v in x.kwargs.items()},
+                             self(x.state, d))
+    raise self.bad(f"it produced an object of type {t.__name__}")
+
+_Materializer.record = _mat_record
+
+# %% ../nbs/04c_paper_pickles.ipynb #d96473ad
 def _mat_dtype(self: _Materializer, x) -> np.dtype:
     code, st = x.args[0] if x.args else None, x.state
     if type(code) is not str or code not in _DTYPE_CODES:
@@ -212,14 +230,23 @@ def _mat_dtype(self: _Materializer, x) -> np.dtype:
 
 _Materializer.dtype = _mat_dtype
 
-# %% ../nbs/04c_paper_pickles.ipynb #53e9e9ba
-def _mat_array(self: _Materializer, x, depth: int) -> np.ndarray:
+# %% ../nbs/04c_paper_pickles.ipynb #8958d071
+def _mat_array_parts(self: _Materializer, x) -> tuple:
+    "(shape, dtype record, fortran, data) of array record `x`. Raises `CwmNbError` unless of the form numpy writes."
     st = x.state
     if not (len(x.args) == 3 and x.args[0] is NDArrayType) or type(st) is not tuple or len(st) != 5 or st[0] != 1:
         raise self.bad("a numpy array record has an unexpected form")
     _, shape, dtype, fortran, data = st
     if type(shape) is not tuple or len(shape) > 32 or not all(type(s) is int and s >= 0 for s in shape):
         raise self.bad(f"a numpy array has the bad shape {shape!r:.80}")
+    return shape, dtype, fortran, data
+
+_Materializer.array_parts = _mat_array_parts
+
+# %% ../nbs/04c_paper_pickles.ipynb #f3cbacbd
+def _mat_array(self: _Materializer, x, depth: int) -> np.ndarray:
+    "The ndarray of array record `x`, built from a copy of its bytes (or its materialized items); charged first."
+    shape, dtype, fortran, data = self.array_parts(x)
     dt = self(dtype, depth)
     if not isinstance(dt, np.dtype): raise self.bad("a numpy array's dtype is not a dtype")
     n = math.prod(shape)
@@ -236,6 +263,7 @@ def _mat_array(self: _Materializer, x, depth: int) -> np.ndarray:
                        f"{len(data) if type(data) is bytes else type(data).__name__}")
     return np.frombuffer(data, dtype=dt).reshape(shape, order=order).copy()
 
+# %% ../nbs/04c_paper_pickles.ipynb #a387119d
 def _mat_scalar(self: _Materializer, x, depth: int):
     if len(x.args) != 2: raise self.bad("a numpy scalar record has an unexpected form")
     dt = self(x.args[0], depth)
@@ -245,9 +273,10 @@ def _mat_scalar(self: _Materializer, x, depth: int):
     if type(data) is not bytes or len(data) != dt.itemsize: raise self.bad(f"a {dt} scalar has {len(data) if type(data) is bytes else type(data).__name__} bytes")
     return np.frombuffer(data, dtype=dt)[0]
 
+# %% ../nbs/04c_paper_pickles.ipynb #b297cbf9
 _Materializer.array, _Materializer.scalar = _mat_array, _mat_scalar
 
-# %% ../nbs/04c_paper_pickles.ipynb #1a898294
+# %% ../nbs/04c_paper_pickles.ipynb #11d64dbe
 def materialize(
     obj: Any,                       # what RestrictedUnpickler.load() returned
     *,
@@ -261,7 +290,18 @@ def materialize(
     except Exception as e:   # e.g. an array used as a dict key
         raise _refuse(path, f"its contents cannot be rebuilt ({type(e).__name__}: {e})") from None
 
-# %% ../nbs/04c_paper_pickles.ipynb #91c9619b
+# %% ../nbs/04c_paper_pickles.ipynb #0c386195
+def _read_small_file(path: Path, max_file_bytes: int) -> bytes:
+    "The bytes of `path`. Raises `CwmNbError` if it is missing or larger than `max_file_bytes`."
+    if not path.is_file():
+        raise CwmNbError(f"no such file: {path}", "pass --buffer with an existing file: one of the paper's pickles (they are looked for in "
+                         f"${PAPER_BUFFERS_ENV_VAR}, else {'/'.join(DEFAULT_PAPER_BUFFERS)} in the repository) or a "
+                         "buffer folder (transitions.npz + meta.json); in Python: `load_paper_buffer(paper_buffers_dir()/name)`")
+    size = path.stat().st_size
+    if size > max_file_bytes: raise _refuse(path, f"it is {size} bytes, more than max_file_bytes={max_file_bytes}")
+    return path.read_bytes()
+
+# %% ../nbs/04c_paper_pickles.ipynb #1b344ab4
 def read_paper_pickle(
     path: str | Path,                  # a *.pkl file
     *,
@@ -270,13 +310,8 @@ def read_paper_pickle(
 ) -> Any:
     "The contents of a paper pickle as plain data, numpy values and `PickledObject`s. Raises `CwmNbError` for anything else."
     path = Path(path)
-    if not path.is_file():
-        raise CwmNbError(f"no such file: {path}", "pass --buffer with an existing file: one of the paper's pickles (they are looked for in "
-                         f"${PAPER_BUFFERS_ENV_VAR}, else {'/'.join(DEFAULT_PAPER_BUFFERS)} in the repository) or a "
-                         "buffer folder (transitions.npz + meta.json); in Python: `load_paper_buffer(paper_buffers_dir()/name)`")
-    size = path.stat().st_size
-    if size > max_file_bytes: raise _refuse(path, f"it is {size} bytes, more than max_file_bytes={max_file_bytes}")
-    data = path.read_bytes()
+    data = _read_small_file(path, max_file_bytes)
+    size = len(data)
     scan_pickle(data, str(path))
     try: raw = RestrictedUnpickler(io.BytesIO(data), path=str(path)).load()
     except CwmNbError: raise
@@ -285,7 +320,7 @@ def read_paper_pickle(
     budget = max_array_bytes if max_array_bytes is not None else (64 << 20) + 8 * size
     return materialize(raw, path=str(path), max_array_bytes=budget)
 
-# %% ../nbs/04c_paper_pickles.ipynb #db3a8ab4
+# %% ../nbs/04c_paper_pickles.ipynb #d9114a5e
 def _finite(o) -> bool: return bool(np.all(np.isfinite(np.asarray(o, dtype=np.float64))))
 
 def _hopper_terminal(o) -> bool:
@@ -293,6 +328,7 @@ def _hopper_terminal(o) -> bool:
     healthy = _finite(o) and bool(np.all(np.abs(o[1:]) < 100.0)) and o[0] > 0.7 and abs(o[1]) < 0.2
     return not healthy
 
+# %% ../nbs/04c_paper_pickles.ipynb #34ed2274
 @dataclass(frozen=True)
 class PaperEnv:
     "What the loader knows about one environment of the paper's buffers."
@@ -304,7 +340,7 @@ class PaperEnv:
     action_kind: str = "continuous" # "discrete" | "continuous"
     state_kind: str = "continuous"  # next-state comparison: "continuous" (allclose) or "discrete" (exact)
 
-# %% ../nbs/04c_paper_pickles.ipynb #e166ee55
+# %% ../nbs/04c_paper_pickles.ipynb #7a08aa92
 _D, _C = dict(action_kind="discrete"), dict(action_kind="continuous")
 PAPER_ENVS: dict[str, PaperEnv] = {
     "Blackjack-v1": PaperEnv("tuple", None, True, lambda o, a, n, r: int(a) == 0 or n[0] > 21, state_kind="discrete", **_D),
@@ -328,7 +364,15 @@ PAPER_ENVS: dict[str, PaperEnv] = {
     "rtfm": PaperEnv("rtfm", None, True, lambda o, a, n, r: r != 0.0, state_kind="discrete", **_D),
 }
 
-# %% ../nbs/04c_paper_pickles.ipynb #b297cbf9
+# %% ../nbs/04c_paper_pickles.ipynb #53ea8d88
+def _episode_steps(episode: np.ndarray) -> np.ndarray:
+    "int64 (N,): the 1-based step of each transition within its episode (`episode` non-decreasing)."
+    n = len(episode)
+    step = np.zeros(n, dtype=np.int64)
+    for i in range(n): step[i] = step[i - 1] + 1 if i and episode[i] == episode[i - 1] else 1
+    return step
+
+# %% ../nbs/04c_paper_pickles.ipynb #3d961fe8
 def split_done(
     done: np.ndarray,          # bool (N,): the paper's done flags
     episode: np.ndarray,       # int (N,): episode index of each transition (non-decreasing)
@@ -337,8 +381,7 @@ def split_done(
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     "Split `done` into (terminated, truncated) by the rule above; the dict counts what the rule could not explain."
     n = len(done)
-    step = np.zeros(n, dtype=np.int64)   # 1-based step of each transition within its episode
-    for i in range(n): step[i] = step[i - 1] + 1 if i and episode[i] == episode[i - 1] else 1
+    step = _episode_steps(episode)
     truncated = done & (step == env.time_limit) if env.time_limit is not None else np.zeros(n, bool)
     if terminal_test is not None:
         test = np.array([bool(terminal_test(i)) for i in range(n)], dtype=bool)
@@ -352,7 +395,7 @@ def split_done(
             "test": None if terminal_test is None else ("exact" if env.exact else "approximate")}
     return terminated, truncated, info
 
-# %% ../nbs/04c_paper_pickles.ipynb #732f7940
+# %% ../nbs/04c_paper_pickles.ipynb #3981dd79
 RTFM_BOARD_SHAPE = (6, 6, 2)
 _RTFM_MAX_CELL = 64   # longest string a board cell or the inventory may hold (real ones are < 20 characters)
 
@@ -360,6 +403,7 @@ def _paper_file(name: str) -> str:
     "File name of the paper's buffer of benchmark env `name`."
     return "rtfm-simple_stationary.pkl" if name == "rtfm" else f"{name}.pkl"
 
+# %% ../nbs/04c_paper_pickles.ipynb #90a5adf4
 def paper_env_name(path: str | Path) -> str:
     "The environment of a paper buffer file from its name: 'CartPole-v1.pkl' -> 'CartPole-v1', 'rtfm-*.pkl' -> 'rtfm'. Raises `CwmNbError` if unknown."
     stem = Path(path).name.removesuffix(".pkl")
@@ -370,7 +414,7 @@ def paper_env_name(path: str | Path) -> str:
                      f"environment (e.g. CartPole-v1.pkl; rtfm-*.pkl for RTFM); in Python: pass env_name= "
                      f"(one of: {', '.join(PAPER_ENVS)})")
 
-# %% ../nbs/04c_paper_pickles.ipynb #6e3c3581
+# %% ../nbs/04c_paper_pickles.ipynb #1a36d0dd
 def _rtfm_row(obs) -> list[str]:
     "(board, inventory) -> 73 strings, by cwm_nb.rtfm's codec when it is there, else by the same contract."
     try: from cwm_nb.rtfm import rtfm_obs_to_row
@@ -379,6 +423,7 @@ def _rtfm_row(obs) -> list[str]:
     board, inventory = obs
     return [*board.reshape(-1).tolist(), inventory]
 
+# %% ../nbs/04c_paper_pickles.ipynb #2d0f0107
 def _rtfm_rows(values: list, what: str, bad) -> np.ndarray:
     rows = []
     for v in values:
@@ -389,6 +434,7 @@ def _rtfm_rows(values: list, what: str, bad) -> np.ndarray:
         rows.append(_rtfm_row(v))
     return np.array(rows, dtype=str)
 
+# %% ../nbs/04c_paper_pickles.ipynb #aa00abfa
 def _obs_column(values: list, fmt: str, what: str, bad) -> np.ndarray:
     if fmt == "int":
         if not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values):
@@ -404,7 +450,7 @@ def _obs_column(values: list, fmt: str, what: str, bad) -> np.ndarray:
     if len({(v.shape, v.dtype) for v in values}) > 1: raise bad(f"{what} arrays have different shapes or dtypes")
     return np.stack(values) if values else np.zeros((0,))
 
-# %% ../nbs/04c_paper_pickles.ipynb #2e71bbd9
+# %% ../nbs/04c_paper_pickles.ipynb #d34c9a52
 def _episodes(traj_starts: np.ndarray, bad) -> np.ndarray:
     "Episode index of each transition from the paper's `traj_starts` (each transition's trajectory start index)."
     n = len(traj_starts)
@@ -414,6 +460,7 @@ def _episodes(traj_starts: np.ndarray, bad) -> np.ndarray:
         raise bad("traj_starts is inconsistent (each entry must be its own index or repeat the previous one)")
     return np.cumsum(new) - 1
 
+# %% ../nbs/04c_paper_pickles.ipynb #29e4eeff
 def _action_space(space) -> dict | None:
     "A plain description of a pickled gymnasium space (PickledObject), or None."
     if not isinstance(space, PickledObject) or not isinstance(space.state, dict): return None
@@ -424,11 +471,12 @@ def _action_space(space) -> dict | None:
                 "low": np.asarray(st.get("low")).tolist(), "high": np.asarray(st.get("high")).tolist()}
     return None
 
-# %% ../nbs/04c_paper_pickles.ipynb #21c64b61
+# %% ../nbs/04c_paper_pickles.ipynb #3b0f6476
 _KEYS = ("obs", "next_obs", "actions", "rewards", "dones", "traj_starts", "extra_info", "idx", "capacity", "full")
 
-def _columns(raw, env: PaperEnv, bad) -> dict:
-    "The replay-buffer columns of the materialized pickle `raw` (without meta); checks its layout."
+# %% ../nbs/04c_paper_pickles.ipynb #374476af
+def _check_layout(raw, bad) -> int:
+    "`raw`'s transition count `idx`. Raises `bad(...)` unless it has the paper buffer's keys, lists and 1-D arrays."
     if type(raw) is not dict or any(k not in raw for k in _KEYS): raise bad(f"it is not a dict with the keys {', '.join(_KEYS)}")
     n = raw["idx"]
     if type(n) is not int or not all(type(raw[k]) is list and len(raw[k]) == n for k in ("obs", "next_obs", "actions", "extra_info")):
@@ -437,27 +485,41 @@ def _columns(raw, env: PaperEnv, bad) -> dict:
         a = raw[k]
         if not isinstance(a, np.ndarray) or a.ndim != 1 or a.dtype.kind != kind or len(a) < n:
             raise bad(f"{k} must be a 1-D {kind!r}-kind array of at least idx={n} entries")
-    cols = {"obs": _obs_column(raw["obs"], env.obs_format, "observations", bad),
-            "next_obs": _obs_column(raw["next_obs"], env.obs_format, "next observations", bad)}
+    return n
+
+# %% ../nbs/04c_paper_pickles.ipynb #e619270c
+def _action_column(actions: list, env: PaperEnv, bad) -> np.ndarray:
+    "int64 (N,) discrete actions or float64 (N, d) continuous ones. Raises `bad(...)` on other values."
     if env.action_kind == "discrete":
-        if not all(isinstance(a, (int, np.integer)) for a in raw["actions"]): raise bad("discrete actions should be integers")
-        cols["actions"] = np.array([int(a) for a in raw["actions"]], dtype=np.int64)
-    else: cols["actions"] = _obs_column(raw["actions"], "array", "actions", bad).astype(np.float64)
+        if not all(isinstance(a, (int, np.integer)) for a in actions): raise bad("discrete actions should be integers")
+        return np.array([int(a) for a in actions], dtype=np.int64)
+    return _obs_column(actions, "array", "actions", bad).astype(np.float64)
+
+# %% ../nbs/04c_paper_pickles.ipynb #385c1b6e
+def _rtfm_masks(extra_info: list, bad) -> np.ndarray:
+    "bool (N, 5): the legal actions after each RTFM step. Raises `bad(...)` if a mask is missing or malformed."
+    masks = [e.get("valid") if type(e) is dict else None for e in extra_info]
+    if not all(isinstance(m, np.ndarray) and m.shape == (5,) for m in masks):
+        raise bad("each RTFM extra_info needs a 'valid' mask of 5 entries")
+    return np.stack(masks) > 0
+
+# %% ../nbs/04c_paper_pickles.ipynb #cf017ecc
+def _columns(raw, env: PaperEnv, bad) -> dict:
+    "The replay-buffer columns of the materialized pickle `raw` (without meta); checks its layout."
+    n = _check_layout(raw, bad)
+    cols = {"obs": _obs_column(raw["obs"], env.obs_format, "observations", bad),
+            "next_obs": _obs_column(raw["next_obs"], env.obs_format, "next observations", bad),
+            "actions": _action_column(raw["actions"], env, bad)}
     cols["rewards"] = raw["rewards"][:n].astype(np.float64)     # float32 -> float64 is exact
     cols["episode"] = _episodes(raw["traj_starts"][:n].astype(np.int64), bad)
     test = None
     if env.is_terminal is not None:
         test = lambda i: env.is_terminal(raw["obs"][i], raw["actions"][i], raw["next_obs"][i], float(raw["rewards"][i]))
     cols["terminated"], cols["truncated"], cols["labels"] = split_done(raw["dones"][:n].astype(bool), cols["episode"], env, test)
-    cols["next_valid_actions"] = None
-    if env.obs_format == "rtfm":
-        masks = [e.get("valid") if type(e) is dict else None for e in raw["extra_info"]]
-        if not all(isinstance(m, np.ndarray) and m.shape == (5,) for m in masks):
-            raise bad("each RTFM extra_info needs a 'valid' mask of 5 entries")
-        cols["next_valid_actions"] = np.stack(masks) > 0
+    cols["next_valid_actions"] = _rtfm_masks(raw["extra_info"], bad) if env.obs_format == "rtfm" else None
     return cols
 
-# %% ../nbs/04c_paper_pickles.ipynb #7a08aa92
+# %% ../nbs/04c_paper_pickles.ipynb #8b372ffb
 def _paper_meta(raw, cols: dict, path: Path, name: str, env: PaperEnv) -> dict:
     "The `meta` of a converted paper buffer: source file and hash, formats, labelling counts, episode summaries."
     n, rewards, episode = raw["idx"], cols["rewards"], cols["episode"]
@@ -477,15 +539,9 @@ def _paper_meta(raw, cols: dict, path: Path, name: str, env: PaperEnv) -> dict:
                        "see cwm_nb.paper_buffers"},
             "episodes": episodes, "collected_by": "the GIF-MCTS authors; read by cwm_nb.paper_buffers.load_paper_buffer"}
 
-# %% ../nbs/04c_paper_pickles.ipynb #d014918a
-def read_paper_buffer(
-    path: str | Path,              # a paper buffer file, e.g. paper_buffers_dir()/"Taxi-v3.pkl"
-    env_name: str | None = None,   # benchmark name; default from the file name ("rtfm-*.pkl" -> "rtfm")
-    make: Callable = dict,         # called with the columns as keywords (obs, actions, ..., meta, next_valid_actions)
-    **read_kw,                     # limits for `read_paper_pickle` (max_file_bytes, max_array_bytes)
-) -> Any:
-    "`make(**columns)` of the paper's buffer at `path`, all `idx` stored transitions in order. Raises `CwmNbError` for unknown envs and malformed or hostile files."
-    path = Path(path)
+# %% ../nbs/04c_paper_pickles.ipynb #0d08a100
+def _buffer_env_name(path: Path, env_name: str | None) -> str:
+    "The environment of the buffer at `path`: `env_name`, checked against the file's name, or taken from it."
     inferred = None
     try: inferred = paper_env_name(path)
     except CwmNbError:
@@ -497,6 +553,18 @@ def read_paper_buffer(
         raise CwmNbError(f"{path.name} is the paper's buffer of {inferred!r}, not of {name!r}",
                          f"pass --buffer with the paper's {_paper_file(name)}, or run with --env {inferred} to use this file; "
                          "in Python: pass that environment's file, or leave env_name=None")
+    return name
+
+# %% ../nbs/04c_paper_pickles.ipynb #987b984f
+def read_paper_buffer(
+    path: str | Path,              # a paper buffer file, e.g. paper_buffers_dir()/"Taxi-v3.pkl"
+    env_name: str | None = None,   # benchmark name; default from the file name ("rtfm-*.pkl" -> "rtfm")
+    make: Callable = dict,         # called with the columns as keywords (obs, actions, ..., meta, next_valid_actions)
+    **read_kw,                     # limits for `read_paper_pickle` (max_file_bytes, max_array_bytes)
+) -> Any:
+    "`make(**columns)` of the paper's buffer at `path`, all `idx` stored transitions in order. Raises `CwmNbError` for unknown envs and malformed or hostile files."
+    path = Path(path)
+    name = _buffer_env_name(path, env_name)
     env = PAPER_ENVS[name]
     bad = lambda what: CwmNbError(f"{path} is not a paper replay buffer of the expected form: {what}",
                                   "pass --buffer with one of the GIF-MCTS paper's released pickles (their "

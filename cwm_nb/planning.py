@@ -39,6 +39,7 @@ def _check_positive(obj, *names, allow_zero=()):
             raise CwmNbError(f"{type(obj).__name__}.{n} must be a positive number, got {v!r}",
                              f"pass e.g. {type(obj).__name__}({n}=...) with a positive value")
 
+# %% ../nbs/10_planning.ipynb #85390094
 @dataclass(frozen=True)
 class MCTSConfig:
     "MCTS planner settings for discrete environments; defaults are the paper's (Table 13). Raises `CwmNbError` on bad values."
@@ -56,6 +57,7 @@ class MCTSConfig:
         if not isinstance(self.default_q, (int, float)) or not math.isfinite(self.default_q):
             raise CwmNbError(f"MCTSConfig.default_q must be a finite number, got {self.default_q!r}", "pass e.g. default_q=1.0")
 
+# %% ../nbs/10_planning.ipynb #062872e5
 @dataclass(frozen=True)
 class CEMConfig:
     "CEM planner settings for continuous environments; defaults are the paper's (Table 14). Raises `CwmNbError`."
@@ -69,7 +71,7 @@ class CEMConfig:
         if self.elites > self.samples:
             raise CwmNbError(f"CEMConfig.elites ({self.elites}) exceeds samples ({self.samples})", "use elites <= samples")
 
-# %% ../nbs/10_planning.ipynb #bc072057
+# %% ../nbs/10_planning.ipynb #13ca30ea
 @dataclass(frozen=True)
 class PlanningPreset:
     "A named set of planner settings, episode length cap and per-decision sandbox limits."
@@ -80,6 +82,7 @@ class PlanningPreset:
     cem_limits: SandboxLimits               # sandbox limits of one CEM decision (one plan of T steps)
     max_episode_steps: int | None = None    # cap on the real episode length; None: the environment's horizon
 
+# %% ../nbs/10_planning.ipynb #177c3070
 PRESETS: dict[str, PlanningPreset] = {
     "paper": PlanningPreset("paper", MCTSConfig(), CEMConfig(),
                             mcts_limits=SandboxLimits(wall_s=60, cpu_s=60, result_mb=1),
@@ -91,6 +94,7 @@ PRESETS: dict[str, PlanningPreset] = {
                             max_episode_steps=100),
 }
 
+# %% ../nbs/10_planning.ipynb #44a5bec4
 def get_preset(
     preset: str | PlanningPreset,   # a name in PRESETS, or a PlanningPreset
 ) -> PlanningPreset:
@@ -99,7 +103,7 @@ def get_preset(
     if preset in PRESETS: return PRESETS[preset]
     raise CwmNbError(f"unknown planning preset {preset!r}", f"use one of {', '.join(PRESETS)}, or pass a PlanningPreset")
 
-# %% ../nbs/10_planning.ipynb #0c176f22
+# %% ../nbs/10_planning.ipynb #c44c94ed
 _KEY_CHARS = frozenset(np.typecodes["AllFloat"] + np.typecodes["AllInteger"] + "?")   # numeric and bool dtypes
 
 def state_key(obs) -> tuple | int | str:
@@ -109,7 +113,7 @@ def state_key(obs) -> tuple | int | str:
     if t is int: return obs
     return json.dumps(strict_plain(obs), separators=(",", ":"))
 
-# %% ../nbs/10_planning.ipynb #c44c94ed
+# %% ../nbs/10_planning.ipynb #7171d34f
 class _Node:
     "A decision node: per action (by position) its visit count, sum of returns and chance children."
     __slots__ = ("actions", "n", "counts", "sums", "kids")
@@ -118,6 +122,7 @@ class _Node:
         self.counts, self.sums = [0] * len(actions), [0.0] * len(actions)
         self.kids: list[dict | None] = [None] * len(actions)
 
+# %% ../nbs/10_planning.ipynb #50e60f11
 @dataclass
 class MCTSResult:
     "What one search found at the root."
@@ -126,7 +131,7 @@ class MCTSResult:
     visits: dict          # action -> visit count at the root
     nodes: int            # decision nodes in the tree
 
-# %% ../nbs/10_planning.ipynb #98ce0dab
+# %% ../nbs/10_planning.ipynb #32283d67
 def _rollout_loop(model, actions: tuple, steps: int, gamma: float, rand) -> float:
     "Discounted return of up to `steps` uniform-random actions from the model's current state (stepped in place)."
     total, disc, step = 0.0, 1.0, model.step
@@ -137,13 +142,14 @@ def _rollout_loop(model, actions: tuple, steps: int, gamma: float, rand) -> floa
         if done: break
     return total
 
+# %% ../nbs/10_planning.ipynb #24e365da
 def _rollout(model, actions: tuple, cfg: MCTSConfig, rand) -> float:
     "The leaf value: a uniform-random rollout, by the model's own `rollout` loop when it has one (same result)."
     own = getattr(model, "rollout", None)
     if own is not None: return own(actions, cfg.rollout_steps, cfg.gamma, rand)
     return _rollout_loop(model, actions, cfg.rollout_steps, cfg.gamma, rand)
 
-# %% ../nbs/10_planning.ipynb #7171d34f
+# %% ../nbs/10_planning.ipynb #29f41ee1
 def _pick(node: _Node, c_uct: float, eps: float, dq: float, rand) -> int:
     "The UCB choice at `node` (ties at random), as in the loop of `mcts_search`."
     counts, sums, n = node.counts, node.sums, node.n
@@ -157,7 +163,41 @@ def _pick(node: _Node, c_uct: float, eps: float, dq: float, rand) -> int:
     if ties is not None: i = ties[int(rand() * len(ties))]
     return i
 
-# %% ../nbs/10_planning.ipynb #32283d67
+# %% ../nbs/10_planning.ipynb #2e15cc3d
+def _predicted_walk(node: _Node, pick) -> tuple[list, list, list]:
+    "Choices from `node` down the known part of the tree: (node, i) pairs, their actions, the next-state keys expected."
+    seq, acts, expect, nd = [], [], [], node
+    while True:
+        i = pick(nd)
+        seq.append((nd, i)); acts.append(nd.actions[i])
+        kids = nd.kids[i]
+        if kids is None or len(kids) != 1 or len(acts) >= 256: expect.append(None); break   # unknown: stop here
+        (k, ch), = kids.items()
+        if not ch.actions: expect.append(None); break
+        expect.append(k); nd = ch
+    return seq, acts, expect
+
+# %% ../nbs/10_planning.ipynb #06bb9cca
+def _record_walk(model, seq: list, outs: list, path: list, all_acts: tuple, cfg: MCTSConfig, rand) -> tuple:
+    "Add the walked steps to the tree and `path`: (node to walk on from, or None and the leaf value; nodes added)."
+    node, added = seq[0][0], 0
+    for (nd, i), (key, r, done) in zip(seq, outs):
+        path.append((nd, i, r))
+        kids = nd.kids[i]
+        if kids is None: kids = nd.kids[i] = {}
+        child = kids.get(key)
+        if done:
+            if child is None: kids[key] = _Node(()); added += 1
+            return None, 0.0, added
+        if child is None or not child.actions:
+            added += child is None
+            child = kids[key] = _Node(getattr(model, "valid_actions", None) or all_acts)
+            child.n = 1
+            return None, _rollout(model, child.actions, cfg, rand), added
+        node = child
+    return node, 0.0, added
+
+# %% ../nbs/10_planning.ipynb #27ff8341
 def _walk_descent(model, tree: _Node, path: list, all_acts: tuple, cfg: MCTSConfig, rnd: random.Random) -> tuple[float, int]:
     """One simulation's descent with a model that has `walk(actions, expected_keys)` (the remote model): the
     choices along the known part of the tree are predicted, sent as one batch, and the model stops at the first
@@ -167,35 +207,47 @@ def _walk_descent(model, tree: _Node, path: list, all_acts: tuple, cfg: MCTSConf
     pick = lambda nd: _pick(nd, cfg.c_uct, cfg.epsilon, cfg.default_q, rand)
     while True:
         st = rnd.getstate()
-        seq, acts, expect, nd = [], [], [], node
-        while True:
-            i = pick(nd)
-            seq.append((nd, i)); acts.append(nd.actions[i])
-            kids = nd.kids[i]
-            if kids is None or len(kids) != 1 or len(acts) >= 256: expect.append(None); break
-            (k, ch), = kids.items()
-            if not ch.actions: expect.append(None); break
-            expect.append(k); nd = ch
+        seq, acts, expect = _predicted_walk(node, pick)
         outs = model.walk(acts, expect)
         if len(outs) < len(seq):   # the walk left the prediction early: redraw only the steps taken
             rnd.setstate(st)
             for nd, _ in seq[:len(outs)]: pick(nd)
-        for (nd, i), (key, r, done) in zip(seq, outs):
-            path.append((nd, i, r))
-            kids = nd.kids[i]
-            if kids is None: kids = nd.kids[i] = {}
-            child = kids.get(key)
-            if done:
-                if child is None: kids[key] = _Node(()); added += 1
-                return 0.0, added
-            if child is None or not child.actions:
-                added += child is None
-                child = kids[key] = _Node(getattr(model, "valid_actions", None) or all_acts)
-                child.n = 1
-                return _rollout(model, child.actions, cfg, rand), added
-            node = child
+        node, value, n_new = _record_walk(model, seq, outs, path, all_acts, cfg, rand)
+        added += n_new
+        if node is None: return value, added
 
-# %% ../nbs/10_planning.ipynb #b21cdd54
+# %% ../nbs/10_planning.ipynb #e0a015fb
+def _step_descent(model, tree: _Node, path: list, all_acts: tuple, cfg: MCTSConfig, rand, key_of) -> tuple[float, int]:
+    "One simulation's descent, one `model.step` at a time. Returns (leaf value, nodes added); fills `path`."
+    step, node, added = model.step, tree, 0
+    c_uct, eps, dq, _log, _sqrt = cfg.c_uct, cfg.epsilon, cfg.default_q, math.log, math.sqrt
+    while True:
+        counts, sums, n = node.counts, node.sums, node.n   # UCB (inlined: the hot loop)
+        log_n = _log(n) if n > 1 else 0.0
+        best, i, ties = -math.inf, 0, None
+        for j in range(len(counts)):
+            c = counts[j]
+            u = (sums[j] / c if c else dq) + c_uct * _sqrt(log_n / (c + eps))
+            if u > best: best, i, ties = u, j, None
+            elif u == best: ties = [i, j] if ties is None else ties + [j]
+        if ties is not None: i = ties[int(rand() * len(ties))]
+        obs, r, done = step(node.actions[i])
+        path.append((node, i, r))
+        kids = node.kids[i]
+        if kids is None: kids = node.kids[i] = {}
+        key = key_of(obs)
+        child = kids.get(key)
+        if done:
+            if child is None: kids[key] = _Node(()); added += 1
+            return 0.0, added
+        if child is None or not child.actions:   # new, or seen before only as a terminal state
+            added += child is None
+            child = kids[key] = _Node(getattr(model, "valid_actions", None) or all_acts)
+            child.n = 1
+            return _rollout(model, child.actions, cfg, rand), added
+        node = child
+
+# %% ../nbs/10_planning.ipynb #91995f0a
 def _root_result(tree: _Node, nodes: int, config: MCTSConfig, rng: np.random.Generator, rand) -> MCTSResult:
     "The search's result: the action of highest Q at the root (random tie-break), or a softmax(Q / temperature) sample."
     tried = [i for i, c in enumerate(tree.counts) if c]
@@ -210,7 +262,7 @@ def _root_result(tree: _Node, nodes: int, config: MCTSConfig, rng: np.random.Gen
         pick = best[0] if len(best) == 1 else best[int(rand() * len(best))]
     return MCTSResult(tree.actions[pick], q, {tree.actions[i]: tree.counts[i] for i in tried}, nodes)
 
-# %% ../nbs/10_planning.ipynb #fe0274ba
+# %% ../nbs/10_planning.ipynb #5f104fe7
 def mcts_search(
     model,                      # set_state(root) / step(a) -> (obs, reward, done); optional .valid_actions
     root,                       # what model.set_state receives (an observation, or a Snapshot for the oracle)
@@ -224,48 +276,22 @@ def mcts_search(
     if not root_acts: raise ValueError("MCTS needs at least one legal action at the root")
     all_acts = tuple(range(n_actions if n_actions is not None else max(root_acts) + 1))
     rnd = random.Random(int(rng.integers(2**63)))   # one seeded stream; far cheaper per draw than numpy's
-    rand = rnd.random
     tree, g, nodes = _Node(root_acts), config.gamma, 1
     key_of = getattr(model, "state_key", state_key)
-    step, set_state, walk = model.step, model.set_state, getattr(model, "walk", None)
-    c_uct, eps, dq, _log, _sqrt = config.c_uct, config.epsilon, config.default_q, math.log, math.sqrt
+    set_state, walk = model.set_state, getattr(model, "walk", None)
     for _ in range(config.simulations):
         set_state(root)
-        node, path = tree, []
+        path = []
         if walk is not None:   # a remote model: the same descent in batches of steps
             value, added = _walk_descent(model, tree, path, all_acts, config, rnd)
-            nodes += added
-        while walk is None:
-            counts, sums, n = node.counts, node.sums, node.n   # UCB (inlined: the hot loop)
-            log_n = _log(n) if n > 1 else 0.0
-            best, i, ties = -math.inf, 0, None
-            for j in range(len(counts)):
-                c = counts[j]
-                u = (sums[j] / c if c else dq) + c_uct * _sqrt(log_n / (c + eps))
-                if u > best: best, i, ties = u, j, None
-                elif u == best: ties = [i, j] if ties is None else ties + [j]
-            if ties is not None: i = ties[int(rand() * len(ties))]
-            obs, r, done = step(node.actions[i])
-            path.append((node, i, r))
-            kids = node.kids[i]
-            if kids is None: kids = node.kids[i] = {}
-            key = key_of(obs)
-            child = kids.get(key)
-            if done:
-                if child is None: kids[key] = _Node(()); nodes += 1
-                value = 0.0; break
-            if child is None or not child.actions:   # new, or seen before only as a terminal state
-                nodes += child is None
-                child = kids[key] = _Node(getattr(model, "valid_actions", None) or all_acts)
-                child.n = 1
-                value = _rollout(model, child.actions, config, rand); break
-            node = child
+        else: value, added = _step_descent(model, tree, path, all_acts, config, rnd.random, key_of)
+        nodes += added
         for nd, i, r in reversed(path):
             value = r + g * value
             nd.counts[i] += 1; nd.sums[i] += value; nd.n += 1
-    return _root_result(tree, nodes, config, rng, rand)
+    return _root_result(tree, nodes, config, rng, rnd.random)
 
-# %% ../nbs/10_planning.ipynb #91995f0a
+# %% ../nbs/10_planning.ipynb #17908a83
 def _score_plan(model, root, plan: np.ndarray) -> float:
     "Undiscounted return of `plan` from `root` until the model's done. The model gets rows of a private copy."
     model.set_state(root)
@@ -276,7 +302,15 @@ def _score_plan(model, root, plan: np.ndarray) -> float:
         if done: break
     return total
 
-# %% ../nbs/10_planning.ipynb #5f104fe7
+# %% ../nbs/10_planning.ipynb #f2d7dce0
+def _cem_bounds(low, high) -> tuple[np.ndarray, np.ndarray]:
+    "The action bounds as flat float64 arrays. Raises `CwmNbError` unless they are finite, of one shape, low <= high."
+    low, high = np.asarray(low, np.float64).reshape(-1), np.asarray(high, np.float64).reshape(-1)
+    if low.shape != high.shape or not (np.isfinite(low).all() and np.isfinite(high).all()) or (low > high).any():
+        raise CwmNbError(f"CEM needs finite action bounds with low <= high, got {low} and {high}", "plan only Box action spaces with finite bounds")
+    return low, high
+
+# %% ../nbs/10_planning.ipynb #9acb0cc4
 def cem_plan(
     model,                      # set_state(root) / step(a) -> (obs, reward, done)
     root,                       # what model.set_state receives
@@ -285,9 +319,7 @@ def cem_plan(
     rng: np.random.Generator,   # all of the planner's randomness
 ) -> np.ndarray:                # (T, d) float64, within [low, high]
     "One CEM decision from `root` (paper Table 14): the best plan of the last iteration. Raises what the model raises."
-    low, high = np.asarray(low, np.float64).reshape(-1), np.asarray(high, np.float64).reshape(-1)
-    if low.shape != high.shape or not (np.isfinite(low).all() and np.isfinite(high).all()) or (low > high).any():
-        raise CwmNbError(f"CEM needs finite action bounds with low <= high, got {low} and {high}", "plan only Box action spaces with finite bounds")
+    low, high = _cem_bounds(low, high)
     T, d = config.horizon, low.size
     score_all = getattr(model, "score_plans", None)   # a model may score a batch of plans at once (same result)
     mean = np.broadcast_to((low + high) / 2, (T, d)).copy()
@@ -301,7 +333,7 @@ def cem_plan(
             mean, std = elite.mean(axis=0), elite.std(axis=0)
     return plans[order[0]].copy()
 
-# %% ../nbs/10_planning.ipynb #f79d8fdd
+# %% ../nbs/10_planning.ipynb #4334236b
 _MOVED = {
     "cwm_nb.plan_driver": ("ProgramModel", "_fresh_state", "decode_state", "encode_state", "_REQ_HDR", "MAX_REPLY_BYTES",
                            "_SERVE", "PR_SET_DUMPABLE", "_program_env", "_program_model", "_plan", "load_driver",
@@ -310,14 +342,18 @@ _MOVED = {
                            "CHUNK_ANSWERS", "_Recorder", "_record_search", "_JOB_SOURCE", "_fork_model_side",
                            "_limit_cpu", "_isolated_planner", "check_action", "check_plan", "INTEGRITY_NOTE",
                            "min_model_steps", "check_stats"),
-    "cwm_nb.oracle": ("STATE_ATTRS", "Snapshot", "_copy_value", "_mj_dims", "_is_mujoco", "snapshot", "restore",
+}
+
+# %% ../nbs/10_planning.ipynb #d577e06f
+_MOVED["cwm_nb.oracle"] = ("STATE_ATTRS", "Snapshot", "_copy_value", "_mj_dims", "_is_mujoco", "snapshot", "restore",
                       "OracleModel", "mask_to_actions", "_reseed", "_box_bounds", "oracle_cem_plan", "oracle_mcts_action",
                       "_Space", "_space_of", "_random_action", "_obs_format", "_EnvSetup", "_setup", "_Decision",
                       "EpisodeLog", "_legal_now", "play_episode", "_plan_seed", "_cem_cfg", "_oracle_decider",
                       "_random_decider", "_CwmDecider", "_code_version", "_baseline_key", "_cache_path", "_load_cached",
                       "baseline_episodes", "_progress", "PlanningResult", "_mean", "_cwm_episodes", "_planning_result",
-                      "evaluate_planning"),
-}
+                      "evaluate_planning")
+
+# %% ../nbs/10_planning.ipynb #66112ed9
 _HOME = {name: module for module, names in _MOVED.items() for name in names}
 _all_ = ["STATE_ATTRS", "MAX_REPLY_BYTES", "PR_SET_DUMPABLE", "CHUNK_ANSWERS", "INTEGRITY_NOTE", "Snapshot", "snapshot",
          "restore", "OracleModel", "mask_to_actions", "decode_state", "encode_state", "ProgramModel", "oracle_cem_plan",
@@ -325,6 +361,7 @@ _all_ = ["STATE_ATTRS", "MAX_REPLY_BYTES", "PR_SET_DUMPABLE", "CHUNK_ANSWERS", "
          "TapeModel", "check_action", "check_plan", "min_model_steps", "check_stats", "EpisodeLog", "play_episode",
          "baseline_episodes", "PlanningResult", "evaluate_planning"]
 
+# %% ../nbs/10_planning.ipynb #c671f281
 def __getattr__(name: str):
     "A name of `cwm_nb.plan_driver` or `cwm_nb.oracle`, looked up there (each time: it may be rebound there)."
     home = _HOME.get(name)

@@ -6,6 +6,7 @@
 from __future__ import annotations
 from typing import Any
 import numpy as np
+from fastcore.basics import patch
 import gymnasium as gym
 from gymnasium import spaces
 from .core import CwmNbError
@@ -43,6 +44,7 @@ GROUP_MONSTER = {"order of the forest": "dragon", "rebel enclave": "demon", "sta
 ELEMENT_MODIFIER = {"cold": "shimmering", "fire": "grandmasters", "lightning": "blessed", "poison": "gleaming"}
 TARGET_GROUP = "order of the forest"
 
+# %% ../nbs/04_rtfm.ipynb #20cf1fa6
 def weapon_beats(
     item: str,     # a weapon name "<modifier> <weapon>", or "empty"
     monster: str,  # a monster name "<element> <kind>"
@@ -52,19 +54,21 @@ def weapon_beats(
     element, modifier = monster.split()[0], item.split()[0]
     return ELEMENT_MODIFIER.get(element) == modifier
 
+# %% ../nbs/04_rtfm.ipynb #2708b16c
 def in_target_group(
     monster: str,  # a monster name "<element> <kind>"
 ) -> bool:
     "True when `monster`'s kind belongs to the group the goal names (`TARGET_GROUP`)."
     return monster.split()[-1] == GROUP_MONSTER[TARGET_GROUP]
 
-# %% ../nbs/04_rtfm.ipynb #0b06c532
+# %% ../nbs/04_rtfm.ipynb #32be3ccb
 def empty_room() -> np.ndarray:
     "A `(6, 6, 2)` object array of str: `\"wall\"` on the outer ring of layer 0, `\"empty\"` everywhere else."
     board = np.full((ROOM_SIZE, ROOM_SIZE, N_LAYERS), EMPTY, dtype=object)
     board[0, :, 0] = board[-1, :, 0] = board[:, 0, 0] = board[:, -1, 0] = WALL
     return board
 
+# %% ../nbs/04_rtfm.ipynb #6fe78892
 def random_board(
     rng: np.random.Generator,  # e.g. the env's `np_random`
 ) -> np.ndarray:
@@ -75,6 +79,7 @@ def random_board(
         board[1 + int(k) // inner, 1 + int(k) % inner, 0] = obj
     return board
 
+# %% ../nbs/04_rtfm.ipynb #a9297a53
 def agent_position(
     board: np.ndarray,  # (6, 6, 2) object array of str
 ) -> tuple[int, int] | None:
@@ -83,9 +88,10 @@ def agent_position(
     if YOU not in cells: return None
     return divmod(cells.index(YOU), board.shape[1])
 
-# %% ../nbs/04_rtfm.ipynb #6fe78892
+# %% ../nbs/04_rtfm.ipynb #d037ef20
 _BOARD_SET = frozenset(BOARD_STRINGS)
 
+# %% ../nbs/04_rtfm.ipynb #ea6a7c4b
 def as_board(
     board: Any,  # (6, 6, 2) array or nested lists of str
 ) -> np.ndarray:
@@ -105,6 +111,7 @@ def as_board(
         raise CwmNbError("the RTFM board holds more than one 'you'", "put the agent on at most one cell")
     return arr
 
+# %% ../nbs/04_rtfm.ipynb #f0e89082
 def as_inventory(
     inventory: Any,  # "empty" or a weapon name
 ) -> str:
@@ -113,7 +120,7 @@ def as_inventory(
         raise CwmNbError(f"illegal RTFM inventory {inventory!r}", f"use one of {list(INVENTORY_STRINGS)}")
     return str(inventory)
 
-# %% ../nbs/04_rtfm.ipynb #85e096ee
+# %% ../nbs/04_rtfm.ipynb #0ed44a2c
 def valid_actions(
     x: Any,  # a board, an observation (board, inventory), or an RTFMEnv (wrapped or not)
 ) -> np.ndarray:
@@ -132,6 +139,7 @@ def valid_actions(
         if 0 <= r < ROOM_SIZE and 0 <= c < ROOM_SIZE and board[r, c, 0] != WALL: ok.append(a)
     return np.array(ok, dtype=np.int64)
 
+# %% ../nbs/04_rtfm.ipynb #bb5cee06
 def action_mask(
     board: np.ndarray,  # (6, 6, 2) object array of str
 ) -> np.ndarray:
@@ -140,18 +148,24 @@ def action_mask(
     mask[valid_actions(board)] = 1
     return mask
 
-# %% ../nbs/04_rtfm.ipynb #8c4d9170
+# %% ../nbs/04_rtfm.ipynb #3f3d57ab
 OUTCOME_REWARD = {"": 0, "won": 1, "died": -1, "killed_distractor": -1, "out_of_turns": -1}
 
+# %% ../nbs/04_rtfm.ipynb #3c4995ef
+def _check_action(action: Any) -> None:
+    "Raise `CwmNbError` unless `action` is an int (not a bool) in 0..4."
+    if isinstance(action, (bool, np.bool_)) or not isinstance(action, (int, np.integer)) \
+            or not 0 <= int(action) < len(ACTION_NAMES):
+        raise CwmNbError(f"RTFM actions are the ints 0..4, got {action!r}", f"use one of {list(ACTION_NAMES)} by index")
+
+# %% ../nbs/04_rtfm.ipynb #2aaebb1f
 def rtfm_step(
     board: np.ndarray,  # (6, 6, 2) object array of str, with "you" on it
     inventory: str,     # "empty" or the weapon carried
     action: int,        # 0 Stay, 1 Up, 2 Down, 3 Left, 4 Right
 ) -> tuple[np.ndarray, str, int, str]:  # next board (a new array), next inventory, reward, outcome ("" = game on)
     "Apply one action to a board. Outcomes: \"\", \"won\", \"died\", \"killed_distractor\". Raises `CwmNbError`."
-    if isinstance(action, (bool, np.bool_)) or not isinstance(action, (int, np.integer)) \
-            or not 0 <= int(action) < len(ACTION_NAMES):
-        raise CwmNbError(f"RTFM actions are the ints 0..4, got {action!r}", f"use one of {list(ACTION_NAMES)} by index")
+    _check_action(action)
     pos = agent_position(board)
     if pos is None:
         raise CwmNbError("the agent is not on the RTFM board: the episode is over", "reset the env or restore a live state")
@@ -170,7 +184,7 @@ def rtfm_step(
     nxt[pos[0], pos[1], 0], nxt[r, c, 0] = EMPTY, YOU
     return nxt, inventory, OUTCOME_REWARD[outcome], outcome
 
-# %% ../nbs/04_rtfm.ipynb #3f3d57ab
+# %% ../nbs/04_rtfm.ipynb #d268c41a
 class StringArraySpace(spaces.Space):
     "Numpy object arrays of a fixed shape whose entries are `str` from a fixed vocabulary."
     def __init__(self,
@@ -184,19 +198,24 @@ class StringArraySpace(spaces.Space):
     @property
     def is_np_flattenable(self) -> bool: return False
 
-    def sample(self, mask: Any = None, probability: Any = None) -> np.ndarray:
-        "An array of uniformly drawn vocabulary entries (not necessarily a reachable board)."
-        return np.array(self.vocabulary, dtype=object)[self.np_random.integers(len(self.vocabulary), size=self.shape)]
-
-    def contains(self, x: Any) -> bool:
-        return (isinstance(x, np.ndarray) and x.shape == self.shape
-                and all(type(v) is str and v in self.vocabulary for v in x.flat))
-
     def __repr__(self) -> str: return f"StringArraySpace({self.shape}, {len(self.vocabulary)} strings)"
 
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, StringArraySpace) and (self.shape, self.vocabulary) == (other.shape, other.vocabulary)
 
+# %% ../nbs/04_rtfm.ipynb #d1c4cb3c
+@patch
+def contains(self: StringArraySpace, x: Any) -> bool:
+    "True for a numpy array of the space's shape whose entries are all `str` of the vocabulary."
+    return (isinstance(x, np.ndarray) and x.shape == self.shape
+            and all(type(v) is str and v in self.vocabulary for v in x.flat))
+
+@patch
+def sample(self: StringArraySpace, mask: Any = None, probability: Any = None) -> np.ndarray:
+    "An array of uniformly drawn vocabulary entries (not necessarily a reachable board)."
+    return np.array(self.vocabulary, dtype=object)[self.np_random.integers(len(self.vocabulary), size=self.shape)]
+
+# %% ../nbs/04_rtfm.ipynb #a6ca2f64
 class StringSpace(spaces.Space):
     "One `str` out of a fixed vocabulary."
     def __init__(self,
@@ -219,7 +238,7 @@ class StringSpace(spaces.Space):
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, StringSpace) and self.vocabulary == other.vocabulary
 
-# %% ../nbs/04_rtfm.ipynb #2aaebb1f
+# %% ../nbs/04_rtfm.ipynb #d667940e
 _RTFM_DOC_RULES = """RTFM ("Read to Fight Monsters"), stationary and deterministic: read the manual, pick up the right weapon, defeat the right monster.
 
     ## Description
@@ -254,7 +273,7 @@ _RTFM_DOC_RULES = """RTFM ("Read to Fight Monsters"), stationary and determinist
 
     Defeat the Order of the Forest."""
 
-# %% ../nbs/04_rtfm.ipynb #5ac3031b
+# %% ../nbs/04_rtfm.ipynb #af35fe6e
 _RTFM_DOC_SPACES = """
 
     ## Action Space
@@ -290,7 +309,7 @@ _RTFM_DOC_SPACES = """
     inventory is a Python string: "empty" when you carry no weapon, otherwise the weapon's name,
     "shimmering axe" or "grandmasters bow"."""
 
-# %% ../nbs/04_rtfm.ipynb #d61871ed
+# %% ../nbs/04_rtfm.ipynb #4a0ca536
 _RTFM_DOC_END = """
 
     ## Rewards
@@ -314,7 +333,7 @@ _RTFM_DOC_END = """
     applies and the step count never changes what happens.
     """
 
-# %% ../nbs/04_rtfm.ipynb #d7f614ff
+# %% ../nbs/04_rtfm.ipynb #29f7df7b
 class RTFMEnv(gym.Env):
     __doc__ = _RTFM_DOC_RULES + _RTFM_DOC_SPACES + _RTFM_DOC_END
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
@@ -337,13 +356,14 @@ class RTFMEnv(gym.Env):
     def _info(self, outcome: str = "") -> dict:
         return {"action_mask": action_mask(self._board), "outcome": outcome}
 
-# %% ../nbs/04_rtfm.ipynb #f880c398
+# %% ../nbs/04_rtfm.ipynb #bd551ef1
 def _rtfm_reset(self: RTFMEnv, *, seed: int | None = None, options: dict | None = None):
     "Place the objects at random (seeded by `seed` through `np_random`). Returns `((board, inventory), info)`."
     gym.Env.reset(self, seed=seed)
     self._board, self._inventory, self._turn, self._over = random_board(self.np_random), EMPTY, 0, False
     return self._obs(), self._info()
 
+# %% ../nbs/04_rtfm.ipynb #e6275207
 def _rtfm_step(self: RTFMEnv, action: int):
     "One turn. Returns `((board, inventory), reward, terminated, truncated, info)`. Raises `CwmNbError` after the end."
     if self._over:
@@ -357,13 +377,15 @@ def _rtfm_step(self: RTFMEnv, action: int):
     self._over = terminated or truncated
     return self._obs(), float(OUTCOME_REWARD[outcome]), terminated, truncated, self._info(outcome)
 
+# %% ../nbs/04_rtfm.ipynb #361d90c1
 RTFMEnv.reset, RTFMEnv.step = _rtfm_reset, _rtfm_step
 
-# %% ../nbs/04_rtfm.ipynb #1766498a
+# %% ../nbs/04_rtfm.ipynb #c9f4e76f
 def _rtfm_get_state(self: RTFMEnv) -> dict:
     "The whole dynamic state as JSON-safe data: `{\"board\": 6x6x2 nested lists of str, \"inventory\", \"turn\", \"over\"}`."
     return {"board": self._board.tolist(), "inventory": self._inventory, "turn": self._turn, "over": self._over}
 
+# %% ../nbs/04_rtfm.ipynb #fc825e13
 def _rtfm_set_state(self: RTFMEnv,
               state: dict,  # as returned by `get_state`; "turn" defaults to 0 and "over" to False
              ) -> None:
@@ -377,9 +399,10 @@ def _rtfm_set_state(self: RTFMEnv,
     over = bool(over) or agent_position(board) is None
     self._board, self._inventory, self._turn, self._over = board, inventory, int(turn), over
 
+# %% ../nbs/04_rtfm.ipynb #a6590c35
 RTFMEnv.get_state, RTFMEnv.set_state = _rtfm_get_state, _rtfm_set_state
 
-# %% ../nbs/04_rtfm.ipynb #633dfdc4
+# %% ../nbs/04_rtfm.ipynb #76b92467
 def _rtfm_render(self: RTFMEnv) -> str | None:
     "The board as text (layer 0, one row per line) and the inventory, when `render_mode == \"ansi\"`."
     if self.render_mode != "ansi": return None
@@ -387,6 +410,7 @@ def _rtfm_render(self: RTFMEnv) -> str | None:
 
 RTFMEnv.render = _rtfm_render
 
+# %% ../nbs/04_rtfm.ipynb #f3c8a5e9
 def render_board(
     board: np.ndarray,  # (6, 6, 2) object array of str
     inventory: str,     # "empty" or a weapon name
@@ -396,7 +420,7 @@ def render_board(
     rows = [" | ".join(f"{v:<{w}}" for v in board[r, :, 0]).rstrip() for r in range(board.shape[0])]
     return "\n".join(rows + [f"inventory: {inventory}"])
 
-# %% ../nbs/04_rtfm.ipynb #f7fcdb22
+# %% ../nbs/04_rtfm.ipynb #c5b2a887
 def register_rtfm() -> None:
     "Register `RTFM_GYM_ID` with gymnasium (max_episode_steps = `RTFM_HORIZON`) unless it is registered already."
     if RTFM_GYM_ID not in gym.registry:
@@ -404,9 +428,10 @@ def register_rtfm() -> None:
 
 register_rtfm()
 
-# %% ../nbs/04_rtfm.ipynb #361d90c1
+# %% ../nbs/04_rtfm.ipynb #b4cc7640
 RTFM_ROW_LENGTH = ROOM_SIZE * ROOM_SIZE * N_LAYERS + 1  # 73
 
+# %% ../nbs/04_rtfm.ipynb #eabd34d4
 def rtfm_obs_to_row(
     obs: tuple,  # (board (6, 6, 2) of str, inventory str)
 ) -> list[str]:
@@ -416,6 +441,7 @@ def rtfm_obs_to_row(
     board, inventory = as_board(obs[0]), as_inventory(obs[1])
     return [str(v) for v in board.reshape(-1)] + [inventory]
 
+# %% ../nbs/04_rtfm.ipynb #d8002846
 def rtfm_row_to_obs(
     row: Any,  # 73 strings (list, tuple or numpy '<U'/object array)
 ) -> tuple[np.ndarray, str]:
@@ -427,7 +453,7 @@ def rtfm_row_to_obs(
     board = as_board(np.array(row[:-1], dtype=object).reshape(ROOM_SIZE, ROOM_SIZE, N_LAYERS))
     return board, as_inventory(row[-1])
 
-# %% ../nbs/04_rtfm.ipynb #fc825e13
+# %% ../nbs/04_rtfm.ipynb #1fda6e51
 def random_valid_policy(
     env: gym.Env | None,       # the env acted in (unused: the observation decides; kept for the policy signature)
     obs: tuple,                # the current (board, inventory) observation

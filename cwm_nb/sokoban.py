@@ -34,6 +34,7 @@ _GLYPHS = {"#": ("Wall",), ".": ("Target",), "$": ("Box",), "*": ("Box", "Target
            " ": (), "-": (), "_": ()}
 _CELL_GLYPH = {tuple(sorted(v)): k for k, v in _GLYPHS.items() if k not in "-_"}
 
+# %% ../nbs/04b_sokoban.ipynb #1649140f
 def parse_level(
     text: str,  # XSB rows, first line = row 0; also T, P, B for teleporters
 ) -> State:
@@ -46,6 +47,7 @@ def parse_level(
             ents += [Entity(n, x, y) for n in _GLYPHS[ch]]
     return State(ents)
 
+# %% ../nbs/04b_sokoban.ipynb #acfdfa10
 def level_text(
     state: Iterable[Entity],  # a Sokoban state
 ) -> str:
@@ -63,7 +65,7 @@ def level_text(
         return _CELL_GLYPH[key]
     return "\n".join("".join(glyph((x, y)) for x in range(w)).rstrip() for y in range(h))
 
-# %% ../nbs/04b_sokoban.ipynb #51e233d2
+# %% ../nbs/04b_sokoban.ipynb #191aee8b
 class _Level:
     "A state indexed for the rules: fixed cells as sets of (x, y), the player and the boxes."
     __slots__ = ("walls", "targets", "gates", "width", "height", "player", "boxes")
@@ -79,16 +81,20 @@ class _Level:
         self.height = 1 + max(y for _, y in (p for v in by.values() for p in v))
         self.player, self.boxes = by["Player"][0], frozenset(by["Box"])
 
-    def blocked(self, c: tuple[int, int]) -> bool:
-        return c in self.walls or not (0 <= c[0] < self.width and 0 <= c[1] < self.height)
+# %% ../nbs/04b_sokoban.ipynb #d3c354f0
+def _lv_blocked(self: _Level, c: tuple[int, int]) -> bool:
+    "True for a wall or a cell outside the grid."
+    return c in self.walls or not (0 <= c[0] < self.width and 0 <= c[1] < self.height)
 
-    def teleport(self, c: tuple[int, int], boxes: frozenset) -> tuple[int, int]:
-        "Where the player who just entered cell `c` ends up."
-        g = self.gates
-        if len(g) != 2 or c not in g or g[0] in boxes or g[1] in boxes: return c
-        return g[1] if c == g[0] else g[0]
+def _lv_teleport(self: _Level, c: tuple[int, int], boxes: frozenset) -> tuple[int, int]:
+    "Where the player who just entered cell `c` ends up."
+    g = self.gates
+    if len(g) != 2 or c not in g or g[0] in boxes or g[1] in boxes: return c
+    return g[1] if c == g[0] else g[0]
 
-# %% ../nbs/04b_sokoban.ipynb #191aee8b
+_Level.blocked, _Level.teleport = _lv_blocked, _lv_teleport
+
+# %% ../nbs/04b_sokoban.ipynb #7ea14d04
 def _advance(lv: _Level, player: tuple[int, int], boxes: frozenset, action: str) -> tuple[tuple[int, int], frozenset]:
     "One step on positions: the player's and the boxes' next positions."
     verb, _, way = action.partition(" ")
@@ -102,12 +108,13 @@ def _advance(lv: _Level, player: tuple[int, int], boxes: frozenset, action: str)
         boxes = (boxes - {nxt}) | {beyond}
     return lv.teleport(nxt, boxes), boxes
 
+# %% ../nbs/04b_sokoban.ipynb #a5fce385
 def _check_action(action: Any) -> str:
     if not isinstance(action, str) or action not in SOKOBAN_ACTIONS:
         raise CwmNbError(f"unknown Sokoban action {action!r}", f"use one of {list(SOKOBAN_ACTIONS)}")
     return action
 
-# %% ../nbs/04b_sokoban.ipynb #d3c354f0
+# %% ../nbs/04b_sokoban.ipynb #cd4eeff1
 def sokoban_transition(
     state: State,  # a Sokoban state (exactly one Player)
     action: str,   # one of SOKOBAN_ACTIONS
@@ -124,13 +131,14 @@ def sokoban_transition(
         out.append(e)
     return State(out)
 
-# %% ../nbs/04b_sokoban.ipynb #a5fce385
+# %% ../nbs/04b_sokoban.ipynb #5b725c63
 def _boxes_on_targets(state: State) -> tuple[int, bool]:
     "(boxes on targets, every target covered and there is at least one)."
     targets = {e.pos for e in state if e.name == "Target"}
     covered = {e.pos for e in state if e.name == "Box"} & targets
     return len(covered), bool(targets) and covered == targets
 
+# %% ../nbs/04b_sokoban.ipynb #99b705dd
 def sokoban_reward(
     state: State,       # the state before
     action: str,        # the action taken (the reward does not depend on it)
@@ -144,9 +152,17 @@ def sokoban_reward(
     if solved: reward += REWARD_SOLVED
     return reward, solved
 
-# %% ../nbs/04b_sokoban.ipynb #85c46a7f
+# %% ../nbs/04b_sokoban.ipynb #0412eecb
 _PUSHES = ("push up", "push down", "push left", "push right")
 
+# %% ../nbs/04b_sokoban.ipynb #caf93558
+def _plan_to(parent: dict, node) -> list[str]:
+    "The actions from the search's start to `node`, following `parent` links (node -> (previous node, action))."
+    plan = []
+    while parent[node] is not None: node, a = parent[node]; plan.append(a)
+    return plan[::-1]
+
+# %% ../nbs/04b_sokoban.ipynb #311e0c17
 def solve_sokoban(
     state: State,              # a Sokoban state
     max_positions: int = 500_000,  # give up beyond this many distinct (player, boxes) positions
@@ -164,20 +180,18 @@ def solve_sokoban(
             nxt = _advance(lv, node[0], node[1], a)
             if nxt in parent: continue
             parent[nxt] = (node, a)
-            if lv.targets <= nxt[1]:
-                plan = []
-                while parent[nxt] is not None: nxt, a = parent[nxt]; plan.append(a)
-                return plan[::-1]
+            if lv.targets <= nxt[1]: return _plan_to(parent, nxt)
             if len(parent) > max_positions:
                 raise CwmNbError(f"solve_sokoban gave up after {max_positions} positions", "raise max_positions")
             queue.append(nxt)
     return None
 
-# %% ../nbs/04b_sokoban.ipynb #e8a4df26
+# %% ../nbs/04b_sokoban.ipynb #cf552398
 _BRUSHES = (((-1, 0), (0, 0), (1, 0)), ((0, -1), (0, 0), (0, 1)), ((0, 0), (1, 0), (0, 1)),
             ((0, 0), (-1, 0), (0, 1)), ((0, 0), (1, 0), (0, 1), (1, 1)))   # cells carved around the walker
 _DIRS = tuple(_DELTA.values())
 
+# %% ../nbs/04b_sokoban.ipynb #095d6ca6
 def room_topology(
     rng: np.random.Generator,    # e.g. the environment's np_random
     dim_room: tuple[int, int] = (7, 7),  # (rows, columns), outer ring included
@@ -196,7 +210,7 @@ def room_topology(
             if 1 <= x + dx <= cols - 2 and 1 <= y + dy <= rows - 2: floor.add((x + dx, y + dy))
     return frozenset(floor)
 
-# %% ../nbs/04b_sokoban.ipynb #caf93558
+# %% ../nbs/04b_sokoban.ipynb #d07bdcf3
 def reverse_play(
     floor: frozenset[tuple[int, int]],  # floor cells (x, y)
     targets: Iterable[tuple[int, int]], # target cells, where the boxes start
@@ -219,14 +233,27 @@ def reverse_play(
                 if n not in depth: depth[n] = depth[node] + 1; queue.append(n)
     return depth
 
-# %% ../nbs/04b_sokoban.ipynb #fd87cf86
+# %% ../nbs/04b_sokoban.ipynb #0b7c925e
 def _room_state(rows: int, cols: int, floor: frozenset, targets, boxes, player, gates=()) -> State:
     ents = [Entity("Wall", x, y) for y in range(rows) for x in range(cols) if (x, y) not in floor]
     ents += [Entity("Target", *t) for t in targets] + [Entity("Box", *b) for b in boxes]
     ents += [Entity("Teleporter", *g) for g in gates] + [Entity("Player", *player)]
     return State(ents)
 
-# %% ../nbs/04b_sokoban.ipynb #c67c9c67
+# %% ../nbs/04b_sokoban.ipynb #9db73ae6
+def _with_teleporters(rng: np.random.Generator, dim_room: tuple[int, int], floor: frozenset, targets, boxes,
+                      player) -> tuple[State, int] | None:
+    "A solvable level with one teleporter pair and its shortest solution length, or None after ten tries."
+    free = [c for c in sorted(floor) if c not in targets and c not in boxes and c != player]
+    if len(free) < 2: return None
+    for _ in range(10):
+        gates = [free[int(i)] for i in rng.choice(len(free), size=2, replace=False)]
+        level = _room_state(*dim_room, floor, targets, boxes, player, gates)
+        plan = solve_sokoban(level)
+        if plan is not None: return level, len(plan)
+    return None
+
+# %% ../nbs/04b_sokoban.ipynb #a80db4a6
 def generate_level(
     rng: np.random.Generator,            # e.g. the environment's np_random
     dim_room: tuple[int, int] = (7, 7),  # (rows, columns), outer walls included
@@ -247,17 +274,12 @@ def generate_level(
         if not starts: continue
         player, boxes = starts[int(rng.integers(len(starts)))]
         if not teleporters: return _room_state(rows, cols, floor, targets, boxes, player), depth[(player, boxes)]
-        free = [c for c in cells if c not in targets and c not in boxes and c != player]
-        if len(free) < 2: continue
-        for _ in range(10):
-            gates = [free[int(i)] for i in rng.choice(len(free), size=2, replace=False)]
-            level = _room_state(rows, cols, floor, targets, boxes, player, gates)
-            plan = solve_sokoban(level)
-            if plan is not None: return level, len(plan)
+        found = _with_teleporters(rng, dim_room, floor, targets, boxes, player)
+        if found is not None: return found
     raise CwmNbError(f"no solvable {rows}x{cols} Sokoban level with {num_boxes} boxes after {max_tries} rooms",
                      "use fewer boxes, a larger room or more num_gen_steps")
 
-# %% ../nbs/04b_sokoban.ipynb #cf552398
+# %% ../nbs/04b_sokoban.ipynb #5c6bee89
 class SokobanEnv(gym.Env):
     """Sokoban with object-oriented states: push every box onto a target ("win the game").
 
@@ -315,7 +337,7 @@ class SokobanEnv(gym.Env):
         self.observation_space = ObjectStateSpace(SOKOBAN_ENTITY_NAMES)
         self._state, self._steps, self._over = None, 0, True
 
-# %% ../nbs/04b_sokoban.ipynb #bbdb1fbb
+# %% ../nbs/04b_sokoban.ipynb #1c76ff14
 def _sk_reset(self: SokobanEnv, *, seed: int | None = None, options: dict | None = None):
     "A new level (seeded by `seed`), or `options[\"level\"]` (a State, its plain form or level text). Returns `(state, info)`."
     gym.Env.reset(self, seed=seed)
@@ -328,6 +350,7 @@ def _sk_reset(self: SokobanEnv, *, seed: int | None = None, options: dict | None
     self._steps, self._over = 0, False
     return self._state, {"mission": self.mission, "solution_length": n}
 
+# %% ../nbs/04b_sokoban.ipynb #8ec3b48b
 def _sk_step(self: SokobanEnv, action: str):
     "One step. Returns `(state, reward, terminated, truncated, info)`. Raises `CwmNbError` after the end."
     if self._over: raise CwmNbError("step() called on a Sokoban episode that is over (or never started)",
@@ -339,14 +362,16 @@ def _sk_step(self: SokobanEnv, action: str):
     self._over = terminated or truncated
     return nxt, reward, terminated, truncated, {"mission": self.mission}
 
+# %% ../nbs/04b_sokoban.ipynb #14ba2ddc
 SokobanEnv.reset, SokobanEnv.step = _sk_reset, _sk_step
 
-# %% ../nbs/04b_sokoban.ipynb #d07bdcf3
+# %% ../nbs/04b_sokoban.ipynb #fa893ab1
 def _sk_get_state(self: SokobanEnv) -> dict:
     "A JSON-safe snapshot: `{\"state\": plain state, \"steps\": int, \"over\": bool}`."
     if self._state is None: raise CwmNbError("the Sokoban env has no state yet", "call reset() first")
     return {"state": state_to_plain(self._state), "steps": self._steps, "over": self._over}
 
+# %% ../nbs/04b_sokoban.ipynb #5df10191
 def _sk_set_state(self: SokobanEnv,
               snapshot: dict,  # from `get_state`; "steps" defaults to 0, "over" to False
              ) -> None:
@@ -358,6 +383,7 @@ def _sk_set_state(self: SokobanEnv,
         raise CwmNbError(f"'steps' must be an int >= 0, got {steps!r}", "pass what get_state() returned")
     self._state, self._steps, self._over = _as_level(snapshot["state"]), steps, bool(snapshot.get("over", False))
 
+# %% ../nbs/04b_sokoban.ipynb #3a05221f
 def _sk_current_state(self: SokobanEnv) -> State:
     "The current `State`. Raises `CwmNbError` before reset."
     if self._state is None: raise CwmNbError("the Sokoban env has no state yet", "call reset() first")
@@ -365,7 +391,7 @@ def _sk_current_state(self: SokobanEnv) -> State:
 
 SokobanEnv.get_state, SokobanEnv.set_state, SokobanEnv.current_state = _sk_get_state, _sk_set_state, _sk_current_state
 
-# %% ../nbs/04b_sokoban.ipynb #0b7c925e
+# %% ../nbs/04b_sokoban.ipynb #521f4966
 def _sk_render(self: SokobanEnv):
     "An RGB image (`rgb_array`, uint8 (rows*16, columns*16, 3)) or the level text (`ansi`)."
     if self.render_mode is None or self._state is None: return None
@@ -379,10 +405,11 @@ def _as_level(level: Any) -> State:
     _Level(state)   # exactly one player
     return state
 
-# %% ../nbs/04b_sokoban.ipynb #9db73ae6
+# %% ../nbs/04b_sokoban.ipynb #b1da38e1
 _RGB = {"wall": (60, 60, 72), "floor": (232, 228, 212), "target": (205, 45, 45), "box": (160, 105, 45),
         "box_on_target": (235, 175, 40), "player": (40, 150, 70), "teleporter": (125, 60, 200)}
 
+# %% ../nbs/04b_sokoban.ipynb #475e0dd8
 def sokoban_rgb(
     state: Iterable[Entity],  # a Sokoban state
     tile: int = 16,           # pixels per cell
@@ -400,7 +427,7 @@ def sokoban_rgb(
     fill(lv.player, "player", tile // 4)
     return img
 
-# %% ../nbs/04b_sokoban.ipynb #5c6bee89
+# %% ../nbs/04b_sokoban.ipynb #283eedbc
 def register_sokoban() -> None:
     "Register `SOKOBAN_GYM_ID` and `SOKOBAN_TELEPORTER_GYM_ID` with gymnasium unless they are registered."
     if SOKOBAN_GYM_ID not in gym.registry:
