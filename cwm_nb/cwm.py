@@ -12,9 +12,10 @@ from .core import CwmNbError, Program, to_plain
 from .replay import ReplayBuffer
 
 # %% auto #0
-__all__ = ['OBS_FORMATS', 'DETERMINISM_PASSES', 'ROLLOUT_HORIZONS', 'Evaluation', 'buffer_format', 'score_predictions',
-           'condense_error', 'other_transitions', 'first_difference', 'rollout_segments', 'score_rollouts',
-           'plot_rollouts', 'sandbox_inputs', 'check_determinism', 'rollout_errors', 'evaluate_program']
+__all__ = ['OBS_FORMATS', 'DETERMINISM_PASSES', 'ROLLOUT_HORIZONS', 'RESOURCE_ERRORS', 'Evaluation', 'buffer_format',
+           'score_predictions', 'condense_error', 'other_transitions', 'first_difference', 'rollout_segments',
+           'state_scale', 'score_rollouts', 'plot_rollouts', 'sandbox_inputs', 'check_determinism', 'rollout_errors',
+           'evaluate_program']
 
 # %% ../nbs/06_cwm.ipynb #361d8a4c
 def _class_weighted_mean(credit: np.ndarray, rewards: np.ndarray) -> float:
@@ -354,7 +355,7 @@ def condense_error(
         msg += f" (line {line}: {(code or '').strip()})" if code else f" (line {line})"
     return msg
 
-# %% ../nbs/06_cwm.ipynb #a3b26feb
+# %% ../nbs/06_cwm.ipynb #23e1b723
 DETERMINISM_PASSES = ("repeat", "after_other")
 
 def other_transitions(n: int) -> list[int]:
@@ -378,7 +379,7 @@ def first_difference(
         if not _same(a, b): return i
     return None if len(first) == len(second) else min(len(first), len(second))
 
-# %% ../nbs/06_cwm.ipynb #bf5e8687
+# %% ../nbs/06_cwm.ipynb #dbb7ea2b
 ROLLOUT_HORIZONS = (1, 5, 20, None)   # None: to the end of each logged episode
 
 def _rows_equal(x, y) -> bool:
@@ -400,9 +401,18 @@ def rollout_segments(
         segs.append((s, b - s))
     return segs
 
-# %% ../nbs/06_cwm.ipynb #dbb7ea2b
-def _state_distance(buffer: ReplayBuffer, fmt: str, kind: str):
-    "A function (predicted plain next_obs, transition index) -> normalised distance, or None when unusable; with `.many`."
+# %% ../nbs/06_cwm.ipynb #67cc6a4e
+def state_scale(
+    buffer: ReplayBuffer,   # a replay buffer with array observations
+) -> np.ndarray:            # float64 (d,), one per flattened observation dimension
+    "Per-dimension standard deviation of all of `buffer`'s observations (obs and next_obs), 1 where it is about 0."
+    o = np.asarray(buffer.obs, dtype=np.float64).reshape(len(buffer), -1)
+    allv = np.concatenate([o, np.asarray(buffer.next_obs, dtype=np.float64).reshape(len(buffer), -1)])
+    sd = allv.std(0) if len(allv) else np.ones(o.shape[1])
+    return np.where(sd > 1e-12, sd, 1.0)
+
+def _state_distance(buffer: ReplayBuffer, fmt: str, kind: str, scale=None):
+    "A function (predicted plain next_obs, transition index) -> normalised distance, or None when unusable or not finite; with `.many`."
     if fmt == "rtfm":
         rows = _rtfm_rows(buffer.next_obs)
         def dist(p, t):
@@ -413,15 +423,15 @@ def _state_distance(buffer: ReplayBuffer, fmt: str, kind: str):
         dist.many = lambda ps, idx: np.array([np.nan if (d := dist(p, t)) is None else d for p, t in zip(ps, idx)])
         return dist
     exp = np.asarray(buffer.next_obs, dtype=np.float64).reshape(len(buffer), -1)
-    scale = np.ones(exp.shape[1])
-    if kind == "continuous":
-        allv = np.concatenate([np.asarray(buffer.obs, dtype=np.float64).reshape(len(buffer), -1), exp])
-        sd = allv.std(0) if len(allv) else scale
-        scale = np.where(sd > 1e-12, sd, 1.0)
+    if kind != "continuous": scale = np.ones(exp.shape[1])
+    else: scale = state_scale(buffer) if scale is None else np.asarray(scale, dtype=np.float64).reshape(-1)
+    if scale.shape != (exp.shape[1],):
+        raise CwmNbError(f"the state scale has {scale.size} values for {exp.shape[1]}-dimensional states",
+                         "pass state_scale(buffer) of the buffer the part was cut from")
     def dist(p, t):
         try: a = np.asarray(p, dtype=np.float64).reshape(-1)
         except (ValueError, TypeError, OverflowError): return None
-        if a.shape != exp[t].shape: return None
+        if a.shape != exp[t].shape or not np.isfinite(a).all(): return None
         if kind == "continuous": return float(np.mean(np.abs(a - exp[t]) / scale)) if a.size else 0.0
         return float(np.mean(a != exp[t])) if a.size else 0.0
     def many(ps: list, idx: np.ndarray) -> np.ndarray:   # float64 (n,), NaN where unusable; one numpy pass when all fit
@@ -430,36 +440,60 @@ def _state_distance(buffer: ReplayBuffer, fmt: str, kind: str):
             if len(ps) and a.shape[1] == exp.shape[1] and np.asarray(ps[0]).size == exp.shape[1]:
                 e = exp[idx]
                 if not exp.shape[1]: return np.zeros(len(ps))
-                return (np.abs(a - e) / scale).mean(1) if kind == "continuous" else (a != e).mean(1)
+                with np.errstate(invalid="ignore", over="ignore"):
+                    d = (np.abs(a - e) / scale).mean(1) if kind == "continuous" else (a != e).mean(1)
+                return np.where(np.isfinite(a).all(1), d, np.nan)   # a NaN or infinite component: unusable
         except (ValueError, TypeError, OverflowError): pass
         return np.array([np.nan if (d := dist(p, t)) is None else d for p, t in zip(ps, idx)])
     dist.many = many
     return dist
 
-# %% ../nbs/06_cwm.ipynb #67cc6a4e
-def _rollout_errors(raw: dict, s: int, length: int, buffer, target_done, dist):
-    "Per step of one rollout: state errors (None at terminal targets or unusable), reward errors (None if unusable), first done disagreement (1-based)."
+# %% ../nbs/06_cwm.ipynb #2a6d1885
+def _failed_step(rows: list, ok: np.ndarray, d: np.ndarray, e: np.ndarray, terminal: np.ndarray) -> tuple[int | None, str]:
+    "The first step (0-based) whose output cannot be scored, and why; (None, '') if every step can."
+    done_ok = np.array([p[2] is True or p[2] is False for p in rows], dtype=bool)
+    bad = ~ok | ~np.isfinite(e) | ~done_ok | (~terminal & ~np.isfinite(d))
+    if not bad.any(): return None, ""
+    k = int(np.flatnonzero(bad)[0])
+    p = rows[k]
+    why = ("step() did not return (next_obs, reward, done)" if not ok[k] else
+           f"the reward {p[1]!r} is not a finite number" if not np.isfinite(e[k]) else
+           f"done is {p[2]!r}, not a bool" if not done_ok[k] else
+           "next_obs is not a finite state of the right shape")
+    return k, why
+
+def _rollout_errors(raw: dict | None, s: int, length: int, buffer, target_done, dist):
+    """One rollout up to its first failed step: (state errors, None at terminal targets; reward errors; first done
+    disagreement, 1-based, a failed step counting as one; the failure {step, message} or None). None if not run."""
+    if raw is None: return None
     preds = raw.get("predictions") if type(raw) is dict else None
     preds = preds if type(preds) is list else []
-    rows = [p if type(p) is list and len(p) == 3 else [None, None, None] for p in preds[:length]]
+    ok = np.array([type(p) is list and len(p) == 3 for p in preds[:length]], dtype=bool)
+    rows = [p if k else [None, None, None] for p, k in zip(preds[:length], ok)]
     idx = np.arange(s, s + len(rows), dtype=np.int64)
+    terminal = target_done[idx]
     d = dist.many([p[0] for p in rows], idx) if rows else np.zeros(0)
-    d[target_done[idx]] = np.nan                                   # no state error at a terminal target
     r = np.array([p[1] if type(p[1]) is float else np.nan for p in rows], dtype=np.float64)
-    with np.errstate(invalid="ignore"): e = np.abs(r - buffer.rewards[idx])
-    nan_none = lambda a: [None if x != x or x == math.inf else x for x in a.tolist()]
-    first_done = next((k + 1 for k, p in enumerate(rows) if p[2] is not bool(target_done[s + k])), None)   # a non-bool done disagrees
-    return nan_none(d), nan_none(e), first_done
+    with np.errstate(invalid="ignore", over="ignore"): e = np.abs(r - buffer.rewards[idx])
+    k, why = _failed_step(rows, ok, d, e, terminal)
+    err = raw.get("error") if type(raw) is dict else None
+    if k is not None:   # the driver's note on a malformed part says best what was wrong
+        noted = [m[2] for m in (raw.get("malformed") or []) if type(m) is list and len(m) == 3 and m[0] == k]
+        fail = {"step": k, "message": f"{noted[0] if noted else why} (the rollout from transition {s}, step {k})"}
+    elif len(rows) < length:
+        fail = err if type(err) is dict and "step" in err else {"step": len(rows), "message": f"the rollout from transition {s} stopped at step {len(rows)}"}
+    else: fail = None
+    n = len(rows) if k is None else k
+    d[terminal] = np.nan                                           # no state error at a terminal target
+    first_done = next((j + 1 for j in range(n) if rows[j][2] is not bool(terminal[j])), None)
+    if first_done is None and fail is not None: first_done = n + 1
+    return [None if x != x else x for x in d[:n].tolist()], e[:n].tolist(), first_done, fail
 
 def _last(xs: list):
     "The last value that is not None (the state error at a horizon whose step is terminal is the step before's)."
     return next((x for x in reversed(xs) if x is not None), None)
 
-def _mean_of(xs: list):
-    xs = [x for x in xs if x is not None]
-    return float(np.mean(xs)) if xs else None
-
-# %% ../nbs/06_cwm.ipynb #2a6d1885
+# %% ../nbs/06_cwm.ipynb #bcc99cd4
 def score_rollouts(
     raw: list,                  # cwm_rollouts' "rollouts", one per segment
     buffer: ReplayBuffer,       # the buffer they were rolled out on
@@ -467,37 +501,41 @@ def score_rollouts(
     *,
     paper_compat: bool = False, # done target: terminated | truncated (else terminated)
     horizons=ROLLOUT_HORIZONS,  # the K to summarise at (None: the episode's end)
+    scale=None,                 # continuous states: per-dimension scale of the state error; None: `state_scale(buffer)`
 ) -> dict:
-    "Errors of open-loop rollouts by step and at each horizon (see above), as plain data; `None` where nothing counts."
+    """Errors of open-loop rollouts by step and at each horizon (see above), as plain data; `None` where nothing counts.
+    A `raw` entry None is a rollout that was not run (an earlier one timed out): it is left out of every number."""
     fmt, _ = buffer_format(buffer)
     kind = "discrete" if fmt != "array" else _state_kind(buffer)
-    dist = _state_distance(buffer, fmt, kind)
+    dist = _state_distance(buffer, fmt, kind, scale)
     target_done = buffer.done if paper_compat else buffer.terminated
     per = [_rollout_errors(r, s, L, buffer, target_done, dist) for r, (s, L) in zip(raw, segments)]
-    lens = [L for _, L in segments]
-    longest = max(lens, default=0)
+    run = [(p, L) for p, (_, L) in zip(per, segments) if p is not None]
+    longest = max((L for _, L in run), default=0)
     mean = lambda xs: float(np.mean(xs)) if xs else None
-    by_step = {"rollouts": [sum(L > k for L in lens) for k in range(longest)],
-               "alive": [sum(len(se) > k for se, _, _ in per) for k in range(longest)],
-               "state_error": [mean([se[k] for se, _, _ in per if len(se) > k and se[k] is not None]) for k in range(longest)],
-               "reward_error": [mean([re[k] for _, re, _ in per if len(re) > k and re[k] is not None]) for k in range(longest)]}
+    by_step = {"rollouts": [sum(L > k for _, L in run) for k in range(longest)],
+               "alive": [sum(len(p[1]) > k for p, _ in run) for k in range(longest)],
+               "state_error": [mean([p[0][k] for p, _ in run if len(p[0]) > k and p[0][k] is not None]) for k in range(longest)],
+               "reward_error": [mean([p[1][k] for p, _ in run if len(p[1]) > k]) for k in range(longest)]}
     out = {}
     for K in horizons:
-        rows = [(p, L) for p, L in zip(per, lens) if K is None or L >= K]
+        rows = [(p, L) for p, L in run if K is None or L >= K]
         at = lambda L: L if K is None else K
-        alive = [p for p, L in rows if len(p[0]) >= at(L)]
+        alive = [(p, at(L)) for p, L in rows if len(p[1]) >= at(L)]
         out["end" if K is None else str(K)] = {
             "rollouts": len(rows),
             "alive": (len(alive) / len(rows)) if rows else None,
-            "state_error": mean([_last(p[0][:at(L)]) for p, L in rows if len(p[0]) >= at(L) and _last(p[0][:at(L)]) is not None]),
-            "reward_error": mean([_mean_of(p[1][:at(L)]) for p, L in rows if _mean_of(p[1][:at(L)]) is not None]),
+            "state_error": mean([x for p, k in alive if (x := _last(p[0][:k])) is not None]),
+            "reward_error": mean([float(np.mean(p[1][:k])) for p, k in alive if k]),
             "done_disagreement": (sum(p[2] is not None and p[2] <= at(L) for p, L in rows) / len(rows)) if rows else None}
-    errors = [r["error"] for r in raw if type(r) is dict and r.get("error")][:3]
-    return {"horizons": out, "by_step": by_step, "n_rollouts": len(segments),
-            "first_done_disagreement": [p[2] for p in per], "state_distance": "std-normalised L1 mean" if kind == "continuous"
-            else "fraction of components that differ", "errors": errors}
+    fails = [p[3] for p in per if p is not None and p[3] is not None]
+    return {"horizons": out, "by_step": by_step, "n_rollouts": len(segments), "n_failed": len(fails),
+            "n_not_run": sum(p is None for p in per),
+            "first_done_disagreement": [p[2] if p is not None else None for p in per],
+            "state_distance": "std-normalised L1 mean" if kind == "continuous" else "fraction of components that differ",
+            "errors": fails[:3]}
 
-# %% ../nbs/06_cwm.ipynb #6037362a
+# %% ../nbs/06_cwm.ipynb #5e48e9ed
 def plot_rollouts(
     summaries: dict,   # {label: score_rollouts(...) summary}
     title: str = "",   # figure title
@@ -520,7 +558,7 @@ def plot_rollouts(
     fig.tight_layout()
     return fig
 
-# %% ../nbs/06_cwm.ipynb #5e48e9ed
+# %% ../nbs/06_cwm.ipynb #c4a1ca14
 def sandbox_inputs(buffer: ReplayBuffer) -> dict:
     "The plain data the sandbox driver needs: observations, actions, their numpy dtypes, `obs_format` and `valid_actions`."
     dt = lambda c: c.dtype.str if isinstance(c, np.ndarray) else None
@@ -540,31 +578,51 @@ def _data_key(sandbox, buffer: ReplayBuffer, resend: bool = False) -> str:
         sandbox.put_data(key, sandbox_inputs(buffer)); sent.add(key)
     return key
 
-def _run_on(sandbox, source: str, buffer: ReplayBuffer, driver: str, args=None, limits=None):
-    "One sandbox job of `driver` on `buffer`'s inputs (sent once per sandbox, again if the sandbox dropped them)."
-    run = lambda key: sandbox.run(source, driver, args=args, data_key=key, limits=limits)
-    try: return run(_data_key(sandbox, buffer))
+def _with_data(sandbox, buffer: ReplayBuffer, start):
+    "`start(data key)` (a job or a session on `buffer`'s inputs), the inputs sent once per sandbox, again if it dropped them."
+    try: return start(_data_key(sandbox, buffer))
     except CwmNbError as e:              # the data was dropped from the sandbox since we sent it: send it again
         if "no data" not in str(e): raise
-        return run(_data_key(sandbox, buffer, resend=True))
+        return start(_data_key(sandbox, buffer, resend=True))
 
-# %% ../nbs/06_cwm.ipynb #a9af6351
+def _run_on(sandbox, source: str, buffer: ReplayBuffer, driver: str, args=None, limits=None):
+    "One sandbox job of `driver` on `buffer`'s inputs."
+    return _with_data(sandbox, buffer, lambda key: sandbox.run(source, driver, args=args, data_key=key, limits=limits))
+
+# %% ../nbs/06_cwm.ipynb #863560f4
+RESOURCE_ERRORS = ("timeout", "cpu", "memory", "output_limit", "killed", "server_died")   # a pass that hit one: not checked
+
+def _scaled(limits, factor: float):
+    "`limits` with `factor` times the wall-clock and CPU time (the same budget per step for `factor` times the steps)."
+    from dataclasses import replace
+    return replace(limits, wall_s=limits.wall_s * factor, cpu_s=math.ceil(limits.cpu_s * factor))
+
 def check_determinism(
     source: str,                # the program
-    buffer: ReplayBuffer,       # its transitions
+    buffer: ReplayBuffer,       # its N transitions
     predictions: list,          # the first run's plain predictions (cwm_predict's)
     *,
     sandbox=None,               # a cwm_nb.sandbox.Sandbox; default: the shared one
-    limits=None,                # SandboxLimits of each pass
-) -> tuple[bool, dict]:         # (deterministic, {"passes", "first_difference", "wall_s"})
-    "Run the *repeat* and *after_other* passes (each a fresh sandbox job) and compare them with `predictions`."
+    limits=None,                # SandboxLimits of the first run (default: the sandbox's); see below for each pass
+) -> tuple[bool | None, dict]:  # (deterministic, {"passes", "first_difference", "not_checked", "wall_s"})
+    """Run the *repeat* pass (N steps, under `limits`) and the *after_other* pass (2N steps: every transition right
+    after another one, under twice the wall-clock and CPU limits, so the same budget per step), each a fresh sandbox
+    job, and compare them with `predictions`. True: both agree. False: a pass differs, or raises where the first run
+    did not (`first_difference` says where). None: not checked, because a pass hit a resource limit (`RESOURCE_ERRORS`;
+    `not_checked` says which and why): a slow program is not called nondeterministic. Each pass starts a fresh process,
+    so state that a program keeps across the calls of one sandbox session (planning) is outside this check."""
     t0 = time.perf_counter()
     if sandbox is None:
         from cwm_nb.sandbox import get_sandbox
         sandbox = get_sandbox()
-    diff = None
-    for name, args in (("repeat", {"reseed": True}), ("after_other", {"before": other_transitions(len(buffer)), "reseed": True})):
-        res = _run_on(sandbox, source, buffer, "cwm_nb.sandbox:cwm_predict", args, limits)
+    limits = limits or sandbox.limits
+    diff = skipped = None
+    for name, args, lim in (("repeat", {"reseed": True}, limits),
+                            ("after_other", {"before": other_transitions(len(buffer)), "reseed": True}, _scaled(limits, 2))):
+        res = _run_on(sandbox, source, buffer, "cwm_nb.sandbox:cwm_predict", args, lim)
+        if not res.ok and (res.error or {}).get("kind") in RESOURCE_ERRORS:
+            skipped = {"pass": name, "error": condense_error(res.error, source)}
+            break
         if not res.ok:
             err = res.error or {}
             i = err.get("index") if type(err.get("index")) is int else 0
@@ -577,10 +635,33 @@ def check_determinism(
             diff = {"pass": name, "index": i, "first": predictions[i] if i < len(predictions) else None,
                     "second": second[i] if isinstance(second, list) and i < len(second) else None, "error": None}
             break
-    return diff is None, {"passes": list(DETERMINISM_PASSES), "first_difference": diff,
-                          "wall_s": round(time.perf_counter() - t0, 4)}
+    verdict = None if skipped else diff is None
+    return verdict, {"passes": list(DETERMINISM_PASSES), "first_difference": diff, "not_checked": skipped,
+                     "wall_s": round(time.perf_counter() - t0, 4)}
 
-# %% ../nbs/06_cwm.ipynb #d7395555
+# %% ../nbs/06_cwm.ipynb #6d65af4e
+def _failed_rollout(message: str) -> dict:
+    "The raw answer of a rollout that failed before its first step."
+    return {"predictions": [], "malformed": [], "error": {"step": 0, "message": message}}
+
+def _rollouts_one_by_one(sandbox, source: str, buffer: ReplayBuffer, segs: list, limits) -> list:
+    "The raw rollouts of `segs`, one per call of a sandbox session, up to the first that does not answer (then None: not run)."
+    res, sess = _with_data(sandbox, buffer, lambda key: sandbox.open_session(
+        source, "cwm_nb.sandbox:cwm_rollouts", {"session": True}, data_key=key, limits=limits))
+    if sess is None: return [_failed_rollout(condense_error(res.error, source))] * len(segs)
+    out = []
+    with sess:
+        for s, L in segs:
+            r = sess.call({"starts": [s], "lengths": [L]})
+            one = (r.value or {}).get("rollouts") if r.ok and isinstance(r.value, dict) else None
+            if not isinstance(one, list) or len(one) != 1:
+                why = condense_error(r.error, source) if not r.ok else "the rollout call returned no rollout"
+                out.append(_failed_rollout(f"{why} (the rollout from transition {s}; the ones after it were not run)"))
+                break
+            out.append(one[0])
+    return out + [None] * (len(segs) - len(out))
+
+# %% ../nbs/06_cwm.ipynb #7f8c5fc9
 def rollout_errors(
     source: str,                # the program
     buffer: ReplayBuffer,       # its transitions (rolled out from each episode's start)
@@ -588,9 +669,12 @@ def rollout_errors(
     paper_compat: bool = False, # done target: terminated | truncated
     horizons=ROLLOUT_HORIZONS,  # K to summarise at (None: the episode's end)
     sandbox=None,               # a cwm_nb.sandbox.Sandbox; default: the shared one
-    limits=None,                # SandboxLimits of the rollout job
+    limits=None,                # SandboxLimits of the rollout job (and of each rollout, if they are redone one by one)
+    scale=None,                 # continuous states: per-dimension scale of the state error; None: `state_scale(buffer)`
 ) -> dict:
-    "Open-loop rollouts of `source` from each logged episode start (one sandbox job), scored by `score_rollouts`."
+    """Open-loop rollouts of `source` from each logged episode start, scored by `score_rollouts`. All run in one sandbox
+    job; if that job dies (a hang, a limit), they are redone one per call of a sandbox session, up to the first that
+    does not answer: the rollouts before it are kept, it is a failed rollout, the ones after it are not run."""
     t0 = time.perf_counter()
     if sandbox is None:
         from cwm_nb.sandbox import get_sandbox
@@ -599,14 +683,13 @@ def rollout_errors(
     res = _run_on(sandbox, source, buffer, "cwm_nb.sandbox:cwm_rollouts",
                   {"starts": [s for s, _ in segs], "lengths": [L for _, L in segs]}, limits)
     raw = (res.value or {}).get("rollouts") if res.ok and isinstance(res.value, dict) else None
-    if not isinstance(raw, list) or len(raw) != len(segs):
-        raw = [{"predictions": [], "malformed": [], "error": {"step": 0, "message": condense_error(res.error, source)
-                if not res.ok else "the rollout job returned no rollouts"}}] * len(segs)
-    out = score_rollouts(raw, buffer, segs, paper_compat=paper_compat, horizons=horizons)
+    if not res.ok: raw = _rollouts_one_by_one(sandbox, source, buffer, segs, limits)
+    elif not isinstance(raw, list) or len(raw) != len(segs): raw = [_failed_rollout("the rollout job returned no rollouts")] * len(segs)
+    out = score_rollouts(raw, buffer, segs, paper_compat=paper_compat, horizons=horizons, scale=scale)
     out["wall_s"] = round(time.perf_counter() - t0, 4)
     return out
 
-# %% ../nbs/06_cwm.ipynb #c4a1ca14
+# %% ../nbs/06_cwm.ipynb #2953fb6b
 def evaluate_program(
     program: Program | str,     # the CWM source (class Environment with set_state and step)
     buffer: ReplayBuffer,       # transitions to check it on, all of them, in buffer order
@@ -622,6 +705,7 @@ def evaluate_program(
     determinism: bool = False,  # also run the determinism check (two more sandbox jobs); sets `deterministic`
     rollouts: bool = False,     # also roll the program out open loop from each episode start; sets `rollouts`
     horizons=ROLLOUT_HORIZONS,  # rollout horizons K to summarise at (None: the episode's end)
+    rollout_scale=None,         # per-dimension scale of the rollout state error; None: `state_scale(buffer)` (pass the whole buffer's for a part)
 ) -> Evaluation:
     "Run `program` on every transition of `buffer` in the sandbox and score it (the paper's accuracy). Crashes give `bug=True`, accuracy 0."
     t0 = time.perf_counter()
@@ -642,6 +726,6 @@ def evaluate_program(
                                                              sandbox=sandbox, limits=limits)
     if rollouts and not ev.bug:
         ev.rollouts = rollout_errors(source, buffer, paper_compat=paper_compat, horizons=horizons, sandbox=sandbox,
-                                     limits=limits)
+                                     limits=limits, scale=rollout_scale)
     ev.wall_s = time.perf_counter() - t0
     return ev

@@ -15,10 +15,11 @@ from .core import (CwmNbError, Program, atomic_write_bytes, atomic_write_json, a
 # %% auto #0
 __all__ = ['RUN_SETTINGS', 'OLD_SETTINGS', 'DEFAULT_HOLDOUT', 'CWMB_PARAMS', 'PLAN_PRESETS', 'KERNEL_NAME', 'APPS_PARAMS',
            'APPS_BUDGET', 'CLI_MODULES', 'safe_name', 'run_dir', 'is_complete', 'check_run_settings', 'resolve_holdout',
-           'check_params', 'RunOutput', 'default_max_tokens', 'final_evaluation', 'heldout_metrics', 'run_cwmb_search',
-           'plan_run', 'plot_run', 'plot_returns', 'plot_run_rollouts', 'save_figure', 'write_metrics', 'kernel_spec',
-           'kernel_manager_class', 'experiments_dir', 'run_notebook', 'apps_run_dir', 'run_apps_search', 'run_lock',
-           'add_run_cli', 'add_eval_cli', 'add_plan_cli', 'add_collect_cli', 'add_envs_cli', 'build_parser', 'main']
+           'check_holdout', 'check_params', 'RunOutput', 'default_max_tokens', 'final_evaluation', 'rollout_scale',
+           'heldout_metrics', 'run_cwmb_search', 'plan_run', 'plot_run', 'plot_returns', 'plot_run_rollouts',
+           'save_figure', 'write_metrics', 'kernel_spec', 'kernel_manager_class', 'experiments_dir', 'run_notebook',
+           'apps_run_dir', 'run_apps_search', 'run_lock', 'add_run_cli', 'add_eval_cli', 'add_plan_cli',
+           'add_collect_cli', 'add_envs_cli', 'build_parser', 'main']
 
 # %% ../nbs/13_experiments.ipynb #4cf9eb91
 from .baselines import METHODS  # the method registry lives in 09_baselines
@@ -86,6 +87,16 @@ def resolve_holdout(
         try: return float(json.loads(f.read_text()).get("holdout", OLD_SETTINGS["holdout"]))
         except (ValueError, TypeError, AttributeError): pass
     return 0.0 if paper_compat else DEFAULT_HOLDOUT
+
+def check_holdout(
+    value,                      # the held-out fraction a command line gave
+    flag: str = "--holdout",    # the flag, for the message
+) -> float:
+    "`value` as a float if it is a fraction of the episodes in [0, 1). Raises `CwmNbError` saying which values are allowed."
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise CwmNbError(f"{flag} must be a fraction of the episodes in [0, 1), got {value!r}",
+                         f"pass e.g. {flag} 0.2 (a fifth of the episodes held out) or {flag} 0 (the paper's setting: none)")
+    return float(value)
 
 # %% ../nbs/13_experiments.ipynb #4d2593ea
 CWMB_PARAMS: dict[str, type | tuple] = dict(env=str, method=str, model=str, budget=int, seed=int, out=str,
@@ -158,23 +169,35 @@ def final_evaluation(
     *,
     paper_compat: bool = False, # the original's scoring rules
     sandbox=None,               # a cwm_nb.sandbox.Sandbox
+    buffer=None,                # the whole buffer: its per-dimension std scales the rollout state errors of both parts
 ) -> tuple:                     # (Evaluation on the search part or None, on the held-out part or None)
     "Score the final program on both parts, each with the determinism check and open-loop rollouts."
     from cwm_nb import cwm
     if not program: return None, None
-    ev = lambda b: cwm.evaluate_program(program, b, paper_compat=paper_compat, sandbox=sandbox, determinism=True, rollouts=True)
+    scale = rollout_scale(buffer) if buffer is not None else None
+    ev = lambda b: cwm.evaluate_program(program, b, paper_compat=paper_compat, sandbox=sandbox, determinism=True,
+                                        rollouts=True, rollout_scale=scale)
     return ev(split.search), (ev(split.heldout) if split.heldout is not None else None)
 
+def rollout_scale(buffer):
+    "`cwm.state_scale` of a buffer with array observations (the rollout state errors' units), else None."
+    from cwm_nb import cwm
+    return cwm.state_scale(buffer) if cwm.buffer_format(buffer)[0] == "array" else None
+
 def heldout_metrics(final, held) -> dict:
-    "The metrics.json keys of the held-out part, determinism and rollouts (None where there is nothing to report)."
+    """The metrics.json keys of the held-out part, determinism and rollouts (None where there is nothing to report).
+    `deterministic`: False if a scored part differs, None if a part was not checked (it hit a limit), else True."""
     part = lambda e, k: getattr(e, k) if e is not None else None
-    checked = [e for e in (final, held) if e is not None and e.deterministic is not None]
-    diff = next(({"part": p, **e.determinism["first_difference"]} for p, e in (("search", final), ("heldout", held))
-                 if e is not None and e.deterministic is False), None)
+    parts = [(p, e) for p, e in (("search", final), ("heldout", held)) if e is not None and not e.bug]
+    verdicts = [e.deterministic for _, e in parts]
+    diff = next(({"part": p, **e.determinism["first_difference"]} for p, e in parts if e.deterministic is False), None)
+    skipped = next(({"part": p, **e.determinism["not_checked"]} for p, e in parts
+                    if e.determinism and e.determinism.get("not_checked")), None)
+    det = False if diff else (True if verdicts and all(v is True for v in verdicts) else None)
     return dict(heldout_accuracy=part(held, "accuracy"), heldout_mean_accuracy=part(held, "mean_accuracy"),
                 heldout_exact_replay=part(held, "exact_replay"), heldout_components=part(held, "components"),
                 heldout_is_bug=part(held, "bug"), heldout_error=part(held, "error"),
-                deterministic=all(e.deterministic for e in checked) if checked else None, nondeterminism=diff,
+                deterministic=det, nondeterminism=diff, determinism_not_checked=skipped,
                 rollouts={"search": part(final, "rollouts"), "heldout": part(held, "rollouts")})
 
 # %% ../nbs/13_experiments.ipynb #a0340171
@@ -268,7 +291,7 @@ def run_cwmb_search(
                           max_tokens, progress, contract)
     res = search.run(budget)
     te = time.perf_counter()
-    final, held = final_evaluation(res.best_program, split, paper_compat=paper_compat, sandbox=sandbox)
+    final, held = final_evaluation(res.best_program, split, paper_compat=paper_compat, sandbox=sandbox, buffer=buf)
     eval_s = time.perf_counter() - te
     atomic_write_text(rd/"program.py", res.best_program or "")
     atomic_write_json(rd/"tree.json", res.tree)
@@ -500,12 +523,19 @@ def _returns_line(m: dict) -> str:
     return line + (f"  [{m['planning_note']}]" if m.get("planning_note") else "")
 
 def _heldout_line(m: dict) -> str:
-    "One line: held-out accuracy (or that nothing was held out) and the determinism flag of a run's metrics."
-    h = m.get("heldout_accuracy")
-    held = (f"held-out accuracy {h:.4f}  exact replay {m.get('heldout_exact_replay') or 0:.4f} on "
-            f"{m.get('n_heldout_transitions')} transitions of {len(m.get('heldout_episodes') or [])} episodes"
-            if h is not None else f"nothing held out (holdout {m.get('holdout', 0)})")
+    "One line: held-out accuracy (or why there is none) and the determinism flag (or why it is not checked) of a run's metrics."
+    h, hold, n = m.get("heldout_accuracy"), m.get("holdout", 0), m.get("n_heldout_transitions")
+    eps = len(m.get("heldout_episodes") or [])
+    if h is not None:
+        held = f"held-out accuracy {h:.4f}  exact replay {m.get('heldout_exact_replay') or 0:.4f} on {n} transitions of {eps} episodes"
+    elif not hold: held = "nothing held out (holdout 0: the paper's setting)"
+    elif not n: held = f"nothing held out ({m.get('holdout_note') or 'the buffer has too few episodes'})"
+    else: held = f"held-out part ({n} transitions of {eps} episodes) not scored: the search has no program"
     det = {True: "deterministic", False: "NOT deterministic", None: "determinism not checked"}[m.get("deterministic")]
+    if m.get("deterministic") is None:
+        skip = m.get("determinism_not_checked")
+        det += (f" (the {skip['pass']} pass on the {skip['part']} part hit a limit: {skip['error']})" if skip
+                else " (no runnable program)" if m.get("best_is_bug") else "")
     return f"{held}; {det}"
 
 # %% ../nbs/13_experiments.ipynb #59c2899e
@@ -535,7 +565,7 @@ def _cmd_run(a) -> int:
                   out=str(Path(a.out).resolve()), base_url=a.base_url or "", paper_compat=a.paper_compat,
                   max_tokens=a.max_tokens or default_max_tokens(a.model), buffer=buffer,
                   plan_preset=a.plan_preset, plan_episodes=a.plan_episodes, endpoint_caps=a.endpoint_caps,
-                  holdout=-1.0 if a.holdout is None else float(a.holdout), holdout_seed=a.holdout_seed)
+                  holdout=-1.0 if a.holdout is None else check_holdout(a.holdout), holdout_seed=a.holdout_seed)
     check_params(params)
     rd = run_dir(a.out, spec.suite, a.env, a.method, a.model, a.seed, a.paper_compat)
     params["holdout"] = resolve_holdout(rd, params["holdout"], a.paper_compat)   # as settings.json will say
@@ -621,8 +651,9 @@ def add_run_cli(sub) -> None:
                    help="planner preset for the normalized return after the search (paper: the paper's parameters, "
                    "10_planning; hours per MuJoCo env on 2 cores)")
     r.add_argument("--plan-episodes", type=int, default=10, help="real episodes per policy for the normalized return")
-    r.add_argument("--holdout", type=float, default=None, help="fraction of the buffer's episodes held out from the search "
-                   f"(0: the paper's setting); default {DEFAULT_HOLDOUT} for a new run, 0 with --paper-compat, the folder's own on resume")
+    r.add_argument("--holdout", type=float, default=None, help="fraction of the buffer's episodes held out from the search, "
+                   f"in [0, 1) (0: the paper's setting); default {DEFAULT_HOLDOUT} for a new run, 0 with --paper-compat, "
+                   "the folder's own on resume")
     r.add_argument("--holdout-seed", type=int, default=0, help="seed of the held-out episodes")
     r.add_argument("--force", action="store_true", help="delete this run's folder (checkpoint included) and start over")
     r.add_argument("--data", default="", help="apps: your copy of APPS (release folder, .jsonl or parquet files), or demo (data/apps_demo)")
@@ -634,8 +665,13 @@ def add_run_cli(sub) -> None:
     r.set_defaults(fn=_cmd_run)
 
 # %% ../nbs/13_experiments.ipynb #13e4ad4e
-def _determinism_text(d: dict) -> str:
-    if d.get("deterministic") is None: return "determinism not checked (the program raised)"
+def _determinism_text(d: dict, asked: bool = True) -> str:
+    "What the determinism check of evaluation `d` (`Evaluation.to_dict()`) found, or why it did not run."
+    if not asked: return "determinism not checked (--no-determinism)"
+    if d.get("bug"): return "determinism not checked (the program failed on its first run)"
+    skip = (d.get("determinism") or {}).get("not_checked")
+    if d.get("deterministic") is None:
+        return f"determinism not checked (the {skip['pass']} pass hit a limit: {skip['error']})" if skip else "determinism not checked"
     if d["deterministic"]: return "deterministic (repeat and after_other passes agree)"
     f = d["determinism"]["first_difference"]
     return (f"NOT deterministic: the {f['pass']} pass differs first at transition {f['index']} "
@@ -662,10 +698,11 @@ def _cmd_eval(a) -> int:
     envs.get_env_spec(a.env)
     source = _read_program(a.program)
     buf = replay.load_buffer(a.env, a.buffer)
-    split = replay.split_by_episode(buf, a.holdout, a.holdout_seed)
+    split = replay.split_by_episode(buf, check_holdout(a.holdout), a.holdout_seed)
     parts = {"search": split.search} | ({"heldout": split.heldout} if split.heldout is not None else {})
+    scale = rollout_scale(buf) if a.rollouts else None   # both parts' state errors in the whole buffer's units
     evs = {p: cwm.evaluate_program(source, b, paper_compat=a.paper_compat, determinism=not a.no_determinism,
-                                   rollouts=a.rollouts).to_dict() for p, b in parts.items()}
+                                   rollouts=a.rollouts, rollout_scale=scale).to_dict() for p, b in parts.items()}
     if a.json:
         d = evs["search"]
         if a.holdout > 0: d = {**d, "heldout": evs.get("heldout"), **split.info()}
@@ -674,7 +711,7 @@ def _cmd_eval(a) -> int:
         what = "" if a.holdout == 0 else (f" [search part: episodes {split.search_episodes}]" if p == "search"
                                          else f" [held-out part: episodes {split.heldout_episodes}]")
         print(f"{a.env}{what}: accuracy {d['accuracy']:.4f} (paper-weighted), mean {d['mean_accuracy']:.4f}, "
-              f"exact replay {d['exact_replay']:.4f} on {d['n_transitions']} transitions; {_determinism_text(d)}")
+              f"exact replay {d['exact_replay']:.4f} on {d['n_transitions']} transitions; {_determinism_text(d, not a.no_determinism)}")
         if d.get("error"): print(f"error: {d['error']}")
         for f in d.get("failures", [])[:3]: print(f"first failures: transition {f['index']}: expected {f['expected']} got {f['predicted']}")
         if d.get("rollouts"): print("\n".join(["open-loop rollouts:"] + _rollout_table(d["rollouts"])))
@@ -692,7 +729,8 @@ def add_eval_cli(sub) -> None:
     e.add_argument("--json", action="store_true", help="print the evaluation as one JSON object")
     e.add_argument("--rollouts", action="store_true", help="also roll the program out open loop from each episode start "
                    "and print the errors at K = 1, 5, 20 and the episode's end")
-    e.add_argument("--holdout", type=float, default=0.0, help="also split the buffer by episode and score the held-out part apart")
+    e.add_argument("--holdout", type=float, default=0.0, help="fraction of the episodes, in [0, 1), to split off and score apart "
+                   "(0: no split, the whole buffer is one part)")
     e.add_argument("--holdout-seed", type=int, default=0, help="seed of the held-out episodes")
     e.add_argument("--no-determinism", action="store_true", help="skip the determinism check (two more runs of the program)")
     e.set_defaults(fn=_cmd_eval)

@@ -68,14 +68,16 @@ def method_label(index: "pd.DataFrame") -> "pd.Series":
     return index["method"].where(~pc, index["method"].astype(str) + "-paper-compat")
 
 # %% ../nbs/14_figures.ipynb #bfb6e713
-RUN_KEY = ("suite", "env", "method", "model", "budget", "seed", "paper_compat")   # what makes two runs the same run
+RUN_KEY = ("suite", "env", "method", "model", "budget", "seed", "paper_compat", "holdout")   # what makes two runs the same run
 
 def dedupe_runs(df: "pd.DataFrame") -> "pd.DataFrame":
-    "One row per `RUN_KEY`: of a run found in several folders, the one whose `run_dir` sorts first."
+    "One row per `RUN_KEY` (a missing holdout is 0): of a run found in several folders, the one whose `run_dir` sorts first."
     key = [k for k in RUN_KEY if k in df.columns]
     if not len(df) or not key: return df
     df = df.sort_values("run_dir") if "run_dir" in df.columns else df
-    return df[~df[key].astype(str).duplicated(keep="first")]
+    k = df[key].copy()
+    if "holdout" in k.columns: k["holdout"] = _num(k["holdout"]).fillna(0.0)   # (an index from before held-out parts)
+    return df[~k.astype(str).duplicated(keep="first")]
 
 def _runs(index, suite: str | None = "cwmb"):
     "Complete runs of `suite` (None: all suites), each counted once (`dedupe_runs`), with the method label, effective R and numeric accuracy."
@@ -88,6 +90,8 @@ def _runs(index, suite: str | None = "cwmb"):
         for c in ("holdout", "heldout_accuracy"):   # (an index made before held-out parts existed: holdout 0, none)
             df[c] = _num(df[c]) if c in df.columns else float("nan")
         df["holdout"] = df["holdout"].fillna(0.0)
+        failed = df["best_is_bug"].fillna(True).astype(bool) & df["heldout_accuracy"].isna() & (df["holdout"] > 0)
+        df.loc[failed, "heldout_accuracy"] = 0.0   # no runnable program: held-out accuracy 0, as its accuracy
     else: df["R_eff"] = []
     return df
 
@@ -125,14 +129,15 @@ def _aggregate(df, keys: list[str], err: str = "seeds") -> "pd.DataFrame":
         per_seed = g.groupby("seed").agg(acc=("accuracy", "mean"), R=("R_eff", "mean"), **h)
         per_env = g.groupby("env").agg(acc=("accuracy", "mean"), R=("R_eff", "mean"), **h)
         src = per_seed if err == "seeds" else per_env
-        rows.append(dict(zip(keys, k if isinstance(k, tuple) else (k,)),
-                         **{"accuracy": per_seed["acc"].mean(), "accuracy ±": _sem(src["acc"]),
+        row = dict(zip(keys, k if isinstance(k, tuple) else (k,)))
+        if "holdout" not in keys:
+            row["holdout"] = ", ".join(f"{x:g}" for x in sorted(set(g["holdout"]))) if "holdout" in g.columns else "0"
+        rows.append(dict(row, **{"accuracy": per_seed["acc"].mean(), "accuracy ±": _sem(src["acc"]),
                             "R": per_seed["R"].mean(), "R ±": _sem(src["R"]), "seeds": g["seed"].nunique(),
                             "envs": g["env"].nunique(), "R envs": int(per_env["R"].notna().sum()),
                             "plan preset": ", ".join(sorted(set(g["plan_preset"].dropna().astype(str)))),
                             "held-out accuracy": per_seed["held"].mean() if h else float("nan"),
-                            "held-out accuracy ±": _sem(src["held"]) if h else float("nan"),
-                            "holdout": ", ".join(f"{x:g}" for x in sorted(set(g["holdout"]))) if "holdout" in g.columns else "0"}))
+                            "held-out accuracy ±": _sem(src["held"]) if h else float("nan")}))
     return pd.DataFrame(rows)
 
 def _check_err(err: str):
@@ -172,7 +177,7 @@ def _sorted(df, axis: int = 0):
 
 # %% ../nbs/14_figures.ipynb #0b943eb3
 _MAIN_COLS = ["accuracy", "accuracy ±", "held-out accuracy", "held-out accuracy ±", "R", "R ±", "seeds", "envs", "R envs",
-              "plan preset", "holdout"]
+              "plan preset"]
 
 def _published_agg(table: str, keys: list[str], group_col: str | None = "action_kind") -> "pd.DataFrame":
     "The paper's aggregate rows of `table` (T2, T3, T6) in the layout of `_aggregate`."
@@ -187,7 +192,7 @@ def _published_agg(table: str, keys: list[str], group_col: str | None = "action_
         row = dict(model=m, method=meth, budget=int(b), **{"accuracy": v["accuracy"][0], "accuracy ±": v["accuracy"][1],
                    "R": v["R"][0], "R ±": v["R"][1], "seeds": seeds, "envs": n_envs, "R envs": r_envs,
                    "plan preset": "paper", "held-out accuracy": float("nan"), "held-out accuracy ±": float("nan"),
-                   "holdout": "0"})
+                   "holdout": 0.0 if "holdout" in keys else "0"})
         if group_col: row[group_col] = g
         rows.append(row)
     return pd.DataFrame(rows)
@@ -203,17 +208,19 @@ def _with_source(ours, paper, keys: list[str], published: bool):
 # %% ../nbs/14_figures.ipynb #4a8f290d
 _HELDOUT = ("Accuracy is measured on the transitions the search saw: the whole buffer for runs with holdout 0 (the "
             "paper's setting, the one to compare with the paper's rows), the search part of the buffer otherwise. Held-out "
-            "accuracy is the same score on the episodes the search never saw (column holdout: the fraction of episodes held "
-            "out; n/a where nothing was), reported, not searched on.")
+            "accuracy is the same score on the episodes the search never saw (n/a where nothing was held out), reported, "
+            "not searched on. Rows are split by holdout (the fraction of episodes held out; the paper's rows are holdout "
+            "0), so runs with different held-out parts are never pooled; within a row, accuracy and held-out accuracy "
+            "are averaged over the same runs, a run with no runnable program counting 0 in both.")
 
 def table_main(
     index: "pd.DataFrame",   # the results index (`cwm_nb.sweeps.build_index`)
     published: bool = True,  # add the paper's Table 2 rows, labelled "paper (published)"
     err: str = "seeds",      # "seeds": ± is the standard error over seeds; "envs": over environments
 ) -> Table:
-    "Paper Table 2 layout: rows (source, action kind, method, model, budget); columns accuracy, R with ±, seeds and environments counted."
+    "Paper Table 2 layout: rows (source, action kind, method, model, budget, holdout); columns accuracy, R with ±, seeds and environments counted."
     _check_err(err)
-    keys = ["action_kind", "method", "model", "budget"]
+    keys = ["action_kind", "method", "model", "budget", "holdout"]
     runs = _runs(index, "cwmb")
     ours = _aggregate(runs, keys, err) if len(runs) else None
     cap = (f"CWMB results per action space (layout of paper Table 2). {_err_text(err)} {_RULES} {_HELDOUT} RTFM is "

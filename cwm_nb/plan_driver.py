@@ -16,8 +16,8 @@ from .sandbox import ProgramError, Serve, strict_plain, _as_done, _as_reward
 
 # %% auto #0
 __all__ = ['MAX_REPLY_BYTES', 'PR_SET_DUMPABLE', 'CHUNK_ANSWERS', 'INTEGRITY_NOTE', 'decode_state', 'encode_state',
-           'ProgramModel', 'load_driver', 'plan_driver', 'step_loop_driver', 'RemoteModel', 'TapeMismatch', 'TapeModel',
-           'check_action', 'check_plan', 'min_model_steps', 'check_stats']
+           'ProgramModel', 'rollout_value', 'load_driver', 'plan_driver', 'step_loop_driver', 'RemoteModel',
+           'TapeMismatch', 'TapeModel', 'check_action', 'check_plan', 'min_model_steps', 'check_stats']
 
 # %% ../nbs/10a_plan_driver.ipynb #73ba61b0
 def _fresh_state(fmt: str) -> Callable:
@@ -104,13 +104,33 @@ def _convert(self: ProgramModel, out) -> tuple:
     return out[0], r, d
 
 # %% ../nbs/10a_plan_driver.ipynb #bf1adf07
+def rollout_value(
+    rewards: list,   # the rewards of a rollout's steps, as the model side sent them
+    steps: int,      # the rollout's step limit
+    gamma: float,    # discount
+) -> tuple[float, int]:  # (discounted return, steps taken = len(rewards))
+    "The planner's own sum of a rollout's rewards. Raises `TypeError` unless 1..steps finite numbers (none for 0 steps)."
+    if type(rewards) is not list or len(rewards) > steps or (steps > 0 and not rewards): raise TypeError
+    total, disc = 0.0, 1.0
+    for r in rewards:
+        if type(r) is not float and not (type(r) is int and abs(r) < 2**63): raise TypeError
+        if r - r != 0.0: raise TypeError   # NaN or infinite
+        total += disc * r; disc *= gamma
+    return total, len(rewards)
+
 @patch
-def rollout(self: ProgramModel, actions: tuple, steps: int, gamma: float, rand) -> float:
-    "`step` in a loop with uniform-random `actions` (MCTS leaf values), with step()'s checks inlined for speed."
-    if self._arity == 4 or self._acts is None: return _rollout_loop(self, actions, steps, gamma, rand)
-    env_step, acts, k = self.env.step, self._acts, len(actions)
-    total, disc, n = 0.0, 1.0, 0
+def rollout_rewards(self: ProgramModel, actions: tuple, steps: int, rand) -> list[float]:
+    "The rewards of `step` in a loop with uniform-random `actions`, to the first done (MCTS leaf values); checks inlined for speed."
+    rewards, n = [], 0
     try:
+        if self._arity == 4 or self._acts is None:   # legal actions after each step (RTFM), or continuous actions
+            for _ in range(steps):
+                acts = self.valid_actions or actions
+                _, r, done = self.step(acts[int(rand() * len(acts))])
+                rewards.append(r)
+                if done: break
+            return rewards
+        env_step, acts, k = self.env.step, self._acts, len(actions)
         for _ in range(steps):
             out = env_step(acts[actions[int(rand() * k)]])
             n += 1
@@ -118,12 +138,17 @@ def rollout(self: ProgramModel, actions: tuple, steps: int, gamma: float, rand) 
             _, r, done = out
             if type(r) is not float or (done is not True and done is not False) or r - r != 0.0:
                 _, r, done = self._convert(out)
-            total += disc * r; disc *= gamma
+            rewards.append(r)
             if done: break
     except ProgramError: raise
     except BaseException as e: raise ProgramError("exception", "in step() during planning", cause=e) from None
     finally: self.steps += n
-    return total
+    return rewards
+
+@patch
+def rollout(self: ProgramModel, actions: tuple, steps: int, gamma: float, rand) -> float:
+    "The discounted return of `rollout_rewards` (the same sum as the planner's `rollout_value`)."
+    return rollout_value(self.rollout_rewards(actions, steps, rand), steps, gamma)[0]
 
 # %% ../nbs/10a_plan_driver.ipynb #6c24a18b
 @patch
@@ -295,11 +320,10 @@ def _serve(namespace: dict, args: dict, req_r: int, rep_w: int) -> None:
                         if done or k != e: break
                     v = model.valid_actions
                     rep = [rep, list(v) if v else None]
-                elif op == "r":
-                    if req[5]: model.set_state(root)
-                    rnd = random.Random(); rnd.setstate(req[4])
-                    n0 = model.steps
-                    rep = [model.rollout(tuple(req[1]), req[2], req[3], rnd.random), model.steps - n0]
+                elif op == "r":   # the rewards of a random rollout: the planner sums and counts them
+                    if req[4]: model.set_state(root)
+                    rnd = random.Random(); rnd.setstate(req[3])
+                    rep = [model.rollout_rewards(tuple(req[1]), req[2], rnd.random)]
                 else:
                     plans = np.frombuffer(req[1], np.float64).reshape(req[2])
                     scores, ns = [], []
@@ -436,14 +460,13 @@ def walk(self: RemoteModel, actions: list, expect: list) -> list:
 # %% ../nbs/10a_plan_driver.ipynb #e54ad640
 @patch
 def rollout(self: RemoteModel, actions: tuple, steps: int, gamma: float, rand) -> float:
-    "A whole random rollout in one request; the planner's stream `rand` advances by the steps taken."
+    "A whole random rollout in one request: its rewards, summed and counted here; the planner's stream `rand` advances by the steps taken."
     src = rand.__self__
-    rep = self._ask(("r", list(actions), int(steps), float(gamma), src.getstate(), self._reset))
+    rep = self._ask(("r", list(actions), int(steps), src.getstate(), self._reset))
     self._reset = False
     try:
-        v, n = rep
-        v = self._num(v)
-        if type(n) is not int or not 0 <= n <= steps or v != v: raise TypeError
+        (rewards,) = rep
+        v, n = rollout_value(rewards, steps, gamma)
     except (TypeError, ValueError): raise self._bad("a malformed rollout reply") from None
     for _ in range(n): rand()
     self.steps += n
@@ -504,7 +527,7 @@ class TapeModel:
     "A model that answers from the model side's recorded search, checking that each query is the recorded one."
 
     def __init__(self,
-                 events: list | None = None,    # the tape: ["s", a, key, r, done, valid] and ["r", actions, steps, v, n]
+                 events: list | None = None,    # the tape: ["s", a, key, r, done, valid] and ["r", actions, steps, rewards]
                  n_actions: int | None = None,  # number of discrete actions (valid actions are kept in range)
                  reader: Callable | None = None,  # more of the tape, chunk by chunk (a list of answers; [["e"]]: the end)
                 ):
@@ -565,12 +588,10 @@ def step(self: TapeModel, action):
 # %% ../nbs/10a_plan_driver.ipynb #01b13346
 @patch
 def rollout(self: TapeModel, actions: tuple, steps: int, gamma: float, rand) -> float:
-    "The recorded return of the rollout from here; the planner's random stream advances by the steps taken."
-    _, acts, st, v, n = self._next("r", 5)
+    "The return of the recorded rollout from here, summed and counted from its rewards; the random stream advances by the steps taken."
+    _, acts, st, rewards = self._next("r", 4)
     if acts != list(actions) or st != steps: raise TapeMismatch(f"answer {self.i - 1} is another rollout")
-    try:
-        v = RemoteModel._num(v)
-        if type(n) is not int or not 0 <= n <= steps or v != v: raise TypeError
+    try: v, n = rollout_value(rewards, steps, gamma)
     except (TypeError, ValueError):
         raise ProgramError("exception", "the program's model process sent a malformed tape") from None
     for _ in range(n): rand()
@@ -605,10 +626,9 @@ class _Recorder:
         return key, r, done
 
     def rollout(self, actions: tuple, steps: int, gamma: float, rand) -> float:
-        n0 = self.model.steps
-        v = self.model.rollout(actions, steps, gamma, rand)
-        self.events.append(["r", list(actions), steps, v, self.model.steps - n0])
-        return v
+        rewards = self.model.rollout_rewards(actions, steps, rand)
+        self.events.append(["r", list(actions), steps, rewards])
+        return rollout_value(rewards, steps, gamma)[0]   # the planner's sum, so its replay gives the same value
 
 # %% ../nbs/10a_plan_driver.ipynb #c9e7bef6
 def _record_search(model: ProgramModel, root, args: dict, send: Callable | None = None) -> list | None:
@@ -626,7 +646,7 @@ def _record_search(model: ProgramModel, root, args: dict, send: Callable | None 
     if send is not None: send([["e"]])
     return rec.events if send is None else None
 
-# %% ../nbs/10a_plan_driver.ipynb #d04249f4
+# %% ../nbs/10a_plan_driver.ipynb #a6e9f9cc
 _JOB_SOURCE: str | None = None   # the program's source, in the model side (for error messages)
 
 def _fork_model_side(source: str, args: dict) -> RemoteModel | None:
@@ -652,7 +672,7 @@ def _fork_model_side(source: str, args: dict) -> RemoteModel | None:
     space = args["space"]
     return RemoteModel(pid, q_w, p_r, n_actions=space["n"] if space["kind"] == "discrete" else None)
 
-# %% ../nbs/10a_plan_driver.ipynb #a6e9f9cc
+# %% ../nbs/10a_plan_driver.ipynb #e7321cd9
 def _limit_cpu(pid: int, seconds: float) -> None:
     "Let process `pid` (the model side) use at most `seconds` more CPU time: its RLIMIT_CPU soft limit, below its hard one."
     try:
@@ -681,7 +701,7 @@ def _isolated_planner(args: dict, data: Any, source: str, in_job: bool) -> dict 
 
 plan_driver.before_exec = _isolated_planner
 
-# %% ../nbs/10a_plan_driver.ipynb #ae01f3ad
+# %% ../nbs/10a_plan_driver.ipynb #3d6184a1
 def check_action(
     value: Any,                    # the driver's result (plain data from the sandbox)
     n: int,                        # number of discrete actions
@@ -712,9 +732,11 @@ def check_plan(
     if not np.isfinite(a).all(): raise ValueError("the plan holds NaN or infinite values")
     return np.clip(a, low, high)
 
-# %% ../nbs/10a_plan_driver.ipynb #3f2ac205
+# %% ../nbs/10a_plan_driver.ipynb #81eafeaf
 INTEGRITY_NOTE = ("the CWM planner runs in a process of its own, apart from the program's (which only answers model "
-                  "queries over a pipe with plain data), and counts the model steps itself; the program can influence "
+                  "queries over a pipe with plain data), and counts the model steps itself from those answers (one per "
+                  "step answered and per reward of an MCTS rollout; a CEM plan's number of steps, 1 to T, is the model "
+                  "side's report); the program can influence "
                   "a decision only through its model outputs (next states, rewards, done, valid actions); returns "
                   "and actions taken stay the parent's")
 

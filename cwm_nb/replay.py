@@ -192,12 +192,19 @@ class EpisodeSplit:
     search_episodes: list              # episode numbers of each part
     heldout_episodes: list
     note: str = ""                     # why fewer episodes than asked were held out, if so
+    heldout_rows: list = field(default_factory=list)  # rows of the held-out transitions in the whole buffer: [start, stop) ranges
 
     def info(self) -> dict:
         "The split as plain data (for metrics.json)."
         return {"holdout": self.holdout, "holdout_seed": self.seed, "search_episodes": self.search_episodes,
                 "heldout_episodes": self.heldout_episodes, "n_search_transitions": len(self.search),
-                "n_heldout_transitions": len(self.heldout) if self.heldout is not None else 0, "holdout_note": self.note}
+                "n_heldout_transitions": len(self.heldout) if self.heldout is not None else 0,
+                "heldout_rows": self.heldout_rows, "holdout_note": self.note}
+
+def _row_ranges(mask: np.ndarray) -> list[list[int]]:
+    "The True rows of bool (N,) `mask` as half-open [start, stop) ranges, in order."
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(np.int8), [0]])))
+    return edges.reshape(-1, 2).tolist()
 
 def split_by_episode(
     buffer: ReplayBuffer,   # the whole buffer
@@ -216,7 +223,7 @@ def split_by_episode(
     held = sorted(eps[k] for k in perm[:n_held].tolist())
     mask = np.isin(buffer.episode, held)
     return EpisodeSplit(buffer.select(np.flatnonzero(~mask)), buffer.select(np.flatnonzero(mask)) if held else None,
-                        float(holdout), int(seed), [e for e in eps if e not in held], held, note)
+                        float(holdout), int(seed), [e for e in eps if e not in held], held, note, _row_ranges(mask))
 
 # %% ../nbs/05_replay.ipynb #e4a290a6
 BUFFER_FORMAT = "cwm-nb replay buffer"

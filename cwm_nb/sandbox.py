@@ -558,8 +558,9 @@ def _reseed_numpy(args: dict | None, data: Any, source: str, in_job: bool) -> No
 cwm_predict.before_exec = _reseed_numpy
 
 # %% ../nbs/02_sandbox.ipynb #4dc1556f
-def cwm_rollouts(namespace: dict, args: dict, data: dict) -> dict:
+def cwm_rollouts(namespace: dict, args: dict, data: dict) -> dict | Serve:
     "Driver: for each (start, length) a fresh `Environment()`, `set_state(obs[start])`, then `length` steps on the logged actions."
+    if args.get("session"): return Serve({"ok": True}, lambda call: cwm_rollouts(namespace, call, data))
     Env = _environment_class(namespace)
     obs, actions = data["obs"], data["actions"]
     fmt = data.get("obs_format") or "array"

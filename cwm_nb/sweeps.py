@@ -223,7 +223,8 @@ class Job:
                     paper_compat=o["paper_compat"], max_tokens=o["max_tokens"], base_url=o["base_url"], buffer="",
                     endpoint_caps=o.get("endpoint_caps", ""),
                     plan_preset=o["plan_preset"], plan_episodes=o["plan_episodes"]) | \
-               ({"holdout": o["holdout"], "holdout_seed": o.get("holdout_seed", 0)} if o.get("holdout") is not None else {})
+               ({"holdout": o["holdout"]} if o.get("holdout") is not None else {}) | \
+               ({"holdout_seed": o.get("holdout_seed", 0)} if o.get("holdout") is not None or "holdout_seed" in o else {})
 
     def argv(self) -> list[str]:
         "Arguments of the job's `cwm-nb` command."
@@ -232,7 +233,8 @@ class Job:
              "--budget", str(self.budget), "--seed", str(self.seed), "--out", str(self.root),
              "--max-tokens", str(o["max_tokens"]), "--plan-preset", o["plan_preset"],
              "--plan-episodes", str(o["plan_episodes"])]
-        if o.get("holdout") is not None: a += ["--holdout", str(o["holdout"]), "--holdout-seed", str(o.get("holdout_seed", 0))]
+        if o.get("holdout") is not None: a += ["--holdout", str(o["holdout"])]
+        if o.get("holdout") is not None or "holdout_seed" in o: a += ["--holdout-seed", str(o.get("holdout_seed", 0))]
         return a + self.shared_flags()
 
     def shared_flags(self) -> list[str]:
@@ -258,12 +260,14 @@ def plan_sweep(
     plan_preset: str = "quick",   # planning after each search ("paper", "quick", "none")
     plan_episodes: int = 10,      # episodes per policy of that planning
     endpoint_caps: str = "",      # what the endpoint accepts (`llm.parse_caps` form), as `cwm-nb run --endpoint-caps`
-    holdout: float | None = None, # held-out fraction of each run (`cwm-nb run --holdout`); None: each run's default
+    holdout: float | None = None, # held-out fraction of each run (`cwm-nb run --holdout`), in [0, 1); None: each run's default
+    holdout_seed: int | None = None,  # seed of each run's held-out episodes (`cwm-nb run --holdout-seed`); None: 0
 ) -> list[Job]:
     "Every job of the sweep, validated (names, numbers, the settings of existing run folders). Raises `CwmNbError` naming the first bad item."
     from cwm_nb import envs as E, llm as L
     from cwm_nb.baselines import METHODS
-    from cwm_nb.experiments import PLAN_PRESETS, check_run_settings, default_max_tokens
+    from cwm_nb.experiments import PLAN_PRESETS, check_holdout, check_run_settings, default_max_tokens
+    if holdout is not None: check_holdout(holdout)   # before anything else: a bad value must not fail late, inside a run
     env_list = expand_envs(envs)
     method_list = _split(methods, "methods")
     for m in method_list:
@@ -284,7 +288,8 @@ def plan_sweep(
                     st = dict(paper_compat=bool(paper_compat), max_tokens=max_tokens or default_max_tokens(model),
                               base_url=base_url or "", plan_preset=plan_preset, plan_episodes=int(plan_episodes))
                     if endpoint_caps: st["endpoint_caps"] = endpoint_caps
-                    if holdout is not None: st["holdout"] = float(holdout)
+                    if holdout is not None: st["holdout"] = check_holdout(holdout)
+                    if holdout_seed is not None: st["holdout_seed"] = int(holdout_seed)
                     for seed in seed_list:
                         jobs.append(Job(E.get_env_spec(env).suite, env, method, model, B, seed, out/f"budget{B}",
                                         tuple(st.items())))
@@ -655,6 +660,8 @@ def run_sweep(
 
 # %% ../nbs/13a_sweeps.ipynb #5bcfe5e9
 def _cmd_sweep(a) -> int:
+    from cwm_nb.experiments import check_holdout
+    if a.holdout is not None: check_holdout(a.holdout)   # checked first: a bad value would otherwise fail inside each run
     if a.suite == "apps": return _cmd_sweep_apps(a)
     if a.suite not in ("cwmb", "rtfm"):
         raise CwmNbError(f"unknown suite {a.suite!r}", "use `cwm-nb sweep cwmb --envs ...`, `cwm-nb sweep rtfm` or `cwm-nb sweep apps --data PATH`")
@@ -669,7 +676,8 @@ def _cmd_sweep(a) -> int:
     if a.executor not in EXECUTORS: raise CwmNbError(f"unknown executor {a.executor!r}", f"use one of: {', '.join(EXECUTORS)}")
     jobs = plan_sweep(a.out, envs, a.methods, a.models, a.budgets or "10", a.seeds, paper_compat=a.paper_compat,
                       max_tokens=a.max_tokens, base_url=a.base_url, plan_preset=a.plan_preset,
-                      plan_episodes=a.plan_episodes, endpoint_caps=a.endpoint_caps, holdout=a.holdout)
+                      plan_episodes=a.plan_episodes, endpoint_caps=a.endpoint_caps, holdout=a.holdout,
+                      holdout_seed=a.holdout_seed)
     s = run_sweep(jobs, a.out, a.executor, a.workers or None, a.scheduler, a.slurm_partition, a.slurm_time,
                   progress=not a.no_progress)
     print(s.report())
@@ -734,8 +742,9 @@ def add_cli(sub) -> None:
     w.add_argument("--base-url", default="", help="OpenAI-compatible endpoint for provider:name models")
     w.add_argument("--endpoint-caps", default="", help="what the endpoint accepts, as `cwm-nb run --endpoint-caps`")
     w.add_argument("--paper-compat", action="store_true", help="reproduce the original code's behaviour")
-    w.add_argument("--holdout", type=float, default=None, help="fraction of episodes each run holds out from its search "
-                   "(0: the paper's setting); default: `cwm-nb run`'s")
+    w.add_argument("--holdout", type=float, default=None, help="fraction of episodes each run holds out from its search, "
+                   "in [0, 1) (0: the paper's setting); default: `cwm-nb run`'s (0.2 for a new run, 0 with --paper-compat)")
+    w.add_argument("--holdout-seed", type=int, default=None, help="seed of each run's held-out episodes; default: `cwm-nb run`'s (0)")
     w.add_argument("--no-progress", action="store_true", help="no progress bar")
     w.add_argument("--data", default="", help="apps: your copy of APPS, or demo (data/apps_demo)")
     w.add_argument("--problems", default="", help="apps: positions START:STOP or a comma list; default 3000:4000, demo: 0:6")

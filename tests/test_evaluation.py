@@ -91,6 +91,7 @@ def test_run_searches_on_its_part_and_reports_both(tmp_path):
     assert m["holdout"] == 0.2 and m["n_search_transitions"] + m["n_heldout_transitions"] == m["n_transitions"] == 494
     assert m["deterministic"] is True and m["nondeterminism"] is None
     assert set(m["rollouts"]) == {"search", "heldout"} and m["rollouts"]["heldout"]["n_rollouts"] == 2
+    assert m["heldout_rows"] == [[15, 28], [426, 494]]   # episodes 1 and 9: rows of the whole buffer
     assert json.loads((out.run_dir/"settings.json").read_text())["holdout"] == 0.2
 
 
@@ -128,3 +129,74 @@ def test_eval_program_prints_rollouts_determinism_and_both_parts():
                        capture_output=True, text=True, cwd=ROOT, timeout=300)
     d = json.loads(r.stdout)
     assert d["deterministic"] is True and d["rollouts"] is None and d["n_transitions"] == 494
+
+
+def _after_calls(k: int, ret: str) -> str:
+    "The reference CartPole CWM, but from the k-th step after set_state on it returns `ret` instead of its answer."
+    return CARTPOLE.replace("        self.state = np.asarray(obs, dtype=np.float64)\n",
+                            "        self.state = np.asarray(obs, dtype=np.float64)\n        self.k = 0\n").replace(
+        "    def step(self, action):\n", f"    def step(self, action):\n        self.k = getattr(self, 'k', 0) + 1\n"
+        f"        if self.k >= {k}: return {ret}\n")
+
+
+@pytest.mark.parametrize("ret", ["np.full(4, np.nan), 1.0, False", "np.full(4, np.inf), 1.0, False",
+                                 "np.zeros(4, np.float32), float('inf'), False", "np.zeros(4, np.float32), float('nan'), False",
+                                 "np.zeros(4, np.float32), 1.0, None", "np.zeros(3, np.float32), 1.0, False"])
+def test_a_nan_inf_or_malformed_rollout_step_fails_the_rollout(ret):
+    "One-step scoring never sees step 3 (set_state resets k), open-loop rollouts do: they fail there, never look exact."
+    buf = load_buffer("CartPole-v1")
+    ev = evaluate_program(_after_calls(3, ret), buf, rollouts=True)
+    h = ev.rollouts["horizons"]
+    assert ev.accuracy == 1.0 and h["1"]["alive"] == 1.0 and h["1"]["state_error"] < 1e-6
+    for k in ("5", "20", "end"):
+        assert h[k]["alive"] == 0.0 and h[k]["state_error"] is None and h[k]["reward_error"] is None, (k, h[k])
+        assert h[k]["done_disagreement"] == 1.0
+    assert ev.rollouts["n_failed"] == 10 and ev.rollouts["errors"][0]["step"] == 2
+    assert ev.rollouts["by_step"]["alive"][:3] == [10, 10, 0]
+
+
+def test_a_hanging_rollout_keeps_the_rollouts_before_it():
+    "The 3rd rollout (46 steps) hangs at step 40: the first two are kept, the 3rd failed, the rest not run."
+    from cwm_nb.cwm import rollout_errors
+    from cwm_nb.sandbox import SandboxLimits
+    hang = _after_calls(40, "(time.sleep(3600), None)").replace("import math", "import math, time", 1)
+    r = rollout_errors(hang, load_buffer("CartPole-v1"), limits=SandboxLimits(wall_s=1.0))
+    assert (r["n_rollouts"], r["n_failed"], r["n_not_run"]) == (10, 1, 7)
+    assert "wall-clock limit" in r["errors"][0]["message"] and "transition 28" in r["errors"][0]["message"]
+    assert r["horizons"]["end"]["rollouts"] == 3 and r["horizons"]["end"]["alive"] == pytest.approx(2 / 3)
+    assert r["horizons"]["1"]["state_error"] < 1e-6
+
+
+def test_a_pass_that_runs_out_of_time_is_not_checked():
+    "A program that hangs after N steps in one process: scoring (N steps) and repeat pass, after_other (2N) times out."
+    from cwm_nb.sandbox import SandboxLimits
+    buf = load_buffer("CartPole-v1").select(np.arange(20))
+    slow = COUNTER.replace("_calls[0] += 1", "_calls[0] += 1\n        if _calls[0] > 20:\n            while True: pass")
+    ev = evaluate_program(slow, buf, determinism=True, limits=SandboxLimits(wall_s=1.0))
+    assert ev.accuracy == 1.0 and ev.deterministic is None and ev.determinism["first_difference"] is None
+    nc = ev.determinism["not_checked"]
+    assert nc["pass"] == "after_other" and "2 s" in nc["error"], nc   # twice the wall-clock limit of the first run
+
+
+def test_final_evaluation_scales_both_parts_by_the_whole_buffer():
+    from cwm_nb.cwm import rollout_errors, state_scale
+    from cwm_nb.experiments import final_evaluation
+    sys.path.insert(0, str(ROOT/"tests"))
+    from test_planning import PENDULUM_FLIPPED
+    buf = load_buffer("Pendulum-v1")
+    s = split_by_episode(buf, 0.2, seed=0)
+    _, held = final_evaluation(PENDULUM_FLIPPED, s, buffer=buf)
+    whole = rollout_errors(PENDULUM_FLIPPED, s.heldout, scale=state_scale(buf))["horizons"]["20"]["state_error"]
+    own = rollout_errors(PENDULUM_FLIPPED, s.heldout)["horizons"]["20"]["state_error"]
+    assert held.rollouts["horizons"]["20"]["state_error"] == pytest.approx(whole) and whole != pytest.approx(own)
+
+
+def test_cli_messages_and_holdout_checks(tmp_path):
+    r = subprocess.run([CLI, "eval-program", str(PROGRAMS/"CartPole-v1.py"), "--env", "CartPole-v1", "--no-determinism"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0 and "determinism not checked (--no-determinism)" in r.stdout, r.stdout + r.stderr
+    for args in (["eval-program", str(PROGRAMS/"CartPole-v1.py"), "--env", "CartPole-v1", "--holdout", "-1"],
+                 ["sweep", "cwmb", "--envs", "CartPole-v1", "--holdout", "1.5", "--out", str(tmp_path/"sw")]):
+        r = subprocess.run([CLI, *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert r.returncode != 0 and "--holdout must be a fraction of the episodes in [0, 1)" in r.stderr, r.stderr
+    assert not (tmp_path/"sw").exists()

@@ -82,9 +82,9 @@ def test_per_env_table_holds_each_runs_own_numbers(results, figures_out):
 
 def test_published_numbers_are_labelled(figures_out):
     fig, _ = figures_out
-    t2 = pd.read_csv(fig/"t2_cwmb_main.csv", index_col=[0, 1, 2, 3, 4])
-    assert t2.loc[("paper (published)", "discrete", "gif-mcts", "llama-3-70b", 50), "accuracy"] == 0.84
-    assert t2.loc[("paper (published)", "continuous", "worldcoder", "gpt-4-turbo", 10), "R"] == 0.20
+    t2 = pd.read_csv(fig/"t2_cwmb_main.csv", index_col=[0, 1, 2, 3, 4, 5])
+    assert t2.loc[("paper (published)", "discrete", "gif-mcts", "llama-3-70b", 50, 0.0), "accuracy"] == 0.84
+    assert t2.loc[("paper (published)", "continuous", "worldcoder", "gpt-4-turbo", 10, 0.0), "R"] == 0.20
     assert set(t2.index.get_level_values(0)) == {"ours", "paper (published)"}
     assert "paper (published)" in (fig/"t2_cwmb_main.tex").read_text()
     t6 = pd.read_csv(fig/"t6_ablation.csv", header=[0, 1], index_col=[0, 1, 2, 3])
@@ -98,8 +98,8 @@ def test_runs_whose_programs_all_raised_count_as_R_zero(results, figures_out):
         assert m["return_oracle"] != m["return_random"]        # R is defined for CartPole: the rule applies
     t = pd.read_csv(fig/"t10_t11_per_env.csv", header=[0, 1, 2, 3, 4], index_col=0)
     assert t.loc["CartPole-v1", ("ours", "gif-mcts-no-fix", "scripted", "2", "R")] == 0.0
-    t2 = pd.read_csv(fig/"t2_cwmb_main.csv", index_col=[0, 1, 2, 3, 4])
-    row = t2.loc[("ours", "discrete", "gif-mcts-no-fix", "scripted", 2)]
+    t2 = pd.read_csv(fig/"t2_cwmb_main.csv", index_col=[0, 1, 2, 3, 4, 5])
+    row = t2.loc[("ours", "discrete", "gif-mcts-no-fix", "scripted", 2, 0.2)]
     # per seed: mean over CartPole (R counted as 0) and Blackjack (when R is defined there), then mean over seeds
     per_seed = []
     for seed in (0, 1):
@@ -113,20 +113,20 @@ def test_runs_whose_programs_all_raised_count_as_R_zero(results, figures_out):
 def test_heldout_accuracy_beside_accuracy(results, figures_out):
     "New runs hold out a fifth of the episodes: Table 2 shows their held-out accuracy beside the training accuracy."
     fig, _ = figures_out
-    t2 = pd.read_csv(fig/"t2_cwmb_main.csv", index_col=[0, 1, 2, 3, 4])
-    row = t2.loc[("ours", "discrete", "gif-mcts", "scripted", 2)]
+    t2 = pd.read_csv(fig/"t2_cwmb_main.csv", index_col=[0, 1, 2, 3, 4, 5])
+    row = t2.loc[("ours", "discrete", "gif-mcts", "scripted", 2, 0.2)]
     per_seed = [(metrics(results, "CartPole-v1", "gif-mcts", s)["heldout_accuracy"]
                  + metrics(results, "Blackjack-v1", "gif-mcts", s)["heldout_accuracy"]) / 2 for s in (0, 1)]
     assert metrics(results, "CartPole-v1", "gif-mcts", 0)["heldout_accuracy"] == 1.0
-    assert row["held-out accuracy"] == pytest.approx(sum(per_seed) / 2) and str(row["holdout"]) == "0.2"
-    assert pd.isna(t2.loc[("paper (published)", "discrete", "gif-mcts", "llama-3-70b", 50), "held-out accuracy"])
+    assert row["held-out accuracy"] == pytest.approx(sum(per_seed) / 2)   # (the index's last level: holdout 0.2)
+    assert pd.isna(t2.loc[("paper (published)", "discrete", "gif-mcts", "llama-3-70b", 50, 0.0), "held-out accuracy"])
     m = metrics(results, "CartPole-v1", "gif-mcts", 0)
     assert m["deterministic"] is True and m["rollouts"]["heldout"]["horizons"]["1"]["state_error"] < 1e-6
 
 def test_make_all_without_published_numbers(results, tmp_path):
     from cwm_nb import figures
     w = figures.make_all(results, tmp_path/"np", published=False)
-    t2 = pd.read_csv(w["t2_cwmb_main"][0], index_col=[0, 1, 2, 3, 4])
+    t2 = pd.read_csv(w["t2_cwmb_main"][0], index_col=[0, 1, 2, 3, 4, 5])
     assert set(t2.index.get_level_values(0)) == {"ours"}
     assert pd.read_csv(w["t3_rtfm"][0]).columns.tolist()[-1] == "note"    # no RTFM runs: a note, not a crash
 
