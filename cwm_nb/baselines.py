@@ -80,13 +80,15 @@ class ProgramNode:
     prompt_tokens: int = 0         # tokens of the call's prompt
     completion_tokens: int = 0     # tokens of the call's completion
 
-    @property
-    def sha256(self) -> str | None:
-        return hashlib.sha256(self.program.encode()).hexdigest() if self.program else None
-
-CHECKPOINT_FORMAT = "cwm-nb/program-search-checkpoint/1"
+# %% ../nbs/09_baselines.ipynb #c58c96d5
+@patch(as_prop=True)
+def sha256(self: ProgramNode) -> str | None:
+    return hashlib.sha256(self.program.encode()).hexdigest() if self.program else None
 
 # %% ../nbs/09_baselines.ipynb #a900ee04
+CHECKPOINT_FORMAT = "cwm-nb/program-search-checkpoint/1"
+
+# %% ../nbs/09_baselines.ipynb #90a2905b
 class ProgramSearch(gif_mcts.SearchLoop):
     """The baselines' search state: a flat list of programs (`ProgramNode`), each made by one LLM call from the
     root or from an earlier program. The call loop, accounting, checkpoint and resume are `gif_mcts.SearchLoop`'s,
@@ -98,30 +100,40 @@ class ProgramSearch(gif_mcts.SearchLoop):
 
     def _init_search(self): self.nodes: list[ProgramNode] = [ProgramNode(0, None, "root", "root")]
 
-    def plan(self) -> tuple[int, str, list[dict]]:
-        "The next call: (id of the node to extend, action type, messages). May draw from `self.rng`."
-        raise NotImplementedError
-
-    def new_node(self, node: ProgramNode):
-        "Set method-specific fields of a new node."
-
-    def update(self, parent: ProgramNode, child: ProgramNode):
-        "Learn from `child`, just made from `parent`."
-
-    def node_at(self, pid: int) -> ProgramNode: return self.nodes[pid]
-
-    def arms(self) -> list[ProgramNode]:
-        "The programs that can be refined: every node but the root and failed expansions (no program, 08_gif_mcts)."
-        return [n for n in self.nodes[1:] if "failed_request" not in n.evaluation]
-
     def _identity(self) -> dict: return dict(method=self.method, **super()._identity())
 
-    def _search_state(self) -> dict:
-        return dict(nodes=[{f.name: getattr(n, f.name) for f in fields(ProgramNode)} for n in self.nodes])
+# %% ../nbs/09_baselines.ipynb #72825e5b
+@patch
+def plan(self: ProgramSearch) -> tuple[int, str, list[dict]]:
+    "The next call: (id of the node to extend, action type, messages). May draw from `self.rng`."
+    raise NotImplementedError
 
-    def _restore_search(self, d: dict): self.nodes = [ProgramNode(**n) for n in d["nodes"]]
+@patch
+def new_node(self: ProgramSearch, node: ProgramNode):
+    "Set method-specific fields of a new node."
 
-# %% ../nbs/09_baselines.ipynb #a7386e85
+@patch
+def update(self: ProgramSearch, parent: ProgramNode, child: ProgramNode):
+    "Learn from `child`, just made from `parent`."
+
+# %% ../nbs/09_baselines.ipynb #25198a76
+@patch
+def node_at(self: ProgramSearch, pid: int) -> ProgramNode: return self.nodes[pid]
+
+@patch
+def arms(self: ProgramSearch) -> list[ProgramNode]:
+    "The programs that can be refined: every node but the root and failed expansions (no program, 08_gif_mcts)."
+    return [n for n in self.nodes[1:] if "failed_request" not in n.evaluation]
+
+# %% ../nbs/09_baselines.ipynb #78e8884f
+@patch
+def _search_state(self: ProgramSearch) -> dict:
+    return dict(nodes=[{f.name: getattr(n, f.name) for f in fields(ProgramNode)} for n in self.nodes])
+
+@patch
+def _restore_search(self: ProgramSearch, d: dict): self.nodes = [ProgramNode(**n) for n in d["nodes"]]
+
+# %% ../nbs/09_baselines.ipynb #20bb9f00
 @patch
 def add_child(self: ProgramSearch, pid: int, t: str, program: str, s: dict, critique: str | None, call: int,
               tok: tuple[int, int]) -> ProgramNode:
@@ -139,23 +151,29 @@ def add_child(self: ProgramSearch, pid: int, t: str, program: str, s: dict, crit
     self.update(parent, child)
     return child
 
-# %% ../nbs/09_baselines.ipynb #eba733be
+# %% ../nbs/09_baselines.ipynb #28481478
+@patch
+def _row(self: ProgramSearch, n: ProgramNode) -> dict:
+    "Node `n` as a row of tree.json: visits = times extended, value = score (and WorldCoder's α, β)."
+    row = dict(id=n.id, parent=n.parent, action=n.action, action_type=n.action_type, depth=n.depth,
+               call=n.call, visits=n.refined, value=n.score, q=n.score, reward=0.0, terminal=False,
+               bug=n.raised, bug_open=n.raised, score=n.score, perfect=n.perfect, program_sha=n.sha256,
+               n_lines=len(n.program.split("\n")) if n.program else 0, children=list(n.children),
+               open_actions=[],
+               n_children={t: sum(self.nodes[c].action_type == t for c in n.children) for t in ACTION_TYPES},
+               error=(n.error or "")[:500] if n.raised else None,
+               prompt_tokens=n.prompt_tokens, completion_tokens=n.completion_tokens)
+    if n.alpha is not None: row.update(alpha=n.alpha, beta=n.beta)
+    return row
+
+# %% ../nbs/09_baselines.ipynb #71609d68
 @patch
 def export_tree(self: ProgramSearch) -> dict:
     "The programs as a JSON-safe tree in the shape of GIF-MCTS's tree.json (visits = times extended, value = score)."
     nodes, programs = [], {}
     for n in self.nodes:
         if n.program: programs[n.sha256] = n.program
-        row = dict(id=n.id, parent=n.parent, action=n.action, action_type=n.action_type, depth=n.depth,
-                   call=n.call, visits=n.refined, value=n.score, q=n.score, reward=0.0, terminal=False,
-                   bug=n.raised, bug_open=n.raised, score=n.score, perfect=n.perfect, program_sha=n.sha256,
-                   n_lines=len(n.program.split("\n")) if n.program else 0, children=list(n.children),
-                   open_actions=[],
-                   n_children={t: sum(self.nodes[c].action_type == t for c in n.children) for t in ACTION_TYPES},
-                   error=(n.error or "")[:500] if n.raised else None,
-                   prompt_tokens=n.prompt_tokens, completion_tokens=n.completion_tokens)
-        if n.alpha is not None: row.update(alpha=n.alpha, beta=n.beta)
-        nodes.append(row)
+        nodes.append(self._row(n))
     out = dict(format=f"cwm-nb/{self.method}-tree/1", method=self.method, root=0, nodes=nodes,
                programs=programs, best_node=self.best_node,
                best_program_sha=hashlib.sha256(self.best_program.encode()).hexdigest() if self.best_program else None,
@@ -163,9 +181,10 @@ def export_tree(self: ProgramSearch) -> dict:
     out["stats"] = action_stats(out)
     return to_plain(out)
 
-# %% ../nbs/09_baselines.ipynb #78e8884f
+# %% ../nbs/09_baselines.ipynb #19c4f33b
 SELECT_RULES = ("thompson", "sequential")
 
+# %% ../nbs/09_baselines.ipynb #0e160be0
 @dataclass
 class WorldCoderConfig:
     "Hyperparameters of WorldCoder's REx refinement (GIF-MCTS paper, Sec. 5.1); sampling defaults as `GIFMCTSConfig`."
@@ -184,7 +203,7 @@ class WorldCoderConfig:
             raise CwmNbError(f"WorldCoderConfig: unknown select rule {self.select!r}", f"use one of {SELECT_RULES}")
         if not self.C >= 0: raise CwmNbError(f"WorldCoderConfig: C={self.C}", "use C >= 0 (the paper's is 5)")
 
-# %% ../nbs/09_baselines.ipynb #539121f4
+# %% ../nbs/09_baselines.ipynb #7baf9f17
 class WorldCoder(ProgramSearch):
     "WorldCoder's REx refinement (GIF-MCTS paper, Sec. 5.1): `WorldCoder(llm, evaluate, description, ...).run(budget) -> SearchResult`."
     method, label = "worldcoder", "WorldCoder"
@@ -193,35 +212,45 @@ class WorldCoder(ProgramSearch):
                  checkpoint: str | Path | None = None, progress: bool = True):
         super().__init__(llm, evaluate, description, config or WorldCoderConfig(), seed, checkpoint, progress)
 
-    def choose(self) -> ProgramNode:
-        "The program to refine next: Thompson sampling over the Beta posteriors, or the newest program."
-        arms = self.arms()
-        if self.config.select == "sequential": return arms[-1]
-        return arms[rex_select([n.alpha for n in arms], [n.beta for n in arms], self.rng)]
+# %% ../nbs/09_baselines.ipynb #5998b2bb
+@patch
+def choose(self: WorldCoder) -> ProgramNode:
+    "The program to refine next: Thompson sampling over the Beta posteriors, or the newest program."
+    arms = self.arms()
+    if self.config.select == "sequential": return arms[-1]
+    return arms[rex_select([n.alpha for n in arms], [n.beta for n in arms], self.rng)]
 
-    def plan(self):
-        if not self.arms(): return 0, "generate", self.messages(self.nodes[0], "generate")
-        node = self.choose()
-        t = "fix" if node.raised else "improve"
-        return node.id, t, self.messages(node, t)
+# %% ../nbs/09_baselines.ipynb #c02240be
+@patch
+def plan(self: WorldCoder):
+    if not self.arms(): return 0, "generate", self.messages(self.nodes[0], "generate")
+    node = self.choose()
+    t = "fix" if node.raised else "improve"
+    return node.id, t, self.messages(node, t)
 
-    def is_perfect(self, node: ProgramNode) -> bool:
-        "Strict success: the evaluator's `perfect` flag, or (paper_compat) a score of exactly 1.0."
-        return node.score == 1.0 if self.config.paper_compat else node.perfect
+# %% ../nbs/09_baselines.ipynb #d2a7f61b
+@patch
+def is_perfect(self: WorldCoder, node: ProgramNode) -> bool:
+    "Strict success: the evaluator's `perfect` flag, or (paper_compat) a score of exactly 1.0."
+    return node.score == 1.0 if self.config.paper_compat else node.perfect
 
-    def new_node(self, node):
-        node.alpha, node.beta = beta_params(node.score, self.config.C)
+@patch
+def new_node(self: WorldCoder, node):
+    node.alpha, node.beta = beta_params(node.score, self.config.C)
 
-    def update(self, parent, child):
-        if parent.id == 0: return        # the root is not an arm
-        strict = 1.0 if self.is_perfect(child) else 0.0
-        parent.alpha += strict; parent.beta += 1.0 - strict
+@patch
+def update(self: WorldCoder, parent, child):
+    if parent.id == 0: return        # the root is not an arm
+    strict = 1.0 if self.is_perfect(child) else 0.0
+    parent.alpha += strict; parent.beta += 1.0 - strict
 
-    def stops(self, child): return self.is_perfect(child)
+@patch
+def stops(self: WorldCoder, child): return self.is_perfect(child)
 
-# %% ../nbs/09_baselines.ipynb #eecf31f0
+# %% ../nbs/09_baselines.ipynb #11f7eb71
 COT_OPENER = "Let me work out the environment's rules step by step before I write the program.\n\n"
 
+# %% ../nbs/09_baselines.ipynb #7fe59cc1
 def cot_messages(
     description: str,              # the environment's text description
     *,
@@ -235,7 +264,7 @@ def cot_messages(
     return [dict(role="system", content=SYSTEM_PROMPT), dict(role="user", content=user),
             dict(role="assistant", content=opener)]
 
-# %% ../nbs/09_baselines.ipynb #0e160be0
+# %% ../nbs/09_baselines.ipynb #ff7c7e02
 @dataclass
 class ZeroShotCoTConfig:
     "Settings of the zero-shot CoT baseline (GIF-MCTS paper, Sec. 5.1); sampling defaults as `GIFMCTSConfig`."
@@ -246,6 +275,7 @@ class ZeroShotCoTConfig:
     contract: str | None = None      # interface rules shown in the prompt; None: the CWM contract
     paper_compat: bool = False       # draw all B samples even after a perfect program, as the original
 
+# %% ../nbs/09_baselines.ipynb #ddf5084b
 class ZeroShotCoT(ProgramSearch):
     "Best of B independent zero-shot chain-of-thought samples (GIF-MCTS paper, Sec. 5.1): `.run(budget) -> SearchResult`."
     method, label = "zero-shot-cot", "zero-shot CoT"
@@ -255,16 +285,20 @@ class ZeroShotCoT(ProgramSearch):
         super().__init__(llm, evaluate, description, config or ZeroShotCoTConfig(), seed, checkpoint, progress)
         self.prompt = cot_messages(description, contract=self.contract, opener=self.config.opener)
 
-    def plan(self): return 0, "generate", self.prompt if self.task is None else self.task.cot_messages()
+# %% ../nbs/09_baselines.ipynb #9fd057e9
+@patch
+def plan(self: ZeroShotCoT): return 0, "generate", self.prompt if self.task is None else self.task.cot_messages()
 
-    def shorter(self, where, t, compact):
-        "The CoT prompt with the description shortened for a small context window (07_prompts); a `task`'s own CoT prompt."
-        if self.task is not None: return self.task.cot_messages(compact=compact)
-        return cot_messages(shorten_description(self.description, compact), contract=self.contract, opener=self.config.opener)
+@patch
+def shorter(self: ZeroShotCoT, where, t, compact):
+    "The CoT prompt with the description shortened for a small context window (07_prompts); a `task`'s own CoT prompt."
+    if self.task is not None: return self.task.cot_messages(compact=compact)
+    return cot_messages(shorten_description(self.description, compact), contract=self.contract, opener=self.config.opener)
 
-    def stops(self, child): return child.perfect and not self.config.paper_compat
+@patch
+def stops(self: ZeroShotCoT, child): return child.perfect and not self.config.paper_compat
 
-# %% ../nbs/09_baselines.ipynb #6a85ceec
+# %% ../nbs/09_baselines.ipynb #0b364406
 GIF_MCTS_ABLATIONS: dict[str, dict] = {
     "gif-mcts-no-generate": dict(allow_generate=False),
     "gif-mcts-no-improve": dict(allow_improve=False),
@@ -272,7 +306,17 @@ GIF_MCTS_ABLATIONS: dict[str, dict] = {
 }
 METHODS: tuple[str, ...] = ("gif-mcts", "worldcoder", "zero-shot-cot", *GIF_MCTS_ABLATIONS)
 
-# %% ../nbs/09_baselines.ipynb #ddf5084b
+# %% ../nbs/09_baselines.ipynb #f234ebbc
+def _method_config(method: str, paper_compat: bool, max_tokens: int | None, contract: str | None) -> tuple[type, Any]:
+    "The search class of `method` and its config. Raises `CwmNbError` for an unknown method."
+    kw = dict(paper_compat=paper_compat, max_tokens=max_tokens, contract=contract)
+    if method == "gif-mcts" or method in GIF_MCTS_ABLATIONS:
+        return gif_mcts.GIFMCTS, gif_mcts.GIFMCTSConfig(**kw, **GIF_MCTS_ABLATIONS.get(method, {}))
+    if method == "worldcoder": return WorldCoder, WorldCoderConfig(**kw)
+    if method == "zero-shot-cot": return ZeroShotCoT, ZeroShotCoTConfig(**kw)
+    raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
+
+# %% ../nbs/09_baselines.ipynb #af0946df
 def make_search(
     method: str,                        # one of `METHODS`
     llm: Any,                           # an `LLM` (`.complete(messages, seed=, draw=, ...)`)
@@ -288,17 +332,7 @@ def make_search(
     task=None,                          # another task's prompts and answer rule (`SearchLoop.task`, e.g. APPS); None: the CWM task
 ):
     "Build the search object of `method`; `.run(budget)` returns a `gif_mcts.SearchResult`. Raises `CwmNbError` for an unknown method."
-    common = dict(seed=seed, checkpoint=checkpoint, progress=progress)
-    if method == "gif-mcts" or method in GIF_MCTS_ABLATIONS:
-        cfg = gif_mcts.GIFMCTSConfig(paper_compat=paper_compat, max_tokens=max_tokens, contract=contract,
-                                     **GIF_MCTS_ABLATIONS.get(method, {}))
-        search = gif_mcts.GIFMCTS(llm, evaluate, description, config=cfg, **common)
-    elif method == "worldcoder":
-        cfg = WorldCoderConfig(paper_compat=paper_compat, max_tokens=max_tokens, contract=contract)
-        search = WorldCoder(llm, evaluate, description, config=cfg, **common)
-    elif method == "zero-shot-cot":
-        cfg = ZeroShotCoTConfig(paper_compat=paper_compat, max_tokens=max_tokens, contract=contract)
-        search = ZeroShotCoT(llm, evaluate, description, config=cfg, **common)
-    else: raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
+    cls, cfg = _method_config(method, paper_compat, max_tokens, contract)
+    search = cls(llm, evaluate, description, config=cfg, seed=seed, checkpoint=checkpoint, progress=progress)
     search.task = task
     return search

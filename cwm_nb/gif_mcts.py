@@ -27,6 +27,7 @@ _LETTER = {"g": "generate", "i": "improve", "f": "fix"}
 _FIXES = ("fix_terminal_reexpand", "fix_terminal_value", "fix_improve_perfect", "fix_early_stop",
           "fix_value_features", "fix_block_length")
 
+# %% ../nbs/08_gif_mcts.ipynb #09508fa4
 @dataclass
 class GIFMCTSConfig:
     "Hyperparameters of GIF-MCTS; defaults are the paper's (App. B, Tables 4 and 5)."
@@ -64,24 +65,26 @@ class GIFMCTSConfig:
                              "keep at least one of generate or improve (the ablations remove one at a time)")
         if self.L < 1 or self.f < 0: raise CwmNbError(f"GIFMCTSConfig: L={self.L}, f={self.f}", "use L >= 1 and f >= 0")
 
-# %% ../nbs/08_gif_mcts.ipynb #4dc67c20
+# %% ../nbs/08_gif_mcts.ipynb #b84c3e37
 @patch
 def fix(self: GIFMCTSConfig, name: str) -> bool:
     "Whether the fix `name` (one of the `fix_*` fields) is on."
     v = getattr(self, name)
     return (not self.paper_compat) if v is None else bool(v)
 
+# %% ../nbs/08_gif_mcts.ipynb #78128d6b
 @patch(as_prop=True)
 def max_fixes(self: GIFMCTSConfig) -> int:
     "Effective fix-chain length: `f`, or 0 when fixes are switched off."
     return self.f if self.allow_fix else 0
 
+# %% ../nbs/08_gif_mcts.ipynb #50071e8d
 @patch(as_prop=True)
 def bug_values(self: GIFMCTSConfig) -> list[float]:
     "Temporary values of a buggy node indexed by fixes left: linspace(0, 0.99, f+1), [0.0] when f = 0 (paper, App. B)."
     return [float(v) for v in np.linspace(0.0, 0.99, self.max_fixes + 1)] if self.max_fixes > 0 else [0.0]
 
-# %% ../nbs/08_gif_mcts.ipynb #44cb7652
+# %% ../nbs/08_gif_mcts.ipynb #8471bc54
 def node_state(
     program: str,       # the child's full program
     parent_state: str,  # the parent's state (program prefix); "" at the root
@@ -94,7 +97,7 @@ def node_state(
     new = len(lines) - P
     return "\n".join(lines), new, new < L
 
-# %% ../nbs/08_gif_mcts.ipynb #9cf4d3c1
+# %% ../nbs/08_gif_mcts.ipynb #af7fcbe6
 @dataclass
 class LinearValueModel:
     "Value of an untried action of one type from global and local value (paper, App. B); trained by SGD with lr 1/n."
@@ -102,25 +105,29 @@ class LinearValueModel:
     w_L: float = 0.5   # weight of the local value
     n: float = 3.0     # 1/n is the next learning rate (starts at 1 + prior pseudo-count)
 
-    def predict(self, v_G: float, v_L: float | None) -> float:
-        "Unclipped prediction; `v_G` when `v_L` is None or the weights sum to 0."
-        s = self.w_G + self.w_L
-        if v_L is None or abs(s) < 1e-12: return float(v_G)
-        return (self.w_G * v_G + self.w_L * v_L) / s
+# %% ../nbs/08_gif_mcts.ipynb #faa57147
+@patch
+def predict(self: LinearValueModel, v_G: float, v_L: float | None) -> float:
+    "Unclipped prediction; `v_G` when `v_L` is None or the weights sum to 0."
+    s = self.w_G + self.w_L
+    if v_L is None or abs(s) < 1e-12: return float(v_G)
+    return (self.w_G * v_G + self.w_L * v_L) / s
 
-    def update(self, v_G: float, v_L: float | None, target: float) -> tuple[float, float]:
-        "One SGD step on (prediction - target)^2; returns (prediction before the step, loss). No step when `v_L` is None."
-        pred = self.predict(v_G, v_L); loss = (pred - target) ** 2
-        s = self.w_G + self.w_L
-        if v_L is None or abs(s) < 1e-12: return pred, loss
-        g = 2.0 * (pred - target) / s**2
-        gG, gL = g * self.w_L * (v_G - v_L), g * self.w_G * (v_L - v_G)
-        lr = 1.0 / self.n
-        self.w_G, self.w_L = self.w_G - lr * gG, self.w_L - lr * gL
-        self.n += 1
-        return pred, loss
+# %% ../nbs/08_gif_mcts.ipynb #2c9e7c75
+@patch
+def update(self: LinearValueModel, v_G: float, v_L: float | None, target: float) -> tuple[float, float]:
+    "One SGD step on (prediction - target)^2; returns (prediction before the step, loss). No step when `v_L` is None."
+    pred = self.predict(v_G, v_L); loss = (pred - target) ** 2
+    s = self.w_G + self.w_L
+    if v_L is None or abs(s) < 1e-12: return pred, loss
+    g = 2.0 * (pred - target) / s**2
+    gG, gL = g * self.w_L * (v_G - v_L), g * self.w_G * (v_L - v_G)
+    lr = 1.0 / self.n
+    self.w_G, self.w_L = self.w_G - lr * gG, self.w_L - lr * gL
+    self.n += 1
+    return pred, loss
 
-# %% ../nbs/08_gif_mcts.ipynb #22c26599
+# %% ../nbs/08_gif_mcts.ipynb #cae7a791
 def uct_visited(
     q: float,       # the child's worth Q
     n_parent: int,  # visits of the parent (>= 1)
@@ -131,6 +138,7 @@ def uct_visited(
     "UCT score of a visited child with worth `q` (paper, App. B)."
     return q + C * math.sqrt(math.log(n_parent) / (n_child + eps))
 
+# %% ../nbs/08_gif_mcts.ipynb #e0737c69
 def uct_new(
     v_hat: float,   # value-model prediction for the action's type (clipped to [0, 1] here)
     n_parent: int,  # visits of the parent (>= 1)
@@ -141,7 +149,7 @@ def uct_new(
     "UCT score of an untried action: clipped predicted value plus a bonus over `k_same` expanded same-type siblings."
     return min(max(v_hat, 0.0), 1.0) + C * math.sqrt(math.log(n_parent) / (k_same + eps))
 
-# %% ../nbs/08_gif_mcts.ipynb #2c9e7c75
+# %% ../nbs/08_gif_mcts.ipynb #50fbdc3e
 @dataclass
 class Node:
     "One node of the GIF-MCTS tree (the original's `CodeStateNode`)."
@@ -171,15 +179,17 @@ class Node:
     completion_tokens: int = 0     # tokens of that call's completion
     replaced: list = field(default_factory=list)  # paper_compat re-expansions: sha256 of overwritten programs
 
-    def value(self) -> float:
-        "Mean backed-up value; 0 when never visited."
-        return self.value_sum / self.visits if self.visits else 0.0
+# %% ../nbs/08_gif_mcts.ipynb #7742fd6a
+@patch
+def value(self: Node) -> float:
+    "Mean backed-up value; 0 when never visited."
+    return self.value_sum / self.visits if self.visits else 0.0
 
-    @property
-    def sha256(self) -> str | None:
-        return hashlib.sha256(self.program.encode()).hexdigest() if self.program else None
+@patch(as_prop=True)
+def sha256(self: Node) -> str | None:
+    return hashlib.sha256(self.program.encode()).hexdigest() if self.program else None
 
-# %% ../nbs/08_gif_mcts.ipynb #3ff00b7f
+# %% ../nbs/08_gif_mcts.ipynb #fde4fedd
 class SearchTree:
     "State and rules of a GIF-MCTS tree: selection, expansion, value model, backpropagation, bug chains."
     def __init__(self, config: GIFMCTSConfig | None = None):
@@ -191,16 +201,18 @@ class SearchTree:
         self.global_stats = {t: [v * c, float(c)] for t, (v, c) in prior.items()}  # [sum, count]
         self.model_trace: list[dict] = []   # one row per expansion: type, v_G, v_L, prediction, target, loss
 
-    @property
-    def root(self) -> Node: return self.nodes[0]
+# %% ../nbs/08_gif_mcts.ipynb #e0e7a574
+@patch(as_prop=True)
+def root(self: SearchTree) -> Node: return self.nodes[0]
 
-# %% ../nbs/08_gif_mcts.ipynb #e0737c69
+# %% ../nbs/08_gif_mcts.ipynb #5999e76f
 @patch
 def q(self: SearchTree, node: Node) -> float:
     "A child's worth as its parent sees it: `reward + γ·value` (fix_terminal_value) or `value` (original)."
     if self.config.fix("fix_terminal_value"): return node.reward + self.config.gamma * node.value()
     return node.value()
 
+# %% ../nbs/08_gif_mcts.ipynb #bd67d0fa
 @patch
 def global_value(self: SearchTree, t: str) -> float:
     "v_G: prior-seeded running mean score of type-`t` expansions."
@@ -214,12 +226,13 @@ def local_value(self: SearchTree, node: Node, t: str, exclude: int | None = None
           if c is not None and c != exclude and _LETTER[a[0]] == t]
     return sum(qs) / len(qs) if qs else None
 
+# %% ../nbs/08_gif_mcts.ipynb #60f00466
 @patch
 def predicted_value(self: SearchTree, node: Node, t: str) -> float:
     "Clipped value-model prediction for an untried type-`t` action at `node`."
     return min(max(self.models[t].predict(self.global_value(t), self.local_value(node, t)), 0.0), 1.0)
 
-# %% ../nbs/08_gif_mcts.ipynb #50fbdc3e
+# %% ../nbs/08_gif_mcts.ipynb #e7a88617
 @patch
 def selectable(self: SearchTree, cid: int | None) -> bool:
     "Whether a child slot can still be chosen: untried, or a subtree with something left to try."
@@ -228,6 +241,7 @@ def selectable(self: SearchTree, cid: int | None) -> bool:
     if n.terminal: return not self.config.fix("fix_terminal_reexpand")
     return any(self.selectable(c) for c in n.children.values())
 
+# %% ../nbs/08_gif_mcts.ipynb #75fab4c6
 @patch
 def scores(self: SearchTree, node: Node) -> dict[str, float]:
     "UCT score of every selectable action of `node` (paper, App. B), in the order the actions were added."
@@ -243,7 +257,7 @@ def scores(self: SearchTree, node: Node) -> dict[str, float]:
             out[a] = uct_visited(self.q(ch), node.visits, ch.visits, cfg.C, cfg.eps)
     return out
 
-# %% ../nbs/08_gif_mcts.ipynb #7742fd6a
+# %% ../nbs/08_gif_mcts.ipynb #08e36fb6
 @patch
 def select(self: SearchTree, rng: np.random.Generator) -> tuple[list[int], str, int | None] | None:
     "Descend from the root; returns (path of node ids, chosen action, child id or None if untried), or None when nothing is left."
@@ -260,7 +274,7 @@ def select(self: SearchTree, rng: np.random.Generator) -> tuple[list[int], str, 
         if cid is None or self.nodes[cid].terminal: return path, a, cid
         node = self.nodes[cid]; path.append(cid)
 
-# %% ../nbs/08_gif_mcts.ipynb #5999e76f
+# %% ../nbs/08_gif_mcts.ipynb #293d4727
 @patch
 def _actions(self: SearchTree, n: Node) -> dict:
     "Initial actions of a freshly expanded node (paper, App. B)."
@@ -272,7 +286,7 @@ def _actions(self: SearchTree, n: Node) -> dict:
     if cfg.allow_improve and (n.failure is not None or not cfg.fix("fix_improve_perfect")): acts["i1"] = None
     return acts
 
-# %% ../nbs/08_gif_mcts.ipynb #1c396d6d
+# %% ../nbs/08_gif_mcts.ipynb #65b3ab45
 @patch
 def backprop(self: SearchTree, path: list[int], visit_only: bool = False, value: float = 0.0):
     "Back up `value` from the last node of `path` to the root (the original's gif_mcts.py); visit-only keeps every mean."
@@ -282,7 +296,7 @@ def backprop(self: SearchTree, path: list[int], visit_only: bool = False, value:
         n.visits += 1
         value = n.reward + self.config.gamma * value
 
-# %% ../nbs/08_gif_mcts.ipynb #75fab4c6
+# %% ../nbs/08_gif_mcts.ipynb #4b78615a
 @patch
 def chain(self: SearchTree, node: Node) -> list[Node]:
     "`node` and its ancestors up to the first one not made by a fix (the program that first raised)."
@@ -290,6 +304,7 @@ def chain(self: SearchTree, node: Node) -> list[Node]:
     while out[-1].action_type == "fix": out.append(self.nodes[out[-1].parent])
     return out
 
+# %% ../nbs/08_gif_mcts.ipynb #49c2857c
 @patch
 def check_for_bugs(self: SearchTree, parent: Node, child: Node):
     "Settle the bug chain of `parent` after expanding `child` from it (paper, App. B)."
@@ -302,7 +317,53 @@ def check_for_bugs(self: SearchTree, parent: Node, child: Node):
         v = self.q(child)
         for n in self.chain(parent): n.value_sum, n.bug = v * n.visits, False
 
-# %% ../nbs/08_gif_mcts.ipynb #f318615e
+# %% ../nbs/08_gif_mcts.ipynb #86073d8e
+@patch
+def _child_for(self: SearchTree, parent: Node, action: str) -> Node:
+    "The node the result of `action` at `parent` goes into: a new one, or the old one it overwrites (paper_compat)."
+    t, cid = _LETTER[action[0]], parent.children[action]
+    if cid is not None:                               # paper_compat: re-expansion overwrites the node
+        child = self.nodes[cid]
+        if child.program: child.replaced.append(child.sha256)
+        return child
+    if not parent.bug and not (t == "generate" and not self.config.allow_generate):
+        parent.children[f"{action[0]}{int(action[1:]) + 1}"] = None   # widen the parent with a fresh sibling
+    child = Node(len(self.nodes), parent.id, action, t, depth=parent.depth + 1)
+    self.nodes.append(child); parent.children[action] = child.id
+    return child
+
+# %% ../nbs/08_gif_mcts.ipynb #3f1dbea0
+@patch
+def _fill(self: SearchTree, child: Node, parent: Node, program: str, evaluation: dict, critique: str | None,
+          call: int | None, tokens: tuple[int, int]):
+    "Set the child's state, score, reward, flags, prompt data, fixes left, actions and temporary value."
+    cfg, bug = self.config, bool(evaluation["bug"])
+    s = 0.0 if bug else float(evaluation["accuracy"])
+    child.code, new_len, done = node_state(program, parent.code, cfg.L, exact=cfg.fix("fix_block_length"))
+    child.program, child.score, child.terminal = program, s, done
+    child.reward = s if done else 0.0
+    child.bug = child.raised = bug
+    child.perfect = bool(evaluation.get("perfect")) and not bug
+    child.error, child.failure = evaluation.get("error"), evaluation.get("failure")
+    child.evaluation = evaluation.get("evaluation", {})
+    child.critique, child.call = critique, call
+    child.prompt_tokens, child.completion_tokens = int(tokens[0]), int(tokens[1])
+    child.fixes_left = max(parent.fixes_left - 1, 0) if (bug and child.action_type == "fix") else cfg.max_fixes
+    child.children = self._actions(child)
+    if bug and not done: child.value_sum += cfg.bug_values[child.fixes_left]  # the temporary value
+
+# %% ../nbs/08_gif_mcts.ipynb #cfe9827a
+@patch
+def _train(self: SearchTree, parent: Node, child: Node, call: int | None):
+    "One step of the child's type's value model towards its score, logged in `model_trace`; the global mean takes the score."
+    t, s = child.action_type, child.score
+    v_G = self.global_value(t)
+    v_L = self.local_value(parent, t, exclude=child.id if self.config.fix("fix_value_features") else None)
+    pred, loss = self.models[t].update(v_G, v_L, s)
+    self.model_trace.append(dict(call=call, type=t, v_G=v_G, v_L=v_L, prediction=pred, target=s, loss=loss))
+    self.global_stats[t][0] += s; self.global_stats[t][1] += 1
+
+# %% ../nbs/08_gif_mcts.ipynb #003518fc
 @patch
 def expand(self: SearchTree,
            path: list[int],       # node ids from the root to the node the action is taken at
@@ -314,41 +375,15 @@ def expand(self: SearchTree,
            tokens: tuple[int, int] = (0, 0),  # (prompt, completion) tokens of the call
           ) -> Node:
     "Fold one LLM result into the tree: make (or, under paper_compat, remake) the child, train, back up, settle bugs."
-    cfg, parent = self.config, self.nodes[path[-1]]
-    t = _LETTER[action[0]]
-    cid = parent.children[action]
-    if cid is None:                                   # a new node; widen the parent with a fresh sibling
-        if not parent.bug and not (t == "generate" and not cfg.allow_generate):
-            parent.children[f"{action[0]}{int(action[1:]) + 1}"] = None
-        child = Node(len(self.nodes), parent.id, action, t, depth=parent.depth + 1)
-        self.nodes.append(child); parent.children[action] = child.id
-    else:                                             # paper_compat: re-expansion overwrites the node
-        child = self.nodes[cid]
-        if child.program: child.replaced.append(child.sha256)
-    bug = bool(evaluation["bug"]); s = 0.0 if bug else float(evaluation["accuracy"])
-    child.code, new_len, done = node_state(program, parent.code, cfg.L, exact=cfg.fix("fix_block_length"))
-    child.program, child.score, child.terminal = program, s, done
-    child.reward = s if done else 0.0
-    child.bug = child.raised = bug
-    child.perfect = bool(evaluation.get("perfect")) and not bug
-    child.error, child.failure = evaluation.get("error"), evaluation.get("failure")
-    child.evaluation = evaluation.get("evaluation", {})
-    child.critique, child.call = critique, call
-    child.prompt_tokens, child.completion_tokens = int(tokens[0]), int(tokens[1])
-    child.fixes_left = max(parent.fixes_left - 1, 0) if (bug and t == "fix") else cfg.max_fixes
-    child.children = self._actions(child)
-    if bug and not done: child.value_sum += cfg.bug_values[child.fixes_left]  # the temporary value
-    # value model step (before backprop, as the original), then the global mean
-    v_G = self.global_value(t)
-    v_L = self.local_value(parent, t, exclude=child.id if cfg.fix("fix_value_features") else None)
-    pred, loss = self.models[t].update(v_G, v_L, s)
-    self.model_trace.append(dict(call=call, type=t, v_G=v_G, v_L=v_L, prediction=pred, target=s, loss=loss))
-    self.global_stats[t][0] += s; self.global_stats[t][1] += 1
-    self.backprop([*path, child.id], visit_only=bug, value=0.0 if done else s)
+    parent = self.nodes[path[-1]]
+    child = self._child_for(parent, action)
+    self._fill(child, parent, program, evaluation, critique, call, tokens)
+    self._train(parent, child, call)
+    self.backprop([*path, child.id], visit_only=child.raised, value=0.0 if child.terminal else child.score)
     if parent.bug: self.check_for_bugs(parent, child)
     return child
 
-# %% ../nbs/08_gif_mcts.ipynb #a13205df
+# %% ../nbs/08_gif_mcts.ipynb #1aab8239
 @patch
 def _raw_state(self: SearchTree) -> dict:
     "The state without copying (shares the live containers; for serialisation only)."
@@ -356,6 +391,7 @@ def _raw_state(self: SearchTree) -> dict:
                 models={t: dict(w_G=m.w_G, w_L=m.w_L, n=m.n) for t, m in self.models.items()},
                 global_stats=self.global_stats, model_trace=self.model_trace)
 
+# %% ../nbs/08_gif_mcts.ipynb #12b0da1c
 @patch
 def state_dict(self: SearchTree) -> dict:
     "Everything needed to rebuild the tree, as plain data (a copy)."
@@ -371,7 +407,7 @@ def from_state_dict(cls: SearchTree, d: dict, config: GIFMCTSConfig) -> SearchTr
     tree.model_trace = list(d["model_trace"])
     return tree
 
-# %% ../nbs/08_gif_mcts.ipynb #ccb03266
+# %% ../nbs/08_gif_mcts.ipynb #90079def
 def _plain(x: Any) -> Any:
     try: return to_plain(x)
     except TypeError:
@@ -379,6 +415,7 @@ def _plain(x: Any) -> Any:
         if isinstance(x, (list, tuple)): return [_plain(v) for v in x]
         return repr(x)
 
+# %% ../nbs/08_gif_mcts.ipynb #cf75e847
 def evaluation_summary(ev: Any) -> dict:
     "Plain summary of an evaluation object: accuracy, bug, error, first failure, perfect, full report."
     bug = bool(ev.bug)
@@ -391,7 +428,7 @@ def evaluation_summary(ev: Any) -> dict:
     return dict(accuracy=acc, bug=bug, error=(ev.error or "the program raised an unknown error") if bug else ev.error,
                 failure=_plain(fails[0]) if fails else None, perfect=perfect and not bug, evaluation=full)
 
-# %% ../nbs/08_gif_mcts.ipynb #86073d8e
+# %% ../nbs/08_gif_mcts.ipynb #5e058fbb
 @dataclass
 class FailedExpansion:
     """The 'evaluation' of a call that produced no program: its prompt could not fit the context window or the
@@ -404,7 +441,7 @@ class FailedExpansion:
     perfect: bool = False
     def to_dict(self) -> dict: return dict(failed_request=self.error, accuracy=0.0, bug=True)
 
-# %% ../nbs/08_gif_mcts.ipynb #9178723d
+# %% ../nbs/08_gif_mcts.ipynb #9b34ff03
 def _default_cot(llm: Any) -> bool:
     "Whether `llm` should get the reasoning-section prompts: True for chat models, False for base (completion) models."
     seen = 0
@@ -416,12 +453,13 @@ def _default_cot(llm: Any) -> bool:
     name = str(getattr(llm, "name", "")).lower()
     return not ("embedded" in name or "270m" in name)
 
+# %% ../nbs/08_gif_mcts.ipynb #59a3d420
 def _usage(llm: Any) -> dict:
     "The retries, refusals and cost an LLM's `usage` has counted so far (zeros for objects without one)."
     u = getattr(llm, "usage", None)
     return {k: getattr(u, k, 0) or 0 for k in ("retries", "refused", "cost_usd")}
 
-# %% ../nbs/08_gif_mcts.ipynb #d2c04a97
+# %% ../nbs/08_gif_mcts.ipynb #07f7aee5
 @dataclass
 class SearchResult:
     "What a search returns (JSON-safe via `to_dict`)."
@@ -442,9 +480,11 @@ class SearchResult:
     compacted_calls: int = 0           # calls whose prompt was shortened to fit the context window
     spent: dict = field(default_factory=dict)  # over every session of the search: retries, refused requests, cost_usd
 
-    def to_dict(self) -> dict: return to_plain(asdict(self))
+# %% ../nbs/08_gif_mcts.ipynb #a90ff0ea
+@patch
+def to_dict(self: SearchResult) -> dict: return to_plain(asdict(self))
 
-# %% ../nbs/08_gif_mcts.ipynb #b9db92ef
+# %% ../nbs/08_gif_mcts.ipynb #24738998
 class SearchLoop:
     """What every program search in cwm-nb shares (GIF-MCTS here, WorldCoder and zero-shot CoT in 09_baselines):
     one LLM call per step, the program extracted and scored by `evaluate` (the sandbox), the accounting per call
@@ -475,16 +515,22 @@ class SearchLoop:
         self.contract = getattr(config, "contract", None) or CWM_CONTRACT
         self._init_search()
         self.rng = make_rng(self.seed, self.method)
-        self.best_program: str | None = None; self.best_value = 0.0; self.best_node: int | None = None
-        self.value_per_call: list[float] = []; self.best_value_per_call: list[float] = []
-        self.calls = self.cached_calls = self.prompt_tokens = self.completion_tokens = 0
-        self.failed_calls = self.compacted_calls = self.refused_in_a_row = 0
-        self.spent = dict(retries=0, refused=0, cost_usd=0.0)   # the LLM's usage deltas, summed over sessions
-        self.stop_reason: str | None = None
-        self.timing = dict(llm_s=0.0, evaluate_s=0.0, search_s=0.0, checkpoint_s=0.0)
+        self._init_accounts()
         if self.checkpoint is not None and self.checkpoint.exists(): self.load(self.checkpoint)
 
-# %% ../nbs/08_gif_mcts.ipynb #c7b1cbb6
+# %% ../nbs/08_gif_mcts.ipynb #0d37373b
+@patch
+def _init_accounts(self: SearchLoop):
+    "Start the per-call accounting from nothing (a checkpoint, if any, is loaded over it)."
+    self.best_program: str | None = None; self.best_value = 0.0; self.best_node: int | None = None
+    self.value_per_call: list[float] = []; self.best_value_per_call: list[float] = []
+    self.calls = self.cached_calls = self.prompt_tokens = self.completion_tokens = 0
+    self.failed_calls = self.compacted_calls = self.refused_in_a_row = 0
+    self.spent = dict(retries=0, refused=0, cost_usd=0.0)   # the LLM's usage deltas, summed over sessions
+    self.stop_reason: str | None = None
+    self.timing = dict(llm_s=0.0, evaluate_s=0.0, search_s=0.0, checkpoint_s=0.0)
+
+# %% ../nbs/08_gif_mcts.ipynb #99d6046d
 @patch
 def _init_search(self: SearchLoop):
     "Create the method's empty search state (a tree, a list of programs)."
@@ -500,7 +546,7 @@ def node_at(self: SearchLoop, where: Any) -> Any:
     "The node a planned call (`where`, as `plan` returned it) starts from."
     raise NotImplementedError
 
-# %% ../nbs/08_gif_mcts.ipynb #1aab8239
+# %% ../nbs/08_gif_mcts.ipynb #737b9ee4
 @patch
 def add_child(self: SearchLoop, where: Any, t: str, program: str, summary: dict, critique: str | None, call: int,
               tokens: tuple[int, int]) -> Any:
@@ -512,6 +558,7 @@ def stops(self: SearchLoop, child: Any) -> bool:
     "Whether `child` (already counted in the best-so-far) ends the search early."
     return bool(child.perfect)
 
+# %% ../nbs/08_gif_mcts.ipynb #290f2bf2
 @patch
 def _search_state(self: SearchLoop) -> dict:
     "The method's own state as checkpoint entries (e.g. `{'tree': ...}`)."
@@ -527,7 +574,7 @@ def export_tree(self: SearchLoop) -> dict:
     "The search as JSON-safe data in the tree.json layout."
     raise NotImplementedError
 
-# %% ../nbs/08_gif_mcts.ipynb #179b3f49
+# %% ../nbs/08_gif_mcts.ipynb #ee2b1059
 @patch
 def messages(self: SearchLoop, node: Any, t: str, compact: int = 0) -> list[dict]:
     """The prompt of action type `t` at `node`: generate continues the node's state (`node.code`; a node without
@@ -542,6 +589,7 @@ def messages(self: SearchLoop, node: Any, t: str, compact: int = 0) -> list[dict
     if t == "improve": return improve_messages(self.description, node.program, node.failure, cot=self.cot, **kw)
     return fix_messages(self.description, node.program, node.error or "", cot=self.cot, **kw)
 
+# %% ../nbs/08_gif_mcts.ipynb #cf4688b1
 @patch
 def parse(self: SearchLoop, t: str, text: str) -> tuple[str | None, str | None]:
     "(critique, program) of a completion of a type-`t` prompt: a generate answer is code, an improve or fix answer may reason first."
@@ -553,25 +601,32 @@ def shorter(self: SearchLoop, where: Any, t: str, compact: int) -> list[dict]:
     "The planned call's prompt rebuilt at shortening level `compact` (for a small context window)."
     return self.messages(self.node_at(where), t, compact=compact)
 
-# %% ../nbs/08_gif_mcts.ipynb #90079def
+# %% ../nbs/08_gif_mcts.ipynb #deb62713
+@patch
+def _cap_for(self: SearchLoop, m: list[dict]) -> tuple[int | None, str | None]:
+    "(a completion cap that fits with prompt `m`, None) or (None, why the prompt cannot fit)."
+    cfg, caps = self.config, getattr(self.llm, "caps", None)
+    room = caps.context_tokens - estimate_tokens(m, caps.tokens_per_char)
+    if room < max(256, (cfg.max_tokens or 0) // 2):
+        return None, (f"the prompt does not fit the model's context window of {caps.context_tokens} tokens, "
+                      f"even shortened (about {caps.context_tokens - room} tokens)")
+    return room, None
+
+# %% ../nbs/08_gif_mcts.ipynb #76a31e85
 @patch
 def ask(self: SearchLoop, where: Any, t: str, msgs: list[dict], n: int) -> tuple[Any, str | None, int]:
     """Call the LLM for the planned prompt `msgs`: shortened (`shorter`) while it does not fit the model's known
     context window or the endpoint says it is too long. Returns (completion, None, compact level), or (None,
     reason, level) for a failed expansion: the prompt cannot be made to fit, or the endpoint refused it."""
     cfg = self.config
-    caps = getattr(self.llm, "caps", None)
     fits = getattr(self.llm, "fits", lambda m, k: None)
     for level in range(MAX_COMPACT + 1):
         m = msgs if level == 0 else self.shorter(where, t, level)
         max_tokens, ok = cfg.max_tokens, fits(m, cfg.max_tokens)
         if ok is False and level < MAX_COMPACT: continue
         if ok is False:   # even the shortest prompt: a smaller completion cap, if at least half of it is left
-            room = caps.context_tokens - estimate_tokens(m, caps.tokens_per_char)
-            if room < max(256, (cfg.max_tokens or 0) // 2):
-                return None, (f"the prompt does not fit the model's context window of {caps.context_tokens} tokens, "
-                              f"even shortened (about {caps.context_tokens - room} tokens)"), level
-            max_tokens = room
+            max_tokens, why = self._cap_for(m)
+            if why: return None, why, level
         stop = ["```"] if getattr(cfg, "stop_at_fence", False) and prefill_opens_code(m) else None
         try:
             return self.llm.complete(m, seed=self.seed, draw=n, max_tokens=max_tokens, temperature=cfg.temperature,
@@ -583,11 +638,48 @@ def ask(self: SearchLoop, where: Any, t: str, msgs: list[dict], n: int) -> tuple
             return None, e.what, level
     return None, "the prompt does not fit the model's context window", MAX_COMPACT
 
-# %% ../nbs/08_gif_mcts.ipynb #cf75e847
+# %% ../nbs/08_gif_mcts.ipynb #127736ff
+@patch
+def _read(self: SearchLoop, t: str, comp: Any, failed: str | None) -> tuple[str | None, str, str | None]:
+    "(critique, program, why the call failed) of completion `comp` of a type-`t` prompt (`comp` None: a failed call)."
+    critique, program = self.parse(t, comp.text) if comp is not None else (None, "")
+    program = program or ""
+    if comp is not None and not program and getattr(comp, "finish_reason", None) == "length":
+        failed = (f"the answer reached the completion cap ({self.config.max_tokens} tokens) before any program: raise "
+                  "the cap (cwm-nb run --max-tokens; reasoning models spend hidden tokens in it)")
+    return critique, program, failed
+
+# %% ../nbs/08_gif_mcts.ipynb #eeb3db90
+@patch
+def _interrupted(self: SearchLoop, rng_state: dict, u0: dict | None):
+    "Undo an interrupted call's draws; add what it spent (`_usage` since `u0`) and save that, if anything."
+    self.rng.bit_generator.state = rng_state   # an interrupted call leaves no trace but what it cost
+    if u0 is not None and self.checkpoint is not None:
+        u1 = _usage(self.llm)
+        for k in self.spent: self.spent[k] += u1.get(k, 0) - u0.get(k, 0)
+        if any(u1.get(k, 0) != u0.get(k, 0) for k in self.spent): self.save(self.checkpoint)
+
+# %% ../nbs/08_gif_mcts.ipynb #77fe343b
+@patch
+def _record(self: SearchLoop, n: int, child: Any, comp: Any, level: int, program: str, tok: tuple[int, int],
+            u0: dict, u1: dict):
+    "Account for call `n`, whose program (now node `child`) came from completion `comp` at shortening `level`."
+    self.calls = n
+    self.cached_calls += int(bool(getattr(comp, "cached", False)))
+    self.failed_calls += int(comp is None); self.compacted_calls += int(level > 0 and comp is not None)
+    self.refused_in_a_row = self.refused_in_a_row + 1 if comp is None else 0
+    for k in self.spent: self.spent[k] += u1.get(k, 0) - u0.get(k, 0)
+    self.prompt_tokens += tok[0]; self.completion_tokens += tok[1]
+    if self.best_program is None or child.score > self.best_value:   # strict >: the earliest best wins ties
+        self.best_program, self.best_value, self.best_node = program, child.score, child.id
+    self.value_per_call.append(child.score); self.best_value_per_call.append(self.best_value)
+    if self.stops(child): self.stop_reason = "perfect"
+
+# %% ../nbs/08_gif_mcts.ipynb #4b03ba96
 @patch
 def step(self: SearchLoop) -> Any | None:
     "Make one LLM call, score its program, record it; returns the new node, or None (stop_reason 'exhausted') when `plan` has nothing left."
-    cfg, t0 = self.config, time.perf_counter()
+    t0 = time.perf_counter()
     rng_state, u0 = self.rng.bit_generator.state, None
     try:
         planned = self.plan()
@@ -600,33 +692,16 @@ def step(self: SearchLoop) -> Any | None:
         comp, failed, level = self.ask(where, t, msgs, n)
         u1 = _usage(self.llm)
         t2 = time.perf_counter()
-        critique, program = self.parse(t, comp.text) if comp is not None else (None, "")
-        program = program or ""
-        if comp is not None and not program and getattr(comp, "finish_reason", None) == "length":
-            failed = (f"the answer reached the completion cap ({cfg.max_tokens} tokens) before any program: raise "
-                      "the cap (cwm-nb run --max-tokens; reasoning models spend hidden tokens in it)")
+        critique, program, failed = self._read(t, comp, failed)
         t3 = time.perf_counter()
         evaluation = FailedExpansion(failed) if failed else self.evaluate(program)
         t4 = time.perf_counter()
     except BaseException:
-        self.rng.bit_generator.state = rng_state   # an interrupted call leaves no trace but what it cost
-        if u0 is not None and self.checkpoint is not None:
-            u1 = _usage(self.llm)
-            for k in self.spent: self.spent[k] += u1.get(k, 0) - u0.get(k, 0)
-            if any(u1.get(k, 0) != u0.get(k, 0) for k in self.spent): self.save(self.checkpoint)
+        self._interrupted(rng_state, u0)
         raise
     tok = (int(getattr(comp, "prompt_tokens", 0) or 0), int(getattr(comp, "completion_tokens", 0) or 0))
     child = self.add_child(where, t, program, evaluation_summary(evaluation), critique, n, tok)
-    self.calls = n
-    self.cached_calls += int(bool(getattr(comp, "cached", False)))
-    self.failed_calls += int(comp is None); self.compacted_calls += int(level > 0 and comp is not None)
-    self.refused_in_a_row = self.refused_in_a_row + 1 if comp is None else 0
-    for k in self.spent: self.spent[k] += u1.get(k, 0) - u0.get(k, 0)
-    self.prompt_tokens += tok[0]; self.completion_tokens += tok[1]
-    if self.best_program is None or child.score > self.best_value:   # strict >: the earliest best wins ties
-        self.best_program, self.best_value, self.best_node = program, child.score, child.id
-    self.value_per_call.append(child.score); self.best_value_per_call.append(self.best_value)
-    if self.stops(child): self.stop_reason = "perfect"
+    self._record(n, child, comp, level, program, tok, u0, u1)
     t5 = time.perf_counter()
     self.timing["llm_s"] += t2 - t1; self.timing["evaluate_s"] += t4 - t3
     self.timing["search_s"] += (t1 - t0) + (t3 - t2) + (t5 - t4)
@@ -635,7 +710,7 @@ def step(self: SearchLoop) -> Any | None:
         self.timing["checkpoint_s"] += time.perf_counter() - t5
     return child
 
-# %% ../nbs/08_gif_mcts.ipynb #70a787c4
+# %% ../nbs/08_gif_mcts.ipynb #b7df8f79
 @patch
 def run(self: SearchLoop,
         budget: int,  # total LLM calls the search may have made when it returns (a resumed search counts its earlier calls)
@@ -660,6 +735,7 @@ def run(self: SearchLoop,
     if self.checkpoint is not None: self.save(self.checkpoint)
     return self.result()
 
+# %% ../nbs/08_gif_mcts.ipynb #26e6d0a3
 @patch
 def result(self: SearchLoop) -> SearchResult:
     "The search's current result."
@@ -669,13 +745,14 @@ def result(self: SearchLoop) -> SearchResult:
                         tree["stats"], self.stop_reason or "", self.best_node, self.cached_calls, dict(self.timing),
                         self.failed_calls, self.compacted_calls, dict(self.spent))
 
-# %% ../nbs/08_gif_mcts.ipynb #32f76203
+# %% ../nbs/08_gif_mcts.ipynb #6c0d8276
 @patch
 def _identity(self: SearchLoop) -> dict:
     "What must match for a checkpoint to be resumed by this object."
     return dict(config=to_plain(asdict(self.config)), seed=self.seed,
                 description_sha256=hashlib.sha256(self.description.encode()).hexdigest())
 
+# %% ../nbs/08_gif_mcts.ipynb #bbb6ed6f
 @patch
 def _raw_state(self: SearchLoop) -> dict:
     return dict(format=self.checkpoint_format, **self._identity(), cot=self.cot, **self._search_state(),
@@ -686,6 +763,7 @@ def _raw_state(self: SearchLoop) -> dict:
                 stop_reason=self.stop_reason, timing=self.timing, failed_calls=self.failed_calls,
                 compacted_calls=self.compacted_calls, refused_in_a_row=self.refused_in_a_row, spent=self.spent)
 
+# %% ../nbs/08_gif_mcts.ipynb #6b214f68
 @patch
 def state_dict(self: SearchLoop) -> dict:
     "The whole search state as plain data (what the checkpoint holds; a copy)."
@@ -696,14 +774,10 @@ def save(self: SearchLoop, path: str | Path) -> Path:
     "Write the state to `path` atomically (JSON; `atomic_write_json` converts it to plain data once)."
     return atomic_write_json(path, self._raw_state(), indent=None)
 
-# %% ../nbs/08_gif_mcts.ipynb #d500c687
+# %% ../nbs/08_gif_mcts.ipynb #7c1e02cc
 @patch
-def load(self: SearchLoop, path: str | Path):
-    "Restore the state written by `save`. Raises `CwmNbError` for an unreadable file or a checkpoint of another search."
-    path = Path(path)
-    try: d = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise CwmNbError(f"cannot read the {self.label} checkpoint {path}: {e}", "delete the file to start the search afresh")
+def _check_checkpoint(self: SearchLoop, d: Any, path: Path):
+    "Raise `CwmNbError` unless `d` is a checkpoint of this method, config, seed and description (naming what differs)."
     if not isinstance(d, dict) or d.get("format") != self.checkpoint_format:
         fmt = d.get("format") if isinstance(d, dict) else None
         raise CwmNbError(f"{path} is not a {self.label} checkpoint (its format is {fmt!r})",
@@ -716,6 +790,16 @@ def load(self: SearchLoop, path: str | Path):
         raise CwmNbError(f"the checkpoint {path} was written by a different search ({', '.join(diff)} "
                          f"{'differs' if len(diff) == 1 else 'differ'})",
                          "resume with the same method, config, seed and description, or delete the checkpoint to start afresh")
+
+# %% ../nbs/08_gif_mcts.ipynb #210ffd7f
+@patch
+def load(self: SearchLoop, path: str | Path):
+    "Restore the state written by `save`. Raises `CwmNbError` for an unreadable file or a checkpoint of another search."
+    path = Path(path)
+    try: d = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise CwmNbError(f"cannot read the {self.label} checkpoint {path}: {e}", "delete the file to start the search afresh")
+    self._check_checkpoint(d, path)
     self._restore_search(d)
     self.rng.bit_generator.state = d["rng"]
     self.cot = d["cot"]
@@ -726,9 +810,10 @@ def load(self: SearchLoop, path: str | Path):
     for k in ("failed_calls", "compacted_calls", "refused_in_a_row"): setattr(self, k, int(d.get(k) or 0))  # older checkpoints: 0
     self.spent.update(d.get("spent") or {})
 
-# %% ../nbs/08_gif_mcts.ipynb #7be5aec7
+# %% ../nbs/08_gif_mcts.ipynb #b7f0f6ce
 CHECKPOINT_FORMAT = "cwm-nb/gif-mcts-checkpoint/1"
 
+# %% ../nbs/08_gif_mcts.ipynb #011e4de1
 class GIFMCTS(SearchLoop):
     "GIF-MCTS search (paper, Sec. 4): `GIFMCTS(llm, evaluate, description, ...).run(budget) -> SearchResult`."
     method, label, checkpoint_format = "gif-mcts", "GIF-MCTS", CHECKPOINT_FORMAT
@@ -746,30 +831,52 @@ class GIFMCTS(SearchLoop):
 
     def _init_search(self): self.tree = SearchTree(self.config)
 
-    def plan(self):
-        "Select a leaf action by UCT (paper, App. B); None when every action is spent."
-        sel = self.tree.select(self.rng)
-        if sel is None: return None
-        path, action, _ = sel
-        t = _LETTER[action[0]]
-        return (path, action), t, self.messages(self.tree.nodes[path[-1]], t)
+# %% ../nbs/08_gif_mcts.ipynb #df1f9787
+@patch
+def plan(self: GIFMCTS):
+    "Select a leaf action by UCT (paper, App. B); None when every action is spent."
+    sel = self.tree.select(self.rng)
+    if sel is None: return None
+    path, action, _ = sel
+    t = _LETTER[action[0]]
+    return (path, action), t, self.messages(self.tree.nodes[path[-1]], t)
 
-    def node_at(self, where) -> Node: return self.tree.nodes[where[0][-1]]
+@patch
+def node_at(self: GIFMCTS, where) -> Node: return self.tree.nodes[where[0][-1]]
 
-    def add_child(self, where, t, program, summary, critique, call, tokens) -> Node:
-        "Expand the selected action with the scored program and back the value up the path (paper, Sec. 4)."
-        path, action = where
-        return self.tree.expand(path, action, program, summary, critique=critique, call=call, tokens=tokens)
+# %% ../nbs/08_gif_mcts.ipynb #f014fb53
+@patch
+def add_child(self: GIFMCTS, where, t, program, summary, critique, call, tokens) -> Node:
+    "Expand the selected action with the scored program and back the value up the path (paper, Sec. 4)."
+    path, action = where
+    return self.tree.expand(path, action, program, summary, critique=critique, call=call, tokens=tokens)
 
-    def stops(self, child: Node) -> bool:
-        "A perfect program ends the search (float-safe; `paper_compat`: only a best value of exactly 1.0)."
-        return child.perfect if self.config.fix("fix_early_stop") else self.best_value == 1.0
+@patch
+def stops(self: GIFMCTS, child: Node) -> bool:
+    "A perfect program ends the search (float-safe; `paper_compat`: only a best value of exactly 1.0)."
+    return child.perfect if self.config.fix("fix_early_stop") else self.best_value == 1.0
 
-    def simulate(self) -> Node | None:
-        "Run one simulation (one LLM call); returns the new node, or None when nothing is left to try."
-        return self.step()
+@patch
+def simulate(self: GIFMCTS) -> Node | None:
+    "Run one simulation (one LLM call); returns the new node, or None when nothing is left to try."
+    return self.step()
 
-# %% ../nbs/08_gif_mcts.ipynb #9b34ff03
+# %% ../nbs/08_gif_mcts.ipynb #67aed50c
+def _node_row(tree: SearchTree, n: Node) -> dict:
+    "One node of the exported tree (its program by sha256 only)."
+    kids = [c for c in n.children.values() if c is not None]
+    return dict(
+        id=n.id, parent=n.parent, action=n.action, action_type=n.action_type, depth=n.depth, call=n.call,
+        visits=n.visits, value=n.value(), q=tree.q(n) if n.id else n.value(), reward=n.reward,
+        terminal=n.terminal, bug=n.raised, bug_open=n.bug, fixes_left=n.fixes_left, score=n.score,
+        perfect=n.perfect, program_sha=n.sha256, n_lines=len(n.program.split("\n")) if n.program else 0,
+        state_lines=len(n.code.split("\n")) if n.code else 0, children=kids,
+        open_actions=[a for a, c in n.children.items() if c is None],
+        n_children={t: sum(tree.nodes[c].action_type == t for c in kids) for t in ACTION_TYPES},
+        error=(n.error or "")[:500] if n.raised else None, replaced=list(n.replaced),
+        prompt_tokens=n.prompt_tokens, completion_tokens=n.completion_tokens)
+
+# %% ../nbs/08_gif_mcts.ipynb #c0c87e79
 @patch
 def export_tree(self: GIFMCTS) -> dict:
     "The tree as JSON-safe data: the nodes reachable from the root, their programs by sha256, the best path, statistics."
@@ -779,18 +886,8 @@ def export_tree(self: GIFMCTS) -> dict:
         stack.extend(c for c in reversed(list(tree.nodes[i].children.values())) if c is not None)
     for i in sorted(seen):
         n = tree.nodes[i]
-        kids = [c for c in n.children.values() if c is not None]
         if n.program: programs[n.sha256] = n.program
-        nodes.append(dict(
-            id=n.id, parent=n.parent, action=n.action, action_type=n.action_type, depth=n.depth, call=n.call,
-            visits=n.visits, value=n.value(), q=tree.q(n) if n.id else n.value(), reward=n.reward,
-            terminal=n.terminal, bug=n.raised, bug_open=n.bug, fixes_left=n.fixes_left, score=n.score,
-            perfect=n.perfect, program_sha=n.sha256, n_lines=len(n.program.split("\n")) if n.program else 0,
-            state_lines=len(n.code.split("\n")) if n.code else 0, children=kids,
-            open_actions=[a for a, c in n.children.items() if c is None],
-            n_children={t: sum(tree.nodes[c].action_type == t for c in kids) for t in ACTION_TYPES},
-            error=(n.error or "")[:500] if n.raised else None, replaced=list(n.replaced),
-            prompt_tokens=n.prompt_tokens, completion_tokens=n.completion_tokens))
+        nodes.append(_node_row(tree, n))
     out = dict(format="cwm-nb/gif-mcts-tree/1", root=0, nodes=nodes, programs=programs,
                best_node=self.best_node,
                best_program_sha=hashlib.sha256(self.best_program.encode()).hexdigest() if self.best_program else None,
@@ -799,12 +896,13 @@ def export_tree(self: GIFMCTS) -> dict:
     out["stats"] = action_stats(out)
     return to_plain(out)
 
+# %% ../nbs/08_gif_mcts.ipynb #6bf1583d
 @patch
 def _search_state(self: GIFMCTS) -> dict: return dict(tree=self.tree._raw_state())
 @patch
 def _restore_search(self: GIFMCTS, d: dict): self.tree = SearchTree.from_state_dict(d["tree"], self.config)
 
-# %% ../nbs/08_gif_mcts.ipynb #d7a6716d
+# %% ../nbs/08_gif_mcts.ipynb #8740f438
 def best_path(tree: dict, best_node: int | None) -> list[int]:
     "Node ids from the root to `best_node` (empty if None)."
     if best_node is None: return []
@@ -813,6 +911,7 @@ def best_path(tree: dict, best_node: int | None) -> list[int]:
     while i is not None and i in parent: path.append(i); i = parent[i]
     return path[::-1]
 
+# %% ../nbs/08_gif_mcts.ipynb #e4b54a28
 def action_stats(tree: dict) -> dict:
     "Counts and fractions of generate/improve/fix expansions and bugs, in the tree and on the best path (paper T7)."
     nodes = {n["id"]: n for n in tree["nodes"]}
@@ -826,7 +925,7 @@ def action_stats(tree: dict) -> dict:
         out[f"best_path_{t}"] = cp[t]; out[f"best_path_frac_{t}"] = cp[t] / len(path) if path else 0.0
     return out
 
-# %% ../nbs/08_gif_mcts.ipynb #24738998
+# %% ../nbs/08_gif_mcts.ipynb #312ce5e0
 def tree_layout(tree: dict) -> dict[int, tuple[float, float]]:
     "Tidy (x, y) positions: leaves at consecutive x in depth-first order, parents centred, y = -depth."
     nodes = {n["id"]: n for n in tree["nodes"]}
@@ -842,6 +941,7 @@ def tree_layout(tree: dict) -> dict[int, tuple[float, float]]:
         pos[i] = (x, -float(nodes[i]["depth"]))
     return pos
 
+# %% ../nbs/08_gif_mcts.ipynb #2c703b79
 def tree_to_networkx(tree: dict):
     "The exported tree as a `networkx.DiGraph` (node attributes = the exported fields; edge attribute `action`)."
     import networkx as nx
@@ -851,7 +951,16 @@ def tree_to_networkx(tree: dict):
         if n["parent"] is not None and n["parent"] in g: g.add_edge(n["parent"], n["id"], action=n["action"])
     return g
 
-# %% ../nbs/08_gif_mcts.ipynb #0d37373b
+# %% ../nbs/08_gif_mcts.ipynb #63901ff4
+def _draw_edges(ax, pos: dict, nodes: dict, on_path: set):
+    "Parent-child lines: orange and thick on the path to the best program, thin grey elsewhere."
+    for n in nodes.values():
+        if n["parent"] is not None and n["parent"] in pos:
+            (x0, y0), (x1, y1) = pos[n["parent"]], pos[n["id"]]
+            hot = n["id"] in on_path and n["parent"] in on_path
+            ax.plot([x0, x1], [y0, y1], color="tab:orange" if hot else "0.7", lw=2.5 if hot else 0.8, zorder=1)
+
+# %% ../nbs/08_gif_mcts.ipynb #5fc99cc6
 def plot_tree(
     tree: dict,            # an exported tree (`SearchResult.tree` or tree.json)
     ax=None,               # matplotlib Axes; None: a new figure
@@ -862,12 +971,7 @@ def plot_tree(
     from matplotlib.lines import Line2D
     if ax is None: _, ax = plt.subplots(figsize=(8, 4))
     pos, nodes = tree_layout(tree), {n["id"]: n for n in tree["nodes"]}
-    on_path = set(tree.get("best_path") or [])
-    for n in nodes.values():
-        if n["parent"] is not None and n["parent"] in pos:
-            (x0, y0), (x1, y1) = pos[n["parent"]], pos[n["id"]]
-            hot = n["id"] in on_path and n["parent"] in on_path
-            ax.plot([x0, x1], [y0, y1], color="tab:orange" if hot else "0.7", lw=2.5 if hot else 0.8, zorder=1)
+    _draw_edges(ax, pos, nodes, set(tree.get("best_path") or []))
     markers = dict(root="*", generate="o", improve="s", fix="^")
     sc = None
     for t, mk in markers.items():
@@ -887,6 +991,7 @@ def plot_tree(
     ax.set_yticklabels([str(int(-y)) for y in ax.get_yticks()])
     return ax
 
+# %% ../nbs/08_gif_mcts.ipynb #44e81d7f
 def plot_best_value(
     best_value_per_call: list[float],  # best score after each LLM call
     ax=None,                           # matplotlib Axes; None: a new figure

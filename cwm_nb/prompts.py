@@ -21,6 +21,7 @@ SYSTEM_PROMPT = (
     "more tests it passes, the higher your reward."
 )
 
+# %% ../nbs/07_prompts.ipynb #d96b31ea
 def _contract(set_state: str, step: str, n_outputs: str, set_state_body: str, returns: str) -> str:
     "The contract text around its interface-specific parts (the same checking rules and skeleton for every environment)."
     return f"""\
@@ -50,7 +51,7 @@ class Environment:
         return {returns}
 ```"""
 
-# %% ../nbs/07_prompts.ipynb #5744b1f9
+# %% ../nbs/07_prompts.ipynb #32282de9
 CWM_CONTRACT = _contract(
     "`set_state(state)`: receives one observation, in the format described above, and sets every internal "
     "variable so that the environment is exactly in that state. You may assume that the episode has not ended "
@@ -60,7 +61,7 @@ CWM_CONTRACT = _contract(
     "with this step.",
     "three", "        ...  # set every internal variable from the observation", "next_state, reward, done")
 
-# %% ../nbs/07_prompts.ipynb #1966f56a
+# %% ../nbs/07_prompts.ipynb #3baca13f
 RTFM_CONTRACT = _contract(
     "`set_state(state)`: receives one state `(board, inventory)` in the format described above (`board` a numpy "
     "array of shape (6, 6, 2) holding strings, `inventory` a string) and sets every internal variable so that the "
@@ -72,6 +73,7 @@ RTFM_CONTRACT = _contract(
     "four", "        board, inventory = state\n        ...  # set every internal variable from the board and the inventory",
     "(next_board, next_inventory), valid_actions, reward, done")
 
+# %% ../nbs/07_prompts.ipynb #91b28c68
 def contract_for(
     env_name: str,  # benchmark environment name (`cwm_nb.envs.env_names()`)
 ) -> str:
@@ -79,13 +81,21 @@ def contract_for(
     from cwm_nb.envs import get_env_spec
     return RTFM_CONTRACT if getattr(get_env_spec(env_name), "valid_actions", False) else CWM_CONTRACT
 
-# %% ../nbs/07_prompts.ipynb #3da9c6ff
+# %% ../nbs/07_prompts.ipynb #7ed65baa
 def _fmt_float(v: float, digits: int = 8) -> str:
     "Shortest repr of `v` rounded to `digits` significant digits (keeps `1.0`, drops float32 noise)."
     if v != v or v in (float("inf"), float("-inf")): return repr(v)
     return repr(float(f"{v:.{digits}g}"))
 
-# %% ../nbs/07_prompts.ipynb #9539dd76
+# %% ../nbs/07_prompts.ipynb #70bf6116
+def _elide(items: list[str], max_items: int | None) -> list[str]:
+    "The first two thirds and the last third of `max_items` items, the rest counted in between; all when they fit."
+    if not max_items or len(items) <= max_items: return items
+    head = max(1, max_items * 2 // 3)
+    tail = max_items - head
+    return items[:head] + [f"... {len(items) - head - tail} more ..."] + (items[-tail:] if tail else [])
+
+# %% ../nbs/07_prompts.ipynb #7d6ec50a
 def format_value(
     x: Any,                      # a state, action or output (numpy values welcome)
     digits: int = 8,             # significant digits of floats
@@ -100,16 +110,12 @@ def format_value(
     if isinstance(x, list):
         if x and all(isinstance(v, list) for v in x) and any(isinstance(w, list) for v in x for w in v):
             return "[\n" + ",\n".join(" " + format_value(v, digits, max_items) for v in x) + "\n]"  # a grid: one row per line
-        items = [format_value(v, digits, max_items) for v in x]
-        if max_items and len(items) > max_items:
-            head = max(1, max_items * 2 // 3)
-            tail = max_items - head
-            items = items[:head] + [f"... {len(items) - head - tail} more ..."] + (items[-tail:] if tail else [])
+        items = _elide([format_value(v, digits, max_items) for v in x], max_items)
         return "[" + ", ".join(items) + "]"
     if isinstance(x, dict): return "{" + ", ".join(f"{k!r}: {format_value(v, digits, max_items)}" for k, v in x.items()) + "}"
     return str(x)
 
-# %% ../nbs/07_prompts.ipynb #70bf6116
+# %% ../nbs/07_prompts.ipynb #b39d696f
 _NAMES = {"next_obs": "next_state", "obs": "state"}
 
 def _differs(a: Any, b: Any) -> bool:
@@ -123,7 +129,7 @@ def _differs(a: Any, b: Any) -> bool:
         return not abs(a - b) <= 1e-5 + 1e-5 * abs(b)
     return a != b
 
-# %% ../nbs/07_prompts.ipynb #9ba0ae33
+# %% ../nbs/07_prompts.ipynb #275f6b73
 #: Shortening levels of a prompt that does not fit the context window: (digits, longest list shown, differing
 #: values listed). Level 0 is the full prompt.
 COMPACT_LEVELS = {0: (8, None, 0), 1: (6, 24, 24), 2: (4, 12, 12), 3: (4, 6, 6)}
@@ -140,7 +146,20 @@ def _differing(exp: Any, pred: Any, limit: int) -> str | None:
     more = f"; and {len(idx) - limit} more" if len(idx) > limit else ""
     return f"next_state differs in {len(idx)} of {len(exp)} values: {shown}{more}"
 
-# %% ../nbs/07_prompts.ipynb #275f6b73
+# %% ../nbs/07_prompts.ipynb #81109d1f
+def _is_wrong(
+    k: str,          # an output's key ("next_obs", "reward", "done", ...)
+    exp: dict,       # the ground truth
+    pred: dict,      # the program's outputs
+    wrong,           # the evaluator's verdict (names of the wrong outputs), or None
+    terminal: bool,  # the transition ends the episode (its next state is not checked)
+) -> bool:
+    "Whether output `k` is marked as differing: the evaluator's verdict when given, else a comparison."
+    if k == "next_obs" and terminal: return False
+    if wrong is not None: return _NAMES.get(k, k) in wrong or k in wrong
+    return k in exp and _differs(pred[k], exp[k])
+
+# %% ../nbs/07_prompts.ipynb #3a82a6d6
 def format_transition(
     failure: dict,    # {obs, action, expected: {next_obs, reward, done, ...}, predicted: {...}, wrong?, terminal?, problems?}
     compact: int = 0, # shortening level (`COMPACT_LEVELS`): long vectors elided, the differing values listed instead
@@ -151,10 +170,7 @@ def format_transition(
     exp, pred = dict(failure.get("expected") or {}), dict(failure.get("predicted") or {})
     terminal = bool(failure.get("terminal", exp.get("done") is True))
     wrong = failure.get("wrong")                       # the evaluator's verdict per component, when it gives one
-    def is_wrong(k):
-        if k == "next_obs" and terminal: return False
-        if wrong is not None: return _NAMES.get(k, k) in wrong or k in wrong
-        return k in exp and _differs(pred[k], exp[k])
+    is_wrong = lambda k: _is_wrong(k, exp, pred, wrong, terminal)
     lines = ["Inputs given to the program:",
              f"state = {fv(failure.get('obs'))}",
              f"action = {fv(failure.get('action'))}", "",
@@ -174,7 +190,7 @@ def format_transition(
     lines += [f"Problem: {p}" for p in failure.get("problems") or []]
     return "\n".join(lines)
 
-# %% ../nbs/07_prompts.ipynb #81109d1f
+# %% ../nbs/07_prompts.ipynb #7cbc410f
 def shorten_description(
     text: str,     # an environment description (markdown)
     level: int = 0,  # compact level: 1 squeezes table padding, 2 keeps 16+4 rows of a long table, 3 keeps 6+2
@@ -197,7 +213,7 @@ def shorten_description(
     flush()
     return "\n".join(out)
 
-# %% ../nbs/07_prompts.ipynb #712aa3f7
+# %% ../nbs/07_prompts.ipynb #362e1629
 LEAD_IN = "Here is the complete program:\n"
 PROGRAM_START = "import numpy as np\n\n\nclass Environment:\n"  # code-first root pre-fill (base models)
 CODE_HEADING = "## Corrected program"
@@ -213,6 +229,7 @@ SECTIONS_FIX = [
     (CODE_HEADING, "The whole corrected program (not only the changed lines) in one ```python code block."),
 ]
 
+# %% ../nbs/07_prompts.ipynb #2abe3cea
 def _answer_format(sections: list, cot: bool) -> str:
     if not cot:
         return ("Reply with the whole corrected program (not only the changed lines) in one ```python code "
@@ -220,7 +237,7 @@ def _answer_format(sections: list, cot: bool) -> str:
     body = "\n".join(f"{h}\n{what}" for h, what in sections)
     return f"Answer with exactly these sections, in this order:\n\n{body}"
 
-# %% ../nbs/07_prompts.ipynb #65b55d05
+# %% ../nbs/07_prompts.ipynb #f99cc7e4
 def code_head(program: str, max_lines: int = 15) -> str:
     "The lines of `program` up to its `class Environment` line (if within `max_lines`), else its leading imports."
     lines = program.strip("\n").split("\n")
@@ -233,6 +250,7 @@ def code_head(program: str, max_lines: int = 15) -> str:
     head = "\n".join(head).strip("\n")
     return head + "\n" if head else ""
 
+# %% ../nbs/07_prompts.ipynb #25455c4f
 def _prefill(cot: bool, program: str) -> str:
     if cot: return "## Diagnosis\n"
     return LEAD_IN.replace("complete", "whole corrected") + "```python\n" + code_head(program)
@@ -244,7 +262,7 @@ def _messages(user: str, prefill: str) -> list[dict]:
 def _program_block(program: str) -> str:
     return "```python\n" + program.strip("\n") + "\n```"
 
-# %% ../nbs/07_prompts.ipynb #362e1629
+# %% ../nbs/07_prompts.ipynb #c81ecc1b
 def generate_messages(
     description: str,          # the environment's text description
     code_so_far: str = "",     # partial program (the node's state) the model continues; "" at the root
@@ -259,7 +277,7 @@ def generate_messages(
     code = code_so_far.strip("\n") or start.strip("\n")
     return _messages(user, LEAD_IN + "```python\n" + (code + "\n" if code else ""))
 
-# %% ../nbs/07_prompts.ipynb #2992e98d
+# %% ../nbs/07_prompts.ipynb #1f5cb023
 def improve_messages(
     description: str,          # the environment's text description
     program: str,              # the full program to improve
@@ -281,7 +299,7 @@ def improve_messages(
             f"Find the mistake and correct the program. {_answer_format(SECTIONS_IMPROVE, cot)}")
     return _messages(user, _prefill(cot, program))
 
-# %% ../nbs/07_prompts.ipynb #336c1726
+# %% ../nbs/07_prompts.ipynb #2fd067b4
 def fix_messages(
     description: str,          # the environment's text description
     program: str,              # the full program that raised
@@ -299,13 +317,13 @@ def fix_messages(
             f"corrected program. {_answer_format(SECTIONS_FIX, cot)}")
     return _messages(user, _prefill(cot, program))
 
-# %% ../nbs/07_prompts.ipynb #f1001bba
+# %% ../nbs/07_prompts.ipynb #373202c9
 def prefill_opens_code(messages: list[dict]) -> bool:
     "True if the last message is an assistant pre-fill that ends inside an opened ``` block."
     if not messages or messages[-1].get("role") != "assistant": return False
     return messages[-1]["content"].count("```") % 2 == 1
 
-# %% ../nbs/07_prompts.ipynb #c4a67b2f
+# %% ../nbs/07_prompts.ipynb #6fbd47fe
 _REASONING_BLOCK = re.compile(r"<(think|thinking|reasoning)>.*?</\1\s*>", re.S | re.I)
 _REASONING_CLOSE = re.compile(r"</(?:think|thinking|reasoning)\s*>", re.I)
 _REASONING_OPEN = re.compile(r"<(?:think|thinking|reasoning)>", re.I)
@@ -321,7 +339,7 @@ def strip_reasoning(
     m = _REASONING_OPEN.search(text)
     return text[:m.start()] if m else text
 
-# %% ../nbs/07_prompts.ipynb #a76ba931
+# %% ../nbs/07_prompts.ipynb #ef3917d4
 _FENCE_LINE = re.compile(r"^(?P<lead>[ \t]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)?)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n]*?)[ \t]*$")
 _PY_LABELS = {"", "python", "py", "python3", "py3", "ipython", "python3.11", "python3.12"}
 
@@ -338,7 +356,7 @@ def _dedent(line: str, width: int) -> str:
         i += 1
     return line[i:]
 
-# %% ../nbs/07_prompts.ipynb #d7b2b850
+# %% ../nbs/07_prompts.ipynb #0e5bf9e3
 def fenced_blocks(
     text: str,  # markdown text (an LLM answer)
 ) -> list[tuple[str, str]]:  # (language, code) per fenced block, in order
@@ -359,11 +377,12 @@ def fenced_blocks(
     if cur is not None: blocks.append((cur[2], "\n".join(cur[4])))
     return blocks
 
+# %% ../nbs/07_prompts.ipynb #fc0aac22
 def code_blocks(text: str) -> list[str]:
     "The python (or unlabelled) fenced blocks of `text`, in order (see `fenced_blocks`)."
     return [code for lang, code in fenced_blocks(text) if lang in _PY_LABELS]
 
-# %% ../nbs/07_prompts.ipynb #ef3917d4
+# %% ../nbs/07_prompts.ipynb #1131004e
 _CODE_START = re.compile(
     r"^[ \t]*(?:import\s|from\s+[\w.]+\s+import\b|class\s|def\s|async\s+def\s|@\w|#"
     r"|[A-Za-z_][\w.]*(?:\[[^\]]*\])?(?:\s*,\s*[A-Za-z_][\w.]*)*\s*(?::[^=\n]+)?(?:[-+*/%|&^]|//|\*\*)?=(?!=))")
@@ -374,12 +393,14 @@ _CODE_LINE = re.compile(r"^(?:[ \t]|[\]\)\}#@]|(?:if|elif|else|for|while|with|tr
                         r"break|continue|assert|del|global|nonlocal|yield|print|import|from|class|def|async|lambda)\b"
                         r"|[\w.]+\s*(?:\(|\[|=|\+=|-=|\*=|/=|:))")
 
+# %% ../nbs/07_prompts.ipynb #b4e08e8f
 def _parses(code: str) -> bool:
     import ast
     if len(code) > 500_000: return False
     try: ast.parse(code); return True
     except (SyntaxError, ValueError, RecursionError, MemoryError): return False
 
+# %% ../nbs/07_prompts.ipynb #587565ba
 def _docstring_then_code(text: str) -> bool:
     "True if `text` parses as Python whose statements are not just one string (a module docstring and a program)."
     import ast
@@ -389,7 +410,7 @@ def _docstring_then_code(text: str) -> bool:
     return any(not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant) and isinstance(b.value.value, str))
                for b in body)
 
-# %% ../nbs/07_prompts.ipynb #b730b5ca
+# %% ../nbs/07_prompts.ipynb #67240e1d
 def _trim(piece: str, start: re.Pattern) -> str:
     "`piece` from its first line of code on, without trailing prose when that makes it parse; '' if no code."
     lines = piece.split("\n")
@@ -404,7 +425,7 @@ def _trim(piece: str, start: re.Pattern) -> str:
     shorter = "\n".join(kept).rstrip()
     return shorter if shorter and shorter != code and _parses(shorter) else code
 
-# %% ../nbs/07_prompts.ipynb #c233f0ed
+# %% ../nbs/07_prompts.ipynb #2b2a5bd7
 def defines_environment(
     code: str,  # python source
 ) -> bool:      # True if it defines class Environment with methods set_state and step
@@ -418,7 +439,7 @@ def defines_environment(
             return {"set_state", "step"} <= names
     return False
 
-# %% ../nbs/07_prompts.ipynb #72f9ed07
+# %% ../nbs/07_prompts.ipynb #ccf3d5e9
 def _candidates(text: str, prefer=defines_environment) -> list[str]:
     lines, blocks = text.split("\n"), code_blocks(text)
     n = next((i for i, l in enumerate(lines) if _FENCE_LINE.match(l)), len(lines))   # text before the first fence
@@ -431,6 +452,7 @@ def _candidates(text: str, prefer=defines_environment) -> list[str]:
             out.append(a + "\n\n" + b)
     return [c.strip("\n") for c in out if c.strip()]
 
+# %% ../nbs/07_prompts.ipynb #1e5d16d1
 def _names(code: str) -> tuple[set, set]:
     "(names read, names bound) anywhere in `code`; empty sets if it does not parse."
     import ast
@@ -445,6 +467,7 @@ def _names(code: str) -> tuple[set, set]:
         elif isinstance(n, ast.ExceptHandler) and n.name: bound.add(n.name)
     return read, bound
 
+# %% ../nbs/07_prompts.ipynb #9a258bd9
 def _free_names(code: str) -> set:
     "Names `code` reads but never binds, builtins left out."
     import builtins
@@ -453,7 +476,7 @@ def _free_names(code: str) -> set:
 
 def _bound_names(code: str) -> set: return _names(code)[1]
 
-# %% ../nbs/07_prompts.ipynb #587565ba
+# %% ../nbs/07_prompts.ipynb #0f386051
 def extract_code(
     text: str | None,     # an LLM completion (pre-fill included)
     prefer=None,          # code -> bool: what the task asks for; None: `defines_environment`
@@ -465,7 +488,7 @@ def extract_code(
     if not cands: return None
     return max(cands, key=lambda c: (bool(prefer(c)), _parses(c), len(c)))
 
-# %% ../nbs/07_prompts.ipynb #163b1c34
+# %% ../nbs/07_prompts.ipynb #0963b927
 _CODE_HEADINGS = re.compile(r"^(?:#{1,6}[ \t]*|\*\*)(?:the[ \t]+)?(?:corrected|correct|fixed|final)[ \t]+(?:program|code)\b.*$",
                             re.I | re.M)
 

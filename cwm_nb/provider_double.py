@@ -34,31 +34,34 @@ def approx_tokens(
     "Tokens of `text` as the double counts them: ceil(characters / 4)."
     return math.ceil(len(text) / 4)
 
+# %% ../nbs/01a_provider_double.ipynb #c40cb5a3
 def content_text(content) -> str:
     "A message's `content` as text: the string itself, or the `text` of its content parts joined; '' otherwise."
     if isinstance(content, str): return content
     if isinstance(content, list): return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
     return ""
 
+# %% ../nbs/01a_provider_double.ipynb #4567c16c
 def prompt_tokens(
     messages: list[dict],  # chat messages ({"role", "content"})
 ) -> int:                  # prompt tokens as the double reports them in `usage`
     "Prompt tokens of chat `messages`: `approx_tokens(content) + MESSAGE_OVERHEAD` per message."
     return sum(approx_tokens(content_text(m.get("content"))) + MESSAGE_OVERHEAD for m in messages)
 
-# %% ../nbs/01a_provider_double.ipynb #0d483fd0
+# %% ../nbs/01a_provider_double.ipynb #1dc0616d
 def canonical_sha256(
     body,  # a JSON value (the parsed request body)
 ) -> str:  # 64 hex digits
     "sha256 of the canonical JSON of `body`: sorted keys, separators ',' and ':', UTF-8 without escapes."
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
 
-# %% ../nbs/01a_provider_double.ipynb #d4bcd410
+# %% ../nbs/01a_provider_double.ipynb #c88ce5b3
 MODES = ("openai", "vllm", "llamacpp-thinking", "reasoning")
 _LLAMACPP_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                    404: "not_found_error", 501: "not_supported_error", 503: "unavailable_error"}
 _VLLM_TYPES = {400: "BadRequestError", 404: "NotFoundError", 500: "InternalServerError"}
 
+# %% ../nbs/01a_provider_double.ipynb #318520b9
 def error_body(
     mode: str,           # one of MODES
     status: int,         # HTTP status of the answer
@@ -79,7 +82,7 @@ def error_body(
     t = type or ("invalid_request_error" if status < 500 else "server_error")
     return {"error": {"message": message, "type": t, "param": param, "code": code, **extra}}
 
-# %% ../nbs/01a_provider_double.ipynb #944357d3
+# %% ../nbs/01a_provider_double.ipynb #0ddaa54f
 _FAULT_MESSAGES = {
     408: "Request timed out.",
     429: "Rate limit reached for {model} on requests per min (RPM): Limit 1, Used 1, Requested 1. Please try again in {wait}.",
@@ -88,6 +91,7 @@ _FAULT_MESSAGES = {
     503: "The server is overloaded or not ready yet.",
 }
 
+# %% ../nbs/01a_provider_double.ipynb #620ae580
 def fault_error(
     mode: str,           # one of MODES
     status: int,         # the injected HTTP status
@@ -100,11 +104,12 @@ def fault_error(
     kw = dict(type="requests", code="rate_limit_exceeded") if status == 429 and mode in ("openai", "reasoning") else {}
     return error_body(mode, status, msg.format(model=model, wait=f"{retry_after:g}s"), **kw)
 
-# %% ../nbs/01a_provider_double.ipynb #49203be9
+# %% ../nbs/01a_provider_double.ipynb #8bfcc4c5
 STYLES = ("plain", "think", "think-close-only", "tilde", "list", "crlf", "usage-after")
 ANSWERS = ("echo", "capable")
 REASONING_FORMATS = ("none", "deepseek")
 
+# %% ../nbs/01a_provider_double.ipynb #05ea4563
 def parse_faults(
     spec,  # "408:2,429:1", {408: 2}, [(408, 2), ...] or "" / None
 ) -> tuple[tuple[int, int], ...]:  # ((status, count), ...) in order
@@ -123,12 +128,13 @@ def parse_faults(
         out.append((status, count))
     return tuple(out)
 
+# %% ../nbs/01a_provider_double.ipynb #ca8d69f8
 def parse_models(spec) -> tuple[str, ...]:
     "Model names from 'a,b' or a list; () for none."
     names = spec.split(",") if isinstance(spec, str) else list(spec or ())
     return tuple(n.strip() for n in names if n.strip())
 
-# %% ../nbs/01a_provider_double.ipynb #7e785f42
+# %% ../nbs/01a_provider_double.ipynb #e0877977
 @dataclass(frozen=True)
 class DoubleOptions:
     "Settings of one provider test double (command-line flags and `ProviderDouble` keywords). Raises `CwmNbError` on bad values."
@@ -155,30 +161,37 @@ class DoubleOptions:
     def __post_init__(self):
         object.__setattr__(self, "faults", parse_faults(self.faults))
         object.__setattr__(self, "models", parse_models(self.models))
-        bad = [(k, v) for k, v, ok in [
-            ("mode", self.mode, self.mode in MODES), ("answers", self.answers, self.answers in ANSWERS),
-            ("style", self.style, self.style in STYLES + ("rotate",)),
-            ("reasoning_format", self.reasoning_format, self.reasoning_format in REASONING_FORMATS),
-            ("port", self.port, 0 <= self.port <= 65535), ("context_tokens", self.context_tokens, self.context_tokens > 0),
-            ("outage_after", self.outage_after, self.outage_after is None or self.outage_after >= 0),
-            *[(k, getattr(self, k), getattr(self, k) >= 0) for k in
-              ("retry_after", "error_body", "reset", "latency", "reasoning_tokens", "idle_timeout")]] if not ok]
+        bad = _invalid_options(self)
         if bad: raise CwmNbError(f"bad provider double option {bad[0][0]}={bad[0][1]!r}",
                                  f"modes: {', '.join(MODES)}; answers: {', '.join(ANSWERS)}; styles: "
                                  f"{', '.join(STYLES)}, rotate; counts, seconds and tokens are non-negative")
 
-    def argv(self) -> list[str]:
-        "Command-line flags that give these options (defaults left out)."
-        out = []
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if v == f.default or v is None: continue
-            if f.name == "faults": v = ",".join(f"{s}:{c}" for s, c in v)
-            elif f.name == "models": v = ",".join(v)
-            out += ["--" + f.name.replace("_", "-"), str(v)]
-        return out
+# %% ../nbs/01a_provider_double.ipynb #f370c280
+def _invalid_options(o: DoubleOptions) -> list[tuple[str, object]]:
+    "(field, value) of every option of `o` out of its range, in field order."
+    return [(k, v) for k, v, ok in [
+        ("mode", o.mode, o.mode in MODES), ("answers", o.answers, o.answers in ANSWERS),
+        ("style", o.style, o.style in STYLES + ("rotate",)),
+        ("reasoning_format", o.reasoning_format, o.reasoning_format in REASONING_FORMATS),
+        ("port", o.port, 0 <= o.port <= 65535), ("context_tokens", o.context_tokens, o.context_tokens > 0),
+        ("outage_after", o.outage_after, o.outage_after is None or o.outage_after >= 0),
+        *[(k, getattr(o, k), getattr(o, k) >= 0) for k in
+          ("retry_after", "error_body", "reset", "latency", "reasoning_tokens", "idle_timeout")]] if not ok]
 
-# %% ../nbs/01a_provider_double.ipynb #ca8d69f8
+# %% ../nbs/01a_provider_double.ipynb #d740d17c
+@patch
+def argv(self: DoubleOptions) -> list[str]:
+    "Command-line flags that give these options (defaults left out)."
+    out = []
+    for f in fields(self):
+        v = getattr(self, f.name)
+        if v == f.default or v is None: continue
+        if f.name == "faults": v = ",".join(f"{s}:{c}" for s, c in v)
+        elif f.name == "models": v = ",".join(v)
+        out += ["--" + f.name.replace("_", "-"), str(v)]
+    return out
+
+# %% ../nbs/01a_provider_double.ipynb #ef4f7fdf
 OPTION_HELP = {
     "mode": "provider to imitate: " + ", ".join(MODES),
     "port": "TCP port on 127.0.0.1 (0: a free port)",
@@ -201,7 +214,7 @@ OPTION_HELP = {
     "ready_file": "write the base URL to this file once listening",
 }
 
-# %% ../nbs/01a_provider_double.ipynb #c564cfaf
+# %% ../nbs/01a_provider_double.ipynb #b2201aa1
 def option_parser() -> argparse.ArgumentParser:
     "The parser of `python -m cwm_nb.provider_double`, one flag per `DoubleOptions` field."
     p = argparse.ArgumentParser(prog="python -m cwm_nb.provider_double",
@@ -214,11 +227,12 @@ def option_parser() -> argparse.ArgumentParser:
                        metavar=f.name.upper(), help=f"{OPTION_HELP[f.name]} (default: {f.default!r})")
     return p
 
+# %% ../nbs/01a_provider_double.ipynb #b5d61715
 def options_from_argv(argv: list[str] | None = None) -> DoubleOptions:
     "`DoubleOptions` from command-line flags (sys.argv[1:] when None). Raises `CwmNbError` on bad values."
     return DoubleOptions(**vars(option_parser().parse_args(argv)))
 
-# %% ../nbs/01a_provider_double.ipynb #4074f84e
+# %% ../nbs/01a_provider_double.ipynb #5077b624
 def fault_plan(
     o: DoubleOptions,  # the double's options
 ) -> list[tuple[str, int | None]]:  # entry n-1 is what generation request n gets
@@ -226,7 +240,7 @@ def fault_plan(
     return ([("status", s) for s, c in o.faults for _ in range(c)]
             + [("error_body", None)] * o.error_body + [("reset", None)] * o.reset)
 
-# %% ../nbs/01a_provider_double.ipynb #d6abbee8
+# %% ../nbs/01a_provider_double.ipynb #814eda9b
 @functools.lru_cache(maxsize=1)
 def _env_descriptions() -> dict[str, str]:
     from cwm_nb.envs import REGISTRY, describe_env
@@ -236,7 +250,7 @@ def _env_descriptions() -> dict[str, str]:
         except Exception: continue  # an environment this machine cannot describe cannot be recognised either
     return out
 
-# %% ../nbs/01a_provider_double.ipynb #ef4f7fdf
+# %% ../nbs/01a_provider_double.ipynb #12fa84bb
 def find_env(
     text: str,  # the prompt (user messages joined)
 ) -> str | None:  # a benchmark name of `cwm_nb.envs.REGISTRY`, or None
@@ -251,7 +265,7 @@ def find_env(
         if lines and hits >= max(3, len(lines) // 2) and hits > best_hits: best, best_hits = n, hits
     return best
 
-# %% ../nbs/01a_provider_double.ipynb #5077b624
+# %% ../nbs/01a_provider_double.ipynb #2329f568
 _FENCE = re.compile(r"( {0,3})(`{3,}|~{3,})[ \t]*([^\n`]*)")
 
 @dataclass
@@ -262,6 +276,7 @@ class OpenBlock:
     code: str       # code after the opening line, to the end of the text
     newline: bool   # False when the text ends on the opening fence line itself
 
+# %% ../nbs/01a_provider_double.ipynb #990b71ea
 def fenced_blocks(
     text: str,  # markdown text
 ) -> tuple[list[tuple[str, str]], OpenBlock | None]:  # ([(info, code), ...], the block left open or None)
@@ -278,7 +293,7 @@ def fenced_blocks(
     start, fence, _, code_at, newline = open_
     return blocks, OpenBlock(text[:start], fence, text[code_at:] if newline else "", newline)
 
-# %% ../nbs/01a_provider_double.ipynb #e74c20eb
+# %% ../nbs/01a_provider_double.ipynb #f1a2d87b
 def _placeholder(s: ast.stmt) -> bool:
     return isinstance(s, (ast.Pass, ast.Return)) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
 
@@ -294,6 +309,7 @@ def is_skeleton(
             return bool(steps) and all(_placeholder(s) for s in steps[0].body)
     return False
 
+# %% ../nbs/01a_provider_double.ipynb #a1d010e1
 def shows_program(
     text: str,  # the prompt (user messages joined)
 ) -> bool:
@@ -301,16 +317,18 @@ def shows_program(
     return any(info.lower() in ("", "python", "py", "python3") and "class Environment" in code and not is_skeleton(code)
                for info, code in fenced_blocks(text)[0])
 
-# %% ../nbs/01a_provider_double.ipynb #e286eb9c
+# %% ../nbs/01a_provider_double.ipynb #60f2d925
 PLANTED_MISTAKES_FILE = "planted_mistakes.json"
 BUILTIN_MISTAKES = {"CartPole-v1": {
     "old": "force = FORCE_MAG if action == 1 else -FORCE_MAG", "new": "force = FORCE_MAG if action == 0 else -FORCE_MAG",
     "what": "the push is reversed: action 1 must push the cart to the right (+10 N) and action 0 to the left"}}
 
+# %% ../nbs/01a_provider_double.ipynb #64f9adf9
 def programs_folder(folder: str | Path = "") -> Path:
     "Folder of the capable model's programs: `folder`, or `data/programs` when empty."
     return Path(folder) if folder else data_dir()/"programs"
 
+# %% ../nbs/01a_provider_double.ipynb #e372a276
 def without_docstring(src: str) -> str:
     "`src` without its module docstring (and the blank lines after it); unchanged if it has none or does not parse."
     try: tree = ast.parse(src)
@@ -320,7 +338,7 @@ def without_docstring(src: str) -> str:
         return "".join(src.splitlines(keepends=True)[first.end_lineno:]).lstrip("\n")
     return src
 
-# %% ../nbs/01a_provider_double.ipynb #2cf71577
+# %% ../nbs/01a_provider_double.ipynb #18ebd3db
 def reference_program(
     env: str,                   # benchmark name
     folder: str | Path = "",    # programs folder ("" = data/programs)
@@ -329,6 +347,7 @@ def reference_program(
     p = programs_folder(folder)/f"{env}.py"
     return without_docstring(p.read_text()).rstrip("\n") + "\n" if p.is_file() else None
 
+# %% ../nbs/01a_provider_double.ipynb #eeda30d7
 def planted_mistakes(
     folder: str | Path = "",  # programs folder ("" = data/programs)
 ) -> dict[str, dict]:         # {env: {"old", "new", "what"}}
@@ -343,11 +362,12 @@ def planted_mistakes(
                     and isinstance(v.get("new"), str) and v["old"]})
     return out
 
+# %% ../nbs/01a_provider_double.ipynb #bc030dde
 def plant_mistake(program: str, mistake: dict | None) -> str | None:
     "`program` with the first `mistake['old']` replaced by `mistake['new']`; None if there is no such text."
     return program.replace(mistake["old"], mistake["new"], 1) if mistake and mistake["old"] in program else None
 
-# %% ../nbs/01a_provider_double.ipynb #f1a2d87b
+# %% ../nbs/01a_provider_double.ipynb #913485bb
 DRAFT_PROGRAM = """\
 import numpy as np
 
@@ -362,6 +382,7 @@ class Environment:
         return self.state, 0.0, False  # draft: no dynamics yet
 """
 
+# %% ../nbs/01a_provider_double.ipynb #a71afb07
 def think_block(open_tag: bool = True) -> str:
     "A reasoning block holding a wrong draft program, ending in `</think>`; `open_tag=False` leaves out `<think>`."
     return (("<think>\n" if open_tag else "") + "Let me sketch the class before writing the answer.\n\n```python\n"
@@ -371,7 +392,7 @@ def fence_block(code: str, fence: str = "```") -> str:
     "`code` in one fenced python block."
     return f"{fence}python\n{code.rstrip(chr(10))}\n{fence}"
 
-# %% ../nbs/01a_provider_double.ipynb #db4e30a3
+# %% ../nbs/01a_provider_double.ipynb #79a22b53
 def usage_code(program: str) -> str:
     "Usage code for `program` that is longer than it and defines no `class Environment`."
     lines = ["# Using the program above, saved as world_model.py (this block only calls it).", "import numpy as np",
@@ -382,7 +403,7 @@ def usage_code(program: str) -> str:
         lines += [f"next_state, reward, done = env.step({i % 2})", f"print('step {i}:', next_state, reward, done)"]
     return "\n".join(lines) + "\n"
 
-# %% ../nbs/01a_provider_double.ipynb #60f2d925
+# %% ../nbs/01a_provider_double.ipynb #87f4fa43
 def styled_answer(
     head: str,     # prose (or sections) before the program
     program: str,  # the program
@@ -400,11 +421,12 @@ def styled_answer(
         return f"{head}\n\n{block}\n\nYou can try it like this:\n\n{fence_block(usage_code(program))}\n\n{closing}\n"
     return f"{head}\n\n{block}\n\n{closing}\n"
 
-# %% ../nbs/01a_provider_double.ipynb #f85ae6d9
+# %% ../nbs/01a_provider_double.ipynb #586f88b5
 ECHO_ANSWER = "This is the fixed answer of the provider test double."
 UNKNOWN_ENV_ANSWER = "I could not tell which environment the prompt describes, so I have no program to offer."
 NO_PROGRAM_ANSWER = "I can tell the prompt is about {env}, but I have no world model of it to offer, so I will not guess one."
 
+# %% ../nbs/01a_provider_double.ipynb #faa800a3
 @dataclass
 class ScriptedAnswer:
     "One scripted answer and what it was made from."
@@ -417,12 +439,14 @@ class ScriptedAnswer:
     mistake: str | None = None  # `what` of the planted mistake the answer's program carries, or of the one it fixed
     closing: str = ""           # the sentence after the program
 
-    def info(self) -> dict:
-        "What the request log records: kind, env, style, program ('correct', 'mistaken' or None), mistake."
-        prog = None if self.program is None else ("correct" if self.program == self.correct else "mistaken")
-        return {"kind": self.kind, "env": self.env, "style": self.style, "program": prog, "mistake": self.mistake}
+# %% ../nbs/01a_provider_double.ipynb #a295097d
+@patch
+def info(self: ScriptedAnswer) -> dict:
+    "What the request log records: kind, env, style, program ('correct', 'mistaken' or None), mistake."
+    prog = None if self.program is None else ("correct" if self.program == self.correct else "mistaken")
+    return {"kind": self.kind, "env": self.env, "style": self.style, "program": prog, "mistake": self.mistake}
 
-# %% ../nbs/01a_provider_double.ipynb #cd74bded
+# %% ../nbs/01a_provider_double.ipynb #cf45fed4
 @functools.cache
 def _apps_demo() -> tuple[dict, dict]:
     "The shipped APPS problems by id and their almost-right programs (data/apps_demo)."
@@ -430,6 +454,7 @@ def _apps_demo() -> tuple[dict, dict]:
     return ({p.problem_id: p for p in demo_problems()},
             json.loads((data_dir()/"apps_demo"/"almost_right.json").read_text()))
 
+# %% ../nbs/01a_provider_double.ipynb #70f171b4
 def find_apps_problem(
     prompt: str,  # the prompt (user messages joined)
 ):                # an `apps.AppsProblem` of data/apps_demo, or None
@@ -442,7 +467,7 @@ def find_apps_problem(
         if lines and sum(l in prompt for l in lines) > len(lines) // 2: return p
     return None
 
-# %% ../nbs/01a_provider_double.ipynb #913485bb
+# %% ../nbs/01a_provider_double.ipynb #8a1b8846
 def shows_apps_program(
     prompt: str,    # the prompt (user messages joined)
     problem,        # the `apps.AppsProblem` it is about
@@ -459,7 +484,7 @@ def shows_apps_program(
         if looks_like_apps_solution(c, problem): return True
     return False
 
-# %% ../nbs/01a_provider_double.ipynb #335b073a
+# %% ../nbs/01a_provider_double.ipynb #ead1d454
 def apps_demo_answer(
     prompt: str,           # the prompt (user messages joined)
     *,
@@ -486,7 +511,7 @@ def apps_demo_answer(
     return ScriptedAnswer(styled_answer(head, program, closing, style), "generate", where, style, program, correct,
                           almost.get("why") if wrong else None, closing)
 
-# %% ../nbs/01a_provider_double.ipynb #79a22b53
+# %% ../nbs/01a_provider_double.ipynb #e8029c13
 def capable_answer(
     prompt: str,              # the prompt text (user messages joined; the text before an open block for /v1/completions)
     *,
@@ -517,7 +542,7 @@ def capable_answer(
     return ScriptedAnswer(styled_answer(head, program, closing, style), "generate", env, style, program, correct,
                           mistake["what"] if wrong else None, closing)
 
-# %% ../nbs/01a_provider_double.ipynb #5777c772
+# %% ../nbs/01a_provider_double.ipynb #b427d2d7
 def continue_prefill(
     prefill: str,          # the text to continue (final assistant message, or the /v1/completions prompt)
     answer: ScriptedAnswer,  # what the model would answer in a new turn
@@ -536,7 +561,7 @@ def continue_prefill(
         return rest.lstrip("\n") if prefill[-1].isspace() else rest
     return ("" if not prefill or prefill[-1].isspace() else "\n\n") + answer.text
 
-# %% ../nbs/01a_provider_double.ipynb #6caa9382
+# %% ../nbs/01a_provider_double.ipynb #d0583716
 OPENAI_CHAT_FIELDS = frozenset(
     "model messages audio frequency_penalty function_call functions logit_bias logprobs max_completion_tokens "
     "max_tokens metadata modalities n parallel_tool_calls prediction presence_penalty prompt_cache_key "
@@ -545,6 +570,8 @@ OPENAI_CHAT_FIELDS = frozenset(
 OPENAI_COMPLETION_FIELDS = frozenset(
     "model prompt best_of echo frequency_penalty logit_bias logprobs max_tokens n presence_penalty seed stop "
     "stream stream_options suffix temperature top_p user".split())
+
+# %% ../nbs/01a_provider_double.ipynb #ae1b19ff
 VLLM_PREFILL_CONFLICT = "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
 TEMPLATE_PREFILL_CONFLICT = (
     "continue_final_message and add_generation_prompt are not compatible. Use continue_final_message when you want "
@@ -552,7 +579,21 @@ TEMPLATE_PREFILL_CONFLICT = (
     "prompt it to start a new assistant message instead.")
 LLAMACPP_PREFILL_REJECTED = "Assistant response prefill is incompatible with enable_thinking."
 
-# %% ../nbs/01a_provider_double.ipynb #64d62bc2
+# %% ../nbs/01a_provider_double.ipynb #6ae5417e
+def _reasoning_rules(body: dict) -> tuple | None:
+    "(status, message, param, code) of the first rule of OpenAI's reasoning models `body` breaks, or None."
+    if body.get("max_tokens") is not None:
+        return (400, "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                     "'max_completion_tokens' instead.", "max_tokens", "unsupported_parameter")
+    for k in ("temperature", "top_p"):
+        if body.get(k) is not None and body[k] != 1:
+            return (400, f"Unsupported value: '{k}' does not support {body[k]!r} with this model. Only the default "
+                         "(1) value is supported.", k, "unsupported_value")
+    if body.get("stop") is not None:
+        return (400, "Unsupported parameter: 'stop' is not supported with this model.", "stop", "unsupported_parameter")
+    return None
+
+# %% ../nbs/01a_provider_double.ipynb #be56cd42
 def _openai_rules(mode: str, endpoint: str, body: dict) -> tuple | None:
     "(status, message, param, code) of the first rule of OpenAI's API (and its reasoning models) `body` breaks."
     if mode == "reasoning" and endpoint == "completions":
@@ -570,19 +611,9 @@ def _openai_rules(mode: str, endpoint: str, body: dict) -> tuple | None:
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
             return (400, f"Invalid '{k}': integer below minimum value. Expected a value >= 1, but got {v!r} instead.",
                     k, "integer_below_min_value")
-    if mode != "reasoning": return None
-    if body.get("max_tokens") is not None:
-        return (400, "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
-                     "'max_completion_tokens' instead.", "max_tokens", "unsupported_parameter")
-    for k in ("temperature", "top_p"):
-        if body.get(k) is not None and body[k] != 1:
-            return (400, f"Unsupported value: '{k}' does not support {body[k]!r} with this model. Only the default "
-                         "(1) value is supported.", k, "unsupported_value")
-    if body.get("stop") is not None:
-        return (400, "Unsupported parameter: 'stop' is not supported with this model.", "stop", "unsupported_parameter")
-    return None
+    return _reasoning_rules(body) if mode == "reasoning" else None
 
-# %% ../nbs/01a_provider_double.ipynb #cf45fed4
+# %% ../nbs/01a_provider_double.ipynb #3b294486
 def cut_text(
     text: str,               # the full text the model would generate
     stop,                    # None, a stop string or a list of them
@@ -596,7 +627,7 @@ def cut_text(
     if end is not None and len(text) > end: return text[:end], "length"
     return text, "stop"
 
-# %% ../nbs/01a_provider_double.ipynb #8eb972d8
+# %% ../nbs/01a_provider_double.ipynb #875c401f
 @dataclass
 class Reply:
     "What the server does with one request."
@@ -608,11 +639,12 @@ class Reply:
     answer: dict | None = None                    # `ScriptedAnswer.info()` of the first choice
     request: tuple = ()                           # (n, method, path, body, raw) of the request, for the log
 
+# %% ../nbs/01a_provider_double.ipynb #e9c3097a
 _ENDPOINTS = {("POST", "/v1/chat/completions"): "chat", ("POST", "/v1/completions"): "completions",
               ("GET", "/v1/models"): "models"}
 DEFAULT_MODEL = "provider-double"
 
-# %% ../nbs/01a_provider_double.ipynb #ead1d454
+# %% ../nbs/01a_provider_double.ipynb #c84c9a3f
 class DoubleState:
     "Counters and request log of one run of a provider test double; `respond` answers one request."
     def __init__(self, options: DoubleOptions):
@@ -620,28 +652,33 @@ class DoubleState:
         self.seen = self.generation = self.answered = self.answers = self.error_bodies = 0
         self.last_request = time.monotonic()
 
-    def respond(self, method: str, path: str, headers: dict, raw: bytes) -> Reply:
-        "The reply to one request (header names lower-case); `log` logs it once it is delivered (or not)."
-        with self.lock: self.seen += 1; n = self.seen; self.last_request = time.monotonic()
-        try: body = json.loads(raw) if raw else None
-        except ValueError: body = raw.decode("utf-8", "replace")
-        reply = self._respond(method, path.split("?")[0], headers, body)
-        reply.request = (n, method, path, body, raw)
-        return reply
+# %% ../nbs/01a_provider_double.ipynb #781c23a4
+@patch
+def respond(self: DoubleState, method: str, path: str, headers: dict, raw: bytes) -> Reply:
+    "The reply to one request (header names lower-case); `log` logs it once it is delivered (or not)."
+    with self.lock: self.seen += 1; n = self.seen; self.last_request = time.monotonic()
+    try: body = json.loads(raw) if raw else None
+    except ValueError: body = raw.decode("utf-8", "replace")
+    reply = self._respond(method, path.split("?")[0], headers, body)
+    reply.request = (n, method, path, body, raw)
+    return reply
 
-    def log(self, reply: Reply, delivered: bool):
-        "Append the request of `reply` to the JSONL log (when `options.log` is set); `delivered`: the answer reached the client."
-        if not self.o.log: return
-        n, method, path, body, raw = reply.request
-        rec = {"n": n, "time": time.time(), "method": method, "path": path, "status": reply.status,
-               "fault": reply.fault, "sha256": None if body is None else canonical_sha256(body) if not isinstance(body, str)
-               else hashlib.sha256(raw).hexdigest(), "body": body, "answer": reply.answer, "delivered": delivered}
-        with self.lock, open(self.o.log, "a", encoding="utf-8") as f: f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+# %% ../nbs/01a_provider_double.ipynb #f22ba55d
+@patch
+def log(self: DoubleState, reply: Reply, delivered: bool):
+    "Append the request of `reply` to the JSONL log (when `options.log` is set); `delivered`: the answer reached the client."
+    if not self.o.log: return
+    n, method, path, body, raw = reply.request
+    rec = {"n": n, "time": time.time(), "method": method, "path": path, "status": reply.status,
+           "fault": reply.fault, "sha256": None if body is None else canonical_sha256(body) if not isinstance(body, str)
+           else hashlib.sha256(raw).hexdigest(), "body": body, "answer": reply.answer, "delivered": delivered}
+    with self.lock, open(self.o.log, "a", encoding="utf-8") as f: f.write(json.dumps(rec, ensure_ascii=False) + "\n")
 
-    def _error(self, status, message, **kw) -> Reply:
-        return Reply(status, error_body(self.o.mode, status, message, **kw))
+@patch
+def _error(self: DoubleState, status, message, **kw) -> Reply:
+    return Reply(status, error_body(self.o.mode, status, message, **kw))
 
-# %% ../nbs/01a_provider_double.ipynb #e8029c13
+# %% ../nbs/01a_provider_double.ipynb #25139fdd
 def _auth_error(self, headers: dict) -> Reply | None:
     o = self.o
     if not o.api_key: return None
@@ -658,7 +695,17 @@ def _auth_error(self, headers: dict) -> Reply | None:
                             "https://platform.openai.com/account/api-keys.", code="invalid_api_key")
 DoubleState._auth_error = _auth_error
 
-# %% ../nbs/01a_provider_double.ipynb #3f4b180a
+# %% ../nbs/01a_provider_double.ipynb #4c3a44c1
+def _models(self) -> Reply:
+    "The answer to `GET /v1/models`: the model names the double accepts (vLLM adds its context window)."
+    o = self.o
+    names = o.models or (DEFAULT_MODEL,)
+    extra = {"max_model_len": o.context_tokens} if o.mode == "vllm" else {}
+    return Reply(200, {"object": "list", "data": [{"id": m, "object": "model", "created": 0,
+                                                   "owned_by": "provider-test-double", **extra} for m in names]})
+DoubleState._models = _models
+
+# %% ../nbs/01a_provider_double.ipynb #b50cf33d
 def _respond(self, method: str, path: str, headers: dict, body) -> Reply:
     o, endpoint = self.o, _ENDPOINTS.get((method, path.rstrip("/")))
     if endpoint is None: return self._error(404, f"Invalid URL ({method} {path})")
@@ -667,11 +714,7 @@ def _respond(self, method: str, path: str, headers: dict, body) -> Reply:
         r.headers["Retry-After"] = f"{o.retry_after:g}"
         return r
     if (denied := self._auth_error(headers)) is not None: return denied
-    if endpoint == "models":
-        names = o.models or (DEFAULT_MODEL,)
-        extra = {"max_model_len": o.context_tokens} if o.mode == "vllm" else {}
-        return Reply(200, {"object": "list", "data": [{"id": m, "object": "model", "created": 0,
-                                                       "owned_by": "provider-test-double", **extra} for m in names]})
+    if endpoint == "models": return self._models()
     with self.lock: self.generation += 1; g = self.generation
     model = (body.get("model") if isinstance(body, dict) else None) or DEFAULT_MODEL
     reply = self._fault(g, model) or self._generate(endpoint, body, model, g)
@@ -679,7 +722,7 @@ def _respond(self, method: str, path: str, headers: dict, body) -> Reply:
     return reply
 DoubleState._respond = _respond
 
-# %% ../nbs/01a_provider_double.ipynb #b427d2d7
+# %% ../nbs/01a_provider_double.ipynb #07ebca00
 def _fault(self, g: int, model: str) -> Reply | None:
     "The injected fault for generation request `g`, if the plan has one."
     if g > len(self.plan): return None
@@ -696,7 +739,7 @@ def _fault(self, g: int, model: str) -> Reply | None:
                        "model": model, "error": err, "choices": None if i % 2 else []}, fault="error_body")
 DoubleState._fault = _fault
 
-# %% ../nbs/01a_provider_double.ipynb #3e054501
+# %% ../nbs/01a_provider_double.ipynb #b6fccc21
 def _prefill_rule(self, body: dict) -> tuple[bool, Reply | None]:
     "(continue the final assistant message?, error reply or None) for a chat request."
     msgs, mode = body["messages"], self.o.mode
@@ -711,37 +754,50 @@ def _prefill_rule(self, body: dict) -> tuple[bool, Reply | None]:
     return False, None
 DoubleState._prefill_rule = _prefill_rule
 
+# %% ../nbs/01a_provider_double.ipynb #c079ba67
 def _thinking(self, body: dict) -> bool:
     "llama.cpp: thinking is on unless `chat_template_kwargs.enable_thinking` is false."
     return (body.get("chat_template_kwargs") or {}).get("enable_thinking", True) is not False
 DoubleState._thinking = _thinking
 
-# %% ../nbs/01a_provider_double.ipynb #ed12ea6f
+# %% ../nbs/01a_provider_double.ipynb #669d2466
+def _vllm_window(self, limit: int | None, p_tokens: int) -> tuple[int | None, Reply | None]:
+    "vLLM: a prompt plus completion cap beyond the window is refused; no cap means the rest of the window."
+    ctx = self.o.context_tokens
+    if limit is None and p_tokens >= ctx:
+        return None, self._error(400, f"This model's maximum context length is {ctx} tokens. However, you "
+                                      f"requested {p_tokens} tokens in the messages, Please reduce the length of the messages.")
+    if limit is not None and p_tokens + limit > ctx:
+        return None, self._error(400, f"This model's maximum context length is {ctx} tokens. However, you "
+                                      f"requested {p_tokens + limit} tokens ({p_tokens} in the messages, {limit} in "
+                                      "the completion). Please reduce the length of the messages or completion.")
+    return (ctx - p_tokens if limit is None else limit), None
+DoubleState._vllm_window = _vllm_window
+
+# %% ../nbs/01a_provider_double.ipynb #4024c320
+def _llamacpp_window(self, limit: int | None, p_tokens: int) -> tuple[int | None, Reply | None]:
+    "llama-server: only a prompt beyond the window is refused; the answer stops where the window ends."
+    ctx = self.o.context_tokens
+    if p_tokens >= ctx:
+        return None, self._error(400, f"request ({p_tokens} tokens) exceeds the available context size ({ctx} "
+                                      "tokens), try increasing it", type="exceed_context_size_error",
+                                 n_prompt_tokens=p_tokens, n_ctx=ctx)
+    return min(ctx - p_tokens, limit if limit is not None else ctx), None
+DoubleState._llamacpp_window = _llamacpp_window
+
+# %% ../nbs/01a_provider_double.ipynb #cca061e9
 def _window(self, endpoint: str, body: dict, p_tokens: int) -> tuple[int | None, Reply | None]:
     "(token limit of the generation, error reply or None)."
-    o, ctx = self.o, self.o.context_tokens
+    o = self.o
     mc, mt = body.get("max_completion_tokens"), body.get("max_tokens")
     limit = mc if mc is not None else mt
     if limit is None and endpoint == "completions" and o.mode in ("openai", "vllm"): limit = 16  # documented default
-    if o.mode == "vllm":
-        if limit is None and p_tokens >= ctx:
-            return None, self._error(400, f"This model's maximum context length is {ctx} tokens. However, you "
-                                          f"requested {p_tokens} tokens in the messages, Please reduce the length of the messages.")
-        if limit is not None and p_tokens + limit > ctx:
-            return None, self._error(400, f"This model's maximum context length is {ctx} tokens. However, you "
-                                          f"requested {p_tokens + limit} tokens ({p_tokens} in the messages, {limit} in "
-                                          "the completion). Please reduce the length of the messages or completion.")
-        return (ctx - p_tokens if limit is None else limit), None
-    if o.mode == "llamacpp-thinking":
-        if p_tokens >= ctx:
-            return None, self._error(400, f"request ({p_tokens} tokens) exceeds the available context size ({ctx} "
-                                          "tokens), try increasing it", type="exceed_context_size_error",
-                                     n_prompt_tokens=p_tokens, n_ctx=ctx)
-        return min(ctx - p_tokens, limit if limit is not None else ctx), None
+    if o.mode == "vllm": return self._vllm_window(limit, p_tokens)
+    if o.mode == "llamacpp-thinking": return self._llamacpp_window(limit, p_tokens)
     return limit, None
 DoubleState._window = _window
 
-# %% ../nbs/01a_provider_double.ipynb #ae1b19ff
+# %% ../nbs/01a_provider_double.ipynb #4f964e64
 def _next_style(self) -> str:
     if self.o.style != "rotate": return self.o.style
     with self.lock: k = self.answers; self.answers += 1
@@ -756,7 +812,21 @@ def _write(self, prompt: str, prefill: str | None, style: str) -> ScriptedAnswer
     return ans
 DoubleState._write = _write
 
-# %% ../nbs/01a_provider_double.ipynb #98555c78
+# %% ../nbs/01a_provider_double.ipynb #b557ccef
+def _bad_shape(self, endpoint: str, body: dict) -> Reply | None:
+    "The error for chat messages that are not {role, content} objects, or a completion prompt that is not one string."
+    if endpoint == "chat":
+        msgs = body.get("messages")
+        if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) and m.get("role") for m in msgs):
+            return self._error(400, "'messages' must be a non-empty list of {role, content} objects.", param="messages")
+        return None
+    p = body.get("prompt")
+    if not (isinstance(p, str) or (isinstance(p, list) and len(p) == 1 and isinstance(p[0], str))):
+        return self._error(400, "'prompt' must be a string (or a list holding one string).", param="prompt")
+    return None
+DoubleState._bad_shape = _bad_shape
+
+# %% ../nbs/01a_provider_double.ipynb #b1c84631
 def _bad_body(self, endpoint: str, body) -> Reply | None:
     "The error for a body that is not a JSON object of the endpoint's shape, or breaks the mode's rules."
     if not isinstance(body, dict): return self._error(400, "We could not parse the JSON body of your request.")
@@ -770,38 +840,30 @@ def _bad_body(self, endpoint: str, body) -> Reply | None:
         return self._error(status, msg, param=param, code=code)
     if body.get("stream"):
         return self._error(400, "stream=true is not imitated by the provider test double; send stream=false")
-    if endpoint == "chat":
-        msgs = body.get("messages")
-        if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) and m.get("role") for m in msgs):
-            return self._error(400, "'messages' must be a non-empty list of {role, content} objects.", param="messages")
-    else:
-        p = body.get("prompt")
-        if not (isinstance(p, str) or (isinstance(p, list) and len(p) == 1 and isinstance(p[0], str))):
-            return self._error(400, "'prompt' must be a string (or a list holding one string).", param="prompt")
-    return None
+    return self._bad_shape(endpoint, body)
 DoubleState._bad_body = _bad_body
 
-# %% ../nbs/01a_provider_double.ipynb #be56cd42
-def _generate(self, endpoint: str, body, model: str, g: int) -> Reply:
-    o = self.o
-    if (bad := self._bad_body(endpoint, body)) is not None: return bad
+# %% ../nbs/01a_provider_double.ipynb #99f32374
+def _read_prompt(self, endpoint: str, body: dict) -> tuple[tuple | None, Reply | None]:
+    "((prompt tokens, prompt text, pre-fill to continue or None, think), None), or (None, error) for a refused pre-fill."
     if endpoint == "chat":
         msgs = body["messages"]
         cont, err = self._prefill_rule(body)
-        if err is not None: return err
-        p_tokens = prompt_tokens(msgs)
+        if err is not None: return None, err
         prompt = "\n\n".join(content_text(m.get("content")) for m in msgs if m.get("role") == "user")
         prefill = content_text(msgs[-1].get("content")) if cont else None
-        think = o.mode == "llamacpp-thinking" and not cont and self._thinking(body)
-    else:
-        text_in = body["prompt"] if isinstance(body["prompt"], str) else body["prompt"][0]
-        p_tokens, prefill, think = approx_tokens(text_in), text_in, False
-        ob = fenced_blocks(text_in)[1]
-        prompt = ob.before if ob else text_in
-    limit, err = self._window(endpoint, body, p_tokens)
-    if err is not None: return err
-    n = body.get("n") if isinstance(body.get("n"), int) and body.get("n") > 0 else 1
-    reasoning = o.reasoning_tokens if o.mode == "reasoning" else 0
+        think = self.o.mode == "llamacpp-thinking" and not cont and self._thinking(body)
+        return (prompt_tokens(msgs), prompt, prefill, think), None
+    text_in = body["prompt"] if isinstance(body["prompt"], str) else body["prompt"][0]
+    ob = fenced_blocks(text_in)[1]
+    return (approx_tokens(text_in), ob.before if ob else text_in, text_in, False), None
+DoubleState._read_prompt = _read_prompt
+
+# %% ../nbs/01a_provider_double.ipynb #e7db83f1
+def _choices(self, endpoint: str, body: dict, prompt: str, prefill: str | None, think: bool, limit: int | None,
+             n: int) -> tuple[list[dict], int, dict | None]:
+    "(the choices, completion tokens used, the first answer's `info()`)."
+    reasoning = self.o.reasoning_tokens if self.o.mode == "reasoning" else 0
     choices, used, info = [], 0, None
     for i in range(n):
         style = self._next_style()
@@ -812,6 +874,21 @@ def _generate(self, endpoint: str, body, model: str, g: int) -> Reply:
         text, finish = ("", "length") if visible is not None and visible <= 0 else cut_text(text, body.get("stop"), visible)
         used += approx_tokens(text) + (min(reasoning, limit) if limit is not None else reasoning)
         choices.append(self._choice(endpoint, i, text, finish, body))
+    return choices, used, info
+DoubleState._choices = _choices
+
+# %% ../nbs/01a_provider_double.ipynb #48fab915
+def _generate(self, endpoint: str, body, model: str, g: int) -> Reply:
+    o = self.o
+    if (bad := self._bad_body(endpoint, body)) is not None: return bad
+    read, err = self._read_prompt(endpoint, body)
+    if err is not None: return err
+    p_tokens, prompt, prefill, think = read
+    limit, err = self._window(endpoint, body, p_tokens)
+    if err is not None: return err
+    n = body.get("n") if isinstance(body.get("n"), int) and body.get("n") > 0 else 1
+    reasoning = o.reasoning_tokens if o.mode == "reasoning" else 0
+    choices, used, info = self._choices(endpoint, body, prompt, prefill, think, limit, n)
     usage = {"prompt_tokens": p_tokens, "completion_tokens": used, "total_tokens": p_tokens + used}
     if o.mode == "reasoning": usage["completion_tokens_details"] = {"reasoning_tokens": min(reasoning, limit or reasoning) * n}
     head = ({"id": f"chatcmpl-double-{g}", "object": "chat.completion"} if endpoint == "chat"
@@ -821,7 +898,7 @@ def _generate(self, endpoint: str, body, model: str, g: int) -> Reply:
                  answer=info)
 DoubleState._generate = _generate
 
-# %% ../nbs/01a_provider_double.ipynb #65e80a36
+# %% ../nbs/01a_provider_double.ipynb #d8d00a2a
 def _choice(self, endpoint: str, i: int, text: str, finish: str, body: dict) -> dict:
     "One element of `choices` in the endpoint's shape."
     if endpoint == "completions":
@@ -835,7 +912,7 @@ def _choice(self, endpoint: str, i: int, text: str, finish: str, body: dict) -> 
     return {"index": i, "message": msg, "logprobs": None, "finish_reason": finish}
 DoubleState._choice = _choice
 
-# %% ../nbs/01a_provider_double.ipynb #e7262d3d
+# %% ../nbs/01a_provider_double.ipynb #1fa7111b
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "provider-test-double"
@@ -844,32 +921,47 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self): self._serve("GET")
     def do_POST(self): self._serve("POST")
 
-    def _serve(self, method: str):
-        size = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(size) if size > 0 else b""
-        reply = self.server.state.respond(method, self.path, {k.lower(): v for k, v in self.headers.items()}, raw)
-        if reply.delay: time.sleep(reply.delay)
-        if reply.status is None:
-            self.close_connection = True
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.server.state.log(reply, False)
-            return
-        data = json.dumps(reply.body).encode()
-        try:
-            self.send_response(reply.status)
-            for k, v in {"Content-Type": "application/json", "Content-Length": str(len(data)), **reply.headers}.items():
-                self.send_header(k, v)
-            self.end_headers()   # sends the headers: a client killed while the double slept is found out here
-        except OSError:
-            self.server.state.log(reply, False); raise
-        self.server.state.log(reply, True)   # before the body, so a client never reads an answer not yet logged
-        self.wfile.write(data)
+# %% ../nbs/01a_provider_double.ipynb #70a2d811
+@patch
+def _serve(self: _Handler, method: str):
+    size = int(self.headers.get("Content-Length") or 0)
+    raw = self.rfile.read(size) if size > 0 else b""
+    reply = self.server.state.respond(method, self.path, {k.lower(): v for k, v in self.headers.items()}, raw)
+    if reply.delay: time.sleep(reply.delay)
+    if reply.status is None:
+        self.close_connection = True
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.server.state.log(reply, False)
+        return
+    data = json.dumps(reply.body).encode()
+    try:
+        self.send_response(reply.status)
+        for k, v in {"Content-Type": "application/json", "Content-Length": str(len(data)), **reply.headers}.items():
+            self.send_header(k, v)
+        self.end_headers()   # sends the headers: a client killed while the double slept is found out here
+    except OSError:
+        self.server.state.log(reply, False); raise
+    self.server.state.log(reply, True)   # before the body, so a client never reads an answer not yet logged
+    self.wfile.write(data)
 
+# %% ../nbs/01a_provider_double.ipynb #59163073
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-# %% ../nbs/01a_provider_double.ipynb #2ce3d73b
+# %% ../nbs/01a_provider_double.ipynb #256c50cd
+def _watchdog(httpd: ThreadingHTTPServer, state: DoubleState, o: DoubleOptions, parent: int):
+    "Shut the server down when its parent process ends or no request came for `o.idle_timeout` seconds."
+    while True:
+        time.sleep(0.2)
+        why = ("its parent process ended" if os.getppid() != parent else
+               f"no request for {o.idle_timeout:g} s" if o.idle_timeout and
+               time.monotonic() - state.last_request > o.idle_timeout else None)
+        if why:
+            print(f"provider test double: stopping, {why}", file=sys.stderr, flush=True)
+            httpd.shutdown(); return
+
+# %% ../nbs/01a_provider_double.ipynb #81f4e0a6
 def serve(
     o: DoubleOptions,  # the double's options
 ) -> None:
@@ -879,23 +971,14 @@ def serve(
     httpd.state = state
     url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     parent = os.getppid()
-
-    def watch():
-        while True:
-            time.sleep(0.2)
-            why = ("its parent process ended" if os.getppid() != parent else
-                   f"no request for {o.idle_timeout:g} s" if o.idle_timeout and
-                   time.monotonic() - state.last_request > o.idle_timeout else None)
-            if why:
-                print(f"provider test double: stopping, {why}", file=sys.stderr, flush=True)
-                httpd.shutdown(); return
-    threading.Thread(target=watch, daemon=True).start()
+    threading.Thread(target=_watchdog, args=(httpd, state, o, parent), daemon=True).start()
     if o.answers == "capable": threading.Thread(target=_env_descriptions, daemon=True).start()  # warm up off the request path
     if o.ready_file: atomic_write_text(o.ready_file, url + "\n")
     print(url, flush=True)
     try: httpd.serve_forever(poll_interval=0.2)
     finally: httpd.server_close()
 
+# %% ../nbs/01a_provider_double.ipynb #1eb49065
 def main(argv: list[str] | None = None) -> None:
     "`python -m cwm_nb.provider_double [flags]`: run a provider test double (see `option_parser`)."
     try: o = options_from_argv(argv)
@@ -904,13 +987,14 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__" and "IPython" not in sys.modules: main()
 
-# %% ../nbs/01a_provider_double.ipynb #1112b41f
+# %% ../nbs/01a_provider_double.ipynb #1d3b4319
 def _stop_process(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.terminate()
         try: proc.wait(5)
         except subprocess.TimeoutExpired: proc.kill(); proc.wait()
 
+# %% ../nbs/01a_provider_double.ipynb #39d4574b
 class ProviderDouble:
     "Handle on a provider test double running in its own process. Raises `CwmNbError` if it does not start."
     def __init__(self,
@@ -925,31 +1009,39 @@ class ProviderDouble:
         self.start_timeout, self.port, self.proc, self.base_url = start_timeout, self.options.port, None, None
         self._start()
 
-    def _start(self):
-        import cwm_nb
-        tmp = Path(self._tmp.name); ready = tmp/"ready"; ready.unlink(missing_ok=True)
-        o = replace(self.options, port=self.port, log=str(self.log_path), ready_file=str(ready))
-        pkg = str(Path(cwm_nb.__file__).resolve().parent.parent)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (pkg, os.environ.get("PYTHONPATH")) if p)}
-        with open(tmp/"stderr.txt", "ab") as err:
-            self.proc = subprocess.Popen([sys.executable, "-m", "cwm_nb.provider_double", *o.argv()], env=env,
-                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
-        self._finalizer = weakref.finalize(self, _stop_process, self.proc)
-        deadline = time.monotonic() + self.start_timeout
-        while not ready.exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                _stop_process(self.proc)
-                raise CwmNbError(f"the provider test double did not start (exit code {self.proc.returncode}): "
-                                 f"{self.stderr()[-2000:]}", "check its options; with a fixed port, that the port is free")
-            time.sleep(0.02)
-        self.base_url = ready.read_text().strip()
-        self.port = int(self.base_url.rsplit(":", 1)[1].split("/")[0])
-
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
     def __repr__(self): return f"ProviderDouble({self.options.mode!r}, base_url={self.base_url!r})"
 
-# %% ../nbs/01a_provider_double.ipynb #aa910ef6
+# %% ../nbs/01a_provider_double.ipynb #745fe5c9
+@patch
+def _start(self: ProviderDouble):
+    import cwm_nb
+    tmp = Path(self._tmp.name); ready = tmp/"ready"; ready.unlink(missing_ok=True)
+    o = replace(self.options, port=self.port, log=str(self.log_path), ready_file=str(ready))
+    pkg = str(Path(cwm_nb.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (pkg, os.environ.get("PYTHONPATH")) if p)}
+    with open(tmp/"stderr.txt", "ab") as err:
+        self.proc = subprocess.Popen([sys.executable, "-m", "cwm_nb.provider_double", *o.argv()], env=env,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+    self._finalizer = weakref.finalize(self, _stop_process, self.proc)
+    self._wait_ready(ready)
+
+# %% ../nbs/01a_provider_double.ipynb #f393dc4b
+@patch
+def _wait_ready(self: ProviderDouble, ready: Path):
+    "Wait for the ready file; read the base URL and port from it. Raises `CwmNbError` if the server exits or times out."
+    deadline = time.monotonic() + self.start_timeout
+    while not ready.exists():
+        if self.proc.poll() is not None or time.monotonic() > deadline:
+            _stop_process(self.proc)
+            raise CwmNbError(f"the provider test double did not start (exit code {self.proc.returncode}): "
+                             f"{self.stderr()[-2000:]}", "check its options; with a fixed port, that the port is free")
+        time.sleep(0.02)
+    self.base_url = ready.read_text().strip()
+    self.port = int(self.base_url.rsplit(":", 1)[1].split("/")[0])
+
+# %% ../nbs/01a_provider_double.ipynb #e342a643
 @patch(as_prop=True)
 def pid(self: ProviderDouble) -> int: return self.proc.pid
 
@@ -959,6 +1051,7 @@ def stderr(self: ProviderDouble) -> str:
     p = Path(self._tmp.name)/"stderr.txt"
     return p.read_text(errors="replace") if p.exists() else ""
 
+# %% ../nbs/01a_provider_double.ipynb #ce502d01
 @patch
 def requests(self: ProviderDouble) -> list[dict]:
     "The request log, one dict per request, oldest first (all runs of this handle)."
@@ -970,6 +1063,7 @@ def stop(self: ProviderDouble) -> None:
     "Stop the server process (SIGTERM, then SIGKILL after 5 s). Safe to call twice."
     if self.proc is not None: _stop_process(self.proc)
 
+# %% ../nbs/01a_provider_double.ipynb #4a3852f1
 @patch
 def restart(self: ProviderDouble, **changed) -> "ProviderDouble":
     "Stop, then start again on the same port with `changed` options (fresh counters, same log)."
