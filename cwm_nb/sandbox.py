@@ -50,6 +50,7 @@ class SandboxLimits:
 ERROR_KINDS = ("syntax", "exception", "no_environment", "memory", "timeout", "cpu", "output_limit", "killed",
                "server_died", "bad_result")
 
+# %% ../nbs/02_sandbox.ipynb #6dea7eac
 def make_error(kind: str, message: str, *, line: int | None = None, source_line: str | None = None,
                traceback: str | None = None, exc_type: str | None = None, index: int | None = None) -> dict:
     "An error dict of `SandboxResult.error` with every key present."
@@ -73,15 +74,19 @@ class SandboxResult:
 # %% ../nbs/02_sandbox.ipynb #f02bf9c6
 PROGRAM_FILENAME = "<cwm-program>"
 
+# %% ../nbs/02_sandbox.ipynb #60c84bcc
 def _clip(s: str, n: int) -> str: return s if len(s) <= n else s[:n - 15] + " …[truncated]"
 
+# %% ../nbs/02_sandbox.ipynb #3012e579
 def _type_name(e: BaseException) -> str:
     try: return str(type(e).__name__)
     except BaseException: return "Exception"
 
+# %% ../nbs/02_sandbox.ipynb #dc046fd2
 def _source_line(lines: list[str], n) -> str | None:
     return lines[n - 1].strip() if type(n) is int and 0 < n <= len(lines) else None
 
+# %% ../nbs/02_sandbox.ipynb #7e0d9270
 def _exception_text(e: BaseException) -> str:
     "`Type: message` of an exception, robust to a hostile `__str__`."
     try:
@@ -152,10 +157,12 @@ _NP_REAL = _NP_FLOAT | _NP_INT | {np.bool_}
 
 _RESERVED_KEYS = ("__nd__", "__rows__")   # tags of the wire format below
 
+# %% ../nbs/02_sandbox.ipynb #bf8702ff
 def _tname(x) -> str:
     try: return str(type(x).__qualname__)
     except BaseException: return "object"
 
+# %% ../nbs/02_sandbox.ipynb #e04b1123
 def strict_plain(x: Any, _depth: int = 0) -> Any:
     "Convert `x` to plain JSON data by exact type (numpy arrays -> lists). Raises `TypeError` for anything else."
     t = type(x)
@@ -186,11 +193,14 @@ class Rows:
     __slots__ = ("columns",)
     def __init__(self, columns): self.columns = list(columns)
 
+# %% ../nbs/02_sandbox.ipynb #86f66cae
 def _is_rows(t: type) -> bool:   # also true for the exported class when this code runs as notebook cells
     return t is Rows or (t.__name__ == "Rows" and t.__module__ == "cwm_nb.sandbox")
 
+# %% ../nbs/02_sandbox.ipynb #6ddf5f91
 _ND_CODES = {"f8": "<f8", "i8": "<i8", "b1": "|u1"}
 
+# %% ../nbs/02_sandbox.ipynb #52ff092c
 def _json_default(o):
     t = type(o)
     if t is np.ndarray:
@@ -206,6 +216,7 @@ def _json_default(o):
     if t is np.bool_: return bool(o)
     raise TypeError(f"a value of type {_tname(o)} cannot be sent as JSON")
 
+# %% ../nbs/02_sandbox.ipynb #bdfe6fc1
 def encode_result(obj: Any) -> bytes:
     "UTF-8 JSON of `obj`, numeric numpy arrays packed and `Rows` sent by column (see `decode_result`)."
     return json.dumps(obj, default=_json_default, separators=(",", ":")).encode()
@@ -222,6 +233,7 @@ def _decode_nd(spec) -> list:
     a = np.frombuffer(raw, dtype=dt).reshape(shape)
     return (a != 0).tolist() if code == "b1" else a.tolist()
 
+# %% ../nbs/02_sandbox.ipynb #1bfd1d52
 def _decode_hook(d: dict):
     if len(d) == 1:
         if "__nd__" in d: return _decode_nd(d["__nd__"])
@@ -232,6 +244,7 @@ def _decode_hook(d: dict):
             return [list(r) for r in zip(*cols)]
     return d
 
+# %% ../nbs/02_sandbox.ipynb #8d46e149
 def decode_result(data: bytes) -> Any:
     "Inverse of `encode_result`: plain Python data (packed arrays become nested lists). Raises `ValueError`."
     return json.loads(data, object_hook=_decode_hook)
@@ -253,10 +266,12 @@ def _code_line(fn) -> int | None:
     code = getattr(getattr(fn, "__func__", fn), "__code__", None)
     return code.co_firstlineno if code is not None and code.co_filename == PROGRAM_FILENAME else None
 
+# %% ../nbs/02_sandbox.ipynb #1f7b32d5
 def exec_only(namespace: dict, args: dict | None, data: Any) -> None:
     "Driver: nothing beyond running the program's top level (which the sandbox already did)."
     return None
 
+# %% ../nbs/02_sandbox.ipynb #5f15f036
 def call_function(namespace: dict, args: dict | None, data: Any) -> Any:
     "Driver: `namespace[args['name']](*args.get('args', []), **args.get('kwargs', {}))`, result converted strictly."
     args = args or {}
@@ -274,10 +289,12 @@ class Serve:
     __slots__ = ("value", "handle")
     def __init__(self, value, handle): self.value, self.handle = value, handle
 
+# %% ../nbs/02_sandbox.ipynb #b7056e3d
 def _is_serve(x) -> bool:   # also the exported class when this code runs as notebook cells
     t = type(x)
     return t is Serve or (t.__name__ == "Serve" and t.__module__ == "cwm_nb.sandbox")
 
+# %% ../nbs/02_sandbox.ipynb #32381169
 def function_session(namespace: dict, args: dict | None, data: Any) -> Serve:
     "Session driver: the program stays loaded; each call `{'name', 'args'}` calls one of its functions (`call_function`)."
     return Serve(None, lambda payload: call_function(namespace, payload, data))
@@ -285,6 +302,7 @@ def function_session(namespace: dict, args: dict | None, data: Any) -> Serve:
 # %% ../nbs/02_sandbox.ipynb #e9c7a3c1
 _DRIVER_RE = re.compile(r"([A-Za-z_][\w.]*):([A-Za-z_]\w*)")   # compiled once, in the server, not in every child
 
+# %% ../nbs/02_sandbox.ipynb #fb1d2b32
 def _resolve_driver(name: str) -> Callable:
     m = _DRIVER_RE.fullmatch(name or "")
     if not m: raise CwmNbError(f"bad driver name {name!r}", "name a driver as 'module:function', e.g. 'cwm_nb.sandbox:cwm_predict'")
@@ -294,11 +312,13 @@ def _resolve_driver(name: str) -> Callable:
     if not callable(fn): raise CwmNbError(f"the sandbox driver {name!r} is not callable", "name a function")
     return fn
 
+# %% ../nbs/02_sandbox.ipynb #f4a018fb
 def _new_program_module() -> types.ModuleType:
     mod = types.ModuleType("__cwm_program__")   # not "__main__": a program's `if __name__ == "__main__":` test code does not run
     mod.__dict__["__builtins__"] = builtins
     return mod
 
+# %% ../nbs/02_sandbox.ipynb #899917ef
 def _execute(source: str, driver: Callable, args: dict | None, data: Any, in_job: bool = False) -> Any:
     "Compile `source` as <cwm-program>, exec it in a fresh module namespace, then call the driver. Raises ProgramError."
     before = getattr(driver, "before_exec", None)
@@ -340,6 +360,7 @@ def _answer(source: str, fn: Callable) -> dict:
         try: return {"ok": False, "error": describe_exception(e, source)}
         except BaseException: return {"ok": False, "error": make_error("exception", "the program failed")}
 
+# %% ../nbs/02_sandbox.ipynb #090d9822
 def _send_answer(out: dict, res_w: int) -> None:
     "Flush the program's output, then write `out` as one frame (an unencodable value becomes an error)."
     for f in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
@@ -352,6 +373,7 @@ def _send_answer(out: dict, res_w: int) -> None:
     try: _send_frame(res_w, payload)
     except BaseException: pass
 
+# %% ../nbs/02_sandbox.ipynb #4fe64d89
 def _run_job(job: dict, store: dict, res_w: int, job_r: int = -1) -> None:
     "Execute the job's program and driver, write {ok, value} or {ok: False, error} to res_w (then, in a session, answer each call), then _exit."
     me, source = os.getpid(), job["source"]
@@ -377,6 +399,7 @@ def _run_job(job: dict, store: dict, res_w: int, job_r: int = -1) -> None:
 _OBS_FORMATS = ("array", "int", "tuple", "rtfm")
 _RTFM_SHAPE, _RTFM_CELLS = (6, 6, 2), 72
 
+# %% ../nbs/02_sandbox.ipynb #150cc441
 def _obs_converter(dtype, obs_format: str = "array"):
     "A function that returns a fresh observation in the form `set_state` receives (set_state may mutate it)."
     if obs_format not in _OBS_FORMATS: raise ValueError(f"unknown obs_format {obs_format!r}")
@@ -398,6 +421,7 @@ def _obs_converter(dtype, obs_format: str = "array"):
         return board.reshape(_RTFM_SHAPE), str(row[_RTFM_CELLS])
     return {"array": fresh, "int": as_int, "tuple": as_tuple, "rtfm": as_rtfm}[obs_format]
 
+# %% ../nbs/02_sandbox.ipynb #eb6107e6
 def _action_converter(dtype):
     dt = np.dtype(dtype) if dtype else None
     scalar = dt.type if dt is not None else None
@@ -423,6 +447,7 @@ def _unstr(x, depth: int = 0):
     if t is list or t is tuple: return [_unstr(v, depth + 1) for v in x]
     return x
 
+# %% ../nbs/02_sandbox.ipynb #79d5876c
 def _as_obs(o, obs_format: str = "array"):
     "A prediction's next_obs: numeric arrays stay arrays (float64/int64/bool, packed later), the rest plain."
     if obs_format == "rtfm": return strict_plain(_unstr(o))
@@ -433,6 +458,7 @@ def _as_obs(o, obs_format: str = "array"):
         if k == "b": return o.copy()
     return strict_plain(o)
 
+# %% ../nbs/02_sandbox.ipynb #18c8cfd3
 def _as_valid_actions(v) -> list:
     "Predicted valid actions as a plain list (a set becomes a sorted list); numbers are checked by the scorer."
     t = type(v)
@@ -441,12 +467,14 @@ def _as_valid_actions(v) -> list:
     if type(out) is not list: raise TypeError(f"valid_actions must be a list or array of action ids, not {_tname(v)}")
     return out
 
+# %% ../nbs/02_sandbox.ipynb #2e732765
 def _as_reward(r) -> float:
     t = type(r)
     if t is float or t is int or t is bool or t in _NP_REAL: return float(r)
     if t is np.ndarray and r.size == 1 and r.dtype.kind in "fiub": return float(r.reshape(-1)[0])
     raise TypeError(f"the reward must be a number, not {_tname(r)}")
 
+# %% ../nbs/02_sandbox.ipynb #eb694418
 def _as_done(d) -> bool:
     t = type(d)
     if t is bool: return d
@@ -463,12 +491,15 @@ def _column(values: list):
         if all(v.shape == v0.shape and v.dtype == v0.dtype for v in values): return np.stack(values)
     return [v.tolist() if type(v) is np.ndarray else v for v in values]
 
+# %% ../nbs/02_sandbox.ipynb #2ed7d7c1
 _PARTS = {3: ("next_obs", "reward", "done"), 4: ("next_obs", "valid_actions", "reward", "done")}
 
+# %% ../nbs/02_sandbox.ipynb #f7c9d4cd
 def _plain_or_none(x) -> Any:
     try: return strict_plain(x)
     except TypeError: return None
 
+# %% ../nbs/02_sandbox.ipynb #f5098d67
 def _convert_each(out, fmt: str, arity: int, i: int, malformed: list) -> tuple:
     "(next_obs, reward, done, valid_actions) of one step, converted one by one: a bad part becomes its plain form (or None) and a note."
     conv = {"next_obs": lambda x: _as_obs(x, fmt), "valid_actions": _as_valid_actions, "reward": _as_reward, "done": _as_done}
@@ -481,6 +512,7 @@ def _convert_each(out, fmt: str, arity: int, i: int, malformed: list) -> tuple:
             got[part] = _plain_or_none(x)
     return got["next_obs"], got["reward"], got["done"], got.get("valid_actions")
 
+# %% ../nbs/02_sandbox.ipynb #8116e3c5
 def _environment_class(namespace: dict):
     "The program's `Environment` class. Raises ProgramError (no_environment) when there is none."
     Env = namespace.get("Environment")
@@ -489,6 +521,7 @@ def _environment_class(namespace: dict):
                            "`class Environment:` with methods `set_state(state)` and `step(action)`)")
     return Env
 
+# %% ../nbs/02_sandbox.ipynb #f054a743
 def _convert_step(out, fmt: str, arity: int, i: int, malformed: list) -> tuple:
     "(next_obs, reward, done, valid_actions) of one step's output, plain; a malformed part is noted in `malformed`."
     t = type(out)
@@ -550,6 +583,7 @@ def _prediction_rows(nxt: list, rew: list, don: list, val: list | None, malforme
             don if whole or "done" in bad else np.array(don, dtype=bool)]
     return Rows(cols + ([val] if val is not None else []))
 
+# %% ../nbs/02_sandbox.ipynb #d26c6da4
 def _reseed_numpy(args: dict | None, data: Any, source: str, in_job: bool) -> None:
     "cwm_predict.before_exec: with `args['reseed']`, numpy's global generator starts from fresh entropy, before the program runs."
     if args and args.get("reseed"): np.random.seed(int.from_bytes(os.urandom(4), "little"))
@@ -612,11 +646,14 @@ _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); sys.dont_write_bytecode =
          "from cwm_nb.sandbox import _server_main; _server_main()")
 _uid_counter = iter(range(1 << 30))
 
+# %% ../nbs/02_sandbox.ipynb #4f84b525
 def _pick_uid() -> int:
     return 2_000_000_000 + (os.getpid() * 64 + next(_uid_counter) % 64) % 100_000_000
 
+# %% ../nbs/02_sandbox.ipynb #c3d2c547
 class _ServerGone(Exception): pass
 
+# %% ../nbs/02_sandbox.ipynb #b66b3375
 def _stop_server(proc: subprocess.Popen | None, log, scratch: str | None) -> None:
     "Close the server's stdin, give it a moment, then SIGKILL its process group; remove the scratch base."
     if proc is not None:
@@ -737,6 +774,7 @@ def _log_tail(self: Sandbox, n: int = 600) -> str:
         return f"server log: {text[-n:]}" if text else ""
     except Exception: return ""
 
+# %% ../nbs/02_sandbox.ipynb #25ba511e
 @patch
 def _kill(self: Sandbox) -> None:
     "Stop the server process (keeps the scratch base and the stored data for a restart)."
@@ -744,9 +782,11 @@ def _kill(self: Sandbox) -> None:
     _stop_server(self._proc, self._log, None)
     self._proc = self._log = None; self.server_pid = None
 
+# %% ../nbs/02_sandbox.ipynb #56c56435
 @patch
 def _alive(self: Sandbox) -> bool: return self._proc is not None and self._proc.poll() is None
 
+# %% ../nbs/02_sandbox.ipynb #5827debb
 @patch
 def _ensure(self: Sandbox) -> None:
     if self.closed: raise CwmNbError("this Sandbox is closed", "create a new Sandbox() or use get_sandbox()")
@@ -754,6 +794,7 @@ def _ensure(self: Sandbox) -> None:
         if self._proc is not None: self._kill()
         self._start()
 
+# %% ../nbs/02_sandbox.ipynb #475a449c
 @patch
 def close(self: Sandbox) -> None:
     "Stop the server and remove its scratch files. Idempotent."
@@ -765,12 +806,15 @@ def close(self: Sandbox) -> None:
         if self._scratch: shutil.rmtree(self._scratch, ignore_errors=True); self._scratch = None
         self.closed = True
 
+# %% ../nbs/02_sandbox.ipynb #71c9578c
 @patch
 def __enter__(self: Sandbox): return self
 
+# %% ../nbs/02_sandbox.ipynb #6903e3d3
 @patch
 def __exit__(self: Sandbox, *exc): self.close()
 
+# %% ../nbs/02_sandbox.ipynb #e7f47569
 @patch
 def __repr__(self: Sandbox):
     return f"Sandbox(isolation={self.isolation!r}, server_pid={self.server_pid}, restarts={self.restarts}, closed={self.closed})"
@@ -781,6 +825,7 @@ def _send(self: Sandbox, blob: bytes) -> None:
     try: _send_frame(self._proc.stdin.fileno(), blob)
     except (OSError, ValueError, AttributeError) as e: raise _ServerGone(f"cannot write to the server ({e})") from None
 
+# %% ../nbs/02_sandbox.ipynb #db013a65
 @patch
 def _recv(self: Sandbox, deadline: float) -> tuple[dict, bytes]:
     fd = self._proc.stdout.fileno()
@@ -796,6 +841,7 @@ def _recv(self: Sandbox, deadline: float) -> tuple[dict, bytes]:
         raise _ServerGone("the server exited" + (f" with status {code}" if code is not None else ""))
     return json.loads(head), body
 
+# %% ../nbs/02_sandbox.ipynb #83b9e83a
 @patch
 def _request(self: Sandbox, msg: tuple, timeout_s: float) -> tuple[dict, bytes]:
     "Send one request, return (header, body); restarts and retries once if the server reports itself dirty."
@@ -825,6 +871,7 @@ def put_data(self: Sandbox,
             self._data.pop(key, None)
             raise CwmNbError(f"put_data({key!r}) failed: {hdr.get('message')}", "send plain data, numpy arrays or objects of installed packages")
 
+# %% ../nbs/02_sandbox.ipynb #76c8570c
 @patch
 def drop_data(self: Sandbox, key: str) -> None:
     "Forget the data stored under `key` (here and in the server)."
@@ -833,6 +880,7 @@ def drop_data(self: Sandbox, key: str) -> None:
             try: self._request(("drop", key), 30)
             except _ServerGone: self._kill()
 
+# %% ../nbs/02_sandbox.ipynb #e35f0caf
 @patch
 def ping(self: Sandbox) -> dict:
     "Round trip to the server; when it returns, the cleanup of the previous job is complete."
@@ -852,6 +900,7 @@ def run(self: Sandbox,
     "Execute `source` in a fresh sandboxed child, call the driver, return its plain result or a classified error."
     return self._submit(source, driver, args, data_key, limits)[0]
 
+# %% ../nbs/02_sandbox.ipynb #f20ceba4
 @patch
 def open_session(self: Sandbox,
                  source: str,                    # the program's source text (untrusted)
@@ -981,12 +1030,15 @@ def close(self: SandboxSession) -> None:
         try: sb._request(("end", self.sid), 30)
         except _ServerGone: sb._kill()
 
+# %% ../nbs/02_sandbox.ipynb #accc8826
 @patch
 def __enter__(self: SandboxSession): return self
 
+# %% ../nbs/02_sandbox.ipynb #b1a20eea
 @patch
 def __exit__(self: SandboxSession, *exc): self.close()
 
+# %% ../nbs/02_sandbox.ipynb #a68363aa
 @patch
 def __repr__(self: SandboxSession): return f"SandboxSession(sid={self.sid}, calls={self.calls}, alive={self.alive})"
 
@@ -994,9 +1046,11 @@ def __repr__(self: SandboxSession): return f"SandboxSession(sid={self.sid}, call
 _shared: Sandbox | None = None
 _shared_lock = threading.Lock()
 
+# %% ../nbs/02_sandbox.ipynb #37c060d9
 def _close_shared() -> None:
     if _shared is not None: _shared.close()
 
+# %% ../nbs/02_sandbox.ipynb #d5165204
 def get_sandbox() -> Sandbox:
     "The process-wide shared `Sandbox` (default limits, isolation='auto'); closed at exit."
     global _shared
