@@ -391,7 +391,7 @@ def other_transitions(n: int) -> list[int]:
     "For the *after_other* pass: transition (i + n//2) mod n runs before transition i (i itself when n = 1)."
     return [(i + n // 2) % n for i in range(n)]
 
-# %% ../nbs/06_cwm.ipynb #9205efaf
+# %% ../nbs/06_cwm.ipynb #bf5e8687
 def _same(a, b) -> bool:
     "Exact equality of plain data, with NaN equal to NaN and bool apart from int."
     if type(a) is not type(b): return False
@@ -400,7 +400,7 @@ def _same(a, b) -> bool:
     if type(a) is dict: return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     return a == b
 
-# %% ../nbs/06_cwm.ipynb #bf5e8687
+# %% ../nbs/06_cwm.ipynb #99e027b4
 def first_difference(
     first: list,    # plain predictions of one run, one row per transition
     second: list,   # the same of another run
@@ -410,14 +410,14 @@ def first_difference(
         if not _same(a, b): return i
     return None if len(first) == len(second) else min(len(first), len(second))
 
-# %% ../nbs/06_cwm.ipynb #2a6d1885
+# %% ../nbs/06_cwm.ipynb #306ddf87
 ROLLOUT_HORIZONS = (1, 5, 20, None)   # None: to the end of each logged episode
 
-# %% ../nbs/06_cwm.ipynb #a4e6c7c4
+# %% ../nbs/06_cwm.ipynb #bcc99cd4
 def _rows_equal(x, y) -> bool:
     return np.array_equal(np.asarray(x), np.asarray(y))
 
-# %% ../nbs/06_cwm.ipynb #306ddf87
+# %% ../nbs/06_cwm.ipynb #7991aa36
 def rollout_segments(
     buffer: ReplayBuffer,   # a replay buffer
 ) -> list[tuple[int, int]]: # (start transition, length) of each chained piece of each episode
@@ -434,7 +434,7 @@ def rollout_segments(
         segs.append((s, b - s))
     return segs
 
-# %% ../nbs/06_cwm.ipynb #bcc99cd4
+# %% ../nbs/06_cwm.ipynb #994269b8
 def state_scale(
     buffer: ReplayBuffer,   # a replay buffer with array observations
 ) -> np.ndarray:            # float64 (d,), one per flattened observation dimension
@@ -444,7 +444,7 @@ def state_scale(
     sd = allv.std(0) if len(allv) else np.ones(o.shape[1])
     return np.where(sd > 1e-12, sd, 1.0)
 
-# %% ../nbs/06_cwm.ipynb #7991aa36
+# %% ../nbs/06_cwm.ipynb #60419493
 def _state_distance(buffer: ReplayBuffer, fmt: str, kind: str, scale=None):
     "A function (predicted plain next_obs, transition index) -> normalised distance, or None when unusable or not finite; with `.many`."
     if fmt == "rtfm":
@@ -482,7 +482,7 @@ def _state_distance(buffer: ReplayBuffer, fmt: str, kind: str, scale=None):
     dist.many = many
     return dist
 
-# %% ../nbs/06_cwm.ipynb #994269b8
+# %% ../nbs/06_cwm.ipynb #480b9d03
 def _failed_step(rows: list, ok: np.ndarray, d: np.ndarray, e: np.ndarray, terminal: np.ndarray) -> tuple[int | None, str]:
     "The first step (0-based) whose output cannot be scored, and why; (None, '') if every step can."
     done_ok = np.array([p[2] is True or p[2] is False for p in rows], dtype=bool)
@@ -496,7 +496,7 @@ def _failed_step(rows: list, ok: np.ndarray, d: np.ndarray, e: np.ndarray, termi
            "next_obs is not a finite state of the right shape")
     return k, why
 
-# %% ../nbs/06_cwm.ipynb #60419493
+# %% ../nbs/06_cwm.ipynb #6037362a
 def _rollout_errors(raw: dict | None, s: int, length: int, buffer, target_done, dist):
     """One rollout up to its first failed step: (state errors, None at terminal targets; reward errors; first done
     disagreement, 1-based, a failed step counting as one; the failure {step, message} or None). None if not run."""
@@ -524,12 +524,12 @@ def _rollout_errors(raw: dict | None, s: int, length: int, buffer, target_done, 
     if first_done is None and fail is not None: first_done = n + 1
     return [None if x != x else x for x in d[:n].tolist()], e[:n].tolist(), first_done, fail
 
-# %% ../nbs/06_cwm.ipynb #480b9d03
+# %% ../nbs/06_cwm.ipynb #8bf8d248
 def _last(xs: list):
     "The last value that is not None (the state error at a horizon whose step is terminal is the step before's)."
     return next((x for x in reversed(xs) if x is not None), None)
 
-# %% ../nbs/06_cwm.ipynb #6037362a
+# %% ../nbs/06_cwm.ipynb #5e48e9ed
 def score_rollouts(
     raw: list,                  # cwm_rollouts' "rollouts", one per segment
     buffer: ReplayBuffer,       # the buffer they were rolled out on
@@ -571,7 +571,7 @@ def score_rollouts(
             "state_distance": "std-normalised L1 mean" if kind == "continuous" else "fraction of components that differ",
             "errors": fails[:3]}
 
-# %% ../nbs/06_cwm.ipynb #08c5d40a
+# %% ../nbs/06_cwm.ipynb #863560f4
 def plot_rollouts(
     summaries: dict,   # {label: score_rollouts(...) summary}
     title: str = "",   # figure title
@@ -594,7 +594,7 @@ def plot_rollouts(
     fig.tight_layout()
     return fig
 
-# %% ../nbs/06_cwm.ipynb #863560f4
+# %% ../nbs/06_cwm.ipynb #6d65af4e
 def sandbox_inputs(buffer: ReplayBuffer) -> dict:
     "The plain data the sandbox driver needs: observations, actions, their numpy dtypes, `obs_format` and `valid_actions`."
     dt = lambda c: c.dtype.str if isinstance(c, np.ndarray) else None
@@ -603,10 +603,10 @@ def sandbox_inputs(buffer: ReplayBuffer) -> dict:
             "obs_dtype": dt(buffer.obs), "action_dtype": dt(buffer.actions),
             "obs_format": fmt, "valid_actions": has_valid}
 
-# %% ../nbs/06_cwm.ipynb #d2473be0
+# %% ../nbs/06_cwm.ipynb #a88c85b3
 _SENT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # sandbox -> data keys already sent to it
 
-# %% ../nbs/06_cwm.ipynb #b4da3739
+# %% ../nbs/06_cwm.ipynb #7f8c5fc9
 def _data_key(sandbox, buffer: ReplayBuffer, resend: bool = False) -> str:
     "Key of `buffer`'s inputs in `sandbox`, sending them first if this sandbox has not got them."
     fmt, has_valid = buffer_format(buffer)
@@ -616,7 +616,7 @@ def _data_key(sandbox, buffer: ReplayBuffer, resend: bool = False) -> str:
         sandbox.put_data(key, sandbox_inputs(buffer)); sent.add(key)
     return key
 
-# %% ../nbs/06_cwm.ipynb #6d65af4e
+# %% ../nbs/06_cwm.ipynb #2953fb6b
 def _with_data(sandbox, buffer: ReplayBuffer, start):
     "`start(data key)` (a job or a session on `buffer`'s inputs), the inputs sent once per sandbox, again if it dropped them."
     try: return start(_data_key(sandbox, buffer))
@@ -624,21 +624,21 @@ def _with_data(sandbox, buffer: ReplayBuffer, start):
         if "no data" not in str(e): raise
         return start(_data_key(sandbox, buffer, resend=True))
 
-# %% ../nbs/06_cwm.ipynb #a88c85b3
+# %% ../nbs/06_cwm.ipynb #53dde36d
 def _run_on(sandbox, source: str, buffer: ReplayBuffer, driver: str, args=None, limits=None):
     "One sandbox job of `driver` on `buffer`'s inputs."
     return _with_data(sandbox, buffer, lambda key: sandbox.run(source, driver, args=args, data_key=key, limits=limits))
 
-# %% ../nbs/06_cwm.ipynb #7f8c5fc9
+# %% ../nbs/06_cwm.ipynb #397b807f
 RESOURCE_ERRORS = ("timeout", "cpu", "memory", "output_limit", "killed", "server_died")   # a pass that hit one: not checked
 
-# %% ../nbs/06_cwm.ipynb #2953fb6b
+# %% ../nbs/06_cwm.ipynb #6f843dec
 def _scaled(limits, factor: float):
     "`limits` with `factor` times the wall-clock and CPU time (the same budget per step for `factor` times the steps)."
     from dataclasses import replace
     return replace(limits, wall_s=limits.wall_s * factor, cpu_s=math.ceil(limits.cpu_s * factor))
 
-# %% ../nbs/06_cwm.ipynb #53dde36d
+# %% ../nbs/06_cwm.ipynb #88ac86d5
 def check_determinism(
     source: str,                # the program
     buffer: ReplayBuffer,       # its N transitions
@@ -681,12 +681,12 @@ def check_determinism(
     return verdict, {"passes": list(DETERMINISM_PASSES), "first_difference": diff, "not_checked": skipped,
                      "wall_s": round(time.perf_counter() - t0, 4)}
 
-# %% ../nbs/06_cwm.ipynb #397b807f
+# %% ../nbs/06_cwm.ipynb #328a84df
 def _failed_rollout(message: str) -> dict:
     "The raw answer of a rollout that failed before its first step."
     return {"predictions": [], "malformed": [], "error": {"step": 0, "message": message}}
 
-# %% ../nbs/06_cwm.ipynb #6f843dec
+# %% ../nbs/06_cwm.ipynb #ea55b25c
 def _rollouts_one_by_one(sandbox, source: str, buffer: ReplayBuffer, segs: list, limits) -> list:
     "The raw rollouts of `segs`, one per call of a sandbox session, up to the first that does not answer (then None: not run)."
     res, sess = _with_data(sandbox, buffer, lambda key: sandbox.open_session(
@@ -704,7 +704,7 @@ def _rollouts_one_by_one(sandbox, source: str, buffer: ReplayBuffer, segs: list,
             out.append(one[0])
     return out + [None] * (len(segs) - len(out))
 
-# %% ../nbs/06_cwm.ipynb #4c710984
+# %% ../nbs/06_cwm.ipynb #8f703898
 def rollout_errors(
     source: str,                # the program
     buffer: ReplayBuffer,       # its transitions (rolled out from each episode's start)
@@ -732,7 +732,7 @@ def rollout_errors(
     out["wall_s"] = round(time.perf_counter() - t0, 4)
     return out
 
-# %% ../nbs/06_cwm.ipynb #88ac86d5
+# %% ../nbs/06_cwm.ipynb #238b3793
 def evaluate_program(
     program: Program | str,     # the CWM source (class Environment with set_state and step)
     buffer: ReplayBuffer,       # transitions to check it on, all of them, in buffer order
