@@ -59,6 +59,7 @@ class Evaluation:
         comps = {"next_state": 0.0, "reward": 0.0, "done": 0.0} | ({"valid_actions": 0.0} if valid_actions else {})
         return cls(0.0, 0.0, 0.0, comps, [], error, True, n_transitions, wall_s, n_transitions, 0, paper_compat)
 
+# %% ../nbs/06_cwm.ipynb #f4fa6573
 def _json_safe(x: Any) -> Any:
     x = to_plain(x)
     if isinstance(x, float) and not math.isfinite(x): return "nan" if x != x else ("inf" if x > 0 else "-inf")
@@ -69,8 +70,10 @@ def _json_safe(x: Any) -> Any:
 # %% ../nbs/06_cwm.ipynb #7c61def6
 _NUM = (bool, int, float)
 
+# %% ../nbs/06_cwm.ipynb #dbe28c1c
 def _numeric(a: np.ndarray) -> bool: return a.dtype.kind in "biuf"
 
+# %% ../nbs/06_cwm.ipynb #aae4c5c8
 def _parse_states(raw: list, shape: tuple, problems: dict, noted: dict = {}) -> tuple[np.ndarray, np.ndarray]:
     "Predicted states as float64 (N, *shape) (NaN where unusable) and a bool (N,) mask of usable rows. `noted`: {i: the driver's problem}."
     n = len(raw)
@@ -92,6 +95,7 @@ def _parse_states(raw: list, shape: tuple, problems: dict, noted: dict = {}) -> 
             except OverflowError: problems.setdefault(i, []).append("next_obs does not fit a float")
     return out, ok
 
+# %% ../nbs/06_cwm.ipynb #5bf31a55
 def _parse_scalars(raw: list, name: str, problems: dict, noted: dict = {}) -> tuple[np.ndarray, np.ndarray]:
     "Predicted scalars as float64 (N,) (NaN where unusable; booleans become 0/1) and a bool (N,) usable mask."
     n = len(raw)
@@ -111,6 +115,7 @@ def _parse_scalars(raw: list, name: str, problems: dict, noted: dict = {}) -> tu
 # %% ../nbs/06_cwm.ipynb #80778680
 _RTFM_CELLS = 72
 
+# %% ../nbs/06_cwm.ipynb #76926013
 def _rtfm_board_cells(board) -> tuple[list | None, str | None]:
     "The 72 cells of a predicted board (6x6x2 nested lists of str) in C order, or None and what is wrong."
     if type(board) is not list or len(board) != 6: return None, "the board is not 6 rows of 6 cells of 2 strings"
@@ -124,6 +129,7 @@ def _rtfm_board_cells(board) -> tuple[list | None, str | None]:
             cells += cell
     return cells, None
 
+# %% ../nbs/06_cwm.ipynb #d7054ffe
 def _parse_rtfm_states(raw: list, expected: list, problems: dict, noted: dict = {}) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     "Bool (N,) arrays: board right, inventory right, prediction usable (a 2-element pair). `expected`: rows of 73 str."
     n = len(raw)
@@ -140,6 +146,7 @@ def _parse_rtfm_states(raw: list, expected: list, problems: dict, noted: dict = 
         else: inv_ok[i] = v[1] == expected[i][_RTFM_CELLS]
     return board_ok, inv_ok, usable
 
+# %% ../nbs/06_cwm.ipynb #1281aa0f
 def _score_valid_actions(raw: list, mask: np.ndarray, problems: dict, noted: dict = {}) -> np.ndarray:
     "Bool (N,): the predicted list is non-empty and every id in it is valid in `mask` (bool (N, n_actions))."
     n, k = mask.shape
@@ -159,14 +166,17 @@ def _score_valid_actions(raw: list, mask: np.ndarray, problems: dict, noted: dic
 # %% ../nbs/06_cwm.ipynb #9b11733a
 class _Bug(Exception): "Malformed output that the original checker would have crashed on (paper_compat)."
 
+# %% ../nbs/06_cwm.ipynb #0b8f0d62
 OBS_FORMATS = ("array", "int", "tuple", "rtfm")
 
+# %% ../nbs/06_cwm.ipynb #ed242c98
 def _env_spec(buffer: ReplayBuffer):
     env = (buffer.meta or {}).get("env")
     if env is None: return None
     from cwm_nb.envs import REGISTRY
     return REGISTRY.get(env)
 
+# %% ../nbs/06_cwm.ipynb #4125b712
 def buffer_format(
     buffer: ReplayBuffer,   # a replay buffer
 ) -> tuple[str, bool]:      # (obs_format, valid_actions)
@@ -180,6 +190,7 @@ def buffer_format(
     if va is None: va = getattr(buffer, "next_valid_actions", None) is not None
     return fmt, bool(va)
 
+# %% ../nbs/06_cwm.ipynb #72155b7e
 def _state_kind(buffer: ReplayBuffer) -> str:
     kind = buffer.meta.get("state_kind")
     if kind is None and (spec := _env_spec(buffer)) is not None: kind = spec.state_kind
@@ -200,6 +211,7 @@ def _next_valid_mask(buffer: ReplayBuffer, fmt: str) -> np.ndarray:
     raise CwmNbError("the buffer's env returns valid actions but the buffer has no next_valid_actions column",
                      "re-collect the buffer with `collect_buffer`, which stores them")
 
+# %% ../nbs/06_cwm.ipynb #2b27edb6
 def _rtfm_rows(col) -> list[list[str]]:
     "An RTFM observation column as a list of rows of 73 str. Raises `CwmNbError` for another layout."
     rows = col.tolist() if isinstance(col, np.ndarray) else list(col)
@@ -208,6 +220,7 @@ def _rtfm_rows(col) -> list[list[str]]:
                          "build them with cwm_nb.rtfm.rtfm_obs_to_row (collect_buffer and load_paper_buffer do)")
     return [list(r) for r in rows]
 
+# %% ../nbs/06_cwm.ipynb #f315c94d
 def _show_obs(x, fmt: str):
     "An observation as plain data for failure reports: RTFM rows become [board as nested lists, inventory]."
     if fmt == "rtfm":
@@ -236,8 +249,10 @@ def score_predictions(
                        kind, fmt, has_valid, _noted_by_part(malformed, len(buffer)))
     except _Bug as e: return Evaluation.crashed(str(e), len(buffer), paper_compat, valid_actions=has_valid)
 
+# %% ../nbs/06_cwm.ipynb #8b76de28
 _PARTS = ("step", "next_obs", "reward", "done", "valid_actions")
 
+# %% ../nbs/06_cwm.ipynb #4cef4b8f
 def _noted_by_part(malformed, n: int) -> dict[str, dict[int, str]]:
     "The driver's notes as {part: {transition: problem}}; notes of another shape are ignored."
     out = {}
@@ -264,6 +279,7 @@ def _usable_rows(preds, n: int, has_valid: bool, bad_step: dict, problems: dict)
         raise _Bug(f"step never returned {width} values {names}; on transition 0: {problems[0][0]}")
     return rows
 
+# %% ../nbs/06_cwm.ipynb #6a97b068
 def _next_state_scores(pred: list, buf: ReplayBuffer, fmt: str, state_kind: str, state_rtol: float, state_atol: float,
                        problems: dict, noted: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     "(fraction of each next state right, all of it right, usable), each (N,)."
@@ -282,7 +298,33 @@ def _next_state_scores(pred: list, buf: ReplayBuffer, fmt: str, state_kind: str,
     else: el = got_f == exp_f
     return (el.mean(1) if el.shape[1] else np.ones(n)), el.all(1), ns_ok
 
-# %% ../nbs/06_cwm.ipynb #26d13b8d
+# %% ../nbs/06_cwm.ipynb #0021cef5
+def _raise_first_crash(rows: list, ns_ok: np.ndarray, r_ok: np.ndarray, d_ok: np.ndarray, terminal: np.ndarray,
+                       noted: dict, problems: dict) -> None:
+    "Raise `_Bug` for the first transition the original checker would have crashed on; do nothing if there is none."
+    crash = np.array([p is None for p in rows], dtype=bool) | (~ns_ok & ~terminal) | ~r_ok | ~d_ok
+    crash[[i for part in noted.values() for i in part]] = True
+    if crash.any():
+        i = int(np.flatnonzero(crash)[0])
+        raise _Bug(f"cannot score the prediction for transition {i}: {problems[i][0]}")
+
+# %% ../nbs/06_cwm.ipynb #f2eaf020
+def _failure(i: int, preds, rows: list, buf: ReplayBuffer, fmt: str, target_done: np.ndarray, terminal: np.ndarray,
+             wrong: list[str], mask: np.ndarray | None, bad_step: dict, problems: dict) -> dict:
+    "The failure record of transition `i` (`mask`: the valid-action mask when the format has one, else None)."
+    has_valid = mask is not None
+    t = buf.transition(i)
+    expected = {"next_obs": _show_obs(buf.next_obs[i], fmt), "reward": t.reward, "done": bool(target_done[i])}
+    if has_valid: expected["valid_actions"] = np.flatnonzero(mask[i]).tolist()
+    if rows[i] is not None:
+        p = rows[i]
+        predicted = {"next_obs": p[0], "reward": p[1], "done": p[2]} | ({"valid_actions": p[3]} if has_valid else {})
+    else: predicted = {} if i in bad_step else {"raw": preds[i]}   # the driver's note says what step returned
+    return {"index": i, "episode": int(buf.episode[i]), "obs": _show_obs(buf.obs[i], fmt),
+            "action": to_plain(t.action), "expected": expected, "predicted": predicted,
+            "wrong": wrong, "terminal": bool(terminal[i]), "truncated": t.truncated, "problems": problems.get(i, [])}
+
+# %% ../nbs/06_cwm.ipynb #b1e3eacd
 def _score(preds, buf, paper_compat, n_failures, reward_rtol, reward_atol, state_rtol, state_atol, state_kind, fmt, has_valid,
            noted):
     n = len(buf)
@@ -303,12 +345,7 @@ def _score(preds, buf, paper_compat, n_failures, reward_rtol, reward_atol, state
         mask = _next_valid_mask(buf, fmt)
         v_right = _score_valid_actions(comp(3), mask, problems, noted.get("valid_actions", {}))
     else: v_right = np.ones(n, bool)
-    if paper_compat:   # the original crashed at the first output it could not unpack, convert or compare
-        crash = np.array([p is None for p in rows], dtype=bool) | (~ns_ok & ~terminal) | ~r_ok | ~d_ok
-        crash[[i for part in noted.values() for i in part]] = True
-        if crash.any():
-            i = int(np.flatnonzero(crash)[0])
-            raise _Bug(f"cannot score the prediction for transition {i}: {problems[i][0]}")
+    if paper_compat: _raise_first_crash(rows, ns_ok, r_ok, d_ok, terminal, noted, problems)
     live = (ns_frac + r_right + d_right + v_right) / 4 if has_valid else (ns_frac + r_right + d_right) / 3
     credit = np.where(terminal, 0.5*r_right + 0.5*d_right, live)
     right = np.where(terminal, r_right & d_right, ns_all & r_right & d_right & v_right)
@@ -318,17 +355,8 @@ def _score(preds, buf, paper_compat, n_failures, reward_rtol, reward_atol, state
         checks = [("next_state", terminal[i] or ns_all[i]), ("reward", r_right[i]), ("done", d_right[i])]
         if has_valid: checks.append(("valid_actions", terminal[i] or v_right[i]))
         wrong = [c for c, ok in checks if not ok]
-        t = buf.transition(i)
-        expected = {"next_obs": _show_obs(buf.next_obs[i], fmt), "reward": t.reward, "done": bool(target_done[i])}
-        if has_valid: expected["valid_actions"] = np.flatnonzero(mask[i]).tolist()
-        if rows[i] is not None:
-            p = rows[i]
-            predicted = {"next_obs": p[0], "reward": p[1], "done": p[2]} | ({"valid_actions": p[3]} if has_valid else {})
-        else: predicted = {} if i in bad_step else {"raw": preds[i]}   # the driver's note says what step returned
-        failures.append({"index": i, "episode": int(buf.episode[i]), "obs": _show_obs(buf.obs[i], fmt),
-                         "action": to_plain(t.action), "expected": expected, "predicted": predicted,
-                         "wrong": wrong, "terminal": bool(terminal[i]), "truncated": t.truncated,
-                         "problems": problems.get(i, [])})
+        failures.append(_failure(i, preds, rows, buf, fmt, target_done, terminal, wrong,
+                                 mask if has_valid else None, bad_step, problems))
     nt = ~terminal
     components = {"next_state": float(ns_all[nt].mean()) if nt.any() else None,
                   "reward": float(r_right.mean()) if n else 0.0, "done": float(d_right.mean()) if n else 0.0}
@@ -339,7 +367,7 @@ def _score(preds, buf, paper_compat, n_failures, reward_rtol, reward_atol, state
         failures=failures, error=None, bug=False, n_transitions=n, n_failed=int(len(failing)),
         n_terminal=int(terminal.sum()), paper_compat=paper_compat)
 
-# %% ../nbs/06_cwm.ipynb #289d0b6e
+# %% ../nbs/06_cwm.ipynb #a3b26feb
 def condense_error(
     error: dict | None,       # SandboxResult.error: {kind, message, line, source_line, traceback, ...}
     source: str = "",         # the program, to quote the failing line if the sandbox did not
@@ -355,13 +383,15 @@ def condense_error(
         msg += f" (line {line}: {(code or '').strip()})" if code else f" (line {line})"
     return msg
 
-# %% ../nbs/06_cwm.ipynb #23e1b723
+# %% ../nbs/06_cwm.ipynb #dd29b0a6
 DETERMINISM_PASSES = ("repeat", "after_other")
 
+# %% ../nbs/06_cwm.ipynb #e15da55a
 def other_transitions(n: int) -> list[int]:
     "For the *after_other* pass: transition (i + n//2) mod n runs before transition i (i itself when n = 1)."
     return [(i + n // 2) % n for i in range(n)]
 
+# %% ../nbs/06_cwm.ipynb #bf5e8687
 def _same(a, b) -> bool:
     "Exact equality of plain data, with NaN equal to NaN and bool apart from int."
     if type(a) is not type(b): return False
@@ -370,6 +400,7 @@ def _same(a, b) -> bool:
     if type(a) is dict: return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     return a == b
 
+# %% ../nbs/06_cwm.ipynb #99e027b4
 def first_difference(
     first: list,    # plain predictions of one run, one row per transition
     second: list,   # the same of another run
@@ -379,12 +410,14 @@ def first_difference(
         if not _same(a, b): return i
     return None if len(first) == len(second) else min(len(first), len(second))
 
-# %% ../nbs/06_cwm.ipynb #dbb7ea2b
+# %% ../nbs/06_cwm.ipynb #306ddf87
 ROLLOUT_HORIZONS = (1, 5, 20, None)   # None: to the end of each logged episode
 
+# %% ../nbs/06_cwm.ipynb #bcc99cd4
 def _rows_equal(x, y) -> bool:
     return np.array_equal(np.asarray(x), np.asarray(y))
 
+# %% ../nbs/06_cwm.ipynb #7991aa36
 def rollout_segments(
     buffer: ReplayBuffer,   # a replay buffer
 ) -> list[tuple[int, int]]: # (start transition, length) of each chained piece of each episode
@@ -401,7 +434,7 @@ def rollout_segments(
         segs.append((s, b - s))
     return segs
 
-# %% ../nbs/06_cwm.ipynb #67cc6a4e
+# %% ../nbs/06_cwm.ipynb #994269b8
 def state_scale(
     buffer: ReplayBuffer,   # a replay buffer with array observations
 ) -> np.ndarray:            # float64 (d,), one per flattened observation dimension
@@ -411,6 +444,7 @@ def state_scale(
     sd = allv.std(0) if len(allv) else np.ones(o.shape[1])
     return np.where(sd > 1e-12, sd, 1.0)
 
+# %% ../nbs/06_cwm.ipynb #60419493
 def _state_distance(buffer: ReplayBuffer, fmt: str, kind: str, scale=None):
     "A function (predicted plain next_obs, transition index) -> normalised distance, or None when unusable or not finite; with `.many`."
     if fmt == "rtfm":
@@ -448,7 +482,7 @@ def _state_distance(buffer: ReplayBuffer, fmt: str, kind: str, scale=None):
     dist.many = many
     return dist
 
-# %% ../nbs/06_cwm.ipynb #2a6d1885
+# %% ../nbs/06_cwm.ipynb #480b9d03
 def _failed_step(rows: list, ok: np.ndarray, d: np.ndarray, e: np.ndarray, terminal: np.ndarray) -> tuple[int | None, str]:
     "The first step (0-based) whose output cannot be scored, and why; (None, '') if every step can."
     done_ok = np.array([p[2] is True or p[2] is False for p in rows], dtype=bool)
@@ -462,6 +496,7 @@ def _failed_step(rows: list, ok: np.ndarray, d: np.ndarray, e: np.ndarray, termi
            "next_obs is not a finite state of the right shape")
     return k, why
 
+# %% ../nbs/06_cwm.ipynb #6037362a
 def _rollout_errors(raw: dict | None, s: int, length: int, buffer, target_done, dist):
     """One rollout up to its first failed step: (state errors, None at terminal targets; reward errors; first done
     disagreement, 1-based, a failed step counting as one; the failure {step, message} or None). None if not run."""
@@ -489,11 +524,12 @@ def _rollout_errors(raw: dict | None, s: int, length: int, buffer, target_done, 
     if first_done is None and fail is not None: first_done = n + 1
     return [None if x != x else x for x in d[:n].tolist()], e[:n].tolist(), first_done, fail
 
+# %% ../nbs/06_cwm.ipynb #8bf8d248
 def _last(xs: list):
     "The last value that is not None (the state error at a horizon whose step is terminal is the step before's)."
     return next((x for x in reversed(xs) if x is not None), None)
 
-# %% ../nbs/06_cwm.ipynb #bcc99cd4
+# %% ../nbs/06_cwm.ipynb #5e48e9ed
 def score_rollouts(
     raw: list,                  # cwm_rollouts' "rollouts", one per segment
     buffer: ReplayBuffer,       # the buffer they were rolled out on
@@ -535,7 +571,7 @@ def score_rollouts(
             "state_distance": "std-normalised L1 mean" if kind == "continuous" else "fraction of components that differ",
             "errors": fails[:3]}
 
-# %% ../nbs/06_cwm.ipynb #5e48e9ed
+# %% ../nbs/06_cwm.ipynb #863560f4
 def plot_rollouts(
     summaries: dict,   # {label: score_rollouts(...) summary}
     title: str = "",   # figure title
@@ -558,7 +594,7 @@ def plot_rollouts(
     fig.tight_layout()
     return fig
 
-# %% ../nbs/06_cwm.ipynb #c4a1ca14
+# %% ../nbs/06_cwm.ipynb #6d65af4e
 def sandbox_inputs(buffer: ReplayBuffer) -> dict:
     "The plain data the sandbox driver needs: observations, actions, their numpy dtypes, `obs_format` and `valid_actions`."
     dt = lambda c: c.dtype.str if isinstance(c, np.ndarray) else None
@@ -567,8 +603,10 @@ def sandbox_inputs(buffer: ReplayBuffer) -> dict:
             "obs_dtype": dt(buffer.obs), "action_dtype": dt(buffer.actions),
             "obs_format": fmt, "valid_actions": has_valid}
 
+# %% ../nbs/06_cwm.ipynb #a88c85b3
 _SENT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # sandbox -> data keys already sent to it
 
+# %% ../nbs/06_cwm.ipynb #7f8c5fc9
 def _data_key(sandbox, buffer: ReplayBuffer, resend: bool = False) -> str:
     "Key of `buffer`'s inputs in `sandbox`, sending them first if this sandbox has not got them."
     fmt, has_valid = buffer_format(buffer)
@@ -578,6 +616,7 @@ def _data_key(sandbox, buffer: ReplayBuffer, resend: bool = False) -> str:
         sandbox.put_data(key, sandbox_inputs(buffer)); sent.add(key)
     return key
 
+# %% ../nbs/06_cwm.ipynb #2953fb6b
 def _with_data(sandbox, buffer: ReplayBuffer, start):
     "`start(data key)` (a job or a session on `buffer`'s inputs), the inputs sent once per sandbox, again if it dropped them."
     try: return start(_data_key(sandbox, buffer))
@@ -585,18 +624,21 @@ def _with_data(sandbox, buffer: ReplayBuffer, start):
         if "no data" not in str(e): raise
         return start(_data_key(sandbox, buffer, resend=True))
 
+# %% ../nbs/06_cwm.ipynb #53dde36d
 def _run_on(sandbox, source: str, buffer: ReplayBuffer, driver: str, args=None, limits=None):
     "One sandbox job of `driver` on `buffer`'s inputs."
     return _with_data(sandbox, buffer, lambda key: sandbox.run(source, driver, args=args, data_key=key, limits=limits))
 
-# %% ../nbs/06_cwm.ipynb #863560f4
+# %% ../nbs/06_cwm.ipynb #397b807f
 RESOURCE_ERRORS = ("timeout", "cpu", "memory", "output_limit", "killed", "server_died")   # a pass that hit one: not checked
 
+# %% ../nbs/06_cwm.ipynb #6f843dec
 def _scaled(limits, factor: float):
     "`limits` with `factor` times the wall-clock and CPU time (the same budget per step for `factor` times the steps)."
     from dataclasses import replace
     return replace(limits, wall_s=limits.wall_s * factor, cpu_s=math.ceil(limits.cpu_s * factor))
 
+# %% ../nbs/06_cwm.ipynb #88ac86d5
 def check_determinism(
     source: str,                # the program
     buffer: ReplayBuffer,       # its N transitions
@@ -639,11 +681,12 @@ def check_determinism(
     return verdict, {"passes": list(DETERMINISM_PASSES), "first_difference": diff, "not_checked": skipped,
                      "wall_s": round(time.perf_counter() - t0, 4)}
 
-# %% ../nbs/06_cwm.ipynb #6d65af4e
+# %% ../nbs/06_cwm.ipynb #328a84df
 def _failed_rollout(message: str) -> dict:
     "The raw answer of a rollout that failed before its first step."
     return {"predictions": [], "malformed": [], "error": {"step": 0, "message": message}}
 
+# %% ../nbs/06_cwm.ipynb #ea55b25c
 def _rollouts_one_by_one(sandbox, source: str, buffer: ReplayBuffer, segs: list, limits) -> list:
     "The raw rollouts of `segs`, one per call of a sandbox session, up to the first that does not answer (then None: not run)."
     res, sess = _with_data(sandbox, buffer, lambda key: sandbox.open_session(
@@ -661,7 +704,7 @@ def _rollouts_one_by_one(sandbox, source: str, buffer: ReplayBuffer, segs: list,
             out.append(one[0])
     return out + [None] * (len(segs) - len(out))
 
-# %% ../nbs/06_cwm.ipynb #7f8c5fc9
+# %% ../nbs/06_cwm.ipynb #8f703898
 def rollout_errors(
     source: str,                # the program
     buffer: ReplayBuffer,       # its transitions (rolled out from each episode's start)
@@ -689,7 +732,7 @@ def rollout_errors(
     out["wall_s"] = round(time.perf_counter() - t0, 4)
     return out
 
-# %% ../nbs/06_cwm.ipynb #2953fb6b
+# %% ../nbs/06_cwm.ipynb #238b3793
 def evaluate_program(
     program: Program | str,     # the CWM source (class Environment with set_state and step)
     buffer: ReplayBuffer,       # transitions to check it on, all of them, in buffer order

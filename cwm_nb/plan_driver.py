@@ -26,6 +26,7 @@ def _fresh_state(fmt: str) -> Callable:
     if fmt == "rtfm": return lambda s: (s[0].copy(), s[1])
     return lambda s: s   # int and tuple of ints are immutable
 
+# %% ../nbs/10a_plan_driver.ipynb #9449167b
 def decode_state(
     state: Any,            # the observation as plain data (see `encode_state`)
     obs_format: str,       # "array", "int", "tuple" or "rtfm" (EnvSpec.obs_format)
@@ -41,6 +42,7 @@ def decode_state(
         return (board, str(state[1]))
     raise CwmNbError(f"unknown obs_format {obs_format!r}", "use 'array', 'int', 'tuple' or 'rtfm'")
 
+# %% ../nbs/10a_plan_driver.ipynb #428ae505
 def encode_state(obs, obs_format: str) -> tuple[Any, str | None]:
     "(plain data, dtype string) of a real observation, for the sandbox's arguments; inverse of `decode_state`."
     if obs_format == "array":
@@ -51,7 +53,7 @@ def encode_state(obs, obs_format: str) -> tuple[Any, str | None]:
     if obs_format == "rtfm": return [np.asarray(obs[0], dtype=object).tolist(), str(obs[1])], None
     raise CwmNbError(f"unknown obs_format {obs_format!r}", "use 'array', 'int', 'tuple' or 'rtfm'")
 
-# %% ../nbs/10a_plan_driver.ipynb #76a7fb86
+# %% ../nbs/10a_plan_driver.ipynb #cfa70d30
 class ProgramModel:
     "The model interface around a program's `Environment` instance (runs inside the sandbox only)."
 
@@ -78,7 +80,7 @@ class ProgramModel:
         line = code.co_firstlineno if code is not None and code.co_filename == "<cwm-program>" else None
         return ProgramError("exception", f"step() during planning {what}", line=line)
 
-# %% ../nbs/10a_plan_driver.ipynb #a6ceb238
+# %% ../nbs/10a_plan_driver.ipynb #2c8761c3
 @patch
 def step(self: ProgramModel, action):
     "Step the program: `action` is an action index (discrete) or a float64 array the program may keep or mutate."
@@ -90,6 +92,7 @@ def step(self: ProgramModel, action):
         return out   # the common case: already (obs, finite float, bool)
     return self._convert(out)
 
+# %% ../nbs/10a_plan_driver.ipynb #04c64358
 @patch
 def _convert(self: ProgramModel, out) -> tuple:
     "(obs, reward, done) from a step's output that needs conversion or checking; a ProgramError if it is bad."
@@ -103,7 +106,7 @@ def _convert(self: ProgramModel, out) -> tuple:
     if self._arity == 4: self.valid_actions = self._valid(out[1])
     return out[0], r, d
 
-# %% ../nbs/10a_plan_driver.ipynb #bf1adf07
+# %% ../nbs/10a_plan_driver.ipynb #9e8fe748
 def rollout_value(
     rewards: list,   # the rewards of a rollout's steps, as the model side sent them
     steps: int,      # the rollout's step limit
@@ -118,6 +121,7 @@ def rollout_value(
         total += disc * r; disc *= gamma
     return total, len(rewards)
 
+# %% ../nbs/10a_plan_driver.ipynb #a7723550
 @patch
 def rollout_rewards(self: ProgramModel, actions: tuple, steps: int, rand) -> list[float]:
     "The rewards of `step` in a loop with uniform-random `actions`, to the first done (MCTS leaf values); checks inlined for speed."
@@ -145,12 +149,13 @@ def rollout_rewards(self: ProgramModel, actions: tuple, steps: int, rand) -> lis
     finally: self.steps += n
     return rewards
 
+# %% ../nbs/10a_plan_driver.ipynb #6c24a18b
 @patch
 def rollout(self: ProgramModel, actions: tuple, steps: int, gamma: float, rand) -> float:
     "The discounted return of `rollout_rewards` (the same sum as the planner's `rollout_value`)."
     return rollout_value(self.rollout_rewards(actions, steps, rand), steps, gamma)[0]
 
-# %% ../nbs/10a_plan_driver.ipynb #6c24a18b
+# %% ../nbs/10a_plan_driver.ipynb #925cc3f8
 @patch
 def state_key(self: ProgramModel, obs):
     "`state_key` of a next state the program returned; a ProgramError if it is not plain data."
@@ -160,6 +165,7 @@ def state_key(self: ProgramModel, obs):
     try: return state_key(obs)
     except TypeError as e: raise self._bad(f"returned a next state that is not plain data: {e}") from None
 
+# %% ../nbs/10a_plan_driver.ipynb #8201bf6f
 @patch
 def _valid(self: ProgramModel, v) -> tuple[int, ...] | None:
     "The legal actions the program reported, restricted to the action range; None (all) if it reported none."
@@ -169,12 +175,13 @@ def _valid(self: ProgramModel, v) -> tuple[int, ...] | None:
     ok = tuple(sorted({a for a in acts if type(a) is int and 0 <= a < (self._n or 0)}))
     return ok or None
 
-# %% ../nbs/10a_plan_driver.ipynb #536bdee7
+# %% ../nbs/10a_plan_driver.ipynb #2bb1ea46
 _REQ_HDR = struct.Struct("<Q")
 MAX_REPLY_BYTES = 16 << 20     # largest reply the planner reads from the model side
 _SERVE: tuple[int, int] | None = None   # (request fd, reply fd), set in the model side of a sandboxed job only
 PR_SET_DUMPABLE = 4
 
+# %% ../nbs/10a_plan_driver.ipynb #b3ed63e9
 def _program_env(namespace: dict):
     Env = namespace.get("Environment")
     if Env is None or not callable(Env):
@@ -187,13 +194,14 @@ def _program_env(namespace: dict):
             raise ProgramError("no_environment", f"the program's Environment has no method `{m}`")
     return env
 
+# %% ../nbs/10a_plan_driver.ipynb #1714c392
 def _program_model(namespace: dict, args: dict) -> ProgramModel:
     space = args["space"]
     return ProgramModel(_program_env(namespace), obs_format=args["obs_format"],
                         n_actions=space["n"] if space["kind"] == "discrete" else None,
                         valid_actions=bool(args.get("valid_actions")))
 
-# %% ../nbs/10a_plan_driver.ipynb #1714c392
+# %% ../nbs/10a_plan_driver.ipynb #b8621edc
 def _plan(model, args: dict) -> dict:
     """One decision with `model` (a ProgramModel or a RemoteModel): {'action'} or {'plan'}, plus model_steps, plan_s.
     MCTS with a RemoteModel first replays the model side's recorded search (`TapeModel`); a tape that does not match
@@ -224,12 +232,13 @@ def _plan(model, args: dict) -> dict:
     out.update(model_steps=int(steps), plan_s=time.perf_counter() - t0)
     return out
 
-# %% ../nbs/10a_plan_driver.ipynb #9c64294e
+# %% ../nbs/10a_plan_driver.ipynb #6f182d8b
 def load_driver(namespace: dict, args: dict | None, data: Any) -> dict:
     "Driver: the program loads and `Environment()` has `set_state` and `step`. Returns {'ok': True}."
     _program_env(namespace)
     return {"ok": True}
 
+# %% ../nbs/10a_plan_driver.ipynb #6e0f6528
 def plan_driver(namespace: dict, args: dict, data: Any) -> dict | Serve:
     """Driver: one planning decision with the program as the model: {'action': int} or {'plan': (T, d)} + stats.
     With `args['session']` (`Sandbox.open_session`) it answers {'ok': True} and then one decision per call, whose
@@ -239,6 +248,7 @@ def plan_driver(namespace: dict, args: dict, data: Any) -> dict | Serve:
     if args.get("session"): return Serve({"ok": True}, lambda call: _plan(model, {**args, **call}))
     return _plan(model, args)
 
+# %% ../nbs/10a_plan_driver.ipynb #0da202ce
 def step_loop_driver(namespace: dict, args: dict, data: Any) -> dict:
     "Driver (benchmark): the bare loop `set_state(root)` then `env.step(a)` for `args['steps']` random actions, no checks."
     env = _program_env(namespace)
@@ -256,17 +266,19 @@ def step_loop_driver(namespace: dict, args: dict, data: Any) -> dict:
     except BaseException as e: raise ProgramError("exception", "in the step loop", cause=e) from None
     return {"model_steps": n, "plan_s": dt}
 
-# %% ../nbs/10a_plan_driver.ipynb #0048ab28
+# %% ../nbs/10a_plan_driver.ipynb #1d45b2c7
 def _key_json(k):
     "A state_key as JSON data: an int or str unchanged, an array key as one string."
     if type(k) is tuple: return f"{k[0]}{list(k[1])}:{k[2].hex()}"
     return k
 
+# %% ../nbs/10a_plan_driver.ipynb #91594d5e
 def _send_reply(fd: int, obj) -> None:
     b = json.dumps(obj, separators=(",", ":")).encode()
     view = memoryview(_REQ_HDR.pack(len(b)) + b)
     while view: view = view[os.write(fd, view):]
 
+# %% ../nbs/10a_plan_driver.ipynb #11a19479
 def _read_n(fd: int, n: int) -> bytes | None:
     buf = bytearray()
     while len(buf) < n:
@@ -275,12 +287,13 @@ def _read_n(fd: int, n: int) -> bytes | None:
         buf += chunk
     return bytes(buf)
 
+# %% ../nbs/10a_plan_driver.ipynb #c19012c7
 def _error_record(e: ProgramError, source: str | None) -> dict:
     try: d = e.describe(source or "")
     except BaseException: d = {"message": str(e.message), "line": e.line}
     return {"error": str(d.get("message") or e.message or "the program failed"), "kind": e.kind, "line": d.get("line")}
 
-# %% ../nbs/10a_plan_driver.ipynb #c19012c7
+# %% ../nbs/10a_plan_driver.ipynb #86e89830
 def _serve(namespace: dict, args: dict, req_r: int, rep_w: int) -> None:
     "The model side: answer the planner's requests with the program's model until EOF, then `os._exit(0)`."
     try:
@@ -336,12 +349,13 @@ def _serve(namespace: dict, args: dict, req_r: int, rep_w: int) -> None:
     except BaseException: pass
     os._exit(0)
 
-# %% ../nbs/10a_plan_driver.ipynb #a71da394
+# %% ../nbs/10a_plan_driver.ipynb #5f133fb3
 _LOST = ("the program's model process ended without answering (its top level failed, it exited, or it was "
          "killed); run the program alone to see why")
 
 _DECISION_KEYS = ("state", "obs_dtype", "root_actions", "seed", "config", "obs_format", "space", "planner")
 
+# %% ../nbs/10a_plan_driver.ipynb #ef20d95f
 class RemoteModel:
     "The planner's view of a program's model that runs in another process (see `_isolated_planner`)."
 
@@ -358,7 +372,7 @@ class RemoteModel:
         if type(x) is float or (type(x) is int and abs(x) < 2**63): return float(x)
         raise TypeError
 
-# %% ../nbs/10a_plan_driver.ipynb #5f133fb3
+# %% ../nbs/10a_plan_driver.ipynb #027f8f26
 @patch
 def _lost(self: RemoteModel) -> ProgramError:
     import signal
@@ -372,6 +386,7 @@ def _lost(self: RemoteModel) -> ProgramError:
     except (ChildProcessError, TypeError): pass
     return ProgramError("exception", _LOST)
 
+# %% ../nbs/10a_plan_driver.ipynb #43cca5ae
 @patch
 def _send(self: RemoteModel, req) -> None:
     "Send one request (pickled: trusted data to the untrusted side)."
@@ -381,12 +396,13 @@ def _send(self: RemoteModel, req) -> None:
         while view: view = view[os.write(self.req_w, view):]
     except OSError: raise self._lost() from None
 
+# %% ../nbs/10a_plan_driver.ipynb #20815acf
 @patch
 def _ask(self: RemoteModel, req) -> Any:
     self._send(req)
     return self._read()
 
-# %% ../nbs/10a_plan_driver.ipynb #027f8f26
+# %% ../nbs/10a_plan_driver.ipynb #01876aaa
 @patch
 def _read(self: RemoteModel) -> list:
     "The next reply: a list of plain data, or the program's error raised as ProgramError."
@@ -408,14 +424,16 @@ def _read(self: RemoteModel) -> list:
     if type(rep) is not list: raise self._bad("a reply that is not a list")
     return rep
 
+# %% ../nbs/10a_plan_driver.ipynb #0b78d10a
 @patch
 def _bad(self: RemoteModel, what: str) -> ProgramError:
     return ProgramError("exception", f"the program's model process sent {what}")
 
-# %% ../nbs/10a_plan_driver.ipynb #01876aaa
+# %% ../nbs/10a_plan_driver.ipynb #25377c97
 @patch
 def set_state(self: RemoteModel, root) -> None: self._reset = True   # sent with the next request
 
+# %% ../nbs/10a_plan_driver.ipynb #a13c3598
 @patch
 def step(self: RemoteModel, action):
     "One model step: (state key, reward, done); sets `valid_actions`. Counts the step here."
@@ -432,10 +450,11 @@ def step(self: RemoteModel, action):
         (tuple(sorted({a for a in valid if type(a) is int and 0 <= a < (self.n or 0)})) or None)
     return key, r, done
 
+# %% ../nbs/10a_plan_driver.ipynb #e54ad640
 @patch
 def state_key(self: RemoteModel, key): return key   # step already returns the key
 
-# %% ../nbs/10a_plan_driver.ipynb #25377c97
+# %% ../nbs/10a_plan_driver.ipynb #2d429526
 @patch
 def walk(self: RemoteModel, actions: list, expect: list) -> list:
     "Steps `actions` in one request until a next state's key differs from `expect` or done: [(key, reward, done)]."
@@ -457,7 +476,7 @@ def walk(self: RemoteModel, actions: list, expect: list) -> list:
         (tuple(sorted({a for a in valid if type(a) is int and 0 <= a < (self.n or 0)})) or None)
     return out
 
-# %% ../nbs/10a_plan_driver.ipynb #e54ad640
+# %% ../nbs/10a_plan_driver.ipynb #13d2095a
 @patch
 def rollout(self: RemoteModel, actions: tuple, steps: int, gamma: float, rand) -> float:
     "A whole random rollout in one request: its rewards, summed and counted here; the planner's stream `rand` advances by the steps taken."
@@ -472,6 +491,7 @@ def rollout(self: RemoteModel, actions: tuple, steps: int, gamma: float, rand) -
     self.steps += n
     return v
 
+# %% ../nbs/10a_plan_driver.ipynb #85551415
 @patch
 def score_plans(self: RemoteModel, root, plans: np.ndarray) -> list[float]:
     "The undiscounted returns of all (N, T, d) `plans` from the root, in one request."
@@ -488,17 +508,19 @@ def score_plans(self: RemoteModel, root, plans: np.ndarray) -> list[float]:
     self.steps += sum(ns)
     return scores
 
-# %% ../nbs/10a_plan_driver.ipynb #8522d218
+# %% ../nbs/10a_plan_driver.ipynb #3fcb68b2
 @patch
 def ping(self: RemoteModel) -> None:
     "Wait until the model side has loaded the program; its error (as ProgramError) if it could not."
     self._ask(("p",))
 
+# %% ../nbs/10a_plan_driver.ipynb #e897270b
 @patch
 def set_root(self: RemoteModel, state, obs_dtype) -> None:
     "The root (plain observation) of the requests that follow."
     self._ask(("R", state, obs_dtype)); self._reset = True
 
+# %% ../nbs/10a_plan_driver.ipynb #d6110b05
 @patch
 def tape(self: RemoteModel, decision: dict) -> TapeModel:
     "Ask the model side to search one MCTS decision and stream its answers: a `TapeModel` reading them as they come."
@@ -506,6 +528,7 @@ def tape(self: RemoteModel, decision: dict) -> TapeModel:
     self._reset = True
     return TapeModel(n_actions=self.n, reader=self._read)
 
+# %% ../nbs/10a_plan_driver.ipynb #8e0e4207
 @patch
 def close(self: RemoteModel) -> None:
     "Hang up, kill and reap the model side."
@@ -520,9 +543,10 @@ def close(self: RemoteModel) -> None:
         except ChildProcessError: pass
         self.pid = None
 
-# %% ../nbs/10a_plan_driver.ipynb #8e0e4207
+# %% ../nbs/10a_plan_driver.ipynb #f9412ee7
 class TapeMismatch(Exception): "The planner asked the tape for something it did not record."
 
+# %% ../nbs/10a_plan_driver.ipynb #01b13346
 class TapeModel:
     "A model that answers from the model side's recorded search, checking that each query is the recorded one."
 
@@ -551,7 +575,7 @@ class TapeModel:
 
     def state_key(self, key): return key
 
-# %% ../nbs/10a_plan_driver.ipynb #86124fb8
+# %% ../nbs/10a_plan_driver.ipynb #c38851fb
 @patch
 def _next(self: TapeModel, kind: str, size: int) -> list:
     while self.i >= len(self.events):
@@ -561,6 +585,7 @@ def _next(self: TapeModel, kind: str, size: int) -> list:
     self.i += 1
     return e
 
+# %% ../nbs/10a_plan_driver.ipynb #7c7a4d65
 @patch
 def step(self: TapeModel, action):
     "The recorded (key, reward, done) if the recorded action is `action`."
@@ -585,7 +610,7 @@ def step(self: TapeModel, action):
         (tuple(sorted({x for x in valid if type(x) is int and 0 <= x < (self.n or 0)})) or None)
     return key, r, done
 
-# %% ../nbs/10a_plan_driver.ipynb #01b13346
+# %% ../nbs/10a_plan_driver.ipynb #5524e9c6
 @patch
 def rollout(self: TapeModel, actions: tuple, steps: int, gamma: float, rand) -> float:
     "The return of the recorded rollout from here, summed and counted from its rewards; the random stream advances by the steps taken."
@@ -598,9 +623,10 @@ def rollout(self: TapeModel, actions: tuple, steps: int, gamma: float, rand) -> 
     self.steps += n
     return v
 
-# %% ../nbs/10a_plan_driver.ipynb #7c7a4d65
+# %% ../nbs/10a_plan_driver.ipynb #c9e7bef6
 CHUNK_ANSWERS = 32   # the model side sends the tape after each simulation that brings it to this many unsent answers
 
+# %% ../nbs/10a_plan_driver.ipynb #6212dd0b
 class _Recorder:
     "The model side's model during a recorded search: the program's `ProgramModel`, its answers written to a tape."
     def __init__(self, model: ProgramModel, send: Callable | None = None):
@@ -630,7 +656,7 @@ class _Recorder:
         self.events.append(["r", list(actions), steps, rewards])
         return rollout_value(rewards, steps, gamma)[0]   # the planner's sum, so its replay gives the same value
 
-# %% ../nbs/10a_plan_driver.ipynb #c9e7bef6
+# %% ../nbs/10a_plan_driver.ipynb #e85c1999
 def _record_search(model: ProgramModel, root, args: dict, send: Callable | None = None) -> list | None:
     """The tape of `args`' MCTS decision searched with `model` here; None if the search machinery failed (not the program).
     With `send`, the tape goes out a simulation at a time, then the end mark [["e"]] (or [["x"]]: no tape)."""
@@ -646,9 +672,10 @@ def _record_search(model: ProgramModel, root, args: dict, send: Callable | None 
     if send is not None: send([["e"]])
     return rec.events if send is None else None
 
-# %% ../nbs/10a_plan_driver.ipynb #a6e9f9cc
+# %% ../nbs/10a_plan_driver.ipynb #e7321cd9
 _JOB_SOURCE: str | None = None   # the program's source, in the model side (for error messages)
 
+# %% ../nbs/10a_plan_driver.ipynb #dc1e3e02
 def _fork_model_side(source: str, args: dict) -> RemoteModel | None:
     "Fork this job's process: the child (the model side) sets `_SERVE` and gets None; the parent (the planner) a RemoteModel."
     global _SERVE, _JOB_SOURCE
@@ -672,7 +699,7 @@ def _fork_model_side(source: str, args: dict) -> RemoteModel | None:
     space = args["space"]
     return RemoteModel(pid, q_w, p_r, n_actions=space["n"] if space["kind"] == "discrete" else None)
 
-# %% ../nbs/10a_plan_driver.ipynb #e7321cd9
+# %% ../nbs/10a_plan_driver.ipynb #ae01f3ad
 def _limit_cpu(pid: int, seconds: float) -> None:
     "Let process `pid` (the model side) use at most `seconds` more CPU time: its RLIMIT_CPU soft limit, below its hard one."
     try:
@@ -683,6 +710,7 @@ def _limit_cpu(pid: int, seconds: float) -> None:
         resource.prlimit(pid, resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
     except (OSError, ValueError, IndexError): pass
 
+# %% ../nbs/10a_plan_driver.ipynb #b90c15a0
 def _isolated_planner(args: dict, data: Any, source: str, in_job: bool) -> dict | Serve | None:
     """plan_driver.before_exec: fork; the child serves the model (returns None), the parent plans: one decision, or
     with `args['session']` one decision per call of the session, the model side kept alive in between."""
@@ -701,7 +729,7 @@ def _isolated_planner(args: dict, data: Any, source: str, in_job: bool) -> dict 
 
 plan_driver.before_exec = _isolated_planner
 
-# %% ../nbs/10a_plan_driver.ipynb #3d6184a1
+# %% ../nbs/10a_plan_driver.ipynb #3f2ac205
 def check_action(
     value: Any,                    # the driver's result (plain data from the sandbox)
     n: int,                        # number of discrete actions
@@ -715,6 +743,7 @@ def check_action(
     if legal is not None and a not in legal: raise ValueError(f"the action {a} is not legal here (legal: {list(legal)})")
     return a
 
+# %% ../nbs/10a_plan_driver.ipynb #c2ef8679
 def check_plan(
     value: Any,                    # the driver's result (plain data from the sandbox)
     horizon: int,                  # T, the number of rows expected
@@ -732,7 +761,7 @@ def check_plan(
     if not np.isfinite(a).all(): raise ValueError("the plan holds NaN or infinite values")
     return np.clip(a, low, high)
 
-# %% ../nbs/10a_plan_driver.ipynb #81eafeaf
+# %% ../nbs/10a_plan_driver.ipynb #83ff6aa0
 INTEGRITY_NOTE = ("the CWM planner runs in a process of its own, apart from the program's (which only answers model "
                   "queries over a pipe with plain data), and counts the model steps itself from those answers (one per "
                   "step answered and per reward of an MCTS rollout; a CEM plan's number of steps, 1 to T, is the model "
@@ -740,6 +769,7 @@ INTEGRITY_NOTE = ("the CWM planner runs in a process of its own, apart from the 
                   "a decision only through its model outputs (next states, rewards, done, valid actions); returns "
                   "and actions taken stay the parent's")
 
+# %% ../nbs/10a_plan_driver.ipynb #a19c23a4
 def min_model_steps(
     planner: str,                  # "mcts" or "cem"
     config,                        # the MCTSConfig or CEMConfig the decision was planned with
@@ -749,6 +779,7 @@ def min_model_steps(
     if planner == "cem": return int(config.samples) * int(config.iterations)
     raise CwmNbError(f"unknown planner {planner!r}", "use 'mcts' or 'cem'")
 
+# %% ../nbs/10a_plan_driver.ipynb #ea456ed1
 def check_stats(
     value: Any,                    # the driver's result (plain data from the sandbox), its action/plan already checked
     planner: str,                  # "mcts" or "cem"

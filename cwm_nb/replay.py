@@ -30,14 +30,16 @@ def _column(x: Any) -> np.ndarray | list:
     except ValueError: return x                       # ragged
     return x if a.dtype == object else a
 
+# %% ../nbs/05_replay.ipynb #110cf367
 def _entry(col: np.ndarray | list, i: int) -> Any:
     "Entry `i` of a column: a row array, or a Python scalar for 1-D columns."
     v = col[i]
     return v.item() if isinstance(v, np.generic) else v
 
+# %% ../nbs/05_replay.ipynb #55932596
 _COLUMNS = ("obs", "actions", "next_obs", "rewards", "terminated", "truncated", "episode")
 
-# %% ../nbs/05_replay.ipynb #26a669ee
+# %% ../nbs/05_replay.ipynb #251a61db
 @dataclass(repr=False)
 class ReplayBuffer:
     "Logged transitions of one environment, stored column by column (N transitions). Raises `CwmNbError` on bad columns."
@@ -71,7 +73,7 @@ class ReplayBuffer:
         "Names of the columns this buffer holds (`next_valid_actions` only when present)."
         return _COLUMNS + (("next_valid_actions",) if self.next_valid_actions is not None else ())
 
-# %% ../nbs/05_replay.ipynb #001a582d
+# %% ../nbs/05_replay.ipynb #344a29f5
 def _check(self: ReplayBuffer) -> None:
     "Raise `CwmNbError` unless the columns have one entry per transition and episodes are in order."
     n = len(self.rewards)
@@ -88,11 +90,12 @@ def _check(self: ReplayBuffer) -> None:
 
 ReplayBuffer._check = _check
 
-# %% ../nbs/05_replay.ipynb #9a0e9567
+# %% ../nbs/05_replay.ipynb #3be38c48
 def _done(self: ReplayBuffer) -> np.ndarray:
     "bool (N,): `terminated | truncated`, the paper's `done`."
     return self.terminated | self.truncated
 
+# %% ../nbs/05_replay.ipynb #e2a47fc6
 def _transition(self: ReplayBuffer, i: int) -> Transition:
     "Transition `i` (obs rows are views of the buffer's arrays; scalar columns become Python scalars)."
     if not -len(self) <= i < len(self): raise IndexError(f"transition {i} of a {len(self)}-transition buffer")
@@ -101,7 +104,7 @@ def _transition(self: ReplayBuffer, i: int) -> Transition:
 
 ReplayBuffer.done, ReplayBuffer.transition = property(_done), _transition
 
-# %% ../nbs/05_replay.ipynb #94fb2507
+# %% ../nbs/05_replay.ipynb #fa01948b
 def _episode_bounds(self: ReplayBuffer) -> list[tuple[int, int]]:
     "(start, stop) transition indices of each episode, in buffer order."
     if not len(self): return []
@@ -109,13 +112,16 @@ def _episode_bounds(self: ReplayBuffer) -> list[tuple[int, int]]:
     starts, stops = np.r_[0, cut], np.r_[cut, len(self)]
     return list(zip(starts.tolist(), stops.tolist()))
 
+# %% ../nbs/05_replay.ipynb #895e158b
 def _episode_lengths(self: ReplayBuffer) -> list[int]: return [b - a for a, b in self.episode_bounds()]
+
+# %% ../nbs/05_replay.ipynb #2d010ec3
 def _episode_returns(self: ReplayBuffer) -> list[float]: return [float(self.rewards[a:b].sum()) for a, b in self.episode_bounds()]
 
 ReplayBuffer.episode_bounds, ReplayBuffer.episode_lengths, ReplayBuffer.episode_returns = \
     _episode_bounds, _episode_lengths, _episode_returns
 
-# %% ../nbs/05_replay.ipynb #ecb4074f
+# %% ../nbs/05_replay.ipynb #ffd3fda6
 def _same_transitions(self: ReplayBuffer, other: ReplayBuffer) -> bool:
     "True if every column of `other` has the same values and dtypes (meta is not compared)."
     def eq(x, y):
@@ -123,6 +129,7 @@ def _same_transitions(self: ReplayBuffer, other: ReplayBuffer) -> bool:
         return not isinstance(y, np.ndarray) and len(x) == len(y) and all(np.array_equal(u, v) for u, v in zip(x, y))
     return self.columns() == other.columns() and all(eq(getattr(self, k), getattr(other, k)) for k in self.columns())
 
+# %% ../nbs/05_replay.ipynb #754f121b
 def _fingerprint(self: ReplayBuffer) -> str:
     "SHA-256 of the buffer's contents (all columns); equal buffers give equal fingerprints."
     h = hashlib.sha256()
@@ -134,7 +141,7 @@ def _fingerprint(self: ReplayBuffer) -> str:
 
 ReplayBuffer.same_transitions, ReplayBuffer.fingerprint = _same_transitions, _fingerprint
 
-# %% ../nbs/05_replay.ipynb #26122c34
+# %% ../nbs/05_replay.ipynb #aab79c02
 def _repr(self: ReplayBuffer) -> str:
     desc = lambda c: f"{c.dtype} {c.shape[1:]}" if isinstance(c, np.ndarray) else "list"
     return (f"ReplayBuffer({self.meta.get('env', '?')}: {len(self)} transitions, {len(self.episode_bounds())} episodes, "
@@ -143,9 +150,10 @@ def _repr(self: ReplayBuffer) -> str:
 
 ReplayBuffer.__repr__ = _repr
 
-# %% ../nbs/05_replay.ipynb #0d917bb0
+# %% ../nbs/05_replay.ipynb #9c784fbd
 OBS_FORMATS = ("array", "int", "tuple", "rtfm")
 
+# %% ../nbs/05_replay.ipynb #44790060
 def encode_obs(
     obs: Any,         # an observation as the env returns it
     obs_format: str,  # `EnvSpec.obs_format`: "array", "int", "tuple" or "rtfm"
@@ -159,6 +167,7 @@ def encode_obs(
         return list(rtfm_obs_to_row(obs))
     raise CwmNbError(f"unknown observation format {obs_format!r}", f"use one of {OBS_FORMATS}")
 
+# %% ../nbs/05_replay.ipynb #d5e9c8a5
 def decode_obs(
     row: Any,         # one row of a buffer's obs/next_obs column
     obs_format: str,  # `meta["obs_format"]` of the buffer
@@ -172,7 +181,7 @@ def decode_obs(
         return rtfm_row_to_obs([str(v) for v in row])
     raise CwmNbError(f"unknown observation format {obs_format!r}", f"use one of {OBS_FORMATS}")
 
-# %% ../nbs/05_replay.ipynb #c335485e
+# %% ../nbs/05_replay.ipynb #0c0b07d2
 def _select(self: ReplayBuffer, rows) -> ReplayBuffer:
     "A new buffer of the transitions at `rows` (increasing int indices); episode numbers and meta are kept."
     rows = np.asarray(rows, dtype=np.int64).reshape(-1)
@@ -181,7 +190,7 @@ def _select(self: ReplayBuffer, rows) -> ReplayBuffer:
 
 ReplayBuffer.select = _select
 
-# %% ../nbs/05_replay.ipynb #5d507b0b
+# %% ../nbs/05_replay.ipynb #65cc720b
 @dataclass
 class EpisodeSplit:
     "A buffer split by episode: the part the search sees and the held-out part (None when nothing is held out)."
@@ -201,11 +210,13 @@ class EpisodeSplit:
                 "n_heldout_transitions": len(self.heldout) if self.heldout is not None else 0,
                 "heldout_rows": self.heldout_rows, "holdout_note": self.note}
 
+# %% ../nbs/05_replay.ipynb #4ed1acc6
 def _row_ranges(mask: np.ndarray) -> list[list[int]]:
     "The True rows of bool (N,) `mask` as half-open [start, stop) ranges, in order."
     edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(np.int8), [0]])))
     return edges.reshape(-1, 2).tolist()
 
+# %% ../nbs/05_replay.ipynb #e282c8d5
 def split_by_episode(
     buffer: ReplayBuffer,   # the whole buffer
     holdout: float = 0.2,   # fraction of the episodes to hold out, in [0, 1); 0: the paper's setting
@@ -225,12 +236,13 @@ def split_by_episode(
     return EpisodeSplit(buffer.select(np.flatnonzero(~mask)), buffer.select(np.flatnonzero(mask)) if held else None,
                         float(holdout), int(seed), [e for e in eps if e not in held], held, note, _row_ranges(mask))
 
-# %% ../nbs/05_replay.ipynb #e4a290a6
+# %% ../nbs/05_replay.ipynb #700833eb
 BUFFER_FORMAT = "cwm-nb replay buffer"
 BUFFER_FORMAT_VERSION = 2               # 2 adds the optional column next_valid_actions
 READABLE_FORMAT_VERSIONS = (1, 2)       # version-1 buffers (no next_valid_actions) still load
 NPZ_NAME, META_NAME = "transitions.npz", "meta.json"
 
+# %% ../nbs/05_replay.ipynb #c42df3ed
 def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     "An .npz archive of `arrays` with fixed timestamps (same arrays -> same bytes)."
     buf = io.BytesIO()
@@ -241,7 +253,7 @@ def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
             z.writestr(info, f.getvalue())
     return buf.getvalue()
 
-# %% ../nbs/05_replay.ipynb #9e17f675
+# %% ../nbs/05_replay.ipynb #1fb70f97
 def _encode_column(name: str, col: np.ndarray | list) -> tuple[dict[str, np.ndarray], dict]:
     "Arrays to store for one column and its description for meta.json."
     if isinstance(col, np.ndarray): return {name: col}, {"layout": "array", "dtype": col.dtype.str, "shape": list(col.shape)}
@@ -256,11 +268,12 @@ def _encode_column(name: str, col: np.ndarray | list) -> tuple[dict[str, np.ndar
     offsets = np.cumsum([0] + [len(r) for r in rows]).astype(np.int64)
     return {f"{name}__flat": flat, f"{name}__offsets": offsets}, {"layout": "ragged", "dtype": flat.dtype.str}
 
-# %% ../nbs/05_replay.ipynb #578b3a47
+# %% ../nbs/05_replay.ipynb #f40e3682
 def _episode_ends(episode: np.ndarray) -> np.ndarray:
     "Index of the last transition of each episode."
     return np.r_[np.flatnonzero(np.diff(episode)), len(episode) - 1] if len(episode) else np.zeros(0, np.int64)
 
+# %% ../nbs/05_replay.ipynb #25598bab
 def _chained(self: ReplayBuffer) -> bool:
     "True if `next_obs[t]` is bit for bit `obs[t+1]` inside every episode (then only episode ends are stored)."
     o, n = self.obs, self.next_obs
@@ -269,7 +282,7 @@ def _chained(self: ReplayBuffer) -> bool:
     inner = np.setdiff1d(np.arange(len(o)), _episode_ends(self.episode))
     return np.ascontiguousarray(n[inner]).tobytes() == np.ascontiguousarray(o[inner + 1]).tobytes()
 
-# %% ../nbs/05_replay.ipynb #3b0d9dc2
+# %% ../nbs/05_replay.ipynb #a715ed32
 def _save(self: ReplayBuffer, path: str | Path) -> Path:
     "Write the buffer to folder `path` (transitions.npz + meta.json, each atomically). Returns the folder."
     path = Path(path)
@@ -289,16 +302,17 @@ def _save(self: ReplayBuffer, path: str | Path) -> Path:
 
 ReplayBuffer.save = _save
 
-# %% ../nbs/05_replay.ipynb #0357bccc
+# %% ../nbs/05_replay.ipynb #f85ce12a
 _ENV = "<env>"   # stands for the environment's name in advice; `load_buffer`, which knows it, fills it in
 
+# %% ../nbs/05_replay.ipynb #04001bcf
 def _bad(path: Path, what: str) -> CwmNbError:
     return CwmNbError(f"replay buffer at {path} is malformed: {what}",
                       f"re-create it with `cwm-nb collect --env {_ENV} --out {path}` (a shipped buffer: restore it with "
                       "`git checkout data/buffers`), or pass --buffer with another buffer folder (transitions.npz + "
                       "meta.json) or one of the paper's pickles (*.pkl); in Python: `collect_buffer(env_name, seed).save(path)`")
 
-# %% ../nbs/05_replay.ipynb #04001bcf
+# %% ../nbs/05_replay.ipynb #d0a7179b
 def _decode_column(name: str, desc: dict, z, path: Path, cols: dict) -> np.ndarray | list:
     if desc.get("layout") == "chained":             # next_obs: obs shifted by one, plus the stored episode ends
         if f"{name}__ends" not in z: raise _bad(path, f"{NPZ_NAME} lacks the array {name}__ends")
@@ -319,7 +333,7 @@ def _decode_column(name: str, desc: dict, z, path: Path, cols: dict) -> np.ndarr
         return [flat[a:b] for a, b in zip(off[:-1].tolist(), off[1:].tolist())]
     raise _bad(path, f"{META_NAME} describes column {name!r} with unknown layout {desc.get('layout')!r}")
 
-# %% ../nbs/05_replay.ipynb #c4e127ca
+# %% ../nbs/05_replay.ipynb #2969df52
 def _read_meta(path: Path) -> dict:
     "The parsed meta.json of the buffer folder `path`. Raises `CwmNbError` if a file is missing or the metadata is bad."
     if not (path/NPZ_NAME).is_file() or not (path/META_NAME).is_file():
@@ -336,6 +350,7 @@ def _read_meta(path: Path) -> dict:
         raise _bad(path, f"format version {info.get('format_version')!r}, this code reads versions {READABLE_FORMAT_VERSIONS}")
     return info
 
+# %% ../nbs/05_replay.ipynb #7ef7c5e3
 def _read_columns(path: Path, info: dict, blob: bytes) -> dict:
     "The columns stored in `blob` (the .npz bytes), as `info` describes them. Raises `CwmNbError` if malformed."
     if not zipfile.is_zipfile(io.BytesIO(blob)):   # np.load would fall back to unpickling
@@ -355,7 +370,7 @@ def _read_columns(path: Path, info: dict, blob: bytes) -> dict:
     except (zipfile.BadZipFile, OSError, EOFError) as e:
         raise _bad(path, f"{NPZ_NAME} is not an .npz archive ({type(e).__name__}: {e})") from None
 
-# %% ../nbs/05_replay.ipynb #2969df52
+# %% ../nbs/05_replay.ipynb #7ea34344
 @classmethod
 def _load(cls, path: str | Path) -> ReplayBuffer:
     "Read a buffer written by `ReplayBuffer.save` from folder `path` (or its transitions.npz). Raises `CwmNbError` if missing or malformed."
@@ -374,9 +389,10 @@ def _load(cls, path: str | Path) -> ReplayBuffer:
 
 ReplayBuffer.load = _load
 
-# %% ../nbs/05_replay.ipynb #b14d6d9c
+# %% ../nbs/05_replay.ipynb #c3c8e8b5
 Policy = Callable[[Any, Any, np.random.Generator], Any]   # (env, obs, rng) -> action
 
+# %% ../nbs/05_replay.ipynb #0fdcf5d0
 def random_policy(env, obs, rng: np.random.Generator):
     "Uniform random action from `env.action_space`, drawn from `rng` (an int for Discrete, an array for Box)."
     import gymnasium as gym
@@ -385,14 +401,17 @@ def random_policy(env, obs, rng: np.random.Generator):
     if isinstance(sp, gym.spaces.Box): return rng.uniform(sp.low, sp.high).astype(sp.dtype)
     raise CwmNbError(f"no random policy for action space {sp}", "add a case to `random_policy`")
 
+# %% ../nbs/05_replay.ipynb #c21bbd0a
 def mountaincar_pump_policy(env, obs, rng: np.random.Generator) -> int:
     "MountainCar: push right (2) when the velocity `obs[1]` is >= 0, else push left (0). Uses no randomness."
     return 2 if obs[1] >= 0 else 0
 
+# %% ../nbs/05_replay.ipynb #64116c12
 def acrobot_pump_policy(env, obs, rng: np.random.Generator) -> int:
     "Acrobot: torque +1 (action 2) when the joint velocity `obs[5]` is > 0, -1 (action 0) when < 0, else 0 (action 1)."
     return 2 if obs[5] > 0 else 0 if obs[5] < 0 else 1
 
+# %% ../nbs/05_replay.ipynb #b9ecb2fe
 def random_valid_policy(env, obs, rng: np.random.Generator) -> int:
     "RTFM: a uniform random action among those valid in `obs` (`cwm_nb.rtfm.random_valid_policy`)."
     from cwm_nb.rtfm import random_valid_policy as rvp
@@ -401,7 +420,7 @@ def random_valid_policy(env, obs, rng: np.random.Generator) -> int:
 POLICIES: dict[str, Policy] = {"random": random_policy, "mountaincar_pump": mountaincar_pump_policy,
                                "acrobot_pump": acrobot_pump_policy, "random_valid": random_valid_policy}
 
-# %% ../nbs/05_replay.ipynb #b9ecb2fe
+# %% ../nbs/05_replay.ipynb #0b33393c
 def with_epsilon(
     policy: Policy,  # the policy to perturb
     epsilon: float,  # probability of a uniform random action instead, per step
@@ -411,7 +430,7 @@ def with_epsilon(
     def pol(env, obs, rng): return random_policy(env, obs, rng) if rng.random() < epsilon else policy(env, obs, rng)
     return pol
 
-# %% ../nbs/05_replay.ipynb #38aa81fc
+# %% ../nbs/05_replay.ipynb #86db3fa0
 @dataclass(frozen=True)
 class CollectionPlan:
     "How one environment's buffer is collected. Each `kind` reads its own group of fields. Raises `CwmNbError`."
@@ -441,7 +460,7 @@ class CollectionPlan:
         for p in (self.policy, self.good_policy):
             if p not in POLICIES: raise CwmNbError(f"unknown policy {p!r}", f"use one of {list(POLICIES)}")
 
-# %% ../nbs/05_replay.ipynb #9a09b9fb
+# %% ../nbs/05_replay.ipynb #f260db32
 _DISCRETE_PLANS: dict[str, CollectionPlan] = {
     "Blackjack-v1": CollectionPlan(return_threshold=0.0, rationale=(
         "10 hands: 5 random, 5 random hands that were won (return > 0), so that every outcome appears. The paper's "
@@ -470,12 +489,14 @@ _DISCRETE_PLANS: dict[str, CollectionPlan] = {
         "(5 random x 500, then random episodes reaching the goal in 348-497 steps: 4,521 transitions).")),
 }
 
-# %% ../nbs/05_replay.ipynb #c4fadc1d
+# %% ../nbs/05_replay.ipynb #e02f4299
 CEM_SAMPLES, CEM_ELITES = 50, 5     # N, K of the shipped continuous buffers (the paper: 1000, 100)
 
+# %% ../nbs/05_replay.ipynb #1985837f
 def _cem_plan(rationale: str) -> CollectionPlan:
     return CollectionPlan(kind="cem", cem_samples=CEM_SAMPLES, cem_elites=CEM_ELITES, rationale=rationale)
 
+# %% ../nbs/05_replay.ipynb #17c04e16
 _CEM_WHY = ("As the paper (src/collect_gym_traj.py::fill_buffer_cem): 10 episodes, CEM on the real env with iterations "
             "[1,2,3,4,5,8,12,16,20,25], T=100 (cut to the episode length: Reacher 50) executed open-loop then replanned, "
             "episodes capped at min(horizon, 100); N=50 samples and K=5 elites instead of the paper's 1000/100, to "
@@ -492,6 +513,7 @@ COLLECTION_PLANS: dict[str, CollectionPlan] = {
         "(999 transitions).")),
 }
 
+# %% ../nbs/05_replay.ipynb #a6bc68f7
 def get_collection_plan(name: str) -> CollectionPlan:
     "The collection plan of benchmark environment `name`. Raises `CwmNbError` if there is none."
     get_env_spec(name)
@@ -500,9 +522,10 @@ def get_collection_plan(name: str) -> CollectionPlan:
                          "add a CollectionPlan to cwm_nb.replay.COLLECTION_PLANS")
     return COLLECTION_PLANS[name]
 
-# %% ../nbs/05_replay.ipynb #17c04e16
+# %% ../nbs/05_replay.ipynb #1969a422
 _EPISODE_KEYS = ("obs", "actions", "next_obs", "rewards", "terminated", "truncated")
 
+# %% ../nbs/05_replay.ipynb #a597ba90
 def _rollout(env, policy: Policy, rng: np.random.Generator, reset_seed: int, obs_format: str = "array",
              valid_actions: bool = False) -> dict:
     "One episode until terminated or truncated (the env's time limit ends it). Returns lists per column."
@@ -521,7 +544,7 @@ def _rollout(env, policy: Policy, rng: np.random.Generator, reset_seed: int, obs
         if term or trunc: return ep
         obs = nobs
 
-# %% ../nbs/05_replay.ipynb #1969a422
+# %% ../nbs/05_replay.ipynb #6aea3526
 def _collect_filtered(env, name, seed, plan, cap, fmt, valid, planner=None):
     episodes, info = [], []
     for k in range(plan.n_random):
@@ -541,7 +564,7 @@ def _collect_filtered(env, name, seed, plan, cap, fmt, valid, planner=None):
         j += 1
     return episodes, info
 
-# %% ../nbs/05_replay.ipynb #92ea4ddd
+# %% ../nbs/05_replay.ipynb #f3b33375
 def _collect_transitions(env, name, seed, plan, cap, fmt, valid, planner=None):
     episodes, info, total, k = [], [], 0, 0
     while total < plan.n_transitions:
@@ -554,9 +577,10 @@ def _collect_transitions(env, name, seed, plan, cap, fmt, valid, planner=None):
         episodes.append(ep); info.append(d); total += len(ep["rewards"]); k += 1
     return episodes, info
 
-# %% ../nbs/05_replay.ipynb #6aea3526
+# %% ../nbs/05_replay.ipynb #d5b6dbd0
 Planner = Callable[..., Callable[[Any, np.random.Generator], np.ndarray]]   # (horizon, iterations, samples, elites) -> plan_fn
 
+# %% ../nbs/05_replay.ipynb #1aac70ac
 class _ReplanningPolicy:
     "Acts with the plans of `plan_fn(env, rng)`: plays each plan open-loop to its end, then asks for the next."
     def __init__(self, plan_fn):
@@ -569,6 +593,7 @@ class _ReplanningPolicy:
         a = self.plan[self.t]; self.t += 1
         return np.asarray(a, dtype=env.action_space.dtype).reshape(env.action_space.shape)
 
+# %% ../nbs/05_replay.ipynb #f9a7919f
 def _collect_cem(env, name, seed, plan, cap, fmt, valid, planner=None):
     if planner is None:
         raise CwmNbError(f"{name}'s buffer is collected with CEM planned on the real environment, and no planner was given",
@@ -585,7 +610,7 @@ def _collect_cem(env, name, seed, plan, cap, fmt, valid, planner=None):
 
 _COLLECTORS = {"filtered": _collect_filtered, "cem": _collect_cem, "transitions": _collect_transitions}
 
-# %% ../nbs/05_replay.ipynb #f9a7919f
+# %% ../nbs/05_replay.ipynb #6feb1bc1
 def _describe_plan(plan: CollectionPlan, cap: int) -> str:
     if plan.kind == "cem":
         return (f"{len(plan.cem_iterations)} episodes acting with CEM planned on the real environment "
@@ -601,7 +626,7 @@ def _describe_plan(plan: CollectionPlan, cap: int) -> str:
     return (f"{plan.n_random} episodes of policy {plan.policy!r}, then the first {plan.n_good} episodes of policy "
             f"{plan.good_policy!r}{eps} with {test} (rejection sampling); episodes capped at {cap} steps (truncation)")
 
-# %% ../nbs/05_replay.ipynb #114b988a
+# %% ../nbs/05_replay.ipynb #ebf44d09
 def collect_buffer(
     name: str,                        # benchmark environment name
     seed: int = 0,                    # collection seed: resets and actions derive from it
@@ -627,11 +652,12 @@ def collect_buffer(
             "plan": asdict(plan), "episodes": info, "collected_by": "cwm_nb.replay.collect_buffer"}
     return ReplayBuffer(**cols, episode=episode, meta=to_plain(meta))
 
-# %% ../nbs/05_replay.ipynb #1e4c66ff
+# %% ../nbs/05_replay.ipynb #af559ae0
 def default_buffer_path(name: str) -> Path:
     "Folder of the shipped buffer of benchmark environment `name`: `<root>/data/buffers/<name>/`."
     return data_dir()/"buffers"/get_env_spec(name).name
 
+# %% ../nbs/05_replay.ipynb #442f6412
 @functools.lru_cache(maxsize=None)
 def env_data_spec(name: str) -> dict:
     "What a buffer row of benchmark env `name` must look like, read from its spaces (made once per process, then cached)."
@@ -649,20 +675,21 @@ def env_data_spec(name: str) -> dict:
     else: out["action_shape"] = tuple(asp.shape)
     return out
 
-# %% ../nbs/05_replay.ipynb #af559ae0
+# %% ../nbs/05_replay.ipynb #97505ed9
 def _describe(col) -> str:
     "A short description of a column's data for error messages: 'float32 rows of shape (6,)'."
     if not isinstance(col, np.ndarray): return "a list of entries of differing shapes"
     kind = {"b": "bool", "i": "int", "u": "int", "f": "float", "U": "str"}.get(col.dtype.kind, str(col.dtype))
     return f"{col.dtype if kind in ('int', 'float') else kind} {'scalars' if col.ndim == 1 else f'rows of shape {col.shape[1:]}'}"
 
+# %% ../nbs/05_replay.ipynb #4f2cf73e
 def _int_range_problem(col, lo: int, hi: int) -> str | None:
     "None if `col` is an int array with all values in [lo, hi), else what is wrong."
     if not isinstance(col, np.ndarray) or col.dtype.kind not in "iu": return f"{_describe(col)}, not integers"
     if col.size and (col.min() < lo or col.max() >= hi): return f"values {col.min()}..{col.max()}"
     return None
 
-# %% ../nbs/05_replay.ipynb #97505ed9
+# %% ../nbs/05_replay.ipynb #902af63b
 def _obs_problems(buf: ReplayBuffer, name: str, want: dict) -> list[str]:
     "What is wrong with the obs and next_obs columns of `buf` for env `name` (empty when they fit)."
     fmt, problems = want["obs_format"], []
@@ -688,7 +715,7 @@ def _obs_problems(buf: ReplayBuffer, name: str, want: dict) -> list[str]:
                 problems.append(f"{col_name} holds {_describe(col)}, but {name} observes rows of {want['obs_len']} strings")
     return problems
 
-# %% ../nbs/05_replay.ipynb #2344ca95
+# %% ../nbs/05_replay.ipynb #f4c82435
 def _action_problems(buf: ReplayBuffer, name: str, want: dict) -> list[str]:
     "What is wrong with the actions (and next_valid_actions) of `buf` for env `name` (empty when they fit)."
     acts, problems = buf.actions, []
@@ -704,7 +731,7 @@ def _action_problems(buf: ReplayBuffer, name: str, want: dict) -> list[str]:
                         f"{want['action_shape']} ({want['action_space']})")
     return problems
 
-# %% ../nbs/05_replay.ipynb #902af63b
+# %% ../nbs/05_replay.ipynb #5d7aa56c
 def check_buffer_fits_env(
     buf: ReplayBuffer,              # a loaded buffer
     name: str,                      # the benchmark environment it is meant for
@@ -725,7 +752,7 @@ def check_buffer_fits_env(
                          f"in Python: `load_buffer({name!r}, path)` with that environment's buffer")
     return buf
 
-# %% ../nbs/05_replay.ipynb #f4c82435
+# %% ../nbs/05_replay.ipynb #a00f78c1
 def _missing_buffer(name: str, path: Path, shipped: bool) -> CwmNbError:
     if shipped:
         return CwmNbError(f"the shipped replay buffer of {name} is missing: {path}",
@@ -736,6 +763,7 @@ def _missing_buffer(name: str, path: Path, shipped: bool) -> CwmNbError:
                       "existing buffer folder (transitions.npz + meta.json) or one of the paper's pickles (*.pkl); "
                       f"in Python: `collect_buffer({name!r}, seed=0).save(path)`")
 
+# %% ../nbs/05_replay.ipynb #184b3712
 def load_buffer(
     name: str,                      # benchmark environment name
     path: str | Path | None = None, # a buffer folder (or its transitions.npz), or a paper pickle `*.pkl`; default: the shipped buffer
@@ -759,7 +787,7 @@ def load_buffer(
                          f"--out PATH`), or run with --env {held} to use this one; in Python: `load_buffer({held!r}, path)`")
     return check_buffer_fits_env(buf, name, path)
 
-# %% ../nbs/05_replay.ipynb #d6bc8970
+# %% ../nbs/05_replay.ipynb #f0793ba9
 def ship_buffer(
     name: str,                      # benchmark environment name
     seed: int = 0,                  # collection seed of the shipped buffers
@@ -768,6 +796,7 @@ def ship_buffer(
     "Collect `name`'s buffer with `seed` and write it to `default_buffer_path(name)`. Returns the folder."
     return collect_buffer(name, seed, planner=planner).save(default_buffer_path(name))
 
+# %% ../nbs/05_replay.ipynb #2e68c9b5
 def summarize_buffer(buf: ReplayBuffer) -> dict:
     "Counts, lengths and returns of a buffer, as plain data (used by `collect_main` and the table below)."
     lens, rets = buf.episode_lengths(), buf.episode_returns()
@@ -777,7 +806,7 @@ def summarize_buffer(buf: ReplayBuffer) -> dict:
             "return_min": min(rets, default=0.0), "return_mean": float(np.mean(rets)) if rets else 0.0,
             "return_max": max(rets, default=0.0), "returns": [round(r, 3) for r in rets]}
 
-# %% ../nbs/05_replay.ipynb #ab77d538
+# %% ../nbs/05_replay.ipynb #8c3474a8
 def collect_main(
     env: str,                        # benchmark environment name
     seed: int = 0,                   # collection seed

@@ -50,6 +50,7 @@ class SandboxLimits:
 ERROR_KINDS = ("syntax", "exception", "no_environment", "memory", "timeout", "cpu", "output_limit", "killed",
                "server_died", "bad_result")
 
+# %% ../nbs/02_sandbox.ipynb #6dea7eac
 def make_error(kind: str, message: str, *, line: int | None = None, source_line: str | None = None,
                traceback: str | None = None, exc_type: str | None = None, index: int | None = None) -> dict:
     "An error dict of `SandboxResult.error` with every key present."
@@ -73,15 +74,19 @@ class SandboxResult:
 # %% ../nbs/02_sandbox.ipynb #f02bf9c6
 PROGRAM_FILENAME = "<cwm-program>"
 
+# %% ../nbs/02_sandbox.ipynb #60c84bcc
 def _clip(s: str, n: int) -> str: return s if len(s) <= n else s[:n - 15] + " …[truncated]"
 
+# %% ../nbs/02_sandbox.ipynb #dc046fd2
 def _type_name(e: BaseException) -> str:
     try: return str(type(e).__name__)
     except BaseException: return "Exception"
 
+# %% ../nbs/02_sandbox.ipynb #7e0d9270
 def _source_line(lines: list[str], n) -> str | None:
     return lines[n - 1].strip() if type(n) is int and 0 < n <= len(lines) else None
 
+# %% ../nbs/02_sandbox.ipynb #5309f11b
 def _exception_text(e: BaseException) -> str:
     "`Type: message` of an exception, robust to a hostile `__str__`."
     try:
@@ -91,7 +96,7 @@ def _exception_text(e: BaseException) -> str:
     except BaseException: text = _type_name(e)
     return _clip(text, 800)
 
-# %% ../nbs/02_sandbox.ipynb #5309f11b
+# %% ../nbs/02_sandbox.ipynb #d288a7dc
 def describe_exception(
     e: BaseException,          # the exception the program raised
     source: str,               # the program's source text
@@ -121,7 +126,7 @@ def describe_exception(
                       line=line, source_line=src, traceback=_clip("\n".join(tb), 4000), exc_type=_type_name(e),
                       index=index)
 
-# %% ../nbs/02_sandbox.ipynb #eb4218be
+# %% ../nbs/02_sandbox.ipynb #45a60598
 class ProgramError(Exception):
     "Raised by a driver to report that the *program* failed; the sandbox turns it into `SandboxResult.error`."
     def __init__(self,
@@ -143,7 +148,7 @@ class ProgramError(Exception):
         return make_error(self.kind, self.message + (f" (line {self.line}: {src})" if src else ""),
                           line=self.line, source_line=src, index=self.index)
 
-# %% ../nbs/02_sandbox.ipynb #0d293715
+# %% ../nbs/02_sandbox.ipynb #e04b1123
 _NP_FLOAT = frozenset({np.float16, np.float32, np.float64, np.longdouble})
 
 _NP_INT = frozenset(np.dtype(c).type for c in np.typecodes["AllInteger"])
@@ -152,10 +157,12 @@ _NP_REAL = _NP_FLOAT | _NP_INT | {np.bool_}
 
 _RESERVED_KEYS = ("__nd__", "__rows__")   # tags of the wire format below
 
+# %% ../nbs/02_sandbox.ipynb #8af6717b
 def _tname(x) -> str:
     try: return str(type(x).__qualname__)
     except BaseException: return "object"
 
+# %% ../nbs/02_sandbox.ipynb #92536545
 def strict_plain(x: Any, _depth: int = 0) -> Any:
     "Convert `x` to plain JSON data by exact type (numpy arrays -> lists). Raises `TypeError` for anything else."
     t = type(x)
@@ -180,17 +187,20 @@ def strict_plain(x: Any, _depth: int = 0) -> Any:
         return out
     raise TypeError(f"a value of type {_tname(x)} is not plain data (return numbers, bools, strings, lists or numpy arrays)")
 
-# %% ../nbs/02_sandbox.ipynb #492f9ac0
+# %% ../nbs/02_sandbox.ipynb #6ddf5f91
 class Rows:
     "Columns that travel as columns and arrive as rows: `Rows([a, b])` becomes `[[a[0], b[0]], [a[1], b[1]], ...]`."
     __slots__ = ("columns",)
     def __init__(self, columns): self.columns = list(columns)
 
+# %% ../nbs/02_sandbox.ipynb #52ff092c
 def _is_rows(t: type) -> bool:   # also true for the exported class when this code runs as notebook cells
     return t is Rows or (t.__name__ == "Rows" and t.__module__ == "cwm_nb.sandbox")
 
+# %% ../nbs/02_sandbox.ipynb #bdfe6fc1
 _ND_CODES = {"f8": "<f8", "i8": "<i8", "b1": "|u1"}
 
+# %% ../nbs/02_sandbox.ipynb #451e525f
 def _json_default(o):
     t = type(o)
     if t is np.ndarray:
@@ -206,11 +216,12 @@ def _json_default(o):
     if t is np.bool_: return bool(o)
     raise TypeError(f"a value of type {_tname(o)} cannot be sent as JSON")
 
+# %% ../nbs/02_sandbox.ipynb #7d6553af
 def encode_result(obj: Any) -> bytes:
     "UTF-8 JSON of `obj`, numeric numpy arrays packed and `Rows` sent by column (see `decode_result`)."
     return json.dumps(obj, default=_json_default, separators=(",", ":")).encode()
 
-# %% ../nbs/02_sandbox.ipynb #98e58314
+# %% ../nbs/02_sandbox.ipynb #8d46e149
 def _decode_nd(spec) -> list:
     if type(spec) is not list or len(spec) != 3: raise ValueError("bad __nd__ tag")
     code, shape, data = spec
@@ -222,6 +233,7 @@ def _decode_nd(spec) -> list:
     a = np.frombuffer(raw, dtype=dt).reshape(shape)
     return (a != 0).tolist() if code == "b1" else a.tolist()
 
+# %% ../nbs/02_sandbox.ipynb #cfff0c54
 def _decode_hook(d: dict):
     if len(d) == 1:
         if "__nd__" in d: return _decode_nd(d["__nd__"])
@@ -232,11 +244,12 @@ def _decode_hook(d: dict):
             return [list(r) for r in zip(*cols)]
     return d
 
+# %% ../nbs/02_sandbox.ipynb #de623a48
 def decode_result(data: bytes) -> Any:
     "Inverse of `encode_result`: plain Python data (packed arrays become nested lists). Raises `ValueError`."
     return json.loads(data, object_hook=_decode_hook)
 
-# %% ../nbs/02_sandbox.ipynb #475790be
+# %% ../nbs/02_sandbox.ipynb #5f352b91
 def to_plain_value(x: Any) -> Any:
     "What `decode_result(encode_result(x))` gives, computed in-process (for trusted driver output)."
     t = type(x)
@@ -247,16 +260,18 @@ def to_plain_value(x: Any) -> Any:
     if t in _NP_REAL: return x.item()
     return x
 
-# %% ../nbs/02_sandbox.ipynb #2bd4586a
+# %% ../nbs/02_sandbox.ipynb #5f15f036
 def _code_line(fn) -> int | None:
     "First line of `fn` when it is defined in the program."
     code = getattr(getattr(fn, "__func__", fn), "__code__", None)
     return code.co_firstlineno if code is not None and code.co_filename == PROGRAM_FILENAME else None
 
+# %% ../nbs/02_sandbox.ipynb #0108a554
 def exec_only(namespace: dict, args: dict | None, data: Any) -> None:
     "Driver: nothing beyond running the program's top level (which the sandbox already did)."
     return None
 
+# %% ../nbs/02_sandbox.ipynb #8d4666da
 def call_function(namespace: dict, args: dict | None, data: Any) -> Any:
     "Driver: `namespace[args['name']](*args.get('args', []), **args.get('kwargs', {}))`, result converted strictly."
     args = args or {}
@@ -268,23 +283,26 @@ def call_function(namespace: dict, args: dict | None, data: Any) -> Any:
     try: return strict_plain(out)
     except TypeError as e: raise ProgramError("exception", f"{name}() returned data that is not plain: {e}", line=_code_line(fn)) from None
 
-# %% ../nbs/02_sandbox.ipynb #8d4666da
+# %% ../nbs/02_sandbox.ipynb #32381169
 class Serve:
     "What a session driver returns: the first result, and `handle(payload) -> result` for each later call."
     __slots__ = ("value", "handle")
     def __init__(self, value, handle): self.value, self.handle = value, handle
 
+# %% ../nbs/02_sandbox.ipynb #03e49436
 def _is_serve(x) -> bool:   # also the exported class when this code runs as notebook cells
     t = type(x)
     return t is Serve or (t.__name__ == "Serve" and t.__module__ == "cwm_nb.sandbox")
 
+# %% ../nbs/02_sandbox.ipynb #f5fe59c9
 def function_session(namespace: dict, args: dict | None, data: Any) -> Serve:
     "Session driver: the program stays loaded; each call `{'name', 'args'}` calls one of its functions (`call_function`)."
     return Serve(None, lambda payload: call_function(namespace, payload, data))
 
-# %% ../nbs/02_sandbox.ipynb #e9c7a3c1
+# %% ../nbs/02_sandbox.ipynb #f4a018fb
 _DRIVER_RE = re.compile(r"([A-Za-z_][\w.]*):([A-Za-z_]\w*)")   # compiled once, in the server, not in every child
 
+# %% ../nbs/02_sandbox.ipynb #899917ef
 def _resolve_driver(name: str) -> Callable:
     m = _DRIVER_RE.fullmatch(name or "")
     if not m: raise CwmNbError(f"bad driver name {name!r}", "name a driver as 'module:function', e.g. 'cwm_nb.sandbox:cwm_predict'")
@@ -294,11 +312,13 @@ def _resolve_driver(name: str) -> Callable:
     if not callable(fn): raise CwmNbError(f"the sandbox driver {name!r} is not callable", "name a function")
     return fn
 
+# %% ../nbs/02_sandbox.ipynb #83c7949b
 def _new_program_module() -> types.ModuleType:
     mod = types.ModuleType("__cwm_program__")   # not "__main__": a program's `if __name__ == "__main__":` test code does not run
     mod.__dict__["__builtins__"] = builtins
     return mod
 
+# %% ../nbs/02_sandbox.ipynb #ddbe238d
 def _execute(source: str, driver: Callable, args: dict | None, data: Any, in_job: bool = False) -> Any:
     "Compile `source` as <cwm-program>, exec it in a fresh module namespace, then call the driver. Raises ProgramError."
     before = getattr(driver, "before_exec", None)
@@ -314,7 +334,7 @@ def _execute(source: str, driver: Callable, args: dict | None, data: Any, in_job
     except BaseException as e: raise ProgramError("exception", "while running the program's top level", cause=e) from None
     return driver(mod.__dict__, args, data)
 
-# %% ../nbs/02_sandbox.ipynb #ddbe238d
+# %% ../nbs/02_sandbox.ipynb #691d4324
 def run_in_process(
     source: str,                                  # program source (TRUSTED only: nothing is isolated)
     driver: str = "cwm_nb.sandbox:exec_only",     # "module:function" of the driver
@@ -329,7 +349,7 @@ def run_in_process(
         value, err = None, e.describe(source)
     return SandboxResult(err is None, value, err, wall_s=time.perf_counter() - t0, isolation="in-process")
 
-# %% ../nbs/02_sandbox.ipynb #691d4324
+# %% ../nbs/02_sandbox.ipynb #598b60c1
 def _answer(source: str, fn: Callable) -> dict:
     "{ok: True, value: fn()} or {ok: False, error} for the program `source`."
     try: return {"ok": True, "value": fn()}
@@ -340,6 +360,7 @@ def _answer(source: str, fn: Callable) -> dict:
         try: return {"ok": False, "error": describe_exception(e, source)}
         except BaseException: return {"ok": False, "error": make_error("exception", "the program failed")}
 
+# %% ../nbs/02_sandbox.ipynb #88e76269
 def _send_answer(out: dict, res_w: int) -> None:
     "Flush the program's output, then write `out` as one frame (an unencodable value becomes an error)."
     for f in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
@@ -352,6 +373,7 @@ def _send_answer(out: dict, res_w: int) -> None:
     try: _send_frame(res_w, payload)
     except BaseException: pass
 
+# %% ../nbs/02_sandbox.ipynb #5400d5d3
 def _run_job(job: dict, store: dict, res_w: int, job_r: int = -1) -> None:
     "Execute the job's program and driver, write {ok, value} or {ok: False, error} to res_w (then, in a session, answer each call), then _exit."
     me, source = os.getpid(), job["source"]
@@ -373,10 +395,11 @@ def _run_job(job: dict, store: dict, res_w: int, job_r: int = -1) -> None:
     except BaseException: pass
     os._exit(0)
 
-# %% ../nbs/02_sandbox.ipynb #e97cd177
+# %% ../nbs/02_sandbox.ipynb #d87a7d07
 _OBS_FORMATS = ("array", "int", "tuple", "rtfm")
 _RTFM_SHAPE, _RTFM_CELLS = (6, 6, 2), 72
 
+# %% ../nbs/02_sandbox.ipynb #312619f3
 def _obs_converter(dtype, obs_format: str = "array"):
     "A function that returns a fresh observation in the form `set_state` receives (set_state may mutate it)."
     if obs_format not in _OBS_FORMATS: raise ValueError(f"unknown obs_format {obs_format!r}")
@@ -398,6 +421,7 @@ def _obs_converter(dtype, obs_format: str = "array"):
         return board.reshape(_RTFM_SHAPE), str(row[_RTFM_CELLS])
     return {"array": fresh, "int": as_int, "tuple": as_tuple, "rtfm": as_rtfm}[obs_format]
 
+# %% ../nbs/02_sandbox.ipynb #910b4569
 def _action_converter(dtype):
     dt = np.dtype(dtype) if dtype else None
     scalar = dt.type if dt is not None else None
@@ -410,7 +434,7 @@ def _action_converter(dtype):
         return copy.deepcopy(a)
     return fresh
 
-# %% ../nbs/02_sandbox.ipynb #910b4569
+# %% ../nbs/02_sandbox.ipynb #2e732765
 def _unstr(x, depth: int = 0):
     "numpy string scalars -> str inside arrays, lists and tuples (RTFM boards); everything else unchanged."
     t = type(x)
@@ -423,6 +447,7 @@ def _unstr(x, depth: int = 0):
     if t is list or t is tuple: return [_unstr(v, depth + 1) for v in x]
     return x
 
+# %% ../nbs/02_sandbox.ipynb #51f6e5b6
 def _as_obs(o, obs_format: str = "array"):
     "A prediction's next_obs: numeric arrays stay arrays (float64/int64/bool, packed later), the rest plain."
     if obs_format == "rtfm": return strict_plain(_unstr(o))
@@ -433,6 +458,7 @@ def _as_obs(o, obs_format: str = "array"):
         if k == "b": return o.copy()
     return strict_plain(o)
 
+# %% ../nbs/02_sandbox.ipynb #7d7f0840
 def _as_valid_actions(v) -> list:
     "Predicted valid actions as a plain list (a set becomes a sorted list); numbers are checked by the scorer."
     t = type(v)
@@ -441,12 +467,14 @@ def _as_valid_actions(v) -> list:
     if type(out) is not list: raise TypeError(f"valid_actions must be a list or array of action ids, not {_tname(v)}")
     return out
 
+# %% ../nbs/02_sandbox.ipynb #8688aecf
 def _as_reward(r) -> float:
     t = type(r)
     if t is float or t is int or t is bool or t in _NP_REAL: return float(r)
     if t is np.ndarray and r.size == 1 and r.dtype.kind in "fiub": return float(r.reshape(-1)[0])
     raise TypeError(f"the reward must be a number, not {_tname(r)}")
 
+# %% ../nbs/02_sandbox.ipynb #2ed7d7c1
 def _as_done(d) -> bool:
     t = type(d)
     if t is bool: return d
@@ -455,7 +483,7 @@ def _as_done(d) -> bool:
     if (t is int or t in _NP_INT or t is np.bool_) and (d == 0 or d == 1): return bool(d)
     raise TypeError(f"done must be a bool, not {_tname(d)}" + (f" {d!r}" if t is int or t in _NP_INT else ""))
 
-# %% ../nbs/02_sandbox.ipynb #8688aecf
+# %% ../nbs/02_sandbox.ipynb #8116e3c5
 def _column(values: list):
     "Stack equal-shaped arrays of one dtype into one array (packed on the wire); otherwise plain values."
     if values and all(type(v) is np.ndarray for v in values):
@@ -463,12 +491,15 @@ def _column(values: list):
         if all(v.shape == v0.shape and v.dtype == v0.dtype for v in values): return np.stack(values)
     return [v.tolist() if type(v) is np.ndarray else v for v in values]
 
+# %% ../nbs/02_sandbox.ipynb #2e69e902
 _PARTS = {3: ("next_obs", "reward", "done"), 4: ("next_obs", "valid_actions", "reward", "done")}
 
+# %% ../nbs/02_sandbox.ipynb #da526084
 def _plain_or_none(x) -> Any:
     try: return strict_plain(x)
     except TypeError: return None
 
+# %% ../nbs/02_sandbox.ipynb #ea7e6a78
 def _convert_each(out, fmt: str, arity: int, i: int, malformed: list) -> tuple:
     "(next_obs, reward, done, valid_actions) of one step, converted one by one: a bad part becomes its plain form (or None) and a note."
     conv = {"next_obs": lambda x: _as_obs(x, fmt), "valid_actions": _as_valid_actions, "reward": _as_reward, "done": _as_done}
@@ -481,6 +512,7 @@ def _convert_each(out, fmt: str, arity: int, i: int, malformed: list) -> tuple:
             got[part] = _plain_or_none(x)
     return got["next_obs"], got["reward"], got["done"], got.get("valid_actions")
 
+# %% ../nbs/02_sandbox.ipynb #c259ffaf
 def _environment_class(namespace: dict):
     "The program's `Environment` class. Raises ProgramError (no_environment) when there is none."
     Env = namespace.get("Environment")
@@ -489,6 +521,7 @@ def _environment_class(namespace: dict):
                            "`class Environment:` with methods `set_state(state)` and `step(action)`)")
     return Env
 
+# %% ../nbs/02_sandbox.ipynb #d26c6da4
 def _convert_step(out, fmt: str, arity: int, i: int, malformed: list) -> tuple:
     "(next_obs, reward, done, valid_actions) of one step's output, plain; a malformed part is noted in `malformed`."
     t = type(out)
@@ -502,7 +535,7 @@ def _convert_step(out, fmt: str, arity: int, i: int, malformed: list) -> tuple:
         return o, r, d, (_as_valid_actions(out[1]) if arity == 4 else None)
     except (TypeError, ValueError, OverflowError): return _convert_each(out, fmt, arity, i, malformed)
 
-# %% ../nbs/02_sandbox.ipynb #ea7e6a78
+# %% ../nbs/02_sandbox.ipynb #b095447f
 def cwm_predict(namespace: dict, args: dict | None, data: dict) -> dict:
     "Driver: one `Environment()`, then `set_state(copy(obs[i]))` + `step(actions[i])` for each transition (paper eq. 1)."
     args = args or {}
@@ -541,7 +574,7 @@ def cwm_predict(namespace: dict, args: dict | None, data: dict) -> dict:
     return {"predictions": _prediction_rows(nxt, rew, don, val if arity == 4 else None, malformed)} | \
            ({"malformed": malformed} if malformed else {})
 
-# %% ../nbs/02_sandbox.ipynb #ee87848a
+# %% ../nbs/02_sandbox.ipynb #309da1b3
 def _prediction_rows(nxt: list, rew: list, don: list, val: list | None, malformed: list) -> Rows:
     "The predictions as columns (packed arrays where every value is good) that arrive as rows."
     bad = {m[1] for m in malformed}
@@ -550,6 +583,7 @@ def _prediction_rows(nxt: list, rew: list, don: list, val: list | None, malforme
             don if whole or "done" in bad else np.array(don, dtype=bool)]
     return Rows(cols + ([val] if val is not None else []))
 
+# %% ../nbs/02_sandbox.ipynb #c2b7b116
 def _reseed_numpy(args: dict | None, data: Any, source: str, in_job: bool) -> None:
     "cwm_predict.before_exec: with `args['reseed']`, numpy's global generator starts from fresh entropy, before the program runs."
     if args and args.get("reseed"): np.random.seed(int.from_bytes(os.urandom(4), "little"))
@@ -557,7 +591,7 @@ def _reseed_numpy(args: dict | None, data: Any, source: str, in_job: bool) -> No
 
 cwm_predict.before_exec = _reseed_numpy
 
-# %% ../nbs/02_sandbox.ipynb #4dc1556f
+# %% ../nbs/02_sandbox.ipynb #e01c2356
 def cwm_rollouts(namespace: dict, args: dict, data: dict) -> dict | Serve:
     "Driver: for each (start, length) a fresh `Environment()`, `set_state(obs[start])`, then `length` steps on the logged actions."
     if args.get("session"): return Serve({"ok": True}, lambda call: cwm_rollouts(namespace, call, data))
@@ -581,7 +615,7 @@ def cwm_rollouts(namespace: dict, args: dict, data: dict) -> dict | Serve:
         out.append({"predictions": _prediction_rows(nxt, rew, don, None, malformed), "malformed": malformed, "error": err})
     return {"rollouts": out}
 
-# %% ../nbs/02_sandbox.ipynb #4fa03d80
+# %% ../nbs/02_sandbox.ipynb #4f84b525
 def _classify(hdr: dict, limits: SandboxLimits) -> dict:
     "The error dict for a job that did not deliver a result (server header -> kind and message)."
     st, code, cpu = hdr.get("status"), hdr.get("exit_code"), hdr.get("cpu_s") or 0.0
@@ -607,16 +641,19 @@ def _classify(hdr: dict, limits: SandboxLimits) -> dict:
     return make_error("killed", f"the program ended its process with exit status {code} before returning a result "
                       "(os._exit or a fatal error)")
 
-# %% ../nbs/02_sandbox.ipynb #9de13561
+# %% ../nbs/02_sandbox.ipynb #6879100f
 _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); sys.dont_write_bytecode = True; "
          "from cwm_nb.sandbox import _server_main; _server_main()")
 _uid_counter = iter(range(1 << 30))
 
+# %% ../nbs/02_sandbox.ipynb #c8885c62
 def _pick_uid() -> int:
     return 2_000_000_000 + (os.getpid() * 64 + next(_uid_counter) % 64) % 100_000_000
 
+# %% ../nbs/02_sandbox.ipynb #fc83f9d7
 class _ServerGone(Exception): pass
 
+# %% ../nbs/02_sandbox.ipynb #3a5d9205
 def _stop_server(proc: subprocess.Popen | None, log, scratch: str | None) -> None:
     "Close the server's stdin, give it a moment, then SIGKILL its process group; remove the scratch base."
     if proc is not None:
@@ -635,7 +672,7 @@ def _stop_server(proc: subprocess.Popen | None, log, scratch: str | None) -> Non
         except Exception: pass
     if scratch: shutil.rmtree(scratch, ignore_errors=True)
 
-# %% ../nbs/02_sandbox.ipynb #63bd4f13
+# %% ../nbs/02_sandbox.ipynb #25ba511e
 class Sandbox:
     "A fork server that runs untrusted programs in limited, isolated child processes (see the notebook prose)."
 
@@ -659,7 +696,7 @@ class Sandbox:
         self._data: dict[str, bytes] = {}
         with self._lock: self._start()
 
-# %% ../nbs/02_sandbox.ipynb #6879100f
+# %% ../nbs/02_sandbox.ipynb #5827debb
 @patch
 def _start(self: Sandbox) -> None:
     mode = self.isolation or self.requested
@@ -683,7 +720,7 @@ def _start(self: Sandbox) -> None:
     except _ServerGone as e:
         raise CwmNbError(f"the sandbox server did not start: {e}", "check that `python -c 'import cwm_nb.sandbox'` works with this interpreter") from None
 
-# %% ../nbs/02_sandbox.ipynb #fc83f9d7
+# %% ../nbs/02_sandbox.ipynb #71c9578c
 @patch
 def _launch(self: Sandbox, mode: str, bwrap: str | None) -> None:
     paths, root = _needed_paths(), os.geteuid() == 0
@@ -729,7 +766,7 @@ def _launch(self: Sandbox, mode: str, bwrap: str | None) -> None:
     for key, blob in list(self._data.items()):
         if self._request(("put", key, blob), 60)[0].get("status") != "ok": self._data.pop(key, None)
 
-# %% ../nbs/02_sandbox.ipynb #3a5d9205
+# %% ../nbs/02_sandbox.ipynb #6903e3d3
 @patch
 def _log_tail(self: Sandbox, n: int = 600) -> str:
     try:
@@ -737,6 +774,7 @@ def _log_tail(self: Sandbox, n: int = 600) -> str:
         return f"server log: {text[-n:]}" if text else ""
     except Exception: return ""
 
+# %% ../nbs/02_sandbox.ipynb #e7f47569
 @patch
 def _kill(self: Sandbox) -> None:
     "Stop the server process (keeps the scratch base and the stored data for a restart)."
@@ -744,9 +782,11 @@ def _kill(self: Sandbox) -> None:
     _stop_server(self._proc, self._log, None)
     self._proc = self._log = None; self.server_pid = None
 
+# %% ../nbs/02_sandbox.ipynb #5c6de799
 @patch
 def _alive(self: Sandbox) -> bool: return self._proc is not None and self._proc.poll() is None
 
+# %% ../nbs/02_sandbox.ipynb #6ba8c556
 @patch
 def _ensure(self: Sandbox) -> None:
     if self.closed: raise CwmNbError("this Sandbox is closed", "create a new Sandbox() or use get_sandbox()")
@@ -754,6 +794,7 @@ def _ensure(self: Sandbox) -> None:
         if self._proc is not None: self._kill()
         self._start()
 
+# %% ../nbs/02_sandbox.ipynb #db013a65
 @patch
 def close(self: Sandbox) -> None:
     "Stop the server and remove its scratch files. Idempotent."
@@ -765,22 +806,26 @@ def close(self: Sandbox) -> None:
         if self._scratch: shutil.rmtree(self._scratch, ignore_errors=True); self._scratch = None
         self.closed = True
 
+# %% ../nbs/02_sandbox.ipynb #83b9e83a
 @patch
 def __enter__(self: Sandbox): return self
 
+# %% ../nbs/02_sandbox.ipynb #ef911f6d
 @patch
 def __exit__(self: Sandbox, *exc): self.close()
 
+# %% ../nbs/02_sandbox.ipynb #3e21999c
 @patch
 def __repr__(self: Sandbox):
     return f"Sandbox(isolation={self.isolation!r}, server_pid={self.server_pid}, restarts={self.restarts}, closed={self.closed})"
 
-# %% ../nbs/02_sandbox.ipynb #6ba8c556
+# %% ../nbs/02_sandbox.ipynb #e35f0caf
 @patch
 def _send(self: Sandbox, blob: bytes) -> None:
     try: _send_frame(self._proc.stdin.fileno(), blob)
     except (OSError, ValueError, AttributeError) as e: raise _ServerGone(f"cannot write to the server ({e})") from None
 
+# %% ../nbs/02_sandbox.ipynb #604d8154
 @patch
 def _recv(self: Sandbox, deadline: float) -> tuple[dict, bytes]:
     fd = self._proc.stdout.fileno()
@@ -796,6 +841,7 @@ def _recv(self: Sandbox, deadline: float) -> tuple[dict, bytes]:
         raise _ServerGone("the server exited" + (f" with status {code}" if code is not None else ""))
     return json.loads(head), body
 
+# %% ../nbs/02_sandbox.ipynb #f20ceba4
 @patch
 def _request(self: Sandbox, msg: tuple, timeout_s: float) -> tuple[dict, bytes]:
     "Send one request, return (header, body); restarts and retries once if the server reports itself dirty."
@@ -807,7 +853,7 @@ def _request(self: Sandbox, msg: tuple, timeout_s: float) -> tuple[dict, bytes]:
         self._kill()
     raise _ServerGone("the server could not clean up after a job")
 
-# %% ../nbs/02_sandbox.ipynb #3e21999c
+# %% ../nbs/02_sandbox.ipynb #8bd02f54
 @patch
 def put_data(self: Sandbox,
              key: str,    # name the jobs use in `data_key`
@@ -825,6 +871,7 @@ def put_data(self: Sandbox,
             self._data.pop(key, None)
             raise CwmNbError(f"put_data({key!r}) failed: {hdr.get('message')}", "send plain data, numpy arrays or objects of installed packages")
 
+# %% ../nbs/02_sandbox.ipynb #be58cfd0
 @patch
 def drop_data(self: Sandbox, key: str) -> None:
     "Forget the data stored under `key` (here and in the server)."
@@ -833,6 +880,7 @@ def drop_data(self: Sandbox, key: str) -> None:
             try: self._request(("drop", key), 30)
             except _ServerGone: self._kill()
 
+# %% ../nbs/02_sandbox.ipynb #c9db1174
 @patch
 def ping(self: Sandbox) -> dict:
     "Round trip to the server; when it returns, the cleanup of the previous job is complete."
@@ -840,7 +888,7 @@ def ping(self: Sandbox) -> dict:
         try: return self._request(("ping",), 30)[0]
         except _ServerGone: self._kill(); self._ensure(); return self._request(("ping",), 30)[0]
 
-# %% ../nbs/02_sandbox.ipynb #604d8154
+# %% ../nbs/02_sandbox.ipynb #4bb7b57c
 @patch
 def run(self: Sandbox,
         source: str,                                # the program's source text (untrusted)
@@ -852,6 +900,7 @@ def run(self: Sandbox,
     "Execute `source` in a fresh sandboxed child, call the driver, return its plain result or a classified error."
     return self._submit(source, driver, args, data_key, limits)[0]
 
+# %% ../nbs/02_sandbox.ipynb #0bbbdd41
 @patch
 def open_session(self: Sandbox,
                  source: str,                    # the program's source text (untrusted)
@@ -868,7 +917,7 @@ def open_session(self: Sandbox,
         if not res.ok: s.close(); return res, None
         return res, s
 
-# %% ../nbs/02_sandbox.ipynb #8bd02f54
+# %% ../nbs/02_sandbox.ipynb #a9d7d508
 @patch
 def _submit(self: Sandbox, source, driver, args, data_key, limits, session: bool = False) -> tuple[SandboxResult, int | None]:
     "One job (a session's first answer when `session`): its result and the server's session id (None if it did not stay)."
@@ -902,7 +951,7 @@ def _submit(self: Sandbox, source, driver, args, data_key, limits, session: bool
         if hdr.get("clean") is False: self._kill()
     return self._result(hdr, body, limits, wall), hdr.get("session")
 
-# %% ../nbs/02_sandbox.ipynb #c9db1174
+# %% ../nbs/02_sandbox.ipynb #accc8826
 @patch
 def _result(self: Sandbox, hdr: dict, body: bytes, limits: SandboxLimits, wall: float) -> SandboxResult:
     st = hdr.get("status")
@@ -925,7 +974,7 @@ def _result(self: Sandbox, hdr: dict, body: bytes, limits: SandboxLimits, wall: 
         if type(e.get(k)) is typ: clean[k] = _clip(e[k], 4000) if typ is str else e[k]
     return res(False, error=clean)
 
-# %% ../nbs/02_sandbox.ipynb #96324d47
+# %% ../nbs/02_sandbox.ipynb #3f25997e
 class SandboxSession:
     "A sandboxed job that answers several calls (`Sandbox.open_session`). Close it when done."
 
@@ -944,7 +993,7 @@ class SandboxSession:
         return SandboxResult(False, None, make_error("server_died", message), wall_s=time.perf_counter() - t0,
                              isolation=self.sandbox.isolation or "none")
 
-# %% ../nbs/02_sandbox.ipynb #a9d7d508
+# %% ../nbs/02_sandbox.ipynb #c9179a6c
 @patch
 def call(self: SandboxSession,
          payload: Any,                 # trusted data for the driver's `handle` (pickled)
@@ -970,7 +1019,7 @@ def call(self: SandboxSession,
         self.calls += 1
     return sb._result(hdr, body, lim, time.perf_counter() - t0)
 
-# %% ../nbs/02_sandbox.ipynb #d66bde95
+# %% ../nbs/02_sandbox.ipynb #37c060d9
 @patch
 def close(self: SandboxSession) -> None:
     "End the session (kill its processes). Idempotent."
@@ -981,22 +1030,27 @@ def close(self: SandboxSession) -> None:
         try: sb._request(("end", self.sid), 30)
         except _ServerGone: sb._kill()
 
+# %% ../nbs/02_sandbox.ipynb #d5165204
 @patch
 def __enter__(self: SandboxSession): return self
 
+# %% ../nbs/02_sandbox.ipynb #e1c45180
 @patch
 def __exit__(self: SandboxSession, *exc): self.close()
 
+# %% ../nbs/02_sandbox.ipynb #cbeafbcf
 @patch
 def __repr__(self: SandboxSession): return f"SandboxSession(sid={self.sid}, calls={self.calls}, alive={self.alive})"
 
-# %% ../nbs/02_sandbox.ipynb #c9179a6c
+# %% ../nbs/02_sandbox.ipynb #5751dd5d
 _shared: Sandbox | None = None
 _shared_lock = threading.Lock()
 
+# %% ../nbs/02_sandbox.ipynb #bdae5340
 def _close_shared() -> None:
     if _shared is not None: _shared.close()
 
+# %% ../nbs/02_sandbox.ipynb #b0ab2cec
 def get_sandbox() -> Sandbox:
     "The process-wide shared `Sandbox` (default limits, isolation='auto'); closed at exit."
     global _shared
