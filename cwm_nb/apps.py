@@ -24,6 +24,7 @@ __all__ = ['KINDS', 'PAPER_RANGE', 'SPLIT_MODES', 'COMPARE_MODES', 'COMPAT_RULES
 # %% ../nbs/11a_apps.ipynb #bcd78c45
 KINDS = ("stdin", "call")
 
+# %% ../nbs/11a_apps.ipynb #c8bd582a
 class AppsDataError(CwmNbError):
     "A malformed APPS problem or data set; the message names the problem and the file."
 
@@ -63,12 +64,14 @@ def _bad(pid: str, where: str, what: str, todo: str = "fix or remove this proble
          "to keep going and record it as an error") -> AppsDataError:
     return AppsDataError(f"APPS problem {pid} ({where}): {what}", todo)
 
+# %% ../nbs/11a_apps.ipynb #a8a18a37
 def _join_lines(x):
     "A stdin test's input or output: text, or a list of lines joined with newlines (as the original harness does)."
     if isinstance(x, str): return x
     if isinstance(x, list) and all(isinstance(v, str) for v in x): return "\n".join(x)
     return None
 
+# %% ../nbs/11a_apps.ipynb #34b54e40
 def _json_field(pid: str, where: str, name: str, raw):
     if not isinstance(raw, str): return raw
     if not raw.strip(): return None
@@ -120,10 +123,12 @@ def problem_from_fields(
 # %% ../nbs/11a_apps.ipynb #60dddee8
 PAPER_RANGE = (3000, 4000)   # positions of the competition-level problems in the sorted APPS test set
 
+# %% ../nbs/11a_apps.ipynb #9c3551f9
 def _problem_number(name: str, where: str) -> int:
     try: return int(str(name).strip())
     except ValueError: raise AppsDataError(f"APPS problem id {name!r} ({where}) is not a number", "problem folders and problem_id values must be numbers, as in APPS") from None
 
+# %% ../nbs/11a_apps.ipynb #f10d1479
 def _read_text(p: Path) -> str | None:
     return p.read_text(encoding="utf-8", errors="replace") if p.is_file() else None
 
@@ -164,6 +169,7 @@ def _select(items: list, start: int, stop: int | None, where: str) -> list:
 _ROW_ID = re.compile(rb'"problem_id"\s*:\s*"?(\d+)')
 _FIX_LINE = "repair or delete that line (each line must be one whole problem as a JSON object), or download the file again"
 
+# %% ../nbs/11a_apps.ipynb #1c8308d6
 def _jsonl_ids(path: Path) -> list[tuple[int, int, int]]:
     "(problem_id, byte offset of its line, line number) for every row of a JSON-lines file."
     out, off = [], 0
@@ -186,6 +192,7 @@ def _jsonl_ids(path: Path) -> list[tuple[int, int, int]]:
 # %% ../nbs/11a_apps.ipynb #4c8eb423
 _BAD_ROW = "__cwm_bad_row__"   # key of the marker row a corrupt line becomes
 
+# %% ../nbs/11a_apps.ipynb #222b4d5c
 def _rows_jsonl(path: Path, start: int, stop: int | None):
     "The selected rows (dicts) of a JSON-lines file, or of a JSON array, in problem order."
     with open(path, "rb") as f: head = f.read(64).lstrip()
@@ -226,6 +233,7 @@ def _rows_parquet(files: list[Path], start: int, stop: int | None):
 # %% ../nbs/11a_apps.ipynb #854ab553
 _SPLIT_NAME = re.compile(r"^(train|test|validation|valid|dev)(?:[-_.]|$)", re.I)
 
+# %% ../nbs/11a_apps.ipynb #06264bf5
 def _split_files(files: list[Path], split: str, folder: Path) -> list[Path]:
     "The parquet files of `split` in one folder: those named after it, or all when none is named after a split."
     named = {f: m[1].lower() for f in files if (m := _SPLIT_NAME.match(f.stem))}
@@ -240,6 +248,7 @@ def _split_files(files: list[Path], split: str, folder: Path) -> list[Path]:
                             "pass split= naming one of them to load_apps, or pass the split's own file (e.g. `--data` of `cwm-nb run apps`)")
     return mine
 
+# %% ../nbs/11a_apps.ipynb #67d431c7
 def _find_source(path: Path, split: str) -> tuple[str, Any]:
     "('folders', dir) | ('jsonl', file) | ('parquet', [files]) for the data at `path`."
     if path.is_file():
@@ -261,12 +270,14 @@ def _find_source(path: Path, split: str) -> tuple[str, Any]:
 # %% ../nbs/11a_apps.ipynb #3371329e
 def _text_or_none(x) -> str | None: return x if isinstance(x, str) else None
 
+# %% ../nbs/11a_apps.ipynb #7329589c
 def _folder_meta(folder: Path) -> dict:
     "A problem folder's metadata.json as a dict, {} when missing or unreadable (for a malformed problem's url)."
     try: meta = json.loads(_read_text(folder/"metadata.json") or "{}")
     except json.JSONDecodeError: return {}
     return meta if isinstance(meta, dict) else {}
 
+# %% ../nbs/11a_apps.ipynb #f61affe2
 def load_apps(
     path: str | Path,               # the user's copy of APPS (see above for the layouts)
     split: str = "test",            # which split, when `path` holds both
@@ -320,6 +331,7 @@ def demo_problems() -> list[AppsProblem]:
 # %% ../nbs/11a_apps.ipynb #55d1e7c0
 SPLIT_MODES = ("held_out", "paper")
 
+# %% ../nbs/11a_apps.ipynb #5bc3a589
 @dataclass(frozen=True)
 class AppsSplit:
     "Test indices of one problem: those the search may use and those the reported accuracy uses."
@@ -351,12 +363,14 @@ def split_tests(
 # %% ../nbs/11a_apps.ipynb #d39ddb3e
 COMPARE_MODES = ("strict", "apps_compat")
 
+# %% ../nbs/11a_apps.ipynb #775a3606
 def strict_lines(text: str) -> list[str]:
     "The lines strict comparison sees: CRLF -> LF, trailing spaces/tabs/CR of each line and trailing blank lines dropped."
     lines = [l.rstrip(" \t\r\f\v") for l in text.replace("\r\n", "\n").split("\n")]
     while lines and not lines[-1]: lines.pop()
     return lines
 
+# %% ../nbs/11a_apps.ipynb #b9d67c09
 def strict_match(output: str, expected: str) -> bool:
     "True if printed `output` equals `expected` line by line under `strict_lines`."
     return strict_lines(output) == strict_lines(expected)
@@ -364,6 +378,7 @@ def strict_match(output: str, expected: str) -> bool:
 # %% ../nbs/11a_apps.ipynb #0fe8f863
 _TUPLE = "\x00tuple"   # a returned tuple travels as {_TUPLE: [items]}, so each mode can tell it from a list
 
+# %% ../nbs/11a_apps.ipynb #92d7864d
 def _decode_tuples(v, as_tuple: bool = True):
     "A returned value with its tuple markers made tuples again (`as_tuple`) or lists (for showing it as JSON)."
     if isinstance(v, list): return [_decode_tuples(x, as_tuple) for x in v]
@@ -374,6 +389,7 @@ def _decode_tuples(v, as_tuple: bool = True):
         return {k: _decode_tuples(x, as_tuple) for k, x in v.items()}
     return v
 
+# %% ../nbs/11a_apps.ipynb #44d08d6c
 def _same_value(a, b) -> bool:
     "Plain-data equality of the same types: bool, int and float kept apart, a tuple (marker) never equal to a list."
     if isinstance(a, bool) or isinstance(b, bool): return type(a) is type(b) and a == b
@@ -383,6 +399,7 @@ def _same_value(a, b) -> bool:
     if isinstance(a, (list, dict)) or isinstance(b, (list, dict)): return False
     return a == b
 
+# %% ../nbs/11a_apps.ipynb #500c78b6
 def strict_value_match(value, expected) -> bool:
     "True if a call-based return `value` (plain data) equals `expected` with the same types, or the element of a one-element `expected`."
     return _same_value(value, expected) or (isinstance(expected, list) and len(expected) == 1 and _same_value(value, expected[0]))
@@ -390,9 +407,11 @@ def strict_value_match(value, expected) -> bool:
 # %% ../nbs/11a_apps.ipynb #f982b470
 COMPAT_RULES = ("stripped_text", "nonempty_lines", "allclose", "token_sets", "rounded_token_sets")
 
+# %% ../nbs/11a_apps.ipynb #3ff52b4f
 def _float_sets(lines: list[list[str]]) -> set:
     return {frozenset(round(float(t), 3) for t in toks) for toks in lines}
 
+# %% ../nbs/11a_apps.ipynb #3051a962
 def apps_compat_rule(
     output: str,    # what the program printed
     expected: str,  # the test's expected output
@@ -450,6 +469,8 @@ STDERR_KEEP_BYTES = 4096         # stderr kept per test (the rest is read and dr
 
 # %% ../nbs/11a_apps.ipynb #29739a54
 _PREAMBLE_MODULES = ("sys", "time", "itertools", "collections", "math", "fractions", "random", "heapq")
+
+# %% ../nbs/11a_apps.ipynb #913bb238
 _PREAMBLE_FROM = {"itertools": ("accumulate", "product", "permutations", "combinations"),
                   "collections": ("Counter", "OrderedDict", "deque", "defaultdict", "ChainMap"),
                   "functools": ("lru_cache",),
@@ -457,6 +478,7 @@ _PREAMBLE_FROM = {"itertools": ("accumulate", "product", "permutations", "combin
                   "typing": ("List", "Tuple"),
                   "heapq": ("heappush", "heappop", "heapify", "heapreplace", "heappushpop", "merge", "nlargest", "nsmallest")}
 
+# %% ../nbs/11a_apps.ipynb #140b3eb1
 def preamble_names() -> dict:
     "The names the original harness defines before a program (its fixed import header), for `apps_compat` runs."
     import importlib
@@ -474,6 +496,7 @@ def _exit_status(code) -> int:
     if code is None: return 0
     return code & 0xFF if isinstance(code, int) else 1
 
+# %% ../nbs/11a_apps.ipynb #0e34ef00
 def _plain_return(x, depth: int = 0):
     "A call-based return value as JSON-safe data: tuples -> {_TUPLE: [...]}, int dict keys -> text. Raises `TypeError`."
     from cwm_nb.sandbox import strict_plain
@@ -498,6 +521,7 @@ def _int_keys(args: list) -> list:
         except (TypeError, ValueError): pass
     return list(args)
 
+# %% ../nbs/11a_apps.ipynb #d24fbc4f
 def _find_function(ns: dict, name: str):
     "The callable a call-based test calls: `Solution().<name>` when the program defines that class, else `<name>`."
     sol = ns.get("Solution")
@@ -529,6 +553,7 @@ _CLONE_NEWUSER, _CLONE_NEWNS = 0x10000000, 0x00020000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 4096, 16384, 1 << 18
 SHM_MB = 64   # size of a test's private /dev/shm, MiB
 
+# %% ../nbs/11a_apps.ipynb #7b5cade6
 def _new_userns(libc, uid: int, gid: int) -> bool:
     "Enter new user and mount namespaces, keeping `uid`/`gid` (mapped to themselves). False if the kernel refuses."
     from cwm_nb.sandbox import _prctl
@@ -545,6 +570,7 @@ def _new_userns(libc, uid: int, gid: int) -> bool:
         try: _prctl(PR_SET_DUMPABLE, max(0, was))
         except OSError: pass
 
+# %% ../nbs/11a_apps.ipynb #96217b50
 def _private_mounts(hide: Sequence[str]) -> bool:
     "In a test's process: hide `hide`, give /dev/shm a tmpfs, lock the mounts, drop all capabilities. True if all held."
     import ctypes
@@ -645,6 +671,7 @@ def _kill_group(pid: int) -> None:
         try: f(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError): pass
 
+# %% ../nbs/11a_apps.ipynb #8969ffd7
 def _kill_strays(limit_s: float = 1.0) -> None:
     "Kill and reap every remaining child of the job (the job is a subreaper: a test's escaped descendants land here)."
     from cwm_nb.sandbox import _children
@@ -748,6 +775,7 @@ def _tests_in_job(args: dict, data: Any, source: str, in_job: bool) -> dict:
         tests.append(_run_one_test(code, source, args, i, names, end))
     return {"compile_error": None, "tests": tests}
 
+# %% ../nbs/11a_apps.ipynb #721eadb6
 def run_tests(namespace: dict, args: dict, data: Any) -> dict:
     "Sandbox driver `cwm_nb.apps:run_tests`: its `before_exec` hook runs the tests, so this body is never reached."
     raise RuntimeError("run_tests works only through its before_exec hook (cwm_nb.sandbox calls it first)")
@@ -758,9 +786,11 @@ run_tests.before_exec = _tests_in_job
 STATUSES = ("pass", "wrong_answer", "no_output", "runtime_error", "timeout", "output_limit", "not_run")
 SHOW_CHARS = 2000   # inputs, outputs and errors kept in results and prompts are clipped to this many characters
 
+# %% ../nbs/11a_apps.ipynb #64224597
 def _clip(text: str, n: int = SHOW_CHARS) -> str:
     return text if len(text) <= n else text[:n] + f"\n... [{len(text) - n} more characters]"
 
+# %% ../nbs/11a_apps.ipynb #02b78700
 def _as_text(x) -> str:
     return x if isinstance(x, str) else json.dumps(x)
 
@@ -795,6 +825,7 @@ def _judge_unfinished(raw: dict, per_test_s: float, problem_s: float) -> dict | 
     if st == "output_limit": return dict(common="output_limit", error="the program wrote more output than the per-test cap and was killed")
     return None
 
+# %% ../nbs/11a_apps.ipynb #b3aaf676
 def _report(raw: dict) -> tuple[dict | None, dict | None]:
     "(the test's report, None), or (None, the verdict) when its process died without one."
     try: rep = json.loads(raw.get("report") or "null")
@@ -824,6 +855,7 @@ def _judge_value(rep: dict, expected, fn_name) -> dict:
                "types (a list, not a tuple; an int, not a float; a bool, not a number)")
     return dict(strict=verdict["strict"], apps_compat=verdict["apps_compat"], output=text, error=err)
 
+# %% ../nbs/11a_apps.ipynb #48dddb2f
 def _judge_printed(rep: dict, out: str, expected: str) -> dict:
     "Both modes' verdicts on what a stdin program printed."
     rule = apps_compat_rule(out, expected)
@@ -884,14 +916,17 @@ class AppsEvaluation:
 def accuracy_strict(self: AppsEvaluation) -> float:
     return sum(t.passed_strict for t in self.tests) / self.n_tests if self.tests else 0.0
 
+# %% ../nbs/11a_apps.ipynb #8d06f054
 @patch(as_prop=True)
 def accuracy_apps_compat(self: AppsEvaluation) -> float:
     return sum(t.passed_apps_compat for t in self.tests) / self.n_tests if self.tests else 0.0
 
+# %% ../nbs/11a_apps.ipynb #8dee8e19
 @patch(as_prop=True)
 def counts(self: AppsEvaluation) -> dict:
     return {s: sum(t.status == s for t in self.tests) for s in STATUSES if any(t.status == s for t in self.tests)}
 
+# %% ../nbs/11a_apps.ipynb #c094bf71
 @patch(as_prop=True)
 def raised_on_first_test(self: AppsEvaluation) -> bool: return bool(self.tests) and self.tests[0].status == "runtime_error"
 
@@ -904,6 +939,7 @@ def error(self: AppsEvaluation) -> str | None:
     first = next((t for t in self.tests if t.status == "runtime_error"), None)
     return None if first is None else f"On test {first.index}:\n{first.error}"
 
+# %% ../nbs/11a_apps.ipynb #86ab06de
 @patch(as_prop=True)
 def failures(self: AppsEvaluation) -> list[dict]:
     "Failing tests for an improve prompt: index, input, expected, output, status, error (texts clipped)."
@@ -917,6 +953,7 @@ def summary(self: AppsEvaluation) -> str:
     c = ", ".join(f"{k} {v}" for k, v in self.counts.items())
     return f"{self.n_passed}/{self.n_tests} tests pass ({self.mode}; {c})" + (" [bug]" if self.bug else "")
 
+# %% ../nbs/11a_apps.ipynb #90bf98fd
 @patch
 def to_dict(self: AppsEvaluation) -> dict:
     "Plain data (JSON-safe) for checkpoints and metrics: scores, per-test results, failures."
@@ -1029,12 +1066,17 @@ def apps_metrics(
 
 # %% ../nbs/11a_apps.ipynb #0027b312
 COT_LEAD = "Let's think step by step."   # zero-shot CoT's lead-in (Kojima et al., 2022), as a pre-fill or in the user turn
+
+# %% ../nbs/11a_apps.ipynb #a4e1f73b
 STDIN_RULE = ("Write a complete Python 3 program. It is run once per test, as a script: the test's input is on "
               "standard input (stdin), and what the program prints on standard output (stdout) is compared with the "
               "expected output. Read the input from stdin and print exactly the requested output, with nothing else "
               "(no prompts, no debug messages).")
+
+# %% ../nbs/11a_apps.ipynb #08a40ab8
 ANSWER_RULE = "Give the program in one ```python code block."
 
+# %% ../nbs/11a_apps.ipynb #37415233
 def apps_task_rule(problem: AppsProblem) -> str:
     "The kind-specific rule: read stdin and print (stdin problems), or define `fn_name` (call-based)."
     if problem.kind == "stdin": return STDIN_RULE
@@ -1053,6 +1095,7 @@ def _chat(user: str) -> list[dict]:
     from cwm_nb.prompts import SYSTEM_PROMPT
     return [dict(role="system", content=SYSTEM_PROMPT), dict(role="user", content=user)]
 
+# %% ../nbs/11a_apps.ipynb #b078c58c
 def apps_generate_messages(
     problem: AppsProblem,  # the problem to solve
     *,
@@ -1074,12 +1117,15 @@ _SECTIONS = {
             ("## Corrected program", "The whole corrected program (not only the changed lines) in one ```python code block.")],
 }
 
+# %% ../nbs/11a_apps.ipynb #c644be85
 def _sections(name: str, cot: bool) -> str:
     if not cot: return "Reply with the whole corrected program (not only the changed lines) in one ```python code block."
     return "Answer with exactly these sections, in this order:\n\n" + "\n".join(f"{h}\n{w}" for h, w in _SECTIONS[name])
 
+# %% ../nbs/11a_apps.ipynb #617676f8
 def _program(code: str) -> str: return "```python\n" + code.strip("\n") + "\n```"
 
+# %% ../nbs/11a_apps.ipynb #2b06e317
 def _refine(problem: AppsProblem, program: str, said: str, evidence: str, ask: str) -> list[dict]:
     "The improve/fix user turn: statement, rule, what went wrong, the program, the evidence, the request."
     return _chat(f"{problem.question.strip()}\n\n{apps_task_rule(problem)}\n\nBelow is a program written for this problem. "
@@ -1110,6 +1156,7 @@ def apps_improve_messages(
                    f"### A test the program fails\n\n{format_apps_failure(failure)}",
                    f"Find the mistake and correct the program. {_sections('improve', cot)}")
 
+# %% ../nbs/11a_apps.ipynb #a21a8e83
 def apps_fix_messages(
     problem: AppsProblem,   # the problem
     program: str,           # the program that raised
@@ -1155,6 +1202,7 @@ def choose_failure(
 # %% ../nbs/11a_apps.ipynb #1639672b
 _READS_STDIN = re.compile(r"\binput\s*\(|\bsys\s*\.\s*stdin\b|\bstdin\s*\.|\bopen\s*\(\s*0\b|\bfileinput\b|\bos\s*\.\s*read\s*\(\s*0\b")
 
+# %% ../nbs/11a_apps.ipynb #638b9e1d
 def looks_like_apps_solution(
     code: str | None,       # a code block from an answer
     problem: AppsProblem,   # the problem it should solve
@@ -1167,6 +1215,7 @@ def looks_like_apps_solution(
         except (SyntaxError, ValueError): return re.search(rf"\bdef\s+{re.escape(problem.fn_name)}\s*\(", code) is not None
     return _READS_STDIN.search(_without_comments(code)) is not None or _reads_stdin_by_alias(code)
 
+# %% ../nbs/11a_apps.ipynb #6adc1865
 def _reads_stdin_by_alias(code: str) -> bool:
     "True if the code takes stdin under another name: `from sys import stdin as inp`, `import sys as s` then `s.stdin`."
     import ast
@@ -1179,6 +1228,7 @@ def _reads_stdin_by_alias(code: str) -> bool:
     return any(isinstance(n, ast.Attribute) and n.attr in ("stdin", "__stdin__") and isinstance(n.value, ast.Name)
                and n.value.id in sys_names for n in ast.walk(tree))
 
+# %% ../nbs/11a_apps.ipynb #140bf09e
 def _without_comments(code: str) -> str:
     "`code` without comments and string literals (unchanged if it does not tokenize)."
     import io, tokenize

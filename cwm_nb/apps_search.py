@@ -22,11 +22,12 @@ __all__ = ['AppsTask', 'SearchEvaluation', 'search_evaluator', 'scripted_demo_ll
 # %% ../nbs/11b_apps_search.ipynb #003f2d8d
 _NO_FAILURE = "(The program passed every test it was run on; make it follow the statement more closely.)"
 
+# %% ../nbs/11b_apps_search.ipynb #63b2c091
 def _clipped(text: str, compact: int) -> str:
     n = SHOW_CHARS >> max(0, min(int(compact), 3))
     return text if len(text) <= n else text[:n] + f"\n... [{len(text) - n} more characters]"
 
-# %% ../nbs/11b_apps_search.ipynb #d7ef3ee4
+# %% ../nbs/11b_apps_search.ipynb #f8039a34
 class AppsTask:
     "An APPS problem as the task of a search (`SearchLoop.task`): its prompts with the paper's pre-fills, its answer rule, its identity."
     def __init__(self,
@@ -46,7 +47,7 @@ class AppsTask:
         "Whether a code block of an answer can be the solution (`looks_like_apps_solution`)."
         return looks_like_apps_solution(code, self.problem)
 
-# %% ../nbs/11b_apps_search.ipynb #06973eb7
+# %% ../nbs/11b_apps_search.ipynb #c36d9abe
 @patch
 def messages(self: AppsTask,
              node: Any,         # the search node: `.code` (partial program), `.program`, `.failure`, `.error`
@@ -66,13 +67,13 @@ def messages(self: AppsTask,
     else: raise CwmNbError(f"unknown action type {t!r}", "use 'generate', 'improve' or 'fix'")
     return msgs + [dict(role="assistant", content=pre)]
 
-# %% ../nbs/11b_apps_search.ipynb #4883b353
+# %% ../nbs/11b_apps_search.ipynb #d45ebc82
 @patch
 def cot_messages(self: AppsTask, compact: int = 0) -> list[dict]:
     "Zero-shot CoT's messages: the generate request with the step-by-step instruction, pre-filled with its lead-in."
     return apps_generate_messages(self.problem, cot=True) + [dict(role="assistant", content=apps_prefill("cot"))]
 
-# %% ../nbs/11b_apps_search.ipynb #1fa71239
+# %% ../nbs/11b_apps_search.ipynb #2c44bf1f
 @dataclass
 class SearchEvaluation:
     "A program's evaluation on the search tests as the searches read it, with the failing test its improve prompt shows."
@@ -96,7 +97,7 @@ class SearchEvaluation:
         d["tests"] = [{k: v for k, v in t.items() if k != "output"} for t in d["tests"]]
         return {**d, "improve_example": None if self.example is None else self.example["index"]}
 
-# %% ../nbs/11b_apps_search.ipynb #6c1f0bc9
+# %% ../nbs/11b_apps_search.ipynb #18875a09
 def search_evaluator(
     problem: AppsProblem,       # the problem
     tests: Sequence[int],       # the tests the search may see (`split_tests(...).search`)
@@ -116,7 +117,7 @@ def search_evaluator(
         return SearchEvaluation(ev, choose_failure(ev, rng))
     return evaluate
 
-# %% ../nbs/11b_apps_search.ipynb #453499be
+# %% ../nbs/11b_apps_search.ipynb #ac59b8a7
 def scripted_demo_llm(name: str = "scripted-apps"):
     "A `ScriptedLLM` test double answering prompts about the shipped APPS problems as `provider_double.apps_demo_answer`."
     from cwm_nb.llm import ScriptedLLM, prefill_of
@@ -129,18 +130,21 @@ def scripted_demo_llm(name: str = "scripted-apps"):
         return continue_prefill(pre, ans) if pre else ans.text
     return ScriptedLLM(answer, name=name)
 
-# %% ../nbs/11b_apps_search.ipynb #53683c6e
+# %% ../nbs/11b_apps_search.ipynb #38231a5c
 def _perfect(ev: AppsEvaluation, m: str) -> bool:
     return bool(ev.tests) and all(getattr(t, f"passed_{m}") for t in ev.tests)
 
+# %% ../nbs/11b_apps_search.ipynb #44f18aaf
 def _problem_fields(p: AppsProblem) -> dict:
     return dict(problem_id=p.problem_id, position=p.position, url=p.url, source=p.source, difficulty=p.difficulty,
                 kind=p.kind, n_tests=p.n_tests)
 
+# %% ../nbs/11b_apps_search.ipynb #d9159ef5
 def _reusable(r: dict | None, budget: int) -> bool:
     "Whether a stored result answers this budget: made for it, or its search ended before spending it."
     return bool(r) and r.get("status") == "ok" and (r.get("budget") == budget or r.get("stop_reason") in ("perfect", "exhausted"))
 
+# %% ../nbs/11b_apps_search.ipynb #fb2a359f
 def _search_fields(res) -> dict:
     "What a search spent and found (a `SearchResult` of `nbs/08_gif_mcts.ipynb`), as result fields."
     return dict(llm_calls=res.llm_calls, model_calls=res.llm_calls - res.cached_calls - res.failed_calls,
@@ -149,6 +153,7 @@ def _search_fields(res) -> dict:
                 best_value_per_call=list(res.best_value_per_call),
                 program_sha256=hashlib.sha256((res.best_program or "").encode()).hexdigest())
 
+# %% ../nbs/11b_apps_search.ipynb #68fb084e
 def _final_fields(final: AppsEvaluation, held_out: Sequence[int] = ()) -> dict:
     "The best program's scores on all tests (and on the `held_out` ones alone), in both comparison modes, as result fields."
     held = [t for t in final.tests if t.index in set(held_out)]
@@ -159,7 +164,29 @@ def _final_fields(final: AppsEvaluation, held_out: Sequence[int] = ()) -> dict:
                 **{f"held_out_test_case_average_{m}": share(held, m) for m in COMPARE_MODES},
                 final_counts=final.counts, final_error=final.error, data_hidden=final.data_hidden)
 
-# %% ../nbs/11b_apps_search.ipynb #d9159ef5
+# %% ../nbs/11b_apps_search.ipynb #161a9fa3
+def _saved_result(folder: Path) -> dict | None:
+    "The problem's earlier `result.json` in `folder`, or None if it is missing or unreadable."
+    try: return json.loads((folder/"result.json").read_text())
+    except (OSError, ValueError): return None
+
+# %% ../nbs/11b_apps_search.ipynb #d1125257
+def _search_and_score(problem: AppsProblem, method: str, llm: Any, folder: Path, split, *, budget: int, seed: int,
+                      compare: str, paper_compat: bool, max_tokens: int | None, sandbox, per_test_s: float,
+                      problem_s: float, progress: bool):
+    "Search on `split.search` (checkpoint in `folder`), then score the best program on every test: (search result, final)."
+    from cwm_nb.baselines import make_search
+    task = AppsTask(problem)
+    evaluate = search_evaluator(problem, split.search, mode=compare, seed=seed, sandbox=sandbox, per_test_s=per_test_s,
+                                problem_s=problem_s)
+    search = make_search(method, llm, evaluate, task.description, seed=seed, checkpoint=folder/"checkpoint.json",
+                         paper_compat=paper_compat, max_tokens=max_tokens, progress=progress, task=task)
+    res = search.run(budget)
+    final = evaluate_solution(res.best_program or "", problem, None, compare, sandbox, per_test_s=per_test_s,
+                              problem_s=problem_s)   # every test, in one job under one whole-problem cap
+    return res, final
+
+# %% ../nbs/11b_apps_search.ipynb #339fac6e
 def solve_problem(
     problem: AppsProblem,        # the problem (with `error` set: recorded as an error, nothing is run)
     method: str,                 # search method (`baselines.METHODS`)
@@ -179,12 +206,10 @@ def solve_problem(
     progress: bool = False,      # the search's own progress bar
 ) -> dict:
     "Search a program for `problem` and score it on all its tests; returns (and writes) its result. Raises `CwmNbError` for bad settings."
-    from cwm_nb.baselines import make_search
     if apps_mode not in SPLIT_MODES: raise CwmNbError(f"unknown APPS mode {apps_mode!r}", f"use one of {SPLIT_MODES}")
     if compare not in COMPARE_MODES: raise CwmNbError(f"unknown comparison {compare!r}", f"use one of {COMPARE_MODES}")
     folder = Path(folder)
-    try: old = json.loads((folder/"result.json").read_text())
-    except (OSError, ValueError): old = None
+    old = _saved_result(folder)
     if not problem.error and _reusable(old, budget): return old
     base = dict(_problem_fields(problem), method=method, budget=budget, seed=seed, apps_mode=apps_mode, compare=compare)
     if problem.error:
@@ -193,14 +218,9 @@ def solve_problem(
         return result
     t0 = time.perf_counter()
     split = split_tests(problem, apps_mode, search_fraction, seed)
-    task = AppsTask(problem)
-    evaluate = search_evaluator(problem, split.search, mode=compare, seed=seed, sandbox=sandbox, per_test_s=per_test_s,
-                                problem_s=problem_s)
-    search = make_search(method, llm, evaluate, task.description, seed=seed, checkpoint=folder/"checkpoint.json",
-                         paper_compat=paper_compat, max_tokens=max_tokens, progress=progress, task=task)
-    res = search.run(budget)
-    final = evaluate_solution(res.best_program or "", problem, None, compare, sandbox, per_test_s=per_test_s,
-                              problem_s=problem_s)   # every test, in one job under one whole-problem cap
+    res, final = _search_and_score(problem, method, llm, folder, split, budget=budget, seed=seed, compare=compare,
+                                   paper_compat=paper_compat, max_tokens=max_tokens, sandbox=sandbox,
+                                   per_test_s=per_test_s, problem_s=problem_s, progress=progress)
     held_out = [] if split.overlap else list(split.final)
     atomic_write_text(folder/"program.py", res.best_program or "")
     atomic_write_json(folder/"tree.json", res.tree, indent=None)
@@ -211,7 +231,7 @@ def solve_problem(
     atomic_write_json(folder/"result.json", result)
     return to_plain(result)
 
-# %% ../nbs/11b_apps_search.ipynb #7ec86d0e
+# %% ../nbs/11b_apps_search.ipynb #ed6d7241
 def parse_problems(
     spec: str,  # "START:STOP" (positions START..STOP-1) or a comma list of positions
 ) -> tuple[int, int] | list[int]:
@@ -229,7 +249,7 @@ def parse_problems(
     if not ids or ids[0] < 0: raise CwmNbError(f"bad problem list {spec!r}", todo)
     return ids
 
-# %% ../nbs/11b_apps_search.ipynb #339fac6e
+# %% ../nbs/11b_apps_search.ipynb #332541c2
 def problems_label(spec: str) -> str:
     "The run folder name of a selection: `3000-3010` for a range, `3000_3004` for up to 8 positions, `n12-<hash>` beyond."
     sel = parse_problems(spec)
@@ -237,11 +257,12 @@ def problems_label(spec: str) -> str:
     if len(sel) <= 8: return "_".join(map(str, sel))
     return f"n{len(sel)}-" + hashlib.sha256(",".join(map(str, sel)).encode()).hexdigest()[:8]
 
-# %% ../nbs/11b_apps_search.ipynb #754ad5af
+# %% ../nbs/11b_apps_search.ipynb #e4c2cbc1
 def data_path(data: str | Path) -> Path:
     "The APPS copy to read: `data`, or the shipped problems for `demo`."
     return data_dir()/"apps_demo" if str(data) == "demo" else Path(data).expanduser()
 
+# %% ../nbs/11b_apps_search.ipynb #c45d4569
 def select_problems(
     data: str | Path,   # the user's APPS copy (`load_apps` layouts), or "demo"
     spec: str = f"{PAPER_RANGE[0]}:{PAPER_RANGE[1]}",  # positions (see `parse_problems`)
@@ -256,7 +277,7 @@ def select_problems(
     if missing: raise AppsDataError(f"{path} has no problem at position {missing[0]}", "pick positions that exist in your copy")
     return [got[k] for k in sel]
 
-# %% ../nbs/11b_apps_search.ipynb #f4471f18
+# %% ../nbs/11b_apps_search.ipynb #69e2e4f4
 @dataclass
 class AppsRun:
     "What an APPS run produced: its folder, its metrics and one result per problem."
@@ -264,13 +285,14 @@ class AppsRun:
     metrics: dict
     results: list = field(default_factory=list)
 
-# %% ../nbs/11b_apps_search.ipynb #332541c2
+# %% ../nbs/11b_apps_search.ipynb #e9e62f87
 def _se(xs: list[float]) -> float | None:
     "Standard error of the mean (ddof 1); None for fewer than two values."
     if len(xs) < 2: return None
     m = sum(xs) / len(xs)
     return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1) / len(xs))
 
+# %% ../nbs/11b_apps_search.ipynb #26c84b04
 def _scores(rs: list[dict], compare: str) -> dict:
     n, out = len(rs), {}
     for m in COMPARE_MODES:
@@ -280,7 +302,28 @@ def _scores(rs: list[dict], compare: str) -> dict:
         out[f"test_case_average_{m}"] = sum(float(r.get(f"test_case_average_{m}") or 0.0) for r in rs) / n
     return dict(n_problems=n, n_solved=int(sum(bool(r.get(f"perfect_{compare}")) for r in rs)), **out)
 
-# %% ../nbs/11b_apps_search.ipynb #e4c2cbc1
+# %% ../nbs/11b_apps_search.ipynb #8c4ceec5
+def _by_source(rs: list[dict], compare: str) -> dict:
+    "Problems, solved problems and strict accuracy in both modes, per source of the results `rs`."
+    by_source = {}
+    for src in sorted({str(r.get("source")) for r in rs}):
+        g = [r for r in rs if str(r.get("source")) == src]
+        s = _scores(g, compare)
+        by_source[src] = {k: s[k] for k in ("n_problems", "n_solved", *(f"strict_accuracy_{m}" for m in COMPARE_MODES))}
+    return by_source
+
+# %% ../nbs/11b_apps_search.ipynb #af118139
+def _evaluation_note(apps_mode: str, budget: int, n_overlap: int, n: int) -> str:
+    "What the score means for `apps_mode`, naming the `n_overlap` of `n` problems whose only test the search saw."
+    if apps_mode == "paper":
+        return (f"pass@{budget}: the search scored its programs on every test of each problem, the very tests of "
+                "this score, as the paper did (Dainese et al. 2024, 5.2)")
+    return ("held-out: each problem's search saw only part of its tests; a problem counts as solved only if "
+            "its program passes all its tests, those its search never saw included"
+            + (f". {n_overlap} of {n} problems have a single test, which their search saw too: "
+               f"for them the score is pass@{budget}, not held-out" if n_overlap else ""))
+
+# %% ../nbs/11b_apps_search.ipynb #12073ec1
 def apps_run_metrics(
     results: Sequence[dict],   # one `solve_problem` result per problem
     compare: str = "strict",   # the headline comparison mode
@@ -295,30 +338,20 @@ def apps_run_metrics(
     overlap = [r["problem_id"] for r in ok if r.get("overlap") and apps_mode != "paper"]
     n_overlap = len(overlap)
     total = lambda k: int(sum(r.get(k) or 0 for r in ok))
-    by_source = {}
-    for src in sorted({str(r.get("source")) for r in rs}):
-        g = [r for r in rs if str(r.get("source")) == src]
-        s = _scores(g, compare)
-        by_source[src] = {k: s[k] for k in ("n_problems", "n_solved", *(f"strict_accuracy_{m}" for m in COMPARE_MODES))}
     return dict(
         sc, n_errors=len(rs) - len(ok), errors={r["problem_id"]: r.get("error") for r in rs if r.get("status") != "ok"},
         strict_accuracy=sc[f"strict_accuracy_{compare}"], strict_accuracy_se=sc[f"strict_accuracy_{compare}_se"],
         test_case_average=sc[f"test_case_average_{compare}"],
         evaluation=f"pass@{budget}" if apps_mode == "paper" else "held-out",
         n_overlap=n_overlap, overlap_problems=overlap,
-        evaluation_note=(f"pass@{budget}: the search scored its programs on every test of each problem, the very tests of "
-                         "this score, as the paper did (Dainese et al. 2024, 5.2)" if apps_mode == "paper" else
-                         "held-out: each problem's search saw only part of its tests; a problem counts as solved only if "
-                         "its program passes all its tests, those its search never saw included"
-                         + (f". {n_overlap} of {len(rs)} problems have a single test, which their search saw too: "
-                            f"for them the score is pass@{budget}, not held-out" if n_overlap else "")),
+        evaluation_note=_evaluation_note(apps_mode, budget, n_overlap, len(rs)),
         mean_search_value=sum(r.get("search_value", 0.0) for r in ok) / len(rs),
         llm_calls=total("llm_calls"), model_calls=total("model_calls"), cached_calls=total("cached_calls"),
         failed_calls=total("failed_calls"), prompt_tokens=total("prompt_tokens"), completion_tokens=total("completion_tokens"),
         calls_per_problem=total("llm_calls") / max(1, len(ok)), search_s=round(sum(r.get("search_s") or 0 for r in ok), 3),
-        by_source=by_source)
+        by_source=_by_source(rs, compare))
 
-# %% ../nbs/11b_apps_search.ipynb #d9c53405
+# %% ../nbs/11b_apps_search.ipynb #37db9da1
 def run_problems(
     problems: Sequence[AppsProblem],  # from `select_problems`
     run_dir: str | Path,         # the run's folder
@@ -359,7 +392,7 @@ def run_problems(
                    best_value=metrics["mean_search_value"], best_is_bug=False, plan_preset="none")
     return AppsRun(run_dir, to_plain(metrics), results)
 
-# %% ../nbs/11b_apps_search.ipynb #64bece35
+# %% ../nbs/11b_apps_search.ipynb #af5baaa1
 def plot_apps_run(run: AppsRun, title: str | None = None):
     "A matplotlib Figure: final test-case share per problem in both modes, and LLM calls per problem."
     import matplotlib.pyplot as plt, numpy as np

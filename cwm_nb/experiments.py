@@ -28,12 +28,14 @@ def safe_name(name: str) -> str:
     "A folder-safe version of a model or environment name: anything but letters, digits, `.`, `_`, `-` becomes `_`."
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "_"
 
+# %% ../nbs/13_experiments.ipynb #64fb0c68
 def run_dir(out: str | Path, suite: str, env: str, method: str, model: str, seed: int,
             paper_compat: bool = False) -> Path:
     "Directory of one run: `<out>/<suite>/<env>/<method>[-paper-compat]/<model>/seed<seed>`."
     m = method + ("-paper-compat" if paper_compat else "")
     return Path(out)/suite/safe_name(env)/safe_name(m)/safe_name(model)/f"seed{int(seed)}"
 
+# %% ../nbs/13_experiments.ipynb #a46fa2c3
 def is_complete(rd: Path) -> bool:
     "True when `rd/metrics.json` says the run finished, for the budget `rd/settings.json` asks for (a continuation to a larger budget that was interrupted is not complete)."
     try:
@@ -47,12 +49,16 @@ def is_complete(rd: Path) -> bool:
 RUN_SETTINGS = ("env", "method", "model", "paper_compat", "max_tokens", "base_url", "buffer", "plan_preset",
                 "plan_episodes", "endpoint_caps", "data", "problems", "apps_mode", "compare",
                 "holdout", "holdout_seed")
+
+# %% ../nbs/13_experiments.ipynb #8e1191d4
 OLD_SETTINGS = {"holdout": 0.0, "holdout_seed": 0}   # what a folder written before a setting existed did
 
+# %% ../nbs/13_experiments.ipynb #a78a87d4
 def _holds_work(rd: Path) -> bool:
     "Whether run folder `rd` holds anything a run made besides its settings (a checkpoint, results, sub-folders)."
     return any(p.name != "settings.json" and not p.name.startswith(".") for p in Path(rd).iterdir())
 
+# %% ../nbs/13_experiments.ipynb #8eacb0f6
 def check_run_settings(rd: Path, params: dict) -> str:
     "What to do with run folder `rd` for `params`: 'new', 'skip' (complete, same settings) or 'resume'. Raises `CwmNbError` on a clash."
     f = Path(rd)/"settings.json"
@@ -75,6 +81,7 @@ def check_run_settings(rd: Path, params: dict) -> str:
 # %% ../nbs/13_experiments.ipynb #8f24237b
 DEFAULT_HOLDOUT = 0.2   # fraction of episodes a new run holds out from its search (0 under paper_compat)
 
+# %% ../nbs/13_experiments.ipynb #331aad7c
 def resolve_holdout(
     rd: Path,                   # the run folder
     holdout: float,             # the fraction asked for; -1 (or None): not given
@@ -88,6 +95,7 @@ def resolve_holdout(
         except (ValueError, TypeError, AttributeError): pass
     return 0.0 if paper_compat else DEFAULT_HOLDOUT
 
+# %% ../nbs/13_experiments.ipynb #a5162cf6
 def check_holdout(
     value,                      # the held-out fraction a command line gave
     flag: str = "--holdout",    # the flag, for the message
@@ -103,8 +111,11 @@ CWMB_PARAMS: dict[str, type | tuple] = dict(env=str, method=str, model=str, budg
                                             base_url=str, paper_compat=bool, max_tokens=int, buffer=str,
                                             plan_preset=str, plan_episodes=int, endpoint_caps=str,
                                             holdout=float, holdout_seed=int)
+
+# %% ../nbs/13_experiments.ipynb #6fd9e5f0
 PLAN_PRESETS = ("paper", "quick", "none")   # "none": no planning after the search
 
+# %% ../nbs/13_experiments.ipynb #fe29ba01
 def check_params(params: dict, schema: dict = CWMB_PARAMS) -> dict:
     "Check that each parameter has the type of `schema` (bools are not ints). Raises `CwmNbError` naming the parameter."
     for k, v in params.items():
@@ -139,6 +150,7 @@ class RunOutput:
     search: Any = None
     planning: dict | None = None   # `planning.json` once `plan_run` has run
 
+# %% ../nbs/13_experiments.ipynb #170f8844
 def _make_method(method: str, llm, evaluate, description: str, seed: int, checkpoint: Path, paper_compat: bool,
                  max_tokens: int, progress: bool, contract: str | None = None):
     "Build the search object for `method` (see `cwm_nb.baselines.make_search`)."
@@ -152,6 +164,7 @@ def _no_program_reason(tree: dict) -> str:
     errors = [n.get("error") for n in tree.get("nodes", []) if n.get("error")]
     return f"no program; the first call's failure: {errors[0]}" if errors else "no program"
 
+# %% ../nbs/13_experiments.ipynb #79bd083f
 def default_max_tokens(model: str) -> int:
     """Completion cap per call when none is given: 400 tokens for the small embedded model (its answers are short and
     slow), `llm.REASONING_MIN_TOKENS` for reasoning models (their hidden reasoning counts in the cap), the paper's 1500
@@ -179,11 +192,13 @@ def final_evaluation(
                                         rollouts=True, rollout_scale=scale)
     return ev(split.search), (ev(split.heldout) if split.heldout is not None else None)
 
+# %% ../nbs/13_experiments.ipynb #b11b2225
 def rollout_scale(buffer):
     "`cwm.state_scale` of a buffer with array observations (the rollout state errors' units), else None."
     from cwm_nb import cwm
     return cwm.state_scale(buffer) if cwm.buffer_format(buffer)[0] == "array" else None
 
+# %% ../nbs/13_experiments.ipynb #c0402246
 def heldout_metrics(final, held) -> dict:
     """The metrics.json keys of the held-out part, determinism and rollouts (None where there is nothing to report).
     `deterministic`: False if a scored part differs, None if a part was not checked (it hit a limit), else True."""
@@ -206,6 +221,7 @@ def _llm_endpoint(llm) -> dict:
     return dict(request_adjustments=list(getattr(llm, "adjustments", [])),
                 endpoint_caps=llm.caps.to_dict() if hasattr(getattr(llm, "caps", None), "to_dict") else None)
 
+# %% ../nbs/13_experiments.ipynb #1b611dc4
 def _usage_metrics(res, llm) -> dict:
     "LLM calls, tokens, retries, refusals and cost (USD) of search result `res`; `session_*` counts are this process's."
     u = llm.usage
@@ -217,6 +233,7 @@ def _usage_metrics(res, llm) -> dict:
                 cost_usd=round(res.spent.get("cost_usd", 0.0), 6) if getattr(llm, "price", None) else None,
                 **_llm_endpoint(llm))
 
+# %% ../nbs/13_experiments.ipynb #4d44447f
 def _score_metrics(res, final, buf) -> dict:
     "Scores of the best program on the search part (`final`; None: no program) and the best value per LLM call."
     return dict(best_is_bug=bool(final.bug) if final else True,
@@ -226,6 +243,7 @@ def _score_metrics(res, final, buf) -> dict:
                 components=final.components if final else {}, best_value=res.best_value,
                 best_value_per_call=list(res.best_value_per_call), n_transitions=len(buf))
 
+# %% ../nbs/13_experiments.ipynb #68fa8286
 def _cwmb_metrics(spec, s: dict, res, llm, final, held, split, buf, sandbox, eval_s: float, t0: float) -> dict:
     "The `metrics.json` of a CWMB search with settings `s`, as plain JSON; `eval_s` and the times are seconds."
     return to_plain(dict(
@@ -301,6 +319,7 @@ def run_cwmb_search(
 # %% ../nbs/13_experiments.ipynb #4de01958
 _PLAN_KEYS = ("normalized_return", "return_cwm", "return_random", "return_oracle")
 
+# %% ../nbs/13_experiments.ipynb #de0faf82
 def plan_run(
     out: RunOutput,              # a finished search (`run_cwmb_search`)
     preset: str = "paper",       # planner preset of `cwm_nb.planning` ("paper", "quick"), or "none" to skip
@@ -377,6 +396,7 @@ def save_figure(fig, path_stem: str | Path) -> list[Path]:
         paths.append(atomic_write_bytes(Path(f"{path_stem}.{ext}"), b.getvalue()))
     return paths
 
+# %% ../nbs/13_experiments.ipynb #ce6e4708
 def write_metrics(out: RunOutput, **extra) -> Path:
     "Write `metrics.json` (with `status: complete`) — the last step of a run."
     return atomic_write_json(out.run_dir/"metrics.json", {**out.metrics, **extra, "status": "complete"})
@@ -384,6 +404,7 @@ def write_metrics(out: RunOutput, **extra) -> Path:
 # %% ../nbs/13_experiments.ipynb #e0da551c
 KERNEL_NAME = "cwm-nb"   # the kernel experiment notebooks run in: this interpreter, whatever kernelspecs exist
 
+# %% ../nbs/13_experiments.ipynb #8233d96d
 def kernel_spec():
     "The kernel experiment notebooks run in: ipykernel started by this interpreter (`sys.executable`)."
     from jupyter_client.kernelspec import KernelSpec
@@ -407,6 +428,7 @@ def kernel_manager_class() -> type:
 
     return OwnInterpreterKernelManager
 
+# %% ../nbs/13_experiments.ipynb #306ad9e9
 def _name_kernel(notebook) -> None:
     "nbclient hook: record in the executed notebook the kernel it runs in."
     spec = kernel_spec()
@@ -417,6 +439,7 @@ def experiments_dir() -> Path:
     "Folder of the parameterized experiment notebooks (`nbs/experiments`)."
     return project_root()/"nbs"/"experiments"
 
+# %% ../nbs/13_experiments.ipynb #ebd6d322
 def run_notebook(
     name: str,            # notebook name in `nbs/experiments/` without `.ipynb`, e.g. `cwmb`
     params: dict,         # typed parameters for the tagged `parameters` cell
@@ -445,8 +468,11 @@ def run_notebook(
 APPS_PARAMS: dict[str, type] = dict(data=str, problems=str, method=str, model=str, budget=int, seed=int, out=str,
                                     base_url=str, paper_compat=bool, max_tokens=int, apps_mode=str, compare=str,
                                     endpoint_caps=str)
+
+# %% ../nbs/13_experiments.ipynb #665b1151
 APPS_BUDGET = 20   # LLM calls per problem in the paper's Table 1
 
+# %% ../nbs/13_experiments.ipynb #3ec00b70
 def apps_run_dir(out: str | Path, problems: str, method: str, model: str, seed: int, paper_compat: bool = False,
                  apps_mode: str = "held_out", compare: str = "strict") -> Path:
     "Directory of one APPS run: `<out>/apps/<problems>/<method>[-paper-split][-apps-compat][-paper-compat]/<model>/seed<k>`."
@@ -516,12 +542,14 @@ def run_lock(rd: Path):
 # %% ../nbs/13_experiments.ipynb #5d8de734
 def _fmt(x, spec=".2f") -> str: return "n/a" if x is None else format(x, spec)
 
+# %% ../nbs/13_experiments.ipynb #8c119c74
 def _returns_line(m: dict) -> str:
     line = (f"normalized return R {_fmt(m.get('normalized_return'), '.3f')}  (returns: CWM {_fmt(m.get('return_cwm'))}, "
             f"random {_fmt(m.get('return_random'))}, oracle {_fmt(m.get('return_oracle'))}; {m.get('plan_preset')} preset, "
             f"{m.get('plan_episodes')} episodes)")
     return line + (f"  [{m['planning_note']}]" if m.get("planning_note") else "")
 
+# %% ../nbs/13_experiments.ipynb #d240add4
 def _heldout_line(m: dict) -> str:
     "One line: held-out accuracy (or why there is none) and the determinism flag (or why it is not checked) of a run's metrics."
     h, hold, n = m.get("heldout_accuracy"), m.get("holdout", 0), m.get("n_heldout_transitions")
@@ -677,6 +705,7 @@ def _determinism_text(d: dict, asked: bool = True) -> str:
     return (f"NOT deterministic: the {f['pass']} pass differs first at transition {f['index']} "
             f"(first run {f['first']}, then {f['second']}{'; ' + f['error'] if f.get('error') else ''})")
 
+# %% ../nbs/13_experiments.ipynb #1e1c880c
 def _rollout_table(r: dict) -> list[str]:
     "Lines of a small table: per horizon, rollouts, alive, state error, reward error, done disagreement."
     fmt = lambda v, s=".3g": "n/a" if v is None else format(v, s)
@@ -693,6 +722,7 @@ def _read_program(path: str) -> str:
     try: return p.read_text()
     except UnicodeDecodeError: raise CwmNbError(f"{p} is not a UTF-8 text file", "pass a Python source file") from None
 
+# %% ../nbs/13_experiments.ipynb #5d879955
 def _cmd_eval(a) -> int:
     from cwm_nb import envs, replay, cwm
     envs.get_env_spec(a.env)
@@ -798,6 +828,7 @@ def _cmd_collect(a) -> int:
     collect.collect_main(a.env, a.seed, a.out)
     return 0
 
+# %% ../nbs/13_experiments.ipynb #18d3b07f
 def add_collect_cli(sub) -> None:
     "Add `cwm-nb collect` to the `cwm-nb` sub-parsers `sub`."
     c = sub.add_parser("collect", help="collect an environment's replay buffer (05_replay), seeded",
@@ -818,6 +849,7 @@ def _cmd_envs(a) -> int:
     for r in [head, ["-"*x for x in w], *rows]: print("  ".join(c.ljust(x) for c, x in zip(r, w)).rstrip())
     return 0
 
+# %% ../nbs/13_experiments.ipynb #c2a243b7
 def add_envs_cli(sub) -> None:
     "Add `cwm-nb envs` to the `cwm-nb` sub-parsers `sub`."
     v = sub.add_parser("envs", help="list the benchmark environments"); v.set_defaults(fn=_cmd_envs)
@@ -825,6 +857,7 @@ def add_envs_cli(sub) -> None:
 # %% ../nbs/13_experiments.ipynb #fa613976
 CLI_MODULES = ("sweeps", "figures", "agent_experiments")   # modules whose `add_cli(subparsers)` adds a sub-command
 
+# %% ../nbs/13_experiments.ipynb #27b6e446
 def build_parser() -> argparse.ArgumentParser:
     "The `cwm-nb` argument parser."
     p = argparse.ArgumentParser(prog="cwm-nb", description="Code World Models workbook: LLM-written world models of RL environments, searched and scored.",
@@ -835,6 +868,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name in CLI_MODULES: importlib.import_module(f"cwm_nb.{name}").add_cli(sub)   # sub-commands of other notebooks
     return p
 
+# %% ../nbs/13_experiments.ipynb #4f2e74ca
 def main(argv: Sequence[str] | None = None) -> int:
     "Entry point of `cwm-nb`. Returns the exit status (2 for a user error, printed without a traceback)."
     a = build_parser().parse_args(argv)

@@ -20,15 +20,19 @@ __all__ = ['PAPER', 'OURS', 'PUBLISHED_FILES', 'RUN_KEY', 'ABLATIONS', 'ACTION_S
 
 # %% ../nbs/14_figures.ipynb #7996c113
 PAPER, OURS = "paper (published)", "ours"   # labels of the two sources in every table
+
+# %% ../nbs/14_figures.ipynb #9b50e932
 PUBLISHED_FILES = {"T2": "t2_cwmb_main.csv", "T3": "t3_rtfm.csv", "T6": "t6_ablation.csv", "T7": "t7_action_stats.csv",
                    "T8": "t8_inference_speed.csv", "T10": "t10_t11_per_env.csv", "T11": "t10_t11_per_env.csv",
                    "T12": "t12_raw_returns.csv",
                    "T1": "t1_apps.csv", "E": "appe_apps_sources.csv"}
 
+# %% ../nbs/14_figures.ipynb #7939a72e
 def published_dir() -> Path:
     "Folder of the paper's published numbers (`data/paper_results`)."
     return data_dir()/"paper_results"
 
+# %% ../nbs/14_figures.ipynb #c4a0d86d
 def load_published(
     table: str,   # paper table: T2, T3, T6, T7, T8, T10, T11 or T12
 ) -> "pd.DataFrame":
@@ -50,6 +54,7 @@ def _num(s) -> "pd.Series":
     import pandas as pd
     return pd.to_numeric(s, errors="coerce").astype(float)
 
+# %% ../nbs/14_figures.ipynb #ca6a63d9
 def effective_return(
     index: "pd.DataFrame",   # the results index (`cwm_nb.sweeps.build_index`)
 ) -> "pd.Series":
@@ -62,6 +67,7 @@ def effective_return(
     r = r.where(~(planned & bug), 0.0)
     return r.where(planned & ~undefined, np.nan)
 
+# %% ../nbs/14_figures.ipynb #900d6355
 def method_label(index: "pd.DataFrame") -> "pd.Series":
     "Method name per run, with `-paper-compat` appended for runs with the original code's behaviour."
     pc = index["paper_compat"].fillna(False).astype(bool)
@@ -70,6 +76,7 @@ def method_label(index: "pd.DataFrame") -> "pd.Series":
 # %% ../nbs/14_figures.ipynb #bfb6e713
 RUN_KEY = ("suite", "env", "method", "model", "budget", "seed", "paper_compat", "holdout")   # what makes two runs the same run
 
+# %% ../nbs/14_figures.ipynb #37f69a31
 def dedupe_runs(df: "pd.DataFrame") -> "pd.DataFrame":
     "One row per `RUN_KEY` (a missing holdout is 0): of a run found in several folders, the one whose `run_dir` sorts first."
     key = [k for k in RUN_KEY if k in df.columns]
@@ -79,6 +86,7 @@ def dedupe_runs(df: "pd.DataFrame") -> "pd.DataFrame":
     if "holdout" in k.columns: k["holdout"] = _num(k["holdout"]).fillna(0.0)   # (an index from before held-out parts)
     return df[~k.astype(str).duplicated(keep="first")]
 
+# %% ../nbs/14_figures.ipynb #ef6c3185
 def _runs(index, suite: str | None = "cwmb"):
     "Complete runs of `suite` (None: all suites), each counted once (`dedupe_runs`), with the method label, effective R and numeric accuracy."
     df = dedupe_runs(index[index["status"] == "complete"])
@@ -95,6 +103,7 @@ def _runs(index, suite: str | None = "cwmb"):
     else: df["R_eff"] = []
     return df
 
+# %% ../nbs/14_figures.ipynb #0fde5573
 def _partial_note(index, suite: str | None = "cwmb") -> str:
     d = index if suite is None else index[index["suite"] == suite]
     n = int((d["status"] != "complete").sum())
@@ -109,10 +118,12 @@ class Table(NamedTuple):
     df: Any        # pandas DataFrame
     caption: str
 
+# %% ../nbs/14_figures.ipynb #927517d7
 def _note_table(note: str) -> "pd.DataFrame":
     import pandas as pd
     return pd.DataFrame({"note": [note]})
 
+# %% ../nbs/14_figures.ipynb #975b9692
 def _sem(x) -> float:
     "Standard error of the mean (ddof 1) of the non-NaN values; NaN with fewer than 2."
     import numpy as np
@@ -140,6 +151,7 @@ def _aggregate(df, keys: list[str], err: str = "seeds") -> "pd.DataFrame":
                             "held-out accuracy ±": _sem(src["held"]) if h else float("nan")}))
     return pd.DataFrame(rows)
 
+# %% ../nbs/14_figures.ipynb #f80c862b
 def _check_err(err: str):
     if err not in ("seeds", "envs"): raise CwmNbError(f"unknown error bar {err!r}", "use err='seeds' or err='envs'")
 
@@ -149,6 +161,7 @@ _RULES = ("Accuracy is the weighted transition accuracy (0 for a run whose every
           "as the paper counts it; where R is undefined (oracle return = random return, e.g. MountainCar, Acrobot) or "
           "the run was not planned with, it is left out of the R mean, as in the paper.")
 
+# %% ../nbs/14_figures.ipynb #06288cd0
 def _err_text(err: str) -> str:
     return ("Per seed the mean over environments, then mean ± standard error over seeds (± n/a with one seed)."
             if err == "seeds" else "Mean over environments (seeds averaged per environment) ± standard error over environments.") + (
@@ -158,9 +171,12 @@ def _err_text(err: str) -> str:
 
 # %% ../nbs/14_figures.ipynb #3172fb9c
 _METHOD_ORDER = ("gif-mcts", "worldcoder", "zero-shot-cot", "gif-mcts-no-generate", "gif-mcts-no-improve", "gif-mcts-no-fix")
+
+# %% ../nbs/14_figures.ipynb #3499cde2
 _ORDER = {OURS: 0, PAPER: 1, "discrete": 0, "continuous": 1, "accuracy": 0, "R": 1, "llama-3-70b": 0, "gpt-4-turbo": 1,
           **{m: i for i, m in enumerate(_METHOD_ORDER)}, **{m + "-paper-compat": i + 0.5 for i, m in enumerate(_METHOD_ORDER)}}
 
+# %% ../nbs/14_figures.ipynb #1090b233
 def _order_key(ix):
     "Sort key of one index level: ours before the paper, discrete before continuous, methods in registry order, numbers by value, other text alphabetically."
     import numbers
@@ -171,6 +187,7 @@ def _order_key(ix):
         return 1e9 + strs.index(str(v))
     return ix.map(f)
 
+# %% ../nbs/14_figures.ipynb #7eb82ea8
 def _sorted(df, axis: int = 0):
     "`df` sorted along `axis` with `_order_key` on every level."
     return df.sort_index(axis=axis, key=_order_key, sort_remaining=True)
@@ -179,6 +196,7 @@ def _sorted(df, axis: int = 0):
 _MAIN_COLS = ["accuracy", "accuracy ±", "held-out accuracy", "held-out accuracy ±", "R", "R ±", "seeds", "envs", "R envs",
               "plan preset"]
 
+# %% ../nbs/14_figures.ipynb #330405bc
 def _published_agg(table: str, keys: list[str], group_col: str | None = "action_kind") -> "pd.DataFrame":
     "The paper's aggregate rows of `table` (T2, T3, T6) in the layout of `_aggregate`."
     import pandas as pd
@@ -197,6 +215,7 @@ def _published_agg(table: str, keys: list[str], group_col: str | None = "action_
         rows.append(row)
     return pd.DataFrame(rows)
 
+# %% ../nbs/14_figures.ipynb #4ae7d217
 def _with_source(ours, paper, keys: list[str], published: bool):
     "Stack ours (and the paper's rows when `published`) under a leading `source` index level."
     import pandas as pd
@@ -213,6 +232,7 @@ _HELDOUT = ("Accuracy is measured on the transitions the search saw: the whole b
             "0), so runs with different held-out parts are never pooled; within a row, accuracy and held-out accuracy "
             "are averaged over the same runs, a run with no runnable program counting 0 in both.")
 
+# %% ../nbs/14_figures.ipynb #48929e00
 def table_main(
     index: "pd.DataFrame",   # the results index (`cwm_nb.sweeps.build_index`)
     published: bool = True,  # add the paper's Table 2 rows, labelled "paper (published)"
@@ -285,6 +305,7 @@ def table_per_env(
 # %% ../nbs/14_figures.ipynb #8d0829d7
 ABLATIONS = ("gif-mcts", "gif-mcts-no-generate", "gif-mcts-no-improve", "gif-mcts-no-fix")
 
+# %% ../nbs/14_figures.ipynb #432fd112
 def _by_kind(agg, keys: list[str]) -> "pd.DataFrame":
     "Move `action_kind` from the rows of an `_aggregate` frame to a column level."
     import pandas as pd
@@ -295,6 +316,7 @@ def _by_kind(agg, keys: list[str]) -> "pd.DataFrame":
     kinds = [k for k in ("discrete", "continuous") if k in df.columns.get_level_values(0)]
     return df.reindex(columns=pd.MultiIndex.from_product([kinds, cols]))
 
+# %% ../nbs/14_figures.ipynb #e9fc2c8d
 def table_ablation(
     index: "pd.DataFrame",   # the results index
     published: bool = True,  # add the paper's Table 6 rows (Llama 3 70B, B = 50, one seed)
@@ -320,6 +342,7 @@ def table_ablation(
 ACTION_STATS = ("pct_generate", "pct_improve", "pct_fix", "best_path_length", "best_path_pct_generate",
                 "best_path_pct_improve", "best_path_pct_fix", "tree_depth")
 
+# %% ../nbs/14_figures.ipynb #8e41db34
 def table_action_stats(
     index: "pd.DataFrame",   # the results index
     published: bool = True,  # add the paper's Table 7 columns
@@ -390,9 +413,12 @@ def table_returns(
 
 # %% ../nbs/14_figures.ipynb #553d6269
 _APPS_NUM = ("perfect_strict", "perfect_apps_compat", "test_case_average_strict", "test_case_average_apps_compat", "llm_calls")
+
+# %% ../nbs/14_figures.ipynb #4967cd74
 _APPS_COLS = ("run_dir", "data", "method", "model", "budget", "seed", "evaluation", "compare", "problem_id", "source",
               "status", *_APPS_NUM)
 
+# %% ../nbs/14_figures.ipynb #38877343
 def apps_problem_results(
     index: "pd.DataFrame",   # the results index
     results: str | Path,     # the results folder the index describes
@@ -420,6 +446,7 @@ def apps_problem_results(
 # %% ../nbs/14_figures.ipynb #b033d372
 _APPS_KEYS = ["data", "method", "model", "budget", "evaluation", "comparison"]
 
+# %% ../nbs/14_figures.ipynb #56810c9f
 def _apps_agg(df, keys: list[str]) -> "pd.DataFrame":
     "Per `keys`: per problem the mean over seeds, then percentages over problems with the standard error of the headline."
     import pandas as pd
@@ -439,6 +466,7 @@ def _apps_agg(df, keys: list[str]) -> "pd.DataFrame":
 # %% ../nbs/14_figures.ipynb #869a3e2c
 PAPER_APPS = "APPS test 3000-3999"   # the paper's problem set: the 1,000 competition problems of the APPS test split
 
+# %% ../nbs/14_figures.ipynb #0e5648d2
 def table_apps(
     index: "pd.DataFrame",   # the results index
     results: str | Path,     # the results folder (each APPS run's problems.jsonl is read)
@@ -498,6 +526,7 @@ def table_apps_by_source(
     out = _with_source(ours, paper, keys, published)
     return Table(_sorted(out.reindex(columns=["problems", "strict accuracy (%)", "±"])), cap)
 
+# %% ../nbs/14_figures.ipynb #7276578e
 APPS_TABLES = {"t1_apps": table_apps, "t1_apps_by_source": table_apps_by_source}
 
 # %% ../nbs/14_figures.ipynb #3017a67a
@@ -551,6 +580,7 @@ def best_run(index: "pd.DataFrame", method: str = "gif-mcts") -> str | None:
     runs = runs.assign(_bv=_num(runs["best_value"]).fillna(-1), _calls=_num(runs["llm_calls"]).fillna(0))
     return str(runs.sort_values(["_bv", "_calls"], ascending=False, kind="stable").iloc[0]["run_dir"])
 
+# %% ../nbs/14_figures.ipynb #6635b8a2
 def plot_search_tree(
     index: "pd.DataFrame",         # the results index
     out_root: str | Path,          # the results folder the index describes
@@ -576,6 +606,7 @@ def plot_search_tree(
 # %% ../nbs/14_figures.ipynb #44f88da8
 ROLLOUT_KEYS = ("1", "5", "20", "end")   # the horizons of `cwm.ROLLOUT_HORIZONS`, as metrics.json names them
 
+# %% ../nbs/14_figures.ipynb #afd3e587
 def _rollout_points(index, out_root) -> list:
     "(env, label, part, [error at each of ROLLOUT_KEYS or NaN], metric) per complete run, part and metric, from metrics.json."
     res = []
@@ -590,6 +621,7 @@ def _rollout_points(index, out_root) -> list:
                             [float(y) if isinstance(y, (int, float)) else float("nan") for y in ys], metric))
     return res
 
+# %% ../nbs/14_figures.ipynb #7a74151b
 def plot_rollout_errors(
     index: "pd.DataFrame",               # the results index
     out_root: str | Path | None = None,  # the results folder (metrics.json of each run)
@@ -628,8 +660,10 @@ def _latex_escape(s: str) -> str:
     for ch in "&%$#_": s = s.replace(ch, "\\" + ch)
     return s.replace("~", r"\textasciitilde ").replace("^", r"\textasciicircum ").replace("±", r"$\pm$")
 
+# %% ../nbs/14_figures.ipynb #5c6e8995
 COUNT_COLUMNS = ("seeds", "envs", "R envs", "runs", "problems")
 
+# %% ../nbs/14_figures.ipynb #21109765
 def _fmt_cell(v, count: bool = False) -> str:
     "One table cell as text: n/a for missing, integers for counts, two decimals for other numbers."
     import numbers
@@ -637,10 +671,12 @@ def _fmt_cell(v, count: bool = False) -> str:
     if isinstance(v, numbers.Number) and not isinstance(v, bool): return f"{v:.0f}" if count else f"{v:.2f}"
     return str(v)
 
+# %% ../nbs/14_figures.ipynb #708daa33
 def _md_text(v) -> str:
     "Text for a Markdown table cell or paragraph: one line, pipes escaped."
     return " ".join(str(v).split()).replace("|", "\\|")
 
+# %% ../nbs/14_figures.ipynb #59d8312a
 def _markdown(d: "pd.DataFrame") -> str:
     "`d` (cells already text) as a GitHub Markdown table; multi-level names joined with ' / ', empty levels left out."
     def name(c):
@@ -690,6 +726,7 @@ def styled(t: Table):
 TABLES = {"t2_cwmb_main": table_main, "t3_rtfm": table_rtfm, "t6_ablation": table_ablation,
           "t7_action_stats": table_action_stats, "t10_t11_per_env": table_per_env, "t12_raw_returns": table_returns}
 
+# %% ../nbs/14_figures.ipynb #6da074e8
 def make_all(
     results: str | Path,            # results folder (`cwm-nb run`/`sweep` --out)
     out: str | Path,                # folder for the tables and figures

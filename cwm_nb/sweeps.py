@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .core import CwmNbError, atomic_write_bytes
 from .llm import usable_cpus
+from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['INDEX_NAME', 'INDEX_COLUMNS', 'ENV_GROUPS', 'EXECUTORS', 'find_run_dirs', 'index_row', 'build_index', 'write_index',
@@ -17,6 +18,8 @@ __all__ = ['INDEX_NAME', 'INDEX_COLUMNS', 'ENV_GROUPS', 'EXECUTORS', 'find_run_d
 
 # %% ../nbs/13a_sweeps.ipynb #fe79ef3e
 INDEX_NAME = "index.parquet"
+
+# %% ../nbs/13a_sweeps.ipynb #4b10e20e
 INDEX_COLUMNS = (
     "run_dir", "suite", "env", "action_kind", "method", "model", "budget", "seed", "paper_compat", "status",
     "accuracy", "mean_accuracy", "exact_replay", "best_value", "best_is_bug", "llm_calls", "model_calls",
@@ -25,12 +28,18 @@ INDEX_COLUMNS = (
     "n_generate", "n_improve", "n_fix", "tree_depth", "best_path_length", "best_path_generate",
     "best_path_improve", "best_path_fix", "holdout", "heldout_accuracy", "heldout_exact_replay", "deterministic",
     "failed_calls", "retries", "refused", "cost_usd")
+
+# %% ../nbs/13a_sweeps.ipynb #3f3250ab
 _FLOAT_COLS = ("accuracy", "mean_accuracy", "exact_replay", "best_value", "llm_calls", "model_calls", "cached_calls",
                "prompt_tokens", "completion_tokens", "wall_s", "plan_episodes", "normalized_return", "return_cwm",
                "return_random", "return_oracle", "heldout_accuracy", "heldout_exact_replay", "failed_calls", "retries",
                "refused", "cost_usd")
+
+# %% ../nbs/13a_sweeps.ipynb #f204f8aa
 _TREE_COLS = ("n_generate", "n_improve", "n_fix", "tree_depth", "best_path_length", "best_path_generate",
               "best_path_improve", "best_path_fix")
+
+# %% ../nbs/13a_sweeps.ipynb #5d56e06a
 _SEED_DIR = re.compile(r"^seed\d+$")
 
 # %% ../nbs/13a_sweeps.ipynb #48a8bdbf
@@ -48,12 +57,14 @@ def _read_json(p: Path):
     try: return json.loads(p.read_text())
     except (OSError, ValueError): return None
 
+# %% ../nbs/13a_sweeps.ipynb #17beb237
 def _num(x) -> float:
     "A float, NaN for None / missing / non-numbers (bools count as 0/1)."
     if isinstance(x, bool): return float(x)
     if isinstance(x, (int, float)): return float(x)
     return math.nan
 
+# %% ../nbs/13a_sweeps.ipynb #124377df
 def _action_kind(env: str) -> str:
     from cwm_nb import envs
     try: return envs.get_env_spec(env).action_kind
@@ -77,30 +88,44 @@ def index_row(rd: Path, out: Path) -> dict:
                paper_compat=bool(s.get("paper_compat", m.get("paper_compat", False))),
                status="complete" if complete else "partial",
                holdout=_num(s.get("holdout", m.get("holdout", 0.0))), deterministic=m.get("deterministic") if complete else None)
-    if complete:
-        row.update({k: _num(m.get(k)) for k in _FLOAT_COLS})
-        row["best_is_bug"] = bool(m.get("best_is_bug", True))
-        row["plan_preset"] = m.get("plan_preset", s.get("plan_preset"))
-        row["best_value_per_call"] = [_num(v) for v in m.get("best_value_per_call") or []]
-    else:
-        c = _read_json(rd/"checkpoint.json") or {}
-        row.update({k: math.nan for k in _FLOAT_COLS})
-        row.update(llm_calls=_num(c.get("calls")), cached_calls=_num(c.get("cached_calls")),
-                   prompt_tokens=_num(c.get("prompt_tokens")), completion_tokens=_num(c.get("completion_tokens")),
-                   best_value=_num(c.get("best_value")), plan_episodes=_num(s.get("plan_episodes")))
-        row["best_is_bug"] = None
-        row["plan_preset"] = s.get("plan_preset")
-        row["best_value_per_call"] = [_num(v) for v in c.get("best_value_per_call") or []]
-    tree = _read_json(rd/"tree.json") if complete else None
+    row.update(_complete_scores(m, s) if complete else _partial_scores(rd, s))
+    row.update(_tree_stats(rd) if complete else {k: math.nan for k in _TREE_COLS})
+    return row
+
+# %% ../nbs/13a_sweeps.ipynb #6c067a36
+def _complete_scores(m: dict, s: dict) -> dict:
+    "The score columns of a complete run from its metrics `m` (settings `s` fill a missing plan preset)."
+    row = {k: _num(m.get(k)) for k in _FLOAT_COLS}
+    row["best_is_bug"] = bool(m.get("best_is_bug", True))
+    row["plan_preset"] = m.get("plan_preset", s.get("plan_preset"))
+    row["best_value_per_call"] = [_num(v) for v in m.get("best_value_per_call") or []]
+    return row
+
+# %% ../nbs/13a_sweeps.ipynb #45842482
+def _partial_scores(rd: Path, s: dict) -> dict:
+    "The score columns of a partial run folder `rd` (settings `s`): from its checkpoint, NaN where none exists yet."
+    c = _read_json(rd/"checkpoint.json") or {}
+    row = {k: math.nan for k in _FLOAT_COLS}
+    row.update(llm_calls=_num(c.get("calls")), cached_calls=_num(c.get("cached_calls")),
+               prompt_tokens=_num(c.get("prompt_tokens")), completion_tokens=_num(c.get("completion_tokens")),
+               best_value=_num(c.get("best_value")), plan_episodes=_num(s.get("plan_episodes")))
+    row["best_is_bug"] = None
+    row["plan_preset"] = s.get("plan_preset")
+    row["best_value_per_call"] = [_num(v) for v in c.get("best_value_per_call") or []]
+    return row
+
+# %% ../nbs/13a_sweeps.ipynb #4e52f324
+def _tree_stats(rd: Path) -> dict:
+    "The tree columns (`_TREE_COLS`) of a complete run folder `rd`: `tree.json`'s stats, else computed; NaN without a tree."
+    tree = _read_json(rd/"tree.json")
     stats = (tree or {}).get("stats")
     if tree and not stats:
         from cwm_nb import gif_mcts
         try: stats = gif_mcts.action_stats(tree)
         except (KeyError, TypeError, ValueError): stats = None
-    row.update({k: _num((stats or {}).get(k)) for k in _TREE_COLS})
-    return row
+    return {k: _num((stats or {}).get(k)) for k in _TREE_COLS}
 
-# %% ../nbs/13a_sweeps.ipynb #45842482
+# %% ../nbs/13a_sweeps.ipynb #cd71dbaf
 def build_index(out: str | Path, cache: dict | None = None):
     """The results index of `out` as a `pandas.DataFrame`, one row per run folder, columns `INDEX_COLUMNS`.
     `cache` (a dict the caller keeps) reuses the rows of folders whose files did not change since the last call."""
@@ -123,11 +148,12 @@ def build_index(out: str | Path, cache: dict | None = None):
         df[k] = df[k].astype("str")   # pandas' string dtype (what `read_parquet` gives back); missing = NaN
     return df
 
+# %% ../nbs/13a_sweeps.ipynb #27c8d5f7
 def _mtime(p: Path) -> float:
     try: return p.stat().st_mtime_ns
     except OSError: return 0
 
-# %% ../nbs/13a_sweeps.ipynb #cd71dbaf
+# %% ../nbs/13a_sweeps.ipynb #c88b9812
 def write_index(out: str | Path, df=None, cache: dict | None = None) -> Path:
     "Write the results index of `out` (built now unless `df` is given) to `<out>/index.parquet`, atomically. Returns the path."
     import io
@@ -136,6 +162,7 @@ def write_index(out: str | Path, df=None, cache: dict | None = None) -> Path:
     b = io.BytesIO(); df.to_parquet(b, index=False)
     return atomic_write_bytes(out/INDEX_NAME, b.getvalue())
 
+# %% ../nbs/13a_sweeps.ipynb #15a342e3
 def load_index(out: str | Path):
     "Read `<out>/index.parquet`, rebuilding (and rewriting) it first if it is missing or older than a run's files."
     import pandas as pd
@@ -150,10 +177,11 @@ def load_index(out: str | Path):
     df["best_value_per_call"] = df["best_value_per_call"].map(lambda v: [float(x) for x in v] if v is not None else [])
     return df
 
-# %% ../nbs/13a_sweeps.ipynb #577d9717
+# %% ../nbs/13a_sweeps.ipynb #fac6e723
 ENV_GROUPS = ("all", "discrete", "continuous")
 EXECUTORS = ("local", "dask", "slurm")
 
+# %% ../nbs/13a_sweeps.ipynb #45ca33dc
 def _split(items, what: str) -> list[str]:
     "Comma-separated text (or a list of such) as a list without blanks or repeats, in order."
     if isinstance(items, str): items = [items]
@@ -165,6 +193,7 @@ def _split(items, what: str) -> list[str]:
     if not out: raise CwmNbError(f"no {what} given", f"pass at least one, e.g. --{what} ...")
     return out
 
+# %% ../nbs/13a_sweeps.ipynb #57fb92d3
 def expand_envs(envs: str | list[str]) -> list[str]:
     "Environment names from a comma list of names and groups (`all`, `discrete`, `continuous`). Raises `CwmNbError` naming an unknown item."
     from cwm_nb import envs as E
@@ -179,6 +208,7 @@ def expand_envs(envs: str | list[str]) -> list[str]:
         out += [n for n in names if n not in out]
     return out
 
+# %% ../nbs/13a_sweeps.ipynb #f4cd28e3
 def _ints(items, what: str, low: int) -> list[int]:
     out = []
     for x in _split(items, what):
@@ -188,7 +218,7 @@ def _ints(items, what: str, low: int) -> list[int]:
         if v not in out: out.append(v)
     return out
 
-# %% ../nbs/13a_sweeps.ipynb #57fb92d3
+# %% ../nbs/13a_sweeps.ipynb #96203044
 from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
@@ -203,50 +233,84 @@ class Job:
     root: Path
     settings: tuple = ()   # the other run settings as (key, value) pairs: paper_compat, max_tokens, base_url, plan_*
 
-    @property
-    def opts(self) -> dict: return dict(self.settings)
+# %% ../nbs/13a_sweeps.ipynb #07a9c765
+@patch(as_prop=True)
+def opts(self: Job) -> dict: return dict(self.settings)
 
-    @property
-    def run_dir(self) -> Path:
-        from cwm_nb.experiments import run_dir
-        return run_dir(self.root, self.suite, self.env, self.method, self.model, self.seed, self.opts["paper_compat"])
+# %% ../nbs/13a_sweeps.ipynb #8f4c480f
+@patch(as_prop=True)
+def run_dir(self: Job) -> Path:
+    "The job's run folder, as `cwm-nb run` names it (`experiments.run_dir`)."
+    from cwm_nb.experiments import run_dir
+    return run_dir(self.root, self.suite, self.env, self.method, self.model, self.seed, self.opts["paper_compat"])
 
-    @property
-    def log(self) -> Path:
-        "Where the job's output goes: `seed<k>.sweep.log` beside the run folder."
-        return self.run_dir.parent/f"{self.run_dir.name}.sweep.log"
+# %% ../nbs/13a_sweeps.ipynb #c30286d1
+@patch(as_prop=True)
+def log(self: Job) -> Path:
+    "Where the job's output goes: `seed<k>.sweep.log` beside the run folder."
+    return self.run_dir.parent/f"{self.run_dir.name}.sweep.log"
 
-    def run_settings(self) -> dict:
-        "What `cwm-nb run` writes to `settings.json` for this job (compared by `experiments.check_run_settings`)."
-        o = self.opts
-        return dict(env=self.env, method=self.method, model=self.model, budget=self.budget, seed=self.seed,
-                    paper_compat=o["paper_compat"], max_tokens=o["max_tokens"], base_url=o["base_url"], buffer="",
-                    endpoint_caps=o.get("endpoint_caps", ""),
-                    plan_preset=o["plan_preset"], plan_episodes=o["plan_episodes"]) | \
-               ({"holdout": o["holdout"]} if o.get("holdout") is not None else {}) | \
-               ({"holdout_seed": o.get("holdout_seed", 0)} if o.get("holdout") is not None or "holdout_seed" in o else {})
+# %% ../nbs/13a_sweeps.ipynb #30c50dde
+@patch
+def run_settings(self: Job) -> dict:
+    "What `cwm-nb run` writes to `settings.json` for this job (compared by `experiments.check_run_settings`)."
+    o = self.opts
+    return dict(env=self.env, method=self.method, model=self.model, budget=self.budget, seed=self.seed,
+                paper_compat=o["paper_compat"], max_tokens=o["max_tokens"], base_url=o["base_url"], buffer="",
+                endpoint_caps=o.get("endpoint_caps", ""),
+                plan_preset=o["plan_preset"], plan_episodes=o["plan_episodes"]) | \
+           ({"holdout": o["holdout"]} if o.get("holdout") is not None else {}) | \
+           ({"holdout_seed": o.get("holdout_seed", 0)} if o.get("holdout") is not None or "holdout_seed" in o else {})
 
-    def argv(self) -> list[str]:
-        "Arguments of the job's `cwm-nb` command."
-        o = self.opts
-        a = ["run", self.suite, "--env", self.env, "--method", self.method, "--model", self.model,
-             "--budget", str(self.budget), "--seed", str(self.seed), "--out", str(self.root),
-             "--max-tokens", str(o["max_tokens"]), "--plan-preset", o["plan_preset"],
-             "--plan-episodes", str(o["plan_episodes"])]
-        if o.get("holdout") is not None: a += ["--holdout", str(o["holdout"])]
-        if o.get("holdout") is not None or "holdout_seed" in o: a += ["--holdout-seed", str(o.get("holdout_seed", 0))]
-        return a + self.shared_flags()
+# %% ../nbs/13a_sweeps.ipynb #b10ff92b
+@patch
+def argv(self: Job) -> list[str]:
+    "Arguments of the job's `cwm-nb` command."
+    o = self.opts
+    a = ["run", self.suite, "--env", self.env, "--method", self.method, "--model", self.model,
+         "--budget", str(self.budget), "--seed", str(self.seed), "--out", str(self.root),
+         "--max-tokens", str(o["max_tokens"]), "--plan-preset", o["plan_preset"],
+         "--plan-episodes", str(o["plan_episodes"])]
+    if o.get("holdout") is not None: a += ["--holdout", str(o["holdout"])]
+    if o.get("holdout") is not None or "holdout_seed" in o: a += ["--holdout-seed", str(o.get("holdout_seed", 0))]
+    return a + self.shared_flags()
 
-    def shared_flags(self) -> list[str]:
-        "The flags every kind of job passes alike: the endpoint, its capabilities, `--paper-compat`."
-        o = self.opts
-        return ((["--base-url", o["base_url"]] if o["base_url"] else []) +
-                (["--endpoint-caps", o["endpoint_caps"]] if o.get("endpoint_caps") else []) +
-                (["--paper-compat"] if o["paper_compat"] else []))
+# %% ../nbs/13a_sweeps.ipynb #e7283b1e
+@patch
+def shared_flags(self: Job) -> list[str]:
+    "The flags every kind of job passes alike: the endpoint, its capabilities, `--paper-compat`."
+    o = self.opts
+    return ((["--base-url", o["base_url"]] if o["base_url"] else []) +
+            (["--endpoint-caps", o["endpoint_caps"]] if o.get("endpoint_caps") else []) +
+            (["--paper-compat"] if o["paper_compat"] else []))
 
-    def __str__(self): return f"{self.method} on {self.env} with {self.model}, budget {self.budget}, seed {self.seed}"
+# %% ../nbs/13a_sweeps.ipynb #edbf49fc
+def _job_str(self): return f"{self.method} on {self.env} with {self.model}, budget {self.budget}, seed {self.seed}"
+Job.__str__ = _job_str
 
-# %% ../nbs/13a_sweeps.ipynb #84592e62
+# %% ../nbs/13a_sweeps.ipynb #f409e57c
+def _methods_models(methods, models, base_url: str, endpoint_caps: str) -> tuple[list[str], list[str]]:
+    "The method and model lists, each name checked, and `endpoint_caps` parsed. Raises `CwmNbError` naming a bad item."
+    from cwm_nb import llm as L
+    from cwm_nb.baselines import METHODS
+    method_list = _split(methods, "methods")
+    for m in method_list:
+        if m not in METHODS: raise CwmNbError(f"unknown method {m!r} in --methods", f"use some of: {', '.join(METHODS)}")
+    model_list = _split(models, "models")
+    for m in model_list: L.resolve_model(m, base_url or None)   # CwmNbError names the model and the accepted forms
+    L.parse_caps(endpoint_caps)                                  # and a bad --endpoint-caps its item
+    return method_list, model_list
+
+# %% ../nbs/13a_sweeps.ipynb #56f6f7ec
+def _check_existing(jobs: list) -> None:
+    "Raise `CwmNbError` if a job's existing run folder was made with other settings (before any job starts)."
+    from cwm_nb.experiments import check_run_settings
+    for j in jobs:
+        try: check_run_settings(j.run_dir, j.run_settings())
+        except CwmNbError as e:   # `cwm-nb sweep` has no --force: say what to do with the folder instead
+            raise CwmNbError(e.what, f"pass another --out to keep both, or delete {j.run_dir} to run it afresh") from None
+
+# %% ../nbs/13a_sweeps.ipynb #a592a196
 def plan_sweep(
     out: str | Path,              # results folder of the sweep
     envs: str | list = "all",     # comma list of environments and groups (`expand_envs`)
@@ -264,17 +328,11 @@ def plan_sweep(
     holdout_seed: int | None = None,  # seed of each run's held-out episodes (`cwm-nb run --holdout-seed`); None: 0
 ) -> list[Job]:
     "Every job of the sweep, validated (names, numbers, the settings of existing run folders). Raises `CwmNbError` naming the first bad item."
-    from cwm_nb import envs as E, llm as L
-    from cwm_nb.baselines import METHODS
-    from cwm_nb.experiments import PLAN_PRESETS, check_holdout, check_run_settings, default_max_tokens
+    from cwm_nb import envs as E
+    from cwm_nb.experiments import PLAN_PRESETS, check_holdout, default_max_tokens
     if holdout is not None: check_holdout(holdout)   # before anything else: a bad value must not fail late, inside a run
     env_list = expand_envs(envs)
-    method_list = _split(methods, "methods")
-    for m in method_list:
-        if m not in METHODS: raise CwmNbError(f"unknown method {m!r} in --methods", f"use some of: {', '.join(METHODS)}")
-    model_list = _split(models, "models")
-    for m in model_list: L.resolve_model(m, base_url or None)   # CwmNbError names the model and the accepted forms
-    L.parse_caps(endpoint_caps)                                  # and a bad --endpoint-caps its item
+    method_list, model_list = _methods_models(methods, models, base_url, endpoint_caps)
     budget_list, seed_list = _ints(budgets, "budgets", 1), _ints(seeds, "seeds", 0)
     if plan_preset not in PLAN_PRESETS: raise CwmNbError(f"unknown planning preset {plan_preset!r}", f"use one of: {', '.join(PLAN_PRESETS)}")
     if plan_episodes < 1: raise CwmNbError(f"--plan-episodes must be at least 1, got {plan_episodes}", "pass 1 or more")
@@ -293,44 +351,52 @@ def plan_sweep(
                     for seed in seed_list:
                         jobs.append(Job(E.get_env_spec(env).suite, env, method, model, B, seed, out/f"budget{B}",
                                         tuple(st.items())))
-    for j in jobs:   # a clash with an existing folder: error now, before any job starts
-        try: check_run_settings(j.run_dir, j.run_settings())
-        except CwmNbError as e:   # `cwm-nb sweep` has no --force: say what to do with the folder instead
-            raise CwmNbError(e.what, f"pass another --out to keep both, or delete {j.run_dir} to run it afresh") from None
+    _check_existing(jobs)   # a clash with an existing folder: error now, before any job starts
     return jobs
 
-# %% ../nbs/13a_sweeps.ipynb #96203044
+# %% ../nbs/13a_sweeps.ipynb #bc86561e
 def job_state(job: Job) -> str:
     "'new', 'skip' (complete with the same settings) or 'resume' for `job`'s run folder."
     from cwm_nb.experiments import check_run_settings
     return check_run_settings(job.run_dir, job.run_settings())
 
-# %% ../nbs/13a_sweeps.ipynb #c30286d1
+# %% ../nbs/13a_sweeps.ipynb #e109dbce
 @dataclass(frozen=True)
 class AppsJob(Job):
     "One APPS run of a sweep: `env` is its problem selection (`--problems`), the settings hold data, apps_mode, compare."
-    @property
-    def run_dir(self) -> Path:
-        from cwm_nb.experiments import apps_run_dir
-        o = self.opts
-        return apps_run_dir(self.root, self.env, self.method, self.model, self.seed, o["paper_compat"], o["apps_mode"], o["compare"])
 
-    def run_settings(self) -> dict:
-        o = self.opts
-        return dict(data=o["data"], problems=self.env, method=self.method, model=self.model, budget=self.budget,
-                    seed=self.seed, paper_compat=o["paper_compat"], max_tokens=o["max_tokens"], base_url=o["base_url"],
-                    apps_mode=o["apps_mode"], compare=o["compare"], endpoint_caps=o.get("endpoint_caps", ""))
+# %% ../nbs/13a_sweeps.ipynb #83d5fca2
+@patch(as_prop=True)
+def run_dir(self: AppsJob) -> Path:
+    "The job's run folder, as `cwm-nb run apps` names it (`experiments.apps_run_dir`)."
+    from cwm_nb.experiments import apps_run_dir
+    o = self.opts
+    return apps_run_dir(self.root, self.env, self.method, self.model, self.seed, o["paper_compat"], o["apps_mode"], o["compare"])
 
-    def argv(self) -> list[str]:
-        o = self.opts
-        a = ["run", "apps", "--data", o["data"], "--problems", self.env, "--method", self.method, "--model", self.model,
-             "--budget", str(self.budget), "--seed", str(self.seed), "--out", str(self.root), "--max-tokens",
-             str(o["max_tokens"]), "--apps-mode", o["apps_mode"], "--compare", o["compare"]]
-        return a + self.shared_flags()
+# %% ../nbs/13a_sweeps.ipynb #e955a159
+@patch
+def run_settings(self: AppsJob) -> dict:
+    "What `cwm-nb run apps` writes to `settings.json` for this job."
+    o = self.opts
+    return dict(data=o["data"], problems=self.env, method=self.method, model=self.model, budget=self.budget,
+                seed=self.seed, paper_compat=o["paper_compat"], max_tokens=o["max_tokens"], base_url=o["base_url"],
+                apps_mode=o["apps_mode"], compare=o["compare"], endpoint_caps=o.get("endpoint_caps", ""))
 
-    def __str__(self): return f"{self.method} on APPS problems {self.env} with {self.model}, budget {self.budget}, seed {self.seed}"
+# %% ../nbs/13a_sweeps.ipynb #2bca5482
+@patch
+def argv(self: AppsJob) -> list[str]:
+    "Arguments of the job's `cwm-nb run apps` command."
+    o = self.opts
+    a = ["run", "apps", "--data", o["data"], "--problems", self.env, "--method", self.method, "--model", self.model,
+         "--budget", str(self.budget), "--seed", str(self.seed), "--out", str(self.root), "--max-tokens",
+         str(o["max_tokens"]), "--apps-mode", o["apps_mode"], "--compare", o["compare"]]
+    return a + self.shared_flags()
 
-# %% ../nbs/13a_sweeps.ipynb #f96f3d06
+# %% ../nbs/13a_sweeps.ipynb #7075594f
+def _apps_job_str(self): return f"{self.method} on APPS problems {self.env} with {self.model}, budget {self.budget}, seed {self.seed}"
+AppsJob.__str__ = _apps_job_str
+
+# %% ../nbs/13a_sweeps.ipynb #3b043b3a
 def apps_chunks(
     problems: str,   # positions START:STOP or a comma list (`apps_search.parse_problems`)
     chunk: int = 10, # problems per job
@@ -342,7 +408,7 @@ def apps_chunks(
     if isinstance(sel, tuple): return [f"{s}:{min(s + chunk, sel[1])}" for s in range(sel[0], sel[1], chunk)]
     return [",".join(map(str, sel[i:i + chunk])) for i in range(0, len(sel), chunk)]
 
-# %% ../nbs/13a_sweeps.ipynb #b10ff92b
+# %% ../nbs/13a_sweeps.ipynb #896d8926
 def plan_apps_sweep(
     out: str | Path,              # results folder of the sweep
     data: str,                    # the user's APPS copy (absolute path), or "demo"
@@ -360,17 +426,10 @@ def plan_apps_sweep(
     endpoint_caps: str = "",      # what the endpoint accepts
 ) -> list[AppsJob]:
     "Every job of an APPS sweep, validated like `plan_sweep`. Raises `CwmNbError` naming the first bad item."
-    from cwm_nb import llm as L
     from cwm_nb.apps import SPLIT_MODES, COMPARE_MODES
-    from cwm_nb.baselines import METHODS
-    from cwm_nb.experiments import check_run_settings, default_max_tokens
+    from cwm_nb.experiments import default_max_tokens
     parts = apps_chunks(problems, chunk)
-    method_list = _split(methods, "methods")
-    for m in method_list:
-        if m not in METHODS: raise CwmNbError(f"unknown method {m!r} in --methods", f"use some of: {', '.join(METHODS)}")
-    model_list = _split(models, "models")
-    for m in model_list: L.resolve_model(m, base_url or None)
-    L.parse_caps(endpoint_caps)
+    method_list, model_list = _methods_models(methods, models, base_url, endpoint_caps)
     if apps_mode not in SPLIT_MODES: raise CwmNbError(f"unknown APPS mode {apps_mode!r}", f"use one of: {', '.join(SPLIT_MODES)}")
     if compare not in COMPARE_MODES: raise CwmNbError(f"unknown comparison {compare!r}", f"use one of: {', '.join(COMPARE_MODES)}")
     if max_tokens < 0: raise CwmNbError(f"--max-tokens must not be negative, got {max_tokens}", "pass 0 (the model's default) or a positive cap")
@@ -383,18 +442,19 @@ def plan_apps_sweep(
                               base_url=base_url or "", apps_mode=apps_mode, compare=compare)
                     if endpoint_caps: st["endpoint_caps"] = endpoint_caps
                     jobs += [AppsJob("apps", part, method, model, B, s, out/f"budget{B}", tuple(st.items())) for s in _ints(seeds, "seeds", 0)]
-    for j in jobs:
-        try: check_run_settings(j.run_dir, j.run_settings())
-        except CwmNbError as e: raise CwmNbError(e.what, f"pass another --out to keep both, or delete {j.run_dir} to run it afresh") from None
+    _check_existing(jobs)
     return jobs
 
-# %% ../nbs/13a_sweeps.ipynb #4b9cd6a4
+# %% ../nbs/13a_sweeps.ipynb #f5ccaa8c
 _JOB_MAIN = "import sys; from cwm_nb.experiments import main; sys.exit(main(sys.argv[1:]))"
+
+# %% ../nbs/13a_sweeps.ipynb #16c47394
 import threading
 _LIVE: set = set()   # Popen objects of the jobs this process is running (stopped on Ctrl-C / SIGTERM)
 _LIVE_LOCK = threading.Lock()
 _STOPPING = threading.Event()   # set while a sweep in this process stops: no new job starts
 
+# %% ../nbs/13a_sweeps.ipynb #c22b28e5
 def _die_with_parent():
     "preexec_fn: SIGTERM this child when the thread that started it dies (Linux; a no-op elsewhere)."
     try:
@@ -402,10 +462,12 @@ def _die_with_parent():
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))   # PR_SET_PDEATHSIG = 1
     except Exception: pass
 
+# %% ../nbs/13a_sweeps.ipynb #7c87f44f
 def _tail(path: Path, n: int = 20) -> str:
     try: return "\n".join(Path(path).read_text(errors="replace").splitlines()[-n:])
     except OSError: return ""
 
+# %% ../nbs/13a_sweeps.ipynb #44f81f7e
 def _stop_live(grace: float = 10.0):
     "SIGTERM every job process this process started, SIGKILL what is left after `grace` seconds."
     with _LIVE_LOCK: _STOPPING.set(); procs = list(_LIVE)
@@ -419,7 +481,7 @@ def _stop_live(grace: float = 10.0):
             try: p.kill()
             except OSError: pass
 
-# %% ../nbs/13a_sweeps.ipynb #d660437d
+# %% ../nbs/13a_sweeps.ipynb #e4456fdf
 def job_threads(
     jobs_here: int | None = None,  # jobs sharing this machine's CPUs; None: a Dask worker's thread count, else 1
 ) -> int:
@@ -432,7 +494,7 @@ def job_threads(
         except Exception: jobs_here = 1   # not on a Dask worker: a job of its own (SLURM) or one process
     return max(1, usable_cpus() // max(1, int(jobs_here)))
 
-# %% ../nbs/13a_sweeps.ipynb #e109dbce
+# %% ../nbs/13a_sweeps.ipynb #401f8584
 def run_job(argv: list[str], log: str, env: dict | None = None, jobs_here: int | None = None) -> dict:
     """Run `cwm-nb <argv>` with this machine's Python, output to `log`. Returns `{"returncode", "tail", "log", "wall_s",
     "host"}` (`tail`: the last 20 lines of the log). Blocks until the job ends. Unless `CWM_NB_THREADS` is set (in
@@ -457,11 +519,12 @@ def run_job(argv: list[str], log: str, env: dict | None = None, jobs_here: int |
     return dict(returncode=rc, tail=_tail(log), log=str(log), wall_s=round(time.perf_counter() - t0, 3),
                 host=platform.node())
 
-# %% ../nbs/13a_sweeps.ipynb #7075594f
+# %% ../nbs/13a_sweeps.ipynb #3065f3f2
 def _env_vars() -> dict:
     "The sweep's `CWM_NB_*` variables (caches, threads), passed to every job wherever it runs; blank ones are left out."
     return {k: v for k, v in os.environ.items() if k.startswith("CWM_NB_") and v.strip()}
 
+# %% ../nbs/13a_sweeps.ipynb #5bcfe5e9
 class _LocalPool:
     "Threads in this process, each running one job process at a time."
     name = "local"
@@ -474,7 +537,7 @@ class _LocalPool:
     def abort(self, handles): _stop_live(); self.pool.shutdown(wait=True, cancel_futures=True)
     def close(self): self.pool.shutdown(wait=True)
 
-# %% ../nbs/13a_sweeps.ipynb #896d8926
+# %% ../nbs/13a_sweeps.ipynb #c8bf4aac
 class _DaskPool:
     "A Dask distributed client: of a scheduler at `scheduler`, or of a LocalCluster of `workers` processes."
     name = "dask"
@@ -482,41 +545,58 @@ class _DaskPool:
         import logging
         from distributed import Client, LocalCluster
         self.cluster = None
-        if scheduler:
-            try: self.client = Client(scheduler, timeout="10s", set_as_default=False)
-            except (OSError, TimeoutError, ValueError) as e:
-                raise CwmNbError(f"cannot reach the Dask scheduler at {scheduler}: {e}",
-                                 "check the address (tcp://HOST:PORT, as printed by `dask scheduler`), start the "
-                                 "scheduler and its workers, or drop --scheduler to use a local cluster") from None
-            try: self.client.wait_for_workers(1, timeout=30)
-            except (TimeoutError, OSError):
-                self.client.close()
-                raise CwmNbError(f"the Dask scheduler at {scheduler} has no workers", f"start one: `dask worker {scheduler}`") from None
-            n = sum(self.client.nthreads().values())
-            self.slots = workers or n
-            self.describe = f"the Dask scheduler {scheduler} ({len(self.client.nthreads())} workers, {n} threads)"
-        else:
-            self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                        dashboard_address=None, memory_limit=0, silence_logs=logging.ERROR)
-            self.client = Client(self.cluster, set_as_default=False)
-            self.slots = workers
-            self.describe = f"a local Dask cluster of {workers} worker process{'es' * (workers != 1)} ({self.cluster.scheduler_address})"
-    def submit(self, job: Job):
-        here = self.slots if self.cluster is not None else None   # a local cluster's workers share this machine
-        return self.client.submit(run_job, job.argv(), str(job.log), _env_vars(), here, pure=False,
-                                  key=f"cwm-nb-{job.suite}-{job.env}-{job.method}-{job.model}-b{job.budget}-s{job.seed}-{os.urandom(3).hex()}")
-    def abort(self, handles):
-        try: self.client.cancel(list(handles))
-        except Exception: pass
-        self.close()
-    def close(self):
-        import logging
-        for n in ("distributed", "tornado", "asyncio"): logging.getLogger(n).setLevel(logging.CRITICAL)
-        try: self.client.close()
-        finally:
-            if self.cluster is not None: self.cluster.close()
+        if scheduler: self._connect(workers, scheduler); return
+        self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                    dashboard_address=None, memory_limit=0, silence_logs=logging.ERROR)
+        self.client = Client(self.cluster, set_as_default=False)
+        self.slots = workers
+        self.describe = f"a local Dask cluster of {workers} worker process{'es' * (workers != 1)} ({self.cluster.scheduler_address})"
 
-# %% ../nbs/13a_sweeps.ipynb #c8546db8
+# %% ../nbs/13a_sweeps.ipynb #31f9e685
+@patch
+def _connect(self: _DaskPool, workers: int | None, scheduler: str):
+    "Connect to the scheduler at `scheduler`; `slots` is `workers` or the cluster's threads. Raises `CwmNbError`."
+    from distributed import Client
+    try: self.client = Client(scheduler, timeout="10s", set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as e:
+        raise CwmNbError(f"cannot reach the Dask scheduler at {scheduler}: {e}",
+                         "check the address (tcp://HOST:PORT, as printed by `dask scheduler`), start the "
+                         "scheduler and its workers, or drop --scheduler to use a local cluster") from None
+    try: self.client.wait_for_workers(1, timeout=30)
+    except (TimeoutError, OSError):
+        self.client.close()
+        raise CwmNbError(f"the Dask scheduler at {scheduler} has no workers", f"start one: `dask worker {scheduler}`") from None
+    n = sum(self.client.nthreads().values())
+    self.slots = workers or n
+    self.describe = f"the Dask scheduler {scheduler} ({len(self.client.nthreads())} workers, {n} threads)"
+
+# %% ../nbs/13a_sweeps.ipynb #ee118c8c
+@patch
+def submit(self: _DaskPool, job: Job):
+    "One `client.submit(run_job, ...)` under a unique key."
+    here = self.slots if self.cluster is not None else None   # a local cluster's workers share this machine
+    return self.client.submit(run_job, job.argv(), str(job.log), _env_vars(), here, pure=False,
+                              key=f"cwm-nb-{job.suite}-{job.env}-{job.method}-{job.model}-b{job.budget}-s{job.seed}-{os.urandom(3).hex()}")
+
+# %% ../nbs/13a_sweeps.ipynb #af125fb6
+@patch
+def abort(self: _DaskPool, handles):
+    "Cancel the running jobs' futures, then close."
+    try: self.client.cancel(list(handles))
+    except Exception: pass
+    self.close()
+
+# %% ../nbs/13a_sweeps.ipynb #fe25d1b3
+@patch
+def close(self: _DaskPool):
+    "Close the client (and the local cluster), quietly."
+    import logging
+    for n in ("distributed", "tornado", "asyncio"): logging.getLogger(n).setLevel(logging.CRITICAL)
+    try: self.client.close()
+    finally:
+        if self.cluster is not None: self.cluster.close()
+
+# %% ../nbs/13a_sweeps.ipynb #bc708e9e
 class _SubmititPool:
     "submitit's AutoExecutor: SLURM when `sbatch` exists, else submitit's local executor."
     name = "slurm"
@@ -531,17 +611,25 @@ class _SubmititPool:
         self.describe = (f"SLURM via submitit ({workers} jobs at a time)" if self.cluster == "slurm" else
                          f"submitit's {self.cluster} executor ({workers} jobs at a time): no SLURM on this machine, "
                          "so the jobs run as local processes")
-    def submit(self, job: Job):
-        here = self.slots if self.cluster != "slurm" else None    # submitit's local fallback shares this machine
-        return self.ex.submit(run_job, job.argv(), str(job.log), _env_vars(), here)
-    def abort(self, handles):
-        for h in handles:
-            try: h.cancel(check=False)
-            except Exception: pass
-        _stop_live()
     def close(self): pass
 
-# %% ../nbs/13a_sweeps.ipynb #28543beb
+# %% ../nbs/13a_sweeps.ipynb #cd69b2fd
+@patch
+def submit(self: _SubmititPool, job: Job):
+    "One `sbatch` job (or local process) running `run_job`."
+    here = self.slots if self.cluster != "slurm" else None    # submitit's local fallback shares this machine
+    return self.ex.submit(run_job, job.argv(), str(job.log), _env_vars(), here)
+
+# %% ../nbs/13a_sweeps.ipynb #26447192
+@patch
+def abort(self: _SubmititPool, handles):
+    "Cancel the submitted jobs and stop the local processes."
+    for h in handles:
+        try: h.cancel(check=False)
+        except Exception: pass
+    _stop_live()
+
+# %% ../nbs/13a_sweeps.ipynb #847c823c
 def make_pool(executor: str, workers: int | None, scheduler: str = "", out: Path | None = None,
               slurm_partition: str = "", slurm_time: int = 720, jobs: int | None = None):
     "The executor object for `executor` (`EXECUTORS`). Raises `CwmNbError` for an unknown name or an unreachable scheduler."
@@ -555,7 +643,7 @@ def make_pool(executor: str, workers: int | None, scheduler: str = "", out: Path
     if executor == "dask": return _DaskPool(workers if scheduler else n, scheduler)
     return _SubmititPool(n, Path(out or ".")/".submitit", slurm_partition, slurm_time)
 
-# %% ../nbs/13a_sweeps.ipynb #44f81f7e
+# %% ../nbs/13a_sweeps.ipynb #26a5f1f9
 @dataclass
 class SweepSummary:
     "What a sweep did. `failed`: one dict per failed job (job, returncode, log, tail)."
@@ -577,7 +665,7 @@ class SweepSummary:
         if self.index: lines.append(f"index: {self.index}")
         return "\n".join(lines)
 
-# %% ../nbs/13a_sweeps.ipynb #e4456fdf
+# %% ../nbs/13a_sweeps.ipynb #99e185cc
 def _record(s: SweepSummary, j: Job, h, state: str) -> None:
     "Count job `j`, whose future `h` is done, in summary `s`: ran (and resumed if its `state` was 'resume') or failed."
     try: r = h.result()   # `run_job`'s dict
@@ -587,6 +675,7 @@ def _record(s: SweepSummary, j: Job, h, state: str) -> None:
         if state == "resume": s.resumed.append(j)
     else: s.failed.append(dict(job=j, **r))
 
+# %% ../nbs/13a_sweeps.ipynb #2e1a0c9a
 def _stop_sweep(pool, inflight: dict, jobs: list, out: Path, cache: dict) -> None:
     "On Ctrl-C / SIGTERM: stop the running jobs, write the index, and say how to continue."
     from cwm_nb.experiments import is_complete
@@ -597,7 +686,43 @@ def _stop_sweep(pool, inflight: dict, jobs: list, out: Path, cache: dict) -> Non
     print(f"sweep interrupted: {n_c} of {len(jobs)} runs are complete, the others resume where they stopped; "
           f"rerun the same command to continue (index: {idx})", file=sys.stderr)
 
-# %% ../nbs/13a_sweeps.ipynb #a397dfba
+# %% ../nbs/13a_sweeps.ipynb #faa91c8d
+def _start_sweep(jobs: list, out: Path, executor: str, workers: int | None, scheduler: str, slurm_partition: str,
+                 slurm_time: int):
+    "The summary, each job's state, the jobs to run (a deque) and the executor; prints what the sweep will do."
+    from collections import deque
+    states = {j: job_state(j) for j in jobs}
+    s = SweepSummary(total=len(jobs), skipped=[j for j in jobs if states[j] == "skip"])
+    todo = deque(j for j in jobs if states[j] != "skip")
+    from cwm_nb.llm import embedded_threads
+    embedded_threads()   # a set CWM_NB_THREADS that is not a positive integer: an error now, not in every job
+    pool = make_pool(executor, workers, scheduler, out, slurm_partition, slurm_time, len(todo))   # may raise: nothing started yet
+    out.mkdir(parents=True, exist_ok=True)
+    s.executor = pool.describe
+    print(f"sweep: {len(jobs)} runs ({len(s.skipped)} complete and skipped, "
+          f"{sum(v == 'resume' for v in states.values())} to resume, {sum(v == 'new' for v in states.values())} new) "
+          f"on {pool.describe} -> {out}", file=sys.stderr)
+    return s, states, todo, pool
+
+# %% ../nbs/13a_sweeps.ipynb #adc59c95
+def _drive_sweep(pool, todo, inflight: dict, s: SweepSummary, states: dict, out: Path, cache: dict, bar) -> None:
+    "Keep `pool.slots` jobs in flight until `todo` is empty; record each finished job and rewrite the index."
+    last_draw = time.monotonic()
+    while todo or inflight:
+        while todo and len(inflight) < pool.slots:
+            j = todo.popleft(); inflight[pool.submit(j)] = j
+        bar.set_postfix(running=len(inflight), failed=len(s.failed), refresh=False)
+        done = [h for h in list(inflight) if h.done()]
+        if not done:
+            time.sleep(0.25)
+            if time.monotonic() - last_draw > 5: bar.refresh(); last_draw = time.monotonic()   # the clock moves
+            continue
+        for h in done:
+            j = inflight.pop(h); _record(s, j, h, states[j]); bar.update(1)
+        s.index = write_index(out, cache=cache)
+    bar.set_postfix(running=0, failed=len(s.failed))
+
+# %% ../nbs/13a_sweeps.ipynb #003edf62
 def run_sweep(
     jobs: list[Job],             # from `plan_sweep`
     out: str | Path,             # the sweep's results folder (index.parquet goes here)
@@ -610,21 +735,10 @@ def run_sweep(
 ) -> SweepSummary:
     "Run `jobs`, skipping complete ones; write `<out>/index.parquet` after each job. Raises `CwmNbError` on bad input, `KeyboardInterrupt` after stopping cleanly on Ctrl-C / SIGTERM."
     import signal
-    from collections import deque
     from tqdm import tqdm
     out = Path(out).resolve()
     t0 = time.perf_counter()
-    states = {j: job_state(j) for j in jobs}
-    s = SweepSummary(total=len(jobs), skipped=[j for j in jobs if states[j] == "skip"])
-    todo = deque(j for j in jobs if states[j] != "skip")
-    from cwm_nb.llm import embedded_threads
-    embedded_threads()   # a set CWM_NB_THREADS that is not a positive integer: an error now, not in every job
-    pool = make_pool(executor, workers, scheduler, out, slurm_partition, slurm_time, len(todo))   # may raise: nothing started yet
-    out.mkdir(parents=True, exist_ok=True)
-    s.executor = pool.describe
-    print(f"sweep: {len(jobs)} runs ({len(s.skipped)} complete and skipped, "
-          f"{sum(v == 'resume' for v in states.values())} to resume, {sum(v == 'new' for v in states.values())} new) "
-          f"on {pool.describe} -> {out}", file=sys.stderr)
+    s, states, todo, pool = _start_sweep(jobs, out, executor, workers, scheduler, slurm_partition, slurm_time)
     cache, inflight = {}, {}   # index rows by run folder; jobs by their executor handle
     bar = tqdm(total=len(jobs), initial=len(s.skipped), desc="sweep", unit="run", file=sys.stderr,
                disable=not progress, mininterval=1.0, dynamic_ncols=False, ascii=False)
@@ -632,21 +746,7 @@ def run_sweep(
     def _on_term(signum, frame): raise KeyboardInterrupt
     old = signal.signal(signal.SIGTERM, _on_term) if main_thread else None
     _STOPPING.clear()
-    last_draw = time.monotonic()
-    try:
-        while todo or inflight:
-            while todo and len(inflight) < pool.slots:
-                j = todo.popleft(); inflight[pool.submit(j)] = j
-            bar.set_postfix(running=len(inflight), failed=len(s.failed), refresh=False)
-            done = [h for h in list(inflight) if h.done()]
-            if not done:
-                time.sleep(0.25)
-                if time.monotonic() - last_draw > 5: bar.refresh(); last_draw = time.monotonic()   # the clock moves
-                continue
-            for h in done:
-                j = inflight.pop(h); _record(s, j, h, states[j]); bar.update(1)
-            s.index = write_index(out, cache=cache)
-        bar.set_postfix(running=0, failed=len(s.failed))
+    try: _drive_sweep(pool, todo, inflight, s, states, out, cache, bar)
     except KeyboardInterrupt:
         bar.close(); _stop_sweep(pool, inflight, jobs, out, cache)
         raise
@@ -658,7 +758,7 @@ def run_sweep(
     s.wall_s = time.perf_counter() - t0
     return s
 
-# %% ../nbs/13a_sweeps.ipynb #5bcfe5e9
+# %% ../nbs/13a_sweeps.ipynb #6f107807
 def _cmd_sweep(a) -> int:
     from cwm_nb.experiments import check_holdout
     if a.holdout is not None: check_holdout(a.holdout)   # checked first: a bad value would otherwise fail inside each run
@@ -683,7 +783,7 @@ def _cmd_sweep(a) -> int:
     print(s.report())
     return 1 if s.failed else 0
 
-# %% ../nbs/13a_sweeps.ipynb #54486876
+# %% ../nbs/13a_sweeps.ipynb #3de094da
 def _cmd_sweep_apps(a) -> int:
     "`cwm-nb sweep apps`: one `cwm-nb run apps` job per chunk of problems, method, model, budget and seed."
     from cwm_nb.apps import PAPER_RANGE
@@ -704,7 +804,7 @@ def _cmd_sweep_apps(a) -> int:
     print(s.report())
     return 1 if s.failed else 0
 
-# %% ../nbs/13a_sweeps.ipynb #d0abbdc6
+# %% ../nbs/13a_sweeps.ipynb #7b032fe3
 def _cmd_index(a) -> int:
     out = Path(a.results)
     if not out.is_dir(): raise CwmNbError(f"results folder {out} not found", "pass the --out folder of your runs or sweep")
@@ -714,7 +814,7 @@ def _cmd_index(a) -> int:
     print(f"{len(df)} runs ({n_c} complete, {len(df) - n_c} partial) -> {p}")
     return 0
 
-# %% ../nbs/13a_sweeps.ipynb #ee118c8c
+# %% ../nbs/13a_sweeps.ipynb #2a7ca8b2
 def add_cli(sub) -> None:
     "Add the `sweep` and `index` sub-commands to the `cwm-nb` sub-parsers `sub` (`experiments.build_parser` calls this)."
     import argparse
@@ -722,6 +822,17 @@ def add_cli(sub) -> None:
     w = sub.add_parser("sweep", help="run a grid of experiments (envs x methods x models x budgets x seeds) on local "
                        "workers, Dask or SLURM", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     w.add_argument("suite", help="cwmb (any --envs, rtfm included), rtfm, or apps (--data, --problems, --chunk)")
+    _add_grid_args(w)
+    _add_executor_args(w)
+    _add_run_args(w, PLAN_PRESETS)
+    w.set_defaults(fn=_cmd_sweep)
+    ix = sub.add_parser("index", help="(re)build <results>/index.parquet, the table of all runs in a results folder")
+    ix.add_argument("results", nargs="?", default="results", help="results folder")
+    ix.set_defaults(fn=_cmd_index)
+
+# %% ../nbs/13a_sweeps.ipynb #91c4eb1f
+def _add_grid_args(w) -> None:
+    "`cwm-nb sweep`'s grid: --envs, --methods, --models, --budgets, --seeds, --out."
     w.add_argument("--envs", default=None, help="comma list of environments (`cwm-nb envs`) and groups all, discrete, "
                    "continuous; default: all for cwmb, rtfm for rtfm")
     w.add_argument("--methods", default="gif-mcts", help="comma list of search methods")
@@ -730,13 +841,21 @@ def add_cli(sub) -> None:
                    "<out>/budget<B>/; default 10, apps 20")
     w.add_argument("--seeds", default="0", help="comma list of seeds")
     w.add_argument("--out", default="results", help="results folder of the sweep (index.parquet goes here)")
+
+# %% ../nbs/13a_sweeps.ipynb #d026d1e2
+def _add_executor_args(w) -> None:
+    "`cwm-nb sweep`'s executor: --executor, --workers, --scheduler, --slurm-partition, --slurm-time."
     w.add_argument("--executor", default="local", help=f"one of {', '.join(EXECUTORS)}")
     w.add_argument("--workers", type=int, default=0, help="jobs at once; 0: the number of cores (or the Dask cluster's threads with --scheduler)")
     w.add_argument("--scheduler", default="", help="address of a running Dask scheduler (tcp://HOST:PORT) for --executor dask; "
                    "none: a local cluster on 127.0.0.1")
     w.add_argument("--slurm-partition", default="", help="SLURM partition for --executor slurm")
     w.add_argument("--slurm-time", type=int, default=720, help="SLURM time limit per job, minutes")
-    w.add_argument("--plan-preset", default="quick", choices=PLAN_PRESETS, help="planning after each search")
+
+# %% ../nbs/13a_sweeps.ipynb #7a5ef04e
+def _add_run_args(w, plan_presets) -> None:
+    "`cwm-nb sweep`'s settings of each run, as `cwm-nb run` takes them, and the APPS selection."
+    w.add_argument("--plan-preset", default="quick", choices=plan_presets, help="planning after each search")
     w.add_argument("--plan-episodes", type=int, default=10, help="real episodes per policy of that planning")
     w.add_argument("--max-tokens", type=int, default=0, help="completion cap per call; 0: 400 for embedded, else 1500")
     w.add_argument("--base-url", default="", help="OpenAI-compatible endpoint for provider:name models")
@@ -751,7 +870,3 @@ def add_cli(sub) -> None:
     w.add_argument("--chunk", type=int, default=10, help="apps: problems per job")
     w.add_argument("--apps-mode", default="held_out", choices=("held_out", "paper"), help="apps: which tests the search sees (see run)")
     w.add_argument("--compare", default="strict", choices=("strict", "apps_compat"), help="apps: output comparison (see run)")
-    w.set_defaults(fn=_cmd_sweep)
-    ix = sub.add_parser("index", help="(re)build <results>/index.parquet, the table of all runs in a results folder")
-    ix.add_argument("results", nargs="?", default="results", help="results folder")
-    ix.set_defaults(fn=_cmd_index)
