@@ -11,7 +11,12 @@ Part 2, side by side in one run (alternating rounds, median of --repeats): plann
   programs in the sandbox (a forked model process answering batched requests) ÷ the same search with the programs in
   this process, for BFS and MCTS+BM25 on DoorKey, Unlock and 2-box Sokoban starts.
 
+Part 3 (--part 3 only): PPO alone for a long budget on each environment of --long-envs (default: 2-box Sokoban;
+  add e.g. minigrid:MiniGrid-UnlockPickup-v0), --long-steps steps each: episodes, successes, first success, 10 in a
+  row and the success rate of the last 100 episodes (a random policy solves some easy 2-box levels too).
+
 Run: .venv/bin/python benchmarks/bench_agent.py [--envs all|minigrid|sokoban] [--minigrid 6] [--ppo-steps 50000] [--repeats 5] [--seed 0]
+     .venv/bin/python benchmarks/bench_agent.py --part 3 [--long-envs sokoban:Sokoban-v0] [--long-steps 500000]
 """
 import argparse, statistics, sys, time
 from pathlib import Path
@@ -78,6 +83,22 @@ def part2(repeats: int, seed: int):
             print(f"{name:26s} {planner:8s} {p.model_steps:6d} {a:13.0f} {b:10.0f} {b / a:6.2f}", flush=True)
 
 
+LONG_ENVS = "sokoban:Sokoban-v0"
+
+
+def part3(envs: str, steps: int, seed: int):
+    from cwm_nb.agent_rl import train_ppo
+    print(f"Part 3: PPO alone, {steps} steps per environment (seed {seed})")
+    print(f"{'environment':34s} {'steps':>8s} {'episodes':>8s} {'succ.':>6s} {'1st':>8s} {'10 row':>8s} {'last 100':>8s} {'wall s':>7s}")
+    for item in envs.split(","):
+        domain, name = item.split(":")
+        r = train_ppo(domain, name, steps, seed=seed)
+        last = [ok for _, ok in r["curve"][-100:]]
+        fmt = lambda v: "-" if v is None else str(v)
+        print(f"{name:34s} {r['steps']:8d} {r['episodes']:8d} {r['successes']:6d} {fmt(r['first_success_steps']):>8s} "
+              f"{fmt(r['solved_steps']):>8s} {sum(last) / max(len(last), 1):8.2f} {r['wall_s']:7.0f}", flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--envs", default="all", choices=("all", "minigrid", "sokoban"), help="which agent runs of part 1")
@@ -86,10 +107,13 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--minigrid", type=int, default=6, help="how many environments of the MiniGrid curriculum (from the first)")
     ap.add_argument("--max-episodes", type=int, default=40, help="agent episodes per environment before giving up")
-    ap.add_argument("--part", type=int, default=0, choices=(0, 1, 2), help="run only part 1 or 2 (0: both)")
+    ap.add_argument("--part", type=int, default=0, choices=(0, 1, 2, 3), help="run only part 1, 2 or 3 (0: 1 and 2)")
+    ap.add_argument("--long-envs", default=LONG_ENVS, help="part 3: domain:environment, comma-separated")
+    ap.add_argument("--long-steps", type=int, default=500_000, help="part 3: PPO steps per environment")
     a = ap.parse_args(argv)
     if a.part in (0, 1): part1(a.envs, a.ppo_steps, a.seed, a.minigrid, a.max_episodes)
     if a.part in (0, 2): part2(a.repeats, a.seed)
+    if a.part == 3: part3(a.long_envs, a.long_steps, a.seed)
 
 
 if __name__ == "__main__":

@@ -17,12 +17,13 @@ from .baselines import beta_params, rex_select
 from .prompts import extract_code
 
 # %% auto #0
-__all__ = ['SOKOBAN_ENVS', 'DOMAINS', 'PHI1_SCOPES', 'ABLATIONS', 'SYSTEM', 'TASKS', 'CHECKPOINT_FORMAT', 'Domain', 'get_domain',
-           'make_env', 'resolve_curriculum', 'AgentConfig', 'ReplayData', 'state_text', 'step_text',
-           'init_transition_messages', 'init_reward_messages', 'refine_transition_messages', 'refine_reward_messages',
-           'guess_reward_messages', 'refine_plan_messages', 'merge_program', 'split_program', 'defines',
-           'goal_distance', 'nearest_goals', 'WorldModel', 'Score', 'Evaluator', 'Candidate', 'Arm', 'Synthesis',
-           'CallRecord', 'WorldCoderAgent', 'AgentResult', 'run_curriculum', 'WorldCoderTestDouble', 'scripted_llm']
+__all__ = ['SOKOBAN_ENVS', 'MINIGRID_PLANNER', 'DOMAINS', 'PHI1_SCOPES', 'ABLATIONS', 'SYSTEM', 'TASKS', 'CHECKPOINT_FORMAT',
+           'Domain', 'get_domain', 'make_env', 'resolve_curriculum', 'AgentConfig', 'ReplayData', 'state_text',
+           'step_text', 'init_transition_messages', 'init_reward_messages', 'refine_transition_messages',
+           'refine_reward_messages', 'guess_reward_messages', 'refine_plan_messages', 'merge_program', 'split_program',
+           'defines', 'goal_distance', 'nearest_goals', 'WorldModel', 'Score', 'Evaluator', 'Candidate', 'Arm',
+           'Synthesis', 'CallRecord', 'WorldCoderAgent', 'AgentResult', 'run_curriculum', 'WorldCoderTestDouble',
+           'scripted_llm']
 
 # %% ../nbs/12_agent.ipynb #10cb6dd3
 from .minigrid_env import MINIGRID_CURRICULUM, MINIGRID_ACTIONS, MINIGRID_ENTITY_NAMES, MiniGridObjectEnv
@@ -42,11 +43,17 @@ class Domain:
     envs: tuple                   # environment names it can make
     curricula: dict               # curriculum name -> environment names in order
     synthesis_calls: int          # LLM calls per synthesis problem (the code release: 50 MiniGrid, 30 Sokoban)
+    env_planner: dict = field(default_factory=dict)  # environment name -> `PlannerConfig` fields replaced there
 
 # %% ../nbs/12_agent.ipynb #3e2a15fc
+MINIGRID_PLANNER = {   # the two-room environments: the release's 6000-step φ2 search is too small there (see above)
+    "MiniGrid-UnlockPickup-v0": dict(check_budget=30_000, act_budget=30_000),
+    "MiniGrid-BlockedUnlockPickup-v0": dict(check_budget=150_000, act_budget=150_000, wall_s=900.0),
+}
+
 DOMAINS = {
     "minigrid": Domain("minigrid", MINIGRID_ENTITY_NAMES, MINIGRID_ACTIONS, MINIGRID_CURRICULUM,
-                       {"default": MINIGRID_CURRICULUM, "test": MINIGRID_CURRICULUM[:3]}, 50),
+                       {"default": MINIGRID_CURRICULUM, "test": MINIGRID_CURRICULUM[:3]}, 50, MINIGRID_PLANNER),
     "sokoban": Domain("sokoban", SOKOBAN_ENTITY_NAMES, SOKOBAN_ACTIONS, tuple(SOKOBAN_ENVS),
                       {"default": ("Sokoban-v0",), "teleporter": ("Sokoban-v0", "SokobanTeleporter-v0")}, 30),
 }
@@ -101,6 +108,7 @@ class AgentConfig:
     phi1_scope: str = "all"           # φ1 over all logged steps (paper) or "mission": only the current goal's (release)
     reward_tolerance: float = 1e-6    # |Δr| counted as equal (release: 1e-6; the paper asks for equality)
     planner: PlannerConfig = field(default_factory=PlannerConfig)  # search settings (12a_agent_planning)
+    env_planner: dict | None = None   # environment name -> `PlannerConfig` fields replaced there; None: the domain's
 
     def __post_init__(self):
         if isinstance(self.planner, dict): self.planner = PlannerConfig(**self.planner)
@@ -111,6 +119,11 @@ class AgentConfig:
         if self.llm_budget < 0: raise CwmNbError(f"llm_budget={self.llm_budget}", "pass 0 or more LLM calls")
 
     def to_dict(self) -> dict: return asdict(self)
+
+    def planner_for(self, domain: Domain, env_name: str) -> PlannerConfig:
+        "The search settings in `env_name`: `planner` with the environment's replacements (`env_planner`, else the domain's)."
+        over = (domain.env_planner if self.env_planner is None else self.env_planner).get(env_name, {})
+        return PlannerConfig(**{**asdict(self.planner), **over})
 
 # %% ../nbs/12_agent.ipynb #33cad99a
 ABLATIONS = {"none": {}, "no-optimism": dict(optimism=False), "prompt4reward": dict(prompt4reward=True),
@@ -385,7 +398,7 @@ def transition(self: Evaluator, src: str | None, idx: Sequence[int]) -> list[tup
     if todo:
         items = [(self.data.states[self.data.steps[i]["s"]], self.data.steps[i]["a"]) for i in todo]
         out = predict_steps(self.agent.api, items, "transition", transition=src, sandbox=self.agent.sandbox,
-                            call_timeout_s=self.agent.config.planner.call_timeout_s)
+                            call_timeout_s=self.agent.planner.call_timeout_s)
         for i, o in zip(todo, out): self.t_cache[(k, i)] = self._check_next(o, i)
     return [self.t_cache[(k, i)] for i in idx]
 
@@ -398,7 +411,7 @@ def reward(self: Evaluator, src: str | None, idx: Sequence[int]) -> list[tuple]:
         st = self.data.states
         items = [(st[self.data.steps[i]["s"]], self.data.steps[i]["a"], st[self.data.steps[i]["s2"]]) for i in todo]
         out = predict_steps(self.agent.api, items, "reward", reward=src, sandbox=self.agent.sandbox,
-                            call_timeout_s=self.agent.config.planner.call_timeout_s)
+                            call_timeout_s=self.agent.planner.call_timeout_s)
         for i, (_, r, d, err) in zip(todo, out):
             ok = err is None and type(r) in (int, float) and type(d) is bool and self._check_reward(r, d, i)
             self.r_cache[(k, i)] = (ok, None if err else (r, d), err)
@@ -413,7 +426,7 @@ def check_new_step(self: Evaluator, model: WorldModel, i: int) -> None:
     if model.transition is None or (_sha(model.transition), i) in self.t_cache: return
     out = predict_steps(self.agent.api, [(self.data.states[x["s"]], x["a"])], "step" if rsrc else "transition",
                         transition=model.transition, reward=rsrc, sandbox=self.agent.sandbox,
-                        call_timeout_s=self.agent.config.planner.call_timeout_s)[0]
+                        call_timeout_s=self.agent.planner.call_timeout_s)[0]
     ok = self._check_next(out, i)
     self.t_cache[(_sha(model.transition), i)] = ok
     if ok[0] and rsrc is not None and out[3] is None:   # right next state: the reward on it is the one φ1 asks about
@@ -433,7 +446,7 @@ def plan(self: Evaluator, model: WorldModel, start: State, goal: str, budget: in
     k = (model.transition, model.rewards.get(goal), state_digest(start), goal)
     hit = self.plan_cache.get(k)
     if hit is not None and (hit.found or hit.model_steps >= budget or hit.reason != "budget"): return hit
-    cfg = self.agent.config.planner
+    cfg = self.agent.planner
     res = plan_with_model(self.agent.api, model.transition, model.rewards[goal], start, self.agent.domain.actions,
                           self.agent.domain.entity_names, goal, cfg, budget=budget, sandbox=self.agent.sandbox)
     self.agent.stats["plans"] += 1; self.agent.stats["plan_steps"] += res.model_steps
@@ -460,7 +473,7 @@ def score(self: Evaluator, model: WorldModel, goal: str | None, plans: bool) -> 
         for x in self.data.starts:
             if goal is not None and self.agent.config.phi1_scope == "mission" and x["goal"] != goal: continue
             if model.transition is None or x["goal"] not in model.rewards: out[f"{x['s']}|{x['goal']}"] = False; continue
-            res = self.plan(model, self.data.state(x["s"]), x["goal"], self.agent.config.planner.check_budget)
+            res = self.plan(model, self.data.state(x["s"]), x["goal"], self.agent.planner.check_budget)
             out[f"{x['s']}|{x['goal']}"] = res.found
     n_sc = sum(1 for x in self.data.starts if not (goal is not None and self.agent.config.phi1_scope == "mission"
                                                    and x["goal"] != goal)) if plans else 0
@@ -715,6 +728,7 @@ class WorldCoderAgent:
                 ):
         self.llm, self.domain = llm, get_domain(domain) if isinstance(domain, str) else domain
         self.config, self.seed, self.sandbox = config or AgentConfig(), int(seed), sandbox
+        self.planner = self.config.planner                    # the current environment's search settings (`new_env`)
         self.api = entity_api_source(self.domain.entity_names)
         self.api_doc = entity_api_source(self.domain.entity_names, converters=False)
         self.rng = make_rng(self.seed, "worldcoder-agent")
@@ -753,6 +767,7 @@ def ask(self: WorldCoderAgent, kind: str, messages: list[dict], temperature: flo
 def new_env(self: WorldCoderAgent, env_name: str) -> None:
     "Move to another environment: the data is dropped, the programs kept (unless `transfer=False`)."
     self.env_name, self.data, self.evaluator = env_name, ReplayData(), Evaluator(self)
+    self.planner = self.config.planner_for(self.domain, env_name)
     self.last_failures = (frozenset(), frozenset())
     if not self.config.transfer: self.model = WorldModel()
     self.plan, self.failed_for = None, None
@@ -817,7 +832,7 @@ def act(self: WorldCoderAgent, state: State, goal: str) -> str:
     m = self.model
     if m.transition is None or goal not in m.rewards or self.failed_for == m.key(): return self.random_action()
     if not (self.plan and self.plan_key == (m.key(), state_digest(state))):
-        res = self.evaluator.plan(m, state, goal, self.config.planner.act_budget)
+        res = self.evaluator.plan(m, state, goal, self.planner.act_budget)
         if not res.found:
             self.failed_for, self.plan = m.key(), None
             return self.random_action()
@@ -957,7 +972,7 @@ def run_curriculum(
         name, row = envs[run.env_index], run.envs[run.env_index]
         env = make_env(dom, name)
         if row["episodes"] == 0: agent.new_env(name)
-        else: agent.env_name = name          # resumed in the middle of this environment: its data is loaded
+        else: agent.env_name, agent.planner = name, cfg.planner_for(dom, name)   # resumed mid-environment: data loaded
         bar = tqdm(total=cfg.max_episodes, initial=row["episodes"], desc=name, disable=not progress, leave=False)
         while row["episodes"] < cfg.max_episodes and not row["solved"]:
             t0, llm_s0 = time.perf_counter(), agent.stats["llm_s"]

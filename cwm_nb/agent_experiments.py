@@ -232,7 +232,7 @@ def sokoban_by_boxes(m: dict, boxes=(1, 2, 3, 4), levels: int = 10, seed: int = 
         for i in range(levels):
             s, info = env.reset(seed=derive_seed(seed, "boxes", k, i) % 2**31)
             if t is None or info["mission"] not in rewards: continue
-            p = ag.evaluator.plan(ag.model, s, info["mission"], ag.config.planner.act_budget)
+            p = ag.evaluator.plan(ag.model, s, info["mission"], ag.planner.act_budget)
             if p.found:
                 for a in p.actions: s, r, term, *_ = env.step(a)
                 ok += bool(term)
