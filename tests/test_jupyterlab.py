@@ -19,6 +19,14 @@ def test_setup_registers_the_cwm_nb_kernel_for_this_interpreter():
     assert Path(spec.resource_dir).is_relative_to(sys.prefix)   # installed into the venv (--sys-prefix), not ~
     assert spec.language == "python" and "cwm-nb" in spec.display_name
 
+def test_every_notebook_names_the_cwm_nb_kernel():
+    "So that Lab opens each with this checkout's interpreter, without asking which kernel to use."
+    import nbformat
+    other = {str(p.relative_to(ROOT)): nbformat.read(p, as_version=4).metadata.get("kernelspec", {}).get("name")
+             for p in sorted((ROOT/"nbs").rglob("*.ipynb")) if ".ipynb_checkpoints" not in p.parts}
+    other = {k: v for k, v in other.items() if v != KERNEL}
+    assert not other, f"notebooks naming another kernel: {other}"
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
@@ -87,7 +95,9 @@ def test_jupyter_lab_opens_a_notebook_and_runs_its_cells_in_the_cwm_nb_kernel(la
     assert nb["type"] == "notebook"
     cells = [cell["source"] for cell in nb["content"]["cells"] if cell["cell_type"] == "code"]
     first = next(s for s in cells if "import" in s and not s.lstrip().startswith("#| default_exp"))
-    r = c.post("/api/sessions", json={"path": NOTEBOOK, "type": "notebook", "name": Path(NOTEBOOK).name, "kernel": {"name": KERNEL}})
+    asked = nb["content"]["metadata"]["kernelspec"]["name"]   # Lab starts the kernel the notebook names
+    assert asked == KERNEL, nb["content"]["metadata"]
+    r = c.post("/api/sessions", json={"path": NOTEBOOK, "type": "notebook", "name": Path(NOTEBOOK).name, "kernel": {"name": asked}})
     assert r.status_code == 201, r.text
     sess = r.json()
     assert sess["kernel"]["name"] == KERNEL

@@ -1,6 +1,6 @@
 """The notebooks are committed with their outputs, and a re-execution leaves those outputs unchanged: each
 notebook is executed again (tools/run_nbs.py --check: in one process, `#| slow` cells skipped, progress bars off)
-and what a reader sees of its outputs (texts, tables, the pixel size of each figure) is compared with the file."""
+and what a reader sees of its outputs (texts, tables, and each figure's pixels, with a small tolerance for anti-aliasing) is compared with the file."""
 import subprocess, sys
 from pathlib import Path
 import pytest
@@ -22,3 +22,31 @@ def test_every_library_notebook_shows_some_outputs():
     bare = [p.stem for p in NOTEBOOKS if not any(c.get("outputs") for c in nbformat.read(p, as_version=4).cells
                                                   if c.cell_type == "code")]
     assert not bare, f"notebooks committed without any output: {bare}"
+
+
+def _png(draw) -> str:
+    "A figure drawn by `draw(ax)`, as the base64 PNG a notebook stores."
+    import base64, io
+    import matplotlib; matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(3, 2), dpi=80)
+    draw(ax)
+    buf = io.BytesIO(); fig.savefig(buf, format="png"); plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def test_the_gate_compares_what_a_figure_shows():
+    sys.path.insert(0, str(ROOT/"tools"))
+    try: from run_nbs import Image
+    finally: sys.path.remove(str(ROOT/"tools"))
+    import base64, io
+    import numpy as np
+    from PIL import Image as PILImage
+    curve = _png(lambda ax: ax.plot([0, 1, 2, 3], [0, 1, 4, 9]))
+    assert Image(curve) == Image(_png(lambda ax: ax.plot([0, 1, 2, 3], [0, 1, 4, 9])))    # drawn again: the same
+    assert Image(curve) != Image(_png(lambda ax: ax.plot([0, 1, 2, 3], [0, 1, 4, 7])))    # one point moved
+    assert Image(curve) != Image(_png(lambda ax: None))                                   # an empty plot, same size
+    px = np.asarray(PILImage.open(io.BytesIO(base64.b64decode(curve))).convert("RGBA")).copy()
+    px[5, 5, :3] = 255 - px[5, 5, :3]                                                     # one pixel of anti-aliasing
+    buf = io.BytesIO(); PILImage.fromarray(px).save(buf, format="PNG")
+    assert Image(curve) == Image(base64.b64encode(buf.getvalue()).decode())

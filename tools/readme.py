@@ -3,10 +3,11 @@
     python tools/readme.py          # write README.md
     python tools/readme.py --check  # exit 1 if README.md is not the rendering of nbs/index.ipynb
 
-Markdown cells are copied; code cells become ```python blocks without their `#|` directives (cells marked
+Markdown cells are copied, with links to other notebooks (written relative to `nbs/`, so that they work in
+JupyterLab and on the docs site) made relative to the repository root; code cells become ```python blocks without their `#|` directives (cells marked
 `#| hide` are left out); text outputs follow as plain blocks. tests/test_nbdev_gates.py runs the check.
 """
-import sys
+import re, sys
 from pathlib import Path
 import nbformat
 
@@ -18,7 +19,7 @@ def render(nb_path: Path = ROOT/"nbs"/"index.ipynb") -> str:
     for c in nb.cells:
         src = c.source.strip("\n")
         if c.cell_type == "markdown":
-            parts.append(src)
+            parts.append(re.sub(r"\]\((?![a-z]+:|/|#|nbs/|\.\./)([^)\s]+\.ipynb(?:#[^)]*)?)\)", r"](nbs/\1)", src))
         elif c.cell_type == "code":
             lines = src.split("\n")
             if any(l.strip() in ("#| hide", "#|hide") for l in lines): continue

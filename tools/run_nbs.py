@@ -7,9 +7,9 @@ Cells run in order in one in-process IPython shell (execnb, as nbdev_test does),
 working directory; cells flagged `#| slow` are skipped and keep no outputs; progress bars are switched off
 (TQDM_DISABLE=1) and matplotlib draws with the Agg backend. Then `nbdev_clean` strips what changes from run to run
 (execution counts, metadata). `--check` executes a copy and compares the outputs a reader sees (text, markdown,
-HTML, and the size of each image) with the committed ones.
+HTML, and each image's pixels, with a small tolerance for anti-aliasing) with the committed ones.
 """
-import argparse, base64, copy, io, os, struct, subprocess, sys, tempfile
+import argparse, base64, io, os, struct, subprocess, sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,13 +43,32 @@ def clean(paths: list[Path]) -> None:
     for p in paths: subprocess.run([str(nbdev_clean), "--fname", str(p)], check=True, cwd=ROOT, capture_output=True)
 
 
-def _png_size(b64: str) -> tuple[int, int] | None:
-    raw = base64.b64decode(b64)
-    return struct.unpack(">II", raw[16:24]) if raw[:8] == b"\x89PNG\r\n\x1a\n" else None
+class Image:
+    """A PNG output as a reader sees it: equal to another when both have the same pixel size and at most
+    `TOLERANCE` of their pixels differ by more than a quarter of the colour range in some channel (anti-aliasing
+    and font hinting differ slightly between library builds; a changed curve, bar or frame does not pass)."""
+    TOLERANCE = 0.001
+
+    def __init__(self, b64: str):
+        self.raw = base64.b64decode(b64)
+        self.size = struct.unpack(">II", self.raw[16:24]) if self.raw[:8] == b"\x89PNG\r\n\x1a\n" else None
+
+    def pixels(self):
+        import numpy as np
+        from PIL import Image as PILImage
+        return np.asarray(PILImage.open(io.BytesIO(self.raw)).convert("RGBA"), dtype=np.int16)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Image) or self.size != other.size: return False
+        if self.raw == other.raw: return True
+        a, b = self.pixels(), other.pixels()
+        return a.shape == b.shape and float((abs(a - b).max(axis=-1) > 64).mean()) <= self.TOLERANCE
+
+    def __repr__(self): return f"Image(size={self.size})"
 
 
 def visible(nb_path: Path) -> list:
-    "What a reader sees of each code cell's outputs: texts as they are, images by their pixel size."
+    "What a reader sees of each code cell's outputs: texts as they are, images as `Image`s (compared by their pixels)."
     import nbformat
     nb = nbformat.read(nb_path, as_version=4)
     out = []
@@ -63,7 +82,7 @@ def visible(nb_path: Path) -> list:
                 d = o.get("data", {})
                 for k in ("text/markdown", "text/html", "text/plain"):
                     if k in d: cell.append((k, d[k] if isinstance(d[k], str) else "".join(d[k]))); break
-                if "image/png" in d: cell.append(("image/png", _png_size(d["image/png"])))
+                if "image/png" in d: cell.append(("image/png", Image(d["image/png"])))
         out.append(cell)
     return out
 
@@ -80,12 +99,16 @@ def main():
     bad = []
     for p in paths:
         if a.check:
-            with tempfile.TemporaryDirectory() as d:
-                tmp = p.parent/f".{p.stem}.check.ipynb"
-                try:
-                    execute(p, tmp); clean([tmp])
-                    if visible(tmp) != visible(p): bad.append(p)
-                finally: tmp.unlink(missing_ok=True)
+            tmp = p.parent/f".{p.stem}.check.ipynb"
+            try:
+                execute(p, tmp); clean([tmp])
+                new, old = visible(tmp), visible(p)
+                if new != old:
+                    bad.append(p)
+                    cells = [i for i, (n, o) in enumerate(zip(new, old)) if n != o] or ["(a different number of code cells)"]
+                    print(f"{p.relative_to(ROOT)}: outputs differ in code cell(s) {', '.join(map(str, cells[:10]))} "
+                          "(counted from 0, code cells only)", file=sys.stderr)
+            finally: tmp.unlink(missing_ok=True)
         else:
             execute(p, p); clean([p])
         print(("checked " if a.check else "executed ") + str(p.relative_to(ROOT)), file=sys.stderr)
