@@ -592,7 +592,8 @@ def _private_mounts(hide: Sequence[str]) -> bool:
 def _hidden_paths(problem: AppsProblem) -> list[str]:
     "Real paths to hide from `problem`'s programs: its data file or folder and `data_dir()`, unless they hold needed paths."
     from cwm_nb.fork_server import _needed_paths
-    needed = _needed_paths()
+    needed = _needed_paths() + [os.path.realpath(p) for p in (sys.prefix, sys.exec_prefix)]   # (a venv inside
+    # the checkout is folded into the checkout by _needed_paths, but hiding the venv itself would break the interpreter)
     out = []
     for p in (problem.data_path, data_dir()):
         if p is None or not os.path.exists(p): continue
