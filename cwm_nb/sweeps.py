@@ -319,7 +319,7 @@ def plan_sweep(
     models: str | list = "embedded",   # comma list of models (see `llm.resolve_model`)
     budgets: str | list = "10",   # comma list of budgets (LLM calls per run)
     seeds: str | list = "0",      # comma list of seeds
-    paper_compat: bool = False,   # the original code's behaviour (README, "Where this differs")
+    paper_compat: bool = False,   # the original code's behaviour (guide, "Where this differs from the original code")
     max_tokens: int = 0,          # completion cap per call; 0: the per-model default (`experiments.default_max_tokens`)
     base_url: str = "",           # OpenAI-compatible endpoint for provider:name models
     plan_preset: str = "quick",   # planning after each search ("paper", "quick", "none")
