@@ -118,7 +118,9 @@ class AgentConfig:
             if int(getattr(self, k)) < 1: raise CwmNbError(f"AgentConfig.{k} must be at least 1", f"pass {k} >= 1")
         if self.llm_budget < 0: raise CwmNbError(f"llm_budget={self.llm_budget}", "pass 0 or more LLM calls")
 
-    def to_dict(self) -> dict: return asdict(self)
+    def to_dict(self) -> dict:
+        "The settings as a plain dict (JSON-ready)."
+        return asdict(self)
 
     def planner_for(self, domain: Domain, env_name: str) -> PlannerConfig:
         "The search settings in `env_name`: `planner` with the environment's replacements (`env_planner`, else the domain's)."
@@ -160,11 +162,17 @@ class ReplayData:
 
 # %% ../nbs/12_agent.ipynb #9bd3e470
 @patch
-def state(self: ReplayData, digest: str) -> State: return state_from_plain(self.states[digest])
+def state(self: ReplayData, digest: str) -> State:
+    "The stored state with this digest (KeyError if it was never stored)."
+    return state_from_plain(self.states[digest])
 @patch
-def goals(self: ReplayData) -> list[str]: return list(dict.fromkeys([x["goal"] for x in self.steps] + [x["goal"] for x in self.starts]))
+def goals(self: ReplayData) -> list[str]:
+    "Every goal in the data, in order of first appearance."
+    return list(dict.fromkeys([x["goal"] for x in self.steps] + [x["goal"] for x in self.starts]))
 @patch
-def to_dict(self: ReplayData) -> dict: return dict(states=self.states, steps=self.steps, starts=self.starts)
+def to_dict(self: ReplayData) -> dict:
+    "The data as a plain dict of states, steps and starts (JSON-ready)."
+    return dict(states=self.states, steps=self.steps, starts=self.starts)
 
 @patch(cls_method=True)
 def from_dict(cls: ReplayData, d: dict) -> ReplayData:
@@ -358,11 +366,17 @@ class Score:
     h: float                    # the paper's heuristic (above)
 
     @property
-    def a_exp(self) -> float: return sum(t and r for t, r in zip(self.t_ok, self.r_ok)) / max(len(self.t_ok), 1)
+    def a_exp(self) -> float:
+        "Fraction in [0, 1] of the steps in scope whose transition and reward were both predicted."
+        return sum(t and r for t, r in zip(self.t_ok, self.r_ok)) / max(len(self.t_ok), 1)
     @property
-    def a_plan(self) -> float: return sum(self.plans.values()) / max(len(self.plans), 1) if self.plans else 0.0
+    def a_plan(self) -> float:
+        "Fraction in [0, 1] of the asked (start, goal) pairs for which a plan was found; 0.0 if none was asked."
+        return sum(self.plans.values()) / max(len(self.plans), 1) if self.plans else 0.0
     @property
-    def phi2(self) -> bool: return bool(self.plans) and all(self.plans.values())
+    def phi2(self) -> bool:
+        "True when plans were asked for and every one was found (the paper's optimism condition)."
+        return bool(self.plans) and all(self.plans.values())
 
 # %% ../nbs/12_agent.ipynb #9113473e
 class Evaluator:
@@ -371,7 +385,9 @@ class Evaluator:
         self.agent, self.t_cache, self.r_cache, self.plan_cache = agent, {}, {}, {}
 
     @property
-    def data(self) -> ReplayData: return self.agent.data
+    def data(self) -> ReplayData:
+        "The agent's replay data that the evaluator scores on."
+        return self.agent.data
 
     def scope(self, goal: str | None) -> list[int]:
         "Indices of the steps φ1 is checked on: all (paper) or the current goal's (`phi1_scope='mission'`)."
@@ -522,11 +538,13 @@ class Synthesis:
         return list(dict.fromkeys(gs + [self.goal]))
 
     def satisfied(self, s: Score, phase: str) -> bool:
+        "True when the score meets the phase's objective: every step explained, and in the plan phase every plan found."
         return s.phi1 and (phase == "fit" or s.phi2)
 
 # %% ../nbs/12_agent.ipynb #94168806
 @patch
 def add(self: Synthesis, parent, how, model, phase, call=None) -> Candidate:
+    "Score `model` on the goal, store it as a new candidate (child of `parent`, made by `how`) and return it."
     s = self.agent.evaluator.score(model, self.goal, plans=phase == "plan")
     c = Candidate(len(self.nodes), parent, how, model, s, call)
     self.nodes.append(c)
@@ -552,6 +570,7 @@ def arms_of(self: Synthesis, c: Candidate, phase: str) -> list[Arm]:
 # %% ../nbs/12_agent.ipynb #27106425
 @patch
 def ask(self: Synthesis, kind: str, messages: list[dict], entry: str, temperature: float | None = None) -> str | None:
+    "One LLM call of this synthesis problem: the code defining `entry` in the answer, or None. Raises `_BudgetSpent` when the phase's calls are used up."
     if self.phase_calls >= self.limit: raise _BudgetSpent()
     self.calls += 1; self.phase_calls += 1
     text = self.agent.ask(kind, messages, temperature)
@@ -792,6 +811,7 @@ def start_episode(self: WorldCoderAgent, state: State, goal: str) -> None:
 # %% ../nbs/12_agent.ipynb #0c5cd6ab
 @patch
 def failures(self: WorldCoderAgent, score: Score, goal: str) -> tuple[frozenset, frozenset]:
+    "(indices of unexplained steps, keys of plans not found) of `score` on `goal`'s scope."
     idx = self.evaluator.scope(goal)
     steps = frozenset(i for i, t, r in zip(idx, score.t_ok, score.r_ok) if not (t and r))
     return steps, frozenset(k for k, ok in score.plans.items() if not ok)
@@ -821,7 +841,9 @@ def learn(self: WorldCoderAgent, goal: str, t: int = 0) -> None:
 
 # %% ../nbs/12_agent.ipynb #0b95d49c
 @patch
-def random_action(self: WorldCoderAgent) -> str: return self.domain.actions[int(self.rng.integers(len(self.domain.actions)))]
+def random_action(self: WorldCoderAgent) -> str:
+    "A uniformly random action name of the domain (from the agent's seeded RNG)."
+    return self.domain.actions[int(self.rng.integers(len(self.domain.actions)))]
 
 @patch
 def act(self: WorldCoderAgent, state: State, goal: str) -> str:
@@ -1000,9 +1022,12 @@ class WorldCoderTestDouble:
         self.dir = Path(programs) if programs else data_dir()/"programs"/"worldcoder"
         self.asked: list[str] = []     # the task of every call, in order
 
-    def program(self, name: str) -> str: return (self.dir/f"{name}.py").read_text()
+    def program(self, name: str) -> str:
+        "The scripted program file `name`.py of this test double, as text."
+        return (self.dir/f"{name}.py").read_text()
 
     def tier_program(self, domain: str, tier: int) -> str:
+        "The scripted transition program of `domain` at `tier` (0, 1 or 2; 2 is the complete one)."
         return self.program(f"{domain}_transition" + ("" if tier >= 2 else f"_{tier}"))
 
     def reward_program(self, domain: str, goal: str) -> str:
@@ -1017,12 +1042,14 @@ class WorldCoderTestDouble:
         return self.program("minigrid_reward_none")
 
     def current_tier(self, domain: str, text: str) -> int:
+        "The tier (0, 1 or 2) of the transition program shown in the prompt `text`; 0 if none is recognised."
         for tier in (2, 1, 0):
             doc = self.tier_program(domain, tier).split('"""')[1].split("\n")[0]
             if doc in text: return tier
         return 0
 
     def needed_tier(self, domain: str, text: str) -> int:
+        "The tier (1 or 2) the objects named in `text` call for."
         if domain == "sokoban": return 2 if "Teleporter(" in text else 1
         return 2 if any(o in text for o in _MINIGRID_OBJECTS) else 1
 

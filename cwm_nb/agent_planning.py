@@ -257,7 +257,9 @@ class LocalModel:
             out.append(res)
         return out
 
-    def close(self): pass
+    def close(self):
+        "Nothing to release (the model runs in this process)."
+        pass
 
 # %% ../nbs/12a_agent_planning.ipynb #5aec6305
 class RemoteModel(LocalModel):
@@ -282,6 +284,7 @@ class RemoteModel(LocalModel):
         except ValueError: raise StepError("the model process sent a reply that is not JSON") from None
 
     def close(self) -> None:
+        "Close the pipes and kill the model's process; safe to call twice."
         for fd in (self.req_w, self.rep_r):
             try: os.close(fd)
             except OSError: pass
@@ -311,7 +314,9 @@ class PlanResult:
     first_error: str | None = None # the first failure's message
     plan_s: float = 0.0            # wall time of the search, seconds
 
-    def to_dict(self) -> dict: return asdict(self)
+    def to_dict(self) -> dict:
+        "The result as a plain dict (JSON-ready)."
+        return asdict(self)
 
 # %% ../nbs/12a_agent_planning.ipynb #847e14ae
 def _path(parent: dict, cid: int, tail: tuple) -> tuple[list, list]:
@@ -371,6 +376,7 @@ class BM25:
         self.n_docs, self.total_len, self.df = 0, 0, Counter()
 
     def add(self, doc: Counter) -> None:
+        "Count one document (a Counter of its terms) in the corpus statistics."
         self.n_docs += 1; self.total_len += sum(doc.values())
         self.df.update(set(doc) & set(self.query))
 

@@ -41,6 +41,7 @@ class SymbolicObservation(gym.ObservationWrapper):
 # %% ../nbs/12b_agent_rl.ipynb #ccf52e1c
 @patch
 def observation(self: SymbolicObservation, state: State) -> np.ndarray:
+    "The float32 vector of `observation_space.shape`: h × w planes marking each object kind and colour, then the agent's direction and what it carries (one-hot)."
     x = np.zeros(self.observation_space.shape, np.float32)
     grid = x[:self.n_grid].reshape(len(self.kinds) + len(COLORS), self.h, self.w)
     for e in state:
@@ -66,7 +67,9 @@ class IndexActions(gym.ActionWrapper):
         super().__init__(env)
         self.names = list(actions)
         self.action_space = gym.spaces.Discrete(len(self.names))
-    def action(self, a) -> str: return self.names[int(a)]
+    def action(self, a) -> str:
+        "The action name of index `a`."
+        return self.names[int(a)]
 
 def rl_env(
     domain: str,            # "minigrid" or "sokoban"

@@ -46,9 +46,13 @@ class AppsProblem:
     data_path: str | None = field(default=None, compare=False, repr=False)  # the file or folder it was read from (hidden from programs)
 
     @property
-    def kind(self) -> str: return "call" if self.fn_name else "stdin"
+    def kind(self) -> str:
+        "\"call\" when the problem names a function to call, \"stdin\" for a program that reads its input."
+        return "call" if self.fn_name else "stdin"
     @property
-    def n_tests(self) -> int: return len(self.inputs)
+    def n_tests(self) -> int:
+        "Number of test cases."
+        return len(self.inputs)
 
 # %% ../nbs/11a_apps.ipynb #4b99d771
 @patch(as_prop=True)
@@ -810,7 +814,9 @@ class AppsTestResult:
     wall_s: float = 0.0     # wall time of the test's process, seconds
 
     @property
-    def passed(self) -> bool: return self.status == "pass"
+    def passed(self) -> bool:
+        "True when the test passed."
+        return self.status == "pass"
 
 # %% ../nbs/11a_apps.ipynb #36b840e0
 def _judge_unfinished(raw: dict, per_test_s: float, problem_s: float) -> dict | None:
@@ -900,9 +906,13 @@ class AppsEvaluation:
     data_hidden: bool | None = None    # every test that ran had the data hidden from it (None: no test ran)
 
     @property
-    def n_tests(self) -> int: return len(self.tests)
+    def n_tests(self) -> int:
+        "Number of tests run."
+        return len(self.tests)
     @property
-    def n_passed(self) -> int: return sum(t.passed for t in self.tests)
+    def n_passed(self) -> int:
+        "Number of tests passed."
+        return sum(t.passed for t in self.tests)
     @property
     def accuracy(self) -> float:
         "Fraction of the evaluated tests passed under `mode` (0.0 for no tests)."
@@ -915,21 +925,26 @@ class AppsEvaluation:
 # %% ../nbs/11a_apps.ipynb #e1d404c8
 @patch(as_prop=True)
 def accuracy_strict(self: AppsEvaluation) -> float:
+    "Fraction in [0, 1] of the tests passed under strict comparison; 0.0 without tests."
     return sum(t.passed_strict for t in self.tests) / self.n_tests if self.tests else 0.0
 
 # %% ../nbs/11a_apps.ipynb #8d06f054
 @patch(as_prop=True)
 def accuracy_apps_compat(self: AppsEvaluation) -> float:
+    "Fraction in [0, 1] of the tests passed under APPS's own comparison; 0.0 without tests."
     return sum(t.passed_apps_compat for t in self.tests) / self.n_tests if self.tests else 0.0
 
 # %% ../nbs/11a_apps.ipynb #8dee8e19
 @patch(as_prop=True)
 def counts(self: AppsEvaluation) -> dict:
+    "{status: number of tests} for the statuses that occur, in `STATUSES` order."
     return {s: sum(t.status == s for t in self.tests) for s in STATUSES if any(t.status == s for t in self.tests)}
 
 # %% ../nbs/11a_apps.ipynb #c094bf71
 @patch(as_prop=True)
-def raised_on_first_test(self: AppsEvaluation) -> bool: return bool(self.tests) and self.tests[0].status == "runtime_error"
+def raised_on_first_test(self: AppsEvaluation) -> bool:
+    "True when the first test ended in a runtime error."
+    return bool(self.tests) and self.tests[0].status == "runtime_error"
 
 # %% ../nbs/11a_apps.ipynb #a2802f0c
 @patch(as_prop=True)

@@ -15,9 +15,9 @@ from .apps import (AppsEvaluation, AppsProblem, COMPARE_MODES, SHOW_CHARS, SPLIT
                          choose_failure, evaluate_solution, load_apps, looks_like_apps_solution, split_tests)
 
 # %% auto #0
-__all__ = ['AppsTask', 'SearchEvaluation', 'search_evaluator', 'scripted_demo_llm', 'solve_problem', 'parse_problems',
-           'problems_label', 'data_path', 'select_problems', 'AppsRun', 'apps_run_metrics', 'run_problems',
-           'plot_apps_run']
+__all__ = ['PAPER_SPEC', 'AppsTask', 'SearchEvaluation', 'search_evaluator', 'scripted_demo_llm', 'solve_problem',
+           'parse_problems', 'problems_label', 'data_path', 'select_problems', 'AppsRun', 'apps_run_metrics',
+           'run_problems', 'plot_apps_run']
 
 # %% ../nbs/11b_apps_search.ipynb #003f2d8d
 _NO_FAILURE = "(The program passed every test it was run on; make it follow the statement more closely.)"
@@ -81,15 +81,25 @@ class SearchEvaluation:
     example: dict | None = None  # the failing test for the improve prompt (`choose_failure`), None if every test passed
 
     @property
-    def accuracy(self) -> float: return self.evaluation.accuracy
+    def accuracy(self) -> float:
+        "The evaluation's accuracy in [0, 1]."
+        return self.evaluation.accuracy
     @property
-    def bug(self) -> bool: return self.evaluation.bug
+    def bug(self) -> bool:
+        "True when the program raised."
+        return self.evaluation.bug
     @property
-    def error(self) -> str | None: return self.evaluation.error
+    def error(self) -> str | None:
+        "The evaluation's error message, or None."
+        return self.evaluation.error
     @property
-    def perfect(self) -> bool: return self.evaluation.perfect
+    def perfect(self) -> bool:
+        "True when every test of the evaluation passed."
+        return self.evaluation.perfect
     @property
-    def failures(self) -> list[dict]: return [self.example] if self.example else []
+    def failures(self) -> list[dict]:
+        "The failing example shown in the next prompt, as a list of at most one dict."
+        return [self.example] if self.example else []
 
     def to_dict(self) -> dict:
         "The evaluation's plain data without the outputs of each test (a checkpoint holds one per node), and the index of the test the improve prompt shows."
@@ -263,9 +273,11 @@ def data_path(data: str | Path) -> Path:
     return data_dir()/"apps_demo" if str(data) == "demo" else Path(data).expanduser()
 
 # %% ../nbs/11b_apps_search.ipynb #c45d4569
+PAPER_SPEC = "3000:4000"   # the paper's problems (`PAPER_RANGE`) as a `parse_problems` spec
+
 def select_problems(
     data: str | Path,   # the user's APPS copy (`load_apps` layouts), or "demo"
-    spec: str = f"{PAPER_RANGE[0]}:{PAPER_RANGE[1]}",  # positions (see `parse_problems`)
+    spec: str = PAPER_SPEC,  # positions (see `parse_problems`)
     split: str = "test",  # which split
 ) -> list[AppsProblem]:
     "The selected problems in position order; malformed ones kept with `error` set. Raises `AppsDataError` for a missing path or positions that do not exist."

@@ -83,6 +83,7 @@ class ProgramNode:
 # %% ../nbs/09_baselines.ipynb #c58c96d5
 @patch(as_prop=True)
 def sha256(self: ProgramNode) -> str | None:
+    "Hex SHA-256 of the program text; None for a node without a program."
     return hashlib.sha256(self.program.encode()).hexdigest() if self.program else None
 
 # %% ../nbs/09_baselines.ipynb #a900ee04
@@ -118,7 +119,9 @@ def update(self: ProgramSearch, parent: ProgramNode, child: ProgramNode):
 
 # %% ../nbs/09_baselines.ipynb #25198a76
 @patch
-def node_at(self: ProgramSearch, pid: int) -> ProgramNode: return self.nodes[pid]
+def node_at(self: ProgramSearch, pid: int) -> ProgramNode:
+    "The node with id `pid` (IndexError if there is none)."
+    return self.nodes[pid]
 
 @patch
 def arms(self: ProgramSearch) -> list[ProgramNode]:
@@ -223,6 +226,7 @@ def choose(self: WorldCoder) -> ProgramNode:
 # %% ../nbs/09_baselines.ipynb #c02240be
 @patch
 def plan(self: WorldCoder):
+    "The next expansion: (parent node id, \"generate\" | \"fix\" | \"improve\", messages)."
     if not self.arms(): return 0, "generate", self.messages(self.nodes[0], "generate")
     node = self.choose()
     t = "fix" if node.raised else "improve"
@@ -236,16 +240,20 @@ def is_perfect(self: WorldCoder, node: ProgramNode) -> bool:
 
 @patch
 def new_node(self: WorldCoder, node):
+    "Give a new node its Beta prior (alpha, beta) from its score and `config.C`."
     node.alpha, node.beta = beta_params(node.score, self.config.C)
 
 @patch
 def update(self: WorldCoder, parent, child):
+    "Count the child's outcome (perfect or not) in its parent's Beta posterior; the root is no arm."
     if parent.id == 0: return        # the root is not an arm
     strict = 1.0 if self.is_perfect(child) else 0.0
     parent.alpha += strict; parent.beta += 1.0 - strict
 
 @patch
-def stops(self: WorldCoder, child): return self.is_perfect(child)
+def stops(self: WorldCoder, child):
+    "True when `child` is perfect (the search stops)."
+    return self.is_perfect(child)
 
 # %% ../nbs/09_baselines.ipynb #11f7eb71
 COT_OPENER = "Let me work out the environment's rules step by step before I write the program.\n\n"
@@ -287,7 +295,9 @@ class ZeroShotCoT(ProgramSearch):
 
 # %% ../nbs/09_baselines.ipynb #9fd057e9
 @patch
-def plan(self: ZeroShotCoT): return 0, "generate", self.prompt if self.task is None else self.task.cot_messages()
+def plan(self: ZeroShotCoT):
+    "The only expansion: (0, \"generate\", the chain-of-thought messages)."
+    return 0, "generate", self.prompt if self.task is None else self.task.cot_messages()
 
 @patch
 def shorter(self: ZeroShotCoT, where, t, compact):
@@ -296,7 +306,9 @@ def shorter(self: ZeroShotCoT, where, t, compact):
     return cot_messages(shorten_description(self.description, compact), contract=self.contract, opener=self.config.opener)
 
 @patch
-def stops(self: ZeroShotCoT, child): return child.perfect and not self.config.paper_compat
+def stops(self: ZeroShotCoT, child):
+    "True when `child` is perfect, unless the original code's behaviour is asked for (paper_compat)."
+    return child.perfect and not self.config.paper_compat
 
 # %% ../nbs/09_baselines.ipynb #0b364406
 GIF_MCTS_ABLATIONS: dict[str, dict] = {

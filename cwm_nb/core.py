@@ -37,7 +37,9 @@ class Program:
         return hashlib.sha256(self.source.encode()).hexdigest()
 
     @property
-    def n_lines(self) -> int: return len(self.source.splitlines())
+    def n_lines(self) -> int:
+        "Number of lines of the source."
+        return len(self.source.splitlines())
 
 # %% ../nbs/00_core.ipynb #238d6947
 @dataclass
@@ -51,7 +53,9 @@ class Transition:
     truncated: bool     # a time limit cut the episode (not predictable from the state)
 
     @property
-    def done(self) -> bool: return bool(self.terminated or self.truncated)
+    def done(self) -> bool:
+        "True when the episode ended here (terminated or truncated)."
+        return bool(self.terminated or self.truncated)
 
 # %% ../nbs/00_core.ipynb #19f25180
 def to_plain(x: Any) -> Any:

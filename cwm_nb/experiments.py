@@ -265,7 +265,7 @@ def run_cwmb_search(
     seed: int = 0,               # seed of the search and of the LLM sampling
     out: str | Path = "results", # results root
     base_url: str = "",          # OpenAI-compatible endpoint for `provider:name` models
-    paper_compat: bool = False,  # the original code's behaviour (README, "Where this differs") instead of the fixes
+    paper_compat: bool = False,  # the original code's behaviour (guide, "Where this differs from the original code") instead of the fixes
     max_tokens: int = 0,         # completion cap per LLM call (tokens); 0: 400 for the embedded model, else the paper's 1500
     buffer: str | Path = "",     # replay buffer: one of our buffer folders or a paper pickle; "": the shipped buffer
     plan_preset: str = "quick",  # planner preset for the normalized return after the search (`plan_run`), or "none"
@@ -667,13 +667,13 @@ def add_run_cli(sub) -> None:
     r.add_argument("--base-url", default="", help="OpenAI-compatible endpoint for provider:name models")
     r.add_argument("--endpoint-caps", default="", help="what the endpoint accepts, overriding the provider's defaults: "
                    "comma list of prefill=continue|user, stop=yes|no, max_tokens_param=max_tokens|max_completion_tokens, "
-                   "sampling=yes|no, seed=yes|no, context=TOKENS (see README, Models)")
+                   "sampling=yes|no, seed=yes|no, context=TOKENS (see the guide, nbs/guide.ipynb, 'Models')")
     r.add_argument("--budget", type=int, default=None, help="LLM calls (per problem for apps); default 10, apps 20 (the paper's)")
     r.add_argument("--seed", type=int, default=0, help="seed of the search and of LLM sampling")
     r.add_argument("--out", default="results", help="results root")
     r.add_argument("--max-tokens", type=int, default=0, help="completion cap per call; 0: 400 for embedded, 16000 for "
                    "reasoning models (o1, o3, o4, gpt-5: hidden reasoning counts in it), else 1500")
-    r.add_argument("--paper-compat", action="store_true", help="reproduce the original code's behaviour (see README)")
+    r.add_argument("--paper-compat", action="store_true", help="reproduce the original code's behaviour (see the guide, nbs/guide.ipynb, 'Where this differs from the original code')")
     r.add_argument("--buffer", default="", help="replay buffer folder or paper pickle (*.pkl); default: the shipped buffer")
     r.add_argument("--plan-preset", default="quick", choices=PLAN_PRESETS,
                    help="planner preset for the normalized return after the search (paper: the paper's parameters, "

@@ -187,6 +187,7 @@ def value(self: Node) -> float:
 
 @patch(as_prop=True)
 def sha256(self: Node) -> str | None:
+    "Hex SHA-256 of the program text; None for a node without a program."
     return hashlib.sha256(self.program.encode()).hexdigest() if self.program else None
 
 # %% ../nbs/08_gif_mcts.ipynb #fde4fedd
@@ -203,7 +204,9 @@ class SearchTree:
 
 # %% ../nbs/08_gif_mcts.ipynb #e0e7a574
 @patch(as_prop=True)
-def root(self: SearchTree) -> Node: return self.nodes[0]
+def root(self: SearchTree) -> Node:
+    "The root node (id 0, no program)."
+    return self.nodes[0]
 
 # %% ../nbs/08_gif_mcts.ipynb #5999e76f
 @patch
@@ -439,7 +442,9 @@ class FailedExpansion:
     bug: bool = True
     failures: tuple = ()
     perfect: bool = False
-    def to_dict(self) -> dict: return dict(failed_request=self.error, accuracy=0.0, bug=True)
+    def to_dict(self) -> dict:
+        "The failed expansion as a node's plain record: the error, accuracy 0.0, bug True."
+        return dict(failed_request=self.error, accuracy=0.0, bug=True)
 
 # %% ../nbs/08_gif_mcts.ipynb #9b34ff03
 def _default_cot(llm: Any) -> bool:
@@ -482,7 +487,9 @@ class SearchResult:
 
 # %% ../nbs/08_gif_mcts.ipynb #a90ff0ea
 @patch
-def to_dict(self: SearchResult) -> dict: return to_plain(asdict(self))
+def to_dict(self: SearchResult) -> dict:
+    "The result as plain data (JSON-ready)."
+    return to_plain(asdict(self))
 
 # %% ../nbs/08_gif_mcts.ipynb #24738998
 class SearchLoop:
@@ -842,7 +849,9 @@ def plan(self: GIFMCTS):
     return (path, action), t, self.messages(self.tree.nodes[path[-1]], t)
 
 @patch
-def node_at(self: GIFMCTS, where) -> Node: return self.tree.nodes[where[0][-1]]
+def node_at(self: GIFMCTS, where) -> Node:
+    "The node a planned call starts from: the last node on the path `where` (as `plan` returns it)."
+    return self.tree.nodes[where[0][-1]]
 
 # %% ../nbs/08_gif_mcts.ipynb #f014fb53
 @patch

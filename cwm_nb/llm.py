@@ -100,13 +100,17 @@ def record(self: Usage, c: Completion, price: tuple[float, float] | None = None)
 
 # %% ../nbs/01_llm.ipynb #846e961d
 @patch
-def copy(self: Usage) -> Usage: return Usage(**asdict(self))
+def copy(self: Usage) -> Usage:
+    "An independent copy."
+    return Usage(**asdict(self))
 @patch
 def __sub__(self: Usage, other: Usage) -> Usage:
     "What was spent between two snapshots: `after - before`."
     return Usage(**{f.name: getattr(self, f.name) - getattr(other, f.name) for f in fields(self)})
 @patch
-def to_dict(self: Usage) -> dict: return asdict(self)
+def to_dict(self: Usage) -> dict:
+    "The counts as a plain dict."
+    return asdict(self)
 
 # %% ../nbs/01_llm.ipynb #9240ed81
 PREFILL_MODES = ("continue", "user")
@@ -133,7 +137,9 @@ class EndpointCaps:
 
 # %% ../nbs/01_llm.ipynb #b987bd89
 @patch
-def to_dict(self: EndpointCaps) -> dict: return asdict(self)
+def to_dict(self: EndpointCaps) -> dict:
+    "The capabilities as a plain dict."
+    return asdict(self)
 
 # %% ../nbs/01_llm.ipynb #c89b8825
 _CAP_ALIASES = {"context": "context_tokens", "max_tokens": "max_tokens_param"}
@@ -302,6 +308,7 @@ class ContextWindowExceeded(RequestRefused):
 # %% ../nbs/01_llm.ipynb #637b7b2e
 @patch
 def to_dict(self: RequestRefused) -> dict:
+    "The refusal as a plain dict (as stored in the response cache)."
     return dict(what=self.what, todo=self.todo, status=self.status, message=self.message, param=self.param,
                 kind=self.kind, window=self.window, prompt_tokens=self.prompt_tokens)
 
@@ -704,6 +711,7 @@ class OpenAICompatibleLLM(LLM):
 # %% ../nbs/01_llm.ipynb #c64983d1
 @patch
 def sampling_params(self: OpenAICompatibleLLM, max_tokens=None, temperature=None, top_p=None, stop=None) -> dict:
+    "The request's sampling settings, the endpoint's defaults filling what is None."
     d = self.defaults
     return dict(mode=self.mode, max_tokens=d["max_tokens"] if max_tokens is None else max_tokens,
                 temperature=d["temperature"] if temperature is None else temperature,
@@ -782,6 +790,7 @@ def _unreachable(where: str, e: Exception) -> CwmNbError:
 
 # %% ../nbs/01_llm.ipynb #508d2338
 def _send(self: OpenAICompatibleLLM, req: Request, *, seed: int, draw: int) -> Completion:
+    "Send one prepared request and return its completion; retries transient errors, raises `RequestRefused` or `CwmNbError` saying what to do."
     import openai
     where = f"the LLM endpoint {self.base_url} (model {self.model!r})"
     refused = 0
@@ -886,9 +895,13 @@ class EmbeddedServer:
 
 # %% ../nbs/01_llm.ipynb #0bd7a898
 @patch(as_prop=True)
-def url(self: EmbeddedServer) -> str: return f"http://{self.host}:{self.port}/v1"
+def url(self: EmbeddedServer) -> str:
+    "The server's OpenAI-compatible base URL, http://host:port/v1."
+    return f"http://{self.host}:{self.port}/v1"
 @patch(as_prop=True)
-def alive(self: EmbeddedServer) -> bool: return self.proc is not None and self.proc.poll() is None
+def alive(self: EmbeddedServer) -> bool:
+    "True while the server process runs."
+    return self.proc is not None and self.proc.poll() is None
 
 # %% ../nbs/01_llm.ipynb #a459bf58
 @patch
@@ -1037,6 +1050,7 @@ def load(self: TransformersLLM) -> TransformersLLM:
 # %% ../nbs/01_llm.ipynb #8fb644ed
 @patch
 def sampling_params(self: TransformersLLM, max_tokens=None, temperature=None, top_p=None, stop=None) -> dict:
+    "The request's sampling settings, the model's defaults filling what is None."
     d = self.defaults
     return dict(max_tokens=d["max_tokens"] if max_tokens is None else max_tokens,
                 temperature=d["temperature"] if temperature is None else temperature,
@@ -1143,9 +1157,12 @@ def _put(self: ResponseCache, key: str, model: str, request: dict, response: dic
                         json.dumps(response, ensure_ascii=False), time.time()))
 
 @patch
-def put(self: ResponseCache, key: str, c: Completion, request: dict): self._put(key, c.model, request, asdict(c))
+def put(self: ResponseCache, key: str, c: Completion, request: dict):
+    "Store the completion `c` of `request` under `key` (replacing an earlier entry)."
+    self._put(key, c.model, request, asdict(c))
 @patch
 def put_refusal(self: ResponseCache, key: str, r: RequestRefused, request: dict):
+    "Store the endpoint's refusal `r` of `request` under `key`."
     self._put(key, request.get("model", ""), request, {"refused": r.to_dict()})
 
 # %% ../nbs/01_llm.ipynb #dfbc8f5c
@@ -1184,11 +1201,17 @@ class CachedLLM(LLM):
 
 # %% ../nbs/01_llm.ipynb #2583e867
 @patch
-def sampling_params(self: CachedLLM, *a, **kw) -> dict: return self.inner.sampling_params(*a, **kw)
+def sampling_params(self: CachedLLM, *a, **kw) -> dict:
+    "The wrapped model's sampling settings."
+    return self.inner.sampling_params(*a, **kw)
 @patch
-def prepare(self: CachedLLM, messages, params) -> Request: return self.inner.prepare(messages, params)
+def prepare(self: CachedLLM, messages, params) -> Request:
+    "The wrapped model's request for `messages` and `params`."
+    return self.inner.prepare(messages, params)
 @patch
-def send(self: CachedLLM, req, *, seed, draw) -> Completion: return self.inner.send(req, seed=seed, draw=draw)
+def send(self: CachedLLM, req, *, seed, draw) -> Completion:
+    "Send `req` to the wrapped model (cache misses only; `complete` looks in the cache first)."
+    return self.inner.send(req, seed=seed, draw=draw)
 @patch
 def __repr__(self: CachedLLM): return f"CachedLLM({self.inner!r}, {str(self.cache.path)!r})"
 

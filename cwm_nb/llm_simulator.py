@@ -112,7 +112,9 @@ class Prediction(NamedTuple):
     errors: tuple = ()          # what could not be read, one string per part
 
     @property
-    def ok(self) -> bool: return not self.errors
+    def ok(self) -> bool:
+        "True when the prediction has no errors."
+        return not self.errors
 
 # %% ../nbs/11_llm_simulator.ipynb #80135dd6
 def _after(text: str, header: str) -> str | None:

@@ -159,7 +159,9 @@ def _mg_render(self: MiniGridObjectEnv):
     if self.render_mode == "ansi": return self.minigrid.pprint_grid()
     return None
 
-def _mg_close(self: MiniGridObjectEnv): self.minigrid.close()
+def _mg_close(self: MiniGridObjectEnv):
+    "Close the wrapped MiniGrid environment."
+    self.minigrid.close()
 
 MiniGridObjectEnv.current_state, MiniGridObjectEnv.render, MiniGridObjectEnv.close = _mg_current_state, _mg_render, _mg_close
 

@@ -308,7 +308,9 @@ class ObjectStateSpace(spaces.Space):
         super().__init__(None, None, seed)
 
     @property
-    def is_np_flattenable(self) -> bool: return False
+    def is_np_flattenable(self) -> bool:
+        "False: a set of objects has no fixed-size array form."
+        return False
 
     def __repr__(self) -> str: return f"ObjectStateSpace({list(self.names)})"
 

@@ -139,7 +139,9 @@ class OracleModel:
         self.env, self.discrete, self.reports_valid, self.restore_rng = sim_env.unwrapped, discrete, valid_actions, restore_rng
         self.steps, self.valid_actions = 0, None
 
-    def set_state(self, root: Snapshot) -> None: restore(self.env, root, rng=self.restore_rng)
+    def set_state(self, root: Snapshot) -> None:
+        "Restore the simulation instance to the snapshot `root`."
+        restore(self.env, root, rng=self.restore_rng)
 
 # %% ../nbs/10b_oracle.ipynb #7faf94aa
 @patch

@@ -156,10 +156,13 @@ class RestrictedUnpickler(pickle.Unpickler):
         super().__init__(file)
         self.path = path
     def find_class(self, module: str, name: str):
+        "The allowed class for (module, name); raises `CwmNbError` for a global not on the allow-list."
         cls = ALLOWED_GLOBALS.get((module, name))
         if cls is None: raise _refuse(self.path, f"it names the global {module}.{name}, which is not on the allow-list")
         return cls
-    def persistent_load(self, pid): raise _refuse(self.path, "it uses persistent ids")
+    def persistent_load(self, pid):
+        "Always raises `CwmNbError`: the paper's pickles use no persistent ids."
+        raise _refuse(self.path, "it uses persistent ids")
 
 # %% ../nbs/04c_paper_pickles.ipynb #185794a3
 @dataclass(frozen=True)

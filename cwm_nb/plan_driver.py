@@ -71,6 +71,7 @@ class ProgramModel:
         self._n, self.reports_valid = n_actions, bool(valid_actions)
 
     def set_state(self, root) -> None:
+        "Put the program's environment in state `root`; raises `ProgramError` if its `set_state` fails."
         try: self.env.set_state(self._fresh(root))
         except BaseException as e: raise ProgramError("exception", "in set_state() during planning", cause=e) from None
 
@@ -431,7 +432,9 @@ def _bad(self: RemoteModel, what: str) -> ProgramError:
 
 # %% ../nbs/10a_plan_driver.ipynb #25377c97
 @patch
-def set_state(self: RemoteModel, root) -> None: self._reset = True   # sent with the next request
+def set_state(self: RemoteModel, root) -> None:
+    "Ask for a reset to the root with the next request."
+    self._reset = True   # sent with the next request
 
 # %% ../nbs/10a_plan_driver.ipynb #a13c3598
 @patch
@@ -452,7 +455,9 @@ def step(self: RemoteModel, action):
 
 # %% ../nbs/10a_plan_driver.ipynb #e54ad640
 @patch
-def state_key(self: RemoteModel, key): return key   # step already returns the key
+def state_key(self: RemoteModel, key):
+    "`key` itself: `step` already returns a hashable key."
+    return key   # step already returns the key
 
 # %% ../nbs/10a_plan_driver.ipynb #2d429526
 @patch
@@ -571,9 +576,13 @@ class TapeModel:
         "Read the rest of the tape, up to its end (the model side has finished its search)."
         while self._more(): pass
 
-    def set_state(self, root) -> None: pass   # every answer comes from the tape
+    def set_state(self, root) -> None:
+        "Nothing to do: every answer comes from the tape."
+        pass   # every answer comes from the tape
 
-    def state_key(self, key): return key
+    def state_key(self, key):
+        "`key` itself: the tape stores keys."
+        return key
 
 # %% ../nbs/10a_plan_driver.ipynb #c38851fb
 @patch

@@ -1043,7 +1043,9 @@ def _wait_ready(self: ProviderDouble, ready: Path):
 
 # %% ../nbs/01a_provider_double.ipynb #e342a643
 @patch(as_prop=True)
-def pid(self: ProviderDouble) -> int: return self.proc.pid
+def pid(self: ProviderDouble) -> int:
+    "The process id of the test double's server."
+    return self.proc.pid
 
 @patch
 def stderr(self: ProviderDouble) -> str:

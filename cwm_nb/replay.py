@@ -113,10 +113,14 @@ def _episode_bounds(self: ReplayBuffer) -> list[tuple[int, int]]:
     return list(zip(starts.tolist(), stops.tolist()))
 
 # %% ../nbs/05_replay.ipynb #895e158b
-def _episode_lengths(self: ReplayBuffer) -> list[int]: return [b - a for a, b in self.episode_bounds()]
+def _episode_lengths(self: ReplayBuffer) -> list[int]:
+    "Number of transitions of each episode, in buffer order (length: number of episodes)."
+    return [b - a for a, b in self.episode_bounds()]
 
 # %% ../nbs/05_replay.ipynb #2d010ec3
-def _episode_returns(self: ReplayBuffer) -> list[float]: return [float(self.rewards[a:b].sum()) for a, b in self.episode_bounds()]
+def _episode_returns(self: ReplayBuffer) -> list[float]:
+    "Undiscounted sum of rewards of each episode, in buffer order (length: number of episodes)."
+    return [float(self.rewards[a:b].sum()) for a, b in self.episode_bounds()]
 
 ReplayBuffer.episode_bounds, ReplayBuffer.episode_lengths, ReplayBuffer.episode_returns = \
     _episode_bounds, _episode_lengths, _episode_returns

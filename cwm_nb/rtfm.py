@@ -196,7 +196,9 @@ class StringArraySpace(spaces.Space):
         super().__init__(shape, object, seed)
 
     @property
-    def is_np_flattenable(self) -> bool: return False
+    def is_np_flattenable(self) -> bool:
+        "False: arrays of strings have no numeric flat form."
+        return False
 
     def __repr__(self) -> str: return f"StringArraySpace({self.shape}, {len(self.vocabulary)} strings)"
 
@@ -226,12 +228,17 @@ class StringSpace(spaces.Space):
         super().__init__((), object, seed)
 
     @property
-    def is_np_flattenable(self) -> bool: return False
+    def is_np_flattenable(self) -> bool:
+        "False: a string has no numeric flat form."
+        return False
 
     def sample(self, mask: Any = None, probability: Any = None) -> str:
+        "A uniformly random word of the vocabulary (`mask` and `probability` are ignored)."
         return self.vocabulary[int(self.np_random.integers(len(self.vocabulary)))]
 
-    def contains(self, x: Any) -> bool: return type(x) is str and x in self.vocabulary
+    def contains(self, x: Any) -> bool:
+        "True when `x` is a str in the vocabulary."
+        return type(x) is str and x in self.vocabulary
 
     def __repr__(self) -> str: return f"StringSpace({list(self.vocabulary)})"
 

@@ -69,7 +69,9 @@ class SandboxResult:
     wall_s: float = 0.0      # wall time of the job as seen by the caller, seconds
     isolation: str = "none"  # "bwrap" or "none": which protections held (see `Sandbox.protections`)
 
-    def to_dict(self) -> dict: return asdict(self)
+    def to_dict(self) -> dict:
+        "The result as a plain dict (JSON-ready)."
+        return asdict(self)
 
 # %% ../nbs/02_sandbox.ipynb #f02bf9c6
 PROGRAM_FILENAME = "<cwm-program>"

@@ -4,7 +4,8 @@
 
 # %% ../nbs/13a_sweeps.ipynb #af95417b
 from __future__ import annotations
-import json, math, os, re, sys, time
+import json, math, os, re, sys, threading, time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .core import CwmNbError, atomic_write_bytes
@@ -219,8 +220,6 @@ def _ints(items, what: str, low: int) -> list[int]:
     return out
 
 # %% ../nbs/13a_sweeps.ipynb #96203044
-from dataclasses import dataclass, field
-
 @dataclass(frozen=True)
 class Job:
     "One run of a sweep. `root` is the `--out` of its `cwm-nb run` (`<out>/budget<B>`)."
@@ -235,7 +234,9 @@ class Job:
 
 # %% ../nbs/13a_sweeps.ipynb #07a9c765
 @patch(as_prop=True)
-def opts(self: Job) -> dict: return dict(self.settings)
+def opts(self: Job) -> dict:
+    "The job's settings as a dict."
+    return dict(self.settings)
 
 # %% ../nbs/13a_sweeps.ipynb #8f4c480f
 @patch(as_prop=True)
@@ -318,7 +319,7 @@ def plan_sweep(
     models: str | list = "embedded",   # comma list of models (see `llm.resolve_model`)
     budgets: str | list = "10",   # comma list of budgets (LLM calls per run)
     seeds: str | list = "0",      # comma list of seeds
-    paper_compat: bool = False,   # the original code's behaviour (README, "Where this differs")
+    paper_compat: bool = False,   # the original code's behaviour (guide, "Where this differs from the original code")
     max_tokens: int = 0,          # completion cap per call; 0: the per-model default (`experiments.default_max_tokens`)
     base_url: str = "",           # OpenAI-compatible endpoint for provider:name models
     plan_preset: str = "quick",   # planning after each search ("paper", "quick", "none")
@@ -449,7 +450,6 @@ def plan_apps_sweep(
 _JOB_MAIN = "import sys; from cwm_nb.experiments import main; sys.exit(main(sys.argv[1:]))"
 
 # %% ../nbs/13a_sweeps.ipynb #16c47394
-import threading
 _LIVE: set = set()   # Popen objects of the jobs this process is running (stopped on Ctrl-C / SIGTERM)
 _LIVE_LOCK = threading.Lock()
 _STOPPING = threading.Event()   # set while a sweep in this process stops: no new job starts
@@ -657,6 +657,7 @@ class SweepSummary:
     executor: str = ""
 
     def report(self) -> str:
+        "A human-readable report: the counts, then each failed run with its folder, log and the log's last lines."
         lines = [f"sweep of {self.total} runs on {self.executor} finished in {self.wall_s:.1f} s: {len(self.ran)} ran "
                  f"({len(self.resumed)} of them resumed), {len(self.skipped)} skipped (already complete), {len(self.failed)} failed"]
         for f in self.failed:
