@@ -910,6 +910,7 @@ class AgentResult:
     syntheses: list   # one record per synthesis (env, episode, calls, satisfied, candidates)
     stats: dict       # planner and timing totals
     status: str = "complete"   # "complete", or "budget" when the LLM budget ran out before the end
+    usage: dict | None = None  # {"calls", "cached_calls"} of the LLM over every session of the run (None: the LLM counts none)
 
     def summary(self) -> str:
         "One line per environment."
@@ -927,8 +928,20 @@ def _env_row(env: str) -> dict:
 
 class _Run:
     "The bookkeeping of `run_curriculum` (what the checkpoint holds besides the agent)."
-    def __init__(self, curriculum):
+    def __init__(self, curriculum, llm=None):
         self.env_index, self.envs, self.episodes, self.wall_s = 0, [_env_row(curriculum[0])], [], 0.0
+        self.usage0, self.llm_usage0 = dict(calls=0, cached_calls=0), _llm_usage(llm)   # earlier sessions'; the LLM's at start
+
+def _llm_usage(llm) -> dict | None:
+    "The model and cached calls the LLM object has counted so far (None: it counts none)."
+    u = getattr(llm, "usage", None)
+    return None if u is None else dict(calls=int(getattr(u, "calls", 0)), cached_calls=int(getattr(u, "cached_calls", 0)))
+
+def _run_usage(run: _Run, llm) -> dict | None:
+    "Model and cached calls of the whole run: earlier sessions' (from the checkpoint) plus this session's."
+    now, at0 = _llm_usage(llm), run.llm_usage0
+    if now is None or at0 is None: return None
+    return {k: run.usage0[k] + now[k] - at0[k] for k in ("calls", "cached_calls")}
 
 def _record_episode(agent: WorldCoderAgent, run: _Run, row: dict, name: str, success: bool, steps: int,
                     cfg: AgentConfig, t0: float, llm_s0: float) -> None:
@@ -956,7 +969,7 @@ def _save(path: Path, agent: WorldCoderAgent, run: _Run, ident: dict) -> None:
                                  data=agent.data.to_dict(), draw=agent.draw, calls=[asdict(c) for c in agent.calls],
                                  rng=agent.rng.bit_generator.state, last_failures=[sorted(agent.last_failures[0]),
                                  sorted(agent.last_failures[1])], syntheses=agent.syntheses, stats=agent.stats,
-                                 failed_for=agent.failed_for), indent=None)
+                                 failed_for=agent.failed_for, usage=_run_usage(run, agent.llm)), indent=None)
 
 def _load(path: Path, agent: WorldCoderAgent, run: _Run, ident: dict) -> None:
     try: d = json.loads(Path(path).read_text())
@@ -969,6 +982,7 @@ def _load(path: Path, agent: WorldCoderAgent, run: _Run, ident: dict) -> None:
     agent.rng.bit_generator.state = d["rng"]
     agent.last_failures = (frozenset(d["last_failures"][0]), frozenset(d["last_failures"][1]))
     agent.syntheses, agent.stats, agent.failed_for = d["syntheses"], d["stats"], d["failed_for"]
+    run.usage0 = {**run.usage0, **(d.get("usage") or {})}   # (a checkpoint from before usage was kept: 0)
 
 # %% ../nbs/12_agent.ipynb #8bcb004f
 def run_curriculum(
@@ -986,7 +1000,7 @@ def run_curriculum(
     dom = get_domain(domain)
     envs = resolve_curriculum(dom, curriculum)
     agent = WorldCoderAgent(llm, dom, config, seed, sandbox)
-    cfg, run = agent.config, _Run(envs)
+    cfg, run = agent.config, _Run(envs, llm)
     ident = dict(domain=dom.name, curriculum=envs, seed=int(seed), config=cfg.to_dict(), model=getattr(llm, "name", ""))
     if checkpoint and Path(checkpoint).exists(): _load(Path(checkpoint), agent, run, ident)
     status = "complete"
@@ -1009,7 +1023,7 @@ def run_curriculum(
         else: break
     if agent.draw >= cfg.llm_budget and not all(e["solved"] for e in run.envs): status = "budget"
     return AgentResult(run.envs, run.episodes, asdict(agent.model), [asdict(c) for c in agent.calls], agent.syntheses,
-                       dict(agent.stats, wall_s=round(run.wall_s, 3)), status)
+                       dict(agent.stats, wall_s=round(run.wall_s, 3)), status, _run_usage(run, llm))
 
 # %% ../nbs/12_agent.ipynb #8f728ba3
 _MINIGRID_OBJECTS = ("Key(", "Door(", "Ball(", "Box(")

@@ -13,9 +13,9 @@ from .agent import (ABLATIONS, AgentConfig, DOMAINS, PLANNERS, PlannerConfig, ge
                           run_curriculum, scripted_llm)
 
 # %% auto #0
-__all__ = ['AGENT_SETTINGS', 'agent_run_dir', 'make_llm', 'agent_settings', 'agent_config', 'run_agent', 'run_ppo', 'agent_runs',
-           'plot_success_vs_steps', 'plot_calls_vs_episodes', 'transfer_table', 'plot_transfer', 'sokoban_by_boxes',
-           'agent_figures', 'add_cli']
+__all__ = ['AGENT_SETTINGS', 'RUN_GROUP', 'agent_run_dir', 'make_llm', 'agent_settings', 'agent_config', 'run_agent', 'run_ppo',
+           'agent_runs', 'plot_success_vs_steps', 'plot_calls_vs_episodes', 'transfer_table', 'plot_transfer',
+           'sokoban_by_boxes', 'agent_figures', 'add_cli']
 
 # %% ../nbs/13b_agent_experiments.ipynb #4e81fd85
 AGENT_SETTINGS = ("domain", "curriculum", "envs", "ablation", "model", "seed", "llm_budget", "max_episodes", "planner",
@@ -27,6 +27,14 @@ def agent_run_dir(out: str | Path, domain: str, curriculum: str, ablation: str, 
     return Path(out)/"agent"/safe_name(f"{domain}-{curriculum}")/safe_name(ablation)/safe_name(model)/f"seed{int(seed)}"
 
 # %% ../nbs/13b_agent_experiments.ipynb #4930efb6
+def _holds_agent_work(rd: Path) -> bool:
+    "Whether run folder `rd` holds results, or a checkpoint with an LLM call or an environment step."
+    if (rd/"metrics.json").exists(): return True
+    try: c = json.loads((rd/"checkpoint.json").read_text())
+    except OSError: return False
+    except ValueError: return True   # unreadable: keep it for the user to look at
+    return bool(c.get("calls") or c.get("episodes") or c.get("draw"))
+
 def _check_settings(rd: Path, settings: dict) -> str:
     "'new', 'skip' (complete with the same settings) or 'resume'. Raises `CwmNbError` when the folder holds another run."
     f = rd/"settings.json"
@@ -34,6 +42,9 @@ def _check_settings(rd: Path, settings: dict) -> str:
     try: old = json.loads(f.read_text())
     except ValueError: raise CwmNbError(f"{f} is not valid JSON", f"delete {rd} or rerun with --force") from None
     clash = [k for k in AGENT_SETTINGS if k in old and k in settings and old[k] != settings[k]]
+    if clash and not _holds_agent_work(rd):   # nothing done yet: the new settings replace the old
+        (rd/"checkpoint.json").unlink(missing_ok=True)
+        return "new"
     if clash:
         raise CwmNbError(f"{rd} holds a run made with " + ", ".join(f"{k}={old.get(k)!r}" for k in clash) +
                          "; this one asks for " + ", ".join(f"{k}={settings.get(k)!r}" for k in clash),
@@ -70,8 +81,10 @@ def agent_settings(domain: str = "minigrid", curriculum: str = "default", model:
     dom = get_domain(domain)
     if ablation not in ABLATIONS: raise CwmNbError(f"unknown ablation {ablation!r}", f"use one of: {', '.join(ABLATIONS)}")
     if planner not in PLANNERS: raise CwmNbError(f"unknown planner {planner!r}", f"use one of: {', '.join(PLANNERS)}")
+    flags = dict(seed="--seed", llm_budget="--budget", max_episodes="--max-episodes", max_tokens="--max-tokens")   # `cwm-nb agent`'s
     for k, v in dict(seed=seed, llm_budget=llm_budget, max_episodes=max_episodes, max_tokens=max_tokens).items():
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0: raise CwmNbError(f"{k} must be an integer >= 0, got {v!r}", f"pass --{k.replace('_', '-')} 0 or more")
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise CwmNbError(f"{k} must be an integer >= 0, got {v!r}", f"pass {flags[k]} 0 or more")
     envs = resolve_curriculum(dom, curriculum)
     d = AgentConfig()
     return dict(suite="agent", method="worldcoder", domain=dom.name, curriculum=curriculum, envs=envs, ablation=ablation,
@@ -89,12 +102,12 @@ def _run_metrics(s: dict, rd: Path, res, llm, files: list[str], t0: float) -> di
     "The content of `metrics.json` for settings `s` and the `AgentResult` `res`."
     steps = sum(e["steps"] for e in res.envs)
     llm_s = sum(e["llm_s"] for e in res.episodes)
-    usage = getattr(llm, "usage", None)
+    usage = res.usage or {}   # over every session of the run (kept in the checkpoint)
     return dict(s, status=res.status, run_dir=str(rd), envs_results=res.envs, episodes=res.episodes,
                 solved=all(e["solved"] for e in res.envs) and len(res.envs) == len(s["envs"]),
                 llm_calls=len(res.calls), refused_calls=sum(1 for c in res.calls if c["refused"]),
                 prompt_tokens=sum(c["prompt_tokens"] for c in res.calls), completion_tokens=sum(c["completion_tokens"] for c in res.calls),
-                model_calls=getattr(usage, "calls", None), cached_calls=getattr(usage, "cached_calls", None),
+                model_calls=usage.get("calls"), cached_calls=usage.get("cached_calls"),
                 calls_by_kind={k: sum(1 for c in res.calls if c["kind"] == k) for k in sorted({c["kind"] for c in res.calls})},
                 syntheses=len(res.syntheses), env_steps=steps, wall_s=res.stats["wall_s"], session_wall_s=round(time.perf_counter() - t0, 3),
                 agent_s_per_step=(res.stats["wall_s"] - llm_s) / steps if steps else None, planner_stats=res.stats,
@@ -147,32 +160,45 @@ def run_ppo(out: str | Path = "results", domain: str = "minigrid", curriculum: s
     return m
 
 # %% ../nbs/13b_agent_experiments.ipynb #445da95a
+RUN_GROUP = ("method", "domain", "envs", "ablation", "model", "planner", "llm_budget", "max_episodes", "steps")   # what makes a variant
+
+def _run_key(m: dict) -> str:
+    "The settings that tell a run from another (`RUN_GROUP` and the seed), as one string."
+    return json.dumps([m.get(k) for k in (*RUN_GROUP, "seed")])
+
 def agent_runs(results: str | Path) -> list[dict]:
-    "The `metrics.json` of every complete agent or PPO run below `results`."
-    out = []
+    "The `metrics.json` of every complete agent or PPO run below `results`; a run found in several folders once (the first by path)."
+    out, seen = [], set()
     for f in sorted(Path(results).rglob("metrics.json")):
         try: m = json.loads(f.read_text())
         except (OSError, ValueError): continue
-        if m.get("suite") == "agent" and m.get("status") in ("complete", "budget"): out.append(m)
+        if m.get("suite") != "agent" or m.get("status") not in ("complete", "budget") or _run_key(m) in seen: continue
+        seen.add(_run_key(m)); out.append(m)
     return out
 
 def _label(m: dict) -> str:
+    "The variant of a run: model, ablation, curriculum and the run settings that change results (`RUN_GROUP`)."
+    envs, cur = m.get("envs") or [], m.get("curriculum", "")
+    if "," in cur or len(envs) == 1: cur = "→".join(e.replace("MiniGrid-", "") for e in envs)   # environments named: shown
+    cur = f"{m.get('domain', '')} {cur}"
+    if m.get("method") == "ppo": return f"PPO, {cur}, {m.get('steps')} steps"
     name = m["model"] + (" (test double)" if m["model"] == "scripted" else "")
-    return f"{name}, {m['ablation']}" if m.get("method") != "ppo" else "PPO"
+    return (f"{name}, {m['ablation']}, {cur}, {m.get('planner')}, budget {m.get('llm_budget')}, "
+            f"max {m.get('max_episodes')} episodes")
 
 # %% ../nbs/13b_agent_experiments.ipynb #1bd80579
 def plot_success_vs_steps(runs: list[dict], ax=None):
-    "Cumulative successes against environment steps, per run (agent curves and PPO curves)."
+    "Cumulative successes against environment steps, per run (agent curves and PPO curves), each from (0, 0)."
     import matplotlib.pyplot as plt
     if ax is None: _, ax = plt.subplots(figsize=(6, 3.5))
     for m in runs:
         if m.get("method") == "ppo":
             for r in m["ppo"]:
-                xs = [s for s, _ in r["curve"]]; ys = list(__import__("itertools").accumulate(int(ok) for _, ok in r["curve"]))
+                xs = [0] + [s for s, _ in r["curve"]]; ys = [0] + list(__import__("itertools").accumulate(int(ok) for _, ok in r["curve"]))
                 ax.plot(xs, ys, "--", label=f"PPO {r['env']}")
         else:
-            xs = [e["total_steps"] for e in m["episodes"]]
-            ys = list(__import__("itertools").accumulate(int(e["success"]) for e in m["episodes"]))
+            xs = [0] + [e["total_steps"] for e in m["episodes"]]
+            ys = [0] + list(__import__("itertools").accumulate(int(e["success"]) for e in m["episodes"]))
             ax.plot(xs, ys, label=f"{_label(m)} seed {m['seed']}")
     ax.set_xscale("symlog"); ax.set_xlabel("environment steps"); ax.set_ylabel("successful episodes")
     ax.legend(fontsize=6); return ax.figure
@@ -189,20 +215,27 @@ def plot_calls_vs_episodes(runs: list[dict], ax=None):
 
 # %% ../nbs/13b_agent_experiments.ipynb #c9185db1
 def transfer_table(runs: list[dict]):
-    "Episodes to 10 successes in a row per environment and variant (NaN: not reached), mean over seeds."
+    """Per variant (`_label`) and environment: `seeds` (runs), `solved` ("k/n": runs that got 10 successes in a row),
+    `episodes_to_solve` and `first_success_episode` as means over the runs that reached them (NaN: none did), and
+    `llm_calls` as the mean over all runs."""
     import pandas as pd
-    rows = [dict(variant=_label(m), env=e["env"], seed=m["seed"], episodes_to_solve=e["solved_episode"],
-                 first_success_episode=e["first_success_episode"], llm_calls=e["llm_calls"])
+    rows = [dict(variant=_label(m), env=e["env"], seed=m["seed"], reached=e["solved_episode"] is not None,
+                 episodes_to_solve=e["solved_episode"], first_success_episode=e["first_success_episode"], llm_calls=e["llm_calls"])
             for m in runs if m.get("method") != "ppo" for e in m["envs_results"]]
-    df = pd.DataFrame(rows, columns=["variant", "env", "seed", "episodes_to_solve", "first_success_episode", "llm_calls"])
-    if df.empty: return df
-    return df.groupby(["variant", "env"], sort=False).agg(seeds=("seed", "count"), episodes_to_solve=("episodes_to_solve", "mean"),
-                                                         first_success_episode=("first_success_episode", "mean"),
-                                                         llm_calls=("llm_calls", "mean")).reset_index()
+    cols = ["variant", "env", "seeds", "solved", "episodes_to_solve", "first_success_episode", "llm_calls"]
+    df = pd.DataFrame(rows, columns=["variant", "env", "seed", "reached", "episodes_to_solve", "first_success_episode", "llm_calls"])
+    if df.empty: return pd.DataFrame(columns=cols)
+    df["episodes_to_solve"] = pd.to_numeric(df["episodes_to_solve"]); df["first_success_episode"] = pd.to_numeric(df["first_success_episode"])
+    t = df.groupby(["variant", "env"], sort=False).agg(seeds=("seed", "count"), k=("reached", "sum"),
+                                                       episodes_to_solve=("episodes_to_solve", "mean"),
+                                                       first_success_episode=("first_success_episode", "mean"),
+                                                       llm_calls=("llm_calls", "mean")).reset_index()
+    t["solved"] = [f"{int(k)}/{n}" for k, n in zip(t["k"], t["seeds"])]
+    return t[cols]
 
 # %% ../nbs/13b_agent_experiments.ipynb #af422b20
 def plot_transfer(runs: list[dict], ax=None):
-    "Episodes to 10 in a row per environment of the curriculum, one bar per variant (none drawn: not solved)."
+    "Episodes to 10 in a row per environment of the curriculum, one bar per variant: the mean over the runs that got there, labelled k/n (none drawn: no run did)."
     import matplotlib.pyplot as plt, numpy as np
     if ax is None: _, ax = plt.subplots(figsize=(6, 3.5))
     t = transfer_table(runs)
@@ -211,7 +244,11 @@ def plot_transfer(runs: list[dict], ax=None):
         w = 0.8 / len(variants)
         for i, v in enumerate(variants):
             sub = t[t["variant"] == v].set_index("env")
-            ax.bar(np.arange(len(envs)) + i * w, [sub["episodes_to_solve"].get(e, np.nan) for e in envs], w, label=v)
+            bars = ax.bar(np.arange(len(envs)) + i * w, [sub["episodes_to_solve"].get(e, np.nan) for e in envs], w, label=v)
+            solved = [sub["solved"].get(e, "") for e in envs]
+            for b, k in zip(bars, solved):   # a variant not every seed solved: hatched and pale
+                if k and k.split("/")[0] != k.split("/")[1]: b.set_hatch("//"); b.set_alpha(0.5)
+            ax.bar_label(bars, labels=solved, fontsize=6)
         ax.set_xticks(np.arange(len(envs)) + 0.4 - w / 2, [e.replace("MiniGrid-", "") for e in envs], rotation=20, fontsize=7)
     ax.set_ylabel("episodes to 10 in a row"); ax.legend(fontsize=6); return ax.figure
 
@@ -325,7 +362,7 @@ def add_cli(sub) -> None:
     p.add_argument("--out", default="results", help="results root")
     p.add_argument("--ablation", default="none", choices=list(ABLATIONS), help="no-optimism: φ2 off; prompt4reward: "
                    "guessed rewards never fixed; no-transfer: each environment from scratch")
-    p.add_argument("--budget", type=int, default=0, help="LLM calls of the whole run; 0: the paper's 300")
+    p.add_argument("--budget", type=int, default=0, help="LLM calls of the whole run; 0: 300 (the release's 200, × 1.5 with a curriculum)")
     p.add_argument("--max-episodes", type=int, default=0, help="episodes per environment before giving up; 0: 1000")
     p.add_argument("--planner", default="bfs", choices=list(PLANNERS), help="bfs (the paper's small domains) or mcts (the release)")
     p.add_argument("--max-tokens", type=int, default=0, help="completion cap per call; 0: 400 embedded, else 1500")

@@ -15,9 +15,10 @@ from .sandbox import SandboxLimits, strict_plain, get_sandbox
 from .planning import _REQ_HDR, _read_n, _send_reply, MAX_REPLY_BYTES, PR_SET_DUMPABLE
 
 # %% auto #0
-__all__ = ['PREDICT_MODES', 'STOPWORDS', 'PLANNERS', 'StepError', 'load_program', 'ProgramWorld', 'predict_driver',
-           'predict_steps', 'LocalModel', 'RemoteModel', 'state_digest', 'PlanResult', 'bfs_plan', 'tokens', 'BM25',
-           'goal_order', 'mcts_plan', 'plan_driver', 'PlannerConfig', 'plan_with_model']
+__all__ = ['PREDICT_MODES', 'JOB_BASE_S', 'JOB_PER_STEP_S', 'JOB_MAX_S', 'STOPWORDS', 'PLANNERS', 'StepError', 'load_program',
+           'ProgramWorld', 'predict_driver', 'job_wall_s', 'predict_steps', 'LocalModel', 'RemoteModel', 'state_digest',
+           'PlanResult', 'bfs_plan', 'tokens', 'BM25', 'goal_order', 'mcts_plan', 'plan_driver', 'PlannerConfig',
+           'plan_with_model']
 
 # %% ../nbs/12a_agent_planning.ipynb #2e4bd543
 class StepError(Exception):
@@ -156,6 +157,16 @@ def predict_driver(namespace: dict, args: dict, data: Any) -> dict:
     return {"out": out}
 
 # %% ../nbs/12a_agent_planning.ipynb #53a4c588
+JOB_BASE_S, JOB_PER_STEP_S, JOB_MAX_S = 10.0, 1.0, 120.0   # wall limit of a prediction job: base + per step, capped
+
+def job_wall_s(
+    n: int,                       # predicted steps in the job
+    call_timeout_s: float = 1.0,  # time limit per program call, seconds (a step may take up to this)
+) -> float:
+    "Wall-clock limit of a sandbox job predicting `n` steps, seconds: `JOB_BASE_S` + `n` × max(`JOB_PER_STEP_S`, `call_timeout_s`), at most `JOB_MAX_S`."
+    return min(JOB_MAX_S, JOB_BASE_S + n * max(JOB_PER_STEP_S, float(call_timeout_s)))
+
+# %% ../nbs/12a_agent_planning.ipynb #9ff7be73
 def predict_steps(
     api: str,                       # the entity API source
     items: Sequence[Sequence],      # plain (state, action) pairs, or (state, action, next_state) for mode "reward"
@@ -164,7 +175,7 @@ def predict_steps(
     reward: str | None = None,      # reward program (one goal)
     sandbox=None,                   # a `Sandbox` (None: `get_sandbox()`); "in-process" for trusted programs only
     call_timeout_s: float = 1.0,    # time limit per program call, seconds
-    wall_s: float = 120.0,          # time limit of the whole job, seconds
+    wall_s: float | None = None,    # time limit of the whole job, seconds (None: `job_wall_s` of the items)
 ) -> list[list]:
     "One `[next_state, reward, done, error]` per item (plain data, unchecked). Raises `CwmNbError` for a bad mode."
     if mode not in PREDICT_MODES: raise CwmNbError(f"unknown prediction mode {mode!r}", f"use one of {PREDICT_MODES}")
@@ -173,6 +184,7 @@ def predict_steps(
     if not args["items"]: return []
     if sandbox == "in-process": return predict_driver({}, args, None)["out"]
     sb = sandbox or get_sandbox()
+    wall_s = wall_s or job_wall_s(len(args["items"]), call_timeout_s)
     res = sb.run("", "cwm_nb.agent_planning:predict_driver", args=args,
                  limits=SandboxLimits(wall_s=wall_s, cpu_s=int(wall_s) + 1))
     ok = res.ok and type(res.value) is dict and type(res.value.get("out")) is list and len(res.value["out"]) == len(items)
@@ -180,7 +192,7 @@ def predict_steps(
     why = (res.error or {}).get("message") or "the sandbox job returned a malformed result"
     return [[None, None, None, f"the sandbox job failed: {why}"] for _ in items]
 
-# %% ../nbs/12a_agent_planning.ipynb #ce821bc9
+# %% ../nbs/12a_agent_planning.ipynb #4f558b24
 class _Expander:
     "Outcomes of every action from stored states: the model side's bookkeeping (shared by both model kinds)."
     def __init__(self, world: ProgramWorld, root: list, actions: Sequence[str]):
@@ -205,7 +217,7 @@ class _Expander:
             out.append(row)
         return out
 
-# %% ../nbs/12a_agent_planning.ipynb #1e4ed5a9
+# %% ../nbs/12a_agent_planning.ipynb #f74cc132
 def _entity_of(text: Any, names: frozenset, pool: dict) -> Entity:
     "The checked entity a JSON string describes, built once per distinct string (`pool`). Raises `CwmNbError`, `ValueError`."
     e = pool.get(text)
@@ -228,7 +240,7 @@ def _outcome(rep: Any, names: frozenset, pool: dict) -> tuple[State | None, floa
     except CwmNbError as e: return None, 0.0, False, f"the predicted next state is malformed: {e}"
     except (TypeError, ValueError, RecursionError): return None, 0.0, False, "the model side sent a malformed outcome"
 
-# %% ../nbs/12a_agent_planning.ipynb #1e1de771
+# %% ../nbs/12a_agent_planning.ipynb #0f352cde
 class LocalModel:
     "The planner's model running trusted programs in this process (the benchmark's reference)."
     def __init__(self, api: str, transition: str, reward: str, root: State, actions: Sequence[str], names,
@@ -261,7 +273,7 @@ class LocalModel:
         "Nothing to release (the model runs in this process)."
         pass
 
-# %% ../nbs/12a_agent_planning.ipynb #5aec6305
+# %% ../nbs/12a_agent_planning.ipynb #1cd28133
 class RemoteModel(LocalModel):
     "The planner's model whose programs run in a forked child of the sandbox job (see `plan_driver`)."
     def __init__(self, pid: int, req_w: int, rep_r: int, actions: Sequence[str], names):
@@ -295,7 +307,7 @@ class RemoteModel(LocalModel):
             except ChildProcessError: pass
             self.pid = None
 
-# %% ../nbs/12a_agent_planning.ipynb #32ff955e
+# %% ../nbs/12a_agent_planning.ipynb #eaa520eb
 def state_digest(state: Iterable) -> str:
     "A short hex digest of a canonical `State` (equal states, equal digests)."
     s = state if type(state) is State else State(state)
@@ -318,7 +330,7 @@ class PlanResult:
         "The result as a plain dict (JSON-ready)."
         return asdict(self)
 
-# %% ../nbs/12a_agent_planning.ipynb #847e14ae
+# %% ../nbs/12a_agent_planning.ipynb #9c00d372
 def _path(parent: dict, cid: int, tail: tuple) -> tuple[list, list]:
     acts, pred = [tail[0]], [tail[1:]]
     while parent.get(cid) is not None:
@@ -326,7 +338,7 @@ def _path(parent: dict, cid: int, tail: tuple) -> tuple[list, list]:
         acts.append(a); pred.append([dig, r, d]); cid = pid
     return acts[::-1], pred[::-1]
 
-# %% ../nbs/12a_agent_planning.ipynb #9c00d372
+# %% ../nbs/12a_agent_planning.ipynb #3a43b92d
 def bfs_plan(
     model: LocalModel,          # a LocalModel or RemoteModel rooted at the start state (id 0)
     root: State,                # the start state
@@ -360,7 +372,7 @@ def bfs_plan(
     reason = "error" if errors and len(seen) == 1 else "exhausted"
     return PlanResult(False, [], [], model.steps, len(seen), reason, errors, first, time.perf_counter() - t0)
 
-# %% ../nbs/12a_agent_planning.ipynb #6176d709
+# %% ../nbs/12a_agent_planning.ipynb #16c6bc69
 STOPWORDS = frozenset("a an the and or of to in on at by for with from then is are be it its this that as into "
                       "your you must go get".split())
 
@@ -368,7 +380,7 @@ def tokens(text: str) -> list[str]:
     "Lower-case words of `text` without digits, punctuation and stop-words (`is_open` gives `open`)."
     return [w for w in re.findall(r"[a-z]+", text.lower()) if w not in STOPWORDS]
 
-# %% ../nbs/12a_agent_planning.ipynb #16c6bc69
+# %% ../nbs/12a_agent_planning.ipynb #8ab30a8b
 class BM25:
     "Online BM25 (k1, b) over documents added one at a time; `score(doc)` against a fixed query."
     def __init__(self, query: Sequence[str], k1: float = 1.5, b: float = 0.75):
@@ -392,7 +404,7 @@ class BM25:
             s += idf * tf * (self.k1 + 1) / (tf + self.k1 * (1 - self.b + self.b * n / avg))
         return s / len(self.query)
 
-# %% ../nbs/12a_agent_planning.ipynb #8ab30a8b
+# %% ../nbs/12a_agent_planning.ipynb #b4877381
 class _Node:
     __slots__ = ("id", "state", "parent", "action", "reward", "done", "dig", "depth", "doc", "children", "untried",
                  "pending", "n", "q", "dead")
@@ -406,7 +418,7 @@ def goal_order(actions: Sequence[str], goal: str) -> list[str]:
     g = set(tokens(goal))
     return sorted(actions, key=lambda a: -len(set(tokens(a)) & g))
 
-# %% ../nbs/12a_agent_planning.ipynb #3e39443b
+# %% ../nbs/12a_agent_planning.ipynb #f791681a
 def _dead(node: _Node) -> bool: return node.dead or (not node.untried and all(c.dead for c in node.children))
 
 def _descend(top: _Node, c_uct: float) -> _Node:
@@ -425,7 +437,7 @@ def _trajectory(node: _Node) -> tuple[list, list]:
     while n.parent is not None: acts.append(n.action); pred.append([n.dig, n.reward, n.done]); n = n.parent
     return acts[::-1], pred[::-1]
 
-# %% ../nbs/12a_agent_planning.ipynb #e6b309a4
+# %% ../nbs/12a_agent_planning.ipynb #b6b7fbd1
 def mcts_plan(
     model: LocalModel,          # a LocalModel or RemoteModel rooted at the start state (id 0)
     root: State,                # the start state
@@ -476,7 +488,7 @@ def mcts_plan(
     reason = "budget" if made >= budget else ("error" if errors and len(seen) == 1 else "exhausted")
     return PlanResult(False, [], [], model.steps, len(seen), reason, errors, first, time.perf_counter() - t0)
 
-# %% ../nbs/12a_agent_planning.ipynb #4dde87ab
+# %% ../nbs/12a_agent_planning.ipynb #b0987bce
 _SERVE_FDS: tuple[int, int] | None = None   # (request fd, reply fd), set in the model side of a planning job only
 
 def _serve_model(args: dict, req_r: int, rep_w: int) -> None:
@@ -492,7 +504,7 @@ def _serve_model(args: dict, req_r: int, rep_w: int) -> None:
     except BaseException: pass
     os._exit(0)
 
-# %% ../nbs/12a_agent_planning.ipynb #b0987bce
+# %% ../nbs/12a_agent_planning.ipynb #eeed0be3
 def plan_driver(namespace: dict, args: dict, data: Any) -> dict:
     "Sandbox driver of one search (the model side serves here; the planner runs in `before_exec`)."
     if _SERVE_FDS is not None: _serve_model(args, *_SERVE_FDS)
@@ -511,7 +523,7 @@ def _search(model, args: dict) -> dict:
         res = PlanResult(False, [], [], model.steps, 0, "error", 1, e.message)
     return res.to_dict()
 
-# %% ../nbs/12a_agent_planning.ipynb #fb5d9fd5
+# %% ../nbs/12a_agent_planning.ipynb #0dd4ffbc
 def _forked_planner(args: dict, data: Any, source: str, in_job: bool) -> dict | None:
     "plan_driver.before_exec: fork; the child serves the model (returns None), the parent searches."
     global _SERVE_FDS
@@ -537,7 +549,7 @@ def _forked_planner(args: dict, data: Any, source: str, in_job: bool) -> dict | 
 
 plan_driver.before_exec = _forked_planner
 
-# %% ../nbs/12a_agent_planning.ipynb #0dd4ffbc
+# %% ../nbs/12a_agent_planning.ipynb #8456ed46
 PLANNERS = ("bfs", "mcts")
 
 @dataclass
@@ -558,7 +570,7 @@ class PlannerConfig:
         for k in ("max_depth", "check_budget", "act_budget"):
             if int(getattr(self, k)) < 1: raise CwmNbError(f"PlannerConfig.{k} must be at least 1", f"pass {k} >= 1")
 
-# %% ../nbs/12a_agent_planning.ipynb #f7749aa7
+# %% ../nbs/12a_agent_planning.ipynb #ea95043d
 def plan_with_model(
     api: str,                  # the entity API source
     transition: str,           # transition program

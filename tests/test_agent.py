@@ -154,6 +154,9 @@ def test_resume_repeats_no_llm_call(tmp_path, exc, uninterrupted):
     # every call of the run was answered by a model exactly once: the replayed ones came from the cache
     assert first.inner.n_answered + second.inner.n_answered == len(full.calls)
     assert second.usage.cached_calls >= 1
+    # the model and cached call counts cover both sessions (kept in the checkpoint), not only the last
+    assert res.usage["calls"] + res.usage["cached_calls"] == len(res.calls)
+    assert res.usage["calls"] > second.usage.calls and res.usage["cached_calls"] == second.usage.cached_calls
 
 
 def test_run_agent_outage_is_a_clear_error_and_the_rerun_completes(tmp_path):
@@ -165,6 +168,18 @@ def test_run_agent_outage_is_a_clear_error_and_the_rerun_completes(tmp_path):
     assert (rd/"settings.json").exists() and not (rd/"metrics.json").exists()
     m = run_agent(tmp_path, llm=scripted_llm(tmp_path/"c.sqlite"), **kw)
     assert m["status"] == "complete" and m["solved"] and m["cached_calls"] >= 1
+    assert m["model_calls"] + m["cached_calls"] == m["llm_calls"]
+
+
+def test_a_folder_with_no_work_done_takes_corrected_settings(tmp_path):
+    kw = dict(domain="minigrid", curriculum="MiniGrid-Empty-5x5-v0", model="scripted", max_episodes=12, progress=False)
+    down = _Fails(scripted_llm(), 1, CwmNbError("nothing listens at http://127.0.0.1:9/v1", "check --base-url"))
+    with pytest.raises(CwmNbError, match="nothing listens"):   # the first call fails: no call answered, no step taken
+        run_agent(tmp_path, llm=down, base_url="http://127.0.0.1:9/v1", **kw)
+    m = run_agent(tmp_path, llm=scripted_llm(), base_url="http://127.0.0.1:8000/v1", **kw)
+    assert m["status"] == "complete" and m["base_url"] == "http://127.0.0.1:8000/v1"
+    with pytest.raises(CwmNbError, match="holds a run made with base_url='http://127.0.0.1:8000/v1'"):   # now it holds work
+        run_agent(tmp_path, llm=scripted_llm(), base_url="http://127.0.0.1:9/v1", **kw)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -199,6 +214,19 @@ def test_a_goal_the_programs_cannot_parse_is_a_recorded_failure(monkeypatch):
     assert not e["solved"] and e["episodes"] == 3 and len(res.calls) <= 12
     assert res.syntheses and not any(s["satisfied"] for s in res.syntheses)
     assert res.status in ("complete", "budget")
+
+
+def test_a_program_blocked_in_c_costs_the_job_limit_not_minutes(monkeypatch):
+    # `sum(range(10**12))` runs in C: the per-call SIGALRM waits for it; the job's wall limit (scaled to the work) ends it
+    import cwm_nb.agent_planning as AP
+    monkeypatch.setattr(AP, "JOB_BASE_S", 2.0)
+    api = entity_api_source(get_domain("minigrid").entity_names)
+    env = make_env(get_domain("minigrid"), "MiniGrid-Empty-5x5-v0")
+    s = state_to_plain(env.reset(seed=0)[0])
+    out = predict_steps(api, [(s, "left")], "transition", "def transition(state, action):\n    sum(range(10**12))\n",
+                        call_timeout_s=0.1)
+    assert AP.job_wall_s(1, 0.1) == 3.0
+    assert out[0][3].startswith("the sandbox job failed") and "wall-clock limit of 3 s" in out[0][3]
 
 
 def test_a_program_that_hangs_is_a_recorded_failure():
