@@ -172,8 +172,10 @@ def test_row_codec_round_trip():
 
 
 def _paper_rtfm_pickle():
-    root = Path(os.environ.get("CWM_NB_PAPER_BUFFERS", Path(__file__).resolve().parents[2]/"shared"/"data"/"cwmb_paper_buffers"))
-    return root/"rtfm-simple_stationary.pkl"
+    "The paper's RTFM buffer where the loader looks for it: $CWM_NB_PAPER_BUFFERS, else data/paper_buffers."
+    from cwm_nb.paper_pickles import paper_buffers_dir
+    try: return paper_buffers_dir()/"rtfm-simple_stationary.pkl"
+    except CwmNbError: return Path("data/paper_buffers/rtfm-simple_stationary.pkl (set $CWM_NB_PAPER_BUFFERS)")
 
 
 def test_rtfm_step_reproduces_the_papers_buffer():
