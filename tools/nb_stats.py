@@ -29,10 +29,20 @@ def summary_line(nb) -> str | None:
 
 def stats(paths: list[Path]) -> dict:
     export_lines, longest, with_out, code, md_words, refs, mid = [], ("", 0), 0, 0, [], 0, []
+    unchecked, run, longest_run = 0, 0, ("", 0)
     for p in paths:
         nb = nbformat.read(p, as_version=4)
         s = summary_line(nb)
         if p.name[:2].isdigit() and s is not None and not re.search(r"[.!?)`]$", s): mid.append(p.stem)
+        code_cells = [c for c in nb.cells if c.cell_type == "code"]
+        for i, c in enumerate(code_cells):
+            if not (is_export(c) and defines(c)): continue
+            nxt = code_cells[i+1] if i+1 < len(code_cells) else None
+            if nxt is not None and is_export(nxt):
+                unchecked += 1; run += 1
+                if run > longest_run[1]: longest_run = (f"{p.stem} code cell {i+2-run}", run)
+            else: run = 0
+        run = 0
         for c in nb.cells:
             refs += len(re.findall(r"spec §|shared/", c.source))
             if c.cell_type == "markdown":
@@ -47,7 +57,18 @@ def stats(paths: list[Path]) -> dict:
     return dict(export_cells=len(export_lines), mean_export_lines=statistics.mean(export_lines) if export_lines else 0,
                 export_over_60=sum(n > 60 for n in export_lines), longest=longest, code_cells=code,
                 code_with_outputs=with_out, md_median_words=statistics.median(md_words) if md_words else 0,
-                md_over_200=sum(w > 200 for w in md_words), outside_refs=refs, summaries_mid_sentence=mid)
+                md_over_200=sum(w > 200 for w in md_words), outside_refs=refs, summaries_mid_sentence=mid,
+                unchecked_defs=unchecked, longest_unchecked_run=longest_run)
+
+
+def is_export(c) -> bool:
+    "Is this code cell exported (`#| export`/`#| exporti`)?"
+    return any(re.match(r"#\|\s*export", l.strip()) for l in c.source.split("\n")[:3])
+
+
+def defines(c) -> bool:
+    "Does this code cell define a function, class or patched method (at top level)?"
+    return bool(re.search(r"^(@patch|def |class |async def )", c.source, re.M))
 
 
 def main():
@@ -58,13 +79,15 @@ def main():
           f"{s['export_over_60']} over 60 (longest: {s['longest'][1]} lines, {s['longest'][0]})")
     print(f"code cells with committed outputs: {s['code_with_outputs']} of {s['code_cells']}")
     print(f"words per markdown cell: median {s['md_median_words']:g}, {s['md_over_200']} cells over 200 words")
+    print(f"export cells defining a function/class followed directly by another export cell (no check between): "
+          f"{s['unchecked_defs']}; longest such run {s['longest_unchecked_run'][1]} ({s['longest_unchecked_run'][0]})")
     print(f"references to documents outside the repository ('spec §', 'shared/'): {s['outside_refs']}")
     print(f"module summaries that stop mid-sentence: {len(s['summaries_mid_sentence'])} {s['summaries_mid_sentence']}")
     if "--per-notebook" in sys.argv:
         for p in paths:
             t = stats([p])
             print(f"  {p.relative_to(ROOT)}: export mean {t['mean_export_lines']:.1f}, over 60 {t['export_over_60']}, "
-                  f"outputs {t['code_with_outputs']}/{t['code_cells']}, md median {t['md_median_words']:g}, refs {t['outside_refs']}")
+                  f"outputs {t['code_with_outputs']}/{t['code_cells']}, unchecked defs {t['unchecked_defs']} (run {t['longest_unchecked_run'][1]}), md median {t['md_median_words']:g}, refs {t['outside_refs']}")
 
 
 if __name__ == "__main__":
