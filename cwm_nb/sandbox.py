@@ -195,7 +195,6 @@ class Rows:
     __slots__ = ("columns",)
     def __init__(self, columns): self.columns = list(columns)
 
-# %% ../nbs/02_sandbox.ipynb #52ff092c
 def _is_rows(t: type) -> bool:   # also true for the exported class when this code runs as notebook cells
     return t is Rows or (t.__name__ == "Rows" and t.__module__ == "cwm_nb.sandbox")
 
@@ -273,7 +272,6 @@ def exec_only(namespace: dict, args: dict | None, data: Any) -> None:
     "Driver: nothing beyond running the program's top level (which the sandbox already did)."
     return None
 
-# %% ../nbs/02_sandbox.ipynb #8d4666da
 def call_function(namespace: dict, args: dict | None, data: Any) -> Any:
     "Driver: `namespace[args['name']](*args.get('args', []), **args.get('kwargs', {}))`, result converted strictly."
     args = args or {}
@@ -291,7 +289,6 @@ class Serve:
     __slots__ = ("value", "handle")
     def __init__(self, value, handle): self.value, self.handle = value, handle
 
-# %% ../nbs/02_sandbox.ipynb #03e49436
 def _is_serve(x) -> bool:   # also the exported class when this code runs as notebook cells
     t = type(x)
     return t is Serve or (t.__name__ == "Serve" and t.__module__ == "cwm_nb.sandbox")
@@ -537,6 +534,15 @@ def _convert_step(out, fmt: str, arity: int, i: int, malformed: list) -> tuple:
         return o, r, d, (_as_valid_actions(out[1]) if arity == 4 else None)
     except (TypeError, ValueError, OverflowError): return _convert_each(out, fmt, arity, i, malformed)
 
+# %% ../nbs/02_sandbox.ipynb #309da1b3
+def _prediction_rows(nxt: list, rew: list, don: list, val: list | None, malformed: list) -> Rows:
+    "The predictions as columns (packed arrays where every value is good) that arrive as rows."
+    bad = {m[1] for m in malformed}
+    whole = "step" in bad   # columns with a placeholder or a bad value travel as plain lists
+    cols = [_column(nxt), rew if whole or "reward" in bad else np.array(rew, dtype=np.float64),
+            don if whole or "done" in bad else np.array(don, dtype=bool)]
+    return Rows(cols + ([val] if val is not None else []))
+
 # %% ../nbs/02_sandbox.ipynb #b095447f
 def cwm_predict(namespace: dict, args: dict | None, data: dict) -> dict:
     "Driver: one `Environment()`, then `set_state(copy(obs[i]))` + `step(actions[i])` for each transition (paper eq. 1)."
@@ -575,15 +581,6 @@ def cwm_predict(namespace: dict, args: dict | None, data: dict) -> dict:
         raise ProgramError("exception", f"in {stage}() on transition {at}", cause=e, index=at) from None
     return {"predictions": _prediction_rows(nxt, rew, don, val if arity == 4 else None, malformed)} | \
            ({"malformed": malformed} if malformed else {})
-
-# %% ../nbs/02_sandbox.ipynb #309da1b3
-def _prediction_rows(nxt: list, rew: list, don: list, val: list | None, malformed: list) -> Rows:
-    "The predictions as columns (packed arrays where every value is good) that arrive as rows."
-    bad = {m[1] for m in malformed}
-    whole = "step" in bad   # columns with a placeholder or a bad value travel as plain lists
-    cols = [_column(nxt), rew if whole or "reward" in bad else np.array(rew, dtype=np.float64),
-            don if whole or "done" in bad else np.array(don, dtype=bool)]
-    return Rows(cols + ([val] if val is not None else []))
 
 # %% ../nbs/02_sandbox.ipynb #c2b7b116
 def _reseed_numpy(args: dict | None, data: Any, source: str, in_job: bool) -> None:
@@ -652,9 +649,6 @@ _uid_counter = iter(range(1 << 30))
 def _pick_uid() -> int:
     return 2_000_000_000 + (os.getpid() * 64 + next(_uid_counter) % 64) % 100_000_000
 
-# %% ../nbs/02_sandbox.ipynb #fc83f9d7
-class _ServerGone(Exception): pass
-
 # %% ../nbs/02_sandbox.ipynb #3a5d9205
 def _stop_server(proc: subprocess.Popen | None, log, scratch: str | None) -> None:
     "Close the server's stdin, give it a moment, then SIGKILL its process group; remove the scratch base."
@@ -697,6 +691,93 @@ class Sandbox:
         self._proc = self._log = self._scratch = self._finalizer = None
         self._data: dict[str, bytes] = {}
         with self._lock: self._start()
+
+# %% ../nbs/02_sandbox.ipynb #7a1538b3
+class _ServerGone(Exception): pass
+
+@patch
+def _send(self: Sandbox, blob: bytes) -> None:
+    try: _send_frame(self._proc.stdin.fileno(), blob)
+    except (OSError, ValueError, AttributeError) as e: raise _ServerGone(f"cannot write to the server ({e})") from None
+
+# %% ../nbs/02_sandbox.ipynb #604d8154
+@patch
+def _recv(self: Sandbox, deadline: float) -> tuple[dict, bytes]:
+    fd = self._proc.stdout.fileno()
+    try:
+        head = _recv_frame(fd, deadline)
+        body = _recv_frame(fd, deadline) if head is not None else None
+    except TimeoutError: raise _ServerGone("the server did not answer in time") from None
+    except OSError as e: raise _ServerGone(f"cannot read from the server ({e})") from None
+    if head is None or body is None:
+        try: self._proc.wait(timeout=1)
+        except Exception: pass
+        code = self._proc.poll()
+        raise _ServerGone("the server exited" + (f" with status {code}" if code is not None else ""))
+    return json.loads(head), body
+
+# %% ../nbs/02_sandbox.ipynb #5c6de799
+@patch
+def _alive(self: Sandbox) -> bool: return self._proc is not None and self._proc.poll() is None
+
+# %% ../nbs/02_sandbox.ipynb #6903e3d3
+@patch
+def _log_tail(self: Sandbox, n: int = 600) -> str:
+    try:
+        self._log.seek(0); text = self._log.read().decode("utf-8", "replace").strip()
+        return f"server log: {text[-n:]}" if text else ""
+    except Exception: return ""
+
+# %% ../nbs/02_sandbox.ipynb #e7f47569
+@patch
+def _kill(self: Sandbox) -> None:
+    "Stop the server process (keeps the scratch base and the stored data for a restart)."
+    if self._finalizer is not None: self._finalizer.detach(); self._finalizer = None
+    _stop_server(self._proc, self._log, None)
+    self._proc = self._log = None; self.server_pid = None
+
+# %% ../nbs/02_sandbox.ipynb #6ba8c556
+@patch
+def _ensure(self: Sandbox) -> None:
+    if self.closed: raise CwmNbError("this Sandbox is closed", "create a new Sandbox() or use get_sandbox()")
+    if not self._alive():
+        if self._proc is not None: self._kill()
+        self._start()
+
+# %% ../nbs/02_sandbox.ipynb #f20ceba4
+@patch
+def _request(self: Sandbox, msg: tuple, timeout_s: float) -> tuple[dict, bytes]:
+    "Send one request, return (header, body); restarts and retries once if the server reports itself dirty."
+    for attempt in (0, 1):
+        self._ensure()
+        self._send(pickle.dumps(msg, protocol=5))
+        hdr, body = self._recv(time.monotonic() + timeout_s)
+        if hdr.get("status") != "dirty": return hdr, body
+        self._kill()
+    raise _ServerGone("the server could not clean up after a job")
+
+# %% ../nbs/02_sandbox.ipynb #db013a65
+@patch
+def close(self: Sandbox) -> None:
+    "Stop the server and remove its scratch files. Idempotent."
+    with self._lock:
+        if self._proc is not None:
+            try: self._send(pickle.dumps(("close",)))
+            except Exception: pass
+        self._kill()
+        if self._scratch: shutil.rmtree(self._scratch, ignore_errors=True); self._scratch = None
+        self.closed = True
+
+@patch
+def __enter__(self: Sandbox): return self
+
+@patch
+def __exit__(self: Sandbox, *exc): self.close()
+
+# %% ../nbs/02_sandbox.ipynb #3e21999c
+@patch
+def __repr__(self: Sandbox):
+    return f"Sandbox(isolation={self.isolation!r}, server_pid={self.server_pid}, restarts={self.restarts}, closed={self.closed})"
 
 # %% ../nbs/02_sandbox.ipynb #5827debb
 @patch
@@ -768,93 +849,6 @@ def _launch(self: Sandbox, mode: str, bwrap: str | None) -> None:
     for key, blob in list(self._data.items()):
         if self._request(("put", key, blob), 60)[0].get("status") != "ok": self._data.pop(key, None)
 
-# %% ../nbs/02_sandbox.ipynb #6903e3d3
-@patch
-def _log_tail(self: Sandbox, n: int = 600) -> str:
-    try:
-        self._log.seek(0); text = self._log.read().decode("utf-8", "replace").strip()
-        return f"server log: {text[-n:]}" if text else ""
-    except Exception: return ""
-
-# %% ../nbs/02_sandbox.ipynb #e7f47569
-@patch
-def _kill(self: Sandbox) -> None:
-    "Stop the server process (keeps the scratch base and the stored data for a restart)."
-    if self._finalizer is not None: self._finalizer.detach(); self._finalizer = None
-    _stop_server(self._proc, self._log, None)
-    self._proc = self._log = None; self.server_pid = None
-
-# %% ../nbs/02_sandbox.ipynb #5c6de799
-@patch
-def _alive(self: Sandbox) -> bool: return self._proc is not None and self._proc.poll() is None
-
-# %% ../nbs/02_sandbox.ipynb #6ba8c556
-@patch
-def _ensure(self: Sandbox) -> None:
-    if self.closed: raise CwmNbError("this Sandbox is closed", "create a new Sandbox() or use get_sandbox()")
-    if not self._alive():
-        if self._proc is not None: self._kill()
-        self._start()
-
-# %% ../nbs/02_sandbox.ipynb #db013a65
-@patch
-def close(self: Sandbox) -> None:
-    "Stop the server and remove its scratch files. Idempotent."
-    with self._lock:
-        if self._proc is not None:
-            try: self._send(pickle.dumps(("close",)))
-            except Exception: pass
-        self._kill()
-        if self._scratch: shutil.rmtree(self._scratch, ignore_errors=True); self._scratch = None
-        self.closed = True
-
-# %% ../nbs/02_sandbox.ipynb #83b9e83a
-@patch
-def __enter__(self: Sandbox): return self
-
-# %% ../nbs/02_sandbox.ipynb #ef911f6d
-@patch
-def __exit__(self: Sandbox, *exc): self.close()
-
-# %% ../nbs/02_sandbox.ipynb #3e21999c
-@patch
-def __repr__(self: Sandbox):
-    return f"Sandbox(isolation={self.isolation!r}, server_pid={self.server_pid}, restarts={self.restarts}, closed={self.closed})"
-
-# %% ../nbs/02_sandbox.ipynb #e35f0caf
-@patch
-def _send(self: Sandbox, blob: bytes) -> None:
-    try: _send_frame(self._proc.stdin.fileno(), blob)
-    except (OSError, ValueError, AttributeError) as e: raise _ServerGone(f"cannot write to the server ({e})") from None
-
-# %% ../nbs/02_sandbox.ipynb #604d8154
-@patch
-def _recv(self: Sandbox, deadline: float) -> tuple[dict, bytes]:
-    fd = self._proc.stdout.fileno()
-    try:
-        head = _recv_frame(fd, deadline)
-        body = _recv_frame(fd, deadline) if head is not None else None
-    except TimeoutError: raise _ServerGone("the server did not answer in time") from None
-    except OSError as e: raise _ServerGone(f"cannot read from the server ({e})") from None
-    if head is None or body is None:
-        try: self._proc.wait(timeout=1)
-        except Exception: pass
-        code = self._proc.poll()
-        raise _ServerGone("the server exited" + (f" with status {code}" if code is not None else ""))
-    return json.loads(head), body
-
-# %% ../nbs/02_sandbox.ipynb #f20ceba4
-@patch
-def _request(self: Sandbox, msg: tuple, timeout_s: float) -> tuple[dict, bytes]:
-    "Send one request, return (header, body); restarts and retries once if the server reports itself dirty."
-    for attempt in (0, 1):
-        self._ensure()
-        self._send(pickle.dumps(msg, protocol=5))
-        hdr, body = self._recv(time.monotonic() + timeout_s)
-        if hdr.get("status") != "dirty": return hdr, body
-        self._kill()
-    raise _ServerGone("the server could not clean up after a job")
-
 # %% ../nbs/02_sandbox.ipynb #8bd02f54
 @patch
 def put_data(self: Sandbox,
@@ -890,34 +884,28 @@ def ping(self: Sandbox) -> dict:
         try: return self._request(("ping",), 30)[0]
         except _ServerGone: self._kill(); self._ensure(); return self._request(("ping",), 30)[0]
 
-# %% ../nbs/02_sandbox.ipynb #4bb7b57c
+# %% ../nbs/02_sandbox.ipynb #accc8826
 @patch
-def run(self: Sandbox,
-        source: str,                                # the program's source text (untrusted)
-        driver: str = "cwm_nb.sandbox:exec_only",   # "module:function" of a trusted driver
-        args: dict | None = None,                   # small arguments for the driver
-        data_key: str | None = None,                # data stored by `put_data`, given to the driver
-        limits: SandboxLimits | None = None,        # limits for this job (default: the sandbox's)
-       ) -> SandboxResult:
-    "Execute `source` in a fresh sandboxed child, call the driver, return its plain result or a classified error."
-    return self._submit(source, driver, args, data_key, limits)[0]
-
-# %% ../nbs/02_sandbox.ipynb #0bbbdd41
-@patch
-def open_session(self: Sandbox,
-                 source: str,                    # the program's source text (untrusted)
-                 driver: str,                    # "module:function" of a session driver (it returns `Serve`)
-                 args: dict | None = None,       # small arguments for the driver
-                 data_key: str | None = None,    # data stored by `put_data`
-                 limits: SandboxLimits | None = None,  # the session's limits; wall_s: of the first answer and the default of each call
-                ) -> tuple[SandboxResult, SandboxSession | None]:
-    "Start a job that stays alive after its first answer: (that answer, a `SandboxSession` for more calls; None if the answer is an error)."
-    with self._lock:
-        res, sid = self._submit(source, driver, args, data_key, limits, session=True)
-        if sid is None: return res, None
-        s = SandboxSession(self, sid, limits or self.limits)
-        if not res.ok: s.close(); return res, None
-        return res, s
+def _result(self: Sandbox, hdr: dict, body: bytes, limits: SandboxLimits, wall: float) -> SandboxResult:
+    st = hdr.get("status")
+    if st == "driver_error": raise CwmNbError(f"the sandbox server cannot load the driver: {hdr.get('message')}", "check the driver name")
+    if st == "no_data": raise CwmNbError(f"the sandbox server has {hdr.get('message')}", "call put_data first")
+    out, err = hdr.get("stdout", ""), hdr.get("stderr", "")
+    res = lambda ok, value=None, error=None: SandboxResult(ok, value, error, out, err, wall, self.isolation)
+    if st != "done": return res(False, error=_classify(hdr, limits))
+    try:
+        msg = decode_result(body)
+        if type(msg) is not dict or type(msg.get("ok")) is not bool: raise ValueError("not a result object")
+    except (ValueError, RecursionError) as e:
+        return res(False, error=make_error("bad_result", f"the program's result channel carried something that is not a result ({_clip(str(e), 200)})"))
+    if msg["ok"]: return res(True, msg.get("value"))
+    e = msg.get("error")
+    if type(e) is not dict or e.get("kind") not in ERROR_KINDS:
+        return res(False, error=make_error("bad_result", "the program's result channel carried a malformed error"))
+    clean = make_error(e["kind"], _clip(str(e.get("message") or ""), 2000))
+    for k, typ in (("line", int), ("source_line", str), ("traceback", str), ("exc_type", str), ("index", int)):
+        if type(e.get(k)) is typ: clean[k] = _clip(e[k], 4000) if typ is str else e[k]
+    return res(False, error=clean)
 
 # %% ../nbs/02_sandbox.ipynb #a9d7d508
 @patch
@@ -953,28 +941,17 @@ def _submit(self: Sandbox, source, driver, args, data_key, limits, session: bool
         if hdr.get("clean") is False: self._kill()
     return self._result(hdr, body, limits, wall), hdr.get("session")
 
-# %% ../nbs/02_sandbox.ipynb #accc8826
+# %% ../nbs/02_sandbox.ipynb #4bb7b57c
 @patch
-def _result(self: Sandbox, hdr: dict, body: bytes, limits: SandboxLimits, wall: float) -> SandboxResult:
-    st = hdr.get("status")
-    if st == "driver_error": raise CwmNbError(f"the sandbox server cannot load the driver: {hdr.get('message')}", "check the driver name")
-    if st == "no_data": raise CwmNbError(f"the sandbox server has {hdr.get('message')}", "call put_data first")
-    out, err = hdr.get("stdout", ""), hdr.get("stderr", "")
-    res = lambda ok, value=None, error=None: SandboxResult(ok, value, error, out, err, wall, self.isolation)
-    if st != "done": return res(False, error=_classify(hdr, limits))
-    try:
-        msg = decode_result(body)
-        if type(msg) is not dict or type(msg.get("ok")) is not bool: raise ValueError("not a result object")
-    except (ValueError, RecursionError) as e:
-        return res(False, error=make_error("bad_result", f"the program's result channel carried something that is not a result ({_clip(str(e), 200)})"))
-    if msg["ok"]: return res(True, msg.get("value"))
-    e = msg.get("error")
-    if type(e) is not dict or e.get("kind") not in ERROR_KINDS:
-        return res(False, error=make_error("bad_result", "the program's result channel carried a malformed error"))
-    clean = make_error(e["kind"], _clip(str(e.get("message") or ""), 2000))
-    for k, typ in (("line", int), ("source_line", str), ("traceback", str), ("exc_type", str), ("index", int)):
-        if type(e.get(k)) is typ: clean[k] = _clip(e[k], 4000) if typ is str else e[k]
-    return res(False, error=clean)
+def run(self: Sandbox,
+        source: str,                                # the program's source text (untrusted)
+        driver: str = "cwm_nb.sandbox:exec_only",   # "module:function" of a trusted driver
+        args: dict | None = None,                   # small arguments for the driver
+        data_key: str | None = None,                # data stored by `put_data`, given to the driver
+        limits: SandboxLimits | None = None,        # limits for this job (default: the sandbox's)
+       ) -> SandboxResult:
+    "Execute `source` in a fresh sandboxed child, call the driver, return its plain result or a classified error."
+    return self._submit(source, driver, args, data_key, limits)[0]
 
 # %% ../nbs/02_sandbox.ipynb #3f25997e
 class SandboxSession:
@@ -1032,17 +1009,32 @@ def close(self: SandboxSession) -> None:
         try: sb._request(("end", self.sid), 30)
         except _ServerGone: sb._kill()
 
-# %% ../nbs/02_sandbox.ipynb #d5165204
 @patch
 def __enter__(self: SandboxSession): return self
 
-# %% ../nbs/02_sandbox.ipynb #e1c45180
 @patch
 def __exit__(self: SandboxSession, *exc): self.close()
 
 # %% ../nbs/02_sandbox.ipynb #cbeafbcf
 @patch
 def __repr__(self: SandboxSession): return f"SandboxSession(sid={self.sid}, calls={self.calls}, alive={self.alive})"
+
+# %% ../nbs/02_sandbox.ipynb #0bbbdd41
+@patch
+def open_session(self: Sandbox,
+                 source: str,                    # the program's source text (untrusted)
+                 driver: str,                    # "module:function" of a session driver (it returns `Serve`)
+                 args: dict | None = None,       # small arguments for the driver
+                 data_key: str | None = None,    # data stored by `put_data`
+                 limits: SandboxLimits | None = None,  # the session's limits; wall_s: of the first answer and the default of each call
+                ) -> tuple[SandboxResult, SandboxSession | None]:
+    "Start a job that stays alive after its first answer: (that answer, a `SandboxSession` for more calls; None if the answer is an error)."
+    with self._lock:
+        res, sid = self._submit(source, driver, args, data_key, limits, session=True)
+        if sid is None: return res, None
+        s = SandboxSession(self, sid, limits or self.limits)
+        if not res.ok: s.close(); return res, None
+        return res, s
 
 # %% ../nbs/02_sandbox.ipynb #5751dd5d
 _shared: Sandbox | None = None
@@ -1052,7 +1044,6 @@ _shared_lock = threading.Lock()
 def _close_shared() -> None:
     if _shared is not None: _shared.close()
 
-# %% ../nbs/02_sandbox.ipynb #b0ab2cec
 def get_sandbox() -> Sandbox:
     "The process-wide shared `Sandbox` (default limits, isolation='auto'); closed at exit."
     global _shared
