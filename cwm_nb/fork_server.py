@@ -15,7 +15,7 @@ from fastcore.basics import patch
 __all__ = ['PR_SET_PDEATHSIG', 'PR_SET_NAME', 'PR_SET_CHILD_SUBREAPER', 'PR_SET_NO_NEW_PRIVS', 'CLONE_NEWNET', 'HIDDEN_DIRS',
            'MAX_SESSIONS', 'bwrap_command']
 
-# %% ../nbs/02a_fork_server.ipynb #b4813a4e
+# %% ../nbs/02a_fork_server.ipynb #91ddaa25
 _HDR = struct.Struct("<Q")
 
 def _write_all(fd: int, data) -> None:
@@ -41,13 +41,13 @@ def _read_exact(fd: int, n: int, deadline: float | None = None) -> bytes | None:
         buf += chunk
     return bytes(buf)
 
-# %% ../nbs/02a_fork_server.ipynb #16cc39d2
+# %% ../nbs/02a_fork_server.ipynb #c8e28cbe
 def _recv_frame(fd: int, deadline: float | None = None) -> bytes | None:
     h = _read_exact(fd, 8, deadline)
     if h is None: return None
     return _read_exact(fd, _HDR.unpack(h)[0], deadline)
 
-# %% ../nbs/02a_fork_server.ipynb #a9bda4f4
+# %% ../nbs/02a_fork_server.ipynb #99214996
 PR_SET_PDEATHSIG, PR_SET_NAME, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 15, 36, 38
 CLONE_NEWNET = 0x40000000
 _EXIT_SETUP = 75   # a job child that could not set itself up exits with this status before running anything
@@ -63,7 +63,7 @@ def _prctl(option: int, arg) -> None:
     if _libc().prctl(ctypes.c_int(option), a, ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
         e = ctypes.get_errno(); raise OSError(e, f"prctl({option}): {os.strerror(e)}")
 
-# %% ../nbs/02a_fork_server.ipynb #ff1f9fbf
+# %% ../nbs/02a_fork_server.ipynb #b32d4014
 def _children() -> set[int]:
     "Pids of this process's children (all threads), from /proc."
     kids = set()
@@ -73,7 +73,7 @@ def _children() -> set[int]:
         except OSError: pass
     return kids
 
-# %% ../nbs/02a_fork_server.ipynb #3bdf5272
+# %% ../nbs/02a_fork_server.ipynb #c1a49177
 def _close_fds_except(keep) -> None:
     lo = 0
     for k in sorted(set(keep)):
@@ -81,13 +81,13 @@ def _close_fds_except(keep) -> None:
         lo = k + 1
     os.closerange(lo, 1 << 20)
 
-# %% ../nbs/02a_fork_server.ipynb #b88853ab
+# %% ../nbs/02a_fork_server.ipynb #5b2b1635
 def _set_rlimit(res: int, value: int) -> None:
     _, hard = resource.getrlimit(res)
     if hard != resource.RLIM_INFINITY: value = min(value, hard)
     resource.setrlimit(res, (value, value))
 
-# %% ../nbs/02a_fork_server.ipynb #89105cea
+# %% ../nbs/02a_fork_server.ipynb #ff1f9fbf
 def _set_limits(lim: dict, nproc_base: int, vm: int) -> None:
     "Set the job's kernel limits; `vm` is the address space already mapped, bytes. Limits can only be lowered."
     R = resource
@@ -99,7 +99,7 @@ def _set_limits(lim: dict, nproc_base: int, vm: int) -> None:
     _set_rlimit(R.RLIMIT_FSIZE, int(lim["fsize_mb"]) << 20)
     _set_rlimit(R.RLIMIT_NPROC, nproc_base + int(lim["nproc"]))
 
-# %% ../nbs/02a_fork_server.ipynb #979cf4ac
+# %% ../nbs/02a_fork_server.ipynb #b88853ab
 HIDDEN_DIRS = ("/root", "/home", "/tmp", "/run", "/var/tmp")   # replaced by empty tmpfs inside bwrap
 _SERVER_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_KILL", "CAP_DAC_OVERRIDE", "CAP_FOWNER")
 
@@ -107,7 +107,7 @@ def _under(p: str, dirs) -> str | None:
     "The directory of `dirs` that `p` is or lies under, else None."
     return next((d for d in dirs if p == d or p.startswith(d + "/")), None)
 
-# %% ../nbs/02a_fork_server.ipynb #d1c1e8f1
+# %% ../nbs/02a_fork_server.ipynb #fd5568b3
 def _tmpfs_args(hidden: tuple, tmp_mb: int) -> list[str]:
     "bwrap arguments that hide each existing directory of `hidden` behind a size-capped tmpfs (`tmp_mb` MB for /tmp)."
     cmd = []
@@ -116,7 +116,7 @@ def _tmpfs_args(hidden: tuple, tmp_mb: int) -> list[str]:
             cmd += ["--size", str((tmp_mb if h == "/tmp" else 16) << 20), "--tmpfs", h]
     return cmd
 
-# %% ../nbs/02a_fork_server.ipynb #a84239d7
+# %% ../nbs/02a_fork_server.ipynb #979cf4ac
 def _bind_back_args(binds: list[str], hidden: tuple) -> list[str]:
     "bwrap arguments that bind each path of `binds` back read-only, its parents under a hidden root made 0755."
     cmd, made = [], set()
@@ -127,7 +127,7 @@ def _bind_back_args(binds: list[str], hidden: tuple) -> list[str]:
         cmd += ["--ro-bind", b, b]
     return cmd
 
-# %% ../nbs/02a_fork_server.ipynb #27bb6c00
+# %% ../nbs/02a_fork_server.ipynb #d1c1e8f1
 def bwrap_command(
     argv: list[str],                       # the command to run inside (the server's python)
     *,
@@ -148,19 +148,19 @@ def bwrap_command(
     cmd += ["--cap-drop", "ALL"] + ([x for c in _SERVER_CAPS for x in ("--cap-add", c)] if own_uid else [])
     return cmd + ["--", *argv]
 
-# %% ../nbs/02a_fork_server.ipynb #346c55f6
+# %% ../nbs/02a_fork_server.ipynb #d709e262
 def _server_env() -> dict[str, str]:
     "The whole environment of the server and its jobs: no secrets, deterministic hashing, one BLAS thread."
     return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": "/nonexistent",
             "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "MPLBACKEND": "Agg",
             "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NUMEXPR_NUM_THREADS": "1"}
 
-# %% ../nbs/02a_fork_server.ipynb #bf2c983d
+# %% ../nbs/02a_fork_server.ipynb #58c4acc4
 def _package_root() -> str:
     "The directory that contains the `cwm_nb` package (put first on the server's sys.path)."
     return str(Path(importlib.util.find_spec("cwm_nb").origin).resolve().parent.parent)
 
-# %% ../nbs/02a_fork_server.ipynb #b3534a8a
+# %% ../nbs/02a_fork_server.ipynb #27bb6c00
 def _needed_paths() -> list[str]:
     "Real paths the server must be able to read: the interpreter, its prefixes, site-packages, this package."
     cands = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
@@ -171,7 +171,7 @@ def _needed_paths() -> list[str]:
         if not any(p == q or p.startswith(q.rstrip("/") + "/") for q in out): out.append(p)
     return out
 
-# %% ../nbs/02a_fork_server.ipynb #a757f543
+# %% ../nbs/02a_fork_server.ipynb #64ba1a2f
 def _others_can_read(paths: list[str], hidden: tuple = ()) -> bool:
     "True when another uid can read every path: o+r on the path, o+x on it and its ancestors (below a hidden root)."
     for p in paths:
@@ -183,7 +183,7 @@ def _others_can_read(paths: list[str], hidden: tuple = ()) -> bool:
         except OSError: return False
     return True
 
-# %% ../nbs/02a_fork_server.ipynb #7e04a7ee
+# %% ../nbs/02a_fork_server.ipynb #fa9e06cd
 @dataclass
 class _Child:
     "A pre-forked job child as the server sees it."
@@ -196,11 +196,11 @@ class _Child:
                 except OSError: pass
         self.pidfd = self.job_w = self.res_r = self.out_r = self.err_r = -1
 
-# %% ../nbs/02a_fork_server.ipynb #69a8fefb
+# %% ../nbs/02a_fork_server.ipynb #16c9ab2f
 def _vm_bytes() -> int:
     with open("/proc/self/statm") as f: return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
-# %% ../nbs/02a_fork_server.ipynb #47d74983
+# %% ../nbs/02a_fork_server.ipynb #407bd4e1
 def _pretouch(x, budget: list, depth: int = 0) -> None:
     "Visit nested containers' items (up to `budget[0]` of them) so their pages are copied now, not during the job."
     t = type(x)
@@ -212,7 +212,7 @@ def _pretouch(x, budget: list, depth: int = 0) -> None:
         tv = type(v)
         if tv is list or tv is tuple or tv is dict: _pretouch(v, budget, depth + 1)
 
-# %% ../nbs/02a_fork_server.ipynb #895be800
+# %% ../nbs/02a_fork_server.ipynb #d54528e1
 def _warm_up(srv) -> None:
     from cwm_nb.sandbox import PROGRAM_FILENAME, Rows, _new_program_module, encode_result   # the job runner's (imported)
     mod = _new_program_module()
@@ -220,14 +220,14 @@ def _warm_up(srv) -> None:
     encode_result({"ok": True, "value": {"predictions": Rows([np.zeros((2, 2)), np.zeros(2), np.zeros(2, bool)])}})
     if srv.last_key in srv.store: _pretouch(srv.store[srv.last_key], [1_000_000])
 
-# %% ../nbs/02a_fork_server.ipynb #2ea77097
+# %% ../nbs/02a_fork_server.ipynb #f84e6491
 def _setup_failed(e: BaseException) -> None:
     "Write why the set-up failed to fd 2 and `_exit(_EXIT_SETUP)`. Never returns."
     try: os.write(2, f"sandbox setup failed: {e!r}\n".encode())
     except BaseException: pass
     os._exit(_EXIT_SETUP)
 
-# %% ../nbs/02a_fork_server.ipynb #0d6534e4
+# %% ../nbs/02a_fork_server.ipynb #14faa71a
 def _detach_child(srv, scratch: str, keep: set, out_w: int, err_w: int) -> None:
     "Own session, default signals, only the fds in `keep`, stdio on the capture pipes, `scratch` as cwd."
     os.setsid()                                     # own session and process group: killed as one
@@ -240,7 +240,7 @@ def _detach_child(srv, scratch: str, keep: set, out_w: int, err_w: int) -> None:
     if srv.uid is not None: os.chown(scratch, srv.uid, srv.uid)
     os.chdir(scratch)
 
-# %% ../nbs/02a_fork_server.ipynb #2ccbd225
+# %% ../nbs/02a_fork_server.ipynb #04d9975d
 def _drop_privileges(srv) -> None:
     "Switch to the job uid (if any), set no_new_privs and the death signal; `_exit(_EXIT_SETUP)` if one fails silently."
     if srv.uid is not None:
@@ -250,7 +250,7 @@ def _drop_privileges(srv) -> None:
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)        # (after the uid switch, which would clear it)
     if os.getppid() != srv.pid: os._exit(_EXIT_SETUP)   # the server died before the death signal was armed
 
-# %% ../nbs/02a_fork_server.ipynb #3a00d475
+# %% ../nbs/02a_fork_server.ipynb #69a8fefb
 def _program_environment(scratch: str, program_filename: str) -> None:
     "umask 077, HOME/TMPDIR = `scratch`, fresh UTF-8 `sys.stdout`/`sys.stderr` on fds 1 and 2, `sys.argv`."
     os.umask(0o077)
@@ -260,7 +260,7 @@ def _program_environment(scratch: str, program_filename: str) -> None:
     sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
     sys.argv = [program_filename]
 
-# %% ../nbs/02a_fork_server.ipynb #56cc3dc1
+# %% ../nbs/02a_fork_server.ipynb #47d74983
 def _accept_job(srv, blob: bytes, job_r: int, vm: int) -> tuple[dict, int]:
     "Name the child, unpickle the job, set its limits, register its source for tracebacks: (job, job_r or -1)."
     import linecache   # lets the program's own traceback printing show its source lines
@@ -272,7 +272,7 @@ def _accept_job(srv, blob: bytes, job_r: int, vm: int) -> tuple[dict, int]:
     linecache.cache[PROGRAM_FILENAME] = (len(job["source"]), None, job["source"].splitlines(True), PROGRAM_FILENAME)
     return job, job_r
 
-# %% ../nbs/02a_fork_server.ipynb #5ad2f28e
+# %% ../nbs/02a_fork_server.ipynb #895be800
 def _job_child(srv, scratch: str, job_r: int, res_w: int, out_w: int, err_w: int) -> None:
     "Body of a pre-forked child: prepare, wait for a job, set the limits, run it, write the result, _exit. Never returns."
     from cwm_nb.sandbox import PROGRAM_FILENAME, _run_job   # the job runner (the server imported it before forking)
@@ -290,7 +290,7 @@ def _job_child(srv, scratch: str, job_r: int, res_w: int, out_w: int, err_w: int
     except BaseException as e: _setup_failed(e)
     _run_job(job, srv.store, res_w, job_r)
 
-# %% ../nbs/02a_fork_server.ipynb #2b3f7c68
+# %% ../nbs/02a_fork_server.ipynb #57b8a7f3
 class _Capture:
     "One output stream of a job: its first and last bytes (`cap` in all) and the count of all it wrote."
 
@@ -298,7 +298,7 @@ class _Capture:
         self.head_n, self.tail_n = cap - cap // 2, cap // 2
         self.head, self.tail, self.total = bytearray(), bytearray(), 0
 
-# %% ../nbs/02a_fork_server.ipynb #4af8eb84
+# %% ../nbs/02a_fork_server.ipynb #9073ba33
 @patch
 def add(self: _Capture, chunk: bytes) -> None:
     "Account for `chunk`, keeping it where it falls in the head or the tail window."
@@ -311,7 +311,7 @@ def add(self: _Capture, chunk: bytes) -> None:
         self.tail += chunk
         if len(self.tail) > self.tail_n: del self.tail[:len(self.tail) - self.tail_n]
 
-# %% ../nbs/02a_fork_server.ipynb #6cae5179
+# %% ../nbs/02a_fork_server.ipynb #2ea77097
 @patch
 def text(self: _Capture) -> str:
     "The kept bytes as text (UTF-8, bad bytes replaced), with a marker where bytes were dropped."
@@ -322,7 +322,7 @@ def text(self: _Capture) -> str:
             f"sandbox, which keeps the first {len(self.head)} and the last {len(self.tail)} ...]\n"
             + self.tail.decode("utf-8", "replace"))
 
-# %% ../nbs/02a_fork_server.ipynb #c8cfaf99
+# %% ../nbs/02a_fork_server.ipynb #c1a27273
 MAX_SESSIONS = 16   # session jobs a server keeps open at once
 
 def _write_within(fd: int, data: bytes, deadline: float) -> bool:
@@ -336,7 +336,7 @@ def _write_within(fd: int, data: bytes, deadline: float) -> bool:
         if left <= 0 or not select.select([], [fd], [], left)[1]: return False
     return True
 
-# %% ../nbs/02a_fork_server.ipynb #fec4e7b5
+# %% ../nbs/02a_fork_server.ipynb #4aaff1a1
 def _prepare_server(cfg: dict) -> list[str]:
     "Subreaper, network namespace, preloaded modules, as `cfg` asks: the notes on what could not be done."
     notes = []
@@ -349,14 +349,14 @@ def _prepare_server(cfg: dict) -> list[str]:
         except Exception as e: notes.append(f"preload {m}: {e!r}")
     return notes
 
-# %% ../nbs/02a_fork_server.ipynb #370c17da
+# %% ../nbs/02a_fork_server.ipynb #fda39cb8
 def _can_switch_uid() -> bool:
     "True when this process is root with CAP_CHOWN, CAP_KILL, CAP_SETGID and CAP_SETUID in effect."
     if os.geteuid() != 0: return False
     with open("/proc/self/status") as f: caps = int(re.search(r"CapEff:\s*([0-9a-f]+)", f.read())[1], 16)
     return all(caps >> b & 1 for b in (0, 5, 6, 7))   # CHOWN, KILL, SETGID, SETUID
 
-# %% ../nbs/02a_fork_server.ipynb #5592d98f
+# %% ../nbs/02a_fork_server.ipynb #9b392ce2
 def _count_own_processes() -> int:
     "How many processes in /proc belong to this process's uid."
     uid, n = os.getuid(), 0
@@ -366,14 +366,14 @@ def _count_own_processes() -> int:
             except OSError: pass
     return n
 
-# %% ../nbs/02a_fork_server.ipynb #a6bcdd81
+# %% ../nbs/02a_fork_server.ipynb #82cd802e
 def _make_scratch(scratch_base: str) -> str:
     "Create `scratch_base` and a directory unique to this server inside it (both mode 0711); return the latter."
     base = os.path.join(scratch_base, f"server{os.getpid()}-{time.time_ns()}")   # unique per server
     for d in (scratch_base, base): os.makedirs(d, exist_ok=True); os.chmod(d, 0o711)
     return base
 
-# %% ../nbs/02a_fork_server.ipynb #fc6c6b51
+# %% ../nbs/02a_fork_server.ipynb #32804d40
 class _Server:
     "The fork server's state and loop (runs inside the sandbox; see `_server_main`)."
 
@@ -393,7 +393,7 @@ class _Server:
         gc.collect(); gc.freeze()
         if self.prefork: self._fork_idle()
 
-# %% ../nbs/02a_fork_server.ipynb #9092b1ce
+# %% ../nbs/02a_fork_server.ipynb #5ad2f28e
 @patch
 def _protections(self: _Server, notes) -> dict:
     def ns(name):
@@ -409,19 +409,19 @@ def _protections(self: _Server, notes) -> dict:
             "nproc_enforced": self.uid is not None or (os.getuid() != 0 and own_userns),
             "env_cleared": True, "no_new_privs": True, "notes": notes}
 
-# %% ../nbs/02a_fork_server.ipynb #d2d6e408
+# %% ../nbs/02a_fork_server.ipynb #ce4504e8
 @patch
 def reply(self: _Server, hdr: dict, body: bytes = b"") -> None:
     _send_frame(self.out, json.dumps(hdr).encode()); _send_frame(self.out, bytes(body))
 
-# %% ../nbs/02a_fork_server.ipynb #de554383
+# %% ../nbs/02a_fork_server.ipynb #da5228f1
 @patch
 def _remove_scratch(self: _Server) -> None:
     shutil.rmtree(self.base, ignore_errors=True)
     try: os.rmdir(self.cfg["scratch_base"])   # the parent's directory, if no other server uses it (it may be dead)
     except OSError: pass
 
-# %% ../nbs/02a_fork_server.ipynb #da5228f1
+# %% ../nbs/02a_fork_server.ipynb #a116a0cd
 @patch
 def _fork_idle(self: _Server) -> None:
     job_r, job_w = os.pipe(); res_r, res_w = os.pipe(); out_r, out_w = os.pipe(); err_r, err_w = os.pipe()
@@ -439,7 +439,7 @@ def _fork_idle(self: _Server) -> None:
     for fd in (res_r, out_r, err_r): os.set_blocking(fd, False)
     self.idle = _Child(pid, os.pidfd_open(pid), job_w, res_r, out_r, err_r, self.gen, scratch)
 
-# %% ../nbs/02a_fork_server.ipynb #537fdef8
+# %% ../nbs/02a_fork_server.ipynb #4b8178c9
 @patch
 def _discard(self: _Server, c: _Child) -> None:
     try: os.kill(c.pid, signal.SIGKILL)
@@ -449,7 +449,7 @@ def _discard(self: _Server, c: _Child) -> None:
     c.close()
     shutil.rmtree(c.scratch, ignore_errors=True)
 
-# %% ../nbs/02a_fork_server.ipynb #76b2614c
+# %% ../nbs/02a_fork_server.ipynb #2b3f7c68
 @patch
 def _take_idle(self: _Server) -> _Child:
     c, self.idle = self.idle, None
@@ -459,7 +459,7 @@ def _take_idle(self: _Server) -> _Child:
         self._fork_idle(); c, self.idle = self.idle, None
     return c
 
-# %% ../nbs/02a_fork_server.ipynb #96c82529
+# %% ../nbs/02a_fork_server.ipynb #4af8eb84
 @patch
 def _reap(self: _Server) -> None:
     while True:
@@ -468,14 +468,14 @@ def _reap(self: _Server) -> None:
         if pid == 0: return
         if self.idle is not None and pid == self.idle.pid: self.idle.close(); self.idle = None
 
-# %% ../nbs/02a_fork_server.ipynb #90e67c71
+# %% ../nbs/02a_fork_server.ipynb #597c7592
 def _kill_each(pids) -> None:
     "SIGKILL each of `pids`; those already gone are skipped."
     for k in pids:
         try: os.kill(k, signal.SIGKILL)
         except ProcessLookupError: pass
 
-# %% ../nbs/02a_fork_server.ipynb #44a9dacd
+# %% ../nbs/02a_fork_server.ipynb #df4ddecb
 @patch
 def _kill_namespace(self: _Server) -> None:
     "Last resort of pid 1 in its own pid namespace: discard the pre-forked child, then kill(-1, SIGKILL)."
@@ -502,7 +502,7 @@ def _sweep(self: _Server, limit_s: float = 3.0) -> bool:
             return False
         time.sleep(0.0005)
 
-# %% ../nbs/02a_fork_server.ipynb #1e0006d2
+# %% ../nbs/02a_fork_server.ipynb #b51648bd
 class _Watch:
     "What the server reads from one job child: its result frame, capped stdout and stderr, the status so far."
     def __init__(self, c: _Child, lim: dict, inp: int):
@@ -515,7 +515,7 @@ class _Watch:
         self.poll.register(c.pidfd, select.POLLIN)
         self.poll.register(inp, 0)   # only POLLHUP: the parent died (its end of the request pipe closed)
 
-# %% ../nbs/02a_fork_server.ipynb #5be7c54d
+# %% ../nbs/02a_fork_server.ipynb #b7988ce6
 @patch
 def read(self: _Watch, fd: int) -> None:
     "Drain what pipe `fd` holds now, until it is empty or closed or a status is set."
@@ -533,7 +533,7 @@ def read(self: _Watch, fd: int) -> None:
             self.streams[fd].add(chunk)
             if self.out.total + self.err.total > self.kill: self.status = "output_limit"
 
-# %% ../nbs/02a_fork_server.ipynb #424f5df7
+# %% ../nbs/02a_fork_server.ipynb #d32a2098
 @patch
 def read_rest(self: _Watch) -> None:
     "After a `done`: take the output written before the result, still in the pipes (up to the kill cap)."
@@ -544,7 +544,7 @@ def read_rest(self: _Watch) -> None:
             if not chunk: break
             self.streams[fd].add(chunk)
 
-# %% ../nbs/02a_fork_server.ipynb #ecdf0237
+# %% ../nbs/02a_fork_server.ipynb #94384382
 @patch
 def _supervise(self: _Server, c: _Child, lim: dict, t0: float) -> tuple[str, bytearray, _Capture, _Capture]:
     w, deadline, exited = _Watch(c, lim, self.inp), t0 + float(lim["wall_s"]), False
@@ -562,7 +562,7 @@ def _supervise(self: _Server, c: _Child, lim: dict, t0: float) -> tuple[str, byt
     if w.status == "done": w.read_rest()
     return w.status, w.res[8:w.need] if w.status == "done" else bytearray(), w.out, w.err
 
-# %% ../nbs/02a_fork_server.ipynb #ad6cd59e
+# %% ../nbs/02a_fork_server.ipynb #95edbc51
 @patch
 def _end_child(self: _Server, c: _Child, hdr: dict) -> None:
     "Kill the job's process group, reap the child, record its exit status and CPU time."
@@ -574,7 +574,7 @@ def _end_child(self: _Server, c: _Child, hdr: dict) -> None:
     except ChildProcessError: pass
     c.close()
 
-# %% ../nbs/02a_fork_server.ipynb #1adf498a
+# %% ../nbs/02a_fork_server.ipynb #1fc831b4
 @patch
 def _refusal(self: _Server, job: dict) -> dict | None:
     "The reply header that refuses `job` (driver error, no data, too many sessions), or None to run it."
@@ -589,7 +589,7 @@ def _refusal(self: _Server, job: dict) -> dict | None:
         return {"status": "too_many_sessions", "message": f"{MAX_SESSIONS} sessions are open"}
     return None
 
-# %% ../nbs/02a_fork_server.ipynb #90c635f3
+# %% ../nbs/02a_fork_server.ipynb #e404dac2
 @patch
 def _hand_over(self: _Server, blob: bytes, session: bool) -> tuple[_Child | None, float]:
     "Send `blob` to a pre-forked child (a fresh one if that fails): (child, start time), or (None, 0.0)."
@@ -604,7 +604,7 @@ def _hand_over(self: _Server, blob: bytes, session: bool) -> tuple[_Child | None
             self._discard(c)
     return None, 0.0
 
-# %% ../nbs/02a_fork_server.ipynb #c3d5650e
+# %% ../nbs/02a_fork_server.ipynb #4c15a593
 @patch
 def _answer(self: _Server, c: _Child, hdr: dict, result: bytearray, limits: dict, session: bool) -> None:
     "Reply with `hdr` and `result`, end the child (unless it starts a session), pre-fork the next one."
@@ -622,7 +622,7 @@ def _answer(self: _Server, c: _Child, hdr: dict, result: bytearray, limits: dict
     if not (status == "done" and session): shutil.rmtree(c.scratch, ignore_errors=True)
     if self.prefork and self.idle is None and not self.dirty: self._fork_idle()
 
-# %% ../nbs/02a_fork_server.ipynb #b3de65d3
+# %% ../nbs/02a_fork_server.ipynb #9092b1ce
 @patch
 def run(self: _Server, job: dict, blob: bytes) -> None:
     "Run one job (`blob` is the parent's pickled request, forwarded unchanged to the child)."
@@ -640,7 +640,7 @@ def run(self: _Server, job: dict, blob: bytes) -> None:
            "stdout": out.text(), "stderr": err.text()}
     self._answer(c, hdr, result, job["limits"], session)
 
-# %% ../nbs/02a_fork_server.ipynb #0e397907
+# %% ../nbs/02a_fork_server.ipynb #fa60cdec
 @patch
 def call(self: _Server, sid: int, payload: bytes, wall_s: float) -> None:
     "Forward one call to session `sid` and answer with its result; a call that does not end well ends the session."
@@ -661,7 +661,7 @@ def call(self: _Server, sid: int, payload: bytes, wall_s: float) -> None:
     self._end_session(sid, hdr); hdr["clean"] = not self.dirty
     self.reply(hdr, result)
 
-# %% ../nbs/02a_fork_server.ipynb #72b106bc
+# %% ../nbs/02a_fork_server.ipynb #d2d6e408
 @patch
 def _end_session(self: _Server, sid: int, hdr: dict | None = None) -> None:
     "Kill session `sid`'s process group, reap it, sweep and remove its scratch directory."
@@ -670,14 +670,14 @@ def _end_session(self: _Server, sid: int, hdr: dict | None = None) -> None:
     self.dirty = not self._sweep() or self.dirty
     shutil.rmtree(c.scratch, ignore_errors=True)
 
-# %% ../nbs/02a_fork_server.ipynb #655b517e
+# %% ../nbs/02a_fork_server.ipynb #ab310145
 @patch
 def serve_gone(self: _Server) -> None:
     "The parent is gone: kill everything and exit."
     for sid in list(self.sessions): self._end_child(self.sessions.pop(sid)[0], {})
     self._sweep(1.0); self._remove_scratch(); os._exit(0)
 
-# %% ../nbs/02a_fork_server.ipynb #f9ee73b8
+# %% ../nbs/02a_fork_server.ipynb #8cfcffec
 @patch
 def _put(self: _Server, key: str, data: bytes) -> None:
     "Unpickle `data` into the store under `key`, replace the pre-forked child, answer."
@@ -690,7 +690,7 @@ def _put(self: _Server, key: str, data: bytes) -> None:
     self.reply({"status": "ok"})
     if self.prefork: self._fork_idle()
 
-# %% ../nbs/02a_fork_server.ipynb #012e7c4c
+# %% ../nbs/02a_fork_server.ipynb #76b2614c
 @patch
 def _serve(self: _Server) -> None:
     self.reply({"status": "ready", "protections": self.protections, "pid": self.pid})
@@ -712,7 +712,7 @@ def _serve(self: _Server) -> None:
             self.reply({"status": "ok", "children": sorted(_children()), "idle": self.idle.pid if self.idle else None})
         elif op == "close": break
 
-# %% ../nbs/02a_fork_server.ipynb #ebfe121c
+# %% ../nbs/02a_fork_server.ipynb #c8d37a06
 @patch
 def serve(self: _Server) -> None:
     "Answer requests until the parent closes the pipe; whatever ends the loop, kill every child on the way out."
@@ -723,7 +723,7 @@ def serve(self: _Server) -> None:
         self._sweep(1.0)
         self._remove_scratch()
 
-# %% ../nbs/02a_fork_server.ipynb #dda8f38b
+# %% ../nbs/02a_fork_server.ipynb #891c1feb
 def _server_main() -> None:
     "Entry point of the server process: fd 0 carries requests, fd 1 replies (see `Sandbox`)."
     inp, out = os.dup(0), os.dup(1)
