@@ -15,14 +15,13 @@ from fastcore.basics import patch
 __all__ = ['PR_SET_PDEATHSIG', 'PR_SET_NAME', 'PR_SET_CHILD_SUBREAPER', 'PR_SET_NO_NEW_PRIVS', 'CLONE_NEWNET', 'HIDDEN_DIRS',
            'MAX_SESSIONS', 'bwrap_command']
 
-# %% ../nbs/02a_fork_server.ipynb #b4813a4e
+# %% ../nbs/02a_fork_server.ipynb #91ddaa25
 _HDR = struct.Struct("<Q")
 
 def _write_all(fd: int, data) -> None:
     view = memoryview(data)
     while view: view = view[os.write(fd, view):]
 
-# %% ../nbs/02a_fork_server.ipynb #0ec7c43d
 def _send_frame(fd: int, payload: bytes) -> None:
     _write_all(fd, _HDR.pack(len(payload)))
     if payload: _write_all(fd, payload)
@@ -410,6 +409,18 @@ def _protections(self: _Server, notes) -> dict:
             "nproc_enforced": self.uid is not None or (os.getuid() != 0 and own_userns),
             "env_cleared": True, "no_new_privs": True, "notes": notes}
 
+# %% ../nbs/02a_fork_server.ipynb #ce4504e8
+@patch
+def reply(self: _Server, hdr: dict, body: bytes = b"") -> None:
+    _send_frame(self.out, json.dumps(hdr).encode()); _send_frame(self.out, bytes(body))
+
+# %% ../nbs/02a_fork_server.ipynb #da5228f1
+@patch
+def _remove_scratch(self: _Server) -> None:
+    shutil.rmtree(self.base, ignore_errors=True)
+    try: os.rmdir(self.cfg["scratch_base"])   # the parent's directory, if no other server uses it (it may be dead)
+    except OSError: pass
+
 # %% ../nbs/02a_fork_server.ipynb #a116a0cd
 @patch
 def _fork_idle(self: _Server) -> None:
@@ -464,7 +475,7 @@ def _kill_each(pids) -> None:
         try: os.kill(k, signal.SIGKILL)
         except ProcessLookupError: pass
 
-# %% ../nbs/02a_fork_server.ipynb #6cae5179
+# %% ../nbs/02a_fork_server.ipynb #df4ddecb
 @patch
 def _kill_namespace(self: _Server) -> None:
     "Last resort of pid 1 in its own pid namespace: discard the pre-forked child, then kill(-1, SIGKILL)."
@@ -472,7 +483,6 @@ def _kill_namespace(self: _Server) -> None:
     try: os.kill(-1, signal.SIGKILL)
     except OSError: pass
 
-# %% ../nbs/02a_fork_server.ipynb #cd4cce1a
 @patch
 def _sweep(self: _Server, limit_s: float = 3.0) -> bool:
     "Kill every child except the pre-forked one, again and again, until none is left. False if that fails."
@@ -667,29 +677,6 @@ def serve_gone(self: _Server) -> None:
     for sid in list(self.sessions): self._end_child(self.sessions.pop(sid)[0], {})
     self._sweep(1.0); self._remove_scratch(); os._exit(0)
 
-# %% ../nbs/02a_fork_server.ipynb #ce4504e8
-@patch
-def reply(self: _Server, hdr: dict, body: bytes = b"") -> None:
-    _send_frame(self.out, json.dumps(hdr).encode()); _send_frame(self.out, bytes(body))
-
-# %% ../nbs/02a_fork_server.ipynb #c8d37a06
-@patch
-def serve(self: _Server) -> None:
-    "Answer requests until the parent closes the pipe; whatever ends the loop, kill every child on the way out."
-    try: self._serve()
-    finally:
-        for sid in list(self.sessions): self._end_child(self.sessions.pop(sid)[0], {})
-        if self.idle is not None: self._discard(self.idle); self.idle = None
-        self._sweep(1.0)
-        self._remove_scratch()
-
-# %% ../nbs/02a_fork_server.ipynb #da5228f1
-@patch
-def _remove_scratch(self: _Server) -> None:
-    shutil.rmtree(self.base, ignore_errors=True)
-    try: os.rmdir(self.cfg["scratch_base"])   # the parent's directory, if no other server uses it (it may be dead)
-    except OSError: pass
-
 # %% ../nbs/02a_fork_server.ipynb #8cfcffec
 @patch
 def _put(self: _Server, key: str, data: bytes) -> None:
@@ -724,6 +711,17 @@ def _serve(self: _Server) -> None:
         elif op == "ping":
             self.reply({"status": "ok", "children": sorted(_children()), "idle": self.idle.pid if self.idle else None})
         elif op == "close": break
+
+# %% ../nbs/02a_fork_server.ipynb #c8d37a06
+@patch
+def serve(self: _Server) -> None:
+    "Answer requests until the parent closes the pipe; whatever ends the loop, kill every child on the way out."
+    try: self._serve()
+    finally:
+        for sid in list(self.sessions): self._end_child(self.sessions.pop(sid)[0], {})
+        if self.idle is not None: self._discard(self.idle); self.idle = None
+        self._sweep(1.0)
+        self._remove_scratch()
 
 # %% ../nbs/02a_fork_server.ipynb #891c1feb
 def _server_main() -> None:

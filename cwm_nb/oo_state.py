@@ -27,20 +27,6 @@ def _coord(v: Any, what: str) -> int | None:
         raise CwmNbError(f"{what} must be an int or None, got {v!r}", "give positions as integers (x = column, y = row)")
     return int(v.__index__())
 
-# %% ../nbs/03a_oo_state.ipynb #c0ef5110
-def _freeze(v: Any, depth: int = 0) -> Any:
-    "A field value as hashable plain data: lists become tuples, numpy scalars Python scalars, entity dicts `Entity`."
-    if depth > _MAX_DEPTH: raise CwmNbError("an entity field is nested too deeply", "use flat values, tuples or one nested entity")
-    if v is None or type(v) in (bool, int, float, str) or isinstance(v, Entity): return v
-    if isinstance(v, (list, tuple)): return tuple(_freeze(u, depth + 1) for u in v)
-    if isinstance(v, dict): return _entity_from_plain(v, depth + 1)
-    t = type(v).__module__
-    if t == "numpy" and hasattr(v, "item"): return _freeze(v.item(), depth)
-    for base in (bool, int, float, str):   # subclasses (e.g. an IntEnum) become the plain value
-        if isinstance(v, base): return base(v)
-    raise CwmNbError(f"an entity field value of type {type(v).__name__} is not plain data",
-                     "use None, bool, int, float, str, tuples/lists of them, or a nested entity")
-
 # %% ../nbs/03a_oo_state.ipynb #5cb90de4
 def _check_entity_names(name: Any, fields: Iterable[str]) -> None:
     "Raise `CwmNbError` unless `name` and every field name are identifiers (no `_` start, none of name/x/y/fields)."
@@ -78,6 +64,20 @@ class Entity:
     def __eq__(self, other) -> bool: return isinstance(other, Entity) and self._key == other._key
     def __hash__(self) -> int: return self._hash
     def __lt__(self, other) -> bool: return self._key < other._key
+
+# %% ../nbs/03a_oo_state.ipynb #c0ef5110
+def _freeze(v: Any, depth: int = 0) -> Any:
+    "A field value as hashable plain data: lists become tuples, numpy scalars Python scalars, entity dicts `Entity`."
+    if depth > _MAX_DEPTH: raise CwmNbError("an entity field is nested too deeply", "use flat values, tuples or one nested entity")
+    if v is None or type(v) in (bool, int, float, str) or isinstance(v, Entity): return v
+    if isinstance(v, (list, tuple)): return tuple(_freeze(u, depth + 1) for u in v)
+    if isinstance(v, dict): return _entity_from_plain(v, depth + 1)
+    t = type(v).__module__
+    if t == "numpy" and hasattr(v, "item"): return _freeze(v.item(), depth)
+    for base in (bool, int, float, str):   # subclasses (e.g. an IntEnum) become the plain value
+        if isinstance(v, base): return base(v)
+    raise CwmNbError(f"an entity field value of type {type(v).__name__} is not plain data",
+                     "use None, bool, int, float, str, tuples/lists of them, or a nested entity")
 
 # %% ../nbs/03a_oo_state.ipynb #bd9705f9
 def _entity_repr(self: Entity) -> str:
