@@ -45,6 +45,7 @@ def minigrid_entity(
     if obj.type in ("key", "ball", "box"): return Entity(name, x, y, color=obj.color)
     return Entity(name, x, y)
 
+# %% ../nbs/04a_minigrid.ipynb #ee3b550e
 def minigrid_state(
     u: Any,  # a MiniGrid environment, unwrapped (`gym.make(id).unwrapped`), after reset
 ) -> State:
@@ -115,6 +116,9 @@ def _mg_reset(self: MiniGridObjectEnv, *, seed: int | None = None, options: dict
     self._over = False
     return minigrid_state(self.minigrid), {"mission": self.mission}
 
+MiniGridObjectEnv.reset = _mg_reset
+
+# %% ../nbs/04a_minigrid.ipynb #ac6f994b
 def _mg_step(self: MiniGridObjectEnv, action: str):
     "One step. Returns `(state, reward, terminated, truncated, info)`. Raises `CwmNbError` after the end."
     if not isinstance(action, str) or action not in MINIGRID_ACTIONS:
@@ -128,7 +132,7 @@ def _mg_step(self: MiniGridObjectEnv, action: str):
     info = {"mission": self.mission, "native_reward": native}
     return minigrid_state(self.minigrid), reward, bool(terminated), bool(truncated), info
 
-MiniGridObjectEnv.reset, MiniGridObjectEnv.step = _mg_reset, _mg_step
+MiniGridObjectEnv.step = _mg_step
 
 # %% ../nbs/04a_minigrid.ipynb #ed60e0cd
 def _mg_get_state(self: MiniGridObjectEnv) -> dict:
@@ -137,6 +141,9 @@ def _mg_get_state(self: MiniGridObjectEnv) -> dict:
     dyn = {k: v for k, v in vars(self.minigrid).items() if k not in _SNAPSHOT_SKIP}
     return {"minigrid": copy.deepcopy(dyn), "over": self._over}
 
+MiniGridObjectEnv.get_state = _mg_get_state
+
+# %% ../nbs/04a_minigrid.ipynb #93901527
 def _mg_set_state(self: MiniGridObjectEnv,
               snapshot: dict,  # from `get_state` (it stays reusable)
              ) -> None:
@@ -146,7 +153,7 @@ def _mg_set_state(self: MiniGridObjectEnv,
     vars(self.minigrid).update(copy.deepcopy(snapshot["minigrid"]))
     self._over = bool(snapshot.get("over", False))
 
-MiniGridObjectEnv.get_state, MiniGridObjectEnv.set_state = _mg_get_state, _mg_set_state
+MiniGridObjectEnv.set_state = _mg_set_state
 
 # %% ../nbs/04a_minigrid.ipynb #ddfd3b25
 def _mg_current_state(self: MiniGridObjectEnv) -> State:

@@ -95,6 +95,8 @@ def _done(self: ReplayBuffer) -> np.ndarray:
     "bool (N,): `terminated | truncated`, the paper's `done`."
     return self.terminated | self.truncated
 
+ReplayBuffer.done = property(_done)
+
 # %% ../nbs/05_replay.ipynb #e2a47fc6
 def _transition(self: ReplayBuffer, i: int) -> Transition:
     "Transition `i` (obs rows are views of the buffer's arrays; scalar columns become Python scalars)."
@@ -102,7 +104,7 @@ def _transition(self: ReplayBuffer, i: int) -> Transition:
     return Transition(_entry(self.obs, i), _entry(self.actions, i), _entry(self.next_obs, i),
                       float(self.rewards[i]), bool(self.terminated[i]), bool(self.truncated[i]))
 
-ReplayBuffer.done, ReplayBuffer.transition = property(_done), _transition
+ReplayBuffer.transition = _transition
 
 # %% ../nbs/05_replay.ipynb #fa01948b
 def _episode_bounds(self: ReplayBuffer) -> list[tuple[int, int]]:
@@ -112,18 +114,21 @@ def _episode_bounds(self: ReplayBuffer) -> list[tuple[int, int]]:
     starts, stops = np.r_[0, cut], np.r_[cut, len(self)]
     return list(zip(starts.tolist(), stops.tolist()))
 
+ReplayBuffer.episode_bounds = _episode_bounds
+
 # %% ../nbs/05_replay.ipynb #895e158b
 def _episode_lengths(self: ReplayBuffer) -> list[int]:
     "Number of transitions of each episode, in buffer order (length: number of episodes)."
     return [b - a for a, b in self.episode_bounds()]
+
+ReplayBuffer.episode_lengths = _episode_lengths
 
 # %% ../nbs/05_replay.ipynb #2d010ec3
 def _episode_returns(self: ReplayBuffer) -> list[float]:
     "Undiscounted sum of rewards of each episode, in buffer order (length: number of episodes)."
     return [float(self.rewards[a:b].sum()) for a, b in self.episode_bounds()]
 
-ReplayBuffer.episode_bounds, ReplayBuffer.episode_lengths, ReplayBuffer.episode_returns = \
-    _episode_bounds, _episode_lengths, _episode_returns
+ReplayBuffer.episode_returns = _episode_returns
 
 # %% ../nbs/05_replay.ipynb #ffd3fda6
 def _same_transitions(self: ReplayBuffer, other: ReplayBuffer) -> bool:
@@ -132,6 +137,8 @@ def _same_transitions(self: ReplayBuffer, other: ReplayBuffer) -> bool:
         if isinstance(x, np.ndarray): return isinstance(y, np.ndarray) and x.dtype == y.dtype and np.array_equal(x, y)
         return not isinstance(y, np.ndarray) and len(x) == len(y) and all(np.array_equal(u, v) for u, v in zip(x, y))
     return self.columns() == other.columns() and all(eq(getattr(self, k), getattr(other, k)) for k in self.columns())
+
+ReplayBuffer.same_transitions = _same_transitions
 
 # %% ../nbs/05_replay.ipynb #754f121b
 def _fingerprint(self: ReplayBuffer) -> str:
@@ -143,7 +150,7 @@ def _fingerprint(self: ReplayBuffer) -> str:
         else: h.update(f"{k}:list".encode()); h.update(json.dumps(to_plain(col)).encode())
     return h.hexdigest()
 
-ReplayBuffer.same_transitions, ReplayBuffer.fingerprint = _same_transitions, _fingerprint
+ReplayBuffer.fingerprint = _fingerprint
 
 # %% ../nbs/05_replay.ipynb #aab79c02
 def _repr(self: ReplayBuffer) -> str:

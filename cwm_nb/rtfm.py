@@ -409,14 +409,6 @@ def _rtfm_set_state(self: RTFMEnv,
 # %% ../nbs/04_rtfm.ipynb #a6590c35
 RTFMEnv.get_state, RTFMEnv.set_state = _rtfm_get_state, _rtfm_set_state
 
-# %% ../nbs/04_rtfm.ipynb #76b92467
-def _rtfm_render(self: RTFMEnv) -> str | None:
-    "The board as text (layer 0, one row per line) and the inventory, when `render_mode == \"ansi\"`."
-    if self.render_mode != "ansi": return None
-    return render_board(self._board, self._inventory)
-
-RTFMEnv.render = _rtfm_render
-
 # %% ../nbs/04_rtfm.ipynb #f3c8a5e9
 def render_board(
     board: np.ndarray,  # (6, 6, 2) object array of str
@@ -426,6 +418,14 @@ def render_board(
     w = max(len(v) for v in board[:, :, 0].flat)
     rows = [" | ".join(f"{v:<{w}}" for v in board[r, :, 0]).rstrip() for r in range(board.shape[0])]
     return "\n".join(rows + [f"inventory: {inventory}"])
+
+# %% ../nbs/04_rtfm.ipynb #76b92467
+def _rtfm_render(self: RTFMEnv) -> str | None:
+    "The board as text (layer 0, one row per line) and the inventory, when `render_mode == \"ansi\"`."
+    if self.render_mode != "ansi": return None
+    return render_board(self._board, self._inventory)
+
+RTFMEnv.render = _rtfm_render
 
 # %% ../nbs/04_rtfm.ipynb #c5b2a887
 def register_rtfm() -> None:

@@ -337,6 +337,13 @@ class SokobanEnv(gym.Env):
         self.observation_space = ObjectStateSpace(SOKOBAN_ENTITY_NAMES)
         self._state, self._steps, self._over = None, 0, True
 
+# %% ../nbs/04b_sokoban.ipynb #684b0c81
+def _as_level(level: Any) -> State:
+    "A checked Sokoban State from a State, its plain form or level text."
+    state = parse_level(level) if isinstance(level, str) else state_from_plain(level, names=SOKOBAN_ENTITY_NAMES)
+    _Level(state)   # exactly one player
+    return state
+
 # %% ../nbs/04b_sokoban.ipynb #1c76ff14
 def _sk_reset(self: SokobanEnv, *, seed: int | None = None, options: dict | None = None):
     "A new level (seeded by `seed`), or `options[\"level\"]` (a State, its plain form or level text). Returns `(state, info)`."
@@ -398,12 +405,6 @@ def _sk_render(self: SokobanEnv):
     return sokoban_rgb(self._state) if self.render_mode == "rgb_array" else level_text(self._state)
 
 SokobanEnv.render = _sk_render
-
-def _as_level(level: Any) -> State:
-    "A checked Sokoban State from a State, its plain form or level text."
-    state = parse_level(level) if isinstance(level, str) else state_from_plain(level, names=SOKOBAN_ENTITY_NAMES)
-    _Level(state)   # exactly one player
-    return state
 
 # %% ../nbs/04b_sokoban.ipynb #b1da38e1
 _RGB = {"wall": (60, 60, 72), "floor": (232, 228, 212), "target": (205, 45, 45), "box": (160, 105, 45),
