@@ -255,13 +255,12 @@ def _obs_format(spec, env) -> str:
     if isinstance(s, gym.spaces.Tuple): return "tuple"
     return "array"
 
-# %% ../nbs/10b_oracle.ipynb #cfc23ac4
+# %% ../nbs/10b_oracle.ipynb #31d0171e
 @dataclass
 class _EnvSetup:
     "Everything an episode loop needs to know about one benchmark environment."
     name: str; gym_id: str; planner: str; horizon: int; obs_format: str; valid_actions: bool; space: _Space
 
-# %% ../nbs/10b_oracle.ipynb #31d0171e
 def _setup(env_name: str, preset: PlanningPreset):
     from cwm_nb.envs import get_env_spec, make_env
     spec = get_env_spec(env_name)
@@ -272,7 +271,7 @@ def _setup(env_name: str, preset: PlanningPreset):
                       bool(getattr(spec, "valid_actions", False)), _space_of(env))
     return setup, env, (lambda: make_env(env_name))
 
-# %% ../nbs/10b_oracle.ipynb #7c6fb680
+# %% ../nbs/10b_oracle.ipynb #149c8c4d
 @dataclass
 class _Decision:
     actions: list | None = None    # actions to execute; None: `n_random` random steps (fallback or random policy)
@@ -282,7 +281,6 @@ class _Decision:
     model_steps: int = 0
     plan_s: float = 0.0
 
-# %% ../nbs/10b_oracle.ipynb #149c8c4d
 @dataclass
 class EpisodeLog:
     "What happened in one real episode."
@@ -483,6 +481,12 @@ def _load_cached(key: dict) -> list[dict] | None:
     if not all(type(e) is dict and isinstance(e.get("ret"), (int, float)) and math.isfinite(e["ret"]) for e in eps): return None
     return eps
 
+# %% ../nbs/10b_oracle.ipynb #1c6e3b79
+def _progress(it, on: bool, desc: str):
+    if not on: return it
+    from tqdm import tqdm
+    return tqdm(it, desc=desc, unit="ep", leave=False)
+
 # %% ../nbs/10b_oracle.ipynb #0e09abe3
 def baseline_episodes(
     env_name: str,                  # benchmark name
@@ -514,12 +518,6 @@ def baseline_episodes(
         logs.append(asdict(log))
     if use_cache: atomic_write_json(_cache_path(key), {"key": key, "episodes": logs})
     return logs, False
-
-# %% ../nbs/10b_oracle.ipynb #1c6e3b79
-def _progress(it, on: bool, desc: str):
-    if not on: return it
-    from tqdm import tqdm
-    return tqdm(it, desc=desc, unit="ep", leave=False)
 
 # %% ../nbs/10b_oracle.ipynb #557eb58d
 @dataclass

@@ -397,12 +397,6 @@ def _send(self: RemoteModel, req) -> None:
         while view: view = view[os.write(self.req_w, view):]
     except OSError: raise self._lost() from None
 
-# %% ../nbs/10a_plan_driver.ipynb #20815acf
-@patch
-def _ask(self: RemoteModel, req) -> Any:
-    self._send(req)
-    return self._read()
-
 # %% ../nbs/10a_plan_driver.ipynb #01876aaa
 @patch
 def _read(self: RemoteModel) -> list:
@@ -424,6 +418,12 @@ def _read(self: RemoteModel) -> list:
                            line=line if type(line) is int else None)
     if type(rep) is not list: raise self._bad("a reply that is not a list")
     return rep
+
+# %% ../nbs/10a_plan_driver.ipynb #20815acf
+@patch
+def _ask(self: RemoteModel, req) -> Any:
+    self._send(req)
+    return self._read()
 
 # %% ../nbs/10a_plan_driver.ipynb #0b78d10a
 @patch
@@ -525,14 +525,6 @@ def set_root(self: RemoteModel, state, obs_dtype) -> None:
     "The root (plain observation) of the requests that follow."
     self._ask(("R", state, obs_dtype)); self._reset = True
 
-# %% ../nbs/10a_plan_driver.ipynb #d6110b05
-@patch
-def tape(self: RemoteModel, decision: dict) -> TapeModel:
-    "Ask the model side to search one MCTS decision and stream its answers: a `TapeModel` reading them as they come."
-    self._send(("t", {k: decision[k] for k in _DECISION_KEYS if k in decision}))
-    self._reset = True
-    return TapeModel(n_actions=self.n, reader=self._read)
-
 # %% ../nbs/10a_plan_driver.ipynb #8e0e4207
 @patch
 def close(self: RemoteModel) -> None:
@@ -548,10 +540,9 @@ def close(self: RemoteModel) -> None:
         except ChildProcessError: pass
         self.pid = None
 
-# %% ../nbs/10a_plan_driver.ipynb #f9412ee7
+# %% ../nbs/10a_plan_driver.ipynb #01b13346
 class TapeMismatch(Exception): "The planner asked the tape for something it did not record."
 
-# %% ../nbs/10a_plan_driver.ipynb #01b13346
 class TapeModel:
     "A model that answers from the model side's recorded search, checking that each query is the recorded one."
 
@@ -680,6 +671,14 @@ def _record_search(model: ProgramModel, root, args: dict, send: Callable | None 
     rec.flush()
     if send is not None: send([["e"]])
     return rec.events if send is None else None
+
+# %% ../nbs/10a_plan_driver.ipynb #d6110b05
+@patch
+def tape(self: RemoteModel, decision: dict) -> TapeModel:
+    "Ask the model side to search one MCTS decision and stream its answers: a `TapeModel` reading them as they come."
+    self._send(("t", {k: decision[k] for k in _DECISION_KEYS if k in decision}))
+    self._reset = True
+    return TapeModel(n_actions=self.n, reader=self._read)
 
 # %% ../nbs/10a_plan_driver.ipynb #e7321cd9
 _JOB_SOURCE: str | None = None   # the program's source, in the model side (for error messages)
