@@ -904,6 +904,8 @@ def alive(self: EmbeddedServer) -> bool:
     return self.proc is not None and self.proc.poll() is None
 
 # %% ../nbs/01_llm.ipynb #a459bf58
+_LIVE_SERVERS: set[EmbeddedServer] = set()   # servers to stop at exit
+
 @patch
 def _launch(self: EmbeddedServer):
     "Start the child process on a free port (or the one asked for), its output going to a new log file."
@@ -919,23 +921,6 @@ def _launch(self: EmbeddedServer):
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                                      env=dict(os.environ, CWM_NB_SERVER_LOG=str(self.log_path)))
     _LIVE_SERVERS.add(self)
-
-# %% ../nbs/01_llm.ipynb #97c00a58
-@patch
-def start(self: EmbeddedServer) -> EmbeddedServer:
-    "Start the server and wait until `GET /v1/models` answers. Raises `CwmNbError` if it does not come up."
-    if self.alive: return self
-    self.model_path = self.model_path or embedded_model_path()
-    for attempt in range(3):  # a free port can be taken between finding and binding it: then try another
-        self._launch()
-        if self._wait_ready(): return self
-        if attempt == 2 or self.alive or self.requested_port or "address already in use" not in self.log_tail().lower(): break
-        self.stop()
-    tail = self.log_tail()
-    self.stop(keep_log=True)
-    raise CwmNbError(f"the embedded model server did not start (log: {self.log_path}):\n{tail}",
-                     "check that llama-cpp-python[server] is installed in this environment "
-                     "(`pip install -e .`), or use another model with --model / --base-url")
 
 # %% ../nbs/01_llm.ipynb #e66ee501
 @patch
@@ -970,6 +955,23 @@ def stop(self: EmbeddedServer, keep_log: bool = False):
     if self.log_path and not keep_log:
         self.log_path.unlink(missing_ok=True)
 
+# %% ../nbs/01_llm.ipynb #97c00a58
+@patch
+def start(self: EmbeddedServer) -> EmbeddedServer:
+    "Start the server and wait until `GET /v1/models` answers. Raises `CwmNbError` if it does not come up."
+    if self.alive: return self
+    self.model_path = self.model_path or embedded_model_path()
+    for attempt in range(3):  # a free port can be taken between finding and binding it: then try another
+        self._launch()
+        if self._wait_ready(): return self
+        if attempt == 2 or self.alive or self.requested_port or "address already in use" not in self.log_tail().lower(): break
+        self.stop()
+    tail = self.log_tail()
+    self.stop(keep_log=True)
+    raise CwmNbError(f"the embedded model server did not start (log: {self.log_path}):\n{tail}",
+                     "check that llama-cpp-python[server] is installed in this environment "
+                     "(`pip install -e .`), or use another model with --model / --base-url")
+
 # %% ../nbs/01_llm.ipynb #52003e4d
 @patch
 def __enter__(self: EmbeddedServer): return self.start()
@@ -978,7 +980,6 @@ def __exit__(self: EmbeddedServer, *exc): self.stop()
 @patch
 def __repr__(self: EmbeddedServer): return f"EmbeddedServer({self.url if self.alive else 'stopped'}, model={self.alias})"
 
-_LIVE_SERVERS: set[EmbeddedServer] = set()
 @atexit.register
 def _stop_servers():
     for s in list(_LIVE_SERVERS): s.stop()
@@ -1130,7 +1131,6 @@ class ResponseCache:
         self._local = threading.local()
         self._db()
 
-# %% ../nbs/01_llm.ipynb #ca87aaf7
 @patch
 def _db(self: ResponseCache) -> sqlite3.Connection:
     c = getattr(self._local, "conn", None)

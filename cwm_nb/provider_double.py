@@ -134,6 +134,18 @@ def parse_models(spec) -> tuple[str, ...]:
     names = spec.split(",") if isinstance(spec, str) else list(spec or ())
     return tuple(n.strip() for n in names if n.strip())
 
+# %% ../nbs/01a_provider_double.ipynb #f370c280
+def _invalid_options(o: DoubleOptions) -> list[tuple[str, object]]:
+    "(field, value) of every option of `o` out of its range, in field order."
+    return [(k, v) for k, v, ok in [
+        ("mode", o.mode, o.mode in MODES), ("answers", o.answers, o.answers in ANSWERS),
+        ("style", o.style, o.style in STYLES + ("rotate",)),
+        ("reasoning_format", o.reasoning_format, o.reasoning_format in REASONING_FORMATS),
+        ("port", o.port, 0 <= o.port <= 65535), ("context_tokens", o.context_tokens, o.context_tokens > 0),
+        ("outage_after", o.outage_after, o.outage_after is None or o.outage_after >= 0),
+        *[(k, getattr(o, k), getattr(o, k) >= 0) for k in
+          ("retry_after", "error_body", "reset", "latency", "reasoning_tokens", "idle_timeout")]] if not ok]
+
 # %% ../nbs/01a_provider_double.ipynb #e0877977
 @dataclass(frozen=True)
 class DoubleOptions:
@@ -165,18 +177,6 @@ class DoubleOptions:
         if bad: raise CwmNbError(f"bad provider double option {bad[0][0]}={bad[0][1]!r}",
                                  f"modes: {', '.join(MODES)}; answers: {', '.join(ANSWERS)}; styles: "
                                  f"{', '.join(STYLES)}, rotate; counts, seconds and tokens are non-negative")
-
-# %% ../nbs/01a_provider_double.ipynb #f370c280
-def _invalid_options(o: DoubleOptions) -> list[tuple[str, object]]:
-    "(field, value) of every option of `o` out of its range, in field order."
-    return [(k, v) for k, v, ok in [
-        ("mode", o.mode, o.mode in MODES), ("answers", o.answers, o.answers in ANSWERS),
-        ("style", o.style, o.style in STYLES + ("rotate",)),
-        ("reasoning_format", o.reasoning_format, o.reasoning_format in REASONING_FORMATS),
-        ("port", o.port, 0 <= o.port <= 65535), ("context_tokens", o.context_tokens, o.context_tokens > 0),
-        ("outage_after", o.outage_after, o.outage_after is None or o.outage_after >= 0),
-        *[(k, getattr(o, k), getattr(o, k) >= 0) for k in
-          ("retry_after", "error_body", "reset", "latency", "reasoning_tokens", "idle_timeout")]] if not ok]
 
 # %% ../nbs/01a_provider_double.ipynb #d740d17c
 @patch
@@ -859,6 +859,20 @@ def _read_prompt(self, endpoint: str, body: dict) -> tuple[tuple | None, Reply |
     return (approx_tokens(text_in), ob.before if ob else text_in, text_in, False), None
 DoubleState._read_prompt = _read_prompt
 
+# %% ../nbs/01a_provider_double.ipynb #d8d00a2a
+def _choice(self, endpoint: str, i: int, text: str, finish: str, body: dict) -> dict:
+    "One element of `choices` in the endpoint's shape."
+    if endpoint == "completions":
+        return {"index": i, "text": (body["prompt"] if body.get("echo") else "") + text, "logprobs": None,
+                "finish_reason": finish}
+    msg = {"role": "assistant", "content": text}
+    if self.o.mode == "llamacpp-thinking" and self.o.reasoning_format == "deepseek" and "</think>" in text:
+        reasoning, _, content = text.rpartition("</think>")
+        msg = {"role": "assistant", "content": content.lstrip("\n"),
+               "reasoning_content": reasoning.removeprefix("<think>").strip("\n")}
+    return {"index": i, "message": msg, "logprobs": None, "finish_reason": finish}
+DoubleState._choice = _choice
+
 # %% ../nbs/01a_provider_double.ipynb #e7db83f1
 def _choices(self, endpoint: str, body: dict, prompt: str, prefill: str | None, think: bool, limit: int | None,
              n: int) -> tuple[list[dict], int, dict | None]:
@@ -897,20 +911,6 @@ def _generate(self, endpoint: str, body, model: str, g: int) -> Reply:
     return Reply(200, {**head, "created": int(time.time()), "model": model, "choices": choices, "usage": usage},
                  answer=info)
 DoubleState._generate = _generate
-
-# %% ../nbs/01a_provider_double.ipynb #d8d00a2a
-def _choice(self, endpoint: str, i: int, text: str, finish: str, body: dict) -> dict:
-    "One element of `choices` in the endpoint's shape."
-    if endpoint == "completions":
-        return {"index": i, "text": (body["prompt"] if body.get("echo") else "") + text, "logprobs": None,
-                "finish_reason": finish}
-    msg = {"role": "assistant", "content": text}
-    if self.o.mode == "llamacpp-thinking" and self.o.reasoning_format == "deepseek" and "</think>" in text:
-        reasoning, _, content = text.rpartition("</think>")
-        msg = {"role": "assistant", "content": content.lstrip("\n"),
-               "reasoning_content": reasoning.removeprefix("<think>").strip("\n")}
-    return {"index": i, "message": msg, "logprobs": None, "finish_reason": finish}
-DoubleState._choice = _choice
 
 # %% ../nbs/01a_provider_double.ipynb #1fa7111b
 class _Handler(BaseHTTPRequestHandler):
@@ -1013,20 +1013,6 @@ class ProviderDouble:
     def __exit__(self, *exc): self.stop()
     def __repr__(self): return f"ProviderDouble({self.options.mode!r}, base_url={self.base_url!r})"
 
-# %% ../nbs/01a_provider_double.ipynb #745fe5c9
-@patch
-def _start(self: ProviderDouble):
-    import cwm_nb
-    tmp = Path(self._tmp.name); ready = tmp/"ready"; ready.unlink(missing_ok=True)
-    o = replace(self.options, port=self.port, log=str(self.log_path), ready_file=str(ready))
-    pkg = str(Path(cwm_nb.__file__).resolve().parent.parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (pkg, os.environ.get("PYTHONPATH")) if p)}
-    with open(tmp/"stderr.txt", "ab") as err:
-        self.proc = subprocess.Popen([sys.executable, "-m", "cwm_nb.provider_double", *o.argv()], env=env,
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
-    self._finalizer = weakref.finalize(self, _stop_process, self.proc)
-    self._wait_ready(ready)
-
 # %% ../nbs/01a_provider_double.ipynb #f393dc4b
 @patch
 def _wait_ready(self: ProviderDouble, ready: Path):
@@ -1040,6 +1026,20 @@ def _wait_ready(self: ProviderDouble, ready: Path):
         time.sleep(0.02)
     self.base_url = ready.read_text().strip()
     self.port = int(self.base_url.rsplit(":", 1)[1].split("/")[0])
+
+# %% ../nbs/01a_provider_double.ipynb #745fe5c9
+@patch
+def _start(self: ProviderDouble):
+    import cwm_nb
+    tmp = Path(self._tmp.name); ready = tmp/"ready"; ready.unlink(missing_ok=True)
+    o = replace(self.options, port=self.port, log=str(self.log_path), ready_file=str(ready))
+    pkg = str(Path(cwm_nb.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (pkg, os.environ.get("PYTHONPATH")) if p)}
+    with open(tmp/"stderr.txt", "ab") as err:
+        self.proc = subprocess.Popen([sys.executable, "-m", "cwm_nb.provider_double", *o.argv()], env=env,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+    self._finalizer = weakref.finalize(self, _stop_process, self.proc)
+    self._wait_ready(ready)
 
 # %% ../nbs/01a_provider_double.ipynb #e342a643
 @patch(as_prop=True)
