@@ -271,10 +271,9 @@ def _find_source(path: Path, split: str) -> tuple[str, Any]:
     raise AppsDataError(f"no APPS problems found in {path}",
                         f"pass the APPS release's folder (with {split}/0000, {split}/0001, ...), a {split}.jsonl file, or parquet files of the export")
 
-# %% ../nbs/11a_apps.ipynb #3371329e
+# %% ../nbs/11a_apps.ipynb #45308028
 def _text_or_none(x) -> str | None: return x if isinstance(x, str) else None
 
-# %% ../nbs/11a_apps.ipynb #7329589c
 def _folder_meta(folder: Path) -> dict:
     "A problem folder's metadata.json as a dict, {} when missing or unreadable (for a malformed problem's url)."
     try: meta = json.loads(_read_text(folder/"metadata.json") or "{}")
@@ -1218,20 +1217,7 @@ def choose_failure(
 # %% ../nbs/11a_apps.ipynb #1639672b
 _READS_STDIN = re.compile(r"\binput\s*\(|\bsys\s*\.\s*stdin\b|\bstdin\s*\.|\bopen\s*\(\s*0\b|\bfileinput\b|\bos\s*\.\s*read\s*\(\s*0\b")
 
-# %% ../nbs/11a_apps.ipynb #638b9e1d
-def looks_like_apps_solution(
-    code: str | None,       # a code block from an answer
-    problem: AppsProblem,   # the problem it should solve
-) -> bool:
-    "True if `code` can be a solution: reads stdin (stdin problems) or defines `fn_name` (call-based)."
-    if not code or not code.strip(): return False
-    if problem.kind == "call":
-        import ast
-        try: return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == problem.fn_name for n in ast.walk(ast.parse(code)))
-        except (SyntaxError, ValueError): return re.search(rf"\bdef\s+{re.escape(problem.fn_name)}\s*\(", code) is not None
-    return _READS_STDIN.search(_without_comments(code)) is not None or _reads_stdin_by_alias(code)
-
-# %% ../nbs/11a_apps.ipynb #6adc1865
+# %% ../nbs/11a_apps.ipynb #aa65efb5
 def _reads_stdin_by_alias(code: str) -> bool:
     "True if the code takes stdin under another name: `from sys import stdin as inp`, `import sys as s` then `s.stdin`."
     import ast
@@ -1244,10 +1230,23 @@ def _reads_stdin_by_alias(code: str) -> bool:
     return any(isinstance(n, ast.Attribute) and n.attr in ("stdin", "__stdin__") and isinstance(n.value, ast.Name)
                and n.value.id in sys_names for n in ast.walk(tree))
 
-# %% ../nbs/11a_apps.ipynb #140bf09e
+# %% ../nbs/11a_apps.ipynb #b82203a6
 def _without_comments(code: str) -> str:
     "`code` without comments and string literals (unchanged if it does not tokenize)."
     import io, tokenize
     try: toks = [t for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type not in (tokenize.COMMENT, tokenize.STRING)]
     except (tokenize.TokenError, IndentationError, SyntaxError): return code
     return " ".join(t.string for t in toks)
+
+# %% ../nbs/11a_apps.ipynb #638b9e1d
+def looks_like_apps_solution(
+    code: str | None,       # a code block from an answer
+    problem: AppsProblem,   # the problem it should solve
+) -> bool:
+    "True if `code` can be a solution: reads stdin (stdin problems) or defines `fn_name` (call-based)."
+    if not code or not code.strip(): return False
+    if problem.kind == "call":
+        import ast
+        try: return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == problem.fn_name for n in ast.walk(ast.parse(code)))
+        except (SyntaxError, ValueError): return re.search(rf"\bdef\s+{re.escape(problem.fn_name)}\s*\(", code) is not None
+    return _READS_STDIN.search(_without_comments(code)) is not None or _reads_stdin_by_alias(code)
