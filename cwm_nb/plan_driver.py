@@ -7,6 +7,7 @@ from __future__ import annotations
 import json, math, os, pickle, random, resource, struct, time
 from typing import Any, Callable
 import numpy as np
+import orjson
 from fastcore.basics import patch
 import cwm_nb.planning as planning
 from .core import CwmNbError
@@ -15,7 +16,7 @@ from .planning import (_KEY_CHARS, CEMConfig, MCTSConfig, _rollout_loop, _score_
 from .sandbox import ProgramError, Serve, strict_plain, _as_done, _as_reward
 
 # %% auto #0
-__all__ = ['MAX_REPLY_BYTES', 'PR_SET_DUMPABLE', 'CHUNK_ANSWERS', 'INTEGRITY_NOTE', 'decode_state', 'encode_state',
+__all__ = ['MAX_REPLY_BYTES', 'PR_SET_DUMPABLE', 'CHUNK_ANSWERS', 'TAIL_SIMS', 'INTEGRITY_NOTE', 'decode_state', 'encode_state',
            'ProgramModel', 'rollout_value', 'load_driver', 'plan_driver', 'step_loop_driver', 'RemoteModel',
            'TapeMismatch', 'TapeModel', 'check_action', 'check_plan', 'min_model_steps', 'check_stats']
 
@@ -126,28 +127,28 @@ def rollout_value(
 @patch
 def rollout_rewards(self: ProgramModel, actions: tuple, steps: int, rand) -> list[float]:
     "The rewards of `step` in a loop with uniform-random `actions`, to the first done (MCTS leaf values); checks inlined for speed."
-    rewards, n = [], 0
-    try:
-        if self._arity == 4 or self._acts is None:   # legal actions after each step (RTFM), or continuous actions
-            for _ in range(steps):
-                acts = self.valid_actions or actions
-                _, r, done = self.step(acts[int(rand() * len(acts))])
-                rewards.append(r)
-                if done: break
-            return rewards
-        env_step, acts, k = self.env.step, self._acts, len(actions)
+    rewards = []
+    if self._arity == 4 or self._acts is None:   # legal actions after each step (RTFM), or continuous actions
         for _ in range(steps):
-            out = env_step(acts[actions[int(rand() * k)]])
-            n += 1
-            if type(out) is not tuple or len(out) != 3: out = self._convert(out)
-            _, r, done = out
-            if type(r) is not float or (done is not True and done is not False) or r - r != 0.0:
-                _, r, done = self._convert(out)
+            acts = self.valid_actions or actions
+            _, r, done = self.step(acts[int(rand() * len(acts))])
             rewards.append(r)
             if done: break
-    except ProgramError: raise
+        return rewards
+    env_step, pool, k, append = self.env.step, [self._acts[a] for a in actions], len(actions), rewards.append
+    try:
+        for _ in range(steps):
+            out = env_step(pool[int(rand() * k)])
+            if type(out) is tuple and len(out) == 3:
+                _, r, done = out
+                if type(r) is not float or (done is not True and done is not False) or r - r != 0.0:
+                    _, r, done = self._convert(out)
+            else: _, r, done = self._convert(out)
+            append(r)
+            if done: break
+    except ProgramError: self.steps += 1; raise   # the step ran; its output was bad
     except BaseException as e: raise ProgramError("exception", "in step() during planning", cause=e) from None
-    finally: self.steps += n
+    finally: self.steps += len(rewards)
     return rewards
 
 # %% ../nbs/10a_plan_driver.ipynb #6c24a18b
@@ -275,7 +276,7 @@ def _key_json(k):
 
 # %% ../nbs/10a_plan_driver.ipynb #91594d5e
 def _send_reply(fd: int, obj) -> None:
-    b = json.dumps(obj, separators=(",", ":")).encode()
+    b = orjson.dumps(obj)   # JSON, several times faster than the standard library's (the tape is most of the traffic)
     view = memoryview(_REQ_HDR.pack(len(b)) + b)
     while view: view = view[os.write(fd, view):]
 
@@ -409,7 +410,7 @@ def _read(self: RemoteModel) -> list:
         body = _read_n(self.rep_r, n)
     except OSError: raise self._lost() from None
     if body is None: raise self._lost()
-    try: rep = json.loads(body)
+    try: rep = orjson.loads(body)   # a parser with a nesting limit: safe on hostile bytes
     except (ValueError, RecursionError): raise self._bad("a reply that is not JSON") from None
     if type(rep) is dict:
         msg, kind, line = rep.get("error"), rep.get("kind"), rep.get("line")
@@ -625,16 +626,19 @@ def rollout(self: TapeModel, actions: tuple, steps: int, gamma: float, rand) -> 
 
 # %% ../nbs/10a_plan_driver.ipynb #c9e7bef6
 CHUNK_ANSWERS = 32   # the model side sends the tape after each simulation that brings it to this many unsent answers
+TAIL_SIMS = 4        # ... and after each of the search's last simulations, so the planner's replay ends soon after the search
 
 # %% ../nbs/10a_plan_driver.ipynb #6212dd0b
 class _Recorder:
     "The model side's model during a recorded search: the program's `ProgramModel`, its answers written to a tape."
-    def __init__(self, model: ProgramModel, send: Callable | None = None):
+    def __init__(self, model: ProgramModel, send: Callable | None = None, simulations: int = 0):
         self.model, self.events, self.valid_actions, self.steps, self.send = model, [], None, 0, send
         self.ids: dict = {}   # state key -> a small int: the tape names each distinct next state by its number
+        self.left = simulations   # simulations not started yet
 
     def set_state(self, root) -> None:   # a new simulation: send the answers so far once there are enough
-        if len(self.events) >= CHUNK_ANSWERS: self.flush()
+        self.left -= 1
+        if len(self.events) >= CHUNK_ANSWERS or self.left < TAIL_SIMS: self.flush()
         self.model.set_state(root)
 
     def flush(self) -> None:
@@ -642,27 +646,36 @@ class _Recorder:
         if self.send is not None and self.events: self.send(self.events); self.events = []
     def state_key(self, key): return key
 
-    def step(self, action):
-        obs, r, done = self.model.step(action)
-        k, v = self.model.state_key(obs), self.model.valid_actions
-        key = self.ids.get(k)
-        if key is None: key = self.ids[k] = len(self.ids)
-        self.valid_actions = v
-        self.events.append(["s", int(action), key, r, done, list(v) if v else None])
-        return key, r, done
+# %% ../nbs/10a_plan_driver.ipynb #133371bd
+@patch
+def step(self: _Recorder, action):
+    "The program's step, its next state numbered and written to the tape: (state number, reward, done)."
+    m = self.model
+    obs, r, done = m.step(action)
+    if type(obs) is np.ndarray and obs.dtype.char in _KEY_CHARS: k = (obs.dtype.char, obs.shape, obs.tobytes())
+    else: k = m.state_key(obs)   # the common case above is state_key's, inlined: this runs at every tree step
+    key = self.ids.get(k)
+    if key is None: key = self.ids[k] = len(self.ids)
+    v = self.valid_actions = m.valid_actions
+    self.events.append(["s", int(action), key, r, done, list(v) if v else None])
+    return key, r, done
 
-    def rollout(self, actions: tuple, steps: int, gamma: float, rand) -> float:
-        rewards = self.model.rollout_rewards(actions, steps, rand)
-        self.events.append(["r", list(actions), steps, rewards])
-        return rollout_value(rewards, steps, gamma)[0]   # the planner's sum, so its replay gives the same value
+# %% ../nbs/10a_plan_driver.ipynb #6c622e6b
+@patch
+def rollout(self: _Recorder, actions: tuple, steps: int, gamma: float, rand) -> float:
+    "`rollout_rewards` written to the tape; the value is the planner's own sum (`rollout_value`), so its replay agrees."
+    rewards = self.model.rollout_rewards(actions, steps, rand)
+    self.events.append(["r", list(actions), steps, rewards])
+    return rollout_value(rewards, steps, gamma)[0]
 
 # %% ../nbs/10a_plan_driver.ipynb #e85c1999
 def _record_search(model: ProgramModel, root, args: dict, send: Callable | None = None) -> list | None:
     """The tape of `args`' MCTS decision searched with `model` here; None if the search machinery failed (not the program).
     With `send`, the tape goes out a simulation at a time, then the end mark [["e"]] (or [["x"]]: no tape)."""
-    space, rec = args["space"], _Recorder(model, send)
+    space, cfg = args["space"], MCTSConfig(**args["config"])
+    rec = _Recorder(model, send, simulations=cfg.simulations)
     try:
-        planning.mcts_search(rec, root, args.get("root_actions") or list(range(space["n"])), MCTSConfig(**args["config"]),
+        planning.mcts_search(rec, root, args.get("root_actions") or list(range(space["n"])), cfg,
                     np.random.default_rng(int(args["seed"])), n_actions=space["n"])
     except ProgramError: rec.flush(); raise      # the program's own error: the decision's error
     except BaseException:
