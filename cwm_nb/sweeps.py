@@ -71,28 +71,6 @@ def _action_kind(env: str) -> str:
     try: return envs.get_env_spec(env).action_kind
     except CwmNbError: return "unknown"
 
-# %% ../nbs/13a_sweeps.ipynb #97c14660
-def index_row(rd: Path, out: Path) -> dict:
-    "One row of the results index for run folder `rd` (see `INDEX_COLUMNS`); `run_dir` is relative to `out`."
-    rd = Path(rd)
-    s = _read_json(rd/"settings.json") or {}
-    m = _read_json(rd/"metrics.json") or {}
-    from cwm_nb.experiments import is_complete
-    complete = is_complete(rd)   # metrics for the budget settings.json asks for
-    rel = rd.relative_to(out)
-    parts = rel.parts   # [..., suite, env, method, model, seed<k>]
-    env = s.get("env", m.get("env", parts[-4] if len(parts) >= 4 else ""))
-    row = dict(run_dir=str(rel), suite=m.get("suite", parts[-5] if len(parts) >= 5 else ""), env=env,
-               action_kind=_action_kind(env), method=s.get("method", m.get("method", "")),
-               model=s.get("model", m.get("model", "")), budget=int(s.get("budget", m.get("budget", 0)) or 0),
-               seed=int(s.get("seed", m.get("seed", int(rd.name[4:])))),
-               paper_compat=bool(s.get("paper_compat", m.get("paper_compat", False))),
-               status="complete" if complete else "partial",
-               holdout=_num(s.get("holdout", m.get("holdout", 0.0))), deterministic=m.get("deterministic") if complete else None)
-    row.update(_complete_scores(m, s) if complete else _partial_scores(rd, s))
-    row.update(_tree_stats(rd) if complete else {k: math.nan for k in _TREE_COLS})
-    return row
-
 # %% ../nbs/13a_sweeps.ipynb #6c067a36
 def _complete_scores(m: dict, s: dict) -> dict:
     "The score columns of a complete run from its metrics `m` (settings `s` fill a missing plan preset)."
@@ -126,6 +104,33 @@ def _tree_stats(rd: Path) -> dict:
         except (KeyError, TypeError, ValueError): stats = None
     return {k: _num((stats or {}).get(k)) for k in _TREE_COLS}
 
+# %% ../nbs/13a_sweeps.ipynb #97c14660
+def index_row(rd: Path, out: Path) -> dict:
+    "One row of the results index for run folder `rd` (see `INDEX_COLUMNS`); `run_dir` is relative to `out`."
+    rd = Path(rd)
+    s = _read_json(rd/"settings.json") or {}
+    m = _read_json(rd/"metrics.json") or {}
+    from cwm_nb.experiments import is_complete
+    complete = is_complete(rd)   # metrics for the budget settings.json asks for
+    rel = rd.relative_to(out)
+    parts = rel.parts   # [..., suite, env, method, model, seed<k>]
+    env = s.get("env", m.get("env", parts[-4] if len(parts) >= 4 else ""))
+    row = dict(run_dir=str(rel), suite=m.get("suite", parts[-5] if len(parts) >= 5 else ""), env=env,
+               action_kind=_action_kind(env), method=s.get("method", m.get("method", "")),
+               model=s.get("model", m.get("model", "")), budget=int(s.get("budget", m.get("budget", 0)) or 0),
+               seed=int(s.get("seed", m.get("seed", int(rd.name[4:])))),
+               paper_compat=bool(s.get("paper_compat", m.get("paper_compat", False))),
+               status="complete" if complete else "partial",
+               holdout=_num(s.get("holdout", m.get("holdout", 0.0))), deterministic=m.get("deterministic") if complete else None)
+    row.update(_complete_scores(m, s) if complete else _partial_scores(rd, s))
+    row.update(_tree_stats(rd) if complete else {k: math.nan for k in _TREE_COLS})
+    return row
+
+# %% ../nbs/13a_sweeps.ipynb #27c8d5f7
+def _mtime(p: Path) -> float:
+    try: return p.stat().st_mtime_ns
+    except OSError: return 0
+
 # %% ../nbs/13a_sweeps.ipynb #cd71dbaf
 def build_index(out: str | Path, cache: dict | None = None):
     """The results index of `out` as a `pandas.DataFrame`, one row per run folder, columns `INDEX_COLUMNS`.
@@ -148,11 +153,6 @@ def build_index(out: str | Path, cache: dict | None = None):
     for k in ("run_dir", "suite", "env", "action_kind", "method", "model", "status", "plan_preset"):
         df[k] = df[k].astype("str")   # pandas' string dtype (what `read_parquet` gives back); missing = NaN
     return df
-
-# %% ../nbs/13a_sweeps.ipynb #27c8d5f7
-def _mtime(p: Path) -> float:
-    try: return p.stat().st_mtime_ns
-    except OSError: return 0
 
 # %% ../nbs/13a_sweeps.ipynb #c88b9812
 def write_index(out: str | Path, df=None, cache: dict | None = None) -> Path:
@@ -263,6 +263,15 @@ def run_settings(self: Job) -> dict:
            ({"holdout": o["holdout"]} if o.get("holdout") is not None else {}) | \
            ({"holdout_seed": o.get("holdout_seed", 0)} if o.get("holdout") is not None or "holdout_seed" in o else {})
 
+# %% ../nbs/13a_sweeps.ipynb #e7283b1e
+@patch
+def shared_flags(self: Job) -> list[str]:
+    "The flags every kind of job passes alike: the endpoint, its capabilities, `--paper-compat`."
+    o = self.opts
+    return ((["--base-url", o["base_url"]] if o["base_url"] else []) +
+            (["--endpoint-caps", o["endpoint_caps"]] if o.get("endpoint_caps") else []) +
+            (["--paper-compat"] if o["paper_compat"] else []))
+
 # %% ../nbs/13a_sweeps.ipynb #b10ff92b
 @patch
 def argv(self: Job) -> list[str]:
@@ -275,15 +284,6 @@ def argv(self: Job) -> list[str]:
     if o.get("holdout") is not None: a += ["--holdout", str(o["holdout"])]
     if o.get("holdout") is not None or "holdout_seed" in o: a += ["--holdout-seed", str(o.get("holdout_seed", 0))]
     return a + self.shared_flags()
-
-# %% ../nbs/13a_sweeps.ipynb #e7283b1e
-@patch
-def shared_flags(self: Job) -> list[str]:
-    "The flags every kind of job passes alike: the endpoint, its capabilities, `--paper-compat`."
-    o = self.opts
-    return ((["--base-url", o["base_url"]] if o["base_url"] else []) +
-            (["--endpoint-caps", o["endpoint_caps"]] if o.get("endpoint_caps") else []) +
-            (["--paper-compat"] if o["paper_compat"] else []))
 
 # %% ../nbs/13a_sweeps.ipynb #edbf49fc
 def _job_str(self): return f"{self.method} on {self.env} with {self.model}, budget {self.budget}, seed {self.seed}"
@@ -578,14 +578,6 @@ def submit(self: _DaskPool, job: Job):
     return self.client.submit(run_job, job.argv(), str(job.log), _env_vars(), here, pure=False,
                               key=f"cwm-nb-{job.suite}-{job.env}-{job.method}-{job.model}-b{job.budget}-s{job.seed}-{os.urandom(3).hex()}")
 
-# %% ../nbs/13a_sweeps.ipynb #af125fb6
-@patch
-def abort(self: _DaskPool, handles):
-    "Cancel the running jobs' futures, then close."
-    try: self.client.cancel(list(handles))
-    except Exception: pass
-    self.close()
-
 # %% ../nbs/13a_sweeps.ipynb #fe25d1b3
 @patch
 def close(self: _DaskPool):
@@ -595,6 +587,14 @@ def close(self: _DaskPool):
     try: self.client.close()
     finally:
         if self.cluster is not None: self.cluster.close()
+
+# %% ../nbs/13a_sweeps.ipynb #af125fb6
+@patch
+def abort(self: _DaskPool, handles):
+    "Cancel the running jobs' futures, then close."
+    try: self.client.cancel(list(handles))
+    except Exception: pass
+    self.close()
 
 # %% ../nbs/13a_sweeps.ipynb #bc708e9e
 class _SubmititPool:
@@ -759,6 +759,47 @@ def run_sweep(
     s.wall_s = time.perf_counter() - t0
     return s
 
+# %% ../nbs/13a_sweeps.ipynb #91c4eb1f
+def _add_grid_args(w) -> None:
+    "`cwm-nb sweep`'s grid: --envs, --methods, --models, --budgets, --seeds, --out."
+    w.add_argument("--envs", default=None, help="comma list of environments (`cwm-nb envs`) and groups all, discrete, "
+                   "continuous; default: all for cwmb, rtfm for rtfm")
+    w.add_argument("--methods", default="gif-mcts", help="comma list of search methods")
+    w.add_argument("--models", default="embedded", help="comma list of models (as `cwm-nb run --model`)")
+    w.add_argument("--budgets", default=None, help="comma list of budgets (LLM calls; per problem for apps); budget B goes to "
+                   "<out>/budget<B>/; default 10, apps 20")
+    w.add_argument("--seeds", default="0", help="comma list of seeds")
+    w.add_argument("--out", default="results", help="results folder of the sweep (index.parquet goes here)")
+
+# %% ../nbs/13a_sweeps.ipynb #d026d1e2
+def _add_executor_args(w) -> None:
+    "`cwm-nb sweep`'s executor: --executor, --workers, --scheduler, --slurm-partition, --slurm-time."
+    w.add_argument("--executor", default="local", help=f"one of {', '.join(EXECUTORS)}")
+    w.add_argument("--workers", type=int, default=0, help="jobs at once; 0: the number of cores (or the Dask cluster's threads with --scheduler)")
+    w.add_argument("--scheduler", default="", help="address of a running Dask scheduler (tcp://HOST:PORT) for --executor dask; "
+                   "none: a local cluster on 127.0.0.1")
+    w.add_argument("--slurm-partition", default="", help="SLURM partition for --executor slurm")
+    w.add_argument("--slurm-time", type=int, default=720, help="SLURM time limit per job, minutes")
+
+# %% ../nbs/13a_sweeps.ipynb #7a5ef04e
+def _add_run_args(w, plan_presets) -> None:
+    "`cwm-nb sweep`'s settings of each run, as `cwm-nb run` takes them, and the APPS selection."
+    w.add_argument("--plan-preset", default="quick", choices=plan_presets, help="planning after each search")
+    w.add_argument("--plan-episodes", type=int, default=10, help="real episodes per policy of that planning")
+    w.add_argument("--max-tokens", type=int, default=0, help="completion cap per call; 0: 400 for embedded, else 1500")
+    w.add_argument("--base-url", default="", help="OpenAI-compatible endpoint for provider:name models")
+    w.add_argument("--endpoint-caps", default="", help="what the endpoint accepts, as `cwm-nb run --endpoint-caps`")
+    w.add_argument("--paper-compat", action="store_true", help="reproduce the original code's behaviour")
+    w.add_argument("--holdout", type=float, default=None, help="fraction of episodes each run holds out from its search, "
+                   "in [0, 1) (0: the paper's setting); default: `cwm-nb run`'s (0.2 for a new run, 0 with --paper-compat)")
+    w.add_argument("--holdout-seed", type=int, default=None, help="seed of each run's held-out episodes; default: `cwm-nb run`'s (0)")
+    w.add_argument("--no-progress", action="store_true", help="no progress bar")
+    w.add_argument("--data", default="", help="apps: your copy of APPS, or demo (data/apps_demo)")
+    w.add_argument("--problems", default="", help="apps: positions START:STOP or a comma list; default 3000:4000, demo: 0:6")
+    w.add_argument("--chunk", type=int, default=10, help="apps: problems per job")
+    w.add_argument("--apps-mode", default="held_out", choices=("held_out", "paper"), help="apps: which tests the search sees (see run)")
+    w.add_argument("--compare", default="strict", choices=("strict", "apps_compat"), help="apps: output comparison (see run)")
+
 # %% ../nbs/13a_sweeps.ipynb #6f107807
 def _cmd_sweep(a) -> int:
     from cwm_nb.experiments import check_holdout
@@ -830,44 +871,3 @@ def add_cli(sub) -> None:
     ix = sub.add_parser("index", help="(re)build <results>/index.parquet, the table of all runs in a results folder")
     ix.add_argument("results", nargs="?", default="results", help="results folder")
     ix.set_defaults(fn=_cmd_index)
-
-# %% ../nbs/13a_sweeps.ipynb #91c4eb1f
-def _add_grid_args(w) -> None:
-    "`cwm-nb sweep`'s grid: --envs, --methods, --models, --budgets, --seeds, --out."
-    w.add_argument("--envs", default=None, help="comma list of environments (`cwm-nb envs`) and groups all, discrete, "
-                   "continuous; default: all for cwmb, rtfm for rtfm")
-    w.add_argument("--methods", default="gif-mcts", help="comma list of search methods")
-    w.add_argument("--models", default="embedded", help="comma list of models (as `cwm-nb run --model`)")
-    w.add_argument("--budgets", default=None, help="comma list of budgets (LLM calls; per problem for apps); budget B goes to "
-                   "<out>/budget<B>/; default 10, apps 20")
-    w.add_argument("--seeds", default="0", help="comma list of seeds")
-    w.add_argument("--out", default="results", help="results folder of the sweep (index.parquet goes here)")
-
-# %% ../nbs/13a_sweeps.ipynb #d026d1e2
-def _add_executor_args(w) -> None:
-    "`cwm-nb sweep`'s executor: --executor, --workers, --scheduler, --slurm-partition, --slurm-time."
-    w.add_argument("--executor", default="local", help=f"one of {', '.join(EXECUTORS)}")
-    w.add_argument("--workers", type=int, default=0, help="jobs at once; 0: the number of cores (or the Dask cluster's threads with --scheduler)")
-    w.add_argument("--scheduler", default="", help="address of a running Dask scheduler (tcp://HOST:PORT) for --executor dask; "
-                   "none: a local cluster on 127.0.0.1")
-    w.add_argument("--slurm-partition", default="", help="SLURM partition for --executor slurm")
-    w.add_argument("--slurm-time", type=int, default=720, help="SLURM time limit per job, minutes")
-
-# %% ../nbs/13a_sweeps.ipynb #7a5ef04e
-def _add_run_args(w, plan_presets) -> None:
-    "`cwm-nb sweep`'s settings of each run, as `cwm-nb run` takes them, and the APPS selection."
-    w.add_argument("--plan-preset", default="quick", choices=plan_presets, help="planning after each search")
-    w.add_argument("--plan-episodes", type=int, default=10, help="real episodes per policy of that planning")
-    w.add_argument("--max-tokens", type=int, default=0, help="completion cap per call; 0: 400 for embedded, else 1500")
-    w.add_argument("--base-url", default="", help="OpenAI-compatible endpoint for provider:name models")
-    w.add_argument("--endpoint-caps", default="", help="what the endpoint accepts, as `cwm-nb run --endpoint-caps`")
-    w.add_argument("--paper-compat", action="store_true", help="reproduce the original code's behaviour")
-    w.add_argument("--holdout", type=float, default=None, help="fraction of episodes each run holds out from its search, "
-                   "in [0, 1) (0: the paper's setting); default: `cwm-nb run`'s (0.2 for a new run, 0 with --paper-compat)")
-    w.add_argument("--holdout-seed", type=int, default=None, help="seed of each run's held-out episodes; default: `cwm-nb run`'s (0)")
-    w.add_argument("--no-progress", action="store_true", help="no progress bar")
-    w.add_argument("--data", default="", help="apps: your copy of APPS, or demo (data/apps_demo)")
-    w.add_argument("--problems", default="", help="apps: positions START:STOP or a comma list; default 3000:4000, demo: 0:6")
-    w.add_argument("--chunk", type=int, default=10, help="apps: problems per job")
-    w.add_argument("--apps-mode", default="held_out", choices=("held_out", "paper"), help="apps: which tests the search sees (see run)")
-    w.add_argument("--compare", default="strict", choices=("strict", "apps_compat"), help="apps: output comparison (see run)")
