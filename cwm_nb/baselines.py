@@ -55,7 +55,7 @@ def rex_select(
         raise CwmNbError("rex_select: Beta parameters must be > 0", "build them with `beta_params`")
     return int(np.argmax(rng.beta(a, b)))
 
-# %% ../nbs/09_baselines.ipynb #1c9f43f6
+# %% ../nbs/09_baselines.ipynb #75fce9c9
 @dataclass
 class ProgramNode:
     "One program found by a `ProgramSearch` (the root, id 0, holds none)."
@@ -80,7 +80,6 @@ class ProgramNode:
     prompt_tokens: int = 0         # tokens of the call's prompt
     completion_tokens: int = 0     # tokens of the call's completion
 
-# %% ../nbs/09_baselines.ipynb #c58c96d5
 @patch(as_prop=True)
 def sha256(self: ProgramNode) -> str | None:
     "Hex SHA-256 of the program text; None for a node without a program."

@@ -163,9 +163,6 @@ def _score_valid_actions(raw: list, mask: np.ndarray, problems: dict, noted: dic
         right[i] = all(0 <= a < k and mask[i, a] for a in ids)
     return right
 
-# %% ../nbs/06_cwm.ipynb #9b11733a
-class _Bug(Exception): "Malformed output that the original checker would have crashed on (paper_compat)."
-
 # %% ../nbs/06_cwm.ipynb #0b8f0d62
 OBS_FORMATS = ("array", "int", "tuple", "rtfm")
 
@@ -228,27 +225,6 @@ def _show_obs(x, fmt: str):
         return [np.array(row[:_RTFM_CELLS], dtype=object).reshape(6, 6, 2).tolist(), row[_RTFM_CELLS]]
     return to_plain(x)
 
-# %% ../nbs/06_cwm.ipynb #187617bc
-def score_predictions(
-    predictions: list,          # one plain [next_obs, reward, done(, valid_actions)] per transition, in buffer order
-    buffer: ReplayBuffer,       # the transitions the predictions are for
-    *,
-    paper_compat: bool = False, # the original's rules: done = terminated|truncated, exact rewards, malformed = bug
-    n_failures: int = 3,        # how many failing transitions to report (first ones in buffer order)
-    reward_rtol: float = 1e-5,  # reward tolerance (ignored under paper_compat: exact equality)
-    reward_atol: float = 1e-6,
-    state_rtol: float = 1e-5,   # next-state tolerance for continuous-state envs (the original's)
-    state_atol: float = 1e-5,
-    state_kind: str | None = None,  # "continuous" | "discrete"; default from the buffer (see above)
-    malformed: list | None = None,  # the driver's notes [[transition, part, problem], ...] (cwm_predict's "malformed")
-) -> Evaluation:
-    "Score plain predictions against `buffer`: the paper's weighted accuracy plus the corrected metrics."
-    fmt, has_valid = buffer_format(buffer)
-    kind = "discrete" if fmt != "array" else (state_kind or _state_kind(buffer))
-    try: return _score(predictions, buffer, paper_compat, n_failures, reward_rtol, reward_atol, state_rtol, state_atol,
-                       kind, fmt, has_valid, _noted_by_part(malformed, len(buffer)))
-    except _Bug as e: return Evaluation.crashed(str(e), len(buffer), paper_compat, valid_actions=has_valid)
-
 # %% ../nbs/06_cwm.ipynb #8b76de28
 _PARTS = ("step", "next_obs", "reward", "done", "valid_actions")
 
@@ -262,7 +238,9 @@ def _noted_by_part(malformed, n: int) -> dict[str, dict[int, str]]:
             out.setdefault(m[1], {}).setdefault(m[0], m[2])
     return out
 
-# %% ../nbs/06_cwm.ipynb #0b939962
+# %% ../nbs/06_cwm.ipynb #c7166484
+class _Bug(Exception): "Malformed output that the original checker would have crashed on (paper_compat)."
+
 def _usable_rows(preds, n: int, has_valid: bool, bad_step: dict, problems: dict) -> list:
     "Each prediction as a row of the right width, or None with its problem noted. Raises `_Bug` if none is usable."
     if not isinstance(preds, list) or len(preds) != n:
@@ -366,6 +344,27 @@ def _score(preds, buf, paper_compat, n_failures, reward_rtol, reward_atol, state
         exact_replay=float(right.mean()) if n else 0.0, components=components,
         failures=failures, error=None, bug=False, n_transitions=n, n_failed=int(len(failing)),
         n_terminal=int(terminal.sum()), paper_compat=paper_compat)
+
+# %% ../nbs/06_cwm.ipynb #187617bc
+def score_predictions(
+    predictions: list,          # one plain [next_obs, reward, done(, valid_actions)] per transition, in buffer order
+    buffer: ReplayBuffer,       # the transitions the predictions are for
+    *,
+    paper_compat: bool = False, # the original's rules: done = terminated|truncated, exact rewards, malformed = bug
+    n_failures: int = 3,        # how many failing transitions to report (first ones in buffer order)
+    reward_rtol: float = 1e-5,  # reward tolerance (ignored under paper_compat: exact equality)
+    reward_atol: float = 1e-6,
+    state_rtol: float = 1e-5,   # next-state tolerance for continuous-state envs (the original's)
+    state_atol: float = 1e-5,
+    state_kind: str | None = None,  # "continuous" | "discrete"; default from the buffer (see above)
+    malformed: list | None = None,  # the driver's notes [[transition, part, problem], ...] (cwm_predict's "malformed")
+) -> Evaluation:
+    "Score plain predictions against `buffer`: the paper's weighted accuracy plus the corrected metrics."
+    fmt, has_valid = buffer_format(buffer)
+    kind = "discrete" if fmt != "array" else (state_kind or _state_kind(buffer))
+    try: return _score(predictions, buffer, paper_compat, n_failures, reward_rtol, reward_atol, state_rtol, state_atol,
+                       kind, fmt, has_valid, _noted_by_part(malformed, len(buffer)))
+    except _Bug as e: return Evaluation.crashed(str(e), len(buffer), paper_compat, valid_actions=has_valid)
 
 # %% ../nbs/06_cwm.ipynb #a3b26feb
 def condense_error(

@@ -97,7 +97,7 @@ def node_state(
     new = len(lines) - P
     return "\n".join(lines), new, new < L
 
-# %% ../nbs/08_gif_mcts.ipynb #af7fcbe6
+# %% ../nbs/08_gif_mcts.ipynb #ffceed42
 @dataclass
 class LinearValueModel:
     "Value of an untried action of one type from global and local value (paper, App. B); trained by SGD with lr 1/n."
@@ -105,7 +105,6 @@ class LinearValueModel:
     w_L: float = 0.5   # weight of the local value
     n: float = 3.0     # 1/n is the next learning rate (starts at 1 + prior pseudo-count)
 
-# %% ../nbs/08_gif_mcts.ipynb #faa57147
 @patch
 def predict(self: LinearValueModel, v_G: float, v_L: float | None) -> float:
     "Unclipped prediction; `v_G` when `v_L` is None or the weights sum to 0."
@@ -464,7 +463,7 @@ def _usage(llm: Any) -> dict:
     u = getattr(llm, "usage", None)
     return {k: getattr(u, k, 0) or 0 for k in ("retries", "refused", "cost_usd")}
 
-# %% ../nbs/08_gif_mcts.ipynb #07f7aee5
+# %% ../nbs/08_gif_mcts.ipynb #3f56bc71
 @dataclass
 class SearchResult:
     "What a search returns (JSON-safe via `to_dict`)."
@@ -485,7 +484,6 @@ class SearchResult:
     compacted_calls: int = 0           # calls whose prompt was shortened to fit the context window
     spent: dict = field(default_factory=dict)  # over every session of the search: retries, refused requests, cost_usd
 
-# %% ../nbs/08_gif_mcts.ipynb #a90ff0ea
 @patch
 def to_dict(self: SearchResult) -> dict:
     "The result as plain data (JSON-ready)."
@@ -553,7 +551,7 @@ def node_at(self: SearchLoop, where: Any) -> Any:
     "The node a planned call (`where`, as `plan` returned it) starts from."
     raise NotImplementedError
 
-# %% ../nbs/08_gif_mcts.ipynb #737b9ee4
+# %% ../nbs/08_gif_mcts.ipynb #aa17e56d
 @patch
 def add_child(self: SearchLoop, where: Any, t: str, program: str, summary: dict, critique: str | None, call: int,
               tokens: tuple[int, int]) -> Any:
@@ -565,7 +563,6 @@ def stops(self: SearchLoop, child: Any) -> bool:
     "Whether `child` (already counted in the best-so-far) ends the search early."
     return bool(child.perfect)
 
-# %% ../nbs/08_gif_mcts.ipynb #290f2bf2
 @patch
 def _search_state(self: SearchLoop) -> dict:
     "The method's own state as checkpoint entries (e.g. `{'tree': ...}`)."
@@ -870,6 +867,29 @@ def simulate(self: GIFMCTS) -> Node | None:
     "Run one simulation (one LLM call); returns the new node, or None when nothing is left to try."
     return self.step()
 
+# %% ../nbs/08_gif_mcts.ipynb #8740f438
+def best_path(tree: dict, best_node: int | None) -> list[int]:
+    "Node ids from the root to `best_node` (empty if None)."
+    if best_node is None: return []
+    parent = {n["id"]: n["parent"] for n in tree["nodes"]}
+    path, i = [], best_node
+    while i is not None and i in parent: path.append(i); i = parent[i]
+    return path[::-1]
+
+# %% ../nbs/08_gif_mcts.ipynb #e4b54a28
+def action_stats(tree: dict) -> dict:
+    "Counts and fractions of generate/improve/fix expansions and bugs, in the tree and on the best path (paper T7)."
+    nodes = {n["id"]: n for n in tree["nodes"]}
+    exp = [n for n in nodes.values() if n["action_type"] != "root"]
+    path = [nodes[i] for i in best_path(tree, tree.get("best_node")) if nodes[i]["action_type"] != "root"]
+    c, cp, total = Counter(n["action_type"] for n in exp), Counter(n["action_type"] for n in path), len(exp)
+    out = dict(n_expansions=total, n_bugs=sum(bool(n["bug"]) for n in exp),
+               tree_depth=max((n["depth"] for n in exp), default=0), best_path_length=len(path))
+    for t in ACTION_TYPES:
+        out[f"n_{t}"] = c[t]; out[f"frac_{t}"] = c[t] / total if total else 0.0
+        out[f"best_path_{t}"] = cp[t]; out[f"best_path_frac_{t}"] = cp[t] / len(path) if path else 0.0
+    return out
+
 # %% ../nbs/08_gif_mcts.ipynb #67aed50c
 def _node_row(tree: SearchTree, n: Node) -> dict:
     "One node of the exported tree (its program by sha256 only)."
@@ -910,29 +930,6 @@ def export_tree(self: GIFMCTS) -> dict:
 def _search_state(self: GIFMCTS) -> dict: return dict(tree=self.tree._raw_state())
 @patch
 def _restore_search(self: GIFMCTS, d: dict): self.tree = SearchTree.from_state_dict(d["tree"], self.config)
-
-# %% ../nbs/08_gif_mcts.ipynb #8740f438
-def best_path(tree: dict, best_node: int | None) -> list[int]:
-    "Node ids from the root to `best_node` (empty if None)."
-    if best_node is None: return []
-    parent = {n["id"]: n["parent"] for n in tree["nodes"]}
-    path, i = [], best_node
-    while i is not None and i in parent: path.append(i); i = parent[i]
-    return path[::-1]
-
-# %% ../nbs/08_gif_mcts.ipynb #e4b54a28
-def action_stats(tree: dict) -> dict:
-    "Counts and fractions of generate/improve/fix expansions and bugs, in the tree and on the best path (paper T7)."
-    nodes = {n["id"]: n for n in tree["nodes"]}
-    exp = [n for n in nodes.values() if n["action_type"] != "root"]
-    path = [nodes[i] for i in best_path(tree, tree.get("best_node")) if nodes[i]["action_type"] != "root"]
-    c, cp, total = Counter(n["action_type"] for n in exp), Counter(n["action_type"] for n in path), len(exp)
-    out = dict(n_expansions=total, n_bugs=sum(bool(n["bug"]) for n in exp),
-               tree_depth=max((n["depth"] for n in exp), default=0), best_path_length=len(path))
-    for t in ACTION_TYPES:
-        out[f"n_{t}"] = c[t]; out[f"frac_{t}"] = c[t] / total if total else 0.0
-        out[f"best_path_{t}"] = cp[t]; out[f"best_path_frac_{t}"] = cp[t] / len(path) if path else 0.0
-    return out
 
 # %% ../nbs/08_gif_mcts.ipynb #312ce5e0
 def tree_layout(tree: dict) -> dict[int, tuple[float, float]]:
