@@ -37,6 +37,7 @@ add_module_names = False
 html_theme = "furo"
 html_title = f"cwm-nb {release}"
 html_static_path = ["_static"]
+html_css_files = ["cwm.css"]     # single-line DataFrame borders; wide outputs scroll inside their cell
 html_favicon = "_static/favicon.svg"   # else browsers ask for /favicon.ico and get a 404
 html_copy_source = False             # the .ipynb/.txt sources would double the site's size
 html_show_sourcelink = False

@@ -90,11 +90,11 @@ def visible(nb_path: Path) -> list:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("notebooks", nargs="*", type=Path)
-    ap.add_argument("--all", action="store_true", help="every library notebook (nbs/NN_*.ipynb) and index.ipynb")
+    ap.add_argument("--all", action="store_true", help="every library notebook (nbs/NN_*.ipynb), index.ipynb and guide.ipynb")
     ap.add_argument("--check", action="store_true", help="execute copies and compare their outputs with the committed ones")
     a = ap.parse_args()
     paths = [p.resolve() for p in a.notebooks]
-    if a.all: paths += sorted((ROOT/"nbs").glob("[0-9][0-9]*_*.ipynb")) + [ROOT/"nbs"/"index.ipynb"]
+    if a.all: paths += sorted((ROOT/"nbs").glob("[0-9][0-9]*_*.ipynb")) + [ROOT/"nbs"/"index.ipynb", ROOT/"nbs"/"guide.ipynb"]
     if not paths: ap.error("name the notebooks, or pass --all")
     bad = []
     for p in paths:
