@@ -290,7 +290,8 @@ def _key_json(k):
 
 # %% ../nbs/10a_plan_driver.ipynb #91594d5e
 def _send_reply(fd: int, obj) -> None:
-    b = orjson.dumps(obj)   # JSON, several times faster than the standard library's (the tape is most of the traffic)
+    try: b = orjson.dumps(obj)   # JSON, several times faster than the standard library's (the tape is most of the traffic)
+    except TypeError: b = json.dumps(obj, separators=(",", ":")).encode()   # numpy floats, big ints, int keys: as json writes them
     view = memoryview(_REQ_HDR.pack(len(b)) + b)
     while view: view = view[os.write(fd, view):]
 
