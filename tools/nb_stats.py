@@ -11,10 +11,25 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
+OUTSIDE = re.compile(r"spec §|\(spec \d|spec \d+\.\d|\.\./shared|shared/spec")   # references to the developers' documents
+
+
+def outside_refs_in_repo() -> list[str]:
+    "Tracked text files outside nbs/ that refer to documents outside the repository (path:line)."
+    import subprocess
+    files = subprocess.run(["git", "-C", str(ROOT), "ls-files"], capture_output=True, text=True).stdout.split()
+    hits = []
+    for f in files:
+        if f.startswith("nbs/") or f == "tools/nb_stats.py": continue
+        try: text = (ROOT/f).read_text()
+        except (UnicodeDecodeError, OSError): continue
+        hits += [f"{f}:{n}" for n, line in enumerate(text.split("\n"), 1) if OUTSIDE.search(line)]
+    return hits
 
 
 def notebooks() -> list[Path]:
-    return sorted(ROOT.glob("nbs/[0-9][0-9]*_*.ipynb")) + [ROOT/"nbs"/"index.ipynb"] + sorted(ROOT.glob("nbs/experiments/*.ipynb"))
+    return (sorted(ROOT.glob("nbs/[0-9][0-9]*_*.ipynb")) + [ROOT/"nbs"/n for n in ("index.ipynb", "guide.ipynb", "results.ipynb")]
+            + sorted(ROOT.glob("nbs/experiments/*.ipynb")))
 
 
 def summary_line(nb) -> str | None:
@@ -30,6 +45,7 @@ def summary_line(nb) -> str | None:
 def stats(paths: list[Path]) -> dict:
     export_lines, longest, with_out, code, md_words, refs, mid = [], ("", 0), 0, 0, [], 0, []
     unchecked, run, longest_run = 0, 0, ("", 0)
+    stretches = []   # words of each run of consecutive markdown cells (prose between two code cells)
     for p in paths:
         nb = nbformat.read(p, as_version=4)
         s = summary_line(nb)
@@ -38,13 +54,18 @@ def stats(paths: list[Path]) -> dict:
         for i, c in enumerate(code_cells):
             if not (is_export(c) and defines(c)): continue
             nxt = code_cells[i+1] if i+1 < len(code_cells) else None
-            if nxt is not None and is_export(nxt):
+            if nxt is None or is_export(nxt):   # the notebook's last definition needs its check too
                 unchecked += 1; run += 1
                 if run > longest_run[1]: longest_run = (f"{p.stem} code cell {i+2-run}", run)
             else: run = 0
         run = 0
+        words = None
         for c in nb.cells:
-            refs += len(re.findall(r"spec §|shared/", c.source))
+            if c.cell_type == "markdown": words = (words or 0) + len(c.source.split())
+            elif words is not None: stretches.append(words); words = None
+        if words is not None: stretches.append(words)
+        for c in nb.cells:
+            refs += len(OUTSIDE.findall(c.source))
             if c.cell_type == "markdown":
                 md_words.append(len(c.source.split()))
             elif c.cell_type == "code":
@@ -58,7 +79,8 @@ def stats(paths: list[Path]) -> dict:
                 export_over_60=sum(n > 60 for n in export_lines), longest=longest, code_cells=code,
                 code_with_outputs=with_out, md_median_words=statistics.median(md_words) if md_words else 0,
                 md_over_200=sum(w > 200 for w in md_words), outside_refs=refs, summaries_mid_sentence=mid,
-                unchecked_defs=unchecked, longest_unchecked_run=longest_run)
+                unchecked_defs=unchecked, longest_unchecked_run=longest_run,
+                stretch_median=statistics.median(stretches) if stretches else 0, stretches_over_200=sum(w > 200 for w in stretches))
 
 
 def is_export(c) -> bool:
@@ -79,9 +101,12 @@ def main():
           f"{s['export_over_60']} over 60 (longest: {s['longest'][1]} lines, {s['longest'][0]})")
     print(f"code cells with committed outputs: {s['code_with_outputs']} of {s['code_cells']}")
     print(f"words per markdown cell: median {s['md_median_words']:g}, {s['md_over_200']} cells over 200 words")
+    print(f"words per stretch of prose (consecutive markdown cells merged): median {s['stretch_median']:g}, "
+          f"{s['stretches_over_200']} over 200 words")
     print(f"export cells defining a function/class followed directly by another export cell (no check between): "
           f"{s['unchecked_defs']}; longest such run {s['longest_unchecked_run'][1]} ({s['longest_unchecked_run'][0]})")
-    print(f"references to documents outside the repository ('spec §', 'shared/'): {s['outside_refs']}")
+    rest = outside_refs_in_repo()
+    print(f"references to documents outside the repository: {s['outside_refs']} in notebooks, {len(rest)} in other tracked files {rest[:5]}")
     print(f"module summaries that stop mid-sentence: {len(s['summaries_mid_sentence'])} {s['summaries_mid_sentence']}")
     if "--per-notebook" in sys.argv:
         for p in paths:

@@ -9,7 +9,7 @@ import nbformat
 
 def convert(src: str) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
-    nb.metadata = {"kernelspec": {"display_name": "python3", "language": "python", "name": "python3"}}
+    nb.metadata = {"kernelspec": {"display_name": "cwm-nb", "language": "python", "name": "cwm-nb"}}   # the project's kernel
     cells, cur, kind, tags = [], [], None, []
     def flush():
         if kind is None: return
@@ -36,10 +36,11 @@ def convert(src: str) -> nbformat.NotebookNode:
     return nb
 
 def keep_ids(nb, dst: str):
-    "Reuse the cell ids of an existing notebook position by position, so regenerating it does not churn diffs."
+    "Reuse the cell ids (position by position) and the metadata of an existing notebook, so regenerating it does not churn diffs."
     import os
     if not os.path.exists(dst): return nb
     old = nbformat.read(dst, as_version=4)
+    nb.metadata = old.metadata
     for new_c, old_c in zip(nb.cells, old.cells):
         if "id" in old_c: new_c["id"] = old_c["id"]
     return nb

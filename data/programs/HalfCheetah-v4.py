@@ -5,7 +5,7 @@ in for a CWM of this environment in the *speed* comparison only: like any CWM it
 per-transition cost (set_state + step) is of the same order as a real one's. Its accuracy on the shipped buffer is
 reported by the experiment (cwm_nb.cwm.evaluate_program).
 
-What it does (spec §1.1 contract; the observation layout and reward of the environment's description):
+What it does (the `Environment` contract of nbs/06_cwm.ipynb: `set_state(obs)`, `step(action) -> (next_obs, reward, done)`; the observation layout and reward of the environment's description):
 - observation (17,): obs[0:8] = qpos[1:9] (rootz, rooty, six joint angles), obs[8:17] = qvel[0:9]
   (rootx, rootz, rooty velocities, six joint angular velocities);
 - positions are integrated with the current velocities over dt = 5 * 0.01 = 0.05 s; velocities are kept;
