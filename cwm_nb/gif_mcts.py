@@ -1009,5 +1009,7 @@ def plot_best_value(
     ax.step(range(1, len(y) + 1), y, where="post", marker="o", ms=3)
     ax.set(xlabel="LLM calls", ylabel="best value", ylim=(0, 1.02), title="best program so far")
     if y: ax.set_xlim(0.5, len(y) + 0.5)
+    from matplotlib.ticker import MaxNLocator
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))   # calls are whole numbers
     ax.grid(alpha=0.3)
     return ax
