@@ -4,7 +4,7 @@
 
 # %% ../nbs/10a_plan_driver.ipynb #eb8f4e27
 from __future__ import annotations
-import json, math, os, pickle, random, resource, struct, time
+import functools, json, math, os, pickle, random, resource, struct, time
 from operator import mul
 from typing import Any, Callable
 import numpy as np
@@ -111,15 +111,12 @@ def _convert(self: ProgramModel, out) -> tuple:
 
 # %% ../nbs/10a_plan_driver.ipynb #46aa6dc2
 _FLOAT = frozenset({float})
-_DISCOUNTS: dict[float, list[float]] = {}   # γ -> [1, γ, γ², ...], each the one before times γ
 
+@functools.lru_cache(maxsize=64)
 def _discounts(gamma: float, n: int) -> list[float]:
-    "At least `n` discount factors 1, γ, γ², … of `gamma`, each the previous one times γ (as a step loop computes them)."
-    d = _DISCOUNTS.get(gamma)
-    if d is None or len(d) < n:
-        d, x = [], 1.0
-        for _ in range(max(n, 256)): d.append(x); x *= gamma
-        if len(_DISCOUNTS) < 64: _DISCOUNTS[gamma] = d
+    "The discount factors 1, γ, γ², … (n of them), each the previous one times γ, as a step loop computes them. Read only."
+    d, x = [], 1.0
+    for _ in range(n): d.append(x); x *= gamma
     return d
 
 # %% ../nbs/10a_plan_driver.ipynb #9e8fe748
@@ -133,7 +130,7 @@ def rollout_value(
     if not set(map(type, rewards)) <= _FLOAT:   # plain ints (from JSON) count as numbers too
         if any(type(r) is not float and not (type(r) is int and abs(r) < 2**63) for r in rewards): raise TypeError
         rewards = [float(r) for r in rewards]
-    total = sum(map(mul, rewards, _discounts(gamma, len(rewards))), 0.0)   # r0 + γ r1 + γ² r2 + ..., in C
+    total = sum(map(mul, rewards, _discounts(gamma, steps)), 0.0)   # r0 + γ r1 + γ² r2 + ..., in C
     if total - total != 0.0: raise TypeError   # a NaN or infinite reward (or a sum beyond the float range)
     return total, len(rewards)
 
@@ -665,21 +662,11 @@ class _Recorder:
 @patch
 def step(self: _Recorder, action):
     "The program's step, its next state numbered and written to the tape: (state number, reward, done)."
-    m = self.model
-    if m._acts is not None and m._arity == 3:   # ProgramModel.step's common case, inlined: this runs at every tree step
-        try: out = m.env.step(m._acts[action])
-        except BaseException as e: raise ProgramError("exception", "in step() during planning", cause=e) from None
-        m.steps += 1
-        if type(out) is tuple and len(out) == 3:
-            obs, r, done = out
-            if type(r) is not float or (done is not True and done is not False) or r - r != 0.0: obs, r, done = m._convert(out)
-        else: obs, r, done = m._convert(out)
-    else: obs, r, done = m.step(action)
-    if type(obs) is np.ndarray and obs.dtype.char in _KEY_CHARS: k = (obs.dtype.char, obs.shape, obs.tobytes())
-    else: k = m.state_key(obs)   # the common case above is state_key's, inlined
+    obs, r, done = self.model.step(action)
+    k, v = self.model.state_key(obs), self.model.valid_actions
     key = self.ids.get(k)
     if key is None: key = self.ids[k] = len(self.ids)
-    v = self.valid_actions = m.valid_actions
+    self.valid_actions = v
     self.events.append(["s", int(action), key, r, done, list(v) if v else None])
     return key, r, done
 
