@@ -9,14 +9,15 @@ decision (40 decisions from different roots), the model side kept alive; steps/s
 over its own planning time (inside) and over the parent's wall time of the calls (parent). For comparison, the
 same decisions as one-shot jobs (the model side forked and the program loaded for every decision, as before
 sessions). The bare loop's time is measured inside its job, around the loop only, beside each repeat; a ratio is
-the median over repeats of planner steps/s ÷ the bare steps/s of the same repeat. The goal is >= 0.7.
+the median over repeats of planner steps/s ÷ the bare steps/s of the same repeat. The goal is >= 0.7. Each repeat
+also runs the session with SPIN_S = 0 (no polling before a blocking read), to show what polling buys.
 
 Part 2: the wall time of one quick-preset `evaluate_planning` per environment (10 episodes by default, no
 baseline cache): the oracle and random baselines, plus the CWM side. The CWM side uses a program that fails at
 every step, so it falls back to random actions and is given up after 5 failures. That times the oracle and random
 baselines. A working program is also timed on CartPole, Pendulum and RTFM.
 
-Run: .venv/bin/python benchmarks/bench_planning.py [--repeats 7] [--episodes 10] [--envs CartPole-v1 Ant-v4 ...]
+Run: .venv/bin/python benchmarks/bench_planning.py [--repeats 7] [--episodes 10] [--envs CartPole-v1 Ant-v4 ...] [--skip-part2]
 """
 import argparse, math, os, random, statistics, sys, tempfile, time, warnings
 from dataclasses import asdict
@@ -43,9 +44,10 @@ def session_rates(sb, program, static, roots, repeats, bare_args):
     lim = SandboxLimits(wall_s=300, cpu_s=300)
     from cwm_nb.sandbox import run_in_process
     from cwm_nb.plan_driver import _plan, _program_model
-    inside, outside, oneshot, bare, per_decision, local = [], [], [], [], [], []
-    for _ in range(repeats):
-        first, s = sb.open_session(program, "cwm_nb.planning:plan_driver", args=static, limits=SandboxLimits(wall_s=300, cpu_s=10**5))
+    inside, outside, oneshot, bare, per_decision, local, blocking = [], [], [], [], [], [], []
+
+    def session(args):   # (model steps, planner's plan_s, parent's wall s) over the decisions of one session
+        first, s = sb.open_session(program, "cwm_nb.planning:plan_driver", args=args, limits=SandboxLimits(wall_s=300, cpu_s=10**5))
         assert s is not None, first.error
         steps = plan = wall = 0.0
         for k, root in enumerate(roots):
@@ -55,7 +57,13 @@ def session_rates(sb, program, static, roots, repeats, bare_args):
             assert r.ok, r.error
             steps += r.value["model_steps"]; plan += r.value["plan_s"]
         s.close()
+        return steps, plan, wall
+
+    for _ in range(repeats):
+        steps, plan, wall = session(static)
         inside.append(steps / plan); outside.append(steps / wall); per_decision.append(steps / len(roots))
+        steps, plan, _ = session({**static, "spin_s": 0.0})   # both sides block at once on an empty pipe (no polling)
+        blocking.append(steps / plan)
         steps = plan = 0.0
         for k, root in enumerate(roots[:3]):
             r = sb.run(program, "cwm_nb.planning:plan_driver", args={**static, "session": False, "state": root,
@@ -76,7 +84,7 @@ def session_rates(sb, program, static, roots, repeats, bare_args):
     med = statistics.median   # ratios per repeat (each against the bare loop measured beside it), then their median
     ratio = lambda xs: med(x / b for x, b in zip(xs, bare))
     return med(inside), med(outside), med(oneshot), med(bare), med(per_decision), med(local), \
-        ratio(inside), ratio(outside), ratio(oneshot)
+        ratio(inside), ratio(outside), ratio(oneshot), ratio(blocking)
 
 
 def part1(repeats, decisions=40):
@@ -88,8 +96,9 @@ def part1(repeats, decisions=40):
     print("  session (parent): the parent's wall time per decision call (server round trip included)")
     print("  one-shot: one sandbox job per decision, as before sessions (the model side forked and loaded each time)")
     print("  in-process: the ratio of the same planner with the program loaded once in this process (no isolation), the ceiling")
+    print("  no polling: the session's ratio with SPIN_S = 0 (each side blocks on an empty pipe at once), measured beside it")
     print(f"{'planner':8s} {'program':9s} {'steps/dec':>9s} {'bare':>9s} {'session in':>10s} {'ratio':>6s} "
-          f"{'session par':>11s} {'ratio':>6s} {'one-shot':>9s} {'ratio':>6s} {'in-process':>10s}  (goal >= 0.7)")
+          f"{'session par':>11s} {'ratio':>6s} {'one-shot':>9s} {'ratio':>6s} {'in-process':>10s} {'no polling':>10s}  (goal >= 0.7)")
     rng = random.Random(0)
     with Sandbox() as sb:
         space = {"kind": "discrete", "n": 2}
@@ -97,17 +106,17 @@ def part1(repeats, decisions=40):
         static = {"planner": "mcts", "config": asdict(MCTSConfig()), "obs_format": "array", "space": space,
                   "valid_actions": False, "session": True, "decision_cpu_s": 60}
         bare = {"state": roots[0], "obs_format": "array", "obs_dtype": "<f4", "space": space, "seed": 1, "steps": 25000}
-        i, o, one, b, n, loc, ri, ro, r1 = session_rates(sb, CARTPOLE, static, roots, repeats, bare)
+        i, o, one, b, n, loc, ri, ro, r1, rb = session_rates(sb, CARTPOLE, static, roots, repeats, bare)
         print(f"{'MCTS':8s} {'CartPole':9s} {n:9,.0f} {b:9,.0f} {i:10,.0f} {ri:6.2f} {o:11,.0f} {ro:6.2f} "
-              f"{one:9,.0f} {r1:6.2f} {loc:10.2f}")
+              f"{one:9,.0f} {r1:6.2f} {loc:10.2f} {rb:10.2f}")
         space = {"kind": "continuous", "low": [-2.0], "high": [2.0]}
         roots = [[math.cos(a), math.sin(a), rng.uniform(-1, 1)] for a in (rng.uniform(-3, 3) for _ in range(decisions))]
         static = {"planner": "cem", "config": asdict(CEMConfig(horizon=100, iterations=2, samples=100, elites=10)),
                   "obs_format": "array", "space": space, "valid_actions": False, "session": True, "decision_cpu_s": 60}
         bare = {"state": roots[0], "obs_format": "array", "obs_dtype": "<f4", "space": space, "seed": 1, "steps": 40000}
-        i, o, one, b, n, loc, ri, ro, r1 = session_rates(sb, PENDULUM_OK, static, roots, repeats, bare)
+        i, o, one, b, n, loc, ri, ro, r1, rb = session_rates(sb, PENDULUM_OK, static, roots, repeats, bare)
         print(f"{'CEM':8s} {'Pendulum':9s} {n:9,.0f} {b:9,.0f} {i:10,.0f} {ri:6.2f} {o:11,.0f} {ro:6.2f} "
-              f"{one:9,.0f} {r1:6.2f} {loc:10.2f}")
+              f"{one:9,.0f} {r1:6.2f} {loc:10.2f} {rb:10.2f}")
 
 
 def part2(episodes, names):

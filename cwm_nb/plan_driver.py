@@ -4,7 +4,7 @@
 
 # %% ../nbs/10a_plan_driver.ipynb #eb8f4e27
 from __future__ import annotations
-import functools, json, math, os, pickle, random, resource, struct, time
+import functools, json, math, os, pickle, random, resource, select, struct, time
 from operator import mul
 from typing import Any, Callable
 import numpy as np
@@ -17,9 +17,9 @@ from .planning import (_KEY_CHARS, CEMConfig, MCTSConfig, _rollout_loop, _score_
 from .sandbox import ProgramError, Serve, strict_plain, _as_done, _as_reward
 
 # %% auto #0
-__all__ = ['MAX_REPLY_BYTES', 'PR_SET_DUMPABLE', 'CHUNK_ANSWERS', 'TAIL_SIMS', 'INTEGRITY_NOTE', 'decode_state', 'encode_state',
-           'ProgramModel', 'rollout_value', 'load_driver', 'plan_driver', 'step_loop_driver', 'RemoteModel',
-           'TapeMismatch', 'TapeModel', 'check_action', 'check_plan', 'min_model_steps', 'check_stats']
+__all__ = ['MAX_REPLY_BYTES', 'SPIN_S', 'PR_SET_DUMPABLE', 'CHUNK_ANSWERS', 'TAIL_SIMS', 'INTEGRITY_NOTE', 'decode_state',
+           'encode_state', 'ProgramModel', 'rollout_value', 'load_driver', 'plan_driver', 'step_loop_driver',
+           'RemoteModel', 'TapeMismatch', 'TapeModel', 'check_action', 'check_plan', 'min_model_steps', 'check_stats']
 
 # %% ../nbs/10a_plan_driver.ipynb #73ba61b0
 def _fresh_state(fmt: str) -> Callable:
@@ -191,7 +191,8 @@ def _valid(self: ProgramModel, v) -> tuple[int, ...] | None:
 # %% ../nbs/10a_plan_driver.ipynb #2bb1ea46
 _REQ_HDR = struct.Struct("<Q")
 MAX_REPLY_BYTES = 16 << 20     # largest reply the planner reads from the model side
-_SERVE: tuple[int, int] | None = None   # (request fd, reply fd), set in the model side of a sandboxed job only
+_SERVE: tuple[int, int, float] | None = None   # (request fd, reply fd, spin), set in the model side of a sandboxed job only
+SPIN_S = 0.002   # seconds each side of a session busy-waits for the other's next message before it blocks (see `_read_n`)
 PR_SET_DUMPABLE = 4
 
 # %% ../nbs/10a_plan_driver.ipynb #b3ed63e9
@@ -293,7 +294,14 @@ def _send_reply(fd: int, obj) -> None:
     while view: view = view[os.write(fd, view):]
 
 # %% ../nbs/10a_plan_driver.ipynb #11a19479
-def _read_n(fd: int, n: int) -> bytes | None:
+def _await(fd: int, spin: float) -> None:
+    "Busy-wait up to `spin` seconds until `fd` has data (or its writer hung up)."
+    end = time.perf_counter() + spin
+    while not select.select((fd,), (), (), 0)[0] and time.perf_counter() < end: pass
+
+def _read_n(fd: int, n: int, spin: float = 0.0) -> bytes | None:
+    "`n` bytes from `fd`, or None if its writer hangs up first. With `spin` > 0 it busy-waits that long before blocking."
+    if spin > 0.0: _await(fd, spin)
     buf = bytearray()
     while len(buf) < n:
         chunk = os.read(fd, min(n - len(buf), 1 << 22))
@@ -308,7 +316,7 @@ def _error_record(e: ProgramError, source: str | None) -> dict:
     return {"error": str(d.get("message") or e.message or "the program failed"), "kind": e.kind, "line": d.get("line")}
 
 # %% ../nbs/10a_plan_driver.ipynb #86e89830
-def _serve(namespace: dict, args: dict, req_r: int, rep_w: int) -> None:
+def _serve(namespace: dict, args: dict, req_r: int, rep_w: int, spin: float = 0.0) -> None:
     "The model side: answer the planner's requests with the program's model until EOF, then `os._exit(0)`."
     try:
         try:
@@ -318,7 +326,7 @@ def _serve(namespace: dict, args: dict, req_r: int, rep_w: int) -> None:
         except ProgramError as e: model, err = None, _error_record(e, _JOB_SOURCE)
         discrete = args["space"]["kind"] == "discrete"
         while True:
-            h = _read_n(req_r, 8)
+            h = _read_n(req_r, 8, spin)   # the next request often follows soon: poll `spin` seconds first
             if h is None: break
             req = pickle.loads(_read_n(req_r, _REQ_HDR.unpack(h)[0]) or b"")   # from the trusted planner
             if err is not None: _send_reply(rep_w, err); continue
@@ -377,8 +385,9 @@ class RemoteModel:
                  pid: int,                     # the model side's process id
                  req_w: int, rep_r: int,       # request pipe (write end), reply pipe (read end)
                  n_actions: int | None = None, # discrete: number of actions
+                 spin: float = 0.0,            # seconds to poll for a reply before blocking (`_read_n`)
                 ):
-        self.pid, self.req_w, self.rep_r, self.n = pid, req_w, rep_r, n_actions
+        self.pid, self.req_w, self.rep_r, self.n, self.spin = pid, req_w, rep_r, n_actions, spin
         self.steps, self.valid_actions, self._reset = 0, None, True
 
     @staticmethod
@@ -415,7 +424,7 @@ def _send(self: RemoteModel, req) -> None:
 def _read(self: RemoteModel) -> list:
     "The next reply: a list of plain data, or the program's error raised as ProgramError."
     try:
-        h = _read_n(self.rep_r, 8)
+        h = _read_n(self.rep_r, 8, self.spin)
         if h is None: raise self._lost()
         n = _REQ_HDR.unpack(h)[0]
         if n > MAX_REPLY_BYTES: raise ProgramError("output_limit", f"the program's model sent a reply of {n} bytes")
@@ -713,6 +722,7 @@ def _fork_model_side(source: str, args: dict) -> RemoteModel | None:
     from cwm_nb.sandbox import _prctl
     q_r, q_w = os.pipe()   # requests: planner -> model
     p_r, p_w = os.pipe()   # replies: model -> planner
+    spin = float(args.get("spin_s", SPIN_S)) if len(os.sched_getaffinity(0)) > 1 else 0.0   # one CPU: polling only delays the other side
     _prctl(PR_SET_DUMPABLE, 0)   # before the fork: the program never sees a dumpable planner
     pid = os.fork()
     if pid == 0:   # the model side
@@ -723,12 +733,12 @@ def _fork_model_side(source: str, args: dict) -> RemoteModel | None:
                 if fd >= 3 and fd not in keep:
                     try: os.close(fd)
                     except OSError: pass
-            _SERVE, _JOB_SOURCE = (q_r, p_w), source
+            _SERVE, _JOB_SOURCE = (q_r, p_w, spin), source
         except BaseException: os._exit(1)
         return None   # _execute now runs the program, then plan_driver, which serves
     os.close(q_r); os.close(p_w)
     space = args["space"]
-    return RemoteModel(pid, q_w, p_r, n_actions=space["n"] if space["kind"] == "discrete" else None)
+    return RemoteModel(pid, q_w, p_r, n_actions=space["n"] if space["kind"] == "discrete" else None, spin=spin)
 
 # %% ../nbs/10a_plan_driver.ipynb #ae01f3ad
 def _limit_cpu(pid: int, seconds: float) -> None:
