@@ -296,8 +296,9 @@ def _send_reply(fd: int, obj) -> None:
 # %% ../nbs/10a_plan_driver.ipynb #11a19479
 def _await(fd: int, spin: float) -> None:
     "Busy-wait up to `spin` seconds until `fd` has data (or its writer hung up)."
-    end = time.perf_counter() + spin
-    while not select.select((fd,), (), (), 0)[0] and time.perf_counter() < end: pass
+    p, end = select.poll(), time.perf_counter() + spin   # poll, not select: any fd number
+    p.register(fd, select.POLLIN)
+    while not p.poll(0) and time.perf_counter() < end: pass
 
 def _read_n(fd: int, n: int, spin: float = 0.0) -> bytes | None:
     "`n` bytes from `fd`, or None if its writer hangs up first. With `spin` > 0 it busy-waits that long before blocking."
