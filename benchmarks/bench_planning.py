@@ -1,5 +1,8 @@
 """Planning cost: how fast the planners drive a CWM, and what one quick-preset evaluation costs per environment.
 
+Part 0: how long a message takes to wake the process reading the pipe, with a blocking read and with the sessions'
+polling first (`SPIN_S`), side by side.
+
 Part 1, measured side by side in one run (interleaved in the same sandbox, median of repeats):
   bare loop : step_loop_driver, i.e. `set_state(root)` then `env.step(a)` in a plain Python loop (no checks)
   MCTS      : plan_driver with the paper's MCTS (25 simulations, rollouts of 100 steps), CartPole program
@@ -19,7 +22,7 @@ baselines. A working program is also timed on CartPole, Pendulum and RTFM.
 
 Run: .venv/bin/python benchmarks/bench_planning.py [--repeats 7] [--episodes 10] [--envs CartPole-v1 Ant-v4 ...] [--skip-part2]
 """
-import argparse, math, os, random, statistics, sys, tempfile, time, warnings
+import argparse, math, os, random, statistics, struct, sys, tempfile, time, warnings
 from dataclasses import asdict
 from pathlib import Path
 
@@ -85,6 +88,35 @@ def session_rates(sb, program, static, roots, repeats, bare_args):
     ratio = lambda xs: med(x / b for x, b in zip(xs, bare))
     return med(inside), med(outside), med(oneshot), med(bare), med(per_decision), med(local), \
         ratio(inside), ratio(outside), ratio(oneshot), ratio(blocking)
+
+
+def wake_latency(spin: float, rounds: int = 300, gap_s: float = 0.0005) -> float:
+    """Median microseconds from the planner's write of 8 bytes to the model side's `_read_n` returning them, with
+    `spin` seconds of polling (0: a blocking read). The writer is busy `gap_s` between messages, about the time between
+    two pieces of an MCTS tape."""
+    from cwm_nb.plan_driver import _read_n
+    a_r, a_w = os.pipe(); b_r, b_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # the reader: stamps the time its read returned
+        try:
+            os.close(a_w); os.close(b_r)
+            while _read_n(a_r, 8, spin) is not None: os.write(b_w, struct.pack("<d", time.perf_counter()))
+        finally: os._exit(0)
+    os.close(a_r); os.close(b_w)
+    lat = []
+    for _ in range(rounds):
+        t = time.perf_counter(); os.write(a_w, b"x" * 8)
+        lat.append(struct.unpack("<d", os.read(b_r, 8))[0] - t)
+        end = time.perf_counter() + gap_s
+        while time.perf_counter() < end: pass
+    os.close(a_w); os.close(b_r); os.waitpid(pid, 0)
+    return statistics.median(lat) * 1e6
+
+
+def part0():
+    from cwm_nb.plan_driver import SPIN_S
+    print("Part 0: waking the other side of a pipe (a message every 0.5 ms, median of 300)")
+    print(f"  blocking read: {wake_latency(0.0):6.1f} µs   polling first (SPIN_S = {SPIN_S * 1e3:g} ms): {wake_latency(SPIN_S):6.1f} µs\n")
 
 
 def part1(repeats, decisions=40):
@@ -153,6 +185,7 @@ def main():
     ap.add_argument("--skip-part2", action="store_true")
     a = ap.parse_args()
     t = time.perf_counter()
+    part0()
     part1(a.repeats)
     if not a.skip_part2: part2(a.episodes, a.envs)
     print(f"\nbenchmark wall time: {time.perf_counter() - t:.0f} s")
