@@ -3,24 +3,28 @@
 Part 0: how long a message takes to wake the process reading the pipe, with a blocking read and with the sessions'
 polling first (`SPIN_S`), side by side.
 
-Part 1, measured side by side in one run (interleaved in the same sandbox, median of repeats):
-  bare loop : step_loop_driver, i.e. `set_state(root)` then `env.step(a)` in a plain Python loop (no checks)
+Part 1: CWM model steps per second inside the planners ÷ the bare step loop of the same program in the same sandbox.
+  bare loop : step_loop_driver, i.e. `set_state(root)` then `env.step(a)` in a plain Python loop (no checks), in a
+              sandbox session of its own (one long-lived process, as a planning session has)
   MCTS      : plan_driver with the paper's MCTS (25 simulations, rollouts of 100 steps), CartPole program
   CEM       : plan_driver with CEM (T = 100, 2 iterations of 100 samples), Pendulum program
-MCTS and CEM run as the planner runs them in `evaluate_planning`: one sandbox session per episode, one call per
-decision (40 decisions from different roots), the model side kept alive; steps/s are the planner's model steps
-over its own planning time (inside) and over the parent's wall time of the calls (parent). For comparison, the
-same decisions as one-shot jobs (the model side forked and the program loaded for every decision, as before
-sessions). The bare loop's time is measured inside its job, around the loop only, beside each repeat; a ratio is
-the median over repeats of planner steps/s ÷ the bare steps/s of the same repeat. The goal is >= 0.7. Each repeat
-also runs the session with SPIN_S = 0 (no polling before a blocking read), to show what polling buys.
+MCTS and CEM run as `evaluate_planning` runs them: one sandbox session, one call per decision, the model side kept
+alive; steps/s are the planner's model steps over its own planning time (its `plan_s`), or over the parent's wall
+time of the calls ("parent"). Variants beside the default (compiled loop of nbs/10c_fast_mcts.ipynb, polling):
+the generic search (`fast_search` off), no polling (`spin_s` 0), one-shot jobs (the model side forked and the
+program loaded for every decision), and the same planner in this process (no isolation) with each search.
+
+This machine's speed changes by up to 2x within seconds, so the variants are interleaved in short blocks (MCTS: 8
+decisions, about 40 ms; CEM: 1 decision) and each block is divided by the mean rate of the two bare-loop blocks
+beside it (a bare block in the same place: sandbox or this process). A ratio is the median over rounds of those
+block ratios, with its quartiles. The goal is >= 0.7 for the default MCTS and CEM sessions.
 
 Part 2: the wall time of one quick-preset `evaluate_planning` per environment (10 episodes by default, no
 baseline cache): the oracle and random baselines, plus the CWM side. The CWM side uses a program that fails at
 every step, so it falls back to random actions and is given up after 5 failures. That times the oracle and random
 baselines. A working program is also timed on CartPole, Pendulum and RTFM.
 
-Run: .venv/bin/python benchmarks/bench_planning.py [--repeats 7] [--episodes 10] [--envs CartPole-v1 Ant-v4 ...] [--skip-part2]
+Run: .venv/bin/python benchmarks/bench_planning.py [--rounds 30] [--episodes 10] [--envs CartPole-v1 Ant-v4 ...] [--skip-part2]
 """
 import argparse, math, os, random, statistics, struct, sys, tempfile, time, warnings
 from dataclasses import asdict
@@ -38,56 +42,6 @@ def _load(source: str) -> dict:
     ns: dict = {}
     exec(compile(source, "<cwm-program>", "exec"), ns)
     return ns
-
-
-def session_rates(sb, program, static, roots, repeats, bare_args):
-    """Median over repeats, measured side by side: planner steps/s over the decisions of one session (the planner's
-    own plan_s; and the parent's wall time per call), of one-shot jobs (fork and load per decision), and the bare loop."""
-    from cwm_nb.planning import SandboxLimits
-    lim = SandboxLimits(wall_s=300, cpu_s=300)
-    from cwm_nb.sandbox import run_in_process
-    from cwm_nb.plan_driver import _plan, _program_model
-    inside, outside, oneshot, bare, per_decision, local, blocking = [], [], [], [], [], [], []
-
-    def session(args):   # (model steps, planner's plan_s, parent's wall s) over the decisions of one session
-        first, s = sb.open_session(program, "cwm_nb.planning:plan_driver", args=args, limits=SandboxLimits(wall_s=300, cpu_s=10**5))
-        assert s is not None, first.error
-        steps = plan = wall = 0.0
-        for k, root in enumerate(roots):
-            t = time.perf_counter()
-            r = s.call({"state": root, "obs_dtype": "<f4", "root_actions": None, "seed": k})
-            wall += time.perf_counter() - t
-            assert r.ok, r.error
-            steps += r.value["model_steps"]; plan += r.value["plan_s"]
-        s.close()
-        return steps, plan, wall
-
-    for _ in range(repeats):
-        steps, plan, wall = session(static)
-        inside.append(steps / plan); outside.append(steps / wall); per_decision.append(steps / len(roots))
-        steps, plan, _ = session({**static, "spin_s": 0.0})   # both sides block at once on an empty pipe (no polling)
-        blocking.append(steps / plan)
-        steps = plan = 0.0
-        for k, root in enumerate(roots[:3]):
-            r = sb.run(program, "cwm_nb.planning:plan_driver", args={**static, "session": False, "state": root,
-                                                                      "obs_dtype": "<f4", "root_actions": None, "seed": k}, limits=lim)
-            assert r.ok, r.error
-            steps += r.value["model_steps"]; plan += r.value["plan_s"]
-        oneshot.append(steps / plan)
-        r = sb.run(program, "cwm_nb.planning:step_loop_driver", args=bare_args, limits=lim)
-        assert r.ok, r.error
-        bare.append(r.value["model_steps"] / r.value["plan_s"])
-        steps = plan = 0.0   # the ceiling: the same decisions in this process (the program loaded once, as in a
-        model = _program_model(_load(program), static)   # session), no isolation, against the bare loop here
-        for k, root in enumerate(roots):
-            v = _plan(model, {**static, "session": False, "state": root, "obs_dtype": "<f4", "root_actions": None, "seed": k})
-            steps += v["model_steps"]; plan += v["plan_s"]
-        v = run_in_process(program, "cwm_nb.planning:step_loop_driver", args=bare_args).value
-        local.append((steps / plan) / (v["model_steps"] / v["plan_s"]))
-    med = statistics.median   # ratios per repeat (each against the bare loop measured beside it), then their median
-    ratio = lambda xs: med(x / b for x, b in zip(xs, bare))
-    return med(inside), med(outside), med(oneshot), med(bare), med(per_decision), med(local), \
-        ratio(inside), ratio(outside), ratio(oneshot), ratio(blocking)
 
 
 def wake_latency(spin: float, rounds: int = 300, gap_s: float = 0.0005) -> float:
@@ -119,36 +73,120 @@ def part0():
     print(f"  blocking read: {wake_latency(0.0):6.1f} µs   polling first (SPIN_S = {SPIN_S * 1e3:g} ms): {wake_latency(SPIN_S):6.1f} µs\n")
 
 
-def part1(repeats, decisions=40):
+class Blocks:
+    "Rates of interleaved blocks: each variant block against the mean of the bare blocks before and after it."
+    def __init__(self): self.ratios, self.rates, self.last_bare, self.pending = {}, {}, None, []
+
+    def bare(self, rate: float) -> None:
+        for name, r in self.pending: self.ratios.setdefault(name, []).append(r / ((self.last_bare + rate) / 2))
+        self.last_bare, self.pending = rate, []
+        self.rates.setdefault("bare", []).append(rate)
+
+    def variant(self, name: str, rate: float) -> None:
+        self.pending.append((name, rate)); self.rates.setdefault(name, []).append(rate)
+
+    def row(self, name: str, label: str) -> str:
+        q = statistics.quantiles(self.ratios[name], n=4) if len(self.ratios[name]) > 1 else [self.ratios[name][0]] * 3
+        return f"  {label:44s} {q[1]:6.2f}   {q[0]:5.2f}-{q[2]:<5.2f} {statistics.median(self.rates[name]):11,.0f}"
+
+
+def measure(sb, program, static, roots, rounds, per_block, bare_steps) -> tuple[Blocks, float]:
+    "Interleaved blocks of every variant for `rounds` rounds: (the blocks, median model steps per decision)."
+    from cwm_nb.planning import SandboxLimits
+    from cwm_nb.plan_driver import _plan, _program_model
+    lim = SandboxLimits(wall_s=600, cpu_s=10**5)
+    variants = {"session": {}, "generic": {"fast_search": False}, "no polling": {"spin_s": 0.0}}
+    sessions = {}
+    for name, extra in variants.items():
+        first, s = sb.open_session(program, "cwm_nb.planning:plan_driver", args={**static, **extra}, limits=lim)
+        assert s is not None, first.error
+        sessions[name] = s
+    bare_args = {"state": roots[0], "obs_format": "array", "obs_dtype": "<f4", "space": static["space"], "seed": 1,
+                 "steps": bare_steps}
+    first, bare = sb.open_session(program, "cwm_nb.planning:step_loop_driver", args={**bare_args, "session": True}, limits=lim)
+    assert bare is not None, first.error
+    model = _program_model(_load(program), static)   # the program loaded once in this process, as in a session
+    blocks, per_decision, k = Blocks(), [], 0
+
+    def decisions():
+        nonlocal k
+        out = [{"state": roots[(k + j) % len(roots)], "obs_dtype": "<f4", "root_actions": None, "seed": k + j}
+               for j in range(per_block)]
+        k += per_block
+        return out
+
+    def sandbox_bare():
+        r = bare.call({"seed": k}); assert r.ok, r.error
+        blocks.bare(r.value["model_steps"] / r.value["plan_s"])
+
+    for _ in range(rounds):
+        sandbox_bare()
+        for name, s in sessions.items():
+            steps = plan = wall = 0.0
+            for c in decisions():
+                t = time.perf_counter(); r = s.call(c); wall += time.perf_counter() - t
+                assert r.ok, r.error
+                steps += r.value["model_steps"]; plan += r.value["plan_s"]
+                if name == "session": per_decision.append(r.value["model_steps"])
+            blocks.variant(name, steps / plan)
+            if name == "session": blocks.variant("parent", steps / wall)
+            sandbox_bare()
+        c = decisions()[0]   # one-shot: a job per decision (forked, the program loaded)
+        r = sb.run(program, "cwm_nb.planning:plan_driver", args={**static, **c, "session": False}, limits=lim)
+        assert r.ok, r.error
+        blocks.variant("one-shot", r.value["model_steps"] / r.value["plan_s"])
+        sandbox_bare()
+    local = Blocks()   # the same planner in this process, against the bare loop in this process
+    for _ in range(rounds):
+        local.bare(_local_bare(program, bare_args))
+        for name, extra in (("in-process", {}), ("in-process generic", {"fast_search": False})):
+            steps = plan = 0.0
+            for c in decisions():
+                v = _plan(model, {**static, **extra, **c, "session": False})
+                steps += v["model_steps"]; plan += v["plan_s"]
+            local.variant(name, steps / plan)
+            local.bare(_local_bare(program, bare_args))
+    for s in (*sessions.values(), bare): s.close()
+    blocks.ratios.update(local.ratios); blocks.rates.update({n: v for n, v in local.rates.items() if n != "bare"})
+    return blocks, statistics.median(per_decision)
+
+
+def _local_bare(program: str, args: dict) -> float:
+    from cwm_nb.sandbox import run_in_process
+    v = run_in_process(program, "cwm_nb.planning:step_loop_driver", args=args).value
+    return v["model_steps"] / v["plan_s"]
+
+
+def part1(rounds):
     from cwm_nb.planning import CEMConfig, MCTSConfig
+    from cwm_nb.plan_driver import _fast_search
     from cwm_nb.sandbox import Sandbox
-    print("Part 1: CWM steps per second inside the planners vs the bare step loop (same program, same sandbox, "
-          f"interleaved, median of {repeats})")
-    print("  session (inside): the planner's own plan_s over the decisions of one episode's session (the program loaded once)")
-    print("  session (parent): the parent's wall time per decision call (server round trip included)")
-    print("  one-shot: one sandbox job per decision, as before sessions (the model side forked and loaded each time)")
-    print("  in-process: the ratio of the same planner with the program loaded once in this process (no isolation), the ceiling")
-    print("  no polling: the session's ratio with SPIN_S = 0 (each side blocks on an empty pipe at once), measured beside it")
-    print(f"{'planner':8s} {'program':9s} {'steps/dec':>9s} {'bare':>9s} {'session in':>10s} {'ratio':>6s} "
-          f"{'session par':>11s} {'ratio':>6s} {'one-shot':>9s} {'ratio':>6s} {'in-process':>10s} {'no polling':>10s}  (goal >= 0.7)")
+    print(f"Part 1: CWM model steps per second inside the planners ÷ the bare step loop (same program, same sandbox); "
+          f"median of {rounds} rounds of interleaved blocks, quartiles beside")
+    print(f"  compiled MCTS loop: {'built' if _fast_search({}) else 'NOT BUILT (every row uses the generic search)'}")
     rng = random.Random(0)
+    rows = [("session", "session (default: compiled loop, polling)"), ("parent", "  the same, over the parent's wall time"),
+            ("generic", "session, generic search"), ("no polling", "session, no polling"),
+            ("one-shot", "one-shot jobs (fork and load per decision)"), ("in-process", "in this process, no isolation"),
+            ("in-process generic", "in this process, generic search")]
     with Sandbox() as sb:
         space = {"kind": "discrete", "n": 2}
-        roots = [[rng.uniform(-0.05, 0.05) for _ in range(4)] for _ in range(decisions)]
+        roots = [[rng.uniform(-0.05, 0.05) for _ in range(4)] for _ in range(40)]
         static = {"planner": "mcts", "config": asdict(MCTSConfig()), "obs_format": "array", "space": space,
                   "valid_actions": False, "session": True, "decision_cpu_s": 60}
-        bare = {"state": roots[0], "obs_format": "array", "obs_dtype": "<f4", "space": space, "seed": 1, "steps": 25000}
-        i, o, one, b, n, loc, ri, ro, r1, rb = session_rates(sb, CARTPOLE, static, roots, repeats, bare)
-        print(f"{'MCTS':8s} {'CartPole':9s} {n:9,.0f} {b:9,.0f} {i:10,.0f} {ri:6.2f} {o:11,.0f} {ro:6.2f} "
-              f"{one:9,.0f} {r1:6.2f} {loc:10.2f} {rb:10.2f}")
+        b, n = measure(sb, CARTPOLE, static, roots, rounds, per_block=20, bare_steps=12000)
+        print(f"\nMCTS, CartPole: {n:,.0f} model steps per decision, bare loop {statistics.median(b.rates['bare']):,.0f} steps/s (median)")
+        print(f"  {'':44s} {'ratio':>6s}   {'quartiles':11s} {'steps/s':>11s}   (goal >= 0.7)")
+        for name, label in rows: print(b.row(name, label))
         space = {"kind": "continuous", "low": [-2.0], "high": [2.0]}
-        roots = [[math.cos(a), math.sin(a), rng.uniform(-1, 1)] for a in (rng.uniform(-3, 3) for _ in range(decisions))]
+        roots = [[math.cos(a), math.sin(a), rng.uniform(-1, 1)] for a in (rng.uniform(-3, 3) for _ in range(40))]
         static = {"planner": "cem", "config": asdict(CEMConfig(horizon=100, iterations=2, samples=100, elites=10)),
                   "obs_format": "array", "space": space, "valid_actions": False, "session": True, "decision_cpu_s": 60}
-        bare = {"state": roots[0], "obs_format": "array", "obs_dtype": "<f4", "space": space, "seed": 1, "steps": 40000}
-        i, o, one, b, n, loc, ri, ro, r1, rb = session_rates(sb, PENDULUM_OK, static, roots, repeats, bare)
-        print(f"{'CEM':8s} {'Pendulum':9s} {n:9,.0f} {b:9,.0f} {i:10,.0f} {ri:6.2f} {o:11,.0f} {ro:6.2f} "
-              f"{one:9,.0f} {r1:6.2f} {loc:10.2f} {rb:10.2f}")
+        b, n = measure(sb, PENDULUM_OK, static, roots, max(rounds // 2, 2), per_block=1, bare_steps=20000)
+        print(f"\nCEM, Pendulum: {n:,.0f} model steps per decision, bare loop {statistics.median(b.rates['bare']):,.0f} steps/s (median)")
+        print(f"  {'':44s} {'ratio':>6s}   {'quartiles':11s} {'steps/s':>11s}   (goal >= 0.7; the MCTS loop plays no part)")
+        for name, label in rows:
+            if "generic" not in name: print(b.row(name, label))
 
 
 def part2(episodes, names):
@@ -179,14 +217,14 @@ def part2(episodes, names):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--episodes", type=int, default=10)
     ap.add_argument("--envs", nargs="*", default=None)
     ap.add_argument("--skip-part2", action="store_true")
     a = ap.parse_args()
     t = time.perf_counter()
     part0()
-    part1(a.repeats)
+    part1(a.rounds)
     if not a.skip_part2: part2(a.episodes, a.envs)
     print(f"\nbenchmark wall time: {time.perf_counter() - t:.0f} s")
 

@@ -5,7 +5,7 @@
 # %% ../nbs/10a_plan_driver.ipynb #eb8f4e27
 from __future__ import annotations
 import functools, json, math, os, pickle, random, resource, select, struct, time
-from operator import mul
+from operator import add, mul
 from typing import Any, Callable
 import numpy as np
 import orjson
@@ -130,7 +130,7 @@ def rollout_value(
     if not set(map(type, rewards)) <= _FLOAT:   # plain ints (from JSON) count as numbers too
         if any(type(r) is not float and not (type(r) is int and abs(r) < 2**63) for r in rewards): raise TypeError
         rewards = [float(r) for r in rewards]
-    total = sum(map(mul, rewards, _discounts(gamma, steps)), 0.0)   # r0 + γ r1 + γ² r2 + ..., in C
+    total = functools.reduce(add, map(mul, rewards, _discounts(gamma, steps)), 0.0)   # ((0 + r0) + γ r1) + γ² r2 ..., in C
     if total - total != 0.0: raise TypeError   # a NaN or infinite reward (or a sum beyond the float range)
     return total, len(rewards)
 
@@ -215,18 +215,33 @@ def _program_model(namespace: dict, args: dict) -> ProgramModel:
                         n_actions=space["n"] if space["kind"] == "discrete" else None,
                         valid_actions=bool(args.get("valid_actions")))
 
+# %% ../nbs/10a_plan_driver.ipynb #c1e41639
+_FAST: list = []   # [the compiled fast_mcts.search, or None], looked up once per process
+
+def _fast_search(args: dict) -> Callable | None:
+    "The compiled `fast_mcts.search` if it is built from the current source, unless `args['fast_search']` is False; else None."
+    if args.get("fast_search") is False: return None
+    if not _FAST:
+        try:
+            from cwm_nb import fast_mcts
+            _FAST.append(fast_mcts.compiled_search())
+        except ImportError: _FAST.append(None)   # the package is not installed with Cython
+    return _FAST[0]
+
 # %% ../nbs/10a_plan_driver.ipynb #b8621edc
 def _plan(model, args: dict) -> dict:
     """One decision with `model` (a ProgramModel or a RemoteModel): {'action'} or {'plan'}, plus model_steps, plan_s.
     MCTS with a RemoteModel first replays the model side's recorded search (`TapeModel`); a tape that does not match
-    the planner's own queries is dropped and the search is redone with live queries."""
+    the planner's own queries is dropped and the search is redone with live queries. MCTS with a ProgramModel runs in
+    the compiled loop (`_fast_search`) when there is one."""
     space = args["space"]
     root = decode_state(args["state"], args["obs_format"], args.get("obs_dtype"))
     t0 = time.perf_counter()
     if args["planner"] == "mcts":
-        acts = args.get("root_actions") or list(range(space["n"]))
-        search = lambda m: mcts_search(m, root, acts, MCTSConfig(**args["config"]), np.random.default_rng(int(args["seed"])),
-                                       n_actions=space["n"])
+        acts, cfg = args.get("root_actions") or list(range(space["n"])), MCTSConfig(**args["config"])
+        fast = _fast_search(args) if type(model) is ProgramModel else None
+        search = lambda m: (fast or mcts_search)(m, root, acts, cfg, np.random.default_rng(int(args["seed"])),
+                                                 n_actions=space["n"])
         res = None
         if hasattr(model, "tape"):
             tm = model.tape(args)
@@ -263,9 +278,8 @@ def plan_driver(namespace: dict, args: dict, data: Any) -> dict | Serve:
     return _plan(model, args)
 
 # %% ../nbs/10a_plan_driver.ipynb #0da202ce
-def step_loop_driver(namespace: dict, args: dict, data: Any) -> dict:
-    "Driver (benchmark): the bare loop `set_state(root)` then `env.step(a)` for `args['steps']` random actions, no checks."
-    env = _program_env(namespace)
+def _step_loop(env, args: dict) -> dict:
+    "`set_state(root)` then `env.step(a)` for `args['steps']` random actions (from `args['seed']`), timed around the loop."
     space, fmt = args["space"], args["obs_format"]
     root, fresh = decode_state(args["state"], fmt, args.get("obs_dtype")), _fresh_state(fmt)
     rng, n = np.random.default_rng(int(args["seed"])), int(args["steps"])
@@ -279,6 +293,13 @@ def step_loop_driver(namespace: dict, args: dict, data: Any) -> dict:
         dt = time.perf_counter() - t0
     except BaseException as e: raise ProgramError("exception", "in the step loop", cause=e) from None
     return {"model_steps": n, "plan_s": dt}
+
+def step_loop_driver(namespace: dict, args: dict, data: Any) -> dict | Serve:
+    """Driver (benchmark): the bare loop `set_state(root)` then `env.step(a)` for `args['steps']` random actions, no
+    checks: {'model_steps', 'plan_s'}. With `args['session']` one loop per call (the call's keys override `args`)."""
+    env = _program_env(namespace)
+    if args.get("session"): return Serve({"ok": True}, lambda call: _step_loop(env, {**args, **call}))
+    return _step_loop(env, args)
 
 # %% ../nbs/10a_plan_driver.ipynb #1d45b2c7
 def _key_json(k):
@@ -298,7 +319,7 @@ def _await(fd: int, spin: float) -> None:
     "Busy-wait up to `spin` seconds until `fd` has data (or its writer hung up)."
     p, end = select.poll(), time.perf_counter() + spin   # poll, not select: any fd number
     p.register(fd, select.POLLIN)
-    while not p.poll(0) and time.perf_counter() < end: pass
+    while not p.poll(0) and time.perf_counter() < end: os.sched_yield()   # sharing a core with the other side: let it run
 
 def _read_n(fd: int, n: int, spin: float = 0.0) -> bytes | None:
     "`n` bytes from `fd`, or None if its writer hangs up first. With `spin` > 0 it busy-waits that long before blocking."
@@ -693,10 +714,19 @@ def _record_search(model: ProgramModel, root, args: dict, send: Callable | None 
     """The tape of `args`' MCTS decision searched with `model` here; None if the search machinery failed (not the program).
     With `send`, the tape goes out a simulation at a time, then the end mark [["e"]] (or [["x"]]: no tape)."""
     space, cfg = args["space"], MCTSConfig(**args["config"])
+    acts, rng = args.get("root_actions") or list(range(space["n"])), np.random.default_rng(int(args["seed"]))
+    fast = _fast_search(args) if type(model) is ProgramModel else None
+    if fast is not None:
+        tape: list = []
+        try: fast(model, root, acts, cfg, rng, n_actions=space["n"], send=send or tape.extend)
+        except ProgramError: raise   # the program's own error: the decision's error (its answers before it went out)
+        except BaseException:
+            if send is not None: send([["x"]])
+            return None
+        if send is not None: send([["e"]])
+        return tape if send is None else None
     rec = _Recorder(model, send, simulations=cfg.simulations)
-    try:
-        planning.mcts_search(rec, root, args.get("root_actions") or list(range(space["n"])), cfg,
-                    np.random.default_rng(int(args["seed"])), n_actions=space["n"])
+    try: planning.mcts_search(rec, root, acts, cfg, rng, n_actions=space["n"])
     except ProgramError: rec.flush(); raise      # the program's own error: the decision's error
     except BaseException:
         if send is not None: rec.flush(); send([["x"]])

@@ -1,0 +1,27 @@
+"""Builds the compiled MCTS loop; everything else about the package is in pyproject.toml.
+
+cwm_nb/fast_mcts.py (exported from nbs/10c_fast_mcts.ipynb) is compiled by Cython as the extension cwm_nb._fast_mcts.
+The copy that is compiled ends with the SHA-256 of the source it came from, so that fast_mcts.compiled_search refuses
+a build that no longer matches the module. The extension is optional: without a C compiler the package installs
+without it, and planning uses the generic search (nbs/10_planning.ipynb)."""
+import hashlib
+from pathlib import Path
+from setuptools import Extension, setup
+
+
+def extensions() -> list:
+    src = Path("cwm_nb/fast_mcts.py")
+    if not src.exists(): return []
+    from Cython.Build import cythonize
+    out = Path("build/cython/cwm_nb")
+    out.mkdir(parents=True, exist_ok=True)
+    (out/"__init__.py").touch()
+    text = src.read_text() + f"\n__source_sha256__ = {hashlib.sha256(src.read_bytes()).hexdigest()!r}\n"
+    copy = out/"_fast_mcts.py"
+    if not copy.exists() or copy.read_text() != text: copy.write_text(text)   # unchanged: Cython skips it
+    ext = Extension("cwm_nb._fast_mcts", [str(copy)], optional=True,
+                    extra_compile_args=["-O2", "-ffp-contract=off"])   # no fused multiply-add: the generic search's doubles
+    return cythonize([ext], build_dir="build/cython-c", quiet=True, compiler_directives={"language_level": 3})
+
+
+setup(ext_modules=extensions())

@@ -1,0 +1,122 @@
+"""The compiled MCTS loop (nbs/10c_fast_mcts.ipynb): built by the install, the same search as `mcts_search` (result,
+model steps, tape, and the planner's replay of that tape) compiled and as Python, used by planning sessions, and
+refused when its build no longer matches the source."""
+import importlib.util, json, shutil, subprocess, sys
+from dataclasses import asdict
+from pathlib import Path
+import numpy as np
+import pytest
+from cwm_nb import fast_mcts
+from cwm_nb.envs import get_env_spec, make_env
+from cwm_nb.plan_driver import TapeModel, _program_model, _record_search, decode_state, encode_state
+from cwm_nb.planning import MCTSConfig, SandboxLimits, mcts_search
+
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAMS = {"CartPole-v1": "CartPole-v1.py", "MountainCar-v0": "MountainCar-v0.py", "Acrobot-v1": "Acrobot-v1.py",
+            "Blackjack-v1": "Blackjack-v1.py", "CliffWalking-v0": "CliffWalking-v0.py", "Taxi-v3": "Taxi-v3.py",
+            "rtfm": "rtfm.py"}
+CONFIGS = [MCTSConfig(), MCTSConfig(simulations=10, rollout_steps=20), MCTSConfig(simulations=40, rollout_steps=0, c_uct=0.0),
+           MCTSConfig(simulations=30, temperature=0.01, default_q=0.0)]
+
+
+def _pure_module():
+    "cwm_nb/fast_mcts.py run as Python, even where the compiled copy is built (a module of its own name)."
+    spec = importlib.util.spec_from_file_location("cwm_nb._fast_mcts_as_python", ROOT/"cwm_nb"/"fast_mcts.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_compiled_loop_is_built_from_the_current_source():
+    assert fast_mcts.compiled_search() is not None, (
+        "cwm_nb._fast_mcts is missing or was built from another fast_mcts.py: rebuild it with "
+        "`.venv/bin/pip install --no-deps -e .` (it needs a C compiler and the Python headers)")
+    from cwm_nb import _fast_mcts
+    assert _fast_mcts.__file__.endswith(".so") and fast_mcts.compiled_search() is _fast_mcts.search
+
+
+@pytest.mark.parametrize("impl", ["compiled", "python"])
+@pytest.mark.parametrize("env_name", list(PROGRAMS))
+def test_the_same_search_as_mcts_search(env_name, impl):
+    "Result, model steps, tape and chunks, and the planner's replay of the tape, from 6 roots under 4 settings."
+    search = fast_mcts.compiled_search() if impl == "compiled" else _pure_module().search
+    assert search is not None
+    spec, env = get_env_spec(env_name), make_env(env_name)
+    n = int(env.action_space.n)
+    args = {"space": {"kind": "discrete", "n": n}, "obs_format": spec.obs_format,
+            "valid_actions": bool(getattr(spec, "valid_actions", False))}
+    ns: dict = {}
+    exec(compile((ROOT/"data"/"programs"/PROGRAMS[env_name]).read_text(), "<cwm-program>", "exec"), ns)
+    generic, fused = _program_model(ns, args), _program_model(ns, args)
+    obs, _ = env.reset(seed=0); env.action_space.seed(0)
+    for t in range(6):
+        state, dtype = encode_state(obs, spec.obs_format)
+        root = decode_state(state, spec.obs_format, dtype)
+        for k, cfg in enumerate(CONFIGS):
+            seed = 10 * t + k
+            g0, f0, chunks, rec = generic.steps, fused.steps, [], []
+            g = mcts_search(generic, root, list(range(n)), cfg, np.random.default_rng(seed), n_actions=n)
+            f = search(fused, root, list(range(n)), cfg, np.random.default_rng(seed), n, chunks.append)
+            assert (f, fused.steps - f0) == (g, generic.steps - g0), (t, cfg)
+            _record_search(generic, root, {**args, "config": asdict(cfg), "seed": seed, "fast_search": False}, rec.append)
+            assert json.dumps(chunks + [[["e"]]]) == json.dumps(rec), (t, cfg)
+            tape = json.loads(json.dumps([e for c in chunks for e in c]))
+            tm = TapeModel(tape, n_actions=n)
+            r = mcts_search(tm, root, list(range(n)), cfg, np.random.default_rng(seed), n_actions=n)
+            assert (r, tm.i, tm.steps) == (g, len(tape), fused.steps - f0), (t, cfg)
+        obs, _, term, trunc, _ = env.step(env.action_space.sample())
+        if term or trunc: obs, _ = env.reset(seed=t + 1)
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    from cwm_nb.sandbox import Sandbox
+    with Sandbox() as sb:
+        yield sb
+
+
+# A test double: a program that can tell who calls its `step`. Called from the generic search's wrappers
+# (ProgramModel.step, ProgramModel.rollout_rewards) every state is terminal, so a decision takes exactly
+# `simulations` model steps; called from the compiled loop (whose caller is the Python frame of _record_search or
+# _plan) episodes last 5 steps, so it takes more.
+TELLS_THE_CALLER = """
+import sys
+class Environment:
+    def set_state(self, s): self.s = int(s)
+    def step(self, a):
+        self.s += 1
+        generic = sys._getframe(1).f_code.co_name in ("step", "rollout_rewards")
+        return self.s, 1.0, generic or self.s >= 5
+"""
+
+
+def test_planning_sessions_search_in_the_compiled_loop(sandbox):
+    static = {"planner": "mcts", "config": asdict(MCTSConfig(simulations=25, rollout_steps=10)), "obs_format": "int",
+              "space": {"kind": "discrete", "n": 2}, "valid_actions": False, "session": True}
+    call = {"state": 0, "obs_dtype": None, "root_actions": None, "seed": 0}
+    steps = {}
+    for name, extra in (("default", {}), ("generic", {"fast_search": False})):
+        first, s = sandbox.open_session(TELLS_THE_CALLER, "cwm_nb.planning:plan_driver", args={**static, **extra},
+                                        limits=SandboxLimits(wall_s=60, cpu_s=60))
+        assert s is not None, first.error
+        with s:
+            r = s.call(call)
+            assert r.ok, r.error
+            steps[name] = r.value["model_steps"]
+    assert steps["generic"] == 25 and steps["default"] > 25, steps
+
+
+def test_a_build_of_another_source_is_refused(tmp_path):
+    "A copy of the package whose fast_mcts.py changed after the build: planning falls back, with one warning."
+    pkg = tmp_path/"cwm_nb"
+    shutil.copytree(ROOT/"cwm_nb", pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    assert list(pkg.glob("_fast_mcts*.so")), "the compiled loop is not built (see the first test)"
+    (pkg/"fast_mcts.py").write_text((pkg/"fast_mcts.py").read_text() + "\n# edited after the build\n")
+    code = ("import warnings, cwm_nb\nwarnings.simplefilter('always')\nassert cwm_nb.__file__.startswith(%r)\n"
+            "from cwm_nb import fast_mcts, plan_driver\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always')\n"
+            "    print(plan_driver._fast_search({}), plan_driver._fast_search({}), len(w), str(w[0].message))\n" % str(pkg))
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("None None 1 ") and "another version of fast_mcts.py" in r.stdout, r.stdout
