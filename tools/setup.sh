@@ -27,6 +27,10 @@ if [ -n "$dev" ] && ! command -v chromium >/dev/null 2>&1; then
     echo "setup: warning: installing chromium failed; the browser tests of tests/test_docs.py will be skipped." >&2
 fi
 
+# The compiled MCTS loop (setup.py) needs the Python headers; Debian's python3 has them in python3-dev.
+[ -f "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ] ||
+  apt_install python3-dev "headers for the compiled MCTS loop" "planning will use the generic (slower) search."
+
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 # llama-cpp-python builds from source (about 5 minutes on 2 cores); the multimodal part is not needed.
@@ -34,4 +38,9 @@ export CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}"
 .venv/bin/python -m pip install -q -e ".${extras}"
 # JupyterLab (`.venv/bin/jupyter lab`) offers this kernel: .venv's interpreter, so this checkout's cwm_nb.
 .venv/bin/python -m ipykernel install --sys-prefix --name cwm-nb --display-name "cwm-nb (.venv)" >/dev/null
+if .venv/bin/python -c "import sys; from cwm_nb.fast_mcts import compiled_search; sys.exit(compiled_search() is None)" 2>/dev/null; then
+  echo "setup: the compiled MCTS loop is built (cwm_nb._fast_mcts)" >&2
+else
+  echo "setup: warning: the compiled MCTS loop did not build; planning uses the generic search (slower, same results)" >&2
+fi
 echo "setup: done (.venv)" >&2
