@@ -228,6 +228,11 @@ def _fast_search(args: dict) -> Callable | None:
         except ImportError: _FAST.append(None)   # the package is not installed with Cython
     return _FAST[0]
 
+@functools.lru_cache(maxsize=16)
+def _mcts_config(items: tuple) -> MCTSConfig:
+    "`MCTSConfig(**dict(items))`, made once per settings (a session's decisions share theirs)."
+    return MCTSConfig(**dict(items))
+
 # %% ../nbs/10a_plan_driver.ipynb #b8621edc
 def _plan(model, args: dict) -> dict:
     """One decision with `model` (a ProgramModel or a RemoteModel): {'action'} or {'plan'}, plus model_steps, plan_s.
@@ -238,7 +243,7 @@ def _plan(model, args: dict) -> dict:
     root = decode_state(args["state"], args["obs_format"], args.get("obs_dtype"))
     t0 = time.perf_counter()
     if args["planner"] == "mcts":
-        acts, cfg = args.get("root_actions") or list(range(space["n"])), MCTSConfig(**args["config"])
+        acts, cfg = args.get("root_actions") or list(range(space["n"])), _mcts_config(tuple(sorted(args["config"].items())))
         fast = _fast_search(args) if type(model) is ProgramModel else None
         search = lambda m: (fast or mcts_search)(m, root, acts, cfg, np.random.default_rng(int(args["seed"])),
                                                  n_actions=space["n"])
@@ -713,7 +718,7 @@ def rollout(self: _Recorder, actions: tuple, steps: int, gamma: float, rand) -> 
 def _record_search(model: ProgramModel, root, args: dict, send: Callable | None = None) -> list | None:
     """The tape of `args`' MCTS decision searched with `model` here; None if the search machinery failed (not the program).
     With `send`, the tape goes out a simulation at a time, then the end mark [["e"]] (or [["x"]]: no tape)."""
-    space, cfg = args["space"], MCTSConfig(**args["config"])
+    space, cfg = args["space"], _mcts_config(tuple(sorted(args["config"].items())))
     acts, rng = args.get("root_actions") or list(range(space["n"])), np.random.default_rng(int(args["seed"]))
     fast = _fast_search(args) if type(model) is ProgramModel else None
     if fast is not None:
