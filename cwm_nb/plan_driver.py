@@ -229,9 +229,12 @@ def _fast_search(args: dict) -> Callable | None:
     return _FAST[0]
 
 @functools.lru_cache(maxsize=16)
-def _mcts_config(items: tuple) -> MCTSConfig:
-    "`MCTSConfig(**dict(items))`, made once per settings (a session's decisions share theirs)."
-    return MCTSConfig(**dict(items))
+def _cached_config(items: tuple) -> MCTSConfig: return MCTSConfig(**dict(items))
+
+def _mcts_config(config: dict) -> MCTSConfig:
+    "`MCTSConfig(**config)`, made once per settings (a session's decisions share theirs). Raises what MCTSConfig raises."
+    try: return _cached_config(tuple(sorted(config.items())))
+    except TypeError: return MCTSConfig(**config)   # a value that cannot be a cache key: MCTSConfig says what is wrong
 
 # %% ../nbs/10a_plan_driver.ipynb #b8621edc
 def _plan(model, args: dict) -> dict:
@@ -243,7 +246,7 @@ def _plan(model, args: dict) -> dict:
     root = decode_state(args["state"], args["obs_format"], args.get("obs_dtype"))
     t0 = time.perf_counter()
     if args["planner"] == "mcts":
-        acts, cfg = args.get("root_actions") or list(range(space["n"])), _mcts_config(tuple(sorted(args["config"].items())))
+        acts, cfg = args.get("root_actions") or list(range(space["n"])), _mcts_config(args["config"])
         fast = _fast_search(args) if type(model) is ProgramModel else None
         search = lambda m: (fast or mcts_search)(m, root, acts, cfg, np.random.default_rng(int(args["seed"])),
                                                  n_actions=space["n"])
@@ -718,7 +721,7 @@ def rollout(self: _Recorder, actions: tuple, steps: int, gamma: float, rand) -> 
 def _record_search(model: ProgramModel, root, args: dict, send: Callable | None = None) -> list | None:
     """The tape of `args`' MCTS decision searched with `model` here; None if the search machinery failed (not the program).
     With `send`, the tape goes out a simulation at a time, then the end mark [["e"]] (or [["x"]]: no tape)."""
-    space, cfg = args["space"], _mcts_config(tuple(sorted(args["config"].items())))
+    space, cfg = args["space"], _mcts_config(args["config"])
     acts, rng = args.get("root_actions") or list(range(space["n"])), np.random.default_rng(int(args["seed"]))
     fast = _fast_search(args) if type(model) is ProgramModel else None
     if fast is not None:
