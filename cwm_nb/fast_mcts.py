@@ -15,7 +15,7 @@ from .planning import _KEY_CHARS, MCTSConfig, MCTSResult, _Node, _root_result
 from .plan_driver import CHUNK_ANSWERS, TAIL_SIMS, _discounts
 from .sandbox import ProgramError
 
-# %% ../nbs/10c_fast_mcts.ipynb #f494bb84
+# %% ../nbs/10c_fast_mcts.ipynb #a559564a
 @cython.cclass
 class Node:
     "A decision node: per action (by position) its visit count, sum of returns and children by next-state number."
@@ -31,7 +31,7 @@ class Node:
         self.actions, self.n = actions, 0
         self.counts, self.sums, self.kids = [0] * len(actions), [0.0] * len(actions), [None] * len(actions)
 
-# %% ../nbs/10c_fast_mcts.ipynb #a559564a
+# %% ../nbs/10c_fast_mcts.ipynb #a5eaea2e
 _NEG_INF: cython.double = -math.inf
 
 @cython.cfunc
@@ -56,7 +56,7 @@ def _pick(node: Node, c_uct: cython.double, eps: cython.double, dq: cython.doubl
     if ties is not None: i = ties[int(rand() * len(ties))]
     return i
 
-# %% ../nbs/10c_fast_mcts.ipynb #1a021e84
+# %% ../nbs/10c_fast_mcts.ipynb #398e8c95
 @cython.cfunc
 def _rollout(model, env_step, pool: list, acts: tuple, steps: cython.Py_ssize_t, rand) -> list:
     "The rewards of up to `steps` uniform-random actions of `acts`, to the first done (`ProgramModel.rollout_rewards`)."
@@ -81,7 +81,119 @@ def _rollout(model, env_step, pool: list, acts: tuple, steps: cython.Py_ssize_t,
     finally: model.steps += len(rewards)
     return rewards
 
-# %% ../nbs/10c_fast_mcts.ipynb #0ecd0816
+# %% ../nbs/10c_fast_mcts.ipynb #4e177d0f
+@cython.cclass
+class _Search:
+    "One decision's search state: the program, the settings, the next states' numbers, the tape not sent yet."
+    model: object
+    env_step: object
+    pool: list
+    rand: object
+    plain: cython.bint
+    record: cython.bint
+    c_uct: cython.double
+    eps: cython.double
+    dq: cython.double
+    gamma: cython.double
+    rollout_steps: cython.Py_ssize_t
+    discounts: list
+    all_acts: tuple
+    ids: dict
+    events: list
+    steps: cython.Py_ssize_t
+    nodes: cython.Py_ssize_t
+
+    def __init__(self,
+                 model,                # a plan_driver.ProgramModel
+                 config: MCTSConfig,   # search settings
+                 rand,                 # the search's random stream (random.Random.random)
+                 all_acts: tuple,      # the actions below the root
+                 record: bool,         # write the tape
+                ):
+        self.model, self.env_step, self.pool, self.rand = model, model.env.step, model._acts, rand
+        self.plain, self.record = model._arity == 3, record   # plain: step returns (obs, reward, done)
+        self.c_uct, self.eps, self.dq, self.gamma = config.c_uct, config.epsilon, config.default_q, config.gamma
+        self.rollout_steps, self.discounts = config.rollout_steps, _discounts(config.gamma, config.rollout_steps)
+        self.all_acts, self.ids, self.events, self.steps, self.nodes = all_acts, {}, [], 0, 1
+
+# %% ../nbs/10c_fast_mcts.ipynb #d05bd971
+@cython.cfunc
+def _step(s: _Search, a) -> tuple:
+    "The program's step for action `a`: (next state's number, reward, done, valid actions), its answer on the tape."
+    try: out = s.env_step(s.pool[a])
+    except BaseException as e: raise ProgramError("exception", "in step() during planning", cause=e) from None
+    s.steps += 1
+    if s.plain and type(out) is tuple and len(out) == 3 and type(out[1]) is float \
+       and (out[2] is True or out[2] is False) and out[1] - out[1] == 0.0:
+        obs, r, done = out
+    else: obs, r, done = s.model._convert(out)
+    if type(obs) is np.ndarray and obs.dtype.char in _KEY_CHARS: k = (obs.dtype.char, obs.shape, obs.tobytes())
+    else: k = s.model.state_key(obs)
+    key = s.ids.get(k)
+    if key is None: key = s.ids[k] = len(s.ids)
+    v = None if s.plain else s.model.valid_actions
+    if s.record: s.events.append(["s", a, key, r, done, list(v) if v else None])
+    return key, r, done, v
+
+# %% ../nbs/10c_fast_mcts.ipynb #6ea706ba
+@cython.cfunc
+def _leaf_value(s: _Search, acts: tuple) -> cython.double:
+    "The discounted return of a rollout over `acts` from the program's current state, its rewards on the tape."
+    if s.plain: rewards = _rollout(s.model, s.env_step, s.pool, acts, s.rollout_steps, s.rand)
+    else: rewards = s.model.rollout_rewards(acts, s.rollout_steps, s.rand)   # valid actions after every step
+    if s.record: s.events.append(["r", list(acts), s.rollout_steps, rewards])
+    value: cython.double = 0.0
+    t: cython.Py_ssize_t
+    for t in range(len(rewards)):
+        value += cython.cast(cython.double, rewards[t]) * cython.cast(cython.double, s.discounts[t])
+    if value - value != 0.0: raise TypeError("a rollout's return is not finite")   # as rollout_value
+    return value
+
+# %% ../nbs/10c_fast_mcts.ipynb #6dcb4aa3
+@cython.cfunc
+def _backup(path: list, value: cython.double, gamma: cython.double):
+    "Back `value` up `path`, a list of (node, action position, reward): Q = r + γV, visit counts + 1."
+    node: Node
+    i: cython.Py_ssize_t
+    r: cython.double
+    j: cython.Py_ssize_t
+    for j in range(len(path) - 1, -1, -1):
+        node, i, r = path[j]
+        value = r + gamma * value
+        node.counts[i] += 1; node.sums[i] += value; node.n += 1
+
+# %% ../nbs/10c_fast_mcts.ipynb #fdb4688a
+@cython.cfunc
+def _simulate(s: _Search, tree: Node):
+    "One simulation from the program's current state (the root): descend, add the leaf, value it, back up."
+    node: Node = tree
+    child: Node
+    kids: dict
+    i: cython.Py_ssize_t
+    value: cython.double = 0.0   # a terminal state's
+    path: list = []
+    while True:
+        i = _pick(node, s.c_uct, s.eps, s.dq, s.rand)
+        key, r, done, v = _step(s, node.actions[i])
+        path.append((node, i, r))
+        if node.kids[i] is None: node.kids[i] = {}
+        kids = node.kids[i]
+        found = kids.get(key)
+        if done:
+            if found is None: kids[key] = Node(()); s.nodes += 1
+            break
+        if found is not None:
+            child = found
+            if child.actions: node = child; continue
+        else: s.nodes += 1
+        child = Node(v or s.all_acts)   # a new state, or one seen before only as a terminal one: a leaf
+        child.n = 1
+        kids[key] = child
+        value = _leaf_value(s, child.actions)
+        break
+    _backup(path, value, s.gamma)
+
+# %% ../nbs/10c_fast_mcts.ipynb #9ef8afcf
 def search(
     model,                        # a plan_driver.ProgramModel: the program's Environment and its output checks
     root,                         # what model.set_state receives (the root observation)
@@ -96,92 +208,28 @@ def search(
     root_acts = tuple(int(a) for a in actions)
     if not root_acts: raise ValueError("MCTS needs at least one legal action at the root")
     all_acts = tuple(range(n_actions if n_actions is not None else max(root_acts) + 1))
-    rnd = random.Random(int(rng.integers(2**63)))
-    rand = rnd.random
-    c_uct: cython.double = config.c_uct
-    eps: cython.double = config.epsilon
-    dq: cython.double = config.default_q
-    gamma: cython.double = config.gamma
-    rollout_steps: cython.Py_ssize_t = config.rollout_steps
-    simulations: cython.Py_ssize_t = config.simulations
-    env_step, env_set, pool, fresh = model.env.step, model.env.set_state, model._acts, model._fresh
-    discounts: list = _discounts(gamma, rollout_steps)
-    plain: cython.bint = model._arity == 3   # step returns (obs, reward, done): no valid actions
-    record: cython.bint = send is not None
+    rand = random.Random(int(rng.integers(2**63))).random
+    s: _Search = _Search(model, config, rand, all_acts, send is not None)
     tree: Node = Node(root_acts)
-    node: Node
-    child: Node
-    ids: dict = {}        # state key -> the next state's number on the tape
-    events: list = []
-    path: list
-    kids: dict
-    rewards: list
-    acts: tuple
-    nodes: cython.Py_ssize_t = 1
-    left: cython.Py_ssize_t = simulations
-    steps: cython.Py_ssize_t = 0
-    i: cython.Py_ssize_t
-    s: cython.Py_ssize_t
-    t: cython.Py_ssize_t
-    value: cython.double
-    r: cython.double
+    env_set, fresh = model.env.set_state, model._fresh
+    left: cython.Py_ssize_t = config.simulations
     sim: cython.Py_ssize_t
     try:
-        for sim in range(simulations):
+        for sim in range(config.simulations):
             left -= 1
-            if record and events and (len(events) >= CHUNK_ANSWERS or left < TAIL_SIMS): send(events); events = []
+            if s.record and s.events and (len(s.events) >= CHUNK_ANSWERS or left < TAIL_SIMS):
+                send(s.events); s.events = []
             try: env_set(fresh(root))   # ProgramModel.set_state
             except BaseException as e: raise ProgramError("exception", "in set_state() during planning", cause=e) from None
-            node, path, value = tree, [], 0.0
-            while True:
-                i = _pick(node, c_uct, eps, dq, rand)
-                a = node.actions[i]
-                try: out = env_step(pool[a])
-                except BaseException as e: raise ProgramError("exception", "in step() during planning", cause=e) from None
-                steps += 1
-                if plain and type(out) is tuple and len(out) == 3 and type(out[1]) is float \
-                   and (out[2] is True or out[2] is False) and out[1] - out[1] == 0.0:
-                    obs, rew, done = out   # the common case: already (obs, finite float, bool)
-                else: obs, rew, done = model._convert(out)
-                if type(obs) is np.ndarray and obs.dtype.char in _KEY_CHARS: k = (obs.dtype.char, obs.shape, obs.tobytes())
-                else: k = model.state_key(obs)
-                key = ids.get(k)
-                if key is None: key = ids[k] = len(ids)
-                v = None if plain else model.valid_actions
-                if record: events.append(["s", a, key, rew, done, list(v) if v else None])
-                path.append((node, i, rew))
-                if node.kids[i] is None: node.kids[i] = {}
-                kids = node.kids[i]
-                found = kids.get(key)
-                if done:
-                    if found is None: kids[key] = Node(()); nodes += 1
-                    break
-                if found is not None:
-                    child = found
-                    if child.actions: node = child; continue
-                else: nodes += 1
-                acts = v or all_acts   # a new state, or one seen before only as a terminal one: a leaf
-                child = Node(acts); child.n = 1
-                kids[key] = child
-                if plain: rewards = _rollout(model, env_step, pool, acts, rollout_steps, rand)
-                else: rewards = model.rollout_rewards(acts, rollout_steps, rand)
-                if record: events.append(["r", list(acts), rollout_steps, rewards])
-                for t in range(len(rewards)):   # rollout_value: r0 + γ r1 + γ² r2 + ..., in this order
-                    value += cython.cast(cython.double, rewards[t]) * cython.cast(cython.double, discounts[t])
-                if value - value != 0.0: raise TypeError("a rollout's return is not finite")   # as rollout_value
-                break
-            for s in range(len(path) - 1, -1, -1):
-                node, i, r = path[s]
-                value = r + gamma * value
-                node.counts[i] += 1; node.sums[i] += value; node.n += 1
+            _simulate(s, tree)
     finally:
-        model.steps += steps
-        if record and events: send(events)
+        model.steps += s.steps
+        if s.record and s.events: send(s.events)
     root_node = _Node(tree.actions)
     root_node.counts, root_node.sums = tree.counts, tree.sums
-    return _root_result(root_node, nodes, config, rng, rand)
+    return _root_result(root_node, s.nodes, config, rng, rand)
 
-# %% ../nbs/10c_fast_mcts.ipynb #d1587489
+# %% ../nbs/10c_fast_mcts.ipynb #1ce75f77
 _STALE_WARNED: list = []
 
 def compiled_search(
