@@ -9,19 +9,24 @@ from pathlib import Path
 from setuptools import Extension, setup
 
 
+ROOT = Path(__file__).resolve().parent
+
+
 def extensions() -> list:
-    src = Path("cwm_nb/fast_mcts.py")
+    src = ROOT/"cwm_nb"/"fast_mcts.py"
     if not src.exists(): return []
     from Cython.Build import cythonize
-    out = Path("build/cython/cwm_nb")
+    out = ROOT/"build"/"cython"/"cwm_nb"
     out.mkdir(parents=True, exist_ok=True)
     (out/"__init__.py").touch()
     text = src.read_text() + f"\n__source_sha256__ = {hashlib.sha256(src.read_bytes()).hexdigest()!r}\n"
     copy = out/"_fast_mcts.py"
     if not copy.exists() or copy.read_text() != text: copy.write_text(text)   # unchanged: Cython skips it
-    ext = Extension("cwm_nb._fast_mcts", [str(copy)], optional=True,
+    ext = Extension("cwm_nb._fast_mcts", [str(copy.relative_to(ROOT))],
                     extra_compile_args=["-O2", "-ffp-contract=off"])   # no fused multiply-add: the generic search's doubles
-    return cythonize([ext], build_dir="build/cython-c", quiet=True, compiler_directives={"language_level": 3})
+    exts = cythonize([ext], build_dir="build/cython-c", quiet=True, compiler_directives={"language_level": 3})
+    for e in exts: e.optional = True   # cythonize makes new Extensions without it: a failed compile must not fail the install
+    return exts
 
 
 setup(ext_modules=extensions())

@@ -146,7 +146,7 @@ def _leaf_value(s: _Search, acts: tuple) -> cython.double:
     t: cython.Py_ssize_t
     for t in range(len(rewards)):
         value += cython.cast(cython.double, rewards[t]) * cython.cast(cython.double, s.discounts[t])
-    if value - value != 0.0: raise TypeError("a rollout's return is not finite")   # as rollout_value
+    if value - value != 0.0: raise TypeError("a rollout's return is not finite")   # as rollout_value raises
     return value
 
 # %% ../nbs/10c_fast_mcts.ipynb #6dcb4aa3
@@ -193,7 +193,7 @@ def _simulate(s: _Search, tree: Node):
         break
     _backup(path, value, s.gamma)
 
-# %% ../nbs/10c_fast_mcts.ipynb #9ef8afcf
+# %% ../nbs/10c_fast_mcts.ipynb #946b9db8
 def search(
     model,                        # a plan_driver.ProgramModel: the program's Environment and its output checks
     root,                         # what model.set_state receives (the root observation)
@@ -207,6 +207,7 @@ def search(
     import random
     root_acts = tuple(int(a) for a in actions)
     if not root_acts: raise ValueError("MCTS needs at least one legal action at the root")
+    if model._acts is None: raise ValueError("fast_mcts.search needs the ProgramModel of a discrete action space (n_actions)")
     all_acts = tuple(range(n_actions if n_actions is not None else max(root_acts) + 1))
     rand = random.Random(int(rng.integers(2**63))).random
     s: _Search = _Search(model, config, rand, all_acts, send is not None)
@@ -229,7 +230,7 @@ def search(
     root_node.counts, root_node.sums = tree.counts, tree.sums
     return _root_result(root_node, s.nodes, config, rng, rand)
 
-# %% ../nbs/10c_fast_mcts.ipynb #1ce75f77
+# %% ../nbs/10c_fast_mcts.ipynb #b1e708dc
 _STALE_WARNED: list = []
 
 def compiled_search(

@@ -13,7 +13,8 @@ from fastcore.basics import patch
 from .core import CwmNbError, atomic_write_json, cache_dir, derive_seed, make_rng
 from .planning import (CEMConfig, MCTSConfig, PlanningPreset, cem_plan, get_preset, mcts_search,
                              normalized_return)
-from .plan_driver import INTEGRITY_NOTE, check_action, check_plan, check_stats, encode_state, min_model_steps
+from .plan_driver import (INTEGRITY_NOTE, _fast_search, check_action, check_plan, check_stats, encode_state,
+                                 min_model_steps)
 from .sandbox import SandboxLimits
 
 # %% auto #0
@@ -378,6 +379,7 @@ class _CwmDecider:
                        "decision_cpu_s": limits.cpu_s}
         # the session's own limits: each call's wall clock is a decision's; CPU time is counted over the whole session
         self.session_limits = replace(limits, cpu_s=int(math.ceil(limits.cpu_s)) * max(1, setup.horizon) + 1)
+        if setup.planner == "mcts": _fast_search({})   # here, in the parent: a stale compiled loop's warning is seen
 
     def close(self) -> None:
         "End the episode's session (if any)."

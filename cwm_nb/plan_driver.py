@@ -131,7 +131,7 @@ def rollout_value(
         if any(type(r) is not float and not (type(r) is int and abs(r) < 2**63) for r in rewards): raise TypeError
         rewards = [float(r) for r in rewards]
     total = functools.reduce(add, map(mul, rewards, _discounts(gamma, steps)), 0.0)   # ((0 + r0) + γ r1) + γ² r2 ..., in C
-    if total - total != 0.0: raise TypeError   # a NaN or infinite reward (or a sum beyond the float range)
+    if total - total != 0.0: raise TypeError("a rollout's return is not finite")   # NaN, infinite, or beyond the float range
     return total, len(rewards)
 
 # %% ../nbs/10a_plan_driver.ipynb #a7723550
@@ -221,11 +221,10 @@ _FAST: list = []   # [the compiled fast_mcts.search, or None], looked up once pe
 def _fast_search(args: dict) -> Callable | None:
     "The compiled `fast_mcts.search` if it is built from the current source, unless `args['fast_search']` is False; else None."
     if args.get("fast_search") is False: return None
-    if not _FAST:
-        try:
-            from cwm_nb import fast_mcts
-            _FAST.append(fast_mcts.compiled_search())
-        except ImportError: _FAST.append(None)   # the package is not installed with Cython
+    if not _FAST:   # the compiled module checks its own build (no import of Cython or of fast_mcts as Python)
+        try: from cwm_nb import _fast_mcts
+        except ImportError: _FAST.append(None)   # not built
+        else: _FAST.append(_fast_mcts.compiled_search(_fast_mcts))
     return _FAST[0]
 
 @functools.lru_cache(maxsize=16)
@@ -795,6 +794,7 @@ def _isolated_planner(args: dict, data: Any, source: str, in_job: bool) -> dict 
     """plan_driver.before_exec: fork; the child serves the model (returns None), the parent plans: one decision, or
     with `args['session']` one decision per call of the session, the model side kept alive in between."""
     if not in_job: return None
+    _fast_search(args)   # found once, before the fork: the model side inherits it
     model = _fork_model_side(source, args)
     if model is None: return None   # the model side: _execute runs the program, then plan_driver, which serves
     if not args.get("session"):

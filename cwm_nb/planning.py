@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_planning.ipynb #6dc51d60
 from __future__ import annotations
-import importlib, json, math, random
+import importlib, json, math, numbers, random
 from dataclasses import dataclass
 import numpy as np
 from .core import CwmNbError
@@ -32,12 +32,16 @@ def normalized_return(
     return (float(r_model) - float(r_random)) / den
 
 # %% ../nbs/10_planning.ipynb #ef0e2185
-def _check_positive(obj, *names, allow_zero=()):
+def _check_positive(obj, *names, allow_zero=(), counts=()):
+    "Raise `CwmNbError` unless each field of `names` is a positive number (0 allowed for `allow_zero`; whole for `counts`)."
     for n in names:
         v = getattr(obj, n)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 or (v == 0 and n not in allow_zero):
             raise CwmNbError(f"{type(obj).__name__}.{n} must be a positive number, got {v!r}",
                              f"pass e.g. {type(obj).__name__}({n}=...) with a positive value")
+        if n in counts and not isinstance(v, numbers.Integral):
+            raise CwmNbError(f"{type(obj).__name__}.{n} counts steps or samples: it must be a whole number, got {v!r}",
+                             f"pass e.g. {type(obj).__name__}({n}={int(v)})")
 
 # %% ../nbs/10_planning.ipynb #85390094
 @dataclass(frozen=True)
@@ -53,7 +57,7 @@ class MCTSConfig:
 
     def __post_init__(self):
         _check_positive(self, "simulations", "c_uct", "epsilon", "rollout_steps", "gamma", "temperature",
-                        allow_zero=("c_uct", "rollout_steps", "temperature"))
+                        allow_zero=("c_uct", "rollout_steps", "temperature"), counts=("simulations", "rollout_steps"))
         if not isinstance(self.default_q, (int, float)) or not math.isfinite(self.default_q):
             raise CwmNbError(f"MCTSConfig.default_q must be a finite number, got {self.default_q!r}", "pass e.g. default_q=1.0")
 
@@ -67,7 +71,7 @@ class CEMConfig:
     elites: int = 100          # best plans the mean and std are refit from
 
     def __post_init__(self):
-        _check_positive(self, "horizon", "iterations", "samples", "elites")
+        _check_positive(self, "horizon", "iterations", "samples", "elites", counts=("horizon", "iterations", "samples", "elites"))
         if self.elites > self.samples:
             raise CwmNbError(f"CEMConfig.elites ({self.elites}) exceeds samples ({self.samples})", "use elites <= samples")
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from cwm_nb import fast_mcts
 from cwm_nb.envs import get_env_spec, make_env
+from cwm_nb import plan_driver
 from cwm_nb.plan_driver import TapeModel, _program_model, _record_search, decode_state, encode_state
 from cwm_nb.planning import MCTSConfig, SandboxLimits, mcts_search
 
@@ -120,3 +121,16 @@ def test_a_build_of_another_source_is_refused(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("None None 1 ") and "another version of fast_mcts.py" in r.stdout, r.stdout
+
+
+def test_a_compiled_search_that_fails_sends_no_tape(monkeypatch):
+    "What a program that breaks the compiled search in its own process gets: no tape, so the planner queries live."
+    ns: dict = {}
+    exec(compile((ROOT/"data"/"programs"/"CartPole-v1.py").read_text(), "<cwm-program>", "exec"), ns)
+    args = {"space": {"kind": "discrete", "n": 2}, "obs_format": "array", "config": asdict(MCTSConfig(simulations=5)), "seed": 0}
+    model, root = _program_model(ns, args), np.float32([0.0, 0.0, 0.05, 0.0])
+    sent: list = []
+    assert _record_search(model, root, args, sent.append) is None and sent[-1] == [["e"]]   # a tape, then its end
+    monkeypatch.setattr(plan_driver, "_FAST", [lambda *a, **k: 1 / 0])
+    sent.clear()
+    assert _record_search(model, root, args, sent.append) is None and sent == [[["x"]]]

@@ -454,7 +454,8 @@ def test_a_session_decides_as_one_shot_jobs_do(sandbox):
     static = {"planner": "mcts", "config": asdict(MCTSConfig(simulations=12, rollout_steps=20)), "obs_format": "array",
               "space": {"kind": "discrete", "n": 2}, "valid_actions": False, "session": True}
     calls = [{"state": [0.01 * k, 0.0, -0.02 * k, 0.1], "obs_dtype": "<f4", "root_actions": None, "seed": k} for k in range(4)]
-    tampered = "import cwm_nb.planning as P\nP.mcts_search = None\n" + CARTPOLE   # the tape cannot be recorded: live queries
+    tampered = ("import cwm_nb.planning as P, cwm_nb.plan_driver as D\nP.mcts_search = None\n"   # neither search of the model
+                "D._FAST[:] = [lambda *a, **k: 1 / 0]\n" + CARTPOLE)   # side records a tape: live queries
     first, s = sandbox.open_session(CARTPOLE, "cwm_nb.planning:plan_driver", args=static, limits=SandboxLimits(wall_s=20, cpu_s=200))
     assert first.ok and first.value == {"ok": True}
     with s:

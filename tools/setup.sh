@@ -29,7 +29,8 @@ fi
 
 # The compiled MCTS loop (setup.py) needs the Python headers; Debian's python3 has them in python3-dev.
 [ -f "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ] ||
-  apt_install python3-dev "headers for the compiled MCTS loop" "planning will use the generic (slower) search."
+  { apt_install python3-dev "headers for the compiled MCTS loop" "planning will use the generic (slower) search." ||
+    echo "setup: warning: installing python3-dev failed; planning will use the generic (slower) search." >&2; }
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
