@@ -1,0 +1,141 @@
+"""Any gymnasium environment gets the whole workbook: registered ids, entry points `module:attr` with kwargs,
+environments defined here (tests/toy_envs.py), their descriptions, cached buffers, scoring, search and planning,
+and the errors for what cannot work."""
+import json, os, subprocess, sys
+from pathlib import Path
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+CLI = str(Path(sys.executable).with_name("cwm-nb"))
+CORRIDOR_CWM = (HERE/"toy_corridor_cwm.py").read_text()
+FROZENLAKE_CWM = (HERE/"toy_frozenlake_cwm.py").read_text()
+
+
+@pytest.fixture(autouse=True)
+def own_envs(tmp_path, monkeypatch):
+    "tests/ on the import path (the entry points live in toy_envs.py), a fresh cache, and a fresh session."
+    from cwm_nb import envs
+    monkeypatch.syspath_prepend(str(HERE))
+    monkeypatch.setenv("CWM_NB_CACHE", str(tmp_path/"cache"))
+    monkeypatch.delenv(envs.SESSION_ENV_VAR, raising=False)
+    monkeypatch.setattr(envs, "_SESSION", {})
+    for f in (envs.describe_env, envs.env_class): f.cache_clear()
+
+
+def _cli_env(tmp_path):
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE)]), "CWM_NB_CACHE": str(tmp_path/"cache")}
+
+
+def test_a_registered_id_gets_a_description_a_cached_buffer_and_a_score(tmp_path):
+    from cwm_nb.envs import resolve_env, describe_env
+    from cwm_nb.replay import load_buffer
+    from cwm_nb.cwm import evaluate_program
+    spec = resolve_env("FrozenLake-v1", '{"is_slippery": false}')
+    assert (spec.suite, spec.obs_format, spec.state_kind, spec.planner) == ("gym", "int", "discrete", "mcts")
+    d = describe_env(spec)
+    assert d.startswith("## Description") and "## Spaces (generated from the environment)" in d and "Discrete(16)" in d
+    assert "## Arguments" not in d and "## Version History" not in d      # the benchmark's section handling
+    buf = load_buffer(spec)
+    kept = list((tmp_path/"cache"/"buffers"/"gym").iterdir())
+    assert len(kept) == 1 and kept[0].name.startswith(spec.name)
+    assert buf.meta["env_kwargs"] == {"is_slippery": False} and len(buf.episode_lengths()) == 10
+    assert load_buffer(spec).same_transitions(buf) and len(list((tmp_path/"cache"/"buffers"/"gym").iterdir())) == 1
+    ev = evaluate_program(FROZENLAKE_CWM, buf)
+    assert (ev.accuracy, ev.exact_replay, ev.error) == (1.0, 1.0, None)
+
+
+def test_an_entry_point_of_ones_own_gets_its_docstring_and_plans_against_an_oracle():
+    from cwm_nb.envs import resolve_env
+    from cwm_nb.replay import load_buffer
+    from cwm_nb.cwm import evaluate_program
+    from cwm_nb.planning import evaluate_planning
+    spec = resolve_env("toy_envs:Corridor")
+    assert (spec.entry_point, spec.horizon, spec.planner) == ("toy_envs:Corridor", 100, "mcts")
+    assert "Walking into a wall" in spec.description and "`length`: number of cells" not in spec.description
+    assert evaluate_program(CORRIDOR_CWM, load_buffer(spec)).accuracy == 1.0
+    pr = evaluate_planning(spec, CORRIDOR_CWM, episodes=2, preset="quick", progress=False)
+    assert pr.oracle_note is None and pr.return_oracle is not None and pr.return_oracle > pr.return_random
+    assert pr.normalized_return == pytest.approx(1.0)
+
+
+def test_kwargs_and_a_factory_are_other_environments():
+    from cwm_nb.envs import resolve_env, make_env
+    a, b = resolve_env("toy_envs:Corridor"), resolve_env("toy_envs:Corridor", {"length": 4})
+    assert a.name != b.name and b.make_kwargs == {"length": 4}
+    assert make_env(b).unwrapped.length == 4
+    f = resolve_env("toy_envs:make_corridor")
+    assert f.horizon == 30 and "Walking into a wall" in f.description   # the factory's env class documents it
+
+
+def test_no_oracle_is_said_with_its_reason_and_raw_returns_are_kept():
+    from cwm_nb.envs import resolve_env
+    from cwm_nb.planning import evaluate_planning
+    spec = resolve_env("toy_envs:LockedCorridor")
+    pr = evaluate_planning(spec, CORRIDOR_CWM, episodes=2, preset="quick", progress=False)
+    assert pr.return_oracle is None and pr.normalized_return is None and pr.return_cwm is not None
+    assert pr.oracle_note.startswith("no oracle for this environment, because cannot snapshot LockedCorridor: its attribute 'lock'")
+
+
+def test_a_continuous_environment_is_planned_with_cem():
+    from cwm_nb.envs import resolve_env
+    spec = resolve_env("toy_envs:Drift")
+    assert (spec.action_kind, spec.planner, spec.state_kind) == ("continuous", "cem", "continuous")
+
+
+@pytest.mark.parametrize("env, kwargs, says", [
+    ("no_such_module_xyz:Env", "", "does not import: ModuleNotFoundError"),
+    ("toy_envs:Pixels", "", "image observations"),
+    ("toy_envs:BrokenReset", "", "reset(seed=0) failed (ValueError: the level file is missing)"),
+    ("toy_envs:Corridor", '{"width": 3}', "making the environment failed"),
+    ("MiniGrid-Empty-5x5-v0", "", "'mission'"),
+    ("CartPole-v1", '{"sutton_barto_reward": true}', "whose arguments are fixed"),
+    ("FrozenLake-v1", "[1]", "must be a JSON object"),
+])
+def test_what_cannot_work_is_a_clear_error(env, kwargs, says):
+    from cwm_nb.core import CwmNbError
+    from cwm_nb.envs import resolve_env
+    with pytest.raises(CwmNbError) as e: resolve_env(env, kwargs)
+    assert says in str(e.value)
+
+
+def test_a_run_that_cannot_start_writes_nothing(tmp_path):
+    r = subprocess.run([CLI, "run", "cwmb", "--env", "toy_envs:Pixels", "--model", "embedded", "--out", str(tmp_path/"r")],
+                       capture_output=True, text=True, env=_cli_env(tmp_path), cwd=ROOT, timeout=300)
+    assert r.returncode == 2 and "image observations" in r.stderr, r.stderr[-2000:]
+    assert not (tmp_path/"r").exists()
+
+
+def test_search_on_ones_own_environment_records_what_it_was(tmp_path):
+    from cwm_nb.experiments import run_cwmb_search, plan_run, write_metrics
+    from cwm_nb.llm import ScriptedLLM
+    out = run_cwmb_search(env="toy_envs:Corridor", env_kwargs='{"length": 6}', model="scripted", budget=1,
+                          out=tmp_path/"r", llm=ScriptedLLM(["```python\n" + CORRIDOR_CWM + "\n```\n"]),
+                          plan_preset="quick", plan_episodes=2, progress=False)
+    m = out.metrics
+    assert out.run_dir.relative_to(tmp_path/"r").parts[:2] == ("gym", m["env"]) and m["env"].startswith("toy_envs.Corridor-")
+    assert (m["env_id"], m["entry_point"], m["env_kwargs"]) == ("toy_envs:Corridor", "toy_envs:Corridor", {"length": 6})
+    assert m["accuracy"] == 1.0 and m["heldout_accuracy"] == 1.0 and m["deterministic"] is True
+    assert "Walking into a wall" in (out.run_dir/"description.md").read_text()
+    planning = plan_run(out, preset="quick", episodes=2, progress=False)
+    assert planning["normalized_return"] == pytest.approx(1.0)
+    write_metrics(out, **planning)
+
+
+def test_eval_program_takes_an_id_with_kwargs_from_the_command_line(tmp_path):
+    (tmp_path/"p.py").write_text(FROZENLAKE_CWM)
+    r = subprocess.run([CLI, "eval-program", str(tmp_path/"p.py"), "--env", "FrozenLake-v1", "--env-kwargs",
+                        '{"is_slippery": false}', "--no-determinism"],
+                       capture_output=True, text=True, env=_cli_env(tmp_path), cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "accuracy 1.0000" in r.stdout and r.stdout.startswith("FrozenLake-v1-")
+
+
+def test_a_registered_spec_reaches_a_child_process(tmp_path):
+    from cwm_nb import envs
+    spec = envs.register_env("toy_envs:Corridor", {"length": 5}, name="my-corridor")
+    code = "from cwm_nb.envs import get_env_spec; s = get_env_spec('my-corridor'); print(s.entry_point, s.make_kwargs)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                       env={**_cli_env(tmp_path), envs.SESSION_ENV_VAR: os.environ[envs.SESSION_ENV_VAR]}, timeout=120)
+    assert r.stdout.split() == ["toy_envs:Corridor", "{'length':", "5}"], r.stderr[-2000:]
+    assert spec.name == "my-corridor"
