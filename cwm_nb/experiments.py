@@ -248,7 +248,7 @@ def _score_metrics(res, final, buf) -> dict:
 def _env_identity(spec) -> dict:
     "What tells two environments of one name apart in metrics and the results index: id, entry point, kwargs, time limit."
     return dict(env_id=spec.gym_id or spec.entry_point, entry_point=spec.entry_point, env_kwargs=spec.make_kwargs,
-                max_episode_steps=spec.max_episode_steps)
+                max_episode_steps=spec.max_episode_steps, action_kind=spec.action_kind)
 
 def _cwmb_metrics(spec, s: dict, res, llm, final, held, split, buf, sandbox, eval_s: float, t0: float) -> dict:
     "The `metrics.json` of a CWMB search with settings `s`, as plain JSON; `eval_s` and the times are seconds."

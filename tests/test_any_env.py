@@ -120,6 +120,18 @@ def test_search_on_ones_own_environment_records_what_it_was(tmp_path):
     planning = plan_run(out, preset="quick", episodes=2, progress=False)
     assert planning["normalized_return"] == pytest.approx(1.0)
     write_metrics(out, **planning)
+    from cwm_nb.sweeps import build_index
+    from cwm_nb.figures import table_other_envs
+    row = build_index(tmp_path/"r").iloc[0]
+    assert (row.suite, row.env, row.env_id, row.env_kwargs, row.action_kind) == \
+        ("gym", m["env"], "toy_envs:Corridor", '{"length": 6}', "discrete")
+    t = table_other_envs(build_index(tmp_path/"r")).df
+    assert t.index.get_level_values("env").tolist() == [m["env"]] and t["R"].iloc[0] == pytest.approx(1.0)
+
+
+def test_a_sweep_takes_gymnasium_ids_and_entry_points():
+    from cwm_nb.sweeps import expand_envs
+    assert expand_envs("CartPole-v1,FrozenLake-v1,toy_envs:Corridor") == ["CartPole-v1", "FrozenLake-v1", "toy_envs.Corridor"]
 
 
 def test_eval_program_takes_an_id_with_kwargs_from_the_command_line(tmp_path):
