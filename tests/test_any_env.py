@@ -151,3 +151,12 @@ def test_a_registered_spec_reaches_a_child_process(tmp_path):
                        env={**_cli_env(tmp_path), envs.SESSION_ENV_VAR: os.environ[envs.SESSION_ENV_VAR]}, timeout=120)
     assert r.stdout.split() == ["toy_envs:Corridor", "{'length':", "5}"], r.stderr[-2000:]
     assert spec.name == "my-corridor"
+
+
+def test_the_own_environment_notebook_runs_the_whole_path(tmp_path):
+    "nbs/experiments/own_env.ipynb under papermill: an env defined in the notebook, registered, searched, scored, planned."
+    from cwm_nb.experiments import run_notebook
+    run_notebook("own_env", dict(out=str(tmp_path/"r"), seed=0, budget=1, plan_episodes=2), tmp_path/"nb.ipynb", stream=False)
+    m = json.loads((tmp_path/"r"/"gym"/"lights"/"gif-mcts"/"scripted"/"seed0"/"metrics.json").read_text())
+    assert (m["env"], m["entry_point"], m["accuracy"], m["status"]) == ("lights", "__main__:Lights", 1.0, "complete")
+    assert m["normalized_return"] == pytest.approx(1.0)
