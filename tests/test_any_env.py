@@ -160,3 +160,19 @@ def test_the_own_environment_notebook_runs_the_whole_path(tmp_path):
     m = json.loads((tmp_path/"r"/"gym"/"lights"/"gif-mcts"/"scripted"/"seed0"/"metrics.json").read_text())
     assert (m["env"], m["entry_point"], m["accuracy"], m["status"]) == ("lights", "__main__:Lights", 1.0, "complete")
     assert m["normalized_return"] == pytest.approx(1.0)
+
+
+def test_a_dict_observation_is_flattened_as_its_description_says():
+    from cwm_nb.envs import resolve_env
+    from cwm_nb.replay import load_buffer
+    from cwm_nb.cwm import evaluate_program
+    from cwm_nb.planning import evaluate_planning
+    spec = resolve_env("toy_envs:Beacon")
+    assert (spec.obs_format, spec.state_kind) == ("array", "discrete")
+    assert "- index 0: `lit` (MultiBinary)\n- index 1: `pos` (Discrete)" in spec.description
+    buf = load_buffer(spec)
+    assert buf.obs.shape[1:] == (2,) and buf.obs.dtype.kind == "i"
+    program = (HERE/"toy_beacon_cwm.py").read_text()
+    assert evaluate_program(program, buf).accuracy == 1.0
+    pr = evaluate_planning(spec, program, episodes=2, preset="quick", progress=False)
+    assert pr.return_oracle == 1.0 and pr.return_cwm == 1.0

@@ -89,3 +89,30 @@ class LockedCorridor(Corridor):
         import threading
         super().__init__(length)
         self.lock = threading.Lock()
+
+
+class Beacon(gym.Env):
+    """A walker on a line of 5 cells; the beacon at cell 4 is lit once the walker has passed cell 2.
+
+    ## Observation Space
+    A dict: `pos` the walker's cell (Discrete(5)), `lit` whether the beacon is on (MultiBinary(1)).
+
+    ## Rewards
+    +1 for the step onto cell 4 while the beacon is on, 0 otherwise.
+    """
+    observation_space = spaces.Dict({"pos": spaces.Discrete(5), "lit": spaces.MultiBinary(1)})
+    action_space = spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.pos, self.lit = 0, 0
+        return self._obs(), {}
+
+    def _obs(self):
+        return {"pos": self.pos, "lit": np.array([self.lit], np.int8)}
+
+    def step(self, action):
+        self.pos = min(max(self.pos + (1 if int(action) == 1 else -1), 0), 4)
+        self.lit = int(self.lit or self.pos == 2)
+        done = self.pos == 4 and bool(self.lit)
+        return self._obs(), float(done), done, False, {}
