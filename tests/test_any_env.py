@@ -176,3 +176,16 @@ def test_a_dict_observation_is_flattened_as_its_description_says():
     assert evaluate_program(program, buf).accuracy == 1.0
     pr = evaluate_planning(spec, program, episodes=2, preset="quick", progress=False)
     assert pr.return_oracle == 1.0 and pr.return_cwm == 1.0
+
+
+def test_a_search_on_ones_own_environment_resumes_from_its_folder(tmp_path):
+    "The same run again (same env, kwargs, seed) finds its checkpoint: no further LLM call; other kwargs are another folder."
+    from cwm_nb.experiments import run_cwmb_search
+    from cwm_nb.llm import ScriptedLLM
+    kw = dict(env="toy_envs:Corridor", env_kwargs='{"length": 6}', model="scripted", budget=1, out=tmp_path/"r",
+              plan_preset="none", progress=False)
+    first = run_cwmb_search(**kw, llm=ScriptedLLM(["```python\n" + CORRIDOR_CWM + "\n```\n"]))
+    again = run_cwmb_search(**kw, llm=ScriptedLLM([]))          # would raise if it were asked
+    assert again.run_dir == first.run_dir and again.metrics["accuracy"] == first.metrics["accuracy"] == 1.0
+    other = run_cwmb_search(**{**kw, "env_kwargs": '{"length": 7}'}, llm=ScriptedLLM(["```python\n" + CORRIDOR_CWM + "\n```\n"]))
+    assert other.run_dir != first.run_dir and other.metrics["accuracy"] < 1.0
