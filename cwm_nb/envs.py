@@ -769,6 +769,8 @@ def spec_from_gym(
         horizon = int(max_episode_steps or (e.spec.max_episode_steps if e.spec else None) or 100)
         doc = type(e.unwrapped).__doc__ or ""
         text = description or generated_description(doc, osp, asp, fmt, flat)
+        if kwargs and not description:   # the docstring describes the defaults: say which arguments differ
+            text += f"\nThe environment is made with the arguments {', '.join(f'{k}={v!r}' for k, v in kwargs.items())}.\n"
         layout = _layout(osp) if flat else ""
     finally: e.close()
     from dataclasses import replace
