@@ -189,3 +189,29 @@ def test_a_search_on_ones_own_environment_resumes_from_its_folder(tmp_path):
     assert again.run_dir == first.run_dir and again.metrics["accuracy"] == first.metrics["accuracy"] == 1.0
     other = run_cwmb_search(**{**kw, "env_kwargs": '{"length": 7}'}, llm=ScriptedLLM(["```python\n" + CORRIDOR_CWM + "\n```\n"]))
     assert other.run_dir != first.run_dir and other.metrics["accuracy"] < 1.0
+
+
+def test_cwm_nb_run_takes_an_entry_point_with_kwargs_through_papermill(tmp_path):
+    "The command line's path: --env module:attr and --env-kwargs reach the experiment notebook; the run folder and metrics name them."
+    from cwm_nb.provider_double import ProviderDouble
+    with ProviderDouble("openai", answers="capable", idle_timeout=600) as d:
+        r = subprocess.run([CLI, "run", "cwmb", "--env", "toy_envs:Corridor", "--env-kwargs", '{"length": 6}',
+                            "--model", "openai:gpt-4o", "--base-url", d.base_url, "--budget", "1", "--out", str(tmp_path/"r"),
+                            "--plan-preset", "none"], capture_output=True, text=True, env=_cli_env(tmp_path), cwd=ROOT, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (rd,) = (tmp_path/"r"/"gym").glob("toy_envs.Corridor-*/gif-mcts/openai_gpt-4o/seed0")
+    m = json.loads((rd/"metrics.json").read_text())
+    assert (m["entry_point"], m["env_kwargs"], m["status"]) == ("toy_envs:Corridor", {"length": 6}, "complete")
+    assert json.loads((rd/"settings.json").read_text())["env_kwargs"] == '{"length": 6}'
+    assert "Walking into a wall" in (rd/"description.md").read_text()
+
+
+def test_lunar_lander_gets_a_buffer_and_says_why_it_has_no_oracle():
+    pytest.importorskip("Box2D", reason="Box2D is not installed (extra box2d)")
+    from cwm_nb.envs import resolve_env
+    from cwm_nb.replay import load_buffer
+    from cwm_nb.oracle import oracle_problem
+    spec = resolve_env("LunarLander-v3")
+    assert (spec.planner, spec.obs_format, spec.state_kind) == ("mcts", "array", "continuous")
+    assert load_buffer(spec).obs.shape[1:] == (8,)
+    assert oracle_problem(spec).startswith("cannot snapshot LunarLander: its attribute 'world' (b2World) cannot be copied")
