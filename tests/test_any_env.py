@@ -87,6 +87,7 @@ def test_a_continuous_environment_is_planned_with_cem():
     ("no_such_module_xyz:Env", "", "does not import: ModuleNotFoundError"),
     ("toy_envs:Pixels", "", "image observations"),
     ("toy_envs:BrokenReset", "", "reset(seed=0) failed (ValueError: the level file is missing)"),
+    ("toy_envs:NeedsWindow", "", "making the environment needs a display"),
     ("toy_envs:Corridor", '{"width": 3}', "making the environment failed"),
     ("MiniGrid-Empty-5x5-v0", "", "'mission'"),
     ("CartPole-v1", '{"sutton_barto_reward": true}', "whose arguments are fixed"),

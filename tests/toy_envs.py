@@ -116,3 +116,11 @@ class Beacon(gym.Env):
         self.lit = int(self.lit or self.pos == 2)
         done = self.pos == 4 and bool(self.lit)
         return self._obs(), float(done), done, False, {}
+
+
+class NeedsWindow(gym.Env):
+    "Opens a window in its constructor, as some renderers do; here without a display."
+    observation_space, action_space = spaces.Discrete(2), spaces.Discrete(2)
+
+    def __init__(self):
+        raise RuntimeError("cannot open display ':0'")
