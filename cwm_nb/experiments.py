@@ -864,7 +864,12 @@ def _cmd_collect(a) -> int:
             raise CwmNbError(f"{a.out} is not empty and does not hold a {a.env} buffer" + (f" (it holds {other})" if other else ""),
                              "pass an empty or new folder as --out (an existing buffer of the same environment is replaced)")
     from cwm_nb import collect   # the collection plans, for the continuous environments (05b_collect)
-    collect.collect_main(spec, a.seed, a.out)
+    plan = None
+    if getattr(a, "episodes", 0) or getattr(a, "max_steps", 0):
+        if spec.suite != "gym":
+            raise CwmNbError(f"{spec.name}'s buffer has its own collection plan", "drop --episodes and --max-steps")
+        plan = replay.generated_plan(a.episodes or 10, a.max_steps or 100)
+    collect.collect_main(spec, a.seed, a.out, plan=plan)
     return 0
 
 # %% ../nbs/13_experiments.ipynb #18d3b07f
@@ -877,6 +882,8 @@ def add_collect_cli(sub) -> None:
     c.add_argument("--out", default=None, help="buffer folder to write; default: data/buffers/<env> for seed 0 (the shipped "
                    "buffer, rewritten identically), the cache folder <cache>/buffers/<env>-seed<S> for other seeds")
     add_env_args(c)
+    c.add_argument("--episodes", type=int, default=0, help="environments outside the benchmark: random episodes (0: 10)")
+    c.add_argument("--max-steps", type=int, default=0, help="environments outside the benchmark: episode cap (0: 100)")
     c.set_defaults(fn=_cmd_collect)
 
 # %% ../nbs/13_experiments.ipynb #47314228

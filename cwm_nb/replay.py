@@ -833,16 +833,17 @@ def collect_main(
     seed: int = 0,                   # collection seed
     out: str | Path | None = None,   # folder to write; default: the shipped folder for seed 0, else the cache
     planner: Planner | None = None,  # for kind "cem" (`cwm_nb.collect.oracle_cem_planner`)
+    plan: CollectionPlan | None = None,  # how to collect; default `get_collection_plan(env)`
 ) -> Path:
     "Collect `env`'s buffer with `seed`, save it, print a summary (transitions, episodes, returns, time). Returns the folder."
     import time
     from cwm_nb.core import cache_dir
     t0 = time.perf_counter()
-    buf = collect_buffer(env, seed, planner=planner)
+    buf = collect_buffer(env, seed, plan, planner=planner)
     wall = time.perf_counter() - t0
     spec = get_env_spec(env)
     if out is None and spec.suite == "gym":   # never into the package: the cache folder `cached_buffer` reads
-        out = cache_dir()/"buffers"/"gym"/f"{spec.name}-{buffer_key(spec, seed, get_collection_plan(spec))}"
+        out = cache_dir()/"buffers"/"gym"/f"{spec.name}-{buffer_key(spec, seed, plan or get_collection_plan(spec))}"
     if out is None: out = default_buffer_path(env) if seed == 0 else cache_dir()/"buffers"/f"{spec.name}-seed{seed}"
     path = buf.save(out)
     s = summarize_buffer(buf)

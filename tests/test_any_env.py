@@ -216,3 +216,14 @@ def test_lunar_lander_gets_a_buffer_and_says_why_it_has_no_oracle():
     assert (spec.planner, spec.obs_format, spec.state_kind) == ("mcts", "array", "continuous")
     assert load_buffer(spec).obs.shape[1:] == (8,)
     assert oracle_problem(spec).startswith("cannot snapshot LunarLander: its attribute 'world' (b2World) cannot be copied")
+
+
+def test_collect_takes_counts_and_length_and_a_run_reads_that_folder(tmp_path):
+    run = lambda *a: subprocess.run([CLI, *a], capture_output=True, text=True, env=_cli_env(tmp_path), cwd=ROOT, timeout=300)
+    r = run("collect", "--env", "toy_envs:Corridor", "--episodes", "3", "--max-steps", "20", "--out", str(tmp_path/"b"))
+    assert r.returncode == 0 and "3 episodes" in r.stdout, r.stderr[-2000:]
+    (tmp_path/"p.py").write_text(CORRIDOR_CWM)
+    r = run("eval-program", str(tmp_path/"p.py"), "--env", "toy_envs:Corridor", "--buffer", str(tmp_path/"b"), "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["n_transitions"] == 45, r.stderr[-2000:]
+    r = run("collect", "--env", "CartPole-v1", "--episodes", "3", "--out", str(tmp_path/"c"))
+    assert r.returncode == 2 and "has its own collection plan" in r.stderr
