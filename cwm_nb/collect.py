@@ -44,6 +44,7 @@ def collect_main(
     env: str,                        # benchmark environment name
     seed: int = 0,                   # collection seed
     out: str | Path | None = None,   # folder to write; default: the shipped folder for seed 0, else the cache
+    plan: CollectionPlan | None = None,  # how to collect; default `replay.get_collection_plan(env)`
 ) -> Path:
     "`replay.collect_main` with CEM on the real env: collect, save, print a summary. Returns the folder."
-    return replay.collect_main(env, seed, out, planner=oracle_cem_planner)
+    return replay.collect_main(env, seed, out, planner=oracle_cem_planner, plan=plan)

@@ -11,17 +11,18 @@ from typing import Literal
 from .core import CwmNbError
 
 # %% auto #0
-__all__ = ['REGISTRY', 'KEPT_SECTIONS', 'MUJOCO_V4_DOCSTRINGS_FILE', 'EnvSpec', 'env_names', 'cwmb_names', 'paper_order',
-           'get_env_spec', 'make_env', 'kept_sections', 'trim_docstring', 'env_class', 'env_docstring', 'describe_env',
-           'action_space_label', 'env_table', 'undocumented_entry_points', 'docstrings_from_wheel',
-           'mujoco_v4_docstrings']
+__all__ = ['REGISTRY', 'SESSION_ENV_VAR', 'KEPT_SECTIONS', 'FlatObservation', 'MUJOCO_V4_DOCSTRINGS_FILE', 'EnvSpec', 'env_names',
+           'cwmb_names', 'paper_order', 'spec_to_plain', 'spec_from_plain', 'get_env_spec', 'make_env', 'kept_sections',
+           'trim_docstring', 'env_class', 'env_docstring', 'describe_env', 'action_space_label', 'env_table',
+           'obs_format_of', 'describe_space', 'generated_description', 'spec_from_gym', 'register_env', 'resolve_env',
+           'undocumented_entry_points', 'docstrings_from_wheel', 'mujoco_v4_docstrings']
 
 # %% ../nbs/03_envs.ipynb #9205bb48
 @dataclass(frozen=True)
 class EnvSpec:
-    "One benchmark environment: the paper's id, the gymnasium id made today, and how it is planned and scored."
+    "One environment: how it is made, planned and scored, and what the model is told. Benchmark entries and generated specs alike."
     name: str                                  # benchmark name = the paper's id (gymnasium 0.29.1), e.g. "CartPole-v1"
-    gym_id: str                                # id passed to `gymnasium.make` in gymnasium 1.x
+    gym_id: str                                # id passed to `gymnasium.make` in gymnasium 1.x ("" when made from `entry_point`)
     action_kind: Literal["discrete", "continuous"]  # kind of action space
     state_kind: Literal["continuous", "discrete"]   # next-state check: allclose (continuous) or exact (discrete)
     planner: Literal["mcts", "cem"]            # planner used for the normalized return (paper Tables 13-14)
@@ -32,8 +33,16 @@ class EnvSpec:
     obs_format: Literal["array", "int", "tuple", "rtfm"] = "array"  # what `set_state` receives (the paper's prompts)
     valid_actions: bool = False                # `step` returns (next_obs, valid_actions, reward, done) (RTFM)
     paper_idx: int | None = None               # index in the paper's planning order (`--env_indexes`); None for rtfm
-    suite: Literal["cwmb", "rtfm"] = "cwmb"    # the 18 gymnasium environments, or RTFM
+    suite: Literal["cwmb", "rtfm", "gym"] = "cwmb"  # the 18 gymnasium environments, RTFM, or any other (generated)
     description_cut: tuple[str, ...] = ()      # regexes: spans removed inside paragraphs (pointers elsewhere)
+    entry_point: str = ""                      # "module:attr" (class or factory) made instead of a registered id
+    max_episode_steps: int | None = None       # time limit given to `gymnasium.make` (None: the registration's)
+    description: str = ""                      # the prompts' description when set (generated or given), else the docstring's
+    obs_layout: str = ""                       # a Tuple/Dict observation flattened into one array: which index holds what
+
+    def __hash__(self): return hash((self.name, self.gym_id, self.entry_point, self.max_episode_steps,
+                                     repr(sorted(self.make_kwargs.items()))))
+    def __str__(self): return self.name        # a spec reads as its name in messages, seeds and paths
 
 # %% ../nbs/03_envs.ipynb #7742682d
 _MUJOCO_NOTE = ("gymnasium 1.x ships this -v4 class with the same code as 0.29.1 (only its render modes changed) "
@@ -301,21 +310,61 @@ def paper_order() -> list[str]:
     "The 18 CWMB environments in the paper's planning order (`paper_idx`, `--env_indexes`)."
     return sorted(cwmb_names(), key=lambda n: REGISTRY[n].paper_idx)
 
+# %% ../nbs/03_envs.ipynb #2da4773f
+SESSION_ENV_VAR = "CWM_NB_ENVS"   # JSON {name: spec as plain data} that child processes read
+_SESSION: dict[str, EnvSpec] = {}
+
+def spec_to_plain(spec: EnvSpec) -> dict:
+    "An `EnvSpec` as JSON-safe plain data (`spec_from_plain` inverts it)."
+    from dataclasses import asdict
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(spec).items()}
+
+def spec_from_plain(d: dict) -> EnvSpec:
+    "The `EnvSpec` of `spec_to_plain`'s data."
+    return EnvSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+
+# %% ../nbs/03_envs.ipynb #9c351db4
+def _session_spec(name: str) -> EnvSpec | None:
+    "The spec this process (or a parent, through `$CWM_NB_ENVS`) registered under `name`, or None."
+    import json, os
+    if name in _SESSION: return _SESSION[name]
+    try: d = json.loads(os.environ.get(SESSION_ENV_VAR) or "{}")[name]
+    except (KeyError, ValueError, TypeError): return None
+    return _SESSION.setdefault(name, spec_from_plain(d))
+
+def _registered_id(env_id: str) -> bool:
+    "Whether gymnasium knows `env_id` (importing minigrid first for MiniGrid ids)."
+    import gymnasium as gym
+    if str(env_id).startswith(("MiniGrid-", "BabyAI-")):
+        try: import minigrid  # noqa: F401  (registers its ids)
+        except ImportError: pass
+    try: gym.spec(env_id); return True
+    except Exception: return False
+
 # %% ../nbs/03_envs.ipynb #fa8157c9
-def get_env_spec(
-    name: str,  # benchmark name (the paper's id), e.g. "CartPole-v1"
-) -> EnvSpec:
-    "The registry entry for `name`. Raises `CwmNbError` listing the known names if `name` is unknown."
-    if name in REGISTRY: return REGISTRY[name]
+def _unknown(name: str) -> CwmNbError:
+    "The error for a name that is neither a benchmark name, a registered gymnasium id nor an entry point."
     hint = ""
     by_gym = [s.name for s in REGISTRY.values() if s.gym_id == name]
     by_case = [n for n in REGISTRY if n.lower() == str(name).lower()]
     close = difflib.get_close_matches(str(name), list(REGISTRY), n=1, cutoff=0.6)
     if by_gym: hint = f" ({name!r} is the gymnasium id of benchmark environment {by_gym[0]!r})"
     elif by_case or close: hint = f" (did you mean {(by_case or close)[0]!r}?)"
-    raise CwmNbError(f"unknown environment {name!r}{hint}; known environments: {', '.join(REGISTRY)}",
-                     "pass one of the known names; they are the paper's ids (e.g. 'CartPole-v1'), "
-                     "run `cwm-nb envs` (or `cwm_nb.envs.env_names()`) to list them")
+    return CwmNbError(f"unknown environment {name!r}{hint}; known environments: {', '.join(REGISTRY)}",
+                      "pass one of the known names (the paper's ids, e.g. 'CartPole-v1'; `cwm-nb envs` lists them), "
+                      "a registered gymnasium id (e.g. 'FrozenLake-v1'), or an entry point `module:attr` importable "
+                      "from the working directory or PYTHONPATH")
+
+def get_env_spec(
+    name: str | EnvSpec,  # benchmark name (the paper's id), a session's name, a gymnasium id, `module:attr`, or a spec
+) -> EnvSpec:
+    "The spec of `name`: the registry's, this session's, or generated from gymnasium. Raises `CwmNbError` if unknown."
+    if isinstance(name, EnvSpec): return _remember(name)
+    if name in REGISTRY: return REGISTRY[name]
+    if (s := _session_spec(name)) is not None: return s
+    if not any(s.gym_id == name for s in REGISTRY.values()) and (":" in str(name) or _registered_id(name)):
+        return _remember(spec_from_gym(name))
+    raise _unknown(name)
 
 # %% ../nbs/03_envs.ipynb #cb3ccc5a
 def _ensure_registered(spec: EnvSpec) -> None:
@@ -328,12 +377,13 @@ def _ensure_registered(spec: EnvSpec) -> None:
 
 # %% ../nbs/03_envs.ipynb #83456e18
 def make_env(
-    name: str,  # benchmark name (the paper's id), or "rtfm"
-    **kw,       # extra keyword arguments for `gymnasium.make` (override `make_kwargs`)
+    name: str | EnvSpec,  # benchmark name (the paper's id), "rtfm", or any name `get_env_spec` takes
+    **kw,                 # extra keyword arguments for `gymnasium.make` (override `make_kwargs`)
 ):
-    "A fresh `gymnasium.Env` for benchmark environment `name` (made from its `gym_id`). Raises `CwmNbError` if unknown."
+    "A fresh `gymnasium.Env` for environment `name` (from its `gym_id` or entry point). Raises `CwmNbError` if unknown."
     import gymnasium as gym
     spec = get_env_spec(name)
+    if spec.suite == "gym": return _gym_make(spec, **kw)
     _ensure_registered(spec)
     with warnings.catch_warnings():
         # gymnasium 1.x flags every MuJoCo -v4 id as out of date (v5 exists); the paper used -v4, so we make it
@@ -412,15 +462,15 @@ def trim_docstring(
 
 # %% ../nbs/03_envs.ipynb #294b936a
 @functools.lru_cache(maxsize=None)
-def env_class(name: str) -> type:
-    "The environment class that `make_env(name)` instantiates (from the gymnasium registry's entry point)."
+def env_class(name: str | EnvSpec) -> type:
+    "The environment class that `make_env(name)` instantiates (from the gymnasium registry's entry point, or the spec's)."
     import gymnasium as gym
     from gymnasium.envs.registration import load_env_creator
     spec = get_env_spec(name)
     _ensure_registered(spec)
-    creator = load_env_creator(gym.spec(spec.gym_id).entry_point)
+    creator = _load_entry_point(spec.entry_point) if spec.entry_point else load_env_creator(gym.spec(spec.gym_id).entry_point)
     if not isinstance(creator, type):
-        raise CwmNbError(f"the entry point of {spec.gym_id!r} is a function, not an environment class",
+        raise CwmNbError(f"the entry point of {spec.gym_id or spec.entry_point!r} is a function, not an environment class",
                          "give this EnvSpec a class whose docstring describes the environment")
     return creator
 
@@ -435,10 +485,11 @@ def env_docstring(
 # %% ../nbs/03_envs.ipynb #46135bf1
 @functools.lru_cache(maxsize=None)
 def describe_env(
-    name: str,  # benchmark name (the paper's id)
+    name: str | EnvSpec,  # benchmark name (the paper's id), or any name `get_env_spec` takes
 ) -> str:
-    "The environment's text description for prompts: its class docstring trimmed as the paper did (§3, App. I). Markdown."
+    "The environment's text description for prompts: the spec's own, else its class docstring trimmed as the paper did (§3, App. I). Markdown."
     spec = get_env_spec(name)
+    if spec.description: return spec.description
     text = trim_docstring(env_docstring(name), spec.description_drop, spec.description_cut)
     missing = [s for s in KEPT_SECTIONS if f"## {s}" not in text]
     if missing == list(KEPT_SECTIONS):
@@ -467,6 +518,314 @@ def env_table(
         rows.append(dict(name=spec.name, gym_id=spec.gym_id, actions=actions, planner=spec.planner,
                          horizon=spec.horizon, obs_format=spec.obs_format))
     return rows
+
+# %% ../nbs/03_envs.ipynb #872295c0
+def _variant_name(base: str, kwargs: dict, max_episode_steps: int | None) -> str:
+    "`base`, or `base-<8 hex>` when kwargs or a step limit make a variant of it."
+    import hashlib, json
+    if not kwargs and max_episode_steps is None: return base
+    key = json.dumps([kwargs, max_episode_steps], sort_keys=True, default=str)
+    return f"{base}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+
+# %% ../nbs/03_envs.ipynb #2a9fabec
+_FLAT_PARTS = ("Discrete", "Box", "MultiDiscrete", "MultiBinary")
+
+def _leaves(space, path: str = "") -> list[tuple[str, object]]:
+    "(path, space) of each part of a Tuple/Dict space, depth first; Raises `CwmNbError` for parts that cannot be flattened."
+    from gymnasium import spaces
+    if isinstance(space, spaces.Dict): return [l for k, s in space.spaces.items() for l in _leaves(s, f"{path}.{k}" if path else k)]
+    if isinstance(space, spaces.Tuple): return [l for i, s in enumerate(space.spaces) for l in _leaves(s, f"{path}[{i}]")]
+    if type(space).__name__ not in _FLAT_PARTS: _unsupported(space, path)
+    return [(path, space)]
+
+# %% ../nbs/03_envs.ipynb #6d1c896c
+def _unsupported(space, where: str = "") -> None:
+    "Raise the `CwmNbError` that says why `space` cannot be a program's input or output."
+    kind = type(space).__name__
+    what = f"the observation part {where!r} ({space})" if where else f"the space {space}"
+    why = ("text observations cannot be compared as numbers" if kind in ("Text", "MissionSpace") else
+           "image observations are beyond what a Code World Model of this workbook predicts" if kind == "Box" else
+           f"{kind} spaces are not supported (supported: {', '.join(_FLAT_PARTS)}, and Tuple/Dict of them)")
+    raise CwmNbError(f"{what}: {why}",
+                     "wrap the environment so that it observes a symbolic state (e.g. a factory entry point "
+                     "`module:make` that applies an ObservationWrapper), and pass that entry point as --env")
+
+# %% ../nbs/03_envs.ipynb #a9ee0bb3
+def _is_image(space) -> bool:
+    "A Box of uint8 pixels (H, W, C) with C in 1, 3, 4 and at least 32 x 32 of them."
+    return (type(space).__name__ == "Box" and space.dtype == "uint8" and len(space.shape) == 3
+            and space.shape[2] in (1, 3, 4) and space.shape[0] * space.shape[1] >= 32 * 32)
+
+# %% ../nbs/03_envs.ipynb #78956ce0
+def _part_size(space) -> int:
+    "Number of values one part contributes to the flat array (Discrete: one int)."
+    import numpy as np
+    return 1 if type(space).__name__ == "Discrete" else int(np.prod(space.shape))
+
+def _part_bounds(space):
+    "(low, high) float arrays of one part, flattened."
+    import numpy as np
+    k = type(space).__name__
+    if k == "Discrete": return np.array([space.start]), np.array([space.start + space.n - 1])
+    if k == "MultiBinary": return np.zeros(_part_size(space)), np.ones(_part_size(space))
+    if k == "MultiDiscrete": return np.asarray(space.start).ravel() * 1.0, (np.asarray(space.start) + space.nvec - 1).ravel() * 1.0
+    return np.asarray(space.low, float).ravel(), np.asarray(space.high, float).ravel()
+
+# %% ../nbs/03_envs.ipynb #b1f441a1
+def obs_format_of(
+    space,  # a gymnasium observation space
+) -> tuple[str, str, bool]:   # (obs_format, state_kind, flatten)
+    "How observations of `space` reach a program and are compared. Raises `CwmNbError` for text, image and unknown spaces."
+    from gymnasium import spaces
+    if isinstance(space, spaces.Discrete): return "int", "discrete", False
+    if isinstance(space, spaces.Tuple) and all(isinstance(s, spaces.Discrete) for s in space.spaces):
+        return "tuple", "discrete", False
+    if isinstance(space, (spaces.Tuple, spaces.Dict)):
+        parts = _leaves(space)
+        if any(_is_image(s) for _, s in parts): _unsupported(next(s for _, s in parts if _is_image(s)), "image")
+        exact = all(type(s).__name__ != "Box" or s.dtype.kind in "biu" for _, s in parts)
+        return "array", "discrete" if exact else "continuous", True
+    if isinstance(space, (spaces.MultiDiscrete, spaces.MultiBinary)): return "array", "discrete", False
+    if isinstance(space, spaces.Box):
+        if _is_image(space): _unsupported(space)
+        return "array", "discrete" if space.dtype.kind in "biu" else "continuous", False
+    _unsupported(space)
+
+# %% ../nbs/03_envs.ipynb #8965abb5
+def _flat_space(space):
+    "The Box that `FlatObservation` observes: int64 when every part is integer, else float64."
+    import numpy as np
+    from gymnasium import spaces
+    parts = [s for _, s in _leaves(space)]
+    lows, highs = zip(*(_part_bounds(s) for s in parts))
+    exact = obs_format_of(space)[1] == "discrete"
+    dt = np.int64 if exact else np.float64
+    lo, hi = np.concatenate(lows), np.concatenate(highs)
+    if exact: lo, hi = np.clip(lo, -2**62, 2**62), np.clip(hi, -2**62, 2**62)
+    return spaces.Box(lo.astype(dt), hi.astype(dt), (len(lo),), dt)
+
+# %% ../nbs/03_envs.ipynb #1848adce
+def _flatten_value(space, value) -> list:
+    "The values of one observation of `space` (Tuple/Dict or a part), in `_leaves` order."
+    import numpy as np
+    from gymnasium import spaces
+    if isinstance(space, spaces.Dict): return [x for k, s in space.spaces.items() for x in _flatten_value(s, value[k])]
+    if isinstance(space, spaces.Tuple): return [x for s, v in zip(space.spaces, value) for x in _flatten_value(s, v)]
+    return [int(value)] if isinstance(space, spaces.Discrete) else list(np.asarray(value).ravel())
+
+# %% ../nbs/03_envs.ipynb #bd920947
+def _flat_observation_class():
+    "The `FlatObservation` wrapper class (defined on first use, so importing `envs` does not import gymnasium)."
+    import numpy as np, gymnasium as gym
+
+    class FlatObservation(gym.ObservationWrapper):
+        "Observes a Tuple/Dict space as one flat array (see `obs_format_of`)."
+        def __init__(self, env):
+            super().__init__(env)
+            self._inner = env.observation_space
+            self.observation_space = _flat_space(env.observation_space)
+
+        def observation(self, observation):
+            return np.asarray(_flatten_value(self._inner, observation), dtype=self.observation_space.dtype)
+    return FlatObservation
+
+FlatObservation = None   # set by `make_env` on first use; see `_flat_observation_class`
+
+# %% ../nbs/03_envs.ipynb #cac88e97
+def describe_space(
+    space,  # a gymnasium space
+) -> str:
+    "One line per fact about `space`: kind, shape, dtype and bounds (scalars when uniform). Markdown list items."
+    import numpy as np
+    k = type(space).__name__
+    if k == "Discrete": return f"- `Discrete({space.n})`: one int in [{space.start}, {space.start + space.n - 1}]"
+    if k == "MultiBinary": return f"- `MultiBinary({space.n})`: an int8 array of shape {tuple(space.shape)}, values 0 or 1"
+    if k == "MultiDiscrete":
+        return f"- `MultiDiscrete({np.asarray(space.nvec).tolist()})`: an int64 array of shape {tuple(space.shape)}, entry i in [0, nvec[i] - 1]"
+    if k == "Box":
+        b = lambda x: f"{np.unique(x).item():g}" if np.unique(x).size == 1 else np.asarray(x).tolist()
+        return f"- `Box` of shape {tuple(space.shape)}, dtype {space.dtype}, low {b(space.low)}, high {b(space.high)}"
+    if k in ("Tuple", "Dict"):
+        return "\n".join(f"- `{p}`: " + describe_space(s)[2:] for p, s in _leaves(space))
+    return f"- `{space}`"
+
+# %% ../nbs/03_envs.ipynb #5c58d21c
+def _layout(space) -> str:
+    "Which indices of the flat array hold which part of a Tuple/Dict observation. Markdown list."
+    out, i = [], 0
+    for p, s in _leaves(space):
+        n = _part_size(s)
+        out.append(f"- index {i}{'' if n == 1 else f'-{i + n - 1}'}: `{p}` ({type(s).__name__}"
+                   f"{'' if n == 1 else f', shape {tuple(s.shape)} flattened in C order'})")
+        i += n
+    return "\n".join(out)
+
+# %% ../nbs/03_envs.ipynb #82b2c0cc
+def generated_description(
+    doc: str,                 # the environment class's docstring ("" when it has none)
+    obs_space,                # the observation space of the environment as made
+    action_space,             # its action space
+    obs_format: str,          # `obs_format_of(obs_space)[0]`
+    flat: bool = False,       # observations are flattened (`FlatObservation`)
+) -> str:
+    "A description for prompts: the trimmed docstring, then the spaces generated from the environment. Markdown."
+    doc = re.sub(r"(?m)^[ \t]+(##\s)", r"\1", inspect.cleandoc(doc or ""))   # unevenly indented headings (FrozenLake)
+    text = trim_docstring(doc)
+    if not text.strip() and doc.strip():
+        text = "## Description\n" + _strip_pointers(doc).strip() + "\n"
+    form = {"int": "a Python int", "tuple": "a tuple of Python ints", "array": "a numpy array"}[obs_format]
+    spaces_ = ["## Spaces (generated from the environment)", "", f"Observations (`set_state` receives {form}):",
+               describe_space(flat and _flat_space(obs_space) or obs_space)]
+    if flat: spaces_ += ["", "The observation is a Tuple/Dict flattened into that array:", _layout(obs_space)]
+    act = "an int" if type(action_space).__name__ == "Discrete" else "a numpy float array"
+    spaces_ += ["", f"Actions (`step` receives {act}):", describe_space(action_space)]
+    return (text.strip() + "\n\n" if text.strip() else "") + "\n".join(spaces_) + "\n"
+
+# %% ../nbs/03_envs.ipynb #6796cc25
+def _needs_display(e: BaseException) -> bool:
+    return any(w in f"{type(e).__name__} {e}".lower() for w in ("display", "pygame.error", "glfw", "xdg", "egl"))
+
+def _made(what: str, fn, source: str):
+    "fn(), with any exception turned into a `CwmNbError` that names step `what` of environment `source`."
+    try: return fn()
+    except CwmNbError: raise
+    except Exception as e:
+        if _needs_display(e):
+            raise CwmNbError(f"{source}: {what} needs a display ({type(e).__name__}: {e})",
+                             "make the environment without rendering (no render_mode, no window in __init__), "
+                             "or run under a virtual display such as xvfb-run") from e
+        raise CwmNbError(f"{source}: {what} failed ({type(e).__name__}: {e})",
+                         "check that the environment works with `gymnasium.make` and these arguments, and that "
+                         "--env-kwargs holds only arguments it takes") from e
+
+# %% ../nbs/03_envs.ipynb #58269962
+def _load_entry_point(entry_point: str):
+    "The class or factory an entry point `module:attr` names. Raises `CwmNbError` when it does not import."
+    import importlib, sys, os
+    if os.getcwd() not in sys.path and "" not in sys.path: sys.path.insert(0, os.getcwd())   # as `python -m` would
+    module, _, attr = entry_point.partition(":")
+    if not module or not attr:
+        raise CwmNbError(f"{entry_point!r} is not an entry point", "write it as `module:attr`, e.g. `my_envs:Corridor`")
+    try: obj = importlib.import_module(module)
+    except Exception as e:
+        raise CwmNbError(f"the entry point {entry_point!r} does not import: {type(e).__name__}: {e}",
+                         f"put the module {module!r} in the working directory or on PYTHONPATH, or fix its import error") from e
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise CwmNbError(f"the entry point {entry_point!r} does not import: {module} has no attribute {attr!r}",
+                             "name a class or a factory that the module defines")
+        obj = getattr(obj, part)
+    return obj
+
+# %% ../nbs/03_envs.ipynb #ff78d4cb
+def _gym_make(spec: EnvSpec, **kw):
+    "gymnasium.make for a generated spec: its registered id or its entry point, its kwargs and time limit, flattened if needed."
+    import gymnasium as gym
+    from gymnasium.envs.registration import EnvSpec as GymSpec
+    kwargs = {**spec.make_kwargs, **kw}
+    steps = kwargs.pop("max_episode_steps", spec.max_episode_steps)
+    if spec.entry_point:
+        _load_entry_point(spec.entry_point)
+        env = gym.make(GymSpec(id=f"cwm_nb_user/{spec.name}", entry_point=spec.entry_point, kwargs=kwargs,
+                               max_episode_steps=steps, disable_env_checker=True))
+    else:
+        env = gym.make(spec.gym_id, **kwargs, **({} if steps is None else {"max_episode_steps": steps}))
+    if spec.obs_layout:
+        global FlatObservation
+        FlatObservation = FlatObservation or _flat_observation_class()
+        env = FlatObservation(env)
+    return env
+
+# %% ../nbs/03_envs.ipynb #1f8476ca
+def spec_from_gym(
+    env: str,                              # a registered gymnasium id, or an entry point `module:attr`
+    env_kwargs: dict | None = None,        # keyword arguments of the environment
+    max_episode_steps: int | None = None,  # time limit (steps); None: the registration's, else 100 for planning
+    name: str | None = None,               # the spec's name (default: the id or `module.attr`, with a variant hash)
+    description: str | None = None,        # the prompts' description instead of the generated one
+) -> EnvSpec:
+    "A generated `EnvSpec` (suite 'gym') for any gymnasium environment. Raises `CwmNbError` naming the step that fails."
+    import numpy as np
+    from gymnasium import spaces
+    kwargs = dict(env_kwargs or {})
+    ep = env if (":" in env and not _registered_id(env)) else ""
+    if not ep and not _registered_id(env): raise _unknown(env)
+    if ep: _load_entry_point(ep)
+    base = name or (ep.replace(":", ".") if ep else env)
+    spec = EnvSpec(name if name else _variant_name(base, kwargs, max_episode_steps), "" if ep else env,
+                   action_kind="discrete", state_kind="continuous", planner="mcts", horizon=100, make_kwargs=kwargs,
+                   suite="gym", entry_point=ep, max_episode_steps=max_episode_steps)
+    e = _made("making the environment", lambda: _gym_make(spec), env)
+    try:
+        _made("reset(seed=0)", lambda: e.reset(seed=0), env)
+        osp, asp = e.observation_space, e.action_space
+        fmt, kind, flat = obs_format_of(osp)
+        if isinstance(asp, spaces.Discrete): akind = "discrete"
+        elif isinstance(asp, spaces.Box) and asp.dtype.kind == "f": akind = "continuous"
+        else:
+            raise CwmNbError(f"{env}: the action space {asp} is not supported (planners take Discrete or a float Box)",
+                             "wrap the environment's actions into one Discrete (e.g. an index over the combinations) "
+                             "with a factory entry point `module:make`")
+        horizon = int(max_episode_steps or (e.spec.max_episode_steps if e.spec else None) or 100)
+        doc = type(e.unwrapped).__doc__ or ""
+        text = description or generated_description(doc, osp, asp, fmt, flat)
+        if kwargs and not description:   # the docstring describes the defaults: say which arguments differ
+            text += f"\nThe environment is made with the arguments {', '.join(f'{k}={v!r}' for k, v in kwargs.items())}.\n"
+        layout = _layout(osp) if flat else ""
+    finally: e.close()
+    from dataclasses import replace
+    return replace(spec, action_kind=akind, state_kind=kind, planner="mcts" if akind == "discrete" else "cem",
+                   horizon=horizon, obs_format=fmt, description=text, obs_layout=layout,
+                   notes=f"generated from {ep or env} by spec_from_gym; class {type(e.unwrapped).__qualname__}")
+
+# %% ../nbs/03_envs.ipynb #f1540c47
+def _remember(spec: EnvSpec) -> EnvSpec:
+    "Keep a generated `spec` under its name for this session and its child processes. Raises `CwmNbError` on a clash."
+    import json, os
+    if spec.suite != "gym": return spec
+    if (old := _session_spec(spec.name)) is not None and old != spec:
+        raise CwmNbError(f"another environment is already registered as {spec.name!r} in this session",
+                         "give this one another name (register_env(..., name=...))")
+    _SESSION[spec.name] = spec
+    os.environ[SESSION_ENV_VAR] = json.dumps({n: spec_to_plain(s) for n, s in _SESSION.items()})
+    return spec
+
+# %% ../nbs/03_envs.ipynb #1705744f
+def register_env(
+    env,                                   # a gymnasium id, an entry point `module:attr`, an env class or factory, or an EnvSpec
+    env_kwargs: dict | None = None,        # keyword arguments of the environment
+    max_episode_steps: int | None = None,  # time limit (steps)
+    name: str | None = None,               # name to register it under (default: from the id or class)
+    description: str | None = None,        # the prompts' description instead of the generated one
+) -> EnvSpec:
+    "Resolve `env` into a spec and keep it for this session and the papermill runs it starts. Returns the spec."
+    if isinstance(env, EnvSpec): return _remember(env)
+    if name in REGISTRY: raise CwmNbError(f"{name!r} is a benchmark environment's name", "choose another name")
+    if not isinstance(env, str): env = f"{env.__module__}:{env.__qualname__}"
+    return _remember(spec_from_gym(env, env_kwargs, max_episode_steps, name=name, description=description))
+
+# %% ../nbs/03_envs.ipynb #bee980da
+def resolve_env(
+    env: str | EnvSpec,                    # benchmark name, registered gymnasium id, entry point `module:attr`, or a spec
+    env_kwargs: dict | str | None = None,  # keyword arguments (a dict or JSON text; "" or None: none)
+    max_episode_steps: int | None = None,  # time limit (steps); 0 or None: the registration's
+    description: str | None = None,        # text of the description to give the model instead of the generated one
+) -> EnvSpec:
+    "The spec of an environment named at the edge (CLI, notebook parameter, Python call). Raises `CwmNbError` before anything is written."
+    import json
+    from dataclasses import replace
+    if isinstance(env_kwargs, str):
+        try: env_kwargs = json.loads(env_kwargs) if env_kwargs.strip() else None
+        except ValueError as e: raise CwmNbError(f"--env-kwargs is not JSON: {e}", 'pass an object, e.g. \'{"is_slippery": false}\'') from None
+    if env_kwargs is not None and not isinstance(env_kwargs, dict):
+        raise CwmNbError(f"--env-kwargs must be a JSON object, not {type(env_kwargs).__name__}", 'pass e.g. \'{"map_name": "8x8"}\'')
+    steps = int(max_episode_steps) if max_episode_steps else None
+    if isinstance(env, EnvSpec) or not (env_kwargs or steps): spec = get_env_spec(env)
+    elif env in REGISTRY:
+        raise CwmNbError(f"{env} is a benchmark environment, whose arguments are fixed",
+                         f"pass its gymnasium id {REGISTRY[env].gym_id!r} with --env-kwargs / --max-episode-steps")
+    else: spec = _remember(spec_from_gym(env, env_kwargs, steps))
+    return replace(spec, description=description) if description else spec
 
 # %% ../nbs/03_envs.ipynb #3268fa20
 def undocumented_entry_points() -> dict[str, str]:

@@ -18,7 +18,7 @@ __all__ = ['RUN_SETTINGS', 'OLD_SETTINGS', 'DEFAULT_HOLDOUT', 'CWMB_PARAMS', 'PL
            'check_holdout', 'check_params', 'RunOutput', 'default_max_tokens', 'final_evaluation', 'rollout_scale',
            'heldout_metrics', 'run_cwmb_search', 'plan_run', 'plot_run', 'plot_returns', 'plot_run_rollouts',
            'save_figure', 'write_metrics', 'kernel_spec', 'kernel_manager_class', 'experiments_dir', 'run_notebook',
-           'apps_run_dir', 'run_apps_search', 'run_lock', 'add_run_cli', 'add_eval_cli', 'add_plan_cli',
+           'apps_run_dir', 'run_apps_search', 'run_lock', 'add_env_args', 'add_run_cli', 'add_eval_cli', 'add_plan_cli',
            'add_collect_cli', 'add_envs_cli', 'build_parser', 'main']
 
 # %% ../nbs/13_experiments.ipynb #4cf9eb91
@@ -48,7 +48,7 @@ def is_complete(rd: Path) -> bool:
 # %% ../nbs/13_experiments.ipynb #b3a4fd1a
 RUN_SETTINGS = ("env", "method", "model", "paper_compat", "max_tokens", "base_url", "buffer", "plan_preset",
                 "plan_episodes", "endpoint_caps", "data", "problems", "apps_mode", "compare",
-                "holdout", "holdout_seed")
+                "holdout", "holdout_seed", "env_kwargs", "max_episode_steps", "description")
 
 # %% ../nbs/13_experiments.ipynb #8e1191d4
 OLD_SETTINGS = {"holdout": 0.0, "holdout_seed": 0}   # what a folder written before a setting existed did
@@ -110,7 +110,8 @@ def check_holdout(
 CWMB_PARAMS: dict[str, type | tuple] = dict(env=str, method=str, model=str, budget=int, seed=int, out=str,
                                             base_url=str, paper_compat=bool, max_tokens=int, buffer=str,
                                             plan_preset=str, plan_episodes=int, endpoint_caps=str,
-                                            holdout=float, holdout_seed=int)
+                                            holdout=float, holdout_seed=int, env_kwargs=str,
+                                            max_episode_steps=int, description=str)
 
 # %% ../nbs/13_experiments.ipynb #6fd9e5f0
 PLAN_PRESETS = ("paper", "quick", "none")   # "none": no planning after the search
@@ -244,19 +245,33 @@ def _score_metrics(res, final, buf) -> dict:
                 best_value_per_call=list(res.best_value_per_call), n_transitions=len(buf))
 
 # %% ../nbs/13_experiments.ipynb #68fa8286
+def _env_identity(spec) -> dict:
+    "What tells two environments of one name apart in metrics and the results index: id, entry point, kwargs, time limit."
+    return dict(env_id=spec.gym_id or spec.entry_point, entry_point=spec.entry_point, env_kwargs=spec.make_kwargs,
+                max_episode_steps=spec.max_episode_steps, action_kind=spec.action_kind)
+
 def _cwmb_metrics(spec, s: dict, res, llm, final, held, split, buf, sandbox, eval_s: float, t0: float) -> dict:
     "The `metrics.json` of a CWMB search with settings `s`, as plain JSON; `eval_s` and the times are seconds."
     return to_plain(dict(
-        suite=spec.suite, **{k: s[k] for k in ("env", "method", "model", "budget", "seed", "paper_compat")},
+        suite=spec.suite, **{k: s[k] for k in ("method", "model", "budget", "seed", "paper_compat")}, env=spec.name,
         **_usage_metrics(res, llm), max_tokens=s["max_tokens"], **_score_metrics(res, final, buf),
         **split.info(), **heldout_metrics(final, held), final_eval_s=round(eval_s, 3),
         program_sha256=Program(res.best_program or "").sha256, sandbox=sandbox.isolation,
         buffer=s["buffer"] or "shipped", buffer_fingerprint=buf.fingerprint()[:16],
         wall_s=round(time.perf_counter() - t0, 3),
         search_s=round(sum(getattr(res, "timing", {}).values()), 3),
-        provenance=provenance()))   # cwm-nb version, git commit, library versions (00_core)
+        **_env_identity(spec), provenance=provenance()))   # cwm-nb version, git commit, library versions (00_core)
 
 # %% ../nbs/13_experiments.ipynb #0bf28f7e
+def _read_description(path: str) -> str | None:
+    "The text of a --description file, or None for ''. Raises `CwmNbError` when it cannot be read."
+    if not path: return None
+    try: text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise CwmNbError(f"cannot read the description file {path} ({type(e).__name__})", "pass a UTF-8 text file to --description") from None
+    if not text.strip(): raise CwmNbError(f"the description file {path} is empty", "write the environment's description into it")
+    return text
+
 def run_cwmb_search(
     env: str = "CartPole-v1",    # benchmark environment name (`cwm-nb envs` lists them)
     method: str = "gif-mcts",    # search method
@@ -273,6 +288,9 @@ def run_cwmb_search(
     endpoint_caps: str = "",     # overrides of the endpoint's capabilities, `llm.parse_caps` form (e.g. "context=8192")
     holdout: float = -1.0,       # fraction of episodes held out from the search; -1: `resolve_holdout` (0.2 new, 0 paper_compat)
     holdout_seed: int = 0,       # seed of the held-out episodes (the same for every method and model)
+    env_kwargs: str = "",        # JSON object of the environment's keyword arguments (not for benchmark names)
+    max_episode_steps: int = 0,  # time limit of the environment (steps); 0: its registration's
+    description: str = "",       # a text file whose content the model is given instead of the generated description
     llm=None,                    # an `LLM` to use instead of resolving `model` (tests)
     progress: bool = True,       # show a progress bar
 ) -> RunOutput:
@@ -283,24 +301,27 @@ def run_cwmb_search(
     check_params(dict(env=env, method=method, model=model, budget=budget, seed=seed, out=str(out),
                       base_url=base_url, paper_compat=paper_compat, max_tokens=max_tokens, buffer=buffer,
                       plan_preset=plan_preset, plan_episodes=plan_episodes, endpoint_caps=endpoint_caps,
-                      holdout=holdout, holdout_seed=holdout_seed))
+                      holdout=holdout, holdout_seed=holdout_seed, env_kwargs=env_kwargs,
+                      max_episode_steps=max_episode_steps, description=description))
     llm_mod.parse_caps(endpoint_caps)   # a malformed --endpoint-caps is an error before any work
     if method not in METHODS: raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
-    spec = envs.get_env_spec(env)  # unknown environment -> clear error before any work
+    spec = envs.resolve_env(env, env_kwargs, max_episode_steps, _read_description(description))  # errors before any work
     t0 = time.perf_counter()
     if max_tokens <= 0: max_tokens = default_max_tokens(model)
-    rd = run_dir(out, spec.suite, env, method, model, seed, paper_compat)
+    rd = run_dir(out, spec.suite, spec.name, method, model, seed, paper_compat)
     settings = dict(env=env, method=method, model=model, budget=budget, seed=seed, paper_compat=paper_compat,
                     max_tokens=max_tokens, base_url=base_url, buffer=buffer, plan_preset=plan_preset,
                     plan_episodes=plan_episodes, endpoint_caps=endpoint_caps,
-                    holdout=resolve_holdout(rd, holdout, paper_compat), holdout_seed=int(holdout_seed))
+                    holdout=resolve_holdout(rd, holdout, paper_compat), holdout_seed=int(holdout_seed),
+                    env_kwargs=env_kwargs, max_episode_steps=int(max_episode_steps), description=description)
     check_run_settings(rd, settings)
-    buf = replay.load_buffer(env, buffer or None)   # a bad --buffer is an error before the run folder exists
+    buf = replay.load_buffer(spec, buffer or None)   # a bad --buffer is an error before the run folder exists
     split = replay.split_by_episode(buf, settings["holdout"], settings["holdout_seed"])
     rd.mkdir(parents=True, exist_ok=True)
     (rd/"metrics.json").unlink(missing_ok=True)   # a continued run is not complete until its new metrics are written
     atomic_write_json(rd/"settings.json", settings)
-    description = envs.describe_env(env)
+    description = envs.describe_env(spec)
+    atomic_write_text(rd/"description.md", description)   # the text the model saw
     if llm is None: llm = llm_mod.get_llm(model, base_url=base_url or None, caps=endpoint_caps or None)
     sandbox = get_sandbox()
     evaluate = lambda source: cwm.evaluate_program(source, split.search, paper_compat=paper_compat, sandbox=sandbox)
@@ -340,6 +361,7 @@ def plan_run(
     res.update({k: pr.get(k) for k in _PLAN_KEYS})
     if not runnable: res["planning_note"] = "no runnable program: the CWM was not planned with"
     elif pr.get("reason"): res["planning_note"] = pr["reason"]
+    elif pr.get("oracle_note"): res["planning_note"] = pr["oracle_note"]
     elif pr.get("normalized_return") is None and pr.get("return_cwm") is not None:
         res["planning_note"] = "R is undefined: the oracle and random returns are equal"
     out.planning = pr
@@ -567,9 +589,21 @@ def _heldout_line(m: dict) -> str:
     return f"{held}; {det}"
 
 # %% ../nbs/13_experiments.ipynb #59c2899e
+def _cli_env(a):
+    "The `EnvSpec` of a command line's --env, --env-kwargs, --max-episode-steps and --description: resolved once, here."
+    from cwm_nb import envs
+    return envs.resolve_env(a.env, getattr(a, "env_kwargs", ""), getattr(a, "max_episode_steps", 0),
+                            _read_description(getattr(a, "description", "")))
+
+def add_env_args(p, description: bool = False) -> None:
+    "Add the options that make an environment outside the benchmark to parser `p`."
+    p.add_argument("--env-kwargs", default="", help="JSON object of keyword arguments of a gymnasium id or entry point")
+    p.add_argument("--max-episode-steps", type=int, default=0, help="time limit of a gymnasium id or entry point (0: its own)")
+    if description: p.add_argument("--description", default="", help="text file given to the model instead of the generated description")
+
 def _cmd_run(a) -> int:
     if a.suite == "apps": return _cmd_run_apps(a)
-    if a.suite not in ("cwmb", "rtfm"): raise CwmNbError(f"unknown suite {a.suite!r}", "use `cwm-nb run cwmb --env X` (X from `cwm-nb envs`), `cwm-nb run rtfm` or `cwm-nb run apps --data PATH`")
+    if a.suite not in ("cwmb", "rtfm"): raise CwmNbError(f"unknown suite {a.suite!r}", "use `cwm-nb run cwmb --env X` (X from `cwm-nb envs`, a gymnasium id or `module:attr`), `cwm-nb run rtfm` or `cwm-nb run apps --data PATH`")
     for flag, v in (("--data", a.data), ("--problems", a.problems)):
         if v: raise CwmNbError(f"{flag} is for `cwm-nb run apps`, not {a.suite}", f"drop {flag}")
     a.budget = 10 if a.budget is None else a.budget
@@ -580,7 +614,7 @@ def _cmd_run(a) -> int:
                              f"drop --env, or run `cwm-nb run cwmb --env {a.env}`")
         a.env = "rtfm"
     a.env = a.env or "CartPole-v1"
-    spec = envs.get_env_spec(a.env)
+    spec = _cli_env(a)
     llm_mod.resolve_model(a.model, a.base_url or None)   # an unknown model is an error before the kernel starts
     llm_mod.parse_caps(a.endpoint_caps)                  # so is a malformed --endpoint-caps
     llm_mod.embedded_threads()   # a set CWM_NB_THREADS that is not a positive integer: an error before the kernel starts
@@ -588,14 +622,16 @@ def _cmd_run(a) -> int:
     buffer = str(Path(a.buffer).resolve()) if a.buffer else ""
     if buffer and not Path(buffer).exists():
         raise CwmNbError(f"replay buffer {a.buffer} not found", "pass a buffer folder (transitions.npz + meta.json) or a paper pickle (*.pkl)")
-    replay.load_buffer(a.env, buffer or None)   # a malformed or foreign buffer is an error before the kernel starts
+    replay.load_buffer(spec, buffer or None)   # a malformed or foreign buffer is an error before the kernel starts
     params = dict(env=a.env, method=a.method, model=a.model, budget=a.budget, seed=a.seed,
                   out=str(Path(a.out).resolve()), base_url=a.base_url or "", paper_compat=a.paper_compat,
                   max_tokens=a.max_tokens or default_max_tokens(a.model), buffer=buffer,
                   plan_preset=a.plan_preset, plan_episodes=a.plan_episodes, endpoint_caps=a.endpoint_caps,
-                  holdout=-1.0 if a.holdout is None else check_holdout(a.holdout), holdout_seed=a.holdout_seed)
+                  holdout=-1.0 if a.holdout is None else check_holdout(a.holdout), holdout_seed=a.holdout_seed,
+                  env_kwargs=a.env_kwargs, max_episode_steps=a.max_episode_steps or 0,
+                  description=str(Path(a.description).resolve()) if a.description else "")
     check_params(params)
-    rd = run_dir(a.out, spec.suite, a.env, a.method, a.model, a.seed, a.paper_compat)
+    rd = run_dir(a.out, spec.suite, spec.name, a.method, a.model, a.seed, a.paper_compat)
     params["holdout"] = resolve_holdout(rd, params["holdout"], a.paper_compat)   # as settings.json will say
     with run_lock(rd):   # one process per run folder
         if a.force and rd.exists():
@@ -661,7 +697,7 @@ def add_run_cli(sub) -> None:
     "Add `cwm-nb run` (suites cwmb, rtfm, apps) to the `cwm-nb` sub-parsers `sub`."
     r = sub.add_parser("run", help="run one experiment notebook with papermill", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     r.add_argument("suite", help="benchmark suite: cwmb (any --env), rtfm (same as --env rtfm) or apps (--data, --problems)")
-    r.add_argument("--env", default=None, help="benchmark environment (`cwm-nb envs` lists them); default CartPole-v1")
+    r.add_argument("--env", default=None, help="benchmark environment (`cwm-nb envs` lists them), a registered gymnasium id, or an entry point module:attr; default CartPole-v1")
     r.add_argument("--method", default="gif-mcts", choices=METHODS, help="search method")
     r.add_argument("--model", default="embedded", help="embedded | alias (gpt-4-turbo, llama-3-70b, ...) | provider:name | hf:<id or folder>")
     r.add_argument("--base-url", default="", help="OpenAI-compatible endpoint for provider:name models")
@@ -690,6 +726,7 @@ def add_run_cli(sub) -> None:
                    help="apps: held_out hides part of each problem's tests from the search (a problem is solved only if all pass); paper: the search sees all tests (pass@B)")
     r.add_argument("--compare", default="strict", choices=("strict", "apps_compat"),
                    help="apps: output comparison of the search and the headline (both are reported)")
+    add_env_args(r, description=True)
     r.set_defaults(fn=_cmd_run)
 
 # %% ../nbs/13_experiments.ipynb #13e4ad4e
@@ -725,9 +762,9 @@ def _read_program(path: str) -> str:
 # %% ../nbs/13_experiments.ipynb #5d879955
 def _cmd_eval(a) -> int:
     from cwm_nb import envs, replay, cwm
-    envs.get_env_spec(a.env)
+    spec = _cli_env(a)
     source = _read_program(a.program)
-    buf = replay.load_buffer(a.env, a.buffer)
+    buf = replay.load_buffer(spec, a.buffer)
     split = replay.split_by_episode(buf, check_holdout(a.holdout), a.holdout_seed)
     parts = {"search": split.search} | ({"heldout": split.heldout} if split.heldout is not None else {})
     scale = rollout_scale(buf) if a.rollouts else None   # both parts' state errors in the whole buffer's units
@@ -740,7 +777,7 @@ def _cmd_eval(a) -> int:
     for p, d in evs.items():
         what = "" if a.holdout == 0 else (f" [search part: episodes {split.search_episodes}]" if p == "search"
                                          else f" [held-out part: episodes {split.heldout_episodes}]")
-        print(f"{a.env}{what}: accuracy {d['accuracy']:.4f} (paper-weighted), mean {d['mean_accuracy']:.4f}, "
+        print(f"{spec.name}{what}: accuracy {d['accuracy']:.4f} (paper-weighted), mean {d['mean_accuracy']:.4f}, "
               f"exact replay {d['exact_replay']:.4f} on {d['n_transitions']} transitions; {_determinism_text(d, not a.no_determinism)}")
         if d.get("error"): print(f"error: {d['error']}")
         for f in d.get("failures", [])[:3]: print(f"first failures: transition {f['index']}: expected {f['expected']} got {f['predicted']}")
@@ -753,7 +790,7 @@ def add_eval_cli(sub) -> None:
     "Add `cwm-nb eval-program` to the `cwm-nb` sub-parsers `sub`."
     e = sub.add_parser("eval-program", help="score a program file on an environment's replay buffer")
     e.add_argument("program", help="Python file defining class Environment")
-    e.add_argument("--env", required=True, help="benchmark environment")
+    e.add_argument("--env", required=True, help="benchmark environment, gymnasium id, or entry point module:attr")
     e.add_argument("--buffer", default=None, help="replay buffer folder or paper pickle (*.pkl); default: the shipped buffer")
     e.add_argument("--paper-compat", action="store_true", help="score with the original code's rules")
     e.add_argument("--json", action="store_true", help="print the evaluation as one JSON object")
@@ -763,24 +800,25 @@ def add_eval_cli(sub) -> None:
                    "(0: no split, the whole buffer is one part)")
     e.add_argument("--holdout-seed", type=int, default=0, help="seed of the held-out episodes")
     e.add_argument("--no-determinism", action="store_true", help="skip the determinism check (two more runs of the program)")
+    add_env_args(e)
     e.set_defaults(fn=_cmd_eval)
 
 # %% ../nbs/13_experiments.ipynb #ceaedf70
 def _cmd_plan(a) -> int:
     from cwm_nb import envs, replay, cwm, planning
-    envs.get_env_spec(a.env)
+    spec = _cli_env(a)
     if a.episodes < 1: raise CwmNbError(f"--episodes must be at least 1, got {a.episodes}", "pass --episodes 1 or more")
     source = _read_program(a.program)
-    buf = replay.load_buffer(a.env, a.buffer)
+    buf = replay.load_buffer(spec, a.buffer)
     tag = f"-buf{buf.fingerprint()[:8]}" if a.buffer else ""
     stem = f"{Program(source).sha256[:12]}-{a.preset}-e{a.episodes}-seed{a.seed}{tag}" + ("-paper-compat" if a.paper_compat else "")
-    dest = Path(a.out)/"plan"/safe_name(a.env)/f"{stem}.json"
+    dest = Path(a.out)/"plan"/safe_name(spec.name)/f"{stem}.json"
     dest.parent.mkdir(parents=True, exist_ok=True)       # an unwritable --out fails now, not after hours of planning
     if not os.access(dest.parent, os.W_OK): raise CwmNbError(f"cannot write to {dest.parent}", "pass a writable --out")
     ev = cwm.evaluate_program(source, buf, paper_compat=a.paper_compat)
-    pr = planning.evaluate_planning(a.env, source, episodes=a.episodes, preset=a.preset, seed=a.seed,
+    pr = planning.evaluate_planning(spec, source, episodes=a.episodes, preset=a.preset, seed=a.seed,
                                     paper_compat=a.paper_compat, progress=not a.json).to_dict()
-    res = dict(env=a.env, program=str(Path(a.program).resolve()), program_sha256=Program(source).sha256,
+    res = dict(env=spec.name, **_env_identity(spec), program=str(Path(a.program).resolve()), program_sha256=Program(source).sha256,
                preset=a.preset, episodes=a.episodes, seed=a.seed, paper_compat=a.paper_compat,
                **{k: pr.get(k) for k in _PLAN_KEYS}, accuracy=ev.accuracy, program_error=ev.error,
                decisions=pr.get("decisions"), fallbacks=pr.get("fallbacks"), fallback_kinds=pr.get("fallback_kinds"),
@@ -788,7 +826,7 @@ def _cmd_plan(a) -> int:
     path = atomic_write_json(dest, res)
     if a.json: print(json.dumps(to_plain({k: v for k, v in res.items() if k != "planning"} | {"stored": str(path)})))
     else:
-        print(f"{a.env}: " + _returns_line(dict(res, plan_preset=a.preset, plan_episodes=a.episodes,
+        print(f"{spec.name}: " + _returns_line(dict(res, plan_preset=a.preset, plan_episodes=a.episodes,
                                                  planning_note=pr.get("reason"))))
         print(f"accuracy on the buffer {ev.accuracy:.4f}" + (f"; the program raised: {ev.error}" if ev.bug else ""))
         if pr.get("fallbacks"):
@@ -803,7 +841,7 @@ def add_plan_cli(sub) -> None:
     "Add `cwm-nb plan` to the `cwm-nb` sub-parsers `sub`."
     pl = sub.add_parser("plan", help="plan with a program on the real environment: returns and normalized return",
                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    pl.add_argument("--env", required=True, help="benchmark environment")
+    pl.add_argument("--env", required=True, help="benchmark environment, gymnasium id, or entry point module:attr")
     pl.add_argument("--program", required=True, help="Python file defining class Environment")
     pl.add_argument("--episodes", type=int, default=10, help="real episodes per policy")
     pl.add_argument("--preset", default="paper", choices=("paper", "quick"), help="planner parameters (paper: the paper's, 10_planning)")
@@ -812,20 +850,26 @@ def add_plan_cli(sub) -> None:
     pl.add_argument("--out", default="results", help="results root; the result goes to <out>/plan/<env>/")
     pl.add_argument("--paper-compat", action="store_true", help="the original code's behaviour (scoring, oracle RNG)")
     pl.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    add_env_args(pl)
     pl.set_defaults(fn=_cmd_plan)
 
 # %% ../nbs/13_experiments.ipynb #e0c009da
 def _cmd_collect(a) -> int:
     from cwm_nb import envs, replay
-    envs.get_env_spec(a.env)
+    spec = _cli_env(a)
     if a.out and Path(a.out).exists() and any(Path(a.out).iterdir()):
         try: other = json.loads((Path(a.out)/replay.META_NAME).read_text()).get("meta", {}).get("env")
         except (OSError, ValueError, AttributeError): other = None
-        if other != a.env:
+        if other != spec.name:
             raise CwmNbError(f"{a.out} is not empty and does not hold a {a.env} buffer" + (f" (it holds {other})" if other else ""),
                              "pass an empty or new folder as --out (an existing buffer of the same environment is replaced)")
     from cwm_nb import collect   # the collection plans, for the continuous environments (05b_collect)
-    collect.collect_main(a.env, a.seed, a.out)
+    plan = None
+    if getattr(a, "episodes", 0) or getattr(a, "max_steps", 0):
+        if spec.suite != "gym":
+            raise CwmNbError(f"{spec.name}'s buffer has its own collection plan", "drop --episodes and --max-steps")
+        plan = replay.generated_plan(a.episodes or 10, a.max_steps or 100)
+    collect.collect_main(spec, a.seed, a.out, plan=plan)
     return 0
 
 # %% ../nbs/13_experiments.ipynb #18d3b07f
@@ -833,10 +877,13 @@ def add_collect_cli(sub) -> None:
     "Add `cwm-nb collect` to the `cwm-nb` sub-parsers `sub`."
     c = sub.add_parser("collect", help="collect an environment's replay buffer (05_replay), seeded",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    c.add_argument("--env", required=True, help="benchmark environment")
+    c.add_argument("--env", required=True, help="benchmark environment, gymnasium id, or entry point module:attr")
     c.add_argument("--seed", type=int, default=0, help="collection seed (the shipped buffers use 0)")
     c.add_argument("--out", default=None, help="buffer folder to write; default: data/buffers/<env> for seed 0 (the shipped "
                    "buffer, rewritten identically), the cache folder <cache>/buffers/<env>-seed<S> for other seeds")
+    add_env_args(c)
+    c.add_argument("--episodes", type=int, default=0, help="environments outside the benchmark: random episodes (0: 10)")
+    c.add_argument("--max-steps", type=int, default=0, help="environments outside the benchmark: episode cap (0: 100)")
     c.set_defaults(fn=_cmd_collect)
 
 # %% ../nbs/13_experiments.ipynb #47314228

@@ -14,9 +14,9 @@ from .core import CwmNbError, atomic_write_json, atomic_write_text, data_dir
 __all__ = ['PAPER', 'OURS', 'PUBLISHED_FILES', 'RUN_KEY', 'ABLATIONS', 'ACTION_STATS', 'PAPER_APPS', 'APPS_TABLES',
            'ROLLOUT_KEYS', 'COUNT_COLUMNS', 'TABLES', 'published_dir', 'load_published', 'effective_return',
            'method_label', 'dedupe_runs', 'Table', 'table_main', 'table_rtfm', 'table_per_env', 'table_ablation',
-           'table_action_stats', 'table_returns', 'apps_problem_results', 'table_apps', 'table_apps_by_source',
-           'plot_best_value_vs_calls', 'best_run', 'plot_search_tree', 'plot_rollout_errors', 'write_table', 'styled',
-           'make_all', 'add_cli']
+           'table_action_stats', 'table_returns', 'table_other_envs', 'apps_problem_results', 'table_apps',
+           'table_apps_by_source', 'plot_best_value_vs_calls', 'best_run', 'plot_search_tree', 'plot_rollout_errors',
+           'write_table', 'styled', 'make_all', 'add_cli']
 
 # %% ../nbs/14_figures.ipynb #7996c113
 PAPER, OURS = "paper (published)", "ours"   # labels of the two sources in every table
@@ -411,6 +411,25 @@ def table_returns(
     df.index.name = "env"
     return Table(df, cap)
 
+# %% ../nbs/14_figures.ipynb #15eb6463
+def table_other_envs(
+    index: "pd.DataFrame",   # the results index
+    published: bool = True,  # unused: the paper has no numbers for these environments
+) -> Table:
+    "Accuracy, R and mean returns per environment outside the benchmark, with its id or entry point and kwargs."
+    import pandas as pd
+    runs = _runs(index, "gym")
+    cap = ("Environments outside the benchmark (suite gym): mean over seeds per environment, method, model and budget; "
+           "R n/a where the oracle could not be built or tied with random (the returns are raw)." + _partial_note(index, "gym"))
+    if not len(runs): return Table(_note_table("no complete runs on environments outside the benchmark"), cap)
+    for c in ("return_cwm", "return_random", "return_oracle"): runs[c] = _num(runs[c])
+    keys = ["env", "env_id", "env_kwargs", "method", "model", "budget"]
+    for k in ("env_id", "env_kwargs"): runs[k] = runs[k].fillna("") if k in runs.columns else ""
+    df = runs.groupby(keys).agg(accuracy=("accuracy", "mean"), R=("R_eff", "mean"), return_cwm=("return_cwm", "mean"),
+                                return_random=("return_random", "mean"), return_oracle=("return_oracle", "mean"),
+                                seeds=("seed", "nunique"))
+    return Table(df, cap)
+
 # %% ../nbs/14_figures.ipynb #553d6269
 _APPS_NUM = ("perfect_strict", "perfect_apps_compat", "test_case_average_strict", "test_case_average_apps_compat", "llm_calls")
 
@@ -632,6 +651,7 @@ def plot_rollout_errors(
     from cwm_nb.envs import paper_order
     pts = [p for p in (_rollout_points(index, out_root) if out_root is not None else []) if p[4] == metric]
     envs = [e for e in [*paper_order(), "rtfm"] if any(p[0] == e for p in pts)]
+    envs += sorted({p[0] for p in pts} - set(envs))   # environments outside the benchmark, after it
     cols = min(4, max(1, len(envs)))
     fig, axes = plt.subplots((len(envs) + cols - 1) // cols or 1, cols, figsize=(4.2 * cols, 3.2 * max(1, (len(envs) + cols - 1) // cols)),
                              squeeze=False)
@@ -748,6 +768,9 @@ def make_all(
         for stem, fn in APPS_TABLES.items():
             t = fn(index, results, published=published)
             written[stem] = write_table(t.df, out/stem, t.caption)
+    if len(index) and (index["suite"].astype(str) == "gym").any():   # environments outside the benchmark
+        t = table_other_envs(index)
+        written["t_other_envs"] = write_table(t.df, out/"t_other_envs", t.caption)
     for stem, fig in (("best_value_vs_calls", plot_best_value_vs_calls(index, results)),
                       ("search_tree", plot_search_tree(index, results)),
                       ("rollout_state_errors", plot_rollout_errors(index, results, "state_error")),

@@ -18,8 +18,8 @@ from .plan_driver import (INTEGRITY_NOTE, _fast_search, check_action, check_plan
 from .sandbox import SandboxLimits
 
 # %% auto #0
-__all__ = ['STATE_ATTRS', 'Snapshot', 'snapshot', 'restore', 'OracleModel', 'mask_to_actions', 'oracle_cem_plan',
-           'oracle_mcts_action', 'EpisodeLog', 'play_episode', 'baseline_episodes', 'PlanningResult',
+__all__ = ['STATE_ATTRS', 'Snapshot', 'snapshot', 'restore', 'oracle_problem', 'OracleModel', 'mask_to_actions',
+           'oracle_cem_plan', 'oracle_mcts_action', 'EpisodeLog', 'play_episode', 'baseline_episodes', 'PlanningResult',
            'evaluate_planning']
 
 # %% ../nbs/10b_oracle.ipynb #81dfccb2
@@ -78,6 +78,26 @@ def _mujoco_snapshot(u, name: str, rng_state: dict | None) -> Snapshot:
     return Snapshot(name, "mujoco", attrs, d, _mj_dims(u), rng_state)
 
 # %% ../nbs/10b_oracle.ipynb #cc5788fa
+_NOT_STATE = frozenset(("spec", "_np_random", "_np_random_seed", "np_random_seed", "render_mode", "metadata", "screen",
+                        "clock", "window", "surf", "viewer", "observation_space", "action_space"))
+
+def _gym_env() -> type:
+    import gymnasium
+    return gymnasium.Env
+
+def _copied_snapshot(u, name: str, rng_state: dict | None) -> Snapshot:
+    "A 'copy' Snapshot: a deep copy of each instance attribute of `u` but `_NOT_STATE`. Raises `CwmNbError` naming one that cannot be copied."
+    import copy
+    attrs = {}
+    for k, v in vars(u).items():
+        if k in _NOT_STATE: continue
+        try: attrs[k] = copy.deepcopy(v)
+        except Exception as e:
+            raise CwmNbError(f"cannot snapshot {name}: its attribute {k!r} ({type(v).__name__}) cannot be copied "
+                             f"({type(e).__name__})", "give the environment get_state()/set_state(d) methods, or list "
+                             "its plain state attributes in cwm_nb.planning.STATE_ATTRS") from None
+    return Snapshot(name, "copy", attrs, rng_state=rng_state)
+
 def snapshot(
     env,   # a gymnasium env (wrappers allowed; the unwrapped env is captured), reset at least once
 ) -> Snapshot:
@@ -89,6 +109,7 @@ def snapshot(
     if _is_mujoco(u): return _mujoco_snapshot(u, name, rng_state)
     if callable(getattr(u, "get_state", None)) and callable(getattr(u, "set_state", None)):
         return Snapshot(name, "method", _copy_value(u.get_state(), f"{name}.get_state()"), rng_state=rng_state)
+    if name not in STATE_ATTRS and isinstance(u, _gym_env()): return _copied_snapshot(u, name, rng_state)
     if name not in STATE_ATTRS:
         raise CwmNbError(f"no snapshot rule for environment class {name}",
                          "add its state attributes to cwm_nb.planning.STATE_ATTRS, or give it get_state()/set_state(d)")
@@ -123,9 +144,35 @@ def restore(
         mujoco.mj_copyData(u.data, u.model, snap.mj_data)
         for a, v in snap.attrs.items(): setattr(u, a, _copy_value(v, a))
     elif snap.kind == "method": u.set_state(_copy_value(snap.attrs, "state"))
+    elif snap.kind == "copy":
+        import copy
+        for a, v in snap.attrs.items(): setattr(u, a, copy.deepcopy(v))
     else:
         for a, v in snap.attrs.items(): setattr(u, a, _copy_value(v, a))
     if rng and snap.rng_state is not None: u.np_random = _generator_from_state(snap.rng_state)
+
+# %% ../nbs/10b_oracle.ipynb #82c68371
+def oracle_problem(
+    env_name,        # environment name or `EnvSpec`
+    steps: int = 5,  # steps compared after the restore
+    seed: int = 0,   # seed of the reset and of the actions
+) -> str | None:     # None: the oracle can be built; else why not
+    "Why the oracle planner cannot use exact copies of `env_name`, or None when a restored copy steps like the original."
+    from cwm_nb.envs import make_env
+    a, b = make_env(env_name), make_env(env_name)
+    try:
+        a.reset(seed=seed); b.reset(seed=seed + 1)
+        try: restore(b, snapshot(a))
+        except CwmNbError as e: return e.what
+        a.action_space.seed(seed)
+        for _ in range(steps):
+            act = a.action_space.sample()
+            ra, rb = a.unwrapped.step(act), b.unwrapped.step(act)
+            if not all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(ra[:4], rb[:4])):
+                return f"a restored copy of {type(a.unwrapped).__name__} does not step like the original"
+            if ra[2] or ra[3]: break
+        return None
+    finally: a.close(); b.close()
 
 # %% ../nbs/10b_oracle.ipynb #822ec9ca
 class OracleModel:
@@ -535,7 +582,7 @@ class PlanningResult:
     horizon: int                          # episode length limit used
     return_cwm: float | None              # mean return planning with the program (None: no program / failed to load)
     return_random: float                  # mean return of the random policy
-    return_oracle: float                  # mean return planning with the real env
+    return_oracle: float | None           # mean return planning with the real env (None: no oracle, see oracle_note)
     normalized_return: float | None       # paper eq. 3; None if undefined (oracle == random) or no CWM return
     returns_cwm: list | None              # per-episode returns
     returns_random: list = field(default_factory=list)
@@ -560,6 +607,7 @@ class PlanningResult:
     min_model_steps: int = 0              # fewest model steps a CWM decision had to report (else "implausible")
     sessions_cwm: int = 0                 # sandbox sessions the CWM planner opened (one per episode, again after a failure)
     integrity_note: str = INTEGRITY_NOTE  # what the parent can and cannot verify about the CWM's decisions
+    oracle_note: str | None = None        # "no oracle for this environment, because ..." when it cannot be built
 
     def to_dict(self) -> dict:
         "JSON-safe dict of all fields."
@@ -606,7 +654,7 @@ def _planning_result(setup: _EnvSetup, preset: PlanningPreset, episodes: int, se
     res = PlanningResult(
         env=setup.name, gym_id=setup.gym_id, planner=setup.planner, preset=preset.name, episodes=episodes, seed=seed,
         paper_compat=paper_compat, horizon=setup.horizon, return_cwm=r_cwm, return_random=r_rand, return_oracle=r_orc,
-        normalized_return=normalized_return(r_cwm, r_rand, r_orc),
+        normalized_return=None if r_orc is None else normalized_return(r_cwm, r_rand, r_orc),
         returns_cwm=[l.ret for l in cwm] if cwm else None, returns_random=[l["ret"] for l in rand],
         returns_oracle=[l["ret"] for l in oracle], steps_cwm=[l.steps for l in cwm] if cwm else None,
         steps_random=[l["steps"] for l in rand], steps_oracle=[l["steps"] for l in oracle], reason=reason,
@@ -643,18 +691,21 @@ def evaluate_planning(
     use_cache: bool = True,               # cache the oracle and random baselines
     max_consecutive_failures: int | None = 5,  # give the program up after this many failed decisions in a row
 ) -> PlanningResult:
-    "Normalized return (paper eq. 3) of `program` on `env_name`: CWM, oracle and random play the same seeded episodes."
+    "Normalized return (paper eq. 3) of `program` on `env_name`: CWM, oracle and random play the same seeded episodes (no oracle and no R where `oracle_problem` says why)."
     from concurrent.futures import ThreadPoolExecutor
+    from cwm_nb.envs import get_env_spec
     t0 = time.perf_counter()
     _check_evaluation_args(episodes, program)
     preset = get_preset(preset)
     setup, env, _ = _setup(env_name, preset)
     lim = limits or (preset.mcts_limits if setup.planner == "mcts" else preset.cem_limits)
     stop = threading.Event()
+    no_oracle = oracle_problem(env_name) if get_env_spec(env_name).suite == "gym" else None   # the benchmark's oracles are checked in tests
     kw = dict(episodes=episodes, preset=preset, seed=seed, paper_compat=paper_compat, progress=progress,
               use_cache=use_cache, stop=stop)
     with ThreadPoolExecutor(1) as pool:
-        fut = pool.submit(lambda: (baseline_episodes(env_name, "oracle", **kw), baseline_episodes(env_name, "random", **kw)))
+        fut = pool.submit(lambda: (([], True) if no_oracle else baseline_episodes(env_name, "oracle", **kw),
+                                   baseline_episodes(env_name, "random", **kw)))
         try:
             cwm, reason, dec = _cwm_play(env_name, setup, env, program, preset, seed, sandbox, lim,
                                          max_consecutive_failures, episodes, progress)
@@ -663,5 +714,6 @@ def evaluate_planning(
             stop.set(); raise
     res = _planning_result(setup, preset, episodes, seed, paper_compat, cwm, reason, dec, oracle, rand, c1 and c2)
     if program is not None: res.decision_limits = asdict(lim)
+    if no_oracle: res.oracle_note = f"no oracle for this environment, because {no_oracle}"
     res.wall_s = time.perf_counter() - t0
     return res

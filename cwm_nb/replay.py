@@ -19,7 +19,7 @@ __all__ = ['OBS_FORMATS', 'BUFFER_FORMAT', 'BUFFER_FORMAT_VERSION', 'READABLE_FO
            'decode_obs', 'EpisodeSplit', 'split_by_episode', 'random_policy', 'mountaincar_pump_policy',
            'acrobot_pump_policy', 'random_valid_policy', 'with_epsilon', 'CollectionPlan', 'get_collection_plan',
            'collect_buffer', 'default_buffer_path', 'env_data_spec', 'check_buffer_fits_env', 'load_buffer',
-           'ship_buffer', 'summarize_buffer', 'collect_main']
+           'ship_buffer', 'summarize_buffer', 'collect_main', 'generated_plan', 'buffer_key', 'cached_buffer']
 
 # %% ../nbs/05_replay.ipynb #7d58646c
 def _column(x: Any) -> np.ndarray | list:
@@ -526,12 +526,13 @@ COLLECTION_PLANS: dict[str, CollectionPlan] = {
 
 # %% ../nbs/05_replay.ipynb #a6bc68f7
 def get_collection_plan(name: str) -> CollectionPlan:
-    "The collection plan of benchmark environment `name`. Raises `CwmNbError` if there is none."
-    get_env_spec(name)
-    if name not in COLLECTION_PLANS:
-        raise CwmNbError(f"no buffer collection plan for {name!r} (plans exist for: {', '.join(COLLECTION_PLANS)})",
+    "The collection plan of environment `name`: the benchmark's own, or `generated_plan()` for any other. Raises `CwmNbError` if there is none."
+    spec = get_env_spec(name)
+    if spec.suite == "gym": return generated_plan()
+    if spec.name not in COLLECTION_PLANS:
+        raise CwmNbError(f"no buffer collection plan for {spec.name!r} (plans exist for: {', '.join(COLLECTION_PLANS)})",
                          "add a CollectionPlan to cwm_nb.replay.COLLECTION_PLANS")
-    return COLLECTION_PLANS[name]
+    return COLLECTION_PLANS[spec.name]
 
 # %% ../nbs/05_replay.ipynb #1969a422
 _EPISODE_KEYS = ("obs", "actions", "next_obs", "rewards", "terminated", "truncated")
@@ -639,17 +640,18 @@ def _describe_plan(plan: CollectionPlan, cap: int) -> str:
 
 # %% ../nbs/05_replay.ipynb #ebf44d09
 def collect_buffer(
-    name: str,                        # benchmark environment name
+    name: str,                        # environment name (or an `EnvSpec`)
     seed: int = 0,                    # collection seed: resets and actions derive from it
     plan: CollectionPlan | None = None,  # how to collect; default `get_collection_plan(name)`
     planner: Planner | None = None,   # plans for kind "cem" (`cwm_nb.collect.oracle_cem_planner`)
 ) -> ReplayBuffer:
     "Collect `name`'s buffer by `plan`, deterministically for `seed`. Raises `CwmNbError` if a filter never passes or a cem plan has no planner."
     import gymnasium
-    spec, plan = get_env_spec(name), plan or get_collection_plan(name)
+    spec = get_env_spec(name)
+    name, plan = spec.name, plan or get_collection_plan(spec)
     fmt, valid = getattr(spec, "obs_format", "array"), bool(getattr(spec, "valid_actions", False))
     cap = min(plan.max_steps, spec.horizon)
-    env = make_env(name, max_episode_steps=cap)
+    env = make_env(spec, max_episode_steps=cap)
     try: episodes, info = _COLLECTORS[plan.kind](env, name, seed, plan, cap, fmt, valid, planner)
     finally: env.close()
     for ep, d in zip(episodes, info):
@@ -661,12 +663,17 @@ def collect_buffer(
             "numpy_version": np.__version__, "seed": int(seed), "max_episode_steps": cap,
             "state_kind": spec.state_kind, "action_kind": spec.action_kind, "policy": _describe_plan(plan, cap),
             "plan": asdict(plan), "episodes": info, "collected_by": "cwm_nb.replay.collect_buffer"}
+    if spec.suite == "gym": meta.update(entry_point=spec.entry_point, env_kwargs=spec.make_kwargs)
     return ReplayBuffer(**cols, episode=episode, meta=to_plain(meta))
 
 # %% ../nbs/05_replay.ipynb #af559ae0
 def default_buffer_path(name: str) -> Path:
     "Folder of the shipped buffer of benchmark environment `name`: `<root>/data/buffers/<name>/`."
-    return data_dir()/"buffers"/get_env_spec(name).name
+    spec = get_env_spec(name)
+    if spec.suite == "gym":
+        raise CwmNbError(f"{spec.name} is not a benchmark environment, so no buffer of it is shipped",
+                         "use load_buffer or cached_buffer, which collect its buffer into the cache")
+    return data_dir()/"buffers"/spec.name
 
 # %% ../nbs/05_replay.ipynb #442f6412
 @functools.lru_cache(maxsize=None)
@@ -776,10 +783,13 @@ def _missing_buffer(name: str, path: Path, shipped: bool) -> CwmNbError:
 
 # %% ../nbs/05_replay.ipynb #184b3712
 def load_buffer(
-    name: str,                      # benchmark environment name
-    path: str | Path | None = None, # a buffer folder (or its transitions.npz), or a paper pickle `*.pkl`; default: the shipped buffer
+    name: str,                      # environment name (or an `EnvSpec`)
+    path: str | Path | None = None, # a buffer folder (or its transitions.npz), or a paper pickle `*.pkl`; default: the shipped buffer (any other environment: `cached_buffer`)
 ) -> ReplayBuffer:
     "The replay buffer of `name`, checked against the env's spaces. Raises `CwmNbError` if missing, malformed, not a buffer, or another env's."
+    spec = get_env_spec(name)
+    name = spec.name
+    if path is None and spec.suite == "gym": return cached_buffer(spec)
     shipped = path is None
     path = Path(path) if path is not None else default_buffer_path(name)
     if not path.exists(): raise _missing_buffer(name, path, shipped)
@@ -823,14 +833,18 @@ def collect_main(
     seed: int = 0,                   # collection seed
     out: str | Path | None = None,   # folder to write; default: the shipped folder for seed 0, else the cache
     planner: Planner | None = None,  # for kind "cem" (`cwm_nb.collect.oracle_cem_planner`)
+    plan: CollectionPlan | None = None,  # how to collect; default `get_collection_plan(env)`
 ) -> Path:
     "Collect `env`'s buffer with `seed`, save it, print a summary (transitions, episodes, returns, time). Returns the folder."
     import time
     from cwm_nb.core import cache_dir
     t0 = time.perf_counter()
-    buf = collect_buffer(env, seed, planner=planner)
+    buf = collect_buffer(env, seed, plan, planner=planner)
     wall = time.perf_counter() - t0
-    if out is None: out = default_buffer_path(env) if seed == 0 else cache_dir()/"buffers"/f"{get_env_spec(env).name}-seed{seed}"
+    spec = get_env_spec(env)
+    if out is None and spec.suite == "gym":   # never into the package: the cache folder `cached_buffer` reads
+        out = cache_dir()/"buffers"/"gym"/f"{spec.name}-{buffer_key(spec, seed, plan or get_collection_plan(spec))}"
+    if out is None: out = default_buffer_path(env) if seed == 0 else cache_dir()/"buffers"/f"{spec.name}-seed{seed}"
     path = buf.save(out)
     s = summarize_buffer(buf)
     print(f"{env} (seed {seed}): {s['transitions']} transitions in {s['episodes']} episodes "
@@ -839,3 +853,41 @@ def collect_main(
           + ", ".join(f"{r:.4g}" for r in s["returns"]))
     print(f"  collected in {wall:.1f} s; written to {path}")
     return path
+
+# %% ../nbs/05_replay.ipynb #0ef4833d
+def generated_plan(
+    episodes: int = 10,    # random episodes in the buffer (the benchmark's 5 + 5)
+    max_steps: int = 100,  # cap on episode length (truncation), at most the environment's horizon
+) -> CollectionPlan:
+    "The collection plan of an environment outside the benchmark: `episodes` uniform random episodes."
+    return CollectionPlan(n_random=episodes, n_good=0, max_steps=max_steps, rationale=(
+        "An environment outside the benchmark: uniform random episodes, the shape of the paper's buffers (§3) "
+        "without a filter, since nothing says what a good episode of this environment is."))
+
+# %% ../nbs/05_replay.ipynb #b120c7e3
+def buffer_key(spec, seed: int, plan: CollectionPlan) -> str:
+    "16 hex digits naming the buffer of `spec` (an EnvSpec) collected with `seed` and `plan`."
+    import gymnasium
+    ident = {"gym_id": spec.gym_id, "entry_point": spec.entry_point, "kwargs": spec.make_kwargs,
+             "max_episode_steps": spec.max_episode_steps, "obs_layout": spec.obs_layout}
+    key = json.dumps([ident, int(seed), asdict(plan), gymnasium.__version__], sort_keys=True, default=str)
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+# %% ../nbs/05_replay.ipynb #1edd6406
+def cached_buffer(
+    name,                              # environment name or `EnvSpec` (usually outside the benchmark)
+    seed: int = 0,                     # collection seed
+    plan: CollectionPlan | None = None,  # default `get_collection_plan(name)`
+    folder: str | Path | None = None,  # where buffers are kept (default: `<cache>/buffers/gym`)
+) -> ReplayBuffer:
+    "The buffer of `name` for `seed` and `plan`: read from `folder` when collected before, else collected and saved there."
+    from cwm_nb.core import cache_dir
+    spec = get_env_spec(name)
+    plan = plan or get_collection_plan(spec)
+    path = Path(folder or cache_dir()/"buffers"/"gym")/f"{spec.name}-{buffer_key(spec, seed, plan)}"
+    if (path/META_NAME).exists():
+        try: return check_buffer_fits_env(ReplayBuffer.load(path), spec, path)
+        except CwmNbError: pass            # a broken cache entry is collected again
+    buf = collect_buffer(spec, seed, plan)
+    buf.save(path)
+    return buf

@@ -28,7 +28,7 @@ INDEX_COLUMNS = (
     "normalized_return", "return_cwm", "return_random", "return_oracle", "best_value_per_call",
     "n_generate", "n_improve", "n_fix", "tree_depth", "best_path_length", "best_path_generate",
     "best_path_improve", "best_path_fix", "holdout", "heldout_accuracy", "heldout_exact_replay", "deterministic",
-    "failed_calls", "retries", "refused", "cost_usd")
+    "failed_calls", "retries", "refused", "cost_usd", "env_id", "entry_point", "env_kwargs")
 
 # %% ../nbs/13a_sweeps.ipynb #3f3250ab
 _FLOAT_COLS = ("accuracy", "mean_accuracy", "exact_replay", "best_value", "llm_calls", "model_calls", "cached_calls",
@@ -114,9 +114,13 @@ def index_row(rd: Path, out: Path) -> dict:
     complete = is_complete(rd)   # metrics for the budget settings.json asks for
     rel = rd.relative_to(out)
     parts = rel.parts   # [..., suite, env, method, model, seed<k>]
-    env = s.get("env", m.get("env", parts[-4] if len(parts) >= 4 else ""))
-    row = dict(run_dir=str(rel), suite=m.get("suite", parts[-5] if len(parts) >= 5 else ""), env=env,
-               action_kind=_action_kind(env), method=s.get("method", m.get("method", "")),
+    suite = m.get("suite", parts[-5] if len(parts) >= 5 else "")
+    # the spec's name (a variant of an id carries its kwargs' hash): what the run folder is named after
+    env = m.get("env") or (parts[-4] if suite == "gym" and len(parts) >= 4 else s.get("env", parts[-4] if len(parts) >= 4 else ""))
+    row = dict(run_dir=str(rel), suite=suite, env=env, action_kind=m.get("action_kind") or _action_kind(env),
+               env_id=m.get("env_id", ""), entry_point=m.get("entry_point", ""),
+               env_kwargs=json.dumps(m.get("env_kwargs") or {}, sort_keys=True),
+               method=s.get("method", m.get("method", "")),
                model=s.get("model", m.get("model", "")), budget=int(s.get("budget", m.get("budget", 0)) or 0),
                seed=int(s.get("seed", m.get("seed", int(rd.name[4:])))),
                paper_compat=bool(s.get("paper_compat", m.get("paper_compat", False))),
@@ -203,9 +207,11 @@ def expand_envs(envs: str | list[str]) -> list[str]:
         if x in ENV_GROUPS:
             names = [n for n in E.cwmb_names() if x == "all" or E.get_env_spec(n).action_kind == x]
         elif x in E.env_names(): names = [x]
+        elif ":" in x or E._session_spec(x) or E._registered_id(x): names = [E.get_env_spec(x).name]   # any gymnasium env
         else:
             raise CwmNbError(f"unknown environment {x!r} in --envs",
-                             f"use names from `cwm-nb envs` ({', '.join(E.env_names())}) or a group ({', '.join(ENV_GROUPS)})")
+                             f"use names from `cwm-nb envs` ({', '.join(E.env_names())}), a group ({', '.join(ENV_GROUPS)}), "
+                             "a registered gymnasium id or an entry point module:attr")
         out += [n for n in names if n not in out]
     return out
 
