@@ -636,3 +636,10 @@ def test_hostile_programs_as_a_non_root_user(tmp_path):
         assert all("isolation='none'" in l or "needs bubblewrap" in l for l in skips), skips
     finally:
         if created: subprocess.run(["userdel", "--remove", TEST_USER], capture_output=True)
+
+
+def test_not_linux_refuses(monkeypatch):
+    "On macOS (or any system but Linux) no sandbox starts, so no generated code runs (see the guide)."
+    from cwm_nb.core import CwmNbError
+    monkeypatch.setattr(sys, "platform", "darwin")
+    with pytest.raises(CwmNbError, match="the sandbox needs Linux"): Sandbox(LIMITS)
