@@ -85,15 +85,16 @@ def main():
         for m in modes: sandboxed(sbs[m], "cartpole"); sandboxed(nofork[m], "cartpole")
     T = {"in_process": [], "in_process_plain": []}
     for m in modes: T.update({f"{m}:{k}": [] for k in ("sandboxed", "no_prefork", "plain", "empty")})
-    for _ in range(a.repeats):
+    for rep in range(a.repeats):
         T["in_process"].append(in_process(data))
         T["in_process_plain"].append(in_process(plain))
-        for m in modes:
+        for m in (modes if rep % 2 == 0 else modes[::-1]):   # alternate the order: no mode always follows another's cleanup
             T[f"{m}:sandboxed"].append(sandboxed(sbs[m], "cartpole"))
             T[f"{m}:no_prefork"].append(sandboxed(nofork[m], "cartpole"))
             T[f"{m}:plain"].append(sandboxed(sbs[m], "cartpole-plain"))
             time.sleep(0.02)   # let the server finish the previous job's cleanup and pre-fork
             T[f"{m}:empty"].append(sandboxed(sbs[m], None, "pass", "cwm_nb.sandbox:exec_only"))
+            time.sleep(0.02)   # and let it finish before the next mode's jobs compete for the CPU
     med = {k: statistics.median(v) for k, v in T.items()}
     for m in modes: sbs[m].close(); nofork[m].close()
 
