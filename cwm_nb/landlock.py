@@ -11,10 +11,10 @@ from dataclasses import dataclass
 __all__ = ['FS_EXECUTE', 'FS_WRITE_FILE', 'FS_READ_FILE', 'FS_READ_DIR', 'FS_REMOVE_DIR', 'FS_REMOVE_FILE', 'FS_MAKE_CHAR',
            'FS_MAKE_DIR', 'FS_MAKE_REG', 'FS_MAKE_SOCK', 'FS_MAKE_FIFO', 'FS_MAKE_BLOCK', 'FS_MAKE_SYM', 'FS_REFER',
            'FS_TRUNCATE', 'FS_IOCTL_DEV', 'NET_BIND_TCP', 'NET_CONNECT_TCP', 'SCOPE_ABSTRACT_UNIX_SOCKET',
-           'SCOPE_SIGNAL', 'FILE_RIGHTS', 'READ_RIGHTS', 'DENIED_SYSCALLS', 'AF_UNIX', 'SECCOMP_MODE_FILTER',
-           'PR_SET_SECCOMP', 'set_no_new_privs', 'landlock_abi', 'fs_rights', 'scratch_rights', 'LandlockPolicy',
-           'make_policy', 'restrict_self', 'load_seccomp_filter', 'signal_filter', 'load_signal_filter',
-           'landlock_support']
+           'SCOPE_SIGNAL', 'FILE_RIGHTS', 'READ_RIGHTS', 'DENIED_SYSCALLS', 'OWN_PROCESS_ONLY', 'AF_UNIX',
+           'SECCOMP_MODE_FILTER', 'PR_SET_SECCOMP', 'set_no_new_privs', 'landlock_abi', 'fs_rights', 'scratch_rights',
+           'LandlockPolicy', 'make_policy', 'restrict_self', 'load_seccomp_filter', 'signal_filter',
+           'load_signal_filter', 'landlock_support']
 
 # %% ../nbs/02b_landlock.ipynb #a9c07a69
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
@@ -142,7 +142,7 @@ def restrict_self(
         os.close(rs)
         for fd, _ in own: os.close(fd)
 
-# %% ../nbs/02b_landlock.ipynb #eaa9813c
+# %% ../nbs/02b_landlock.ipynb #50b0a2f9
 DENIED_SYSCALLS = (
     "socket", "io_uring_setup", "io_uring_enter", "io_uring_register",
     "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
@@ -151,7 +151,10 @@ DENIED_SYSCALLS = (
     "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key", "init_module", "finit_module",
     "delete_module", "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff", "acct", "settimeofday",
     "clock_settime", "clock_adjtime", "sethostname", "setdomainname", "iopl", "ioperm", "syslog", "quotactl",
-    "fanotify_init", "lookup_dcookie")
+    "fanotify_init", "lookup_dcookie", "process_madvise", "process_mrelease")
+OWN_PROCESS_ONLY = (("prlimit64", 0), ("setpriority", 1), ("ioprio_set", 1), ("sched_setaffinity", 0),
+                    ("sched_setscheduler", 0), ("sched_setparam", 0), ("sched_setattr", 0), ("migrate_pages", 0),
+                    ("move_pages", 0))   # (call, argument that names the target process): allowed on itself (0) only
 _CLONE_NEW = {"CLONE_NEWNS": 0x20000, "CLONE_NEWCGROUP": 0x2000000, "CLONE_NEWUTS": 0x4000000, "CLONE_NEWIPC": 0x8000000,
               "CLONE_NEWUSER": 0x10000000, "CLONE_NEWPID": 0x20000000, "CLONE_NEWNET": 0x40000000, "CLONE_NEWTIME": 0x80}
 AF_UNIX = 1
@@ -175,7 +178,7 @@ def _libseccomp():
         _seccomp_handle = lib
     return _seccomp_handle
 
-# %% ../nbs/02b_landlock.ipynb #c2205615
+# %% ../nbs/02b_landlock.ipynb #c1ab07e7
 def _rule(lib, ctx, action: int, name: str, *cmps: tuple) -> None:
     nr = lib.seccomp_syscall_resolve_name(name.encode())
     if nr < 0: return   # not a system call on this architecture (e.g. iopl on arm64)
@@ -194,11 +197,14 @@ def load_seccomp_filter() -> None:
         _rule(lib, ctx, eacces, "socketpair", (0, _CMP_NE, AF_UNIX, 0))
         for flag in _CLONE_NEW.values(): _rule(lib, ctx, eperm, "clone", (0, _CMP_MASKED_EQ, flag, flag))
         _rule(lib, ctx, _ACT_ERRNO | errno.ENOSYS, "clone3")
+        for name, arg in OWN_PROCESS_ONLY: _rule(lib, ctx, eperm, name, (arg, _CMP_NE, 0, 0))
+        _rule(lib, ctx, eperm, "setpriority", (0, _CMP_NE, 0, 0))   # PRIO_PROCESS only: not a group, not the user
+        _rule(lib, ctx, eperm, "ioprio_set", (0, _CMP_NE, 1, 0))    # IOPRIO_WHO_PROCESS only
         rc = lib.seccomp_load(ctx)
         if rc < 0: raise OSError(-rc, f"seccomp_load: {os.strerror(-rc)}")
     finally: lib.seccomp_release(ctx)
 
-# %% ../nbs/02b_landlock.ipynb #a602d30b
+# %% ../nbs/02b_landlock.ipynb #cb6490d6
 _BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_RET_K = 0x20, 0x15, 0x06
 SECCOMP_MODE_FILTER, PR_SET_SECCOMP = 2, 22
 
@@ -208,24 +214,32 @@ class _SockFilter(ctypes.Structure):
 class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
 
+def _assemble(prog: list) -> list[tuple[int, int, int, int]]:
+    "Classic BPF from ('ld', offset), ('jeq', k, label_if_true), ('ret', action) and label names (str)."
+    at, pos = {}, 0
+    for x in prog:
+        if isinstance(x, str): at[x] = pos
+        else: pos += 1
+    out = []
+    for x in prog:
+        if isinstance(x, str): continue
+        if x[0] == "ld": out.append((_BPF_LD_W_ABS, 0, 0, x[1]))
+        elif x[0] == "ret": out.append((_BPF_RET_K, 0, 0, x[1]))
+        else: out.append((_BPF_JEQ_K, at[x[2]] - len(out) - 1, 0, x[1] & 0xFFFFFFFF))   # false: the next instruction
+    return out
+
 def signal_filter(pid: int) -> list[tuple[int, int, int, int]]:
-    "BPF instructions (code, jt, jf, k) that let the signal calls reach only `pid`'s process group. Needs libseccomp for the numbers."
+    "BPF (code, jt, jf, k) letting signals reach only `pid` and its process group (`0`, `pid`, `-pid`). Needs libseccomp for the numbers."
     lib = _libseccomp()
-    nr = {n: lib.seccomp_syscall_resolve_name(n.encode()) for n in ("kill", "tkill", "tgkill", "pidfd_send_signal")}
+    nr = lambda n: lib.seccomp_syscall_resolve_name(n.encode())
     allow, deny = _ACT_ALLOW, _ACT_ERRNO | errno.EPERM
     arg0 = 16 if struct.pack("=I", 1)[0] == 1 else 20   # low 32 bits of args[0] in struct seccomp_data
-    me, grp = pid & 0xFFFFFFFF, -pid & 0xFFFFFFFF
-    return [(_BPF_LD_W_ABS, 0, 0, 0),                                  # 0: A = syscall number
-            (_BPF_JEQ_K, 3, 0, nr["kill"]),                            # 1: -> 5
-            (_BPF_JEQ_K, 2, 0, nr["tkill"]),                           # 2: -> 5
-            (_BPF_JEQ_K, 1, 0, nr["tgkill"]),                          # 3: -> 5
-            (_BPF_JEQ_K, 5, 4, nr["pidfd_send_signal"]),               # 4: -> 10 deny, else -> 9 allow
-            (_BPF_LD_W_ABS, 0, 0, arg0),                               # 5: A = target (low 32 bits)
-            (_BPF_JEQ_K, 2, 0, 0),                                     # 6: 0: own group -> 9
-            (_BPF_JEQ_K, 1, 0, me),                                    # 7: itself -> 9
-            (_BPF_JEQ_K, 0, 1, grp),                                   # 8: -pid: own group -> 9, else 10
-            (_BPF_RET_K, 0, 0, allow),                                 # 9
-            (_BPF_RET_K, 0, 0, deny)]                                  # 10
+    targeted = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")   # args[0]: the target pid or group
+    return _assemble([("ld", 0)] + [("jeq", nr(n), "target") for n in targeted] + [
+        ("jeq", nr("pidfd_send_signal"), "deny"), ("jeq", nr("fcntl"), "fcntl"), ("ret", allow),
+        "fcntl", ("ld", arg0 + 8), ("jeq", 8, "deny"), ("jeq", 15, "deny"), ("ret", allow),   # F_SETOWN(_EX): SIGIO to another
+        "target", ("ld", arg0), ("jeq", 0, "ok"), ("jeq", pid, "ok"), ("jeq", -pid, "ok"),
+        "deny", ("ret", deny), "ok", ("ret", allow)])
 
 def load_signal_filter(pid: int | None = None) -> None:
     "Install `signal_filter(pid)` (default: this process) on this thread. Needs `no_new_privs`. Raises `OSError`."

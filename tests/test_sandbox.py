@@ -258,6 +258,10 @@ def test_signals_scoped_by_seccomp_where_landlock_cannot(monkeypatch, secret_env
         assert r.error["kind"] == "exception" and r.error["exc_type"] == "PermissionError", r.error
         r = sb.run("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)")   # itself: allowed
         assert r.error["kind"] == "killed" and "SIGSEGV" in r.error["message"], r.error
+        r = sb.run("import fcntl, os\nr, w = os.pipe()\nfcntl.fcntl(r, fcntl.F_SETOWN, os.getppid())")   # SIGIO to the server
+        assert r.error["exc_type"] == "PermissionError", r.error
+        r = sb.run("import signal, os\nsignal.pthread_kill(__import__('threading').main_thread().ident, 0)\nprint('ok')")
+        assert r.ok, r.error   # its own threads: allowed
         assert sb.restarts == restarts
 
 
@@ -364,6 +368,18 @@ def test_no_ptrace_or_process_vm(sb):
     r = sb.run(src)
     rc, err = map(int, r.stdout.split())
     assert rc == -1 and err in (1, 3), r.stdout   # EPERM (or ESRCH: not visible from its pid namespace)
+
+
+def test_no_limits_or_priority_of_other_processes(sb):
+    "A job cannot set the workbook's or the server's resource limits or priority (same uid as non-root)."
+    kernel_only(sb)
+    for pid in (os.getpid(), sb.server_pid):
+        r = sb.run("import resource\nresource.prlimit(%d, resource.RLIMIT_CPU, (1, 1))" % pid)
+        assert r.error["exc_type"] in ("PermissionError", "ProcessLookupError"), r.error
+        r = sb.run("import os\nos.setpriority(os.PRIO_PROCESS, %d, 19)" % pid)
+        assert r.error["exc_type"] in ("PermissionError", "ProcessLookupError"), r.error
+    assert psutil.Process(os.getpid()).rlimit(psutil.RLIMIT_CPU)[0] == psutil.RLIM_INFINITY
+    assert psutil.Process(os.getpid()).nice() < 19
 
 
 def test_token_in_real_home_not_leaked(sb, secret_env):
