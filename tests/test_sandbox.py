@@ -560,6 +560,19 @@ def test_isolation_from_the_environment(monkeypatch):
     assert _env_vars()["CWM_NB_ISOLATION"] == "landlock"   # every sweep job gets it (local, Dask, SLURM)
 
 
+def test_isolation_reaches_a_papermill_kernel(tmp_path, monkeypatch):
+    "The variable reaches the kernel of a papermill run (how `cwm-nb run` executes the experiment notebooks)."
+    _skip_unavailable("landlock")
+    import nbformat, papermill as pm
+    from cwm_nb.experiments import KERNEL_NAME
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("from cwm_nb.sandbox import Sandbox\nwith Sandbox() as sb:\n    print(sb.isolation)")]
+    nbformat.write(nb, tmp_path/"in.ipynb")
+    monkeypatch.setenv("CWM_NB_ISOLATION", "landlock")
+    out = pm.execute_notebook(str(tmp_path/"in.ipynb"), str(tmp_path/"out.ipynb"), kernel_name=KERNEL_NAME, progress_bar=False)
+    assert out.cells[0].outputs[0]["text"].strip() == "landlock"
+
+
 def test_cli_isolation_option_reaches_eval_program_json(tmp_path):
     "`cwm-nb eval-program --json --isolation landlock`: the record names the mode that ran."
     _skip_unavailable("landlock")
