@@ -283,6 +283,12 @@ def _program_environment(scratch: str, program_filename: str) -> None:
     sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
     sys.argv = [program_filename]
 
+# %% ../nbs/02a_fork_server.ipynb #142fdba2
+def _arm_cpu_timer() -> None:
+    "A finite soft RLIMIT_CPU (2**30 s) now, so that setting the job's limit later is fast; the hard limit is kept."
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    resource.setrlimit(resource.RLIMIT_CPU, (1 << 30 if hard == resource.RLIM_INFINITY else min(1 << 30, hard), hard))
+
 # %% ../nbs/02a_fork_server.ipynb #47d74983
 def _accept_job(srv, blob: bytes, job_r: int, vm: int) -> tuple[dict, int]:
     "Name the child, unpickle the job, set its limits, register its source for tracebacks: (job, job_r or -1)."
@@ -307,6 +313,7 @@ def _job_child(srv, scratch: str, job_r: int, res_w: int, out_w: int, err_w: int
         import linecache   # imported before the job arrives (the program's tracebacks use it)
         _warm_up(srv)
         vm = _vm_bytes()
+        _arm_cpu_timer()
         if policy: _confine(srv, policy, scratch)
     except BaseException as e: _setup_failed(e)
     blob = _recv_frame(job_r)                           # ---- wait for the job ----
