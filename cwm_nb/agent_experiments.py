@@ -98,6 +98,11 @@ def agent_config(s: dict) -> AgentConfig:
                        max_tokens=s["max_tokens"], planner=PlannerConfig(planner=s["planner"]))
 
 # %% ../nbs/13b_agent_experiments.ipynb #8c4a459a
+def _isolation() -> str | None:
+    "The mode of the shared sandbox that ran the agent's programs (`02_sandbox`), None if none was started."
+    from cwm_nb import sandbox
+    return sandbox._shared.isolation if sandbox._shared is not None else None
+
 def _run_metrics(s: dict, rd: Path, res, llm, files: list[str], t0: float) -> dict:
     "The content of `metrics.json` for settings `s` and the `AgentResult` `res`."
     steps = sum(e["steps"] for e in res.envs)
@@ -111,7 +116,7 @@ def _run_metrics(s: dict, rd: Path, res, llm, files: list[str], t0: float) -> di
                 calls_by_kind={k: sum(1 for c in res.calls if c["kind"] == k) for k in sorted({c["kind"] for c in res.calls})},
                 syntheses=len(res.syntheses), env_steps=steps, wall_s=res.stats["wall_s"], session_wall_s=round(time.perf_counter() - t0, 3),
                 agent_s_per_step=(res.stats["wall_s"] - llm_s) / steps if steps else None, planner_stats=res.stats,
-                programs=files, provenance=provenance())
+                programs=files, isolation=_isolation(), provenance=provenance())
 
 # %% ../nbs/13b_agent_experiments.ipynb #49c90c13
 def run_agent(

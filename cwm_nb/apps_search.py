@@ -398,7 +398,7 @@ def run_problems(
     metrics = dict(suite="apps", method=method, budget=budget, seed=seed, apps_mode=apps_mode, compare=compare,
                    search_fraction=search_fraction, paper_compat=paper_compat, max_tokens=max_tokens,
                    per_test_s=per_test_s, problem_s=problem_s, **(meta or {}),
-                   **apps_run_metrics(results, compare, apps_mode, budget), sandbox=sandbox.isolation,
+                   **apps_run_metrics(results, compare, apps_mode, budget), sandbox=sandbox.isolation, isolation=sandbox.isolation,
                    wall_s=round(time.perf_counter() - t0, 3))
     metrics.update(accuracy=metrics["strict_accuracy"], mean_accuracy=metrics["test_case_average"],
                    best_value=metrics["mean_search_value"], best_is_bug=False, plan_preset="none")

@@ -42,6 +42,7 @@ class Evaluation:
     deterministic: bool | None = None  # same answers in independent runs (None: not checked; see `check_determinism`)
     determinism: dict | None = None    # the check's passes and the first differing transition, if any
     rollouts: dict | None = None       # open-loop rollout errors by step and horizon (`score_rollouts`), if asked
+    isolation: str | None = None       # the sandbox mode that ran the program: "bwrap", "landlock" or "none" (None: not run in a sandbox)
 
     @property
     def perfect(self) -> bool:
@@ -757,12 +758,15 @@ def evaluate_program(
         sandbox = get_sandbox()
     res = _run_on(sandbox, source, buffer, "cwm_nb.sandbox:cwm_predict", limits=limits)
     if not res.ok:
-        return Evaluation.crashed(condense_error(res.error, source), len(buffer), paper_compat, time.perf_counter() - t0,
-                                  valid_actions=buffer_format(buffer)[1])
+        ev = Evaluation.crashed(condense_error(res.error, source), len(buffer), paper_compat, time.perf_counter() - t0,
+                                valid_actions=buffer_format(buffer)[1])
+        ev.isolation = res.isolation
+        return ev
     value = res.value if isinstance(res.value, dict) else {}
     ev = score_predictions(value.get("predictions"), buffer, paper_compat=paper_compat, n_failures=n_failures,
                            reward_rtol=reward_rtol, reward_atol=reward_atol, state_rtol=state_rtol, state_atol=state_atol,
                            malformed=value.get("malformed"))
+    ev.isolation = res.isolation
     if determinism and not ev.bug:
         ev.deterministic, ev.determinism = check_determinism(source, buffer, value.get("predictions") or [],
                                                              sandbox=sandbox, limits=limits)

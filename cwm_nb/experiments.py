@@ -256,7 +256,7 @@ def _cwmb_metrics(spec, s: dict, res, llm, final, held, split, buf, sandbox, eva
         suite=spec.suite, **{k: s[k] for k in ("method", "model", "budget", "seed", "paper_compat")}, env=spec.name,
         **_usage_metrics(res, llm), max_tokens=s["max_tokens"], **_score_metrics(res, final, buf),
         **split.info(), **heldout_metrics(final, held), final_eval_s=round(eval_s, 3),
-        program_sha256=Program(res.best_program or "").sha256, sandbox=sandbox.isolation,
+        program_sha256=Program(res.best_program or "").sha256, sandbox=sandbox.isolation, isolation=sandbox.isolation,
         buffer=s["buffer"] or "shipped", buffer_fingerprint=buf.fingerprint()[:16],
         wall_s=round(time.perf_counter() - t0, 3),
         search_s=round(sum(getattr(res, "timing", {}).values()), 3),
@@ -913,12 +913,17 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (add_run_cli, add_eval_cli, add_plan_cli, add_collect_cli, add_envs_cli): add(sub)
     import importlib
     for name in CLI_MODULES: importlib.import_module(f"cwm_nb.{name}").add_cli(sub)   # sub-commands of other notebooks
+    iso = dict(choices=("auto", "bwrap", "landlock", "none"), help="sandbox for generated code (sets CWM_NB_ISOLATION for this "
+               "command and its workers; auto: bwrap, else landlock, else refuse; see the guide)")
+    p.add_argument("--isolation", default=None, **iso)
+    for s in sub.choices.values(): s.add_argument("--isolation", default=argparse.SUPPRESS, **iso)   # also after the sub-command
     return p
 
 # %% ../nbs/13_experiments.ipynb #4f2e74ca
 def main(argv: Sequence[str] | None = None) -> int:
     "Entry point of `cwm-nb`. Returns the exit status (2 for a user error, printed without a traceback)."
     a = build_parser().parse_args(argv)
+    if a.isolation: os.environ["CWM_NB_ISOLATION"] = a.isolation   # every sandbox of this process and its children
     import logging; logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # no task tracebacks after Ctrl-C
     try:
         return a.fn(a)

@@ -12,8 +12,8 @@ import numpy as np
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['PR_SET_PDEATHSIG', 'PR_SET_NAME', 'PR_SET_CHILD_SUBREAPER', 'PR_SET_NO_NEW_PRIVS', 'CLONE_NEWNET', 'HIDDEN_DIRS',
-           'MAX_SESSIONS', 'bwrap_command']
+__all__ = ['PR_SET_PDEATHSIG', 'PR_SET_NAME', 'PR_SET_CHILD_SUBREAPER', 'PR_SET_NO_NEW_PRIVS', 'CLONE_NEWNET', 'PR_SET_KEEPCAPS',
+           'CAP_DAC_READ_SEARCH', 'HIDDEN_DIRS', 'MAX_SESSIONS', 'SYSTEM_READ', 'bwrap_command']
 
 # %% ../nbs/02a_fork_server.ipynb #91ddaa25
 _HDR = struct.Struct("<Q")
@@ -57,6 +57,17 @@ def _libc():
     global _libc_handle
     if _libc_handle is None: _libc_handle = ctypes.CDLL(None, use_errno=True)
     return _libc_handle
+
+PR_SET_KEEPCAPS, CAP_DAC_READ_SEARCH = 8, 2
+
+class _CapHeader(ctypes.Structure): _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+class _CapData(ctypes.Structure): _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+def _set_caps(mask: int) -> None:
+    "Make `mask` (capability bits below 32) this thread's effective and permitted sets, nothing inheritable."
+    data = (_CapData * 2)(_CapData(mask, mask, 0), _CapData(0, 0, 0))
+    if _libc().capset(ctypes.byref(_CapHeader(0x20080522, 0)), data) != 0:   # _LINUX_CAPABILITY_VERSION_3
+        e = ctypes.get_errno(); raise OSError(e, f"capset: {os.strerror(e)}")
 
 def _prctl(option: int, arg) -> None:
     a = ctypes.c_char_p(arg) if isinstance(arg, bytes) else ctypes.c_ulong(arg)
@@ -244,11 +255,23 @@ def _detach_child(srv, scratch: str, keep: set, out_w: int, err_w: int) -> None:
 def _drop_privileges(srv) -> None:
     "Switch to the job uid (if any), set no_new_privs and the death signal; `_exit(_EXIT_SETUP)` if one fails silently."
     if srv.uid is not None:
+        keep = getattr(srv, "cfg", {}).get("keep_dac_read")   # landlock mode: read what Landlock allows, past 0700 parents
+        if keep: _prctl(PR_SET_KEEPCAPS, 1)
         os.setgroups([]); os.setresgid(srv.uid, srv.uid, srv.uid); os.setresuid(srv.uid, srv.uid, srv.uid)
         if 0 in os.getresuid() or 0 in os.getresgid(): os._exit(_EXIT_SETUP)
+        if keep: _set_caps(1 << CAP_DAC_READ_SEARCH); _prctl(PR_SET_KEEPCAPS, 0)
     _prctl(PR_SET_NO_NEW_PRIVS, 1)                  # no setuid binary can give privileges back
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)        # (after the uid switch, which would clear it)
     if os.getppid() != srv.pid: os._exit(_EXIT_SETUP)   # the server died before the death signal was armed
+
+# %% ../nbs/02a_fork_server.ipynb #62eec9ca
+def _confine(srv, policy, scratch: str) -> None:
+    "Landlock for this job child (and the signal filter where Landlock cannot scope signals); close the policy's descriptors."
+    from cwm_nb.landlock import restrict_self, load_signal_filter
+    by_seccomp = srv.cfg.get("signal_scope") == "seccomp" or not policy.scope_signals
+    restrict_self(policy, scratch, scope_signals=not by_seccomp)
+    if by_seccomp: load_signal_filter(os.getpid())
+    policy.close()
 
 # %% ../nbs/02a_fork_server.ipynb #69a8fefb
 def _program_environment(scratch: str, program_filename: str) -> None:
@@ -259,6 +282,12 @@ def _program_environment(scratch: str, program_filename: str) -> None:
     sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
     sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
     sys.argv = [program_filename]
+
+# %% ../nbs/02a_fork_server.ipynb #142fdba2
+def _arm_cpu_timer() -> None:
+    "A finite soft RLIMIT_CPU (2**30 s) now, so that setting the job's limit later is fast; the hard limit is kept."
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    resource.setrlimit(resource.RLIMIT_CPU, (1 << 30 if hard == resource.RLIM_INFINITY else min(1 << 30, hard), hard))
 
 # %% ../nbs/02a_fork_server.ipynb #47d74983
 def _accept_job(srv, blob: bytes, job_r: int, vm: int) -> tuple[dict, int]:
@@ -277,12 +306,15 @@ def _job_child(srv, scratch: str, job_r: int, res_w: int, out_w: int, err_w: int
     "Body of a pre-forked child: prepare, wait for a job, set the limits, run it, write the result, _exit. Never returns."
     from cwm_nb.sandbox import PROGRAM_FILENAME, _run_job   # the job runner (the server imported it before forking)
     try:
-        _detach_child(srv, scratch, {0, 1, 2, job_r, res_w, out_w, err_w}, out_w, err_w)
+        policy = getattr(srv, "landlock", None)
+        _detach_child(srv, scratch, {0, 1, 2, job_r, res_w, out_w, err_w, *(policy.fds if policy else ())}, out_w, err_w)
         _drop_privileges(srv)
         _program_environment(scratch, PROGRAM_FILENAME)
         import linecache   # imported before the job arrives (the program's tracebacks use it)
         _warm_up(srv)
         vm = _vm_bytes()
+        _arm_cpu_timer()
+        if policy: _confine(srv, policy, scratch)
     except BaseException as e: _setup_failed(e)
     blob = _recv_frame(job_r)                           # ---- wait for the job ----
     if blob is None: os._exit(0)                        # the server discarded this child
@@ -373,6 +405,17 @@ def _make_scratch(scratch_base: str) -> str:
     for d in (scratch_base, base): os.makedirs(d, exist_ok=True); os.chmod(d, 0o711)
     return base
 
+# %% ../nbs/02a_fork_server.ipynb #0c4d09ae
+SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/localtime",
+               "/dev/urandom", "/dev/random", "/dev/zero")   # readable by every job in landlock mode (missing ones skipped)
+
+def _prepare_landlock(cfg: dict):
+    "The `LandlockPolicy` of this server's jobs, and the seccomp filter installed on the server. Raises `OSError`."
+    from cwm_nb.landlock import make_policy, load_seccomp_filter
+    policy = make_policy(list(cfg.get("read_paths", ())) + list(SYSTEM_READ), ["/dev/null"])
+    load_seccomp_filter()
+    return policy
+
 # %% ../nbs/02a_fork_server.ipynb #32804d40
 class _Server:
     "The fork server's state and loop (runs inside the sandbox; see `_server_main`)."
@@ -387,6 +430,7 @@ class _Server:
         self.uid = cfg.get("uid")
         if self.uid is not None and not _can_switch_uid():
             notes.append("jobs keep the server's uid (no CAP_SETUID/CAP_SETGID/CAP_CHOWN/CAP_KILL)"); self.uid = None
+        self.landlock = _prepare_landlock(cfg) if cfg["mode"] == "landlock" else None
         self.base = _make_scratch(cfg["scratch_base"])
         self.nproc_base = 0 if self.uid is not None else _count_own_processes()
         self.protections = self._protections(notes)
@@ -401,13 +445,16 @@ def _protections(self: _Server, notes) -> dict:
         except OSError: return None
     with open("/proc/self/net/dev") as f: ifaces = [l.split(":")[0].strip() for l in f.readlines()[2:]]
     parent = self.cfg.get("parent_ns", {})
-    own_userns = ns("user") != parent.get("user")
-    return {"isolation": self.cfg["mode"], "network_cut": all(i == "lo" for i in ifaces),
+    own_userns, ll = ns("user") != parent.get("user"), getattr(self, "landlock", None)
+    return {"isolation": self.cfg["mode"], "network_cut": ll is not None or all(i == "lo" for i in ifaces),
             "read_only_root": bool(os.statvfs("/").f_flag & os.ST_RDONLY),
             "hidden_dirs": list(self.cfg.get("hidden", [])),
             "pid_namespace": ns("pid") != parent.get("pid"), "job_uid": self.uid,
-            "nproc_enforced": self.uid is not None or (os.getuid() != 0 and own_userns),
-            "env_cleared": True, "no_new_privs": True, "notes": notes}
+            "nproc_enforced": self.uid is not None or (os.getuid() != 0 and (own_userns or ll is not None)),
+            "env_cleared": True, "no_new_privs": True, "landlock_abi": ll.abi if ll else None, "seccomp": ll is not None,
+            "signal_scope": None if ll is None else ("landlock" if ll.scope_signals and self.cfg.get("signal_scope") != "seccomp" else "seccomp"),
+            "job_caps": ["CAP_DAC_READ_SEARCH"] if ll and self.uid is not None and self.cfg.get("keep_dac_read") else [],
+            "notes": notes}
 
 # %% ../nbs/02a_fork_server.ipynb #ce4504e8
 @patch

@@ -7,6 +7,7 @@ from __future__ import annotations
 import atexit, base64, builtins, copy, fcntl, importlib, importlib.util, json, math, os, pickle, re, shutil, signal
 import subprocess, sys, tempfile, threading, time, traceback, types, warnings, weakref
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any, Callable
 import numpy as np
 from fastcore.basics import patch
@@ -15,15 +16,16 @@ from .fork_server import (CLONE_NEWNET, HIDDEN_DIRS, MAX_SESSIONS, PR_SET_CHILD_
                                 PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, _EXIT_SETUP, _children, _close_fds_except,
                                 _needed_paths, _others_can_read, _package_root, _prctl, _recv_frame, _send_frame,
                                 _server_env, _server_main, _under, _write_all, bwrap_command)
+from .landlock import landlock_support
 _all_ = ["CLONE_NEWNET", "HIDDEN_DIRS", "MAX_SESSIONS", "PR_SET_CHILD_SUBREAPER", "PR_SET_NAME", "PR_SET_NO_NEW_PRIVS",
          "PR_SET_PDEATHSIG", "bwrap_command"]   # defined in cwm_nb.fork_server, still exported from here
 
 # %% auto #0
-__all__ = ['ERROR_KINDS', 'PROGRAM_FILENAME', 'SandboxLimits', 'make_error', 'SandboxResult', 'describe_exception',
-           'ProgramError', 'strict_plain', 'Rows', 'encode_result', 'decode_result', 'to_plain_value', 'exec_only',
-           'call_function', 'Serve', 'function_session', 'run_in_process', 'cwm_predict', 'cwm_rollouts', 'Sandbox',
-           'SandboxSession', 'get_sandbox', 'CLONE_NEWNET', 'HIDDEN_DIRS', 'MAX_SESSIONS', 'PR_SET_CHILD_SUBREAPER',
-           'PR_SET_NAME', 'PR_SET_NO_NEW_PRIVS', 'PR_SET_PDEATHSIG', 'bwrap_command']
+__all__ = ['ISOLATION_MODES', 'ERROR_KINDS', 'PROGRAM_FILENAME', 'SandboxLimits', 'isolation_mode', 'make_error', 'SandboxResult',
+           'describe_exception', 'ProgramError', 'strict_plain', 'Rows', 'encode_result', 'decode_result',
+           'to_plain_value', 'exec_only', 'call_function', 'Serve', 'function_session', 'run_in_process', 'cwm_predict',
+           'cwm_rollouts', 'Sandbox', 'SandboxSession', 'get_sandbox', 'CLONE_NEWNET', 'HIDDEN_DIRS', 'MAX_SESSIONS',
+           'PR_SET_CHILD_SUBREAPER', 'PR_SET_NAME', 'PR_SET_NO_NEW_PRIVS', 'PR_SET_PDEATHSIG', 'bwrap_command']
 
 # %% ../nbs/02_sandbox.ipynb #35481d71
 @dataclass(frozen=True)
@@ -46,6 +48,19 @@ class SandboxLimits:
             raise CwmNbError(f"SandboxLimits.output_kill_bytes ({self.output_kill_bytes}) is below output_bytes ({self.output_bytes})",
                              "make the kill cap at least the capture cap, e.g. SandboxLimits(output_bytes=8192, output_kill_bytes=1 << 20)")
 
+# %% ../nbs/02_sandbox.ipynb #b03741fd
+ISOLATION_MODES = ("auto", "bwrap", "landlock", "none")
+
+def isolation_mode(
+    value: str | None = None,   # a mode name; None: $CWM_NB_ISOLATION, else "auto"
+) -> str:
+    "The isolation mode asked for. Raises `CwmNbError` for a name not in `ISOLATION_MODES`."
+    v = (os.environ.get("CWM_NB_ISOLATION", "") if value is None else str(value)).strip().lower() or "auto"
+    if v not in ISOLATION_MODES:
+        where = "CWM_NB_ISOLATION" if value is None else "isolation"
+        raise CwmNbError(f"unknown {where} {v!r}", f"use one of {', '.join(ISOLATION_MODES)}")
+    return v
+
 # %% ../nbs/02_sandbox.ipynb #43759236
 ERROR_KINDS = ("syntax", "exception", "no_environment", "memory", "timeout", "cpu", "output_limit", "killed",
                "server_died", "bad_result")
@@ -67,7 +82,7 @@ class SandboxResult:
     stdout: str = ""         # captured stdout: all of it, or its first and last `output_bytes // 2` bytes around a marker
     stderr: str = ""         # captured stderr, likewise
     wall_s: float = 0.0      # wall time of the job as seen by the caller, seconds
-    isolation: str = "none"  # "bwrap" or "none": which protections held (see `Sandbox.protections`)
+    isolation: str = "none"  # "bwrap", "landlock" or "none": which protections held (see `Sandbox.protections`)
 
     def to_dict(self) -> dict:
         "The result as a plain dict (JSON-ready)."
@@ -674,12 +689,11 @@ class Sandbox:
 
     def __init__(self,
                  limits: SandboxLimits | None = None,           # default limits of each job
-                 isolation: str = "auto",                       # "auto" (bwrap, else none with a warning), "bwrap", "none"
+                 isolation: str | None = None,                  # "auto", "bwrap", "landlock", "none"; None: $CWM_NB_ISOLATION or "auto"
                  preload: tuple = ("numpy", "gymnasium"),       # modules the server imports once, for all jobs
                  prefork: bool = True,                          # fork the next job child in advance
                 ):
-        if isolation not in ("auto", "bwrap", "none"):
-            raise CwmNbError(f"unknown isolation {isolation!r}", "use 'auto', 'bwrap' or 'none'")
+        isolation = isolation_mode(isolation)
         if not sys.platform.startswith("linux"):
             raise CwmNbError("the sandbox needs Linux (fork, prctl, pidfd, /proc)", "run cwm-nb on Linux or in a Linux container")
         self.limits, self.requested, self.preload, self.prefork = limits or SandboxLimits(), isolation, tuple(preload), prefork
@@ -782,33 +796,52 @@ def __repr__(self: Sandbox):
 # %% ../nbs/02_sandbox.ipynb #5827debb
 @patch
 def _start(self: Sandbox) -> None:
-    mode = self.isolation or self.requested
+    mode, why = self.isolation or self.requested, []
+    if mode == "none":
+        try: return self._launch("none", None)
+        except _ServerGone as e:
+            raise CwmNbError(f"the sandbox server did not start: {e}", "check that `python -c 'import cwm_nb.sandbox'` works with this interpreter") from None
     if mode in ("auto", "bwrap"):
         bw = shutil.which("bwrap")
-        if bw is None:
-            if mode == "bwrap":
-                raise CwmNbError("bubblewrap (bwrap) is not installed", "install it (e.g. apt-get install bubblewrap), or use Sandbox(isolation='none') and accept weaker protection")
-            warnings.warn("bubblewrap (bwrap) not found: the sandbox runs WITHOUT kernel isolation (isolation='none'); "
-                          "programs can use the network and write the user's files. Install bubblewrap.", RuntimeWarning)
-            mode = "none"
+        if bw is None: why.append("bubblewrap (bwrap) is not installed")
         else:
             try: return self._launch("bwrap", bw)
-            except _ServerGone as e:
-                if mode == "bwrap":
-                    raise CwmNbError(f"bubblewrap could not start the sandbox: {e}", "check that user namespaces are allowed (or run as root), or use isolation='none'") from None
-                warnings.warn(f"bubblewrap could not start the sandbox ({e}); falling back to isolation='none', "
-                              "WITHOUT kernel isolation", RuntimeWarning)
-                mode = "none"
-    try: self._launch("none", None)
-    except _ServerGone as e:
-        raise CwmNbError(f"the sandbox server did not start: {e}", "check that `python -c 'import cwm_nb.sandbox'` works with this interpreter") from None
+            except _ServerGone as e: why.append(f"bubblewrap could not start the sandbox: {e}")
+        if mode == "bwrap":
+            raise CwmNbError(why[-1], "install bubblewrap (apt-get install bubblewrap) where user namespaces are allowed "
+                             "(or run as root), or choose CWM_NB_ISOLATION=landlock (cwm-nb --isolation landlock)") from None
+    support = landlock_support()
+    if support is None:
+        try: return self._launch("landlock", None)
+        except _ServerGone as e: support = f"Landlock + seccomp could not start the sandbox: {e}"
+    why.append(support)
+    if mode == "landlock":
+        raise CwmNbError(support, "use Linux 5.13 or later with Landlock enabled and libseccomp2 installed, or choose "
+                         "CWM_NB_ISOLATION=bwrap") from None
+    raise CwmNbError("no isolation for generated code on this machine: " + "; ".join(why),
+                     "install bubblewrap (apt-get install bubblewrap) where user namespaces are allowed, or use Linux 5.13+ "
+                     "with Landlock and libseccomp2; or, knowing that programs then run with your uid, files and network, "
+                     "set CWM_NB_ISOLATION=none (cwm-nb --isolation none)")
+
+# %% ../nbs/02_sandbox.ipynb #9cfca960
+_SIGNAL_SCOPE = "auto"   # "seccomp": scope signals with the seccomp filter even where Landlock could (tests of the fallback)
+
+def _landlock_read_paths() -> list[str]:
+    "Real paths a landlock job may read: the interpreter's prefixes, site-packages, `cwm_nb/` and `data/`."
+    from cwm_nb.core import data_dir
+    root = Path(_package_root())
+    cands = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             os.path.dirname(os.path.realpath(sys.executable)), root/"cwm_nb", data_dir()]
+    cands += [p for p in sys.path if p and ("site-packages" in p or "dist-packages" in p)]
+    return list(dict.fromkeys(os.path.realpath(p) for p in cands if os.path.exists(p)))
 
 # %% ../nbs/02_sandbox.ipynb #71c9578c
 @patch
 def _launch(self: Sandbox, mode: str, bwrap: str | None) -> None:
     paths, root = _needed_paths(), os.geteuid() == 0
     hidden = tuple(h for h in HIDDEN_DIRS if os.path.isdir(h)) if mode == "bwrap" else ()
-    own_uid = root and _others_can_read(paths, hidden)
+    readable = _others_can_read(paths, hidden)
+    own_uid = root and (readable or mode == "landlock")
     env = _server_env()
     argv = [sys.executable, "-s", "-c", _BOOT, _package_root()]
     if mode == "bwrap":
@@ -825,6 +858,8 @@ def _launch(self: Sandbox, mode: str, bwrap: str | None) -> None:
     cfg = {"mode": mode, "preload": self.preload, "prefork": self.prefork, "scratch_base": base,
            "uid": _pick_uid() if own_uid else None, "unshare_net": mode == "none" and root,
            "hidden": list(hidden), "parent_ns": {n: ns(n) for n in ("pid", "net", "user", "mnt")}}
+    if mode == "landlock":
+        cfg.update(read_paths=_landlock_read_paths(), keep_dac_read=own_uid and not readable, signal_scope=_SIGNAL_SCOPE)
     log = tempfile.TemporaryFile()
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=popen_env,
                             cwd="/", start_new_session=True, close_fds=True)

@@ -209,6 +209,7 @@ def test_run_puts_the_normalized_return_in_metrics(tmp_path):
         assert isinstance(m[k], float), k
     assert m["normalized_return"] == pytest.approx((m["return_cwm"] - m["return_random"]) / (m["return_oracle"] - m["return_random"]))
     assert json.loads((out.run_dir/"planning.json").read_text())["return_cwm"] == m["return_cwm"]
+    assert m["isolation"] in ("bwrap", "landlock")   # the sandbox mode that ran the programs (02_sandbox)
 
 def test_rtfm_runs_from_the_command_line(tmp_path, cache_env):
     r = cli("run", "rtfm", "--model", "embedded", "--budget", 1, "--out", tmp_path, "--plan-preset", "quick",

@@ -1,26 +1,41 @@
-"""Integration tests of cwm_nb.sandbox: hostile programs against a real fork server under bubblewrap.
+"""Integration tests of cwm_nb.sandbox: hostile programs against a real fork server in each isolation mode this
+machine can run: bubblewrap, Landlock + seccomp, and `none` (which holds only limits and a separate process). As root,
+`test_hostile_programs_as_a_non_root_user` runs the landlock tests again as a user it creates, without bwrap on PATH.
 
 After every hostile program: the test process is alive, nothing but the server and its one pre-forked child is
 left under the sandbox (and no process of the job uid anywhere), no file appeared outside the scratch
 directory, and a normal program still runs in the same Sandbox.
 """
-import json, os, shutil, signal, socket, time
+import json, os, pwd, shutil, signal, socket, subprocess, sys, time
+from pathlib import Path
 import numpy as np
 import psutil
 import pytest
 
+from cwm_nb import sandbox as sandbox_module
+from cwm_nb.landlock import landlock_support
 from cwm_nb.sandbox import Sandbox, SandboxLimits, get_sandbox, run_in_process
 
 pytestmark = pytest.mark.timeout(120)
 
 LIMITS = SandboxLimits(wall_s=1.5, cpu_s=5, memory_mb=512, nproc=32, fsize_mb=4, output_bytes=8192,
                        output_kill_bytes=1 << 20)
-OUTSIDE = ["/work/main/SHOULD_NOT_EXIST", "/root/x", "/tmp/cwm_sandbox_should_not_exist", "/x_should_not_exist"]
+HOME = pwd.getpwuid(os.getuid()).pw_dir   # the real home directory ($HOME can lie)
+OUTSIDE = [str(Path(__file__).resolve().parents[1]/"SHOULD_NOT_EXIST"), "/root/x", "/tmp/cwm_sandbox_should_not_exist",
+           "/x_should_not_exist", os.path.join(HOME, "cwm_sandbox_should_not_exist")]
+TOKEN = "tok-cwm-nb-test-7f3a"   # the content of a token file in the real home directory
+MODES = ["bwrap", "landlock", "none"]
+KERNEL_MODES = ("bwrap", "landlock")   # the modes that hold the hostile programs below
 NORMAL = "import numpy as np\nprint(int(np.arange(4).sum()))"
 
 
 def _have_bwrap() -> bool:
     return shutil.which("bwrap") is not None
+
+
+def _skip_unavailable(mode: str) -> None:
+    if mode == "bwrap" and not _have_bwrap(): pytest.skip("bubblewrap is not installed")
+    if mode == "landlock" and landlock_support(): pytest.skip(landlock_support())
 
 
 def _nspid(pid: int) -> int:
@@ -51,14 +66,18 @@ def strays(sb: Sandbox) -> list:
 def secret_env():
     old = os.environ.get("OPENAI_API_KEY")
     os.environ["OPENAI_API_KEY"] = "sk-test-secret"   # set before any server starts
-    yield
+    token = Path(HOME)/".cwm_nb_test_token"
+    had = token.exists()
+    if not had: token.write_text(TOKEN); token.chmod(0o600)
+    yield token
+    if not had: token.unlink(missing_ok=True)
     if old is None: os.environ.pop("OPENAI_API_KEY", None)
     else: os.environ["OPENAI_API_KEY"] = old
 
 
-@pytest.fixture(scope="module", params=["bwrap", "none"])
+@pytest.fixture(scope="module", params=MODES)
 def module_sandbox(request, secret_env):
-    if request.param == "bwrap" and not _have_bwrap(): pytest.skip("bubblewrap is not installed")
+    _skip_unavailable(request.param)
     sb = Sandbox(LIMITS, isolation=request.param)
     assert sb.isolation == request.param
     yield sb
@@ -83,6 +102,10 @@ def sb(module_sandbox):
 
 def bwrap_only(sb):
     if sb.isolation != "bwrap": pytest.skip("needs bubblewrap isolation")
+
+
+def kernel_only(sb):
+    if sb.isolation not in KERNEL_MODES: pytest.skip("isolation='none' does not hold this (see 02a_fork_server)")
 
 
 # --- endless programs -----------------------------------------------------------------------------------------
@@ -198,14 +221,48 @@ def test_kill_by_signal(sb):
     assert r.error["kind"] == "killed" and "SIGSEGV" in r.error["message"], r.error
 
 
-def test_kill_parent_and_everyone_under_bwrap(sb):
-    bwrap_only(sb)
-    restarts = sb.restarts
+def test_kill_parent_server_workbook_and_everyone(sb):
+    "A program cannot kill its server, the workbook process (this test) or every process it may signal."
+    kernel_only(sb)
+    restarts, server = sb.restarts, sb.server_pid
     for src in ["import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nprint('alive')",
+                "import os, signal\nos.kill(%d, signal.SIGKILL)\nprint('alive')" % server,
+                "import os, signal\nos.kill(%d, signal.SIGKILL)\nprint('alive')" % os.getpid(),
                 "import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError:\n    pass\nprint('alive')"]:
         r = sb.run(src)
         assert r.error is None or r.error["kind"] == "exception", r.error
-        assert sb.restarts == restarts, "the program could kill the server"
+        assert sb.restarts == restarts and psutil.pid_exists(server), "the program could kill the server"
+    assert psutil.Process(os.getpid()).is_running()
+
+
+def test_kill_another_job(sb):
+    """A job cannot signal another job (here a session that stays open): Landlock's signal scope. (Under bwrap, jobs of
+    one server share a uid and a pid namespace, so one job can signal another: not held there.)"""
+    if sb.isolation != "landlock": pytest.skip("held in landlock mode only")
+    _, sess = sb.open_session("import os\ndef pid():\n    return os.getpid()", "cwm_nb.sandbox:function_session")
+    with sess:
+        other = sess.call({"name": "pid"}).value
+        r = sb.run("import os, signal\nos.kill(%d, signal.SIGKILL)" % other)
+        assert r.error["kind"] == "exception" and r.error["exc_type"] in ("PermissionError", "ProcessLookupError"), r.error
+        assert sess.call({"name": "pid"}).value == other   # the session still answers
+
+
+def test_signals_scoped_by_seccomp_where_landlock_cannot(monkeypatch, secret_env):
+    "The fallback for kernels before Landlock ABI 6: a seccomp filter lets signals reach only the job's own group."
+    _skip_unavailable("landlock")
+    monkeypatch.setattr(sandbox_module, "_SIGNAL_SCOPE", "seccomp")
+    with Sandbox(LIMITS, isolation="landlock") as sb:
+        assert sb.protections["signal_scope"] == "seccomp"
+        restarts = sb.restarts
+        r = sb.run("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")
+        assert r.error["kind"] == "exception" and r.error["exc_type"] == "PermissionError", r.error
+        r = sb.run("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)")   # itself: allowed
+        assert r.error["kind"] == "killed" and "SIGSEGV" in r.error["message"], r.error
+        r = sb.run("import fcntl, os\nr, w = os.pipe()\nfcntl.fcntl(r, fcntl.F_SETOWN, os.getppid())")   # SIGIO to the server
+        assert r.error["exc_type"] == "PermissionError", r.error
+        r = sb.run("import signal, os\nsignal.pthread_kill(__import__('threading').main_thread().ident, 0)\nprint('ok')")
+        assert r.ok, r.error   # its own threads: allowed
+        assert sb.restarts == restarts
 
 
 def test_kill_parent_without_bwrap_restarts_the_server(sb):
@@ -230,9 +287,9 @@ def test_server_killed_from_outside_mid_job(sb):
     assert sb.restarts == restarts + 1 and sb.server_pid != old and not psutil.pid_exists(old)
 
 
-@pytest.mark.parametrize("mode", ["bwrap", "none"])
+@pytest.mark.parametrize("mode", MODES)
 def test_parent_killed_mid_job_leaves_nothing(mode):
-    if mode == "bwrap" and not _have_bwrap(): pytest.skip("bubblewrap is not installed")
+    _skip_unavailable(mode)
     import subprocess, sys
     code = ("import os, threading\nfrom cwm_nb.sandbox import Sandbox\ns = Sandbox(isolation=%r)\n"
             "print(s.server_pid, flush=True)\nthreading.Timer(0.5, lambda: os.kill(os.getpid(), 9)).start()\n"
@@ -252,15 +309,17 @@ def test_parent_killed_mid_job_leaves_nothing(mode):
 # --- isolation --------------------------------------------------------------------------------------------------
 
 def test_writes_outside_scratch(sb):
-    bwrap_only(sb)   # isolation='none' does not protect the filesystem (see the notebook)
+    kernel_only(sb)   # isolation='none' does not protect the filesystem (see the notebook)
     src = ("import os\nout = []\nfor p in %r:\n    try:\n        open(p, 'w').write('x')\n        out.append('wrote')\n"
-           "    except OSError as e:\n        out.append(type(e).__name__)\nopen('inside.txt', 'w').write('ok')\n"
+           "    except OSError as e:\n        out.append(type(e).__name__ if isinstance(e, PermissionError) else 'OSError')\nopen('inside.txt', 'w').write('ok')\n"
            "print(out, open(os.path.join(os.getcwd(), 'inside.txt')).read())") % (OUTSIDE,)
     r = sb.run(src)
     assert r.ok and r.stdout.strip().endswith("ok"), (r.error, r.stdout)
+    out = eval(r.stdout.rsplit(" ", 1)[0])
     if sb.isolation == "bwrap":   # read-only root; /root and /tmp are the sandbox's own empty tmpfs
-        out = eval(r.stdout.rsplit(" ", 1)[0])
         assert out[0] == out[3] == "OSError" and "wrote" not in out[:2], out
+    if sb.isolation == "landlock":   # Landlock: nothing outside the scratch directory
+        assert out == ["PermissionError"] * len(OUTSIDE), out
 
 
 def test_no_network(sb):
@@ -269,13 +328,67 @@ def test_no_network(sb):
     port = srv.getsockname()[1]
     try:
         r = sb.run("import socket\ns = socket.socket()\ns.settimeout(1)\ns.connect(('127.0.0.1', %d))\nprint('connected')" % port)
-        assert r.error["kind"] == "exception" and r.error["exc_type"] in ("ConnectionRefusedError", "OSError"), r.error
+        assert r.error["kind"] == "exception" and r.error["exc_type"] in ("ConnectionRefusedError", "OSError", "PermissionError"), r.error
         assert "connected" not in r.stdout
         with pytest.raises(BlockingIOError): srv.accept()   # nothing ever arrived
         r = sb.run("import socket\nsocket.create_connection(('pypi.org', 443), timeout=1)")
         assert r.error["kind"] == "exception", r.error
     finally:
         srv.close()
+
+
+def test_no_udp(sb):
+    "UDP to 127.0.0.1 never arrives (Landlock has no UDP rule: seccomp refuses the socket)."
+    kernel_only(sb)
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); rx.bind(("127.0.0.1", 0)); rx.setblocking(False)
+    try:
+        r = sb.run("import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.sendto(b'leak', ('127.0.0.1', %d))\n"
+                   "print('sent')" % rx.getsockname()[1])
+        time.sleep(0.2)
+        with pytest.raises(BlockingIOError): rx.recv(64)   # nothing arrived
+        if sb.isolation == "landlock": assert r.error["exc_type"] == "PermissionError", r.error
+    finally:
+        rx.close()
+
+
+def test_netlink_packet_and_unix_sockets(sb):
+    "No netlink or packet socket, and no unix socket that could reach a daemon by path (landlock mode)."
+    if sb.isolation != "landlock": pytest.skip("bwrap: own network namespace; none: open")
+    for fam in ("AF_NETLINK", "AF_PACKET", "AF_UNIX", "AF_INET6"):
+        r = sb.run("import socket\nsocket.socket(socket.%s, socket.SOCK_RAW if '%s' != 'AF_UNIX' else socket.SOCK_STREAM)" % (fam, fam))
+        assert r.error["exc_type"] == "PermissionError", (fam, r.error)
+    assert sb.run("import socket\na, b = socket.socketpair()\na.send(b'x')\nprint(b.recv(1))").stdout == "b'x'\n"
+
+
+def test_no_ptrace_or_process_vm(sb):
+    "A job cannot attach to or read the memory of another process."
+    kernel_only(sb)
+    src = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+           "print(libc.ptrace(16, %d, 0, 0), ctypes.get_errno())" % sb.server_pid)   # PTRACE_ATTACH to the server
+    r = sb.run(src)
+    rc, err = map(int, r.stdout.split())
+    assert rc == -1 and err in (1, 3), r.stdout   # EPERM (or ESRCH: not visible from its pid namespace)
+
+
+def test_no_limits_or_priority_of_other_processes(sb):
+    "A job cannot set the workbook's or the server's resource limits or priority (same uid as non-root)."
+    kernel_only(sb)
+    for pid in (os.getpid(), sb.server_pid):
+        r = sb.run("import resource\nresource.prlimit(%d, resource.RLIMIT_CPU, (1, 1))" % pid)
+        assert r.error["exc_type"] in ("PermissionError", "ProcessLookupError"), r.error
+        r = sb.run("import os\nos.setpriority(os.PRIO_PROCESS, %d, 19)" % pid)
+        assert r.error["exc_type"] in ("PermissionError", "ProcessLookupError"), r.error
+    assert psutil.Process(os.getpid()).rlimit(psutil.RLIMIT_CPU)[0] == psutil.RLIM_INFINITY
+    assert psutil.Process(os.getpid()).nice() < 19
+
+
+def test_token_in_real_home_not_leaked(sb, secret_env):
+    "A token file in the real home directory (found through pwd) reaches neither output nor error text."
+    kernel_only(sb)
+    r = sb.run("import pwd, os\nhome = pwd.getpwuid(%d).pw_dir\nt = open(os.path.join(home, '.cwm_nb_test_token')).read()\n"
+               "print(t)\nraise ValueError(t)" % os.getuid())
+    text = json.dumps([r.stdout, r.stderr, r.error, r.value])
+    assert TOKEN not in text and r.error["kind"] == "exception", r.error
 
 
 def test_secrets_not_visible(sb):
@@ -286,8 +399,10 @@ def test_secrets_not_visible(sb):
     assert r.ok, r.error
     seen = json.loads(r.stdout)
     assert seen["env"] == [] and "OPENAI_API_KEY" not in seen["names"], seen   # the job's environment is stripped
-    if sb.isolation == "bwrap":   # and in its own pid namespace no other process's environment can be read
+    if sb.isolation in KERNEL_MODES:   # no other process's environment can be read (own pid namespace; Landlock)
         assert seen["proc"] == [], seen   # (isolation='none' cannot hide /proc of processes that run as the same uid)
+        r = sb.run("print(open('/proc/%d/environ', 'rb').read())" % os.getpid())   # the workbook's, by pid
+        assert not r.ok and "sk-test" not in json.dumps([r.stdout, r.error]), r.error
     if sb.isolation == "bwrap":
         r = sb.run("import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))")
         assert max(eval(r.stdout)) < 100, r.stdout   # only the sandbox's own processes are visible
@@ -403,7 +518,7 @@ def test_program_is_not_a_file_and_not_main(sb):
 def test_get_sandbox_is_shared():
     if not _have_bwrap(): pytest.skip("bubblewrap is not installed")
     a, b = get_sandbox(), get_sandbox()
-    assert a is b and a.isolation == "bwrap" and a.run("print(1)").stdout == "1\n"
+    assert a is b and a.isolation in KERNEL_MODES and a.run("print(1)").stdout == "1\n"
 
 
 def test_bwrap_mode_protections(module_sandbox):
@@ -415,21 +530,59 @@ def test_bwrap_mode_protections(module_sandbox):
 
 # --- choosing the isolation mode --------------------------------------------------------------------------------
 
-def test_auto_falls_back_to_none_with_a_warning(tmp_path, monkeypatch):
+def test_auto_takes_landlock_then_refuses(tmp_path, monkeypatch):
+    "auto: bubblewrap that cannot make namespaces -> Landlock; neither -> an error that says what to do, never 'none'."
     from cwm_nb.core import CwmNbError
     fake = tmp_path / "bwrap"   # a bwrap that cannot create namespaces
     fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"); fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-    with pytest.warns(RuntimeWarning, match="falling back to isolation='none'"):
-        sb = Sandbox(LIMITS, isolation="auto")
-    try:
-        assert sb.isolation == "none" and sb.run("print(1)").isolation == "none"
-    finally: sb.close()
+    if not landlock_support():
+        with Sandbox(LIMITS, isolation="auto") as sb:
+            assert sb.isolation == "landlock" and sb.run("print(1)").isolation == "landlock"
     with pytest.raises(CwmNbError, match="Permission denied"): Sandbox(LIMITS, isolation="bwrap")
+    monkeypatch.setattr(sandbox_module, "landlock_support", lambda: "the kernel has no Landlock (test)")
+    with pytest.raises(CwmNbError, match="(?s)no isolation for generated code.*CWM_NB_ISOLATION=none"): Sandbox(LIMITS)
+    with pytest.raises(CwmNbError, match="no Landlock"): Sandbox(LIMITS, isolation="landlock")
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(CwmNbError, match="not installed"): Sandbox(LIMITS, isolation="bwrap")
-    with pytest.warns(RuntimeWarning, match="WITHOUT kernel isolation"):
-        Sandbox(LIMITS, isolation="auto").close()
+    with Sandbox(LIMITS, isolation="none") as sb: assert sb.run("print(1)").isolation == "none"   # only when named
+
+
+def test_isolation_from_the_environment(monkeypatch):
+    "CWM_NB_ISOLATION chooses the mode of every Sandbox made without one, and passes to child processes."
+    from cwm_nb.core import CwmNbError
+    monkeypatch.setenv("CWM_NB_ISOLATION", "none")
+    with Sandbox(LIMITS) as sb: assert sb.isolation == "none"
+    monkeypatch.setenv("CWM_NB_ISOLATION", "nsjail")
+    with pytest.raises(CwmNbError, match="unknown CWM_NB_ISOLATION 'nsjail'"): Sandbox(LIMITS)
+    from cwm_nb.sweeps import _env_vars
+    monkeypatch.setenv("CWM_NB_ISOLATION", "landlock")
+    assert _env_vars()["CWM_NB_ISOLATION"] == "landlock"   # every sweep job gets it (local, Dask, SLURM)
+
+
+def test_isolation_reaches_a_papermill_kernel(tmp_path, monkeypatch):
+    "The variable reaches the kernel of a papermill run (how `cwm-nb run` executes the experiment notebooks)."
+    _skip_unavailable("landlock")
+    import nbformat, papermill as pm
+    from cwm_nb.experiments import KERNEL_NAME
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("from cwm_nb.sandbox import Sandbox\nwith Sandbox() as sb:\n    print(sb.isolation)")]
+    nbformat.write(nb, tmp_path/"in.ipynb")
+    monkeypatch.setenv("CWM_NB_ISOLATION", "landlock")
+    out = pm.execute_notebook(str(tmp_path/"in.ipynb"), str(tmp_path/"out.ipynb"), kernel_name=KERNEL_NAME, progress_bar=False)
+    assert out.cells[0].outputs[0]["text"].strip() == "landlock"
+
+
+def test_cli_isolation_option_reaches_eval_program_json(tmp_path):
+    "`cwm-nb eval-program --json --isolation landlock`: the record names the mode that ran."
+    _skip_unavailable("landlock")
+    prog = Path(__file__).resolve().parents[1]/"data"/"programs"/"CartPole-v1.py"
+    p = subprocess.run([sys.executable, "-c", "import sys; from cwm_nb.experiments import main; sys.exit(main(sys.argv[1:]))",
+                        "eval-program", str(prog), "--env", "CartPole-v1", "--json", "--no-determinism", "--isolation", "landlock"],
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "CWM_NB_ISOLATION": "bwrap"})
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["isolation"] == "landlock" and d["accuracy"] == 1.0, d
 
 
 def test_before_exec_can_answer_for_the_program():
@@ -442,3 +595,80 @@ def test_before_exec_can_answer_for_the_program():
     assert _execute("x = 1\n", driver, None, None) == "driver" and seen == [1]
     driver.before_exec = lambda args, data, source, in_job: {"answer": args["k"]}
     assert _execute("raise SystemExit('must not run')\n", driver, {"k": 3}, None) == {"answer": 3} and seen == [1]
+
+
+# --- landlock as a non-root user, without bubblewrap ----------------------------------------------------------------
+
+TEST_USER = "cwmnbtest"
+
+
+def _blocked_dir(path: str) -> str | None:
+    "The highest ancestor of `path` that other users cannot cross (no o+x), or None."
+    for a in reversed(Path(path).parents):
+        if str(a) != "/" and not os.stat(a).st_mode & 0o001: return str(a)
+    return None
+
+
+def _expose_script(paths: list[str]) -> str:
+    """Shell lines for a private mount namespace in which other users can reach `paths`: a directory they cannot cross
+    (e.g. /root, above pyenv's interpreter) is covered by an empty tmpfs (mode 755) with the needed parts bound back."""
+    lines, done = ["set -e", "mount --make-rprivate /"], set()
+    for blocked in sorted({b for b in map(_blocked_dir, paths) if b}):
+        if blocked in done: continue
+        done.add(blocked)
+        parts = sorted({str(Path(blocked)/Path(p).relative_to(blocked).parts[0]) for p in paths if _blocked_dir(p) == blocked})
+        keep = "/run/cwmnb-expose"
+        lines += [f"mkdir -p {keep}", f"mount -t tmpfs tmpfs {keep}"]
+        for i, part in enumerate(parts): lines += [f"mkdir {keep}/{i}", f"mount --bind {part} {keep}/{i}"]
+        lines.append(f"mount -t tmpfs -o mode=755 tmpfs {blocked}")
+        for i, part in enumerate(parts): lines += [f"mkdir -p {part}", f"mount --move {keep}/{i} {part}"]
+    return "\n".join(lines)
+
+
+def test_child_run_is_a_user_without_bwrap():
+    "In the child run of the test below: not root, no bubblewrap on PATH, and auto takes Landlock."
+    if not os.environ.get("CWM_NB_TEST_CHILD"): pytest.skip("only in the child run")
+    assert os.geteuid() != 0 and shutil.which("bwrap") is None
+    with Sandbox(LIMITS) as sb: assert sb.isolation == "landlock" and sb.protections["job_uid"] is None
+
+
+@pytest.mark.timeout(900)
+def test_hostile_programs_as_a_non_root_user(tmp_path):
+    """As root: create a user, then run this file's landlock tests as that user with no bwrap on PATH (a child pytest,
+    via setpriv, in a private mount namespace that lets the user reach this interpreter). Removes the user after."""
+    if os.geteuid() != 0: pytest.skip("needs root to create the test user (the non-root run is the child)")
+    if os.environ.get("CWM_NB_TEST_CHILD"): pytest.skip("already the child run")
+    _skip_unavailable("landlock")
+    for tool in ("useradd", "userdel", "setpriv", "unshare", "mount"):
+        if not shutil.which(tool): pytest.skip(f"{tool} is not installed")
+    created = False
+    try: pw = pwd.getpwnam(TEST_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", TEST_USER], check=True, capture_output=True)
+        created, pw = True, pwd.getpwnam(TEST_USER)
+    try:
+        root = Path(__file__).resolve().parents[1]
+        venv_bin = Path(sys.executable).parent   # the venv's bin: python and pytest, and no bwrap
+        assert not (venv_bin/"bwrap").exists()
+        need = [os.path.realpath(sys.executable), sys.prefix, sys.base_prefix, str(root)]
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": pw.pw_dir, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+               "PYTHONPATH": str(root), "CWM_NB_TEST_CHILD": "1", "TMPDIR": "/tmp"}
+        run = (f"exec env PATH={venv_bin} {shutil.which('setpriv')} --reuid={pw.pw_uid} --regid={pw.pw_gid} --clear-groups --inh-caps=-all -- "
+               f"{sys.executable} -m pytest -p no:cacheprovider -q -x -rs -k 'landlock or child_run' {Path(__file__)} -o addopts=''")
+        p = subprocess.run([shutil.which("unshare"), "--mount", "sh", "-c", _expose_script(need) + "\n" + run], cwd=str(root),
+                           capture_output=True, text=True, timeout=850, env=env)
+        tail = (p.stdout + p.stderr)[-3000:]
+        assert p.returncode == 0, tail
+        passed = int(next(l for l in p.stdout.splitlines()[::-1] if " passed" in l).split(" passed")[0].split()[-1])
+        assert passed >= 30 and "failed" not in p.stdout.splitlines()[-1], tail
+        skips = [l for l in p.stdout.splitlines() if l.startswith("SKIPPED")]   # only tests of other modes may skip
+        assert all("isolation='none'" in l or "needs bubblewrap" in l for l in skips), skips
+    finally:
+        if created: subprocess.run(["userdel", "--remove", TEST_USER], capture_output=True)
+
+
+def test_not_linux_refuses(monkeypatch):
+    "On macOS (or any system but Linux) no sandbox starts, so no generated code runs (see the guide)."
+    from cwm_nb.core import CwmNbError
+    monkeypatch.setattr(sys, "platform", "darwin")
+    with pytest.raises(CwmNbError, match="the sandbox needs Linux"): Sandbox(LIMITS)
