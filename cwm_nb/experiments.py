@@ -13,13 +13,14 @@ from .core import (CwmNbError, Program, atomic_write_bytes, atomic_write_json, a
                          project_root, provenance, to_plain)
 
 # %% auto #0
-__all__ = ['RUN_SETTINGS', 'OLD_SETTINGS', 'DEFAULT_HOLDOUT', 'CWMB_PARAMS', 'PLAN_PRESETS', 'KERNEL_NAME', 'APPS_PARAMS',
-           'APPS_BUDGET', 'CLI_MODULES', 'safe_name', 'run_dir', 'is_complete', 'check_run_settings', 'resolve_holdout',
-           'check_holdout', 'check_params', 'RunOutput', 'default_max_tokens', 'final_evaluation', 'rollout_scale',
-           'heldout_metrics', 'run_cwmb_search', 'plan_run', 'plot_run', 'plot_returns', 'plot_run_rollouts',
-           'save_figure', 'write_metrics', 'kernel_spec', 'kernel_manager_class', 'experiments_dir', 'run_notebook',
-           'apps_run_dir', 'run_apps_search', 'run_lock', 'add_env_args', 'add_run_cli', 'add_eval_cli', 'add_plan_cli',
-           'add_collect_cli', 'add_envs_cli', 'build_parser', 'main']
+__all__ = ['RUN_SETTINGS', 'OLD_SETTINGS', 'DEFAULT_HOLDOUT', 'CWMB_PARAMS', 'PLAN_PRESETS', 'DEFAULT_PLAN_PRESET',
+           'INJECTED_MARK', 'KERNEL_NAME', 'APPS_PARAMS', 'APPS_BUDGET', 'CLI_MODULES', 'safe_name', 'run_dir',
+           'is_complete', 'check_run_settings', 'resolve_holdout', 'check_holdout', 'check_params', 'assigned_names',
+           'check_param_names', 'notebook_params', 'reject_unknown_params', 'RunOutput', 'default_max_tokens',
+           'final_evaluation', 'rollout_scale', 'heldout_metrics', 'run_cwmb_search', 'plan_run', 'plot_run',
+           'plot_returns', 'plot_run_rollouts', 'save_figure', 'write_metrics', 'kernel_spec', 'kernel_manager_class',
+           'experiments_dir', 'run_notebook', 'apps_run_dir', 'run_apps_search', 'run_lock', 'add_env_args',
+           'add_run_cli', 'add_eval_cli', 'add_plan_cli', 'add_collect_cli', 'add_envs_cli', 'build_parser', 'main']
 
 # %% ../nbs/13_experiments.ipynb #4cf9eb91
 from .baselines import METHODS  # the method registry lives in 09_baselines
@@ -115,6 +116,7 @@ CWMB_PARAMS: dict[str, type | tuple] = dict(env=str, method=str, model=str, budg
 
 # %% ../nbs/13_experiments.ipynb #6fd9e5f0
 PLAN_PRESETS = ("paper", "quick", "none")   # "none": no planning after the search
+DEFAULT_PLAN_PRESET = "quick"   # what `cwm-nb run`, `plan` and `sweep` plan with unless told: the paper's CEM takes hours per MuJoCo env
 
 # %% ../nbs/13_experiments.ipynb #fe29ba01
 def check_params(params: dict, schema: dict = CWMB_PARAMS) -> dict:
@@ -131,7 +133,7 @@ def check_params(params: dict, schema: dict = CWMB_PARAMS) -> dict:
         raise CwmNbError(f"budget must be at least 1, got {params['budget']}", "pass --budget 1 or more")
     if "seed" in params and params["seed"] < 0:   # a folder `seed-1` would read as seed 1
         raise CwmNbError(f"seed must be 0 or more, got {params['seed']}", "pass --seed 0 or more")
-    if params.get("plan_preset", "quick") not in PLAN_PRESETS:
+    if params.get("plan_preset", DEFAULT_PLAN_PRESET) not in PLAN_PRESETS:
         raise CwmNbError(f"unknown planning preset {params['plan_preset']!r}", f"use one of: {', '.join(PLAN_PRESETS)}")
     if "holdout" in params and not (params["holdout"] == -1 or 0 <= params["holdout"] < 1):
         raise CwmNbError(f"holdout must be in [0, 1) (or -1 for the default), got {params['holdout']}",
@@ -139,6 +141,69 @@ def check_params(params: dict, schema: dict = CWMB_PARAMS) -> dict:
     if "plan_episodes" in params and params["plan_episodes"] < 1:
         raise CwmNbError(f"plan_episodes must be at least 1, got {params['plan_episodes']}", "pass --plan-episodes 1 or more")
     return params
+
+# %% ../nbs/13_experiments.ipynb #52110088
+def assigned_names(
+    src: str,   # source of a code cell
+) -> list[str]:  # assigned names, in order, without repeats; [] for text that is not Python
+    "Names the top-level statements of `src` assign (`x = ...`, `x: int = ...`): the parameters of a `parameters` cell."
+    import ast
+    try: body = ast.parse(src).body
+    except SyntaxError: return []
+    names = []
+    for node in body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        names += [t.id for t in targets if isinstance(t, ast.Name) and t.id not in names]
+    return names
+
+# %% ../nbs/13_experiments.ipynb #e840e490
+def check_param_names(
+    passed,                       # names given (papermill `-p NAME`, or the keys of `run_notebook`'s params)
+    declared: Sequence[str],      # names the notebook's `parameters` cell defines
+    where: str = "this notebook", # the notebook, for the message
+) -> None:
+    "Raise `CwmNbError` for a passed name `declared` lacks, listing the declared ones. papermill's own `PAPERMILL_*` paths pass."
+    import difflib
+    unknown = [k for k in passed if k not in declared and not k.startswith("PAPERMILL_")]   # (papermill --inject-paths)
+    if not unknown: return
+    if not declared:
+        raise CwmNbError(f"{where} has no cell tagged `parameters`, so {', '.join(map(repr, unknown))} would not reach it",
+                         "tag the cell of parameters `parameters` (nbdev_clean keeps tags only when settings.ini's "
+                         "allowed_cell_metadata_keys lists `tags`)")
+    named = [f"{k!r}" + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(k, declared, 1)) else "")
+             for k in unknown]
+    raise CwmNbError(f"{where} does not define the parameter{'s' * (len(unknown) > 1)} {', '.join(named)}; "
+                     "papermill alone would only warn and run with the default",
+                     f"pass only parameters it defines: {', '.join(declared)}")
+
+# %% ../nbs/13_experiments.ipynb #ddebf7fa
+def notebook_params(
+    path: str | Path,   # an .ipynb file
+) -> list[str]:         # [] when no cell is tagged `parameters`
+    "Names the cell tagged `parameters` of notebook `path` assigns: the parameters papermill can set."
+    import nbformat
+    cell = next((c for c in nbformat.read(path, as_version=4).cells
+                 if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])), None)
+    return assigned_names(cell.source) if cell else []
+
+# %% ../nbs/13_experiments.ipynb #414a43c7
+INJECTED_MARK = "# Parameters"   # first line of the cell papermill injects (its Python translator's comment)
+
+def reject_unknown_params(
+    history: Sequence[str] | None = None,   # the cell inputs the kernel ran, in order; None: IPython's `In`
+) -> list[str]:                             # the injected names, all defined ([] when papermill injected none)
+    "In an experiment notebook, after its `parameters` cell: raise `CwmNbError` for an injected name that cell does not define."
+    __tracebackhide__ = True   # IPython's traceback skips this frame
+    if history is None:
+        from IPython import get_ipython
+        ip = get_ipython()
+        history = list(ip.user_ns.get("In", [])) if ip else []
+    for i in range(len(history) - 1, -1, -1):
+        if history[i].lstrip().startswith(INJECTED_MARK):
+            injected = assigned_names(history[i])
+            check_param_names(injected, assigned_names(history[i - 1]) if i else [])
+            return injected
+    return []
 
 # %% ../nbs/13_experiments.ipynb #7a90ef46
 @dataclass
@@ -283,7 +348,7 @@ def run_cwmb_search(
     paper_compat: bool = False,  # the original code's behaviour (guide, "Where this differs from the original code") instead of the fixes
     max_tokens: int = 0,         # completion cap per LLM call (tokens); 0: 400 for the embedded model, else the paper's 1500
     buffer: str | Path = "",     # replay buffer: one of our buffer folders or a paper pickle; "": the shipped buffer
-    plan_preset: str = "quick",  # planner preset for the normalized return after the search (`plan_run`), or "none"
+    plan_preset: str = DEFAULT_PLAN_PRESET,  # planner preset for the normalized return after the search (`plan_run`), or "none"
     plan_episodes: int = 10,     # episodes of each planner for the normalized return
     endpoint_caps: str = "",     # overrides of the endpoint's capabilities, `llm.parse_caps` form (e.g. "context=8192")
     holdout: float = -1.0,       # fraction of episodes held out from the search; -1: `resolve_holdout` (0.2 new, 0 paper_compat)
@@ -343,7 +408,7 @@ _PLAN_KEYS = ("normalized_return", "return_cwm", "return_random", "return_oracle
 # %% ../nbs/13_experiments.ipynb #de0faf82
 def plan_run(
     out: RunOutput,              # a finished search (`run_cwmb_search`)
-    preset: str = "paper",       # planner preset of `cwm_nb.planning` ("paper", "quick"), or "none" to skip
+    preset: str = DEFAULT_PLAN_PRESET,  # planner preset of `cwm_nb.planning` ("paper", "quick"), or "none" to skip
     episodes: int = 10,          # real episodes per policy (paper: 10)
     progress: bool = True,       # progress bar over episodes
 ) -> dict:
@@ -473,6 +538,7 @@ def run_notebook(
     import papermill as pm
     src = experiments_dir()/f"{name}.ipynb"
     if not src.exists(): raise CwmNbError(f"experiment notebook {src} not found", "reinstall the project from its repository")
+    check_param_names(params, notebook_params(src), f"experiments/{name}.ipynb")   # papermill would only warn
     output = Path(output); output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(f".{output.stem}.partial{output.suffix}")
     try:
@@ -588,6 +654,16 @@ def _heldout_line(m: dict) -> str:
                 else " (no runnable program)" if m.get("best_is_bug") else "")
     return f"{held}; {det}"
 
+# %% ../nbs/13_experiments.ipynb #750ac0e5
+def _embedded_note(model: str) -> list[str]:
+    "Closing lines of a run with `model`: for the embedded model, what it is for, what to expect, how to use a capable one."
+    if model != "embedded": return []
+    return ["note: the embedded model (Gemma 3 270M, on this machine) is here to show that the whole workbook runs offline;",
+            "  it is far too small to write a world model. Programs that do not run (\"every program raised\", or the prompt's",
+            "  own skeleton as the best program) are its expected result, not a broken install.",
+            "  For real world models use a capable model: --model gpt-4o (key in OPENAI_API_KEY), or a server of yours,",
+            "  e.g. --model vllm:NAME --base-url http://HOST:8000/v1 (any OpenAI-compatible endpoint; see Models in nbs/guide.ipynb)."]
+
 # %% ../nbs/13_experiments.ipynb #59c2899e
 def _cli_env(a):
     "The `EnvSpec` of a command line's --env, --env-kwargs, --max-episode-steps and --description: resolved once, here."
@@ -647,6 +723,7 @@ def _cmd_run(a) -> int:
           f"(model {m['model_calls']}, cached {m['cached_calls']})  tokens {m['prompt_tokens']}+{m['completion_tokens']}")
     print(_heldout_line(m))
     if m.get("plan_preset", "none") != "none": print(_returns_line(m))
+    for line in _embedded_note(a.model): print(line)
     print(f"results: {rd}")
     return 0
 
@@ -711,7 +788,7 @@ def add_run_cli(sub) -> None:
                    "reasoning models (o1, o3, o4, gpt-5: hidden reasoning counts in it), else 1500")
     r.add_argument("--paper-compat", action="store_true", help="reproduce the original code's behaviour (see the guide, nbs/guide.ipynb, 'Where this differs from the original code')")
     r.add_argument("--buffer", default="", help="replay buffer folder or paper pickle (*.pkl); default: the shipped buffer")
-    r.add_argument("--plan-preset", default="quick", choices=PLAN_PRESETS,
+    r.add_argument("--plan-preset", default=DEFAULT_PLAN_PRESET, choices=PLAN_PRESETS,
                    help="planner preset for the normalized return after the search (paper: the paper's parameters, "
                    "10_planning; hours per MuJoCo env on 2 cores)")
     r.add_argument("--plan-episodes", type=int, default=10, help="real episodes per policy for the normalized return")
@@ -844,7 +921,8 @@ def add_plan_cli(sub) -> None:
     pl.add_argument("--env", required=True, help="benchmark environment, gymnasium id, or entry point module:attr")
     pl.add_argument("--program", required=True, help="Python file defining class Environment")
     pl.add_argument("--episodes", type=int, default=10, help="real episodes per policy")
-    pl.add_argument("--preset", default="paper", choices=("paper", "quick"), help="planner parameters (paper: the paper's, 10_planning)")
+    pl.add_argument("--preset", default=DEFAULT_PLAN_PRESET, choices=("paper", "quick"),
+                    help="planner parameters (paper: the paper's, 10_planning; hours per MuJoCo env on 2 cores)")
     pl.add_argument("--seed", type=int, default=0, help="seed of the episodes and planners")
     pl.add_argument("--buffer", default=None, help="buffer the program's accuracy is reported on; default: the shipped buffer")
     pl.add_argument("--out", default="results", help="results root; the result goes to <out>/plan/<env>/")

@@ -793,6 +793,10 @@ def _cmd_figures(a) -> int:
     if not find_run_dirs(res):   # `cwm-nb run` folders and a sweep's budget<B>/ folders alike
         raise CwmNbError(f"{res} holds no runs", f"run `cwm-nb run cwmb ... --out {res}` or `cwm-nb sweep ... --out {res}` first")
     out = Path(a.out).resolve()
+    try: out.mkdir(parents=True, exist_ok=True)
+    except OSError as e: raise CwmNbError(f"cannot create --out {out}: {e.strerror}", "pass a folder you can write to as --out") from None
+    import os
+    if not os.access(out, os.W_OK): raise CwmNbError(f"cannot write to --out {out}", "pass a folder you can write to as --out")
     nb = run_notebook("paper_figures", dict(results=str(res.resolve()), out=str(out), published=not a.no_published),
                       out/"paper_figures.ipynb")
     files = json.loads((out/"manifest.json").read_text())["files"]

@@ -168,8 +168,12 @@ def write_index(out: str | Path, df=None, cache: dict | None = None) -> Path:
     return atomic_write_bytes(out/INDEX_NAME, b.getvalue())
 
 # %% ../nbs/13a_sweeps.ipynb #15a342e3
-def load_index(out: str | Path):
-    "Read `<out>/index.parquet`, rebuilding (and rewriting) it first if it is missing or older than a run's files."
+def load_index(
+    out: str | Path,     # results folder
+    write: bool = True,  # rewrite a stale `<out>/index.parquet`; False: build the index in memory and write nothing
+):
+    "Read `<out>/index.parquet`, rebuilding it first (rewritten, or in memory) if it is missing or older than a run's files."
+    import io
     import pandas as pd
     out = Path(out)
     f = out/INDEX_NAME
@@ -177,7 +181,9 @@ def load_index(out: str | Path):
     t = _mtime(f)
     stale = t == 0 or any(_mtime(rd/n) > t for rd in find_run_dirs(out)
                           for n in ("settings.json", "checkpoint.json", "metrics.json"))
-    if stale or not set(INDEX_COLUMNS) <= set(pd.read_parquet(f).columns): write_index(out)   # (an index of older columns)
+    if stale or not set(INDEX_COLUMNS) <= set(pd.read_parquet(f).columns):   # (an index of older columns)
+        if write: write_index(out)
+        else: f = io.BytesIO(); build_index(out).to_parquet(f, index=False)   # the same types as a file gives back
     df = pd.read_parquet(f)
     df["best_value_per_call"] = df["best_value_per_call"].map(lambda v: [float(x) for x in v] if v is not None else [])
     return df
@@ -328,7 +334,7 @@ def plan_sweep(
     paper_compat: bool = False,   # the original code's behaviour (guide, "Where this differs from the original code")
     max_tokens: int = 0,          # completion cap per call; 0: the per-model default (`experiments.default_max_tokens`)
     base_url: str = "",           # OpenAI-compatible endpoint for provider:name models
-    plan_preset: str = "quick",   # planning after each search ("paper", "quick", "none")
+    plan_preset: str = "",        # planning after each search ("paper", "quick", "none"); "": `experiments.DEFAULT_PLAN_PRESET`
     plan_episodes: int = 10,      # episodes per policy of that planning
     endpoint_caps: str = "",      # what the endpoint accepts (`llm.parse_caps` form), as `cwm-nb run --endpoint-caps`
     holdout: float | None = None, # held-out fraction of each run (`cwm-nb run --holdout`), in [0, 1); None: each run's default
@@ -336,7 +342,8 @@ def plan_sweep(
 ) -> list[Job]:
     "Every job of the sweep, validated (names, numbers, the settings of existing run folders). Raises `CwmNbError` naming the first bad item."
     from cwm_nb import envs as E
-    from cwm_nb.experiments import PLAN_PRESETS, check_holdout, default_max_tokens
+    from cwm_nb.experiments import DEFAULT_PLAN_PRESET, PLAN_PRESETS, check_holdout, default_max_tokens
+    plan_preset = plan_preset or DEFAULT_PLAN_PRESET
     if holdout is not None: check_holdout(holdout)   # before anything else: a bad value must not fail late, inside a run
     env_list = expand_envs(envs)
     method_list, model_list = _methods_models(methods, models, base_url, endpoint_caps)
@@ -790,7 +797,8 @@ def _add_executor_args(w) -> None:
 # %% ../nbs/13a_sweeps.ipynb #7a5ef04e
 def _add_run_args(w, plan_presets) -> None:
     "`cwm-nb sweep`'s settings of each run, as `cwm-nb run` takes them, and the APPS selection."
-    w.add_argument("--plan-preset", default="quick", choices=plan_presets, help="planning after each search")
+    from cwm_nb.experiments import DEFAULT_PLAN_PRESET   # the preset of `cwm-nb run` and `cwm-nb plan` too
+    w.add_argument("--plan-preset", default=DEFAULT_PLAN_PRESET, choices=plan_presets, help="planning after each search")
     w.add_argument("--plan-episodes", type=int, default=10, help="real episodes per policy of that planning")
     w.add_argument("--max-tokens", type=int, default=0, help="completion cap per call; 0: 400 for embedded, else 1500")
     w.add_argument("--base-url", default="", help="OpenAI-compatible endpoint for provider:name models")

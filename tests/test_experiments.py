@@ -52,6 +52,9 @@ def test_main_job_embedded_end_to_end_then_cached_rerun(tmp_path, cache_env):
     # a complete run is skipped
     r3 = cli("run", "cwmb", "--model", "embedded", "--budget", 2, "--out", tmp_path/"b", *QUICK_PLAN, env=cache_env)
     assert r3.returncode == 0 and "skipped" in r3.stderr
+    # the closing lines say what the embedded model is for and how to use a capable one
+    for out in (r1.stdout, r2.stdout):
+        assert "not a broken install" in out and "--model gpt-4o" in out and "--base-url" in out, out
 
 def _cache_rows(path: Path) -> int:
     if not path.exists(): return 0
@@ -120,6 +123,61 @@ def test_unreachable_endpoint_is_a_clear_error(tmp_path, cache_env):
     r = cli("run", "cwmb", "--model", "openai:gpt-4o", "--base-url", url, "--budget", 1, "--out", tmp_path, env=cache_env)
     assert r.returncode == 2, r.stderr[-2000:]
     assert url in r.stderr and "Traceback" not in r.stderr
+
+PAPERMILL = str(Path(sys.executable).parent/"papermill")
+EXPERIMENTS = sorted((ROOT/"nbs"/"experiments").glob("*.ipynb"))
+
+def papermill(*args, cwd):
+    "papermill's own command line, as a user runs it by hand (the notebook's `cwm-nb` kernelspec, no cwm-nb code around it)."
+    return subprocess.run([PAPERMILL, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+@pytest.mark.parametrize("nb", EXPERIMENTS, ids=[p.stem for p in EXPERIMENTS])
+def test_papermill_by_hand_refuses_a_parameter_the_notebook_does_not_define(nb, tmp_path):
+    "papermill alone only warns (`Passed unknown parameter`) and runs with the defaults; each experiment notebook stops."
+    import nbformat
+    from cwm_nb.experiments import notebook_params
+    declared = notebook_params(nb)
+    typo = declared[0][:-1] + "x"   # e.g. `enx` for `env`
+    r = papermill(nb, tmp_path/"out.ipynb", "-p", typo, "1", cwd=tmp_path)
+    assert r.returncode != 0, r.stderr[-2000:]
+    assert f"does not define the parameter {typo!r} (did you mean {declared[0]!r}?)" in r.stderr, r.stderr[-3000:]
+    assert "pass only parameters it defines: " + ", ".join(declared) in r.stderr
+    done = [c for c in nbformat.read(tmp_path/"out.ipynb", as_version=4).cells if c.cell_type == "code" and c.execution_count]
+    assert [c.source.split("\n")[0] for c in done] == [done[0].source.split("\n")[0], "# Parameters",
+                                                        "from cwm_nb.experiments import reject_unknown_params"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.ipynb"]   # nothing ran that could write or spend
+
+def test_papermill_by_hand_refuses_values_an_untagged_parameters_cell_would_override(tmp_path):
+    "Without the `parameters` tag (a cleaner that drops cell tags), papermill injects at the top and the defaults win."
+    import nbformat
+    nb = nbformat.read(ROOT/"nbs"/"experiments"/"cwmb.ipynb", as_version=4)
+    for c in nb.cells: c.metadata.pop("tags", None)
+    nbformat.write(nb, tmp_path/"untagged.ipynb")
+    r = papermill(tmp_path/"untagged.ipynb", tmp_path/"out.ipynb", "-p", "budget", "1", cwd=tmp_path)
+    assert r.returncode != 0 and "has no cell tagged `parameters`, so 'budget' would not reach it" in r.stderr, r.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.ipynb", "untagged.ipynb"]
+
+def test_run_notebook_refuses_an_unknown_parameter_before_papermill_starts(tmp_path):
+    from cwm_nb.core import CwmNbError
+    from cwm_nb.experiments import CWMB_PARAMS, run_notebook
+    with pytest.raises(CwmNbError) as e:
+        run_notebook("cwmb", dict(budgt=1, out=str(tmp_path)), tmp_path/"run"/"nb.ipynb", stream=False)
+    assert "experiments/cwmb.ipynb does not define the parameter 'budgt' (did you mean 'budget'?)" in str(e.value)
+    assert ", ".join(CWMB_PARAMS) in str(e.value)
+    assert list(tmp_path.iterdir()) == []   # papermill writes its output notebook first thing: it never started
+
+def test_plan_run_and_sweep_share_one_default_planning_preset(tmp_path):
+    "One definition (`DEFAULT_PLAN_PRESET`): the CLI defaults, the Python defaults and the CWMB notebook's parameter."
+    import ast, inspect, papermill as pm
+    from cwm_nb import experiments, sweeps
+    p = experiments.build_parser()
+    presets = {"plan": p.parse_args(["plan", "--env", "CartPole-v1", "--program", "x.py"]).preset,
+               "run": p.parse_args(["run", "cwmb"]).plan_preset, "sweep": p.parse_args(["sweep", "cwmb"]).plan_preset,
+               "run_cwmb_search": inspect.signature(experiments.run_cwmb_search).parameters["plan_preset"].default,
+               "plan_run": inspect.signature(experiments.plan_run).parameters["preset"].default,
+               "cwmb.ipynb": ast.literal_eval(pm.inspect_notebook(str(ROOT/"nbs"/"experiments"/"cwmb.ipynb"))["plan_preset"]["default"])}
+    assert presets == dict.fromkeys(presets, experiments.DEFAULT_PLAN_PRESET) and experiments.DEFAULT_PLAN_PRESET == "quick"
+    assert {j.opts["plan_preset"] for j in sweeps.plan_sweep(tmp_path, envs="CartPole-v1")} == {"quick"}
 
 def test_wrong_parameter_type_is_a_clear_error(tmp_path):
     from cwm_nb.core import CwmNbError

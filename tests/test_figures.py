@@ -1,6 +1,6 @@
 """`cwm-nb figures`: the paper's tables and figures from a results folder made of real runs (real sandbox, real
 gymnasium planning, real papermill), with a scripted LLM standing in for the model."""
-import json, subprocess, sys
+import hashlib, json, os, shutil, subprocess, sys
 from pathlib import Path
 import pandas as pd
 import pytest
@@ -137,3 +137,42 @@ def test_empty_results_folder_is_a_clear_error(tmp_path):
     assert not (tmp_path/"fig").exists()
     r = cli("figures", tmp_path/"missing")
     assert r.returncode == 2 and "not found" in r.stderr
+
+def _tree_state(d: Path) -> dict:
+    "Every path under `d` (itself included) with its kind, mtime and content hash: what any write there would change."
+    return {p.relative_to(d).as_posix(): (p.is_dir(), p.stat().st_mtime_ns,
+                                          hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None)
+            for p in [d, *d.rglob("*")]}
+
+# As root, permission bits stop nothing: bind-mount the folder read-only on itself in a mount namespace of the command's
+# own (unshare -m: private propagation, gone when the command ends), check that a write fails there, then run the command.
+RO_MOUNT = ('mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" "$1" || exit 96; '
+            'if touch "$1/.probe" 2>/dev/null; then echo "the folder is still writable" >&2; exit 97; fi; shift; exec "$@"')
+
+def test_figures_read_a_read_only_results_folder_and_write_only_to_out(results, tmp_path):
+    ro = tmp_path/"results"   # a copy without an index: the case that used to write <results>/index.parquet
+    shutil.copytree(results, ro, ignore=shutil.ignore_patterns("fig", "index.parquet"))
+    out, before = tmp_path/"figures", _tree_state(ro)
+    cmd = [CLI, "figures", str(ro), "--out", str(out)]
+    if os.geteuid() == 0:
+        if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode:
+            pytest.skip("running as root without mount namespaces: no way here to make a folder root cannot write")
+        r = subprocess.run(["unshare", "-m", "sh", "-c", RO_MOUNT, "sh", str(ro), *cmd], capture_output=True, text=True,
+                           timeout=900, cwd=ROOT)
+    else:
+        paths = [ro, *ro.rglob("*")]
+        for p in paths: p.chmod(p.stat().st_mode & ~0o222)
+        try: r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
+        finally:
+            for p in paths: p.chmod(p.stat().st_mode | 0o200)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert _tree_state(ro) == before                                   # not one byte or timestamp changed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["figures", "results"]
+    assert set(json.loads((out/"manifest.json").read_text())["files"]) == {*TABLES, *FIGURES}
+    t2 = pd.read_csv(out/"t2_cwmb_main.csv", index_col=[0, 1, 2, 3, 4, 5])
+    assert len(t2.loc["ours"]) == 2                                    # the runs were read: GIF-MCTS and its ablation
+
+def test_an_out_folder_figures_cannot_write_is_an_error_before_the_kernel_starts(results, tmp_path):
+    (tmp_path/"file").touch()
+    r = cli("figures", results, "--out", tmp_path/"file"/"figures")
+    assert r.returncode == 2 and "cannot create --out" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
