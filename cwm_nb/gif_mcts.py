@@ -649,8 +649,9 @@ def _read(self: SearchLoop, t: str, comp: Any, failed: str | None) -> tuple[str 
     critique, program = self.parse(t, comp.text) if comp is not None else (None, "")
     program = program or ""
     if comp is not None and not program and getattr(comp, "finish_reason", None) == "length":
-        failed = (f"the answer reached the completion cap ({self.config.max_tokens} tokens) before any program: raise "
-                  "the cap (cwm-nb run --max-tokens; reasoning models spend hidden tokens in it)")
+        failed = getattr(comp, "cut", "") or (   # the LLM's reason: the cap, or the server's context window
+            f"the answer reached the completion cap ({self.config.max_tokens} tokens) before any program: raise "
+            "the cap (cwm-nb run --max-tokens; reasoning models spend hidden tokens in it)")
     return critique, program, failed
 
 # %% ../nbs/08_gif_mcts.ipynb #eeb3db90
