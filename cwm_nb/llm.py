@@ -19,7 +19,7 @@ __all__ = ['ROLES', 'PRICES_PER_MTOK', 'PREFILL_MODES', 'CONTEXT_TOKENS', 'REASO
            'is_reasoning_model', 'caps_for', 'prefill_to_user', 'join_prefill', 'Request', 'shape_request',
            'estimate_tokens', 'RequestRefused', 'ContextWindowExceeded', 'classify_refusal', 'learn_from_refusal',
            'request_seed', 'LLM', 'cut_reason', 'ScriptedLLM', 'is_local_url', 'OpenAICompatibleLLM', 'harmony_final',
-           'content_parts', 'message_text', 'join_events', 'read_usage', 'gave_up', 'read_answer',
+           'content_parts', 'tool_call_text', 'message_text', 'join_events', 'read_usage', 'gave_up', 'read_answer',
            'embedded_model_path', 'usable_cpus', 'embedded_threads', 'free_port', 'EmbeddedServer',
            'get_embedded_server', 'embedded_llm', 'TransformersLLM', 'cache_key', 'ResponseCache', 'CachedLLM',
            'ModelSpec', 'resolve_model', 'get_llm']
@@ -562,8 +562,8 @@ def cut_reason(
     if cap and got < cap / 2 and not c.tokens_estimated:
         how = CONTEXT_SETTINGS.get(provider) or "; ".join(f"{k}: {v}" for k, v in CONTEXT_SETTINGS.items())
         return (f"the answer was cut after {got} of the {cap} tokens asked for: the server's context window (about "
-                f"{c.prompt_tokens + got} tokens with the prompt) ended it, not the completion cap, so --max-tokens "
-                f"cannot help; give the server a larger window ({how})")
+                f"{c.prompt_tokens + got} tokens with the prompt) or a gateway's own cap ended it, not the completion cap, "
+                f"so --max-tokens cannot help; give the server a larger window ({how})")
     if not c.text[len(prefill):].strip():
         return (f"the answer reached the completion cap ({cap} tokens) before any text (reasoning models spend hidden "
                 "tokens in it): raise the cap (cwm-nb run --max-tokens)")
@@ -813,11 +813,25 @@ def content_parts(
         if isinstance(v, str): (thinking if p.get("type") in _THINKING_PARTS else text).append(v)
     return "".join(text), "".join(thinking)
 
+# %% ../nbs/01_llm.ipynb #9fc3f06d
+def tool_call_text(
+    calls,  # `message.tool_calls` (a list of {type, function: {name, arguments}}), or None
+) -> str:   # the longest string among the calls' arguments ("" if none)
+    "The code a model put in a tool call's arguments (a JSON object's longest string, or the raw arguments)."
+    out = []
+    for call in calls if isinstance(calls, list) else []:
+        args = (call.get("function") or {}).get("arguments") if isinstance(call, dict) else None
+        if not isinstance(args, str): continue
+        try: parsed = json.loads(args)
+        except ValueError: parsed = args
+        out += [v for v in (parsed.values() if isinstance(parsed, dict) else [parsed]) if isinstance(v, str)]
+    return max(out, key=len, default="")
+
 # %% ../nbs/01_llm.ipynb #2196ef82
 def message_text(
     msg: dict,  # `choices[0].message` of a chat answer, as JSON
 ) -> tuple[str, str]:  # (the answer's text, where it was found)
-    "The answer in a chat message wherever the server put it: content (string, parts, Harmony), else reasoning fields."
+    "The answer in a chat message wherever the server put it: content (string, parts, Harmony), else reasoning fields, else a tool call."
     content, source, thinking = msg.get("content"), "content", ""
     if isinstance(content, list): (content, thinking), source = content_parts(content), "content parts"
     content = content if isinstance(content, str) else ""
@@ -830,6 +844,7 @@ def message_text(
             text, channel = harmony_final(v)
             return text, k + (f", harmony {channel}" if channel else "")
     if thinking.strip(): return thinking, "content parts (thinking)"
+    if called := tool_call_text(msg.get("tool_calls")): return called, "tool_calls"
     return text, source
 
 # %% ../nbs/01_llm.ipynb #9004b969
@@ -914,6 +929,9 @@ def read_answer(
     text, source = (ch.get("text") or "", "text") if mode == "completion" else message_text(ch.get("message") or {})
     text = text if isinstance(text, str) else ""
     finish, err = ch.get("finish_reason"), ch.get("error") or err
+    native = ch.get("native_finish_reason")   # OpenRouter: the provider's own reason, where "stop" can hide a cut
+    if isinstance(native, str) and finish in (None, "stop"):
+        finish = "length" if re.search(r"max_tokens|length", native, re.I) else native if gave_up(native) else finish
     if gave_up(finish) or err:
         msg = err.get("message") if isinstance(err, dict) else err
         raise _NoAnswer(f"the server gave up on the answer (finish_reason {finish!r}" + (f": {str(msg)[:200]}" if msg else "")
@@ -921,6 +939,8 @@ def read_answer(
     return text, source + (" (event stream)" if body.get("streamed") else ""), finish
 
 # %% ../nbs/01_llm.ipynb #9c8a0773
+_KEEPALIVE = re.compile(r"\A(?:[ \t]*(?::[^\n]*)?\r?\n)+")
+
 def _post(self: OpenAICompatibleLLM, req: Request, seed: int) -> dict:
     "The endpoint's answer to `req` as a JSON body (an event stream joined into one). Raises `_NoAnswer` for neither."
     kw = _request_kwargs(self, req, seed)
@@ -928,8 +948,12 @@ def _post(self: OpenAICompatibleLLM, req: Request, seed: int) -> dict:
         raw = self.client.completions.with_raw_response.create(prompt=render_plain(req.messages), **kw)
     else:
         raw = self.client.chat.completions.with_raw_response.create(messages=req.messages, **kw)
-    text = raw.text
+    text = _KEEPALIVE.sub("", raw.text)   # keep-alive comments before the JSON (OpenRouter's ": OPENROUTER PROCESSING")
     if "event-stream" in raw.headers.get("content-type", "") or text.lstrip().startswith("data:"): return join_events(text)
+    if "html" in raw.headers.get("content-type", "") or re.match(r"\s*<(?:!doctype|html)", text, re.I):
+        raise CwmNbError(f"{self.base_url} answered HTTP 200 with an HTML page, not an API answer: {text[:120]!r}",
+                         "check --base-url: it must be the API (ending in /v1), not a web page; a proxy's sign-in page "
+                         "means its login or key is missing")
     try: body = json.loads(text)
     except ValueError: body = None
     if not isinstance(body, dict): raise _NoAnswer(f"HTTP 200 without a JSON answer: {text[:200]!r}")

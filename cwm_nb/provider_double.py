@@ -17,14 +17,14 @@ from .core import CwmNbError, atomic_write_text, data_dir
 __all__ = ['MESSAGE_OVERHEAD', 'MODES', 'STYLES', 'ANSWERS', 'REASONING_FORMATS', 'SHAPES', 'OPTION_HELP',
            'PLANTED_MISTAKES_FILE', 'BUILTIN_MISTAKES', 'DRAFT_PROGRAM', 'ECHO_ANSWER', 'UNKNOWN_ENV_ANSWER',
            'NO_PROGRAM_ANSWER', 'OPENAI_CHAT_FIELDS', 'OPENAI_COMPLETION_FIELDS', 'VLLM_PREFILL_CONFLICT',
-           'TEMPLATE_PREFILL_CONFLICT', 'LLAMACPP_PREFILL_REJECTED', 'DEFAULT_MODEL', 'SHAPE_ANALYSIS', 'approx_tokens',
-           'content_text', 'prompt_tokens', 'canonical_sha256', 'error_body', 'fault_error', 'parse_faults',
-           'parse_models', 'DoubleOptions', 'option_parser', 'options_from_argv', 'fault_plan', 'find_env', 'OpenBlock',
-           'fenced_blocks', 'is_skeleton', 'shows_program', 'programs_folder', 'without_docstring', 'reference_program',
-           'planted_mistakes', 'plant_mistake', 'think_block', 'fence_block', 'usage_code', 'styled_answer',
-           'ScriptedAnswer', 'find_apps_problem', 'shows_apps_program', 'apps_demo_answer', 'capable_answer',
-           'continue_prefill', 'cut_text', 'Reply', 'DoubleState', 'harmony_markup', 'shaped_message', 'event_stream',
-           'shape_reply', 'serve', 'main', 'ProviderDouble']
+           'TEMPLATE_PREFILL_CONFLICT', 'LLAMACPP_PREFILL_REJECTED', 'DEFAULT_MODEL', 'SHAPE_ANALYSIS', 'HTML_PAGE',
+           'approx_tokens', 'content_text', 'prompt_tokens', 'canonical_sha256', 'error_body', 'fault_error',
+           'parse_faults', 'parse_models', 'DoubleOptions', 'option_parser', 'options_from_argv', 'fault_plan',
+           'find_env', 'OpenBlock', 'fenced_blocks', 'is_skeleton', 'shows_program', 'programs_folder',
+           'without_docstring', 'reference_program', 'planted_mistakes', 'plant_mistake', 'think_block', 'fence_block',
+           'usage_code', 'styled_answer', 'ScriptedAnswer', 'find_apps_problem', 'shows_apps_program',
+           'apps_demo_answer', 'capable_answer', 'continue_prefill', 'cut_text', 'Reply', 'DoubleState',
+           'harmony_markup', 'shaped_message', 'event_stream', 'shape_reply', 'serve', 'main', 'ProviderDouble']
 
 # %% ../nbs/01a_provider_double.ipynb #b12691fd
 MESSAGE_OVERHEAD = 4  # tokens each chat message adds for its role and separators
@@ -110,7 +110,8 @@ STYLES = ("plain", "think", "think-close-only", "tilde", "list", "crlf", "usage-
 ANSWERS = ("echo", "capable")
 REASONING_FORMATS = ("none", "deepseek")
 SHAPES = ("plain", "reasoning-content", "reasoning-field", "harmony", "harmony-draft", "harmony-bare", "content-parts",
-          "small-context", "gateway-error", "event-stream", "event-stream-always", "usage-input-output", "usage-none")
+          "small-context", "gateway-error", "event-stream", "event-stream-always", "usage-input-output", "usage-none",
+          "tool-call", "keepalive-comments", "html-page", "event-stream-early-finish", "native-finish-length")
 
 # %% ../nbs/01a_provider_double.ipynb #05ea4563
 def parse_faults(
@@ -642,7 +643,8 @@ class Reply:
     delay: float = 0.0                            # seconds to sleep before answering
     fault: str | None = None                      # "status", "error_body", "reset" or "outage" when injected
     answer: dict | None = None                    # `ScriptedAnswer.info()` of the first choice
-    stream: str | None = None                     # server-sent events sent instead of the JSON body (text/event-stream)
+    stream: str | None = None                     # text sent instead of the JSON body (server-sent events, unless `content_type` says otherwise)
+    content_type: str = ""                        # Content-Type of `stream` ("": text/event-stream)
     request: tuple = ()                           # (n, method, path, body, raw) of the request, for the log
 
 # %% ../nbs/01a_provider_double.ipynb #e9c3097a
@@ -836,6 +838,11 @@ def shaped_message(
     if shape == "reasoning-field": return {"role": "assistant", "content": None, "reasoning": text}
     if shape.startswith("harmony"):
         return {"role": "assistant", "content": harmony_markup(text, shape == "harmony-draft", shape == "harmony-bare")}
+    if shape == "tool-call":
+        blocks = fenced_blocks(text)[0]
+        code = blocks[0][1] if blocks else text
+        return {"role": "assistant", "content": None, "tool_calls": [{"id": "call_0", "type": "function", "function": {
+            "name": "python", "arguments": json.dumps({"code": code})}}]}
     if shape == "content-parts":
         return {"role": "assistant", "content": [{"type": "thinking", "thinking": SHAPE_ANALYSIS}, {"type": "text", "text": text}]}
     return {"role": "assistant", "content": text}
@@ -844,6 +851,7 @@ def shaped_message(
 def event_stream(
     body: dict,     # a whole answer body (chat or text completion)
     endpoint: str,  # "chat" or "completions"
+    early: bool = False,  # the first reasoning chunk already carries the finish_reason (open-webui #16377)
 ) -> str:           # the `text/event-stream` body
     "`body` as the server-sent events of the same answer streamed."
     head, events = {k: body[k] for k in ("id", "created", "model")}, []
@@ -856,7 +864,8 @@ def event_stream(
         if endpoint == "chat": emit([{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
         for k, v in pieces:
             for j in range(0, len(v), 64):
-                emit([{"index": i, "delta": {k: v[j:j + 64]}, "finish_reason": None} if endpoint == "chat"
+                done = ch["finish_reason"] if early and j == 0 and k != "content" else None
+                emit([{"index": i, "delta": {k: v[j:j + 64]}, "finish_reason": done} if endpoint == "chat"
                       else {"index": i, "text": v[j:j + 64], "finish_reason": None}])
         emit([{"index": i, "delta": {}, "finish_reason": ch["finish_reason"]} if endpoint == "chat"
               else {"index": i, "text": "", "finish_reason": ch["finish_reason"]}])
@@ -875,6 +884,18 @@ def _gateway_error(body: dict) -> dict:
     body["usage"] = {"prompt_tokens": None, "completion_tokens": None, "total_tokens": None}
     return body
 
+HTML_PAGE = ("<!DOCTYPE html><html><head><title>Sign in</title></head><body><h1>Sign in to continue</h1>"
+             "<form method=\"post\" action=\"/login\"><input name=\"user\"><input name=\"password\" type=\"password\"></form></body></html>")
+
+def _native_cut(body: dict):
+    "A provider's own cap hidden behind a gateway's \"stop\": half the text, `native_finish_reason` MAX_TOKENS."
+    for ch in body["choices"]:
+        t = ch["text"] if "text" in ch else content_text(ch["message"].get("content"))
+        if "text" in ch: ch["text"] = t[:len(t) // 2]
+        else: ch["message"]["content"] = t[:len(t) // 2]
+        ch["finish_reason"], ch["native_finish_reason"] = "stop", "MAX_TOKENS"
+    if body.get("usage"): body["usage"]["completion_tokens"] //= 2
+
 def shape_reply(
     reply: Reply,    # a whole answer (HTTP 200)
     shape: str,      # one of SHAPES
@@ -890,6 +911,14 @@ def shape_reply(
     if shape == "gateway-error" and g % 2 == 1: reply.body, reply.fault = _gateway_error(body), "gateway-error"
     if shape == "event-stream-always" or (shape == "event-stream" and request.get("stream") is not False):
         reply.stream = event_stream(body, endpoint)
+    if shape == "event-stream-early-finish":
+        for c in body["choices"]: c.get("message", {})["reasoning_content"] = SHAPE_ANALYSIS
+        reply.stream = event_stream(body, endpoint, early=True)
+    if shape == "native-finish-length": _native_cut(body)
+    if shape == "keepalive-comments":
+        reply.stream, reply.content_type = ": OPENROUTER PROCESSING\n\n" * 3 + json.dumps(body), "application/json"
+    if shape == "html-page":
+        reply.stream, reply.content_type = HTML_PAGE, "text/html; charset=utf-8"
     return reply
 
 # %% ../nbs/01a_provider_double.ipynb #4f964e64
@@ -965,6 +994,7 @@ def _choice(self, endpoint: str, i: int, text: str, finish: str, body: dict) -> 
         reasoning, _, content = text.rpartition("</think>")
         msg = {"role": "assistant", "content": content.lstrip("\n"),
                "reasoning_content": reasoning.removeprefix("<think>").strip("\n")}
+    if self.o.shape == "tool-call": finish = "tool_calls"
     return {"index": i, "message": msg, "logprobs": None, "finish_reason": finish}
 DoubleState._choice = _choice
 
@@ -1030,7 +1060,7 @@ def _serve(self: _Handler, method: str):
         self.server.state.log(reply, False)
         return
     data = (reply.stream if reply.stream is not None else json.dumps(reply.body)).encode()
-    ctype = "text/event-stream" if reply.stream is not None else "application/json"
+    ctype = (reply.content_type or "text/event-stream") if reply.stream is not None else "application/json"
     try:
         self.send_response(reply.status)
         for k, v in {"Content-Type": ctype, "Content-Length": str(len(data)), **reply.headers}.items():

@@ -91,3 +91,36 @@ def test_usage_in_any_naming_and_estimated_where_none(shape, tmp_path):
         c = llm.complete(generate())
     assert c.prompt_tokens > 500 and c.completion_tokens > 200 and llm.usage.cost_usd > 0
     assert (c.tokens_estimated, llm.usage.estimated_calls) == ((False, 0) if shape == "usage-input-output" else (True, 1))
+
+
+# ------------------------------------------------------------ five more shapes from public reports (2025-2026)
+MORE = [
+    ("tool-call", "tool_calls", "tool_calls"),                                   # microsoft/graphrag #2278
+    ("keepalive-comments", "content", "stop"),                                   # router-for-me/CLIProxyAPI #417
+    ("event-stream-early-finish", "content (event stream)", "stop"),             # open-webui/open-webui #16377
+]
+
+
+@pytest.mark.parametrize("shape,source,finish", MORE, ids=[m[0] for m in MORE])
+def test_more_shapes_give_the_program(shape, source, finish, tmp_path):
+    with ProviderDouble("openai", answers="capable", shape=shape) as d:
+        c = L.get_llm("openai:gpt-4o", base_url=d.base_url, cache=tmp_path/"c.sqlite").complete(generate())
+    assert (c.source, c.finish_reason) == (source, finish)
+    assert P.extract_code(c.text).strip("\n") == MISTAKEN.strip("\n")
+
+
+def test_a_gateway_stop_over_a_native_max_tokens_is_a_cut_answer(tmp_path):
+    """finish_reason "stop" with native_finish_reason "MAX_TOKENS" (reVrost/go-openrouter #43): the half answer is
+    a `length` answer with its reason, not a finished one."""
+    with ProviderDouble("openai", answers="capable", shape="native-finish-length") as d:
+        c = L.get_llm("openai:gpt-4o", base_url=d.base_url, cache=False).complete(generate(), max_tokens=1500)
+    assert c.finish_reason == "length" and "cannot help" in c.cut
+
+
+def test_an_html_page_at_http_200_stops_at_once_naming_the_base_url(tmp_path):
+    """A proxy's sign-in page with HTTP 200 (sipeed/picoclaw #1075): one request, a clear error, nothing cached."""
+    with ProviderDouble("openai", answers="capable", shape="html-page") as d:
+        llm = L.get_llm("openai:gpt-4o", base_url=d.base_url, cache=tmp_path/"c.sqlite")
+        with pytest.raises(CwmNbError, match="HTML page") as e:
+            llm.complete(generate())
+        assert len(answered(d)) == 1 and len(llm.cache) == 0 and "--base-url" in e.value.todo
