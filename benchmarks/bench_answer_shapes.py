@@ -4,8 +4,8 @@ For each `--shape` of the double, the main job at budget 2 (`cwm-nb run cwmb --e
 --budget 2`) runs against it with a fresh response cache; then the same command runs again, same cache, against a
 healthy double (shape `plain`), as a user reruns after the server is fixed. The table gives the LLM calls, the
 requests the double got and its retries, the failed calls, the accuracy, what the response cache holds afterwards
-(answers by finish_reason and by where they were found), the tokens and cost recorded, and the rerun's requests and
-accuracy. A plain answer reaches accuracy 1.0 in one or two calls.
+(answers by finish_reason and by where they were found), the tokens and cost recorded (and the calls whose tokens
+were estimated), and the rerun's requests and accuracy. A plain answer reaches accuracy 1.0 in one or two calls.
 
 The numbers are the double's: its answers are scripted (the reference CartPole program, with a planted mistake in
 generate answers), so they measure how the workbook reads each shape, not any model.
@@ -39,6 +39,12 @@ RUNS = {
     "event-stream-always": ("openai", "openai:gpt-4o", {}),
     "usage-input-output": ("openai", "openai:gpt-4o", {}),
     "usage-none": ("openai", "openai:gpt-4o", {}),
+    # five more, from public reports (the double's table in 01a_provider_double names them)
+    "tool-call": ("openai", "openai:gpt-oss-20b", {}),
+    "keepalive-comments": ("openai", "openai:gpt-4o", {}),
+    "html-page": ("openai", "openai:gpt-4o", {}),
+    "event-stream-early-finish": ("openai", "openai:gpt-4o", {}),
+    "native-finish-length": ("openai", "openai:gpt-4o", {}),
 }
 
 
@@ -83,6 +89,7 @@ def measure(shape: str, tmp: Path) -> dict:
     return dict(shape=shape, model=model, rc=r.returncode, wall_s=wall, calls=m.get("llm_calls"), requests=len(sent),
                 retries=m.get("retries"), failed=m.get("failed_calls"), accuracy=m.get("accuracy"),
                 tokens=(m.get("prompt_tokens"), m.get("completion_tokens")), cost=m.get("cost_usd"),
+                estimated=m.get("estimated_token_calls"),
                 cached=cached(cache), rerun_requests=len(resent), rerun_accuracy=m2.get("accuracy"),
                 error=last_err, best_error=(m.get("best_error") or "")[:160])
 
@@ -99,17 +106,17 @@ def main():
             x = rows[-1]
             print(f"{x['shape']:20s} {x['model']:24s} rc={x['rc']} calls={x['calls']} requests={x['requests']} "
                   f"retries={x['retries']} failed={x['failed']} accuracy={x['accuracy']} tokens={x['tokens']} "
-                  f"cost={x['cost']} wall={x['wall_s']:.0f}s | cached {x['cached']} | rerun: requests="
+                  f"cost={x['cost']} estimated={x['estimated']} wall={x['wall_s']:.0f}s | cached {x['cached']} | rerun: requests="
                   f"{x['rerun_requests']} accuracy={x['rerun_accuracy']}", flush=True)
             if x["error"]: print(f"    error: {x['error']}")
             if x["best_error"]: print(f"    best program's error: {x['best_error']}")
-    print("\n| shape | model | LLM calls | requests | retries | failed | accuracy | tokens (prompt, completion) | cost USD "
+    print("\n| shape | model | LLM calls | requests | retries | failed | accuracy | tokens (prompt, completion) | cost USD | estimated "
           "| cached answers (finish_reason; source) | rerun: requests, accuracy |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for x in rows:
         acc = "stopped (rc %d)" % x["rc"] if x["rc"] else x["accuracy"]
         print(f"| {x['shape']} | {x['model']} | {x['calls']} | {x['requests']} | {x['retries']} | {x['failed']} | {acc} "
-              f"| {x['tokens']} | {x['cost']} | {x['cached']} | {x['rerun_requests']}, {x['rerun_accuracy']} |")
+              f"| {x['tokens']} | {x['cost']} | {x['estimated']} | {x['cached']} | {x['rerun_requests']}, {x['rerun_accuracy']} |")
 
 
 if __name__ == "__main__":
