@@ -1,11 +1,13 @@
 """Every answer shape of issue 28, measured end to end against the provider test double (cwm_nb.provider_double).
 
 For each `--shape` of the double, the main job at budget 2 (`cwm-nb run cwmb --env CartPole-v1 --method gif-mcts
---budget 2`) runs against it with a fresh response cache; then the same command runs again, same cache, against a
-healthy double (shape `plain`), as a user reruns after the server is fixed. The table gives the LLM calls, the
+--budget 2`, or `--budget N`) runs against it with a fresh response cache; then the same command runs again, same cache, against a
+healthy double (shape `plain`) into a new run folder, as a user reruns after the server is fixed. The table gives the LLM calls, the
 requests the double got and its retries, the failed calls, the accuracy, what the response cache holds afterwards
 (answers by finish_reason and by where they were found), the tokens and cost recorded (and the calls whose tokens
-were estimated), and the rerun's requests and accuracy. A plain answer reaches accuracy 1.0 in one or two calls.
+were estimated), and the rerun's requests and accuracy. At budget 2 both calls are generate calls, whose scripted
+answer carries a planted mistake: a shape read right scores that program's accuracy (0.337 on the search part of
+CartPole's buffer), one read wrong 0.0; `--budget 3` adds an improve call, whose answer is the correct program.
 
 The numbers are the double's: its answers are scripted (the reference CartPole program, with a planted mistake in
 generate answers), so they measure how the workbook reads each shape, not any model.
@@ -48,9 +50,12 @@ RUNS = {
 }
 
 
+BUDGET = 2
+
+
 def run_once(d, model: str, out: Path, env: dict) -> tuple[subprocess.CompletedProcess, float]:
     t0 = time.perf_counter()
-    r = subprocess.run([CLI, "run", "cwmb", "--env", "CartPole-v1", "--method", "gif-mcts", "--budget", "2",
+    r = subprocess.run([CLI, "run", "cwmb", "--env", "CartPole-v1", "--method", "gif-mcts", "--budget", str(BUDGET),
                         "--seed", "0", "--model", model, "--base-url", d.base_url, "--out", str(out),
                         "--plan-preset", "none"], capture_output=True, text=True, env=env, cwd=ROOT)
     return r, time.perf_counter() - t0
@@ -82,9 +87,9 @@ def measure(shape: str, tmp: Path) -> dict:
         sent = [q for q in d.requests() if q["path"].endswith("/completions")]
     m = metrics(tmp/shape/"out")
     with ProviderDouble(mode, answers="capable", **extra) as healthy:   # the rerun, after the server is fixed
-        r2, _ = run_once(healthy, model, tmp/shape/"out", env)
+        r2, _ = run_once(healthy, model, tmp/shape/"rerun", env)   # a new run folder, the same response cache
         resent = [q for q in healthy.requests() if q["path"].endswith("/completions")]
-    m2 = metrics(tmp/shape/"out")
+    m2 = metrics(tmp/shape/"rerun")
     last_err = (r.stderr.strip().splitlines() or [""])[-1][:160] if r.returncode else ""
     return dict(shape=shape, model=model, rc=r.returncode, wall_s=wall, calls=m.get("llm_calls"), requests=len(sent),
                 retries=m.get("retries"), failed=m.get("failed_calls"), accuracy=m.get("accuracy"),
@@ -97,8 +102,11 @@ def measure(shape: str, tmp: Path) -> dict:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default=",".join(RUNS), help="comma-separated shapes of the double (default: all)")
+    ap.add_argument("--budget", type=int, default=2, help="LLM calls per run (default 2)")
     a = ap.parse_args()
-    print(f"code measured: {CODE}")
+    global BUDGET
+    BUDGET = a.budget
+    print(f"code measured: {CODE}; budget {BUDGET}")
     rows = []
     with tempfile.TemporaryDirectory() as d:
         for s in a.shapes.split(","):

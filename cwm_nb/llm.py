@@ -18,9 +18,9 @@ __all__ = ['ROLES', 'PRICES_PER_MTOK', 'PREFILL_MODES', 'CONTEXT_TOKENS', 'REASO
            'check_messages', 'prefill_of', 'render_plain', 'price_of', 'Usage', 'EndpointCaps', 'parse_caps',
            'is_reasoning_model', 'caps_for', 'prefill_to_user', 'join_prefill', 'Request', 'shape_request',
            'estimate_tokens', 'RequestRefused', 'ContextWindowExceeded', 'classify_refusal', 'learn_from_refusal',
-           'request_seed', 'LLM', 'cut_reason', 'ScriptedLLM', 'is_local_url', 'OpenAICompatibleLLM', 'harmony_final',
-           'content_parts', 'tool_call_text', 'message_text', 'join_events', 'read_usage', 'gave_up', 'read_answer',
-           'embedded_model_path', 'usable_cpus', 'embedded_threads', 'free_port', 'EmbeddedServer',
+           'request_seed', 'LLM', 'cut_by_server', 'cut_reason', 'ScriptedLLM', 'is_local_url', 'OpenAICompatibleLLM',
+           'harmony_final', 'content_parts', 'tool_call_text', 'message_text', 'join_events', 'read_usage', 'gave_up',
+           'read_answer', 'embedded_model_path', 'usable_cpus', 'embedded_threads', 'free_port', 'EmbeddedServer',
            'get_embedded_server', 'embedded_llm', 'TransformersLLM', 'cache_key', 'ResponseCache', 'CachedLLM',
            'ModelSpec', 'resolve_model', 'get_llm']
 
@@ -551,6 +551,13 @@ CONTEXT_SETTINGS = {   # provider: how to give its server a larger context windo
     "vllm": "start vLLM with a larger --max-model-len (e.g. --max-model-len 16384)",
 }
 
+def cut_by_server(
+    c: Completion,      # an answer with finish_reason "length"
+    cap: int | None,    # the completion cap the request asked for
+) -> bool:
+    "Whether a limit of the server cut the answer, not the cap: it stopped below half the cap (reported counts only)."
+    return bool(cap) and c.completion_tokens < cap / 2 and not c.tokens_estimated
+
 def cut_reason(
     c: Completion,          # an answer with finish_reason "length"
     cap: int | None,        # the completion cap the request asked for
@@ -559,7 +566,7 @@ def cut_reason(
 ) -> str:
     "Why the answer was cut and what to do, in words: the server's context window, or the completion cap."
     got = c.completion_tokens
-    if cap and got < cap / 2 and not c.tokens_estimated:
+    if cut_by_server(c, cap):
         how = CONTEXT_SETTINGS.get(provider) or "; ".join(f"{k}: {v}" for k, v in CONTEXT_SETTINGS.items())
         return (f"the answer was cut after {got} of the {cap} tokens asked for: the server's context window (about "
                 f"{c.prompt_tokens + got} tokens with the prompt) or a gateway's own cap ended it, not the completion cap, "
@@ -572,8 +579,8 @@ def cut_reason(
 # %% ../nbs/01_llm.ipynb #75f697ed
 def _accept(self: LLM, c: Completion, req: Request, key: str | None, seed: int, draw: int) -> Completion:
     "Finish a fresh answer `c` to `req` and return it."
+    cap = req.params.get("max_tokens", req.params.get("max_completion_tokens"))
     if c.finish_reason == "length":
-        cap = req.params.get("max_tokens", req.params.get("max_completion_tokens"))
         c.cut = cut_reason(c, cap, getattr(getattr(self, "inner", self), "provider", ""), req.prefill)
         _log.warning("%s: %s", self.name, c.cut)
     if c.tokens_estimated and not self.usage.estimated_calls:
@@ -583,7 +590,8 @@ def _accept(self: LLM, c: Completion, req: Request, key: str | None, seed: int, 
     chars = sum(len(m["content"]) for m in req.messages)
     if c.prompt_tokens and chars > 200 and self.counts_tokens and not c.tokens_estimated:   # the endpoint's own count: a better estimate
         self.caps.tokens_per_char = max(self.caps.tokens_per_char or 0.0, c.prompt_tokens / chars)
-    if key: self.cache.put(key, c, _request_record(self, req, seed, draw))
+    server_cut = c.finish_reason == "length" and cut_by_server(c, cap)   # the server's window, not this request
+    if key and not server_cut: self.cache.put(key, c, _request_record(self, req, seed, draw))
     with self._lock: self.usage.record(c, self.price)
     return c
 

@@ -76,11 +76,14 @@ def test_a_gateway_error_is_retried_counted_and_never_cached(tmp_path):
 
 def test_an_answer_cut_by_a_small_context_window_says_so(tmp_path):
     """Ollama with a small window (1,280 of the double's tokens: the 1,072-token prompt leaves room for 208) cuts the
-    answer far below the cap: the reason names the window and how to raise it for Ollama, not --max-tokens."""
+    answer far below the cap: the reason names the window and how to raise it for Ollama, not --max-tokens; the cut
+    answer is used but not cached."""
     with ProviderDouble("openai", answers="capable", shape="small-context", context_tokens=1280) as d:
-        c = L.get_llm("ollama:qwen3", base_url=d.base_url, cache=False).complete(generate(), max_tokens=4096)
+        llm = L.get_llm("ollama:qwen3", base_url=d.base_url, cache=tmp_path/"s.sqlite")
+        c = llm.complete(generate(), max_tokens=4096)
     assert c.finish_reason == "length" and c.completion_tokens == 208
     assert "context window" in c.cut and "OLLAMA_CONTEXT_LENGTH" in c.cut and "cannot help" in c.cut
+    assert len(llm.cache) == 0      # not cached: a rerun after the window is raised asks again
 
 
 @pytest.mark.parametrize("shape", ["usage-input-output", "usage-none"])
