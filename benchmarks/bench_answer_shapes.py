@@ -2,7 +2,7 @@
 
 For each `--shape` of the double, the main job at budget 2 (`cwm-nb run cwmb --env CartPole-v1 --method gif-mcts
 --budget 2`, or `--budget N`) runs against it with a fresh response cache; then the same command runs again, same cache, against a
-healthy double (shape `plain`) into a new run folder, as a user reruns after the server is fixed. The table gives the LLM calls, the
+double restarted on the same port with shape `plain`, into a new run folder, as a user reruns after the server is fixed. The table gives the LLM calls, the
 requests the double got and its retries, the failed calls, the accuracy, what the response cache holds afterwards
 (answers by finish_reason and by where they were found), the tokens and cost recorded (and the calls whose tokens
 were estimated), and the rerun's requests and accuracy. At budget 2 both calls are generate calls, whose scripted
@@ -85,17 +85,18 @@ def measure(shape: str, tmp: Path) -> dict:
     with ProviderDouble(mode, answers="capable", shape=shape, retry_after=0.05, **extra) as d:
         r, wall = run_once(d, model, tmp/shape/"out", env)
         sent = [q for q in d.requests() if q["path"].endswith("/completions")]
-    m = metrics(tmp/shape/"out")
-    with ProviderDouble(mode, answers="capable", **extra) as healthy:   # the rerun, after the server is fixed
-        r2, _ = run_once(healthy, model, tmp/shape/"rerun", env)   # a new run folder, the same response cache
-        resent = [q for q in healthy.requests() if q["path"].endswith("/completions")]
-    m2 = metrics(tmp/shape/"rerun")
+        held = cached(cache)
+        before = len(d.requests())
+        d.restart(shape="plain")   # the server fixed, on the same port: the same endpoint for the response cache
+        r2, _ = run_once(d, model, tmp/shape/"rerun", env)   # a new run folder, the same response cache
+        resent = [q for q in d.requests()[before:] if q["path"].endswith("/completions")]
+    m, m2 = metrics(tmp/shape/"out"), metrics(tmp/shape/"rerun")
     last_err = (r.stderr.strip().splitlines() or [""])[-1][:160] if r.returncode else ""
     return dict(shape=shape, model=model, rc=r.returncode, wall_s=wall, calls=m.get("llm_calls"), requests=len(sent),
                 retries=m.get("retries"), failed=m.get("failed_calls"), accuracy=m.get("accuracy"),
                 tokens=(m.get("prompt_tokens"), m.get("completion_tokens")), cost=m.get("cost_usd"),
                 estimated=m.get("estimated_token_calls"),
-                cached=cached(cache), rerun_requests=len(resent), rerun_accuracy=m2.get("accuracy"),
+                cached=held, rerun_requests=len(resent), rerun_accuracy=m2.get("accuracy"),
                 error=last_err, best_error=(m.get("best_error") or "")[:160])
 
 

@@ -790,7 +790,7 @@ def _request_kwargs(self: OpenAICompatibleLLM, req: Request, seed: int) -> dict:
 _HARMONY_SEGMENT = re.compile(r"<\|channel\|>\s*(\w+)[^<]*(?:<\|constrain\|>[^<]*)?<\|message\|>(.*?)"
                               r"(?=<\|(?:end|return|call|start|channel)\|>|\Z)", re.S)
 _HARMONY_TOKEN = re.compile(r"<\|(?:start|end|message|channel|return|call|constrain)\|>")
-_HARMONY_BARE = re.compile(r"\A\s*analysis(?P<analysis>.*?)assistant\s*final(?P<final>.*)\Z", re.S)
+_HARMONY_BARE = re.compile(r"\A\s*analysis(?P<analysis>.*?)assistantfinal(?P<final>.*)\Z", re.S)
 
 def harmony_final(
     text: str,  # an answer that may hold gpt-oss Harmony markup
