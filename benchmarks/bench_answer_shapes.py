@@ -91,7 +91,8 @@ def measure(shape: str, tmp: Path) -> dict:
         r2, _ = run_once(d, model, tmp/shape/"rerun", env)   # a new run folder, the same response cache
         resent = [q for q in d.requests()[before:] if q["path"].endswith("/completions")]
     m, m2 = metrics(tmp/shape/"out"), metrics(tmp/shape/"rerun")
-    last_err = (r.stderr.strip().splitlines() or [""])[-1][:160] if r.returncode else ""
+    lines = r.stderr.strip().splitlines()
+    last_err = next((l for l in lines if "error:" in l), lines[-1] if lines else "")[:200] if r.returncode else ""
     return dict(shape=shape, model=model, rc=r.returncode, wall_s=wall, calls=m.get("llm_calls"), requests=len(sent),
                 retries=m.get("retries"), failed=m.get("failed_calls"), accuracy=m.get("accuracy"),
                 tokens=(m.get("prompt_tokens"), m.get("completion_tokens")), cost=m.get("cost_usd"),
