@@ -5,9 +5,9 @@ For each `--shape` of the double, the main job at budget 2 (`cwm-nb run cwmb --e
 double restarted on the same port with shape `plain`, into a new run folder, as a user reruns after the server is fixed. The table gives the LLM calls, the
 requests the double got and its retries, the failed calls, the accuracy, what the response cache holds afterwards
 (answers by finish_reason and by where they were found), the tokens and cost recorded (and the calls whose tokens
-were estimated), and the rerun's requests and accuracy. At budget 2 both calls are generate calls, whose scripted
-answer carries a planted mistake: a shape read right scores that program's accuracy (0.337 on the search part of
-CartPole's buffer), one read wrong 0.0; `--budget 3` adds an improve call, whose answer is the correct program.
+were estimated), and the rerun's requests and accuracy. At budget 2 both calls are generate calls (so at budget 3,
+measured), whose scripted answer carries a planted mistake: a shape read right scores that program's accuracy (0.337
+on the search part of CartPole's buffer), one read wrong 0.0.
 
 The numbers are the double's: its answers are scripted (the reference CartPole program, with a planted mistake in
 generate answers), so they measure how the workbook reads each shape, not any model.
