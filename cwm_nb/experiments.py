@@ -297,6 +297,7 @@ def _usage_metrics(res, llm) -> dict:
                 prompt_tokens=res.prompt_tokens, completion_tokens=res.completion_tokens,
                 retries=res.spent.get("retries", 0), refused=res.spent.get("refused", 0),   # every session of the run
                 cost_usd=round(res.spent.get("cost_usd", 0.0), 6) if getattr(llm, "price", None) else None,
+                estimated_token_calls=res.spent.get("estimated_calls", 0),   # calls whose server reported no tokens
                 **_llm_endpoint(llm))
 
 # %% ../nbs/13_experiments.ipynb #4d44447f

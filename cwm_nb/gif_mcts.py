@@ -459,9 +459,9 @@ def _default_cot(llm: Any) -> bool:
 
 # %% ../nbs/08_gif_mcts.ipynb #59a3d420
 def _usage(llm: Any) -> dict:
-    "The retries, refusals and cost an LLM's `usage` has counted so far (zeros for objects without one)."
+    "The retries, refusals, cost and calls with estimated tokens an LLM's `usage` has counted so far (zeros for objects without one)."
     u = getattr(llm, "usage", None)
-    return {k: getattr(u, k, 0) or 0 for k in ("retries", "refused", "cost_usd")}
+    return {k: getattr(u, k, 0) or 0 for k in ("retries", "refused", "cost_usd", "estimated_calls")}
 
 # %% ../nbs/08_gif_mcts.ipynb #3f56bc71
 @dataclass
@@ -531,7 +531,7 @@ def _init_accounts(self: SearchLoop):
     self.value_per_call: list[float] = []; self.best_value_per_call: list[float] = []
     self.calls = self.cached_calls = self.prompt_tokens = self.completion_tokens = 0
     self.failed_calls = self.compacted_calls = self.refused_in_a_row = 0
-    self.spent = dict(retries=0, refused=0, cost_usd=0.0)   # the LLM's usage deltas, summed over sessions
+    self.spent = dict(retries=0, refused=0, cost_usd=0.0, estimated_calls=0)   # the LLM's usage deltas, summed over sessions
     self.stop_reason: str | None = None
     self.timing = dict(llm_s=0.0, evaluate_s=0.0, search_s=0.0, checkpoint_s=0.0)
 
@@ -649,8 +649,9 @@ def _read(self: SearchLoop, t: str, comp: Any, failed: str | None) -> tuple[str 
     critique, program = self.parse(t, comp.text) if comp is not None else (None, "")
     program = program or ""
     if comp is not None and not program and getattr(comp, "finish_reason", None) == "length":
-        failed = (f"the answer reached the completion cap ({self.config.max_tokens} tokens) before any program: raise "
-                  "the cap (cwm-nb run --max-tokens; reasoning models spend hidden tokens in it)")
+        failed = getattr(comp, "cut", "") or (   # the LLM's reason: the cap, or the server's context window
+            f"the answer reached the completion cap ({self.config.max_tokens} tokens) before any program: raise "
+            "the cap (cwm-nb run --max-tokens; reasoning models spend hidden tokens in it)")
     return critique, program, failed
 
 # %% ../nbs/08_gif_mcts.ipynb #eeb3db90

@@ -14,13 +14,15 @@ from .core import CwmNbError, cache_dir, derive_seed
 
 # %% auto #0
 __all__ = ['ROLES', 'PRICES_PER_MTOK', 'PREFILL_MODES', 'CONTEXT_TOKENS', 'REASONING_MIN_TOKENS', 'CACHED_REFUSALS',
-           'LOCAL_HOSTS', 'EMBEDDED_ALIAS', 'MODEL_ALIASES', 'PROVIDER_URLS', 'Completion', 'check_messages',
-           'prefill_of', 'render_plain', 'price_of', 'Usage', 'EndpointCaps', 'parse_caps', 'is_reasoning_model',
-           'caps_for', 'prefill_to_user', 'join_prefill', 'Request', 'shape_request', 'estimate_tokens',
-           'RequestRefused', 'ContextWindowExceeded', 'classify_refusal', 'learn_from_refusal', 'request_seed', 'LLM',
-           'ScriptedLLM', 'is_local_url', 'OpenAICompatibleLLM', 'embedded_model_path', 'usable_cpus',
-           'embedded_threads', 'free_port', 'EmbeddedServer', 'get_embedded_server', 'embedded_llm', 'TransformersLLM',
-           'cache_key', 'ResponseCache', 'CachedLLM', 'ModelSpec', 'resolve_model', 'get_llm']
+           'CONTEXT_SETTINGS', 'LOCAL_HOSTS', 'EMBEDDED_ALIAS', 'MODEL_ALIASES', 'PROVIDER_URLS', 'Completion',
+           'check_messages', 'prefill_of', 'render_plain', 'price_of', 'Usage', 'EndpointCaps', 'parse_caps',
+           'is_reasoning_model', 'caps_for', 'prefill_to_user', 'join_prefill', 'Request', 'shape_request',
+           'estimate_tokens', 'RequestRefused', 'ContextWindowExceeded', 'classify_refusal', 'learn_from_refusal',
+           'request_seed', 'LLM', 'cut_by_server', 'cut_reason', 'ScriptedLLM', 'is_local_url', 'OpenAICompatibleLLM',
+           'harmony_final', 'content_parts', 'tool_call_text', 'message_text', 'join_events', 'read_usage', 'gave_up',
+           'read_answer', 'embedded_model_path', 'usable_cpus', 'embedded_threads', 'free_port', 'EmbeddedServer',
+           'get_embedded_server', 'embedded_llm', 'TransformersLLM', 'cache_key', 'ResponseCache', 'CachedLLM',
+           'ModelSpec', 'resolve_model', 'get_llm']
 
 # %% ../nbs/01_llm.ipynb #1b562286
 _log = logging.getLogger("cwm_nb.llm")
@@ -36,6 +38,9 @@ class Completion:
     cached: bool = False               # True when the answer came from the response cache
     model: str = ""                    # name of the LLM that produced it (`LLM.name`)
     finish_reason: str | None = None   # "stop", "length", ... as the backend reported it
+    source: str = "content"            # where the server put the answer ("content", "reasoning_content", ...; see `message_text`)
+    tokens_estimated: bool = False     # the server reported no token counts: they are estimates from characters
+    cut: str = ""                      # finish_reason "length": why the answer was cut and what to do, in words
 
 # %% ../nbs/01_llm.ipynb #90af7b04
 ROLES = ("system", "user", "assistant")
@@ -86,6 +91,7 @@ class Usage:
     latency_s: float = 0.0      # summed wall time of `calls`, seconds
     cost_usd: float = 0.0       # summed cost of `calls` where the price is known, USD
     retries: int = 0            # transient failures (408, 429, 5xx, timeouts, resets, error bodies) that were retried
+    estimated_calls: int = 0    # `calls` whose server reported no token counts (their tokens, and cost, are estimates)
     refused: int = 0            # refusals (HTTP 400-class) left after the request's shape was corrected; a context-window refusal counts even when a shorter prompt then got an answer
 
 # %% ../nbs/01_llm.ipynb #deccc016
@@ -93,7 +99,7 @@ class Usage:
 def record(self: Usage, c: Completion, price: tuple[float, float] | None = None):
     "Add one completion; `cached` ones only bump `cached_calls`."
     if c.cached: self.cached_calls += 1; return
-    self.calls += 1
+    self.calls += 1; self.estimated_calls += int(c.tokens_estimated)
     self.prompt_tokens += c.prompt_tokens; self.completion_tokens += c.completion_tokens
     self.latency_s += c.latency_s
     if price: self.cost_usd += (c.prompt_tokens*price[0] + c.completion_tokens*price[1]) / 1e6
@@ -124,6 +130,7 @@ class EndpointCaps:
     max_tokens_param: str = "max_tokens"  # "max_tokens", or "max_completion_tokens" (OpenAI reasoning models)
     sampling: bool = True               # accepts `temperature` and `top_p` (False: the model's defaults)
     seed: bool = True                   # accepts `seed`
+    stream: bool = True                 # accepts `"stream": false` (sent so that no server streams by default; False: left out)
     context_tokens: int | None = None   # context window (prompt + answer), tokens; None: unknown
     tokens_per_char: float | None = None  # prompt tokens per character, as the endpoint counted them (learned)
 
@@ -146,7 +153,7 @@ _CAP_ALIASES = {"context": "context_tokens", "max_tokens": "max_tokens_param"}
 
 def _cap_value(k: str, v: str) -> bool | int | str:
     "The value of capability `k` written as `v` (booleans yes/no, the context a number). Raises `CwmNbError`."
-    if k in ("stop", "sampling", "seed"):
+    if k in ("stop", "sampling", "seed", "stream"):
         if v.lower() not in ("yes", "no", "true", "false", "1", "0"):
             raise CwmNbError(f"endpoint capability {k} must be yes or no, got {v!r}", f"write {k}=yes or {k}=no")
         return v.lower() in ("yes", "true", "1")
@@ -167,7 +174,7 @@ def parse_caps(
         k, v = _CAP_ALIASES.get(k.strip(), k.strip()), v.strip()
         if not sep or k not in out or k == "tokens_per_char":
             raise CwmNbError(f"bad endpoint capability {item!r}",
-                             "use key=value pairs from prefill, stop, max_tokens_param, sampling, seed, context "
+                             "use key=value pairs from prefill, stop, max_tokens_param, sampling, seed, stream, context "
                              "(e.g. --endpoint-caps prefill=user,context=8192,stop=no)")
         out[k] = _cap_value(k, v)
     return EndpointCaps(**out)
@@ -281,6 +288,7 @@ def shape_request(
         for k in ("temperature", "top_p"): p.pop(k, None)
     if not caps.stop and p.get("stop"): p["stop_here"] = True   # cut the answer here instead
     if not caps.seed: p["no_seed"] = True
+    if not caps.stream: p["no_stream"] = True
     return Request(messages, p, pre, continued)
 
 # %% ../nbs/01_llm.ipynb #6e1b43ea
@@ -330,8 +338,9 @@ _PROMPT = [re.compile(p, re.I) for p in (r"\((\d+) in the messages", r"(\d+) tok
 # %% ../nbs/01_llm.ipynb #cd2f08d2
 _PARAM = [re.compile(p, re.I) for p in (r"Unsupported parameter: '(\w+)'", r"Unsupported value: '(\w+)'",
                                          r"Unrecognized request arguments? supplied: (\w+)", r"'(\w+)' is not supported",
-                                         r"\b(max_tokens|temperature|top_p|stop|seed|continue_final_message) is not supported")]
-_KNOWN_PARAMS = ("max_tokens", "temperature", "top_p", "stop", "seed", "continue_final_message", "add_generation_prompt")
+                                         r"\b(max_tokens|temperature|top_p|stop|seed|stream|continue_final_message) is not supported")]
+_KNOWN_PARAMS = ("max_tokens", "temperature", "top_p", "stop", "seed", "continue_final_message", "add_generation_prompt",
+                "stream")
 
 # %% ../nbs/01_llm.ipynb #7e2f640c
 def _first_int(pats, text):
@@ -397,6 +406,7 @@ _CORRECTIONS = {   # what was refused: (field of `EndpointCaps`, its corrected v
     "temperature": _SAMPLING_FIX, "top_p": _SAMPLING_FIX,
     "stop": ("stop", False, "stop strings applied to the answer instead of sent"),
     "seed": ("seed", False, "seed not sent"),
+    "stream": ("stream", False, "the stream key left out"),
 }
 
 # %% ../nbs/01_llm.ipynb #9d15dfac
@@ -533,17 +543,55 @@ def _move_prefill(self: LLM):
     _log.warning("%s: %s", self.name, self.adjustments[-1])
     self.remember_caps(before)
 
+# %% ../nbs/01_llm.ipynb #38819493
+CONTEXT_SETTINGS = {   # provider: how to give its server a larger context window
+    "ollama": "start Ollama with OLLAMA_CONTEXT_LENGTH=16384 (or set PARAMETER num_ctx 16384 in a Modelfile); "
+              "its OpenAI endpoint ignores num_ctx sent with a request",
+    "llamacpp": "start llama-server with a larger -c / --ctx-size (e.g. -c 16384)",
+    "vllm": "start vLLM with a larger --max-model-len (e.g. --max-model-len 16384)",
+}
+
+def cut_by_server(
+    c: Completion,      # an answer with finish_reason "length"
+    cap: int | None,    # the completion cap the request asked for
+) -> bool:
+    "Whether a limit of the server cut the answer, not the cap: it stopped below half the cap (reported counts only)."
+    return bool(cap) and c.completion_tokens < cap / 2 and not c.tokens_estimated
+
+def cut_reason(
+    c: Completion,          # an answer with finish_reason "length"
+    cap: int | None,        # the completion cap the request asked for
+    provider: str = "",     # "ollama", "llamacpp", "vllm", ...: whose setting to name ("" : all of them)
+    prefill: str = "",      # the request's pre-fill (at the start of `c.text`)
+) -> str:
+    "Why the answer was cut and what to do, in words: the server's context window, or the completion cap."
+    got = c.completion_tokens
+    if cut_by_server(c, cap):
+        how = CONTEXT_SETTINGS.get(provider) or "; ".join(f"{k}: {v}" for k, v in CONTEXT_SETTINGS.items())
+        return (f"the answer was cut after {got} of the {cap} tokens asked for: the server's context window (about "
+                f"{c.prompt_tokens + got} tokens with the prompt) or a gateway's own cap ended it, not the completion cap, "
+                f"so --max-tokens cannot help; give the server a larger window ({how})")
+    if not c.text[len(prefill):].strip():
+        return (f"the answer reached the completion cap ({cap} tokens) before any text (reasoning models spend hidden "
+                "tokens in it): raise the cap (cwm-nb run --max-tokens)")
+    return f"the answer reached the completion cap ({cap} tokens): raise it (cwm-nb run --max-tokens)"
+
 # %% ../nbs/01_llm.ipynb #75f697ed
 def _accept(self: LLM, c: Completion, req: Request, key: str | None, seed: int, draw: int) -> Completion:
     "Finish a fresh answer `c` to `req` and return it."
-    if c.finish_reason == "length" and not c.text[len(req.prefill):].strip():
-        _log.warning("%s: the answer reached the completion cap before any text (reasoning models spend hidden "
-                     "tokens in it): raise the cap (cwm-nb run --max-tokens)", self.name)
+    cap = req.params.get("max_tokens", req.params.get("max_completion_tokens"))
+    if c.finish_reason == "length":
+        c.cut = cut_reason(c, cap, getattr(getattr(self, "inner", self), "provider", ""), req.prefill)
+        _log.warning("%s: %s", self.name, c.cut)
+    if c.tokens_estimated and not self.usage.estimated_calls:
+        _log.warning("%s: the server reported no token counts; tokens (and cost) are estimated from characters "
+                     "(counted in usage.estimated_calls)", self.name)
     if not req.continued: c.text = join_prefill(req.prefill, c.text)
     chars = sum(len(m["content"]) for m in req.messages)
-    if c.prompt_tokens and chars > 200 and self.counts_tokens:   # the endpoint's own count: a better estimate
+    if c.prompt_tokens and chars > 200 and self.counts_tokens and not c.tokens_estimated:   # the endpoint's own count: a better estimate
         self.caps.tokens_per_char = max(self.caps.tokens_per_char or 0.0, c.prompt_tokens / chars)
-    if key: self.cache.put(key, c, _request_record(self, req, seed, draw))
+    server_cut = c.finish_reason == "length" and cut_by_server(c, cap)   # the server's window, not this request
+    if key and not server_cut: self.cache.put(key, c, _request_record(self, req, seed, draw))
     with self._lock: self.usage.record(c, self.price)
     return c
 
@@ -622,7 +670,7 @@ def is_local_url(url: str) -> bool:
     return h in LOCAL_HOSTS or h.startswith("127.")
 
 # %% ../nbs/01_llm.ipynb #7247fc6f
-class _NoAnswer(Exception): "An HTTP 200 without choices (a router's error body)."
+class _NoAnswer(Exception): "An HTTP 200 without a usable answer: no choices (a router's error body), or one the server gave up on."
 
 def _retry_after(response) -> float | None:
     "Seconds the server asks to wait (`retry-after-ms`, `retry-after` in seconds or as an HTTP date), or None."
@@ -697,6 +745,7 @@ class OpenAICompatibleLLM(LLM):
         if mode not in ("chat", "completion"): raise ValueError(f"mode must be 'chat' or 'completion', got {mode!r}")
         super().__init__(name or model)
         self.base_url, self.model, self.mode, self.timeout_s = base_url.rstrip("/"), model, mode, timeout_s
+        self.provider = provider
         if max_retries is None: max_retries = _retries_from_env()
         self.max_retries, self.backoff_s, self.backoff_max_s = max_retries, backoff_s, backoff_max_s
         self.defaults = dict(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
@@ -731,30 +780,206 @@ def _request_kwargs(self: OpenAICompatibleLLM, req: Request, seed: int) -> dict:
     kw = {k: p[k] for k in ("max_tokens", "max_completion_tokens", "temperature", "top_p") if k in p}
     kw["model"] = self.model
     if not p.get("no_seed"): kw["seed"] = seed
+    if not p.get("no_stream"): kw["stream"] = False   # some servers stream unless told not to
     if p.get("stop") and not p.get("stop_here"): kw["stop"] = p["stop"]
     if self.mode != "completion" and prefill_of(req.messages):
         kw["extra_body"] = dict(continue_final_message=True, add_generation_prompt=False)
     return kw
 
-# %% ../nbs/01_llm.ipynb #9c8a0773
-def _request(self: OpenAICompatibleLLM, req: Request, seed: int) -> Completion:
-    p, pre, kw = req.params, prefill_of(req.messages), _request_kwargs(self, req, seed)
-    if self.mode == "completion":
-        r = self.client.completions.create(prompt=render_plain(req.messages), **kw)
-    else:
-        r = self.client.chat.completions.create(messages=req.messages, **kw)
-    if not getattr(r, "choices", None):   # HTTP 200 with an error object or no choices
-        err = (getattr(r, "model_extra", None) or {}).get("error")
+# %% ../nbs/01_llm.ipynb #d87f391b
+_HARMONY_SEGMENT = re.compile(r"<\|channel\|>\s*(\w+)[^<]*(?:<\|constrain\|>[^<]*)?<\|message\|>(.*?)"
+                              r"(?=<\|(?:end|return|call|start|channel)\|>|\Z)", re.S)
+_HARMONY_TOKEN = re.compile(r"<\|(?:start|end|message|channel|return|call|constrain)\|>")
+_HARMONY_BARE = re.compile(r"\A\s*analysis(?P<analysis>.*?)assistantfinal(?P<final>.*)\Z", re.S)
+
+def harmony_final(
+    text: str,  # an answer that may hold gpt-oss Harmony markup
+) -> tuple[str, str]:  # (the answer's text, which channel it was: "" when `text` holds no Harmony markup)
+    "The last `final` channel of Harmony markup (else the last `analysis` one); bare `analysis…assistantfinal…` too."
+    if "<|message|>" in text:
+        segs = [(m[1].lower(), m[2]) for m in _HARMONY_SEGMENT.finditer(text)]
+        for want in ("final", "analysis", "commentary"):
+            hit = [s for ch, s in segs if ch == want]
+            if hit: return hit[-1].strip("\n"), f"{want} channel"
+        return _HARMONY_TOKEN.sub("\n", text), "markers removed"
+    if m := _HARMONY_BARE.match(text): return m["final"].strip("\n"), "final channel (markers stripped)"
+    return text, ""
+
+# %% ../nbs/01_llm.ipynb #14c968ac
+_THINKING_PARTS = ("thinking", "reasoning", "reasoning_text", "redacted_thinking")
+
+def content_parts(
+    parts: list,  # `message.content` given as a list of parts
+) -> tuple[str, str]:  # (the text parts joined, the thinking parts joined)
+    "The text and the reasoning of content given as a list of `{type, text}` (or `{type, thinking}`) parts."
+    text, thinking = [], []
+    for p in parts:
+        if isinstance(p, str): text.append(p); continue
+        if not isinstance(p, dict): continue
+        v = next((p[k] for k in ("text", "thinking", "reasoning", "content") if k in p), "")
+        if isinstance(v, list): v = "".join(content_parts(v))
+        if isinstance(v, str): (thinking if p.get("type") in _THINKING_PARTS else text).append(v)
+    return "".join(text), "".join(thinking)
+
+# %% ../nbs/01_llm.ipynb #9fc3f06d
+def tool_call_text(
+    calls,  # `message.tool_calls` (a list of {type, function: {name, arguments}}), or None
+) -> str:   # the longest string among the calls' arguments ("" if none)
+    "The code a model put in a tool call's arguments (a JSON object's longest string, or the raw arguments)."
+    out = []
+    for call in calls if isinstance(calls, list) else []:
+        args = (call.get("function") or {}).get("arguments") if isinstance(call, dict) else None
+        if not isinstance(args, str): continue
+        try: parsed = json.loads(args)
+        except ValueError: parsed = args
+        out += [v for v in (parsed.values() if isinstance(parsed, dict) else [parsed]) if isinstance(v, str)]
+    return max(out, key=len, default="")
+
+# %% ../nbs/01_llm.ipynb #2196ef82
+def message_text(
+    msg: dict,  # `choices[0].message` of a chat answer, as JSON
+) -> tuple[str, str]:  # (the answer's text, where it was found)
+    "The answer in a chat message wherever the server put it: content (string, parts, Harmony), else reasoning fields, else a tool call."
+    content, source, thinking = msg.get("content"), "content", ""
+    if isinstance(content, list): (content, thinking), source = content_parts(content), "content parts"
+    content = content if isinstance(content, str) else ""
+    text, channel = harmony_final(content)
+    if channel: source += f", harmony {channel}"
+    if text.strip(): return text, source
+    for k in ("reasoning_content", "reasoning"):
+        v = msg.get(k)
+        if isinstance(v, str) and v.strip():
+            text, channel = harmony_final(v)
+            return text, k + (f", harmony {channel}" if channel else "")
+    if thinking.strip(): return thinking, "content parts (thinking)"
+    if called := tool_call_text(msg.get("tool_calls")): return called, "tool_calls"
+    return text, source
+
+# %% ../nbs/01_llm.ipynb #9004b969
+def _join_delta(fields: dict, d: dict):
+    "Add one chunk's delta (or message) to the joined message `fields`."
+    for k in ("content", "reasoning_content", "reasoning"):
+        v = d.get(k)
+        if isinstance(v, list):
+            v, thought = content_parts(v)
+            fields["reasoning_content"] = fields.get("reasoning_content", "") + thought
+        if isinstance(v, str): fields[k] = fields.get(k, "") + v
+
+def join_events(
+    text: str,  # the body of a `text/event-stream` answer
+) -> dict:      # one answer body, as the server would have sent it unstreamed (plus "streamed": True)
+    "An answer body from server-sent events. Raises `_NoAnswer` (naming streaming) when no chunk holds data."
+    fields, out_text, finish, usage, err, n = {}, "", None, None, None, 0
+    for line in text.splitlines():
+        data = line[5:].strip() if line.startswith("data:") else None
+        if not data: continue
+        if data == "[DONE]": break
+        try: chunk = json.loads(data)
+        except ValueError: continue
+        if not isinstance(chunk, dict): continue
+        n, usage, err = n + 1, chunk.get("usage") or usage, chunk.get("error") or err
+        for ch in chunk.get("choices") or []:
+            if not isinstance(ch, dict) or ch.get("index", 0) != 0: continue
+            finish = ch.get("finish_reason") or finish
+            if isinstance(ch.get("text"), str): out_text += ch["text"]
+            _join_delta(fields, ch.get("delta") or ch.get("message") or {})
+    if not n: raise _NoAnswer('the server answered with an event stream (streaming) that held no data, although the '
+                              'request said "stream": false')
+    choice = {"index": 0, "text": out_text, "message": {"role": "assistant", **fields}, "finish_reason": finish}
+    return {"choices": [choice], "usage": usage, "error": err, "streamed": True}
+
+# %% ../nbs/01_llm.ipynb #f28d5b4b
+def _count(u: dict, *keys: str) -> int | None:
+    "The first of `keys` in `u` that holds a number, as an int."
+    for k in keys:
+        v = u.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0: return int(v)
+    return None
+
+def read_usage(
+    u,  # the answer's `usage` object (any naming), or None
+) -> tuple[int | None, int | None]:  # (prompt tokens, completion tokens); None where the server did not say
+    "Prompt and completion tokens of a `usage` object in any naming."
+    if not isinstance(u, dict): return None, None
+    p = _count(u, "prompt_tokens", "input_tokens", "prompt_eval_count")
+    c = _count(u, "completion_tokens", "output_tokens", "eval_count")
+    for side, keys in (("p", ("prompt_tokens_details", "input_tokens_details")),
+                       ("c", ("completion_tokens_details", "output_tokens_details"))):
+        d = next((u[k] for k in keys if isinstance(u.get(k), dict)), {})   # details alone: their parts summed
+        parts = [n for n in (_count(d, k) for k in ("text_tokens", "audio_tokens", "image_tokens", "reasoning_tokens")) if n is not None]
+        if parts and (p if side == "p" else c) is None:
+            if side == "p": p = sum(parts)
+            else: c = sum(parts)
+    t = _count(u, "total_tokens")
+    if c is None and p is not None and t is not None: c = max(0, t - p)
+    return p, c
+
+# %% ../nbs/01_llm.ipynb #c893a98f
+_GAVE_UP = re.compile(r"error|filter|abort|cancel|safety|refus|block|prohibit|recitation|spii|interrupt|malformed", re.I)
+
+def gave_up(
+    finish_reason,   # the answer's finish_reason
+) -> bool:
+    "Whether `finish_reason` says the server gave up on the answer (not `stop`, `length`, `tool_calls`, ...)."
+    return isinstance(finish_reason, str) and bool(_GAVE_UP.search(finish_reason))
+
+# %% ../nbs/01_llm.ipynb #ccb4a9ff
+def read_answer(
+    body: dict,           # the answer's JSON body
+    mode: str = "chat",   # "chat" or "completion"
+) -> tuple[str, str, str | None]:  # (text, where it was found, finish_reason)
+    "The answer's text wherever the server put it. Raises `_NoAnswer` for no choices or an answer the server gave up on."
+    choices, err = body.get("choices"), body.get("error")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         msg = err.get("message") if isinstance(err, dict) else err
-        raise _NoAnswer(str(msg or "the answer has no choices")[:300])
-    ch = r.choices[0]
-    text = (ch.text if self.mode == "completion" else ch.message.content) or ""
+        raise _NoAnswer("HTTP 200 without an answer: " + str(msg or "the answer has no choices")[:300])
+    ch = choices[0]
+    text, source = (ch.get("text") or "", "text") if mode == "completion" else message_text(ch.get("message") or {})
+    text = text if isinstance(text, str) else ""
+    finish, err = ch.get("finish_reason"), ch.get("error") or err
+    native = ch.get("native_finish_reason")   # OpenRouter: the provider's own reason, where "stop" can hide a cut
+    if isinstance(native, str) and finish in (None, "stop"):
+        finish = "length" if re.search(r"max_tokens|length", native, re.I) else native if gave_up(native) else finish
+    if gave_up(finish) or err:
+        msg = err.get("message") if isinstance(err, dict) else err
+        raise _NoAnswer(f"the server gave up on the answer (finish_reason {finish!r}" + (f": {str(msg)[:200]}" if msg else "")
+                        + f"); its {len(text)} characters of partial text are not used")
+    return text, source + (" (event stream)" if body.get("streamed") else ""), finish
+
+# %% ../nbs/01_llm.ipynb #9c8a0773
+_KEEPALIVE = re.compile(r"\A(?:[ \t]*(?::[^\n]*)?\r?\n)+")
+
+def _post(self: OpenAICompatibleLLM, req: Request, seed: int) -> dict:
+    "The endpoint's answer to `req` as a JSON body (an event stream joined into one). Raises `_NoAnswer` for neither."
+    kw = _request_kwargs(self, req, seed)
+    if self.mode == "completion":
+        raw = self.client.completions.with_raw_response.create(prompt=render_plain(req.messages), **kw)
+    else:
+        raw = self.client.chat.completions.with_raw_response.create(messages=req.messages, **kw)
+    text = _KEEPALIVE.sub("", raw.text)   # keep-alive comments before the JSON (OpenRouter's ": OPENROUTER PROCESSING")
+    if "event-stream" in raw.headers.get("content-type", "") or text.lstrip().startswith("data:"): return join_events(text)
+    if "html" in raw.headers.get("content-type", "") or re.match(r"\s*<(?:!doctype|html)", text, re.I):
+        raise CwmNbError(f"{self.base_url} answered HTTP 200 with an HTML page, not an API answer: {text[:120]!r}",
+                         "check --base-url: it must be the API (ending in /v1), not a web page; a proxy's sign-in page "
+                         "means its login or key is missing")
+    try: body = json.loads(text)
+    except ValueError: body = None
+    if not isinstance(body, dict): raise _NoAnswer(f"HTTP 200 without a JSON answer: {text[:200]!r}")
+    return body
+
+def _request(self: OpenAICompatibleLLM, req: Request, seed: int) -> Completion:
+    p, pre = req.params, prefill_of(req.messages)
+    body = _post(self, req, seed)
+    text, source, finish = read_answer(body, self.mode)
     if p.get("stop_here"):
         cut = min((i for i in (text.find(s) for s in p["stop"]) if i >= 0), default=-1)
-        if cut >= 0: text, ch.finish_reason = text[:cut], "stop"
-    u = r.usage
-    return Completion(pre + text, prompt_tokens=(u.prompt_tokens or 0) if u else 0,
-                      completion_tokens=(u.completion_tokens or 0) if u else 0, finish_reason=ch.finish_reason)
+        if cut >= 0: text, finish = text[:cut], "stop"
+    n_prompt, n_completion = read_usage(body.get("usage"))
+    est = n_prompt is None or n_completion is None
+    if n_prompt is None: n_prompt = estimate_tokens(req.messages, self.caps.tokens_per_char)
+    if n_completion is None: n_completion = math.ceil(len(text) / 3)   # estimate_tokens' ratio: a third of a token per character
+    return Completion(pre + text, prompt_tokens=n_prompt, completion_tokens=n_completion, finish_reason=finish,
+                      source=source, tokens_estimated=est)
 
 # %% ../nbs/01_llm.ipynb #78485b0f
 def _connection_refused(e: BaseException) -> bool:
@@ -797,7 +1022,7 @@ def _send(self: OpenAICompatibleLLM, req: Request, *, seed: int, draw: int) -> C
     for attempt in range(self.max_retries + 1):
         retry_after = None
         try: return _request(self, req, request_seed(seed, draw))
-        except _NoAnswer as e: err = f"HTTP 200 without an answer: {e}"
+        except _NoAnswer as e: err = str(e)
         except openai.APITimeoutError: err = f"timed out after {self.timeout_s:g} s"
         except openai.APIConnectionError as e:
             if _connection_refused(e):   # nobody listens there

@@ -7,13 +7,14 @@ from __future__ import annotations
 import re
 from typing import Any
 from .core import to_plain
+from .llm import harmony_final
 
 # %% auto #0
 __all__ = ['SYSTEM_PROMPT', 'CWM_CONTRACT', 'RTFM_CONTRACT', 'COMPACT_LEVELS', 'MAX_COMPACT', 'LEAD_IN', 'PROGRAM_START',
            'CODE_HEADING', 'SECTIONS_IMPROVE', 'SECTIONS_FIX', 'contract_for', 'format_value', 'format_transition',
            'shorten_description', 'code_head', 'generate_messages', 'improve_messages', 'fix_messages',
-           'prefill_opens_code', 'strip_reasoning', 'fenced_blocks', 'code_blocks', 'defines_environment',
-           'extract_code', 'parse_answer']
+           'prefill_opens_code', 'strip_reasoning', 'fenced_blocks', 'fences_on_own_lines', 'code_blocks',
+           'defines_environment', 'extract_code', 'parse_answer']
 
 # %% ../nbs/07_prompts.ipynb #0bf6f1f4
 SYSTEM_PROMPT = (
@@ -331,8 +332,8 @@ _REASONING_OPEN = re.compile(r"<(?:think|thinking|reasoning)>", re.I)
 def strip_reasoning(
     text: str,  # an LLM completion
 ) -> str:       # the answer without its reasoning, with `\n` line ends
-    "Drop `<think>…</think>` spans; a lone closing tag drops all before it, a lone opening tag all after it."
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    "Drop `<think>…</think>` spans (a lone closing tag drops all before it, a lone opening tag all after it) and gpt-oss's analysis channel."
+    text = harmony_final(text.replace("\r\n", "\n").replace("\r", "\n"))[0]   # Harmony markup: the final channel
     text = _REASONING_BLOCK.sub("", text)
     closes = list(_REASONING_CLOSE.finditer(text))
     if closes: text = text[closes[-1].end():]
@@ -376,6 +377,20 @@ def fenced_blocks(
         cur[4].append(_dedent(line, cur[3]))
     if cur is not None: blocks.append((cur[2], "\n".join(cur[4])))
     return blocks
+
+# %% ../nbs/07_prompts.ipynb #5ad86d22
+_INLINE_FENCE = re.compile(r"^(?P<before>[^\n]*?\S)[ \t]*(?P<fence>`{3,}|~{3,})(?P<info>[\w+.-]*)[ \t]*$", re.M)
+_LIST_LEAD = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])")
+
+def fences_on_own_lines(
+    text: str,  # markdown text (an LLM answer)
+) -> str:       # the same with every fence that ends a line after other text moved to a line of its own
+    "Split `text ```python` and `code```` lines so that each fence starts its line."
+    def split(m):
+        before = m["before"]
+        if _LIST_LEAD.fullmatch(before) or "`" in before.replace(m["fence"], ""): return m[0]   # a list item's fence; inline code
+        return f"{before}\n{m['fence']}{m['info']}"
+    return _INLINE_FENCE.sub(split, text)
 
 # %% ../nbs/07_prompts.ipynb #fc0aac22
 def code_blocks(text: str) -> list[str]:
@@ -484,7 +499,7 @@ def extract_code(
     "The program in an answer: reasoning dropped, fenced blocks read, the best candidate by (`prefer`, parses, length)."
     if not text: return None
     prefer = prefer or defines_environment
-    cands = _candidates(strip_reasoning(text), prefer)
+    cands = _candidates(fences_on_own_lines(strip_reasoning(text)), prefer)
     if not cands: return None
     return max(cands, key=lambda c: (bool(prefer(c)), _parses(c), len(c)))
 
@@ -497,7 +512,7 @@ def parse_answer(
     prefer=None,   # code -> bool: what the task asks for (see `extract_code`)
 ) -> tuple[str | None, str | None]:  # (critique text or None, program or None)
     "Split an improve/fix answer into the reasoning before the code heading and the extracted program."
-    text = strip_reasoning(text or "")
+    text = fences_on_own_lines(strip_reasoning(text or ""))
     m = None
     for m in _CODE_HEADINGS.finditer(text): pass   # the last heading: the answer format may be echoed
     if m is None: return None, extract_code(text, prefer)

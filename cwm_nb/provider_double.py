@@ -14,16 +14,17 @@ from fastcore.basics import patch
 from .core import CwmNbError, atomic_write_text, data_dir
 
 # %% auto #0
-__all__ = ['MESSAGE_OVERHEAD', 'MODES', 'STYLES', 'ANSWERS', 'REASONING_FORMATS', 'OPTION_HELP', 'PLANTED_MISTAKES_FILE',
-           'BUILTIN_MISTAKES', 'DRAFT_PROGRAM', 'ECHO_ANSWER', 'UNKNOWN_ENV_ANSWER', 'NO_PROGRAM_ANSWER',
-           'OPENAI_CHAT_FIELDS', 'OPENAI_COMPLETION_FIELDS', 'VLLM_PREFILL_CONFLICT', 'TEMPLATE_PREFILL_CONFLICT',
-           'LLAMACPP_PREFILL_REJECTED', 'DEFAULT_MODEL', 'approx_tokens', 'content_text', 'prompt_tokens',
-           'canonical_sha256', 'error_body', 'fault_error', 'parse_faults', 'parse_models', 'DoubleOptions',
-           'option_parser', 'options_from_argv', 'fault_plan', 'find_env', 'OpenBlock', 'fenced_blocks', 'is_skeleton',
-           'shows_program', 'programs_folder', 'without_docstring', 'reference_program', 'planted_mistakes',
-           'plant_mistake', 'think_block', 'fence_block', 'usage_code', 'styled_answer', 'ScriptedAnswer',
-           'find_apps_problem', 'shows_apps_program', 'apps_demo_answer', 'capable_answer', 'continue_prefill',
-           'cut_text', 'Reply', 'DoubleState', 'serve', 'main', 'ProviderDouble']
+__all__ = ['MESSAGE_OVERHEAD', 'MODES', 'STYLES', 'ANSWERS', 'REASONING_FORMATS', 'SHAPES', 'OPTION_HELP',
+           'PLANTED_MISTAKES_FILE', 'BUILTIN_MISTAKES', 'DRAFT_PROGRAM', 'ECHO_ANSWER', 'UNKNOWN_ENV_ANSWER',
+           'NO_PROGRAM_ANSWER', 'OPENAI_CHAT_FIELDS', 'OPENAI_COMPLETION_FIELDS', 'VLLM_PREFILL_CONFLICT',
+           'TEMPLATE_PREFILL_CONFLICT', 'LLAMACPP_PREFILL_REJECTED', 'DEFAULT_MODEL', 'SHAPE_ANALYSIS', 'HTML_PAGE',
+           'approx_tokens', 'content_text', 'prompt_tokens', 'canonical_sha256', 'error_body', 'fault_error',
+           'parse_faults', 'parse_models', 'DoubleOptions', 'option_parser', 'options_from_argv', 'fault_plan',
+           'find_env', 'OpenBlock', 'fenced_blocks', 'is_skeleton', 'shows_program', 'programs_folder',
+           'without_docstring', 'reference_program', 'planted_mistakes', 'plant_mistake', 'think_block', 'fence_block',
+           'usage_code', 'styled_answer', 'ScriptedAnswer', 'find_apps_problem', 'shows_apps_program',
+           'apps_demo_answer', 'capable_answer', 'continue_prefill', 'cut_text', 'Reply', 'DoubleState',
+           'harmony_markup', 'shaped_message', 'event_stream', 'shape_reply', 'serve', 'main', 'ProviderDouble']
 
 # %% ../nbs/01a_provider_double.ipynb #b12691fd
 MESSAGE_OVERHEAD = 4  # tokens each chat message adds for its role and separators
@@ -108,6 +109,9 @@ def fault_error(
 STYLES = ("plain", "think", "think-close-only", "tilde", "list", "crlf", "usage-after")
 ANSWERS = ("echo", "capable")
 REASONING_FORMATS = ("none", "deepseek")
+SHAPES = ("plain", "reasoning-content", "reasoning-field", "harmony", "harmony-draft", "harmony-bare", "content-parts",
+          "small-context", "gateway-error", "event-stream", "event-stream-always", "usage-input-output", "usage-none",
+          "tool-call", "keepalive-comments", "html-page", "event-stream-early-finish", "native-finish-length")
 
 # %% ../nbs/01a_provider_double.ipynb #05ea4563
 def parse_faults(
@@ -140,7 +144,7 @@ def _invalid_options(o: DoubleOptions) -> list[tuple[str, object]]:
     return [(k, v) for k, v, ok in [
         ("mode", o.mode, o.mode in MODES), ("answers", o.answers, o.answers in ANSWERS),
         ("style", o.style, o.style in STYLES + ("rotate",)),
-        ("reasoning_format", o.reasoning_format, o.reasoning_format in REASONING_FORMATS),
+        ("reasoning_format", o.reasoning_format, o.reasoning_format in REASONING_FORMATS), ("shape", o.shape, o.shape in SHAPES),
         ("port", o.port, 0 <= o.port <= 65535), ("context_tokens", o.context_tokens, o.context_tokens > 0),
         ("outage_after", o.outage_after, o.outage_after is None or o.outage_after >= 0),
         *[(k, getattr(o, k), getattr(o, k) >= 0) for k in
@@ -165,6 +169,7 @@ class DoubleOptions:
     context_tokens: int = 8192       # context window of vllm and llamacpp-thinking, in tokens
     reasoning_tokens: int = 64       # hidden reasoning tokens per answer of the reasoning mode
     reasoning_format: str = "none"   # llamacpp-thinking: "none" (<think> in content) or "deepseek" (reasoning_content)
+    shape: str = "plain"             # where the answer goes, as one kind of real server puts it: one of SHAPES
     programs: str = ""               # folder of <env>.py programs and planted_mistakes.json; "": data/programs
     idle_timeout: float = 900.0      # stop after this many seconds without a request; 0: never
     log: str = ""                    # JSONL request log to append to; "": no log
@@ -176,7 +181,7 @@ class DoubleOptions:
         bad = _invalid_options(self)
         if bad: raise CwmNbError(f"bad provider double option {bad[0][0]}={bad[0][1]!r}",
                                  f"modes: {', '.join(MODES)}; answers: {', '.join(ANSWERS)}; styles: "
-                                 f"{', '.join(STYLES)}, rotate; counts, seconds and tokens are non-negative")
+                                 f"{', '.join(STYLES)}, rotate; shapes: {', '.join(SHAPES)}; counts, seconds and tokens are non-negative")
 
 # %% ../nbs/01a_provider_double.ipynb #d740d17c
 @patch
@@ -208,6 +213,7 @@ OPTION_HELP = {
     "context_tokens": "context window of vllm and llamacpp-thinking, in tokens (ceil(chars/4) + 4 per message)",
     "reasoning_tokens": "hidden reasoning tokens per answer of the reasoning mode",
     "reasoning_format": "llamacpp-thinking: none (<think> in content) or deepseek (in reasoning_content)",
+    "shape": "where the answer goes, as one kind of real server puts it: " + ", ".join(SHAPES),
     "programs": "folder of <env>.py and planted_mistakes.json (default: data/programs)",
     "idle_timeout": "stop after this many seconds without a request (0: never)",
     "log": "append one JSON line per request to this file",
@@ -637,6 +643,8 @@ class Reply:
     delay: float = 0.0                            # seconds to sleep before answering
     fault: str | None = None                      # "status", "error_body", "reset" or "outage" when injected
     answer: dict | None = None                    # `ScriptedAnswer.info()` of the first choice
+    stream: str | None = None                     # text sent instead of the JSON body (server-sent events, unless `content_type` says otherwise)
+    content_type: str = ""                        # Content-Type of `stream` ("": text/event-stream)
     request: tuple = ()                           # (n, method, path, body, raw) of the request, for the log
 
 # %% ../nbs/01a_provider_double.ipynb #e9c3097a
@@ -785,6 +793,13 @@ def _llamacpp_window(self, limit: int | None, p_tokens: int) -> tuple[int | None
     return min(ctx - p_tokens, limit if limit is not None else ctx), None
 DoubleState._llamacpp_window = _llamacpp_window
 
+# %% ../nbs/01a_provider_double.ipynb #01094a6d
+def _ollama_window(self, limit: int | None, p_tokens: int) -> tuple[int | None, Reply | None]:
+    "Ollama with a small window (shape small-context): nothing refused; the answer stops where the window ends."
+    room = max(self.o.context_tokens - p_tokens, self.o.context_tokens // 8)   # a longer prompt loses its start
+    return min(room, limit if limit is not None else room), None
+DoubleState._ollama_window = _ollama_window
+
 # %% ../nbs/01a_provider_double.ipynb #cca061e9
 def _window(self, endpoint: str, body: dict, p_tokens: int) -> tuple[int | None, Reply | None]:
     "(token limit of the generation, error reply or None)."
@@ -792,10 +807,119 @@ def _window(self, endpoint: str, body: dict, p_tokens: int) -> tuple[int | None,
     mc, mt = body.get("max_completion_tokens"), body.get("max_tokens")
     limit = mc if mc is not None else mt
     if limit is None and endpoint == "completions" and o.mode in ("openai", "vllm"): limit = 16  # documented default
+    if o.shape == "small-context": return self._ollama_window(limit, p_tokens)
     if o.mode == "vllm": return self._vllm_window(limit, p_tokens)
     if o.mode == "llamacpp-thinking": return self._llamacpp_window(limit, p_tokens)
     return limit, None
 DoubleState._window = _window
+
+# %% ../nbs/01a_provider_double.ipynb #6a530d4b
+SHAPE_ANALYSIS = "The user wants a world model of the environment: I need its dynamics, its reward and when an episode ends."
+
+def harmony_markup(
+    text: str,            # the answer as a plain chat model writes it
+    draft: bool = False,  # the analysis channel holds a fenced draft program (a wrong one)
+    bare: bool = False,   # the markers stripped to bare words, as a runtime that skips special tokens leaves them
+) -> str:
+    "`text` as raw gpt-oss Harmony output: an analysis channel, then the final one, which starts at the code fence."
+    i = text.find("```")
+    final = text[i:] if i >= 0 else text
+    analysis = SHAPE_ANALYSIS + (f"\n\nA first draft:\n\n{fence_block(DRAFT_PROGRAM)}\n\nIt leaves the dynamics out." if draft else "")
+    if bare: return f"analysis{analysis}assistantfinal{final}"
+    return f"<|channel|>analysis<|message|>{analysis}<|end|><|start|>assistant<|channel|>final<|message|>{final}<|return|>"
+
+# %% ../nbs/01a_provider_double.ipynb #3bfc76d6
+def shaped_message(
+    shape: str,  # one of SHAPES
+    text: str,   # the answer
+) -> dict:
+    "The chat `message` carrying `text` the way a server of `shape` sends it."
+    if shape == "reasoning-content": return {"role": "assistant", "content": None, "reasoning_content": text}
+    if shape == "reasoning-field": return {"role": "assistant", "content": None, "reasoning": text}
+    if shape.startswith("harmony"):
+        return {"role": "assistant", "content": harmony_markup(text, shape == "harmony-draft", shape == "harmony-bare")}
+    if shape == "tool-call":
+        blocks = fenced_blocks(text)[0]
+        code = blocks[0][1] if blocks else text
+        return {"role": "assistant", "content": None, "tool_calls": [{"id": "call_0", "type": "function", "function": {
+            "name": "python", "arguments": json.dumps({"code": code})}}]}
+    if shape == "content-parts":
+        return {"role": "assistant", "content": [{"type": "thinking", "thinking": SHAPE_ANALYSIS}, {"type": "text", "text": text}]}
+    return {"role": "assistant", "content": text}
+
+# %% ../nbs/01a_provider_double.ipynb #49f9b8dc
+def event_stream(
+    body: dict,     # a whole answer body (chat or text completion)
+    endpoint: str,  # "chat" or "completions"
+    early: bool = False,  # the first reasoning chunk already carries the finish_reason (open-webui #16377)
+) -> str:           # the `text/event-stream` body
+    "`body` as the server-sent events of the same answer streamed."
+    head, events = {k: body[k] for k in ("id", "created", "model")}, []
+    obj = "chat.completion.chunk" if endpoint == "chat" else "text_completion"
+    emit = lambda choices, **kw: events.append({**head, "object": obj, "choices": choices, **kw})
+    for ch in body["choices"]:
+        i, msg = ch["index"], ch.get("message") or {}
+        pieces = ([(k, msg[k]) for k in ("reasoning_content", "reasoning", "content") if isinstance(msg.get(k), str)]
+                  if endpoint == "chat" else [("text", ch["text"])])
+        if endpoint == "chat": emit([{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+        for k, v in pieces:
+            for j in range(0, len(v), 64):
+                done = ch["finish_reason"] if early and j == 0 and k != "content" else None
+                emit([{"index": i, "delta": {k: v[j:j + 64]}, "finish_reason": done} if endpoint == "chat"
+                      else {"index": i, "text": v[j:j + 64], "finish_reason": None}])
+        emit([{"index": i, "delta": {}, "finish_reason": ch["finish_reason"]} if endpoint == "chat"
+              else {"index": i, "text": "", "finish_reason": ch["finish_reason"]}])
+    if body.get("usage"): emit([], usage=body["usage"])
+    return "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+
+# %% ../nbs/01a_provider_double.ipynb #60a3c588
+def _gateway_error(body: dict) -> dict:
+    "A gateway's HTTP 200 whose upstream failed: half of each answer's text, `finish_reason` \"error\", null token counts."
+    for ch in body["choices"]:
+        if "text" in ch: ch["text"] = ch["text"][:len(ch["text"]) // 2]
+        else:
+            t = content_text(ch["message"].get("content"))
+            ch["message"] = {"role": "assistant", "content": t[:len(t) // 2]}
+        ch["finish_reason"] = "error"
+    body["usage"] = {"prompt_tokens": None, "completion_tokens": None, "total_tokens": None}
+    return body
+
+HTML_PAGE = ("<!DOCTYPE html><html><head><title>Sign in</title></head><body><h1>Sign in to continue</h1>"
+             "<form method=\"post\" action=\"/login\"><input name=\"user\"><input name=\"password\" type=\"password\"></form></body></html>")
+
+def _native_cut(body: dict):
+    "A provider's own cap hidden behind a gateway's \"stop\": half the text, `native_finish_reason` MAX_TOKENS."
+    for ch in body["choices"]:
+        t = ch["text"] if "text" in ch else content_text(ch["message"].get("content"))
+        if "text" in ch: ch["text"] = t[:len(t) // 2]
+        else: ch["message"]["content"] = t[:len(t) // 2]
+        ch["finish_reason"], ch["native_finish_reason"] = "stop", "MAX_TOKENS"
+    if body.get("usage"): body["usage"]["completion_tokens"] //= 2
+
+def shape_reply(
+    reply: Reply,    # a whole answer (HTTP 200)
+    shape: str,      # one of SHAPES
+    endpoint: str,   # "chat" or "completions"
+    request: dict,   # the request body
+    g: int,          # the number of this generation request
+) -> Reply:
+    "`reply` with its usage, failure or streaming shaped as `shape`'s servers do (messages are shaped by `_choice`)."
+    body, u = reply.body, reply.body["usage"]
+    if shape == "usage-none": del body["usage"]
+    if shape == "usage-input-output":
+        body["usage"] = {"input_tokens": u["prompt_tokens"], "output_tokens": u["completion_tokens"], "total_tokens": u.get("total_tokens")}
+    if shape == "gateway-error" and g % 2 == 1: reply.body, reply.fault = _gateway_error(body), "gateway-error"
+    if shape == "event-stream-always" or (shape == "event-stream" and request.get("stream") is not False):
+        reply.stream = event_stream(body, endpoint)
+    if shape == "event-stream-early-finish":
+        for c in body["choices"]: c.get("message", {})["reasoning_content"] = SHAPE_ANALYSIS
+        reply.stream = event_stream(body, endpoint, early=True)
+    if shape == "native-finish-length": _native_cut(body)
+    if shape == "keepalive-comments":
+        reply.stream, reply.content_type = ": OPENROUTER PROCESSING\n\n" * 3 + json.dumps(body), "application/json"
+    if shape == "html-page":
+        reply.stream, reply.content_type = HTML_PAGE, "text/html; charset=utf-8"
+    return reply
 
 # %% ../nbs/01a_provider_double.ipynb #4f964e64
 def _next_style(self) -> str:
@@ -838,7 +962,7 @@ def _bad_body(self, endpoint: str, body) -> Reply | None:
     if self.o.mode in ("openai", "reasoning") and (rule := _openai_rules(self.o.mode, endpoint, body)):
         status, msg, param, code = rule
         return self._error(status, msg, param=param, code=code)
-    if body.get("stream"):
+    if body.get("stream") and not self.o.shape.startswith("event-stream"):
         return self._error(400, "stream=true is not imitated by the provider test double; send stream=false")
     return self._bad_shape(endpoint, body)
 DoubleState._bad_body = _bad_body
@@ -865,11 +989,12 @@ def _choice(self, endpoint: str, i: int, text: str, finish: str, body: dict) -> 
     if endpoint == "completions":
         return {"index": i, "text": (body["prompt"] if body.get("echo") else "") + text, "logprobs": None,
                 "finish_reason": finish}
-    msg = {"role": "assistant", "content": text}
+    msg = shaped_message(self.o.shape, text)
     if self.o.mode == "llamacpp-thinking" and self.o.reasoning_format == "deepseek" and "</think>" in text:
         reasoning, _, content = text.rpartition("</think>")
         msg = {"role": "assistant", "content": content.lstrip("\n"),
                "reasoning_content": reasoning.removeprefix("<think>").strip("\n")}
+    if self.o.shape == "tool-call": finish = "tool_calls"
     return {"index": i, "message": msg, "logprobs": None, "finish_reason": finish}
 DoubleState._choice = _choice
 
@@ -908,8 +1033,9 @@ def _generate(self, endpoint: str, body, model: str, g: int) -> Reply:
     head = ({"id": f"chatcmpl-double-{g}", "object": "chat.completion"} if endpoint == "chat"
             else {"id": f"cmpl-double-{g}", "object": "text_completion"})
     with self.lock: self.answered += 1
-    return Reply(200, {**head, "created": int(time.time()), "model": model, "choices": choices, "usage": usage},
-                 answer=info)
+    reply = Reply(200, {**head, "created": int(time.time()), "model": model, "choices": choices, "usage": usage},
+                  answer=info)
+    return shape_reply(reply, o.shape, endpoint, body, g)
 DoubleState._generate = _generate
 
 # %% ../nbs/01a_provider_double.ipynb #1fa7111b
@@ -933,10 +1059,11 @@ def _serve(self: _Handler, method: str):
         self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.server.state.log(reply, False)
         return
-    data = json.dumps(reply.body).encode()
+    data = (reply.stream if reply.stream is not None else json.dumps(reply.body)).encode()
+    ctype = (reply.content_type or "text/event-stream") if reply.stream is not None else "application/json"
     try:
         self.send_response(reply.status)
-        for k, v in {"Content-Type": "application/json", "Content-Length": str(len(data)), **reply.headers}.items():
+        for k, v in {"Content-Type": ctype, "Content-Length": str(len(data)), **reply.headers}.items():
             self.send_header(k, v)
         self.end_headers()   # sends the headers: a client killed while the double slept is found out here
     except OSError:
