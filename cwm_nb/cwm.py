@@ -13,9 +13,10 @@ from .replay import ReplayBuffer
 
 # %% auto #0
 __all__ = ['PROBABILITY_FLOOR', 'LOG_FLOOR', 'OBS_FORMATS', 'DETERMINISM_PASSES', 'ROLLOUT_HORIZONS', 'RESOURCE_ERRORS',
-           'Evaluation', 'buffer_format', 'outcome_scores', 'score_predictions', 'condense_error', 'other_transitions',
-           'first_difference', 'rollout_segments', 'state_scale', 'score_rollouts', 'plot_rollouts', 'sandbox_inputs',
-           'check_determinism', 'rollout_errors', 'evaluate_program']
+           'VALUE_METRICS', 'Evaluation', 'buffer_format', 'outcome_scores', 'score_predictions', 'condense_error',
+           'other_transitions', 'first_difference', 'rollout_segments', 'state_scale', 'score_rollouts',
+           'plot_rollouts', 'sandbox_inputs', 'check_determinism', 'rollout_errors', 'evaluate_program',
+           'search_metric']
 
 # %% ../nbs/06_cwm.ipynb #361d8a4c
 PROBABILITY_FLOOR = 1e-6                   # a logged outcome given probability p counts log(max(p, floor)) in log_likelihood
@@ -48,6 +49,12 @@ class Evaluation:
     outcome_probability: float = 0.0   # mean probability the program gave the logged outcome (see `outcome_scores`)
     log_likelihood: float = LOG_FLOOR  # mean natural log of it, each probability floored at PROBABILITY_FLOOR
     distribution: bool = False         # the program answered `step_distribution` (else: a point mass on `step`'s answer)
+    value_metric: str = "accuracy"     # what a search ranks programs by: "accuracy" or "outcome_probability" (`search_metric`)
+
+    @property
+    def search_value(self) -> float:
+        "The program's value for a search: `accuracy`, or `outcome_probability` when `value_metric` says so."
+        return self.outcome_probability if self.value_metric == "outcome_probability" else self.accuracy
 
     @property
     def perfect(self) -> bool:
@@ -804,6 +811,7 @@ def evaluate_program(
     horizons=ROLLOUT_HORIZONS,  # rollout horizons K to summarise at (None: the episode's end)
     rollout_scale=None,         # per-dimension scale of the rollout state error; None: `state_scale(buffer)` (pass the whole buffer's for a part)
     distributions: bool = True, # ask a program that has `step_distribution` for it (False: score `step` alone, a point mass)
+    value_metric: str = "accuracy",  # the search's program value (`Evaluation.search_value`); see `search_metric`
 ) -> Evaluation:
     "Run `program` on every transition of `buffer` in the sandbox and score it (the paper's accuracy). Crashes give `bug=True`, accuracy 0."
     t0 = time.perf_counter()
@@ -819,6 +827,7 @@ def evaluate_program(
     ev = score_predictions(value.get("predictions"), buffer, paper_compat=paper_compat, n_failures=n_failures,
                            reward_rtol=reward_rtol, reward_atol=reward_atol, state_rtol=state_rtol, state_atol=state_atol,
                            malformed=value.get("malformed"), distributions=value.get("distributions"))
+    ev.value_metric = value_metric
     if determinism and not ev.bug:
         ev.deterministic, ev.determinism = check_determinism(source, buffer, value.get("predictions") or [],
                                                              sandbox=sandbox, limits=limits, distributions=value.get("distributions"))
@@ -827,3 +836,13 @@ def evaluate_program(
                                      limits=limits, scale=rollout_scale)
     ev.wall_s = time.perf_counter() - t0
     return ev
+
+# %% ../nbs/06_cwm.ipynb #1518fb1f
+VALUE_METRICS = ("accuracy", "outcome_probability")
+
+def search_metric(
+    stochastic: bool | None,     # whether the environment's steps are random (None: unknown, taken as deterministic)
+    paper_compat: bool = False,  # the paper's rules: accuracy always
+) -> str:                        # one of VALUE_METRICS
+    "The program value a search uses: outcome probability on a random world, else accuracy."
+    return "outcome_probability" if stochastic and not paper_compat else "accuracy"
