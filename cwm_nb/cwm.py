@@ -49,11 +49,12 @@ class Evaluation:
     outcome_probability: float = 0.0   # mean probability the program gave the logged outcome (see `outcome_scores`)
     log_likelihood: float = LOG_FLOOR  # mean natural log of it, each probability floored at PROBABILITY_FLOOR
     distribution: bool = False         # the program answered `step_distribution` (else: a point mass on `step`'s answer)
-    value_metric: str = "accuracy"     # what a search ranks programs by: "accuracy" or "outcome_probability" (`search_metric`)
+    value_metric: str = "accuracy"     # what a search ranks programs by: one of VALUE_METRICS (`search_metric`)
 
     @property
     def search_value(self) -> float:
-        "The program's value for a search: `accuracy`, or `outcome_probability` when `value_metric` says so."
+        "The program's value for a search (0..1): accuracy, outcome probability, or likelihood = exp(log_likelihood)."
+        if self.value_metric == "likelihood": return math.exp(self.log_likelihood)
         return self.outcome_probability if self.value_metric == "outcome_probability" else self.accuracy
 
     @property
@@ -716,7 +717,7 @@ def check_determinism(
     n, pass_s = len(buffer), {}
     plan = {"repeat": ({"reseed": True}, limits),
             "after_other": ({"before": other_transitions(n), "reseed": True}, _scaled(limits, 2)),
-            "twice": ({"before": list(range(n)), "reseed": True}, _scaled(limits, 2)),
+            "twice": ({"twice": True, "reseed": True}, _scaled(limits, 2)),
             "fresh": ({"fresh": True, "reseed": True}, _scaled(limits, 2))}
     for name in passes:
         args, lim = plan[name]
@@ -733,10 +734,13 @@ def check_determinism(
                     "second": None, "error": condense_error(err, source)}
             break
         second = (res.value or {}).get(key) if isinstance(res.value, dict) else None
-        i = first_difference(predictions, second if isinstance(second, list) else [])
-        if i is not None:
+        second = second if isinstance(second, list) else []
+        runs = [second[0::2], second[1::2]] if name == "twice" else [second]   # twice: both answers of each pair
+        found = [(i, run) for run in runs if (i := first_difference(predictions, run)) is not None]
+        if found:
+            i, run = min(found, key=lambda f: f[0])
             diff = {"pass": name, "index": i, "first": predictions[i] if i < len(predictions) else None,
-                    "second": second[i] if isinstance(second, list) and i < len(second) else None, "error": None}
+                    "second": run[i] if i < len(run) else None, "error": None}
             break
     verdict = None if skipped else diff is None
     return verdict, {"passes": list(passes), "first_difference": diff, "not_checked": skipped,
@@ -838,11 +842,11 @@ def evaluate_program(
     return ev
 
 # %% ../nbs/06_cwm.ipynb #1518fb1f
-VALUE_METRICS = ("accuracy", "outcome_probability")
+VALUE_METRICS = ("accuracy", "outcome_probability", "likelihood")
 
 def search_metric(
     stochastic: bool | None,     # whether the environment's steps are random (None: unknown, taken as deterministic)
     paper_compat: bool = False,  # the paper's rules: accuracy always
 ) -> str:                        # one of VALUE_METRICS
-    "The program value a search uses: outcome probability on a random world, else accuracy."
-    return "outcome_probability" if stochastic and not paper_compat else "accuracy"
+    "The program value a search uses: the likelihood on a random world, else accuracy."
+    return "likelihood" if stochastic and not paper_compat else "accuracy"

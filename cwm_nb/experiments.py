@@ -306,7 +306,7 @@ def run_cwmb_search(
     description = envs.describe_env(env)
     if llm is None: llm = llm_mod.get_llm(model, base_url=base_url or None, caps=endpoint_caps or None)
     sandbox = get_sandbox()
-    stochastic = replay.world_is_stochastic(env, buf)   # a random world: ranked by outcome probability, asked for distributions
+    stochastic = replay.world_is_stochastic(env, buf)   # a random world: ranked by likelihood, asked for distributions
     metric = cwm.search_metric(stochastic, paper_compat)
     evaluate = lambda source: cwm.evaluate_program(source, split.search, paper_compat=paper_compat, sandbox=sandbox,
                                                    value_metric=metric)

@@ -18,8 +18,8 @@ __all__ = ['OBS_FORMATS', 'BUFFER_FORMAT', 'BUFFER_FORMAT_VERSION', 'READABLE_FO
            'POLICIES', 'CEM_SAMPLES', 'CEM_ELITES', 'COLLECTION_PLANS', 'Planner', 'KNOWN_STOCHASTIC', 'ReplayBuffer',
            'encode_obs', 'decode_obs', 'EpisodeSplit', 'split_by_episode', 'random_policy', 'mountaincar_pump_policy',
            'acrobot_pump_policy', 'random_valid_policy', 'with_epsilon', 'CollectionPlan', 'get_collection_plan',
-           'check_stochastic', 'world_is_stochastic', 'collect_buffer', 'default_buffer_path', 'env_data_spec',
-           'check_buffer_fits_env', 'load_buffer', 'ship_buffer', 'summarize_buffer', 'collect_main']
+           'check_stochastic', 'world_is_stochastic', 'collect_buffer', 'gym_buffer', 'default_buffer_path',
+           'env_data_spec', 'check_buffer_fits_env', 'load_buffer', 'ship_buffer', 'summarize_buffer', 'collect_main']
 
 # %% ../nbs/05_replay.ipynb #7d58646c
 def _column(x: Any) -> np.ndarray | list:
@@ -717,6 +717,29 @@ def collect_buffer(
             "state_kind": spec.state_kind, "action_kind": spec.action_kind, "policy": _describe_plan(plan, cap),
             "plan": asdict(plan), "episodes": info, "collected_by": "cwm_nb.replay.collect_buffer", "stochastic": stochastic}
     return ReplayBuffer(**cols, episode=episode, meta=to_plain(meta))
+
+# %% ../nbs/05_replay.ipynb #5ad0f15f
+def gym_buffer(
+    gym_id: str,               # a gymnasium id, e.g. "FrozenLake-v1"
+    n_transitions: int = 1000, # transitions to log (the last episode is cut to fit, as a truncation)
+    seed: int = 0,             # resets and actions derive from it
+    obs_format: str = "int",   # how observations are stored (`encode_obs`): "int" for toy-text, "tuple" for Blackjack
+    **kwargs,                  # passed to gymnasium.make, e.g. is_slippery=True
+) -> ReplayBuffer:
+    "Uniform-random episodes of `gym_id` as a buffer (discrete states). Raises what gymnasium.make raises."
+    import gymnasium
+    env = gymnasium.make(gym_id, **kwargs)
+    try:
+        plan = CollectionPlan(kind="transitions", n_transitions=n_transitions)
+        episodes, info = _collect_transitions(env, gym_id, seed, plan, None, obs_format, False)
+        stochastic = check_stochastic(env, obs_format, seed)
+    finally: env.close()
+    cols = {k: [v for ep in episodes for v in ep[k]] for k in episodes[0]}
+    meta = {"env": gym_id, "gym_id": gym_id, "make_kwargs": kwargs, "obs_format": obs_format, "state_kind": "discrete",
+            "action_kind": "discrete", "gymnasium_version": gymnasium.__version__, "seed": int(seed), "episodes": info,
+            "policy": f"uniform random episodes until {n_transitions} transitions", "stochastic": stochastic,
+            "collected_by": "cwm_nb.replay.gym_buffer"}
+    return ReplayBuffer(**cols, episode=[i for i, ep in enumerate(episodes) for _ in ep["rewards"]], meta=to_plain(meta))
 
 # %% ../nbs/05_replay.ipynb #af559ae0
 def default_buffer_path(name: str) -> Path:

@@ -598,6 +598,7 @@ def cwm_predict(namespace: dict, args: dict | None, data: dict) -> dict:
     if args.get("n") is not None: n = min(n, max(0, int(args["n"])))
     before = args.get("before")   # optional: before[i] is a transition to run (and forget) just before transition i
     fresh = bool(args.get("fresh"))   # optional: a new Environment() for each transition
+    reps = 2 if args.get("twice") else 1   # optional: each transition twice in a row, both answers kept (2N rows)
     fmt = data.get("obs_format") or "array"
     if fmt not in _OBS_FORMATS: raise ValueError(f"cwm_predict: unknown obs_format {fmt!r} (one of {_OBS_FORMATS})")
     arity = 4 if (args.get("valid_actions") or data.get("valid_actions")) else 3
@@ -615,18 +616,19 @@ def cwm_predict(namespace: dict, args: dict | None, data: dict) -> dict:
                 at = int(before[i])
                 stage = "set_state"; env.set_state(fo(obs[at]))
                 stage = "step"; env.step(fa(actions[at]))
-            at, stage = i, "set_state"
-            env.set_state(fo(obs[i]))
-            if dists is not None:   # set_state, step_distribution, then set_state again for step
-                stage = "step_distribution"; d = env.step_distribution(fa(actions[i]))
-                stage = "check_distribution"; dists.append(merge_outcomes(check_distribution(d), fmt))
-                stage = "set_state"; env.set_state(fo(obs[i]))
-            stage = "step"
-            out = env.step(fa(actions[i]))
-            stage = "convert"
-            o, r, d, v = _convert_step(out, fmt, arity, i, malformed)
-            nxt.append(o); rew.append(r); don.append(d)
-            if arity == 4: val.append(v)
+            for _ in range(reps):
+                at, stage = i, "set_state"
+                env.set_state(fo(obs[i]))
+                if dists is not None:   # set_state, step_distribution, then set_state again for step
+                    stage = "step_distribution"; d = env.step_distribution(fa(actions[i]))
+                    stage = "check_distribution"; dists.append(merge_outcomes(check_distribution(d), fmt))
+                    stage = "set_state"; env.set_state(fo(obs[i]))
+                stage = "step"
+                out = env.step(fa(actions[i]))
+                stage = "convert"
+                o, r, d, v = _convert_step(out, fmt, arity, len(nxt), malformed)
+                nxt.append(o); rew.append(r); don.append(d)
+                if arity == 4: val.append(v)
     except BaseException as e:
         if stage == "check_distribution":
             raise ProgramError("exception", f"step_distribution() returned a bad distribution on transition {i}: "
