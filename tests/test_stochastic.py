@@ -184,3 +184,21 @@ def test_exact_programs_are_not_flagged(name, buffers):
 def test_random_worlds_are_known_and_ranked_by_likelihood():
     assert world_is_stochastic("Blackjack-v1") and world_is_stochastic("FrozenLake-v1") and not world_is_stochastic("CartPole-v1")
     assert (search_metric(True), search_metric(True, paper_compat=True), search_metric(False)) == ("likelihood", "accuracy", "accuracy")
+
+
+def test_a_model_with_chance_is_searched_by_the_generic_loop_with_chance_nodes():
+    "The model side never gives a program with step_distribution to the compiled loop; its tape branches on drawn outcomes."
+    from dataclasses import asdict
+    from cwm_nb.plan_driver import _program_model, _record_search
+    from cwm_nb.planning import MCTSConfig
+    ns = {}
+    exec(compile(source("FrozenLake-v1"), "<cwm-program>", "exec"), ns)
+    args = {"space": {"kind": "discrete", "n": 4}, "obs_format": "int", "valid_actions": False,
+            "config": asdict(MCTSConfig(simulations=60, rollout_steps=5)), "seed": 3}
+    model = _program_model(ns, args)
+    assert model.chance
+    fast = _record_search(model, 0, args)                                   # the compiled loop allowed
+    generic = _record_search(_program_model(ns, args), 0, {**args, "fast_search": False})
+    assert fast == generic
+    outcomes = {(e[1], e[2]) for e in fast if e[0] == "s"}                  # (action, next-state number)
+    assert any(len({k for a, k in outcomes if a == act}) > 1 for act in range(4))   # one action, several outcomes
