@@ -244,7 +244,13 @@ def _score_metrics(res, final, buf) -> dict:
                 components=final.components if final else {}, best_value=res.best_value,
                 outcome_probability=final.outcome_probability if final else 0.0,
                 log_likelihood=final.log_likelihood if final else None, value_metric=final.value_metric if final else None,
+                stochastic=_stochastic(buf),
                 best_value_per_call=list(res.best_value_per_call), n_transitions=len(buf))
+
+def _stochastic(buf) -> bool | None:
+    "Whether the run's world is random (`replay.world_is_stochastic` of its buffer), for metrics.json and the results index."
+    from cwm_nb import replay
+    return replay.world_is_stochastic(buffer=buf) if hasattr(buf, "meta") else None
 
 # %% ../nbs/13_experiments.ipynb #68fa8286
 def _cwmb_metrics(spec, s: dict, res, llm, final, held, split, buf, sandbox, eval_s: float, t0: float) -> dict:
