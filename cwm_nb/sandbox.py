@@ -573,6 +573,11 @@ def check_distribution(
     return entries
 
 # %% ../nbs/02_sandbox.ipynb #29668506
+def _frozen(x):
+    "Plain data as a hashable key: lists become tuples (equal numbers are equal keys, as they compare equal)."
+    if type(x) is list: return tuple(_frozen(v) if type(v) is list or type(v) is dict else v for v in x)
+    return tuple(sorted((k, _frozen(v)) for k, v in x.items())) if type(x) is dict else x
+
 def merge_outcomes(
     entries: list,         # check_distribution's outcomes
     fmt: str = "array",    # the observation format (see `_as_obs`)
@@ -582,7 +587,7 @@ def merge_outcomes(
     for p, o, r, d in entries:
         if p == 0: continue
         o = strict_plain(_as_obs(o, fmt))
-        key = json.dumps([o, r, d])
+        key = (_frozen(o), r, d)
         if key in merged: merged[key][0] += p
         else: merged[key] = [p, o, r, d]
     return list(merged.values())
