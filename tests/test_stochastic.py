@@ -202,3 +202,22 @@ def test_a_model_with_chance_is_searched_by_the_generic_loop_with_chance_nodes()
     assert fast == generic
     outcomes = {(e[1], e[2]) for e in fast if e[0] == "s"}                  # (action, next-state number)
     assert any(len({k for a, k in outcomes if a == act}) > 1 for act in range(4))   # one action, several outcomes
+
+
+def test_cem_scores_a_plan_on_the_mean_of_drawn_outcomes():
+    "A continuous toy with chance: reward +1 or -1 with probability 1/2; a plan's score is the mean of CHANCE_SAMPLES draws."
+    from cwm_nb.planning import CHANCE_SAMPLES, _score_plan
+    from cwm_nb.plan_driver import ProgramModel
+
+    class Coin:
+        def set_state(self, s): self.s = np.asarray(s, dtype=np.float64)
+        def step(self, a): return self.s, 1.0, False
+        def step_distribution(self, a): return [(0.5, self.s, 1.0, False), (0.5, self.s, -1.0, False)]
+
+    model = ProgramModel(Coin(), obs_format="array")
+    model.reseed(0)
+    plan = np.zeros((5, 1))
+    scores = [_score_plan(model, np.zeros(2), plan) for _ in range(200)]
+    assert model.steps == 200 * CHANCE_SAMPLES * 5
+    assert all(abs(s * CHANCE_SAMPLES - round(s * CHANCE_SAMPLES)) < 1e-9 for s in scores)   # means of 8 sums
+    assert abs(np.mean(scores)) < 0.3 and np.std(scores) < 5 / np.sqrt(CHANCE_SAMPLES) * 1.5
