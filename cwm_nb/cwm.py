@@ -12,12 +12,16 @@ from .core import CwmNbError, Program, to_plain
 from .replay import ReplayBuffer
 
 # %% auto #0
-__all__ = ['OBS_FORMATS', 'DETERMINISM_PASSES', 'ROLLOUT_HORIZONS', 'RESOURCE_ERRORS', 'Evaluation', 'buffer_format',
-           'score_predictions', 'condense_error', 'other_transitions', 'first_difference', 'rollout_segments',
-           'state_scale', 'score_rollouts', 'plot_rollouts', 'sandbox_inputs', 'check_determinism', 'rollout_errors',
-           'evaluate_program']
+__all__ = ['PROBABILITY_FLOOR', 'LOG_FLOOR', 'OBS_FORMATS', 'DETERMINISM_PASSES', 'ROLLOUT_HORIZONS', 'RESOURCE_ERRORS',
+           'VALUE_METRICS', 'Evaluation', 'buffer_format', 'outcome_scores', 'score_predictions', 'condense_error',
+           'other_transitions', 'first_difference', 'rollout_segments', 'state_scale', 'score_rollouts',
+           'plot_rollouts', 'sandbox_inputs', 'check_determinism', 'rollout_errors', 'evaluate_program',
+           'search_metric']
 
 # %% ../nbs/06_cwm.ipynb #361d8a4c
+PROBABILITY_FLOOR = 1e-6                   # a logged outcome given probability p counts log(max(p, floor)) in log_likelihood
+LOG_FLOOR = math.log(PROBABILITY_FLOOR)     # ≈ -13.8: the log-likelihood of an outcome the program ruled out
+
 def _class_weighted_mean(credit: np.ndarray, rewards: np.ndarray) -> float:
     "Mean over the reward classes of the class means of `credit` (N,): weights 1/(G|g|), exactly 1.0 when all is right."
     _, inv, counts = np.unique(rewards, return_inverse=True, return_counts=True)
@@ -43,6 +47,16 @@ class Evaluation:
     determinism: dict | None = None    # the check's passes and the first differing transition, if any
     rollouts: dict | None = None       # open-loop rollout errors by step and horizon (`score_rollouts`), if asked
     isolation: str | None = None       # the sandbox mode that ran the program: "bwrap", "landlock" or "none" (None: not run in a sandbox)
+    outcome_probability: float = 0.0   # mean probability the program gave the logged outcome (see `outcome_scores`)
+    log_likelihood: float = LOG_FLOOR  # mean natural log of it, each probability floored at PROBABILITY_FLOOR
+    distribution: bool = False         # the program answered `step_distribution` (else: a point mass on `step`'s answer)
+    value_metric: str = "accuracy"     # what a search ranks programs by: one of VALUE_METRICS (`search_metric`)
+
+    @property
+    def search_value(self) -> float:
+        "The program's value for a search (0..1): accuracy, outcome probability, or likelihood = exp(log_likelihood)."
+        if self.value_metric == "likelihood": return math.exp(self.log_likelihood)
+        return self.outcome_probability if self.value_metric == "outcome_probability" else self.accuracy
 
     @property
     def perfect(self) -> bool:
@@ -303,9 +317,42 @@ def _failure(i: int, preds, rows: list, buf: ReplayBuffer, fmt: str, target_done
             "action": to_plain(t.action), "expected": expected, "predicted": predicted,
             "wrong": wrong, "terminal": bool(terminal[i]), "truncated": t.truncated, "problems": problems.get(i, [])}
 
+# %% ../nbs/06_cwm.ipynb #07fbd649
+class _Picked:
+    "The next observations of some transitions of a buffer (repeats allowed), read as `_next_state_scores` reads a buffer."
+    def __init__(self, buf: ReplayBuffer, idx: np.ndarray):
+        col = buf.next_obs
+        self.next_obs = col[idx] if isinstance(col, np.ndarray) else [col[j] for j in idx.tolist()]
+    def __len__(self): return len(self.next_obs)
+
+def _outcome_probabilities(dists, buf: ReplayBuffer, fmt: str, state_kind: str, target_done: np.ndarray,
+                           terminal: np.ndarray, reward_right, state_rtol: float, state_atol: float) -> np.ndarray:
+    "Float (N,): each transition's probability of its logged outcome under `dists` (cwm_predict's, one list per transition)."
+    n, rows = len(buf), []
+    if type(dists) is list and len(dists) == n:
+        for i, d in enumerate(dists):
+            for e in d if type(d) is list else ():
+                if type(e) is list and len(e) == 4 and type(e[0]) in (float, int) and 0 <= e[0] <= 1: rows.append((i, *e))
+    if not rows: return np.zeros(n)
+    idx = np.array([r[0] for r in rows])
+    _, ns_all, _ = _next_state_scores([r[2] for r in rows], _Picked(buf, idx), fmt, state_kind, state_rtol, state_atol, {}, {})
+    r, r_ok = _parse_scalars([x[3] for x in rows], "reward", {})
+    d, d_ok = _parse_scalars([x[4] for x in rows], "done", {})
+    same = r_ok & reward_right(r, buf.rewards[idx]) & d_ok & (d == target_done[idx].astype(np.float64))
+    match = same & (terminal[idx] | ns_all)
+    return np.minimum(np.bincount(idx, weights=np.where(match, [float(x[1]) for x in rows], 0.0), minlength=n), 1.0)
+
+# %% ../nbs/06_cwm.ipynb #e0ebf017
+def outcome_scores(
+    prob: np.ndarray,   # float (N,): each transition's probability of its logged outcome
+) -> tuple[float, float]:   # (outcome_probability, log_likelihood); (0, LOG_FLOOR) for N = 0
+    "Mean probability of the logged outcomes and mean log of it (floored at PROBABILITY_FLOOR)."
+    if not len(prob): return 0.0, LOG_FLOOR
+    return float(np.mean(prob)), float(np.mean(np.log(np.clip(prob, PROBABILITY_FLOOR, 1.0))))
+
 # %% ../nbs/06_cwm.ipynb #b1e3eacd
 def _score(preds, buf, paper_compat, n_failures, reward_rtol, reward_atol, state_rtol, state_atol, state_kind, fmt, has_valid,
-           noted):
+           noted, dists=None):
     n = len(buf)
     bad_step = noted.get("step", {})
     problems: dict[int, list[str]] = {}
@@ -316,8 +363,8 @@ def _score(preds, buf, paper_compat, n_failures, reward_rtol, reward_atol, state
     ns_frac, ns_all, ns_ok = _next_state_scores(comp(0), buf, fmt, state_kind, state_rtol, state_atol, problems,
                                                 noted.get("next_obs", {}))
     r, r_ok = _parse_scalars(comp(1), "reward", problems, noted.get("reward", {}))
-    if paper_compat: r_right = r_ok & (r == buf.rewards)
-    else: r_right = r_ok & np.isclose(r, buf.rewards, rtol=reward_rtol, atol=reward_atol)
+    reward_right = (lambda a, b: a == b) if paper_compat else (lambda a, b: np.isclose(a, b, rtol=reward_rtol, atol=reward_atol))
+    r_right = r_ok & reward_right(r, buf.rewards)
     d, d_ok = _parse_scalars(comp(2), "done", problems, noted.get("done", {}))
     d_right = d_ok & (d == target_done.astype(np.float64))
     if has_valid:   # valid actions (RTFM): scored on non-terminal transitions only
@@ -328,6 +375,8 @@ def _score(preds, buf, paper_compat, n_failures, reward_rtol, reward_atol, state
     live = (ns_frac + r_right + d_right + v_right) / 4 if has_valid else (ns_frac + r_right + d_right) / 3
     credit = np.where(terminal, 0.5*r_right + 0.5*d_right, live)
     right = np.where(terminal, r_right & d_right, ns_all & r_right & d_right & v_right)
+    if dists is None: prob = np.where(terminal, r_right & d_right, ns_all & r_right & d_right).astype(np.float64)
+    else: prob = _outcome_probabilities(dists, buf, fmt, state_kind, target_done, terminal, reward_right, state_rtol, state_atol)
     failing = np.flatnonzero(~right)
     failures = []
     for i in failing[:n_failures].tolist():
@@ -335,7 +384,7 @@ def _score(preds, buf, paper_compat, n_failures, reward_rtol, reward_atol, state
         if has_valid: checks.append(("valid_actions", terminal[i] or v_right[i]))
         wrong = [c for c, ok in checks if not ok]
         failures.append(_failure(i, preds, rows, buf, fmt, target_done, terminal, wrong,
-                                 mask if has_valid else None, bad_step, problems))
+                                 mask if has_valid else None, bad_step, problems) | {"outcome_probability": float(prob[i])})
     nt = ~terminal
     components = {"next_state": float(ns_all[nt].mean()) if nt.any() else None,
                   "reward": float(r_right.mean()) if n else 0.0, "done": float(d_right.mean()) if n else 0.0}
@@ -344,7 +393,8 @@ def _score(preds, buf, paper_compat, n_failures, reward_rtol, reward_atol, state
         accuracy=_class_weighted_mean(credit, buf.rewards), mean_accuracy=float(credit.mean()) if n else 0.0,
         exact_replay=float(right.mean()) if n else 0.0, components=components,
         failures=failures, error=None, bug=False, n_transitions=n, n_failed=int(len(failing)),
-        n_terminal=int(terminal.sum()), paper_compat=paper_compat)
+        n_terminal=int(terminal.sum()), paper_compat=paper_compat, distribution=dists is not None,
+        **dict(zip(("outcome_probability", "log_likelihood"), outcome_scores(prob))))
 
 # %% ../nbs/06_cwm.ipynb #187617bc
 def score_predictions(
@@ -359,12 +409,13 @@ def score_predictions(
     state_atol: float = 1e-5,
     state_kind: str | None = None,  # "continuous" | "discrete"; default from the buffer (see above)
     malformed: list | None = None,  # the driver's notes [[transition, part, problem], ...] (cwm_predict's "malformed")
+    distributions: list | None = None,  # cwm_predict's "distributions" (None: the program has no step_distribution)
 ) -> Evaluation:
     "Score plain predictions against `buffer`: the paper's weighted accuracy plus the corrected metrics."
     fmt, has_valid = buffer_format(buffer)
     kind = "discrete" if fmt != "array" else (state_kind or _state_kind(buffer))
     try: return _score(predictions, buffer, paper_compat, n_failures, reward_rtol, reward_atol, state_rtol, state_atol,
-                       kind, fmt, has_valid, _noted_by_part(malformed, len(buffer)))
+                       kind, fmt, has_valid, _noted_by_part(malformed, len(buffer)), distributions)
     except _Bug as e: return Evaluation.crashed(str(e), len(buffer), paper_compat, valid_actions=has_valid)
 
 # %% ../nbs/06_cwm.ipynb #a3b26feb
@@ -384,7 +435,7 @@ def condense_error(
     return msg
 
 # %% ../nbs/06_cwm.ipynb #dd29b0a6
-DETERMINISM_PASSES = ("repeat", "after_other")
+DETERMINISM_PASSES = ("repeat", "after_other", "twice", "fresh")
 
 # %% ../nbs/06_cwm.ipynb #e15da55a
 def other_transitions(n: int) -> list[int]:
@@ -646,10 +697,13 @@ def check_determinism(
     *,
     sandbox=None,               # a cwm_nb.sandbox.Sandbox; default: the shared one
     limits=None,                # SandboxLimits of the first run (default: the sandbox's); see below for each pass
-) -> tuple[bool | None, dict]:  # (deterministic, {"passes", "first_difference", "not_checked", "wall_s"})
-    """Run the *repeat* pass (N steps, under `limits`) and the *after_other* pass (2N steps: every transition right
-    after another one, under twice the wall-clock and CPU limits, so the same budget per step), each a fresh sandbox
-    job, and compare them with `predictions`. True: both agree. False: a pass differs, or raises where the first run
+    distributions: list | None = None,  # the first run's distributions: compared instead of the predictions when given
+    passes=DETERMINISM_PASSES,  # which passes to run, in this order (a subset of DETERMINISM_PASSES)
+) -> tuple[bool | None, dict]:  # (deterministic, {"passes", "first_difference", "not_checked", "wall_s", "pass_s"})
+    """Run the *repeat* pass (N steps, under `limits`), the *after_other* and *twice* passes (2N steps: every transition
+    right after another one, or after itself, under twice the wall-clock and CPU limits, so the same budget per step)
+    and the *fresh* pass (a new instance per transition, twice the limits), each a fresh sandbox job, and compare them
+    with `predictions` (or `distributions`); the first pass that differs ends the check. True: both agree. False: a pass differs, or raises where the first run
     did not (`first_difference` says where). None: not checked, because a pass hit a resource limit (`RESOURCE_ERRORS`;
     `not_checked` says which and why): a slow program is not called nondeterministic. Each pass starts a fresh process,
     so state that a program keeps across the calls of one sandbox session (planning) is outside this check."""
@@ -659,9 +713,18 @@ def check_determinism(
         sandbox = get_sandbox()
     limits = limits or sandbox.limits
     diff = skipped = None
-    for name, args, lim in (("repeat", {"reseed": True}, limits),
-                            ("after_other", {"before": other_transitions(len(buffer)), "reseed": True}, _scaled(limits, 2))):
+    key = "predictions" if distributions is None else "distributions"
+    predictions = predictions if distributions is None else distributions
+    n, pass_s = len(buffer), {}
+    plan = {"repeat": ({"reseed": True}, limits),
+            "after_other": ({"before": other_transitions(n), "reseed": True}, _scaled(limits, 2)),
+            "twice": ({"twice": True, "reseed": True}, _scaled(limits, 2)),
+            "fresh": ({"fresh": True, "reseed": True}, _scaled(limits, 2))}
+    for name in passes:
+        args, lim = plan[name]
+        t1 = time.perf_counter()
         res = _run_on(sandbox, source, buffer, "cwm_nb.sandbox:cwm_predict", args, lim)
+        pass_s[name] = round(time.perf_counter() - t1, 4)
         if not res.ok and (res.error or {}).get("kind") in RESOURCE_ERRORS:
             skipped = {"pass": name, "error": condense_error(res.error, source)}
             break
@@ -671,15 +734,18 @@ def check_determinism(
             diff = {"pass": name, "index": i, "first": predictions[i] if i < len(predictions) else None,
                     "second": None, "error": condense_error(err, source)}
             break
-        second = (res.value or {}).get("predictions") if isinstance(res.value, dict) else None
-        i = first_difference(predictions, second if isinstance(second, list) else [])
-        if i is not None:
+        second = (res.value or {}).get(key) if isinstance(res.value, dict) else None
+        second = second if isinstance(second, list) else []
+        runs = [second[0::2], second[1::2]] if name == "twice" else [second]   # twice: both answers of each pair
+        found = [(i, run) for run in runs if (i := first_difference(predictions, run)) is not None]
+        if found:
+            i, run = min(found, key=lambda f: f[0])
             diff = {"pass": name, "index": i, "first": predictions[i] if i < len(predictions) else None,
-                    "second": second[i] if isinstance(second, list) and i < len(second) else None, "error": None}
+                    "second": run[i] if i < len(run) else None, "error": None}
             break
     verdict = None if skipped else diff is None
-    return verdict, {"passes": list(DETERMINISM_PASSES), "first_difference": diff, "not_checked": skipped,
-                     "wall_s": round(time.perf_counter() - t0, 4)}
+    return verdict, {"passes": list(passes), "first_difference": diff, "not_checked": skipped,
+                     "wall_s": round(time.perf_counter() - t0, 4), "pass_s": pass_s, "compared": key}
 
 # %% ../nbs/06_cwm.ipynb #328a84df
 def _failed_rollout(message: str) -> dict:
@@ -745,10 +811,12 @@ def evaluate_program(
     state_rtol: float = 1e-5,   # next-state tolerance (continuous-state envs)
     state_atol: float = 1e-5,
     limits=None,                # cwm_nb.sandbox.SandboxLimits for this run; default: the sandbox's
-    determinism: bool = False,  # also run the determinism check (two more sandbox jobs); sets `deterministic`
+    determinism: bool = False,  # also run the determinism check (four more sandbox jobs); sets `deterministic`
     rollouts: bool = False,     # also roll the program out open loop from each episode start; sets `rollouts`
     horizons=ROLLOUT_HORIZONS,  # rollout horizons K to summarise at (None: the episode's end)
     rollout_scale=None,         # per-dimension scale of the rollout state error; None: `state_scale(buffer)` (pass the whole buffer's for a part)
+    distributions: bool = True, # ask a program that has `step_distribution` for it (False: score `step` alone, a point mass)
+    value_metric: str = "accuracy",  # the search's program value (`Evaluation.search_value`); see `search_metric`
 ) -> Evaluation:
     "Run `program` on every transition of `buffer` in the sandbox and score it (the paper's accuracy). Crashes give `bug=True`, accuracy 0."
     t0 = time.perf_counter()
@@ -756,7 +824,7 @@ def evaluate_program(
     if sandbox is None:
         from cwm_nb.sandbox import get_sandbox
         sandbox = get_sandbox()
-    res = _run_on(sandbox, source, buffer, "cwm_nb.sandbox:cwm_predict", limits=limits)
+    res = _run_on(sandbox, source, buffer, "cwm_nb.sandbox:cwm_predict", None if distributions else {"distribution": False}, limits)
     if not res.ok:
         ev = Evaluation.crashed(condense_error(res.error, source), len(buffer), paper_compat, time.perf_counter() - t0,
                                 valid_actions=buffer_format(buffer)[1])
@@ -765,13 +833,23 @@ def evaluate_program(
     value = res.value if isinstance(res.value, dict) else {}
     ev = score_predictions(value.get("predictions"), buffer, paper_compat=paper_compat, n_failures=n_failures,
                            reward_rtol=reward_rtol, reward_atol=reward_atol, state_rtol=state_rtol, state_atol=state_atol,
-                           malformed=value.get("malformed"))
-    ev.isolation = res.isolation
+                           malformed=value.get("malformed"), distributions=value.get("distributions"))
+    ev.isolation, ev.value_metric = res.isolation, value_metric
     if determinism and not ev.bug:
         ev.deterministic, ev.determinism = check_determinism(source, buffer, value.get("predictions") or [],
-                                                             sandbox=sandbox, limits=limits)
+                                                             sandbox=sandbox, limits=limits, distributions=value.get("distributions"))
     if rollouts and not ev.bug:
         ev.rollouts = rollout_errors(source, buffer, paper_compat=paper_compat, horizons=horizons, sandbox=sandbox,
                                      limits=limits, scale=rollout_scale)
     ev.wall_s = time.perf_counter() - t0
     return ev
+
+# %% ../nbs/06_cwm.ipynb #1518fb1f
+VALUE_METRICS = ("accuracy", "outcome_probability", "likelihood")
+
+def search_metric(
+    stochastic: bool | None,     # whether the environment's steps are random (None: unknown, taken as deterministic)
+    paper_compat: bool = False,  # the paper's rules: accuracy always
+) -> str:                        # one of VALUE_METRICS
+    "The program value a search uses: the likelihood on a random world, else accuracy."
+    return "likelihood" if stochastic and not paper_compat else "accuracy"

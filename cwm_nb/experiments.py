@@ -278,6 +278,7 @@ def heldout_metrics(final, held) -> dict:
     return dict(heldout_accuracy=part(held, "accuracy"), heldout_mean_accuracy=part(held, "mean_accuracy"),
                 heldout_exact_replay=part(held, "exact_replay"), heldout_components=part(held, "components"),
                 heldout_is_bug=part(held, "bug"), heldout_error=part(held, "error"),
+                heldout_outcome_probability=part(held, "outcome_probability"), heldout_log_likelihood=part(held, "log_likelihood"),
                 deterministic=det, nondeterminism=diff, determinism_not_checked=skipped,
                 rollouts={"search": part(final, "rollouts"), "heldout": part(held, "rollouts")})
 
@@ -308,7 +309,15 @@ def _score_metrics(res, final, buf) -> dict:
                 accuracy=final.accuracy if final else 0.0, mean_accuracy=final.mean_accuracy if final else 0.0,
                 exact_replay=final.exact_replay if final else 0.0,
                 components=final.components if final else {}, best_value=res.best_value,
+                outcome_probability=final.outcome_probability if final else 0.0,
+                log_likelihood=final.log_likelihood if final else None, value_metric=final.value_metric if final else None,
+                stochastic=_stochastic(buf),
                 best_value_per_call=list(res.best_value_per_call), n_transitions=len(buf))
+
+def _stochastic(buf) -> bool | None:
+    "Whether the run's world is random (`replay.world_is_stochastic` of its buffer), for metrics.json and the results index."
+    from cwm_nb import replay
+    return replay.world_is_stochastic(buffer=buf) if hasattr(buf, "meta") else None
 
 # %% ../nbs/13_experiments.ipynb #68fa8286
 def _env_identity(spec) -> dict:
@@ -390,8 +399,11 @@ def run_cwmb_search(
     atomic_write_text(rd/"description.md", description)   # the text the model saw
     if llm is None: llm = llm_mod.get_llm(model, base_url=base_url or None, caps=endpoint_caps or None)
     sandbox = get_sandbox()
-    evaluate = lambda source: cwm.evaluate_program(source, split.search, paper_compat=paper_compat, sandbox=sandbox)
-    contract = prompts.RTFM_CONTRACT if spec.valid_actions else None   # None: the search's default CWM contract
+    stochastic = replay.world_is_stochastic(env, buf)   # a random world: ranked by likelihood, asked for distributions
+    metric = cwm.search_metric(stochastic, paper_compat)
+    evaluate = lambda source: cwm.evaluate_program(source, split.search, paper_compat=paper_compat, sandbox=sandbox,
+                                                   value_metric=metric)
+    contract = prompts.RTFM_CONTRACT if spec.valid_actions else (prompts.STOCHASTIC_CONTRACT if stochastic else None)
     search = _make_method(method, llm, evaluate, description, seed, rd/"checkpoint.json", paper_compat,
                           max_tokens, progress, contract)
     res = search.run(budget)
@@ -815,7 +827,7 @@ def _determinism_text(d: dict, asked: bool = True) -> str:
     skip = (d.get("determinism") or {}).get("not_checked")
     if d.get("deterministic") is None:
         return f"determinism not checked (the {skip['pass']} pass hit a limit: {skip['error']})" if skip else "determinism not checked"
-    if d["deterministic"]: return "deterministic (repeat and after_other passes agree)"
+    if d["deterministic"]: return f"deterministic ({', '.join((d.get('determinism') or {}).get('passes') or ['all'])} passes agree)"
     f = d["determinism"]["first_difference"]
     return (f"NOT deterministic: the {f['pass']} pass differs first at transition {f['index']} "
             f"(first run {f['first']}, then {f['second']}{'; ' + f['error'] if f.get('error') else ''})")
@@ -856,7 +868,9 @@ def _cmd_eval(a) -> int:
         what = "" if a.holdout == 0 else (f" [search part: episodes {split.search_episodes}]" if p == "search"
                                          else f" [held-out part: episodes {split.heldout_episodes}]")
         print(f"{spec.name}{what}: accuracy {d['accuracy']:.4f} (paper-weighted), mean {d['mean_accuracy']:.4f}, "
-              f"exact replay {d['exact_replay']:.4f} on {d['n_transitions']} transitions; {_determinism_text(d, not a.no_determinism)}")
+              f"exact replay {d['exact_replay']:.4f} on {d['n_transitions']} transitions; outcome probability "
+              f"{d['outcome_probability']:.4f}, log-likelihood {d['log_likelihood']:.3f} "
+              f"({'its step_distribution' if d.get('distribution') else 'step as a point mass'}); {_determinism_text(d, not a.no_determinism)}")
         if d.get("error"): print(f"error: {d['error']}")
         for f in d.get("failures", [])[:3]: print(f"first failures: transition {f['index']}: expected {f['expected']} got {f['predicted']}")
         if d.get("rollouts"): print("\n".join(["open-loop rollouts:"] + _rollout_table(d["rollouts"])))
@@ -877,7 +891,7 @@ def add_eval_cli(sub) -> None:
     e.add_argument("--holdout", type=float, default=0.0, help="fraction of the episodes, in [0, 1), to split off and score apart "
                    "(0: no split, the whole buffer is one part)")
     e.add_argument("--holdout-seed", type=int, default=0, help="seed of the held-out episodes")
-    e.add_argument("--no-determinism", action="store_true", help="skip the determinism check (two more runs of the program)")
+    e.add_argument("--no-determinism", action="store_true", help="skip the determinism check (four more runs of the program)")
     add_env_args(e)
     e.set_defaults(fn=_cmd_eval)
 

@@ -14,9 +14,9 @@ from .core import CwmNbError, atomic_write_json, atomic_write_text, data_dir
 __all__ = ['PAPER', 'OURS', 'PUBLISHED_FILES', 'RUN_KEY', 'ABLATIONS', 'ACTION_STATS', 'PAPER_APPS', 'APPS_TABLES',
            'ROLLOUT_KEYS', 'COUNT_COLUMNS', 'TABLES', 'published_dir', 'load_published', 'effective_return',
            'method_label', 'dedupe_runs', 'Table', 'table_main', 'table_rtfm', 'table_per_env', 'table_ablation',
-           'table_action_stats', 'table_returns', 'table_other_envs', 'apps_problem_results', 'table_apps',
-           'table_apps_by_source', 'plot_best_value_vs_calls', 'best_run', 'plot_search_tree', 'plot_rollout_errors',
-           'write_table', 'styled', 'make_all', 'add_cli']
+           'table_action_stats', 'table_returns', 'table_stochastic', 'table_other_envs', 'apps_problem_results',
+           'table_apps', 'table_apps_by_source', 'plot_best_value_vs_calls', 'best_run', 'plot_search_tree',
+           'plot_rollout_errors', 'write_table', 'styled', 'make_all', 'add_cli']
 
 # %% ../nbs/14_figures.ipynb #7996c113
 PAPER, OURS = "paper (published)", "ours"   # labels of the two sources in every table
@@ -411,6 +411,34 @@ def table_returns(
     df.index.name = "env"
     return Table(df, cap)
 
+# %% ../nbs/14_figures.ipynb #f6adb579
+def table_stochastic(
+    index: "pd.DataFrame",   # the results index
+    published: bool = True,  # (no published numbers: the paper has none)
+) -> Table:
+    "Rows the random environments of the results, columns (method, model, budget, metric): accuracy, outcome probability, log-likelihood."
+    import pandas as pd
+    from cwm_nb.replay import world_is_stochastic
+    runs = _runs(index, "cwmb")
+    cap = ("Random environments: the best program's accuracy, outcome probability (mean probability of the logged "
+           "outcomes) and log-likelihood (mean natural log, each probability floored at 1e-6), mean over seeds; a "
+           f"program without step_distribution counts as a point mass on its step answer.{_partial_note(index)}")
+    if len(runs):
+        known = runs["stochastic"] if "stochastic" in runs.columns else pd.Series(None, index=runs.index, dtype=object)
+        random_env = [bool(k) if k is not None and k == k else bool(world_is_stochastic(e)) for k, e in zip(known, runs["env"])]
+        runs = runs[random_env]
+    if not len(runs): return Table(_note_table("no complete runs on random environments in the results"), cap)
+    for c in ("outcome_probability", "log_likelihood"): runs[c] = _num(runs[c]) if c in runs.columns else float("nan")
+    cols = {}
+    for (meth, model, b), g in runs.groupby(["method", "model", "budget"]):
+        e = g.groupby("env")[["accuracy", "outcome_probability", "log_likelihood"]].mean()
+        for metric, name in (("accuracy", "accuracy"), ("outcome_probability", "outcome probability"), ("log_likelihood", "log-likelihood")):
+            cols[(meth, model, int(b), name)] = e[metric]
+    df = pd.DataFrame(cols)
+    df.columns = pd.MultiIndex.from_tuples(df.columns, names=["method", "model", "budget", "metric"])
+    df.index.name = "env"
+    return Table(df, cap)
+
 # %% ../nbs/14_figures.ipynb #15eb6463
 def table_other_envs(
     index: "pd.DataFrame",   # the results index
@@ -744,7 +772,8 @@ def styled(t: Table):
 
 # %% ../nbs/14_figures.ipynb #485a07a9
 TABLES = {"t2_cwmb_main": table_main, "t3_rtfm": table_rtfm, "t6_ablation": table_ablation,
-          "t7_action_stats": table_action_stats, "t10_t11_per_env": table_per_env, "t12_raw_returns": table_returns}
+          "t7_action_stats": table_action_stats, "t10_t11_per_env": table_per_env, "t12_raw_returns": table_returns,
+          "stochastic_scores": table_stochastic}
 
 # %% ../nbs/14_figures.ipynb #6da074e8
 def make_all(

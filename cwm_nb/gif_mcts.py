@@ -419,9 +419,10 @@ def _plain(x: Any) -> Any:
 
 # %% ../nbs/08_gif_mcts.ipynb #cf75e847
 def evaluation_summary(ev: Any) -> dict:
-    "Plain summary of an evaluation object: accuracy, bug, error, first failure, perfect, full report."
+    """Plain summary of an evaluation object: accuracy, bug, error, first failure, perfect, full report. `accuracy` is
+    the program's value for the search: its `search_value` when it has one (the likelihood on a random world)."""
     bug = bool(ev.bug)
-    acc = 0.0 if bug else float(ev.accuracy)
+    acc = 0.0 if bug else float(getattr(ev, "search_value", ev.accuracy))
     fails = list(getattr(ev, "failures", None) or [])
     perfect = getattr(ev, "perfect", None)
     perfect = (acc >= 1 - 1e-9) if perfect is None else bool(perfect)

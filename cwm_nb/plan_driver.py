@@ -12,9 +12,9 @@ import orjson
 from fastcore.basics import patch
 import cwm_nb.planning as planning
 from .core import CwmNbError
-from .planning import (_KEY_CHARS, CEMConfig, MCTSConfig, _rollout_loop, _score_plan, cem_plan, mcts_search,
-                             state_key)
-from .sandbox import ProgramError, Serve, strict_plain, _as_done, _as_reward
+from .planning import (_KEY_CHARS, CHANCE_SAMPLES, CEMConfig, MCTSConfig, _rollout_loop, _score_plan, cem_plan,
+                             mcts_search, state_key)
+from .sandbox import ProgramError, Serve, check_distribution, strict_plain, _as_done, _as_reward, _code_line
 
 # %% auto #0
 __all__ = ['MAX_REPLY_BYTES', 'SPIN_S', 'PR_SET_DUMPABLE', 'CHUNK_ANSWERS', 'TAIL_SIMS', 'INTEGRITY_NOTE', 'decode_state',
@@ -71,6 +71,9 @@ class ProgramModel:
         self._acts = [np.int64(i) for i in range(n_actions)] if n_actions else None
         self._arity = 4 if valid_actions else 3
         self._n, self.reports_valid = n_actions, bool(valid_actions)
+        # chance: a program with step_distribution has each step's outcome sampled from it (a chance node)
+        self.chance = self._arity == 3 and callable(getattr(env, "step_distribution", None))
+        self._chance_rng = random.Random(0)
 
     def set_state(self, root) -> None:
         "Put the program's environment in state `root`; raises `ProgramError` if its `set_state` fails."
@@ -87,6 +90,7 @@ class ProgramModel:
 @patch
 def step(self: ProgramModel, action):
     "Step the program: `action` is an action index (discrete) or a float64 array the program may keep or mutate."
+    if self.chance: return self._sample(action)
     try: out = self.env.step(self._acts[action] if self._acts is not None else action)
     except BaseException as e: raise ProgramError("exception", "in step() during planning", cause=e) from None
     self.steps += 1
@@ -94,6 +98,31 @@ def step(self: ProgramModel, action):
        and (out[2] is True or out[2] is False) and out[1] - out[1] == 0.0:
         return out   # the common case: already (obs, finite float, bool)
     return self._convert(out)
+
+# %% ../nbs/10a_plan_driver.ipynb #dad9d30d
+@patch
+def reseed(self: ProgramModel, seed: int) -> None:
+    "Start the generator of the chance outcomes from `seed` (one decision's)."
+    self._chance_rng.seed(int(seed))
+
+@patch
+def _sample(self: ProgramModel, action):
+    "(obs, reward, done) drawn from `step_distribution(action)`; the program is set to the drawn state. ProgramError if it fails."
+    try: dist = self.env.step_distribution(self._acts[action] if self._acts is not None else action)
+    except BaseException as e: raise ProgramError("exception", "in step_distribution() during planning", cause=e) from None
+    try: entries = check_distribution(dist)
+    except (TypeError, ValueError) as e:
+        raise ProgramError("exception", f"step_distribution() during planning returned a bad distribution: {e}",
+                           line=_code_line(getattr(type(self.env), "step_distribution", None))) from None
+    self.steps += 1
+    u, acc = self._chance_rng.random() * sum(e[0] for e in entries), 0.0
+    for p, obs, r, done in entries:
+        acc += p
+        if u < acc: break
+    if not done:
+        try: self.env.set_state(self._fresh(obs))
+        except BaseException as e: raise ProgramError("exception", "in set_state() of a drawn outcome during planning", cause=e) from None
+    return obs, r, done
 
 # %% ../nbs/10a_plan_driver.ipynb #04c64358
 @patch
@@ -139,7 +168,7 @@ def rollout_value(
 def rollout_rewards(self: ProgramModel, actions: tuple, steps: int, rand) -> list[float]:
     "The rewards of `step` in a loop with uniform-random `actions`, to the first done (MCTS leaf values); checks inlined for speed."
     rewards = []
-    if self._arity == 4 or self._acts is None:   # legal actions after each step (RTFM), or continuous actions
+    if self._arity == 4 or self._acts is None or self.chance:   # legal actions after each step (RTFM), continuous actions, chance
         for _ in range(steps):
             acts = self.valid_actions or actions
             _, r, done = self.step(acts[int(rand() * len(acts))])
@@ -246,7 +275,8 @@ def _plan(model, args: dict) -> dict:
     t0 = time.perf_counter()
     if args["planner"] == "mcts":
         acts, cfg = args.get("root_actions") or list(range(space["n"])), _mcts_config(args["config"])
-        fast = _fast_search(args) if type(model) is ProgramModel else None
+        fast = _fast_search(args) if type(model) is ProgramModel and not model.chance else None   # chance: the generic search
+        if getattr(model, "chance", False): model.reseed(args["seed"])
         search = lambda m: (fast or mcts_search)(m, root, acts, cfg, np.random.default_rng(int(args["seed"])),
                                                  n_actions=space["n"])
         res = None
@@ -559,7 +589,7 @@ def score_plans(self: RemoteModel, root, plans: np.ndarray) -> list[float]:
         scores, ns = rep
         if type(scores) is not list or type(ns) is not list or len(scores) != N or len(ns) != N: raise TypeError
         scores = [self._num(x) for x in scores]
-        if any(x != x for x in scores) or any(type(k) is not int or not 1 <= k <= T for k in ns): raise TypeError
+        if any(x != x for x in scores) or any(type(k) is not int or not 1 <= k <= T * CHANCE_SAMPLES for k in ns): raise TypeError
     except (TypeError, ValueError): raise self._bad("a malformed reply to scoring plans") from None
     self.steps += sum(ns)
     return scores
@@ -722,7 +752,8 @@ def _record_search(model: ProgramModel, root, args: dict, send: Callable | None 
     With `send`, the tape goes out a simulation at a time, then the end mark [["e"]] (or [["x"]]: no tape)."""
     space, cfg = args["space"], _mcts_config(args["config"])
     acts, rng = args.get("root_actions") or list(range(space["n"])), np.random.default_rng(int(args["seed"]))
-    fast = _fast_search(args) if type(model) is ProgramModel else None
+    fast = _fast_search(args) if type(model) is ProgramModel and not model.chance else None   # chance: the generic search
+    if getattr(model, "chance", False): model.reseed(args["seed"])
     if fast is not None:
         tape: list = []
         try: fast(model, root, acts, cfg, rng, n_actions=space["n"], send=send or tape.extend)

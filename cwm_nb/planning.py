@@ -11,11 +11,11 @@ from .core import CwmNbError
 from .sandbox import SandboxLimits, strict_plain
 
 # %% auto #0
-__all__ = ['PRESETS', 'normalized_return', 'MCTSConfig', 'CEMConfig', 'PlanningPreset', 'get_preset', 'state_key', 'MCTSResult',
-           'mcts_search', 'cem_plan', 'STATE_ATTRS', 'MAX_REPLY_BYTES', 'PR_SET_DUMPABLE', 'CHUNK_ANSWERS',
-           'INTEGRITY_NOTE', 'Snapshot', 'snapshot', 'restore', 'OracleModel', 'mask_to_actions', 'decode_state',
-           'encode_state', 'ProgramModel', 'oracle_cem_plan', 'oracle_mcts_action', 'load_driver', 'plan_driver',
-           'step_loop_driver', 'RemoteModel', 'TapeMismatch', 'TapeModel', 'check_action', 'check_plan',
+__all__ = ['PRESETS', 'CHANCE_SAMPLES', 'normalized_return', 'MCTSConfig', 'CEMConfig', 'PlanningPreset', 'get_preset',
+           'state_key', 'MCTSResult', 'mcts_search', 'cem_plan', 'STATE_ATTRS', 'MAX_REPLY_BYTES', 'PR_SET_DUMPABLE',
+           'CHUNK_ANSWERS', 'INTEGRITY_NOTE', 'Snapshot', 'snapshot', 'restore', 'OracleModel', 'mask_to_actions',
+           'decode_state', 'encode_state', 'ProgramModel', 'oracle_cem_plan', 'oracle_mcts_action', 'load_driver',
+           'plan_driver', 'step_loop_driver', 'RemoteModel', 'TapeMismatch', 'TapeModel', 'check_action', 'check_plan',
            'min_model_steps', 'check_stats', 'EpisodeLog', 'play_episode', 'baseline_episodes', 'PlanningResult',
            'evaluate_planning']
 
@@ -296,15 +296,20 @@ def mcts_search(
     return _root_result(tree, nodes, config, rng, rnd.random)
 
 # %% ../nbs/10_planning.ipynb #17908a83
+CHANCE_SAMPLES = 8   # CEM: outcome draws a plan is scored on when the model has chance (a program with step_distribution)
+
 def _score_plan(model, root, plan: np.ndarray) -> float:
-    "Undiscounted return of `plan` from `root` until the model's done. The model gets rows of a private copy."
-    model.set_state(root)
-    total, step = 0.0, model.step
-    for a in plan.copy():
-        _, r, done = step(a)
-        total += r
-        if done: break
-    return total
+    """Undiscounted return of `plan` from `root` until the model's done. The model gets rows of a private copy.
+    A model with chance (`model.chance`) draws its outcomes: the mean return of `CHANCE_SAMPLES` runs."""
+    k, total = (CHANCE_SAMPLES if getattr(model, "chance", False) else 1), 0.0
+    for _ in range(k):
+        model.set_state(root)
+        step = model.step
+        for a in plan.copy():
+            _, r, done = step(a)
+            total += r
+            if done: break
+    return total / k
 
 # %% ../nbs/10_planning.ipynb #f2d7dce0
 def _cem_bounds(low, high) -> tuple[np.ndarray, np.ndarray]:

@@ -10,11 +10,11 @@ from .core import to_plain
 from .llm import harmony_final
 
 # %% auto #0
-__all__ = ['SYSTEM_PROMPT', 'CWM_CONTRACT', 'RTFM_CONTRACT', 'COMPACT_LEVELS', 'MAX_COMPACT', 'LEAD_IN', 'PROGRAM_START',
-           'CODE_HEADING', 'SECTIONS_IMPROVE', 'SECTIONS_FIX', 'contract_for', 'format_value', 'format_transition',
-           'shorten_description', 'code_head', 'generate_messages', 'improve_messages', 'fix_messages',
-           'prefill_opens_code', 'strip_reasoning', 'fenced_blocks', 'fences_on_own_lines', 'code_blocks',
-           'defines_environment', 'extract_code', 'parse_answer']
+__all__ = ['SYSTEM_PROMPT', 'CWM_CONTRACT', 'RTFM_CONTRACT', 'DISTRIBUTION_NOTE', 'STOCHASTIC_CONTRACT', 'COMPACT_LEVELS',
+           'MAX_COMPACT', 'LEAD_IN', 'PROGRAM_START', 'CODE_HEADING', 'SECTIONS_IMPROVE', 'SECTIONS_FIX',
+           'contract_for', 'format_value', 'format_transition', 'shorten_description', 'code_head', 'generate_messages',
+           'improve_messages', 'fix_messages', 'prefill_opens_code', 'strip_reasoning', 'fenced_blocks',
+           'fences_on_own_lines', 'code_blocks', 'defines_environment', 'extract_code', 'parse_answer']
 
 # %% ../nbs/07_prompts.ipynb #0bf6f1f4
 SYSTEM_PROMPT = (
@@ -74,13 +74,28 @@ RTFM_CONTRACT = _contract(
     "four", "        board, inventory = state\n        ...  # set every internal variable from the board and the inventory",
     "(next_board, next_inventory), valid_actions, reward, done")
 
+# %% ../nbs/07_prompts.ipynb #39db6f4a
+DISTRIBUTION_NOTE = (
+    "This environment is random: the same state and action can lead to different outcomes. Besides `step`, define "
+    "`step_distribution(action)`. Like `step`, it is called after `set_state(state)`; it returns every possible outcome "
+    "with its probability, as a list of tuples `(probability, next_state, reward, done)`, with probabilities that are "
+    "non-negative and add up to 1. `step` still returns one outcome `(next_state, reward, done)`: the most likely one, "
+    "or a sample. The program is scored on the probability that `step_distribution` gives to what really happened.")
+
+STOCHASTIC_CONTRACT = CWM_CONTRACT + "\n\n" + DISTRIBUTION_NOTE
+
 # %% ../nbs/07_prompts.ipynb #91b28c68
 def contract_for(
-    env_name: str,  # benchmark environment name (`cwm_nb.envs.env_names()`)
+    env_name: str,                  # benchmark environment name (`cwm_nb.envs.env_names()`)
+    stochastic: bool | None = None, # whether its steps are random; None: `cwm_nb.replay.world_is_stochastic(env_name)`
 ) -> str:
-    "The interface rules shown to the LLM for `env_name`: `RTFM_CONTRACT` when its step returns valid actions, else `CWM_CONTRACT`. Raises `CwmNbError` for an unknown name."
+    "The interface rules shown to the LLM for `env_name`: RTFM's, the stochastic one, or `CWM_CONTRACT`. Raises `CwmNbError` for an unknown name."
     from cwm_nb.envs import get_env_spec
-    return RTFM_CONTRACT if getattr(get_env_spec(env_name), "valid_actions", False) else CWM_CONTRACT
+    if getattr(get_env_spec(env_name), "valid_actions", False): return RTFM_CONTRACT
+    if stochastic is None:
+        from cwm_nb.replay import world_is_stochastic
+        stochastic = world_is_stochastic(env_name)
+    return STOCHASTIC_CONTRACT if stochastic else CWM_CONTRACT
 
 # %% ../nbs/07_prompts.ipynb #7ed65baa
 def _fmt_float(v: float, digits: int = 8) -> str:

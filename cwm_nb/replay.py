@@ -15,11 +15,12 @@ from .paper_pickles import read_paper_buffer
 
 # %% auto #0
 __all__ = ['OBS_FORMATS', 'BUFFER_FORMAT', 'BUFFER_FORMAT_VERSION', 'READABLE_FORMAT_VERSIONS', 'NPZ_NAME', 'META_NAME', 'Policy',
-           'POLICIES', 'CEM_SAMPLES', 'CEM_ELITES', 'COLLECTION_PLANS', 'Planner', 'ReplayBuffer', 'encode_obs',
-           'decode_obs', 'EpisodeSplit', 'split_by_episode', 'random_policy', 'mountaincar_pump_policy',
+           'POLICIES', 'CEM_SAMPLES', 'CEM_ELITES', 'COLLECTION_PLANS', 'Planner', 'KNOWN_STOCHASTIC', 'ReplayBuffer',
+           'encode_obs', 'decode_obs', 'EpisodeSplit', 'split_by_episode', 'random_policy', 'mountaincar_pump_policy',
            'acrobot_pump_policy', 'random_valid_policy', 'with_epsilon', 'CollectionPlan', 'get_collection_plan',
-           'collect_buffer', 'default_buffer_path', 'env_data_spec', 'check_buffer_fits_env', 'load_buffer',
-           'ship_buffer', 'summarize_buffer', 'collect_main', 'generated_plan', 'buffer_key', 'cached_buffer']
+           'check_stochastic', 'world_is_stochastic', 'collect_buffer', 'gym_buffer', 'default_buffer_path',
+           'env_data_spec', 'check_buffer_fits_env', 'load_buffer', 'ship_buffer', 'summarize_buffer', 'collect_main',
+           'generated_plan', 'buffer_key', 'cached_buffer']
 
 # %% ../nbs/05_replay.ipynb #7d58646c
 def _column(x: Any) -> np.ndarray | list:
@@ -638,6 +639,59 @@ def _describe_plan(plan: CollectionPlan, cap: int) -> str:
     return (f"{plan.n_random} episodes of policy {plan.policy!r}, then the first {plan.n_good} episodes of policy "
             f"{plan.good_policy!r}{eps} with {test} (rejection sampling); episodes capped at {cap} steps (truncation)")
 
+# %% ../nbs/05_replay.ipynb #92d6ef33
+def check_stochastic(
+    env,                 # a gymnasium environment (it is reset and stepped; copies are taken of it)
+    obs_format: str = "array",  # how observations are compared (`encode_obs`)
+    seed: int = 0,       # seeds the walk, its actions and the copies' generators
+    n_states: int = 16,  # states of the walk tried
+    repeats: int = 6,    # copies stepped from each state
+) -> dict:               # {"stochastic": True | False | None, "how": what was done}
+    "Whether repeated steps from one state and action differ, by stepping deep copies with fresh generators."
+    import copy
+    obs, _ = env.reset(seed=int(derive_seed(seed, "check_stochastic")))
+    env.action_space.seed(int(derive_seed(seed, "check_stochastic", "actions")))
+    for k in range(n_states):
+        a = env.action_space.sample()
+        outs = set()
+        for j in range(repeats):
+            try:
+                c = copy.deepcopy(env)
+                c.unwrapped.np_random = np.random.default_rng([seed, k, j])
+            except Exception as e:
+                return {"stochastic": None, "how": f"not checked: the environment cannot be copied ({type(e).__name__}: {e})"[:300]}
+            o, r, term, _, _ = c.step(a)
+            outs.add(json.dumps(to_plain([encode_obs(o, obs_format), float(r), bool(term)])))
+        if len(outs) > 1:
+            return {"stochastic": True, "how": f"{repeats} copies of the environment, each with its own generator, took "
+                    f"action {to_plain(a)} from state {k} of a random walk and reached {len(outs)} different outcomes"}
+        obs, r, term, trunc, _ = env.step(a)
+        if term or trunc: obs, _ = env.reset(seed=int(derive_seed(seed, "check_stochastic", k)))
+    return {"stochastic": False, "how": f"{repeats} copies of the environment, each with its own generator, took the "
+            f"same action from each of {n_states} states of a random walk: every outcome was the same"}
+
+# %% ../nbs/05_replay.ipynb #06ce9517
+KNOWN_STOCHASTIC = {
+    "Blackjack-v1": "the cards are drawn at random",
+    "FrozenLake-v1": "slippery by default (is_slippery=True): each move goes the intended way or to either side, 1/3 each",
+}
+
+def world_is_stochastic(
+    name: str | None = None,              # environment name (default: the buffer's meta["env"])
+    buffer: ReplayBuffer | None = None,   # a buffer whose meta may hold `check_stochastic`'s record
+) -> bool | None:                          # None: not known
+    "Whether the environment's steps are random: the buffer's recorded check, else the spec or `KNOWN_STOCHASTIC`."
+    meta = (buffer.meta or {}) if buffer is not None else {}
+    rec = meta.get("stochastic")
+    if isinstance(rec, dict) and rec.get("stochastic") is not None: return bool(rec["stochastic"])
+    name = name or meta.get("env")
+    if name is None: return None
+    if name in KNOWN_STOCHASTIC: return True
+    try: spec = get_env_spec(name)
+    except CwmNbError: return None
+    flag = getattr(spec, "stochastic", None)
+    return False if flag is None else bool(flag)
+
 # %% ../nbs/05_replay.ipynb #ebf44d09
 def collect_buffer(
     name: str,                        # environment name (or an `EnvSpec`)
@@ -652,7 +706,9 @@ def collect_buffer(
     fmt, valid = getattr(spec, "obs_format", "array"), bool(getattr(spec, "valid_actions", False))
     cap = min(plan.max_steps, spec.horizon)
     env = make_env(spec, max_episode_steps=cap)
-    try: episodes, info = _COLLECTORS[plan.kind](env, name, seed, plan, cap, fmt, valid, planner)
+    try:
+        episodes, info = _COLLECTORS[plan.kind](env, name, seed, plan, cap, fmt, valid, planner)
+        stochastic = check_stochastic(env, fmt, seed)
     finally: env.close()
     for ep, d in zip(episodes, info):
         d.update(length=len(ep["rewards"]), ret=float(sum(ep["rewards"])),
@@ -662,9 +718,32 @@ def collect_buffer(
     meta = {"env": name, "gym_id": spec.gym_id, "obs_format": fmt, "gymnasium_version": gymnasium.__version__,
             "numpy_version": np.__version__, "seed": int(seed), "max_episode_steps": cap,
             "state_kind": spec.state_kind, "action_kind": spec.action_kind, "policy": _describe_plan(plan, cap),
-            "plan": asdict(plan), "episodes": info, "collected_by": "cwm_nb.replay.collect_buffer"}
+            "plan": asdict(plan), "episodes": info, "collected_by": "cwm_nb.replay.collect_buffer", "stochastic": stochastic}
     if spec.suite == "gym": meta.update(entry_point=spec.entry_point, env_kwargs=spec.make_kwargs)
     return ReplayBuffer(**cols, episode=episode, meta=to_plain(meta))
+
+# %% ../nbs/05_replay.ipynb #5ad0f15f
+def gym_buffer(
+    gym_id: str,               # a gymnasium id, e.g. "FrozenLake-v1"
+    n_transitions: int = 1000, # transitions to log (the last episode is cut to fit, as a truncation)
+    seed: int = 0,             # resets and actions derive from it
+    obs_format: str = "int",   # how observations are stored (`encode_obs`): "int" for toy-text, "tuple" for Blackjack
+    **kwargs,                  # passed to gymnasium.make, e.g. is_slippery=True
+) -> ReplayBuffer:
+    "Uniform-random episodes of `gym_id` as a buffer (discrete states). Raises what gymnasium.make raises."
+    import gymnasium
+    env = gymnasium.make(gym_id, **kwargs)
+    try:
+        plan = CollectionPlan(kind="transitions", n_transitions=n_transitions)
+        episodes, info = _collect_transitions(env, gym_id, seed, plan, None, obs_format, False)
+        stochastic = check_stochastic(env, obs_format, seed)
+    finally: env.close()
+    cols = {k: [v for ep in episodes for v in ep[k]] for k in episodes[0]}
+    meta = {"env": gym_id, "gym_id": gym_id, "make_kwargs": kwargs, "obs_format": obs_format, "state_kind": "discrete",
+            "action_kind": "discrete", "gymnasium_version": gymnasium.__version__, "seed": int(seed), "episodes": info,
+            "policy": f"uniform random episodes until {n_transitions} transitions", "stochastic": stochastic,
+            "collected_by": "cwm_nb.replay.gym_buffer"}
+    return ReplayBuffer(**cols, episode=[i for i, ep in enumerate(episodes) for _ in ep["rewards"]], meta=to_plain(meta))
 
 # %% ../nbs/05_replay.ipynb #af559ae0
 def default_buffer_path(name: str) -> Path:

@@ -21,11 +21,12 @@ _all_ = ["CLONE_NEWNET", "HIDDEN_DIRS", "MAX_SESSIONS", "PR_SET_CHILD_SUBREAPER"
          "PR_SET_PDEATHSIG", "bwrap_command"]   # defined in cwm_nb.fork_server, still exported from here
 
 # %% auto #0
-__all__ = ['ISOLATION_MODES', 'ERROR_KINDS', 'PROGRAM_FILENAME', 'SandboxLimits', 'isolation_mode', 'make_error', 'SandboxResult',
-           'describe_exception', 'ProgramError', 'strict_plain', 'Rows', 'encode_result', 'decode_result',
-           'to_plain_value', 'exec_only', 'call_function', 'Serve', 'function_session', 'run_in_process', 'cwm_predict',
-           'cwm_rollouts', 'Sandbox', 'SandboxSession', 'get_sandbox', 'CLONE_NEWNET', 'HIDDEN_DIRS', 'MAX_SESSIONS',
-           'PR_SET_CHILD_SUBREAPER', 'PR_SET_NAME', 'PR_SET_NO_NEW_PRIVS', 'PR_SET_PDEATHSIG', 'bwrap_command']
+__all__ = ['ISOLATION_MODES', 'ERROR_KINDS', 'PROGRAM_FILENAME', 'DISTRIBUTION_TOL', 'SandboxLimits', 'isolation_mode',
+           'make_error', 'SandboxResult', 'describe_exception', 'ProgramError', 'strict_plain', 'Rows', 'encode_result',
+           'decode_result', 'to_plain_value', 'exec_only', 'call_function', 'Serve', 'function_session',
+           'run_in_process', 'check_distribution', 'merge_outcomes', 'cwm_predict', 'cwm_rollouts', 'Sandbox',
+           'SandboxSession', 'get_sandbox', 'CLONE_NEWNET', 'HIDDEN_DIRS', 'MAX_SESSIONS', 'PR_SET_CHILD_SUBREAPER',
+           'PR_SET_NAME', 'PR_SET_NO_NEW_PRIVS', 'PR_SET_PDEATHSIG', 'bwrap_command']
 
 # %% ../nbs/02_sandbox.ipynb #35481d71
 @dataclass(frozen=True)
@@ -558,44 +559,106 @@ def _prediction_rows(nxt: list, rew: list, don: list, val: list | None, malforme
             don if whole or "done" in bad else np.array(don, dtype=bool)]
     return Rows(cols + ([val] if val is not None else []))
 
+# %% ../nbs/02_sandbox.ipynb #b61d6ebc
+DISTRIBUTION_TOL = 1e-6   # how far the probabilities of one step_distribution answer may sum from 1
+
+def _probability(p) -> float:
+    t = type(p)
+    if not (t is float or t is int or t in _NP_FLOAT or t in _NP_INT): raise TypeError(f"a probability must be a number, not {_tname(p)}")
+    p = float(p)
+    if not (p >= 0 and p - p == 0.0): raise ValueError(f"a probability is {p}; each must be a finite number >= 0")
+    return p
+
+def check_distribution(
+    out,   # what step_distribution() returned
+) -> list[tuple]:   # [(probability: float, next_state as returned, reward: float, done: bool), ...]
+    "The outcomes of one `step_distribution` answer, checked. Raises `TypeError`/`ValueError` saying which outcome is wrong."
+    if type(out) is not list and type(out) is not tuple:
+        raise TypeError(f"step_distribution() must return a list of (probability, next_state, reward, done), not a {_tname(out)}")
+    if not out: raise ValueError("step_distribution() returned no outcomes")
+    entries, total = [], 0.0
+    for k, e in enumerate(out):
+        if (type(e) is not tuple and type(e) is not list) or len(e) != 4:
+            got = f"{len(e)} values" if type(e) in (tuple, list) else f"a {_tname(e)}"
+            raise TypeError(f"outcome {k} must be (probability, next_state, reward, done); it is {got}")
+        try: p, r, d = _probability(e[0]), _as_reward(e[2]), _as_done(e[3])
+        except (TypeError, ValueError) as err: raise type(err)(f"outcome {k}: {err}") from None
+        entries.append((p, e[1], r, d)); total += p
+    if abs(total - 1.0) > DISTRIBUTION_TOL: raise ValueError(f"the probabilities sum to {total:.9g}, not 1")
+    return entries
+
+# %% ../nbs/02_sandbox.ipynb #29668506
+def _frozen(x):
+    "Plain data as a hashable key: lists become tuples (equal numbers are equal keys, as they compare equal)."
+    if type(x) is list: return tuple(_frozen(v) if type(v) is list or type(v) is dict else v for v in x)
+    return tuple(sorted((k, _frozen(v)) for k, v in x.items())) if type(x) is dict else x
+
+def merge_outcomes(
+    entries: list,         # check_distribution's outcomes
+    fmt: str = "array",    # the observation format (see `_as_obs`)
+) -> list[list]:           # [[probability, next_obs, reward, done], ...] plain, in first-seen order
+    "Plain outcomes with equal ones merged. Raises `TypeError` for a next state that is not plain data."
+    merged: dict = {}
+    for p, o, r, d in entries:
+        if p == 0: continue
+        o = strict_plain(_as_obs(o, fmt))
+        key = (_frozen(o), r, d)
+        if key in merged: merged[key][0] += p
+        else: merged[key] = [p, o, r, d]
+    return list(merged.values())
+
 # %% ../nbs/02_sandbox.ipynb #b095447f
 def cwm_predict(namespace: dict, args: dict | None, data: dict) -> dict:
-    "Driver: one `Environment()`, then `set_state(copy(obs[i]))` + `step(actions[i])` for each transition (paper eq. 1)."
+    """Driver: one `Environment()`, then `set_state(copy(obs[i]))` + `step(actions[i])` for each transition (paper eq. 1).
+    A program with `step_distribution` also gets `set_state` + `step_distribution` first: {'distributions'} (merged)."""
     args = args or {}
     Env = _environment_class(namespace)
     obs, actions = data["obs"], data["actions"]
     n = min(len(obs), len(actions))
     if args.get("n") is not None: n = min(n, max(0, int(args["n"])))
     before = args.get("before")   # optional: before[i] is a transition to run (and forget) just before transition i
+    fresh = bool(args.get("fresh"))   # optional: a new Environment() for each transition
+    reps = 2 if args.get("twice") else 1   # optional: each transition twice in a row, both answers kept (2N rows)
     fmt = data.get("obs_format") or "array"
     if fmt not in _OBS_FORMATS: raise ValueError(f"cwm_predict: unknown obs_format {fmt!r} (one of {_OBS_FORMATS})")
     arity = 4 if (args.get("valid_actions") or data.get("valid_actions")) else 3
     fo, fa = _obs_converter(data.get("obs_dtype"), fmt), _action_converter(data.get("action_dtype"))
     try: env = Env()
     except BaseException as e: raise ProgramError("exception", "in Environment()", cause=e) from None
+    dist_fn = getattr(Env, "step_distribution", None) if args.get("distribution", True) else None
+    dists = [] if callable(dist_fn) else None   # the program's distributions, when it has step_distribution
     nxt, rew, don, val, malformed = [], [], [], [], []
     i, at, stage = 0, 0, "set_state"
     try:
         for i in range(n):
+            if fresh: at, stage = i, "Environment"; env = Env()
             if before is not None:
                 at = int(before[i])
                 stage = "set_state"; env.set_state(fo(obs[at]))
                 stage = "step"; env.step(fa(actions[at]))
-            at, stage = i, "set_state"
-            env.set_state(fo(obs[i]))
-            stage = "step"
-            out = env.step(fa(actions[i]))
-            stage = "convert"
-            o, r, d, v = _convert_step(out, fmt, arity, i, malformed)
-            nxt.append(o); rew.append(r); don.append(d)
-            if arity == 4: val.append(v)
+            for _ in range(reps):
+                at, stage = i, "set_state"
+                env.set_state(fo(obs[i]))
+                if dists is not None:   # set_state, step_distribution, then set_state again for step
+                    stage = "step_distribution"; d = env.step_distribution(fa(actions[i]))
+                    stage = "check_distribution"; dists.append(merge_outcomes(check_distribution(d), fmt))
+                    stage = "set_state"; env.set_state(fo(obs[i]))
+                stage = "step"
+                out = env.step(fa(actions[i]))
+                stage = "convert"
+                o, r, d, v = _convert_step(out, fmt, arity, len(nxt), malformed)
+                nxt.append(o); rew.append(r); don.append(d)
+                if arity == 4: val.append(v)
     except BaseException as e:
+        if stage == "check_distribution":
+            raise ProgramError("exception", f"step_distribution() returned a bad distribution on transition {i}: "
+                               f"{_exception_text(e)}", index=i, line=_code_line(dist_fn)) from None
         if stage == "convert":
             raise ProgramError("exception", f"step() returned a bad value on transition {i}: {_exception_text(e)}", index=i,
                                line=_code_line(getattr(type(env), "step", None))) from None
         raise ProgramError("exception", f"in {stage}() on transition {at}", cause=e, index=at) from None
     return {"predictions": _prediction_rows(nxt, rew, don, val if arity == 4 else None, malformed)} | \
-           ({"malformed": malformed} if malformed else {})
+           ({"malformed": malformed} if malformed else {}) | ({"distributions": dists} if dists is not None else {})
 
 # %% ../nbs/02_sandbox.ipynb #c2b7b116
 def _reseed_numpy(args: dict | None, data: Any, source: str, in_job: bool) -> None:

@@ -28,13 +28,14 @@ INDEX_COLUMNS = (
     "normalized_return", "return_cwm", "return_random", "return_oracle", "best_value_per_call",
     "n_generate", "n_improve", "n_fix", "tree_depth", "best_path_length", "best_path_generate",
     "best_path_improve", "best_path_fix", "holdout", "heldout_accuracy", "heldout_exact_replay", "deterministic",
-    "failed_calls", "retries", "refused", "cost_usd", "env_id", "entry_point", "env_kwargs")
+    "failed_calls", "retries", "refused", "cost_usd", "env_id", "entry_point", "env_kwargs",
+    "outcome_probability", "log_likelihood", "stochastic")
 
 # %% ../nbs/13a_sweeps.ipynb #3f3250ab
 _FLOAT_COLS = ("accuracy", "mean_accuracy", "exact_replay", "best_value", "llm_calls", "model_calls", "cached_calls",
                "prompt_tokens", "completion_tokens", "wall_s", "plan_episodes", "normalized_return", "return_cwm",
                "return_random", "return_oracle", "heldout_accuracy", "heldout_exact_replay", "failed_calls", "retries",
-               "refused", "cost_usd")
+               "refused", "cost_usd", "outcome_probability", "log_likelihood")
 
 # %% ../nbs/13a_sweeps.ipynb #f204f8aa
 _TREE_COLS = ("n_generate", "n_improve", "n_fix", "tree_depth", "best_path_length", "best_path_generate",
@@ -125,7 +126,8 @@ def index_row(rd: Path, out: Path) -> dict:
                seed=int(s.get("seed", m.get("seed", int(rd.name[4:])))),
                paper_compat=bool(s.get("paper_compat", m.get("paper_compat", False))),
                status="complete" if complete else "partial",
-               holdout=_num(s.get("holdout", m.get("holdout", 0.0))), deterministic=m.get("deterministic") if complete else None)
+               holdout=_num(s.get("holdout", m.get("holdout", 0.0))), deterministic=m.get("deterministic") if complete else None,
+               stochastic=m.get("stochastic"))
     row.update(_complete_scores(m, s) if complete else _partial_scores(rd, s))
     row.update(_tree_stats(rd) if complete else {k: math.nan for k in _TREE_COLS})
     return row

@@ -123,12 +123,14 @@ def test_eval_program_prints_rollouts_determinism_and_both_parts():
                         "--holdout", "0.2"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("accuracy 1.0000") == 2 and "[held-out part: episodes [1, 9]]" in r.stdout
-    assert r.stdout.count("deterministic (repeat and after_other passes agree)") == 2
+    assert r.stdout.count("deterministic (repeat, after_other, twice, fresh passes agree)") == 2
+    assert r.stdout.count("outcome probability 1.0000, log-likelihood 0.000 (step as a point mass)") == 2
     for k in ("1", "5", "20", "end"): assert f"\n  {k:>8s} " in r.stdout, k
     r = subprocess.run([CLI, "eval-program", str(PROGRAMS/"CartPole-v1.py"), "--env", "CartPole-v1", "--json"],
                        capture_output=True, text=True, cwd=ROOT, timeout=300)
     d = json.loads(r.stdout)
     assert d["deterministic"] is True and d["rollouts"] is None and d["n_transitions"] == 494
+    assert (d["outcome_probability"], d["log_likelihood"], d["distribution"]) == (1.0, 0.0, False)
 
 
 def _after_calls(k: int, ret: str) -> str:

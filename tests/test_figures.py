@@ -16,7 +16,8 @@ STILL = ("```python\nclass Environment:\n    def __init__(self):\n        self.s
          "    def set_state(self, s):\n        self.s = tuple(s)\n    def step(self, action):\n        return self.s, 0.0, True\n```\n")
 RUNS = [("CartPole-v1", "gif-mcts", GOOD), ("CartPole-v1", "gif-mcts-no-fix", CRASH),
         ("Blackjack-v1", "gif-mcts", STILL), ("Blackjack-v1", "gif-mcts-no-fix", STILL)]
-TABLES = ("t2_cwmb_main", "t3_rtfm", "t6_ablation", "t7_action_stats", "t10_t11_per_env", "t12_raw_returns")
+TABLES = ("t2_cwmb_main", "t3_rtfm", "t6_ablation", "t7_action_stats", "t10_t11_per_env", "t12_raw_returns",
+          "stochastic_scores")
 FIGURES = ("best_value_vs_calls", "search_tree", "rollout_state_errors", "rollout_reward_errors")
 
 def cli(*args, timeout=900):

@@ -10,7 +10,12 @@ The cards are random, so a deterministic model can only predict the most likely 
 more likely than not, and otherwise yields the most likely hand that does not bust (a 10, the most frequent card,
 where it does not bust); a stick pays the most likely of -1, 0, +1 under the exact distribution of the dealer's
 final hand. With sab=True a natural blackjack (ace + ten in two cards) wins unless the dealer has one too; the state
-cannot tell a two-card 21 from a longer one, and 21 is the most likely winner either way."""
+cannot tell a two-card 21 from a longer one, and 21 is the most likely winner either way.
+
+`step_distribution` gives the exact distribution of the outcome: for a hit, one entry per card (a bust ends the
+episode with the busted sum); for a stick, the probabilities of -1, 0 and +1. The one thing it cannot know is whether
+a 21 is a natural (only the first state of an episode can be): it scores every 21 as a plain 21, so a natural that
+meets the dealer's three-card 21 is called a tie where the environment pays +1."""
 import functools
 
 CARDS = tuple(range(1, 11))
@@ -37,8 +42,8 @@ def dealer_outcomes(hard, has_ace):
     return out
 
 
-def stick_reward(player_sum, dealer_card):
-    "The most likely reward of sticking: -1, 0 or +1 (ties go to the smaller reward)."
+def stick_distribution(player_sum, dealer_card):
+    "{-1.0: p, 0.0: p, 1.0: p}: the probabilities of the rewards of sticking, over the dealer's hidden card and draws."
     lose = draw = win = 0.0
     for c in CARDS:   # the dealer's hidden card, then its draws
         for t, p in dealer_outcomes(dealer_card + c, dealer_card == 1 or c == 1).items():
@@ -46,8 +51,14 @@ def stick_reward(player_sum, dealer_card):
             if t > 21 or t < player_sum: win += p
             elif t == player_sum: draw += p
             else: lose += p
-    best = max(lose, draw, win)
-    return -1.0 if lose == best else (0.0 if draw == best else 1.0)
+    return {-1.0: lose, 0.0: draw, 1.0: win}
+
+
+def stick_reward(player_sum, dealer_card):
+    "The most likely reward of sticking: -1, 0 or +1 (ties go to the smaller reward)."
+    d = stick_distribution(player_sum, dealer_card)
+    best = max(d.values())
+    return -1.0 if d[-1.0] == best else (0.0 if d[0.0] == best else 1.0)
 
 
 class Environment:
@@ -59,6 +70,16 @@ class Environment:
 
     def obs(self):
         return (self.player_sum, self.dealer_card, self.usable_ace)
+
+    def step_distribution(self, action):
+        if int(action) == 0:
+            return [(p, self.obs(), r, True) for r, p in stick_distribution(self.player_sum, self.dealer_card).items() if p > 0]
+        hard = self.player_sum - 10 * self.usable_ace
+        out = []
+        for c in CARDS:
+            total, usable = hand_value(hard + c, self.usable_ace == 1 or c == 1)
+            out.append((CARD_P[c], (total, self.dealer_card, usable), -1.0 if total > 21 else 0.0, total > 21))
+        return out
 
     def step(self, action):
         if int(action) == 0:
