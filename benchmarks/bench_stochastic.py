@@ -98,7 +98,7 @@ def main():
     from cwm_nb.sandbox import get_sandbox
     sb = get_sandbox()
     bufs = {"FrozenLake-v1": gym_buffer("FrozenLake-v1", 1000, seed=0),
-            "Blackjack-v1": gym_buffer("Blackjack-v1", 1000, seed=0, obs_format="tuple", sab=True),
+            "Blackjack-v1": gym_buffer("Blackjack-v1", 1000, seed=0),
             "Blackjack-v1 (shipped, 14)": load_buffer("Blackjack-v1")}
     print("scores (accuracy, outcome probability, log-likelihood; the log floored at 1e-6)")
     print(f"  {'buffer':28s} {'program':20s} {'accuracy':>9s} {'outcome p':>10s} {'log-lik':>9s} {'likelihood':>10s}")

@@ -724,26 +724,15 @@ def collect_buffer(
 
 # %% ../nbs/05_replay.ipynb #5ad0f15f
 def gym_buffer(
-    gym_id: str,               # a gymnasium id, e.g. "FrozenLake-v1"
+    gym_id: str,               # a gymnasium id, e.g. "FrozenLake-v1" (or any name `resolve_env` takes)
     n_transitions: int = 1000, # transitions to log (the last episode is cut to fit, as a truncation)
     seed: int = 0,             # resets and actions derive from it
-    obs_format: str = "int",   # how observations are stored (`encode_obs`): "int" for toy-text, "tuple" for Blackjack
-    **kwargs,                  # passed to gymnasium.make, e.g. is_slippery=True
+    **kwargs,                  # keyword arguments of the environment, e.g. is_slippery=True
 ) -> ReplayBuffer:
-    "Uniform-random episodes of `gym_id` as a buffer (discrete states). Raises what gymnasium.make raises."
-    import gymnasium
-    env = gymnasium.make(gym_id, **kwargs)
-    try:
-        plan = CollectionPlan(kind="transitions", n_transitions=n_transitions)
-        episodes, info = _collect_transitions(env, gym_id, seed, plan, None, obs_format, False)
-        stochastic = check_stochastic(env, obs_format, seed)
-    finally: env.close()
-    cols = {k: [v for ep in episodes for v in ep[k]] for k in episodes[0]}
-    meta = {"env": gym_id, "gym_id": gym_id, "make_kwargs": kwargs, "obs_format": obs_format, "state_kind": "discrete",
-            "action_kind": "discrete", "gymnasium_version": gymnasium.__version__, "seed": int(seed), "episodes": info,
-            "policy": f"uniform random episodes until {n_transitions} transitions", "stochastic": stochastic,
-            "collected_by": "cwm_nb.replay.gym_buffer"}
-    return ReplayBuffer(**cols, episode=[i for i, ep in enumerate(episodes) for _ in ep["rewards"]], meta=to_plain(meta))
+    "Uniform-random episodes of `gym_id` until `n_transitions`, by `collect_buffer`. Raises `CwmNbError` as `resolve_env` does."
+    from cwm_nb.envs import resolve_env
+    plan = CollectionPlan(kind="transitions", n_transitions=n_transitions)
+    return collect_buffer(resolve_env(gym_id, env_kwargs=kwargs or None), seed, plan)
 
 # %% ../nbs/05_replay.ipynb #af559ae0
 def default_buffer_path(name: str) -> Path:

@@ -45,7 +45,7 @@ def buffers():
     def get(name, n=400):
         if (name, n) not in cache:
             v = VARIANTS[name]
-            cache[name, n] = gym_buffer(v["gym_id"], n, seed=0, obs_format=v["obs_format"], **v["make_kwargs"])
+            cache[name, n] = gym_buffer(v["gym_id"], n, seed=0, **v["make_kwargs"])
         return cache[name, n]
     return get
 
