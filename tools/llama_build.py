@@ -126,7 +126,7 @@ def install(venv: Path) -> dict:
         print(f"setup: llama-cpp-python {version} is installed, built with CMAKE_ARGS={shlex.join(args)}", file=sys.stderr)
         return old
     wheel = build_wheel(version, args, python)
-    print(f"setup: installing {wheel.relative_to(ROOT)}", file=sys.stderr, flush=True)
+    print(f"setup: installing {wheel}", file=sys.stderr, flush=True)
     subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", "--no-cache-dir", str(wheel)],
                    check=True)
     info = cpu_info()
