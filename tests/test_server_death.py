@@ -28,13 +28,13 @@ def _kill_during_next_request(srv, sig, delay_s=0.7):
 
 @pytest.mark.slow
 def test_a_server_killed_mid_request_is_restarted_and_the_call_answered(tmp_path):
-    with L.EmbeddedServer(max_restarts=1) as srv:
+    with L.EmbeddedServer(n_threads=1, max_restarts=1) as srv:
         llm = _llm(srv, tmp_path/"c.sqlite")
         first = llm.complete(SHORT, seed=0, draw=0)
         port = srv.port
         t, pid = _kill_during_next_request(srv, signal.SIGSEGV)
         t0 = time.monotonic()
-        second = llm.complete(LONG, seed=0, draw=1, max_tokens=1000, temperature=0.0)
+        second = llm.complete(LONG, seed=0, draw=1, max_tokens=200, temperature=0.0)
         t.join()
         assert time.monotonic() - t0 > 0.7        # the kill landed while the call ran
         assert second.completion_tokens > 0 and not second.cached
@@ -49,14 +49,14 @@ def test_a_server_killed_mid_request_is_restarted_and_the_call_answered(tmp_path
 
 @pytest.mark.slow
 def test_a_server_dead_past_its_restarts_is_an_error_naming_signal_and_log(tmp_path):
-    srv = L.EmbeddedServer(max_restarts=0).start()
+    srv = L.EmbeddedServer(n_threads=1, max_restarts=0).start()
     try:
         llm = _llm(srv, tmp_path/"c.sqlite")
         first = llm.complete(SHORT, seed=0, draw=0)
         log = srv.log_path
         t, _ = _kill_during_next_request(srv, signal.SIGKILL)
         with pytest.raises(CwmNbError) as e:
-            llm.complete(LONG, seed=0, draw=1, max_tokens=1000, temperature=0.0)
+            llm.complete(LONG, seed=0, draw=1, max_tokens=200, temperature=0.0)
         t.join()
         msg = str(e.value)
         assert "the embedded model server died: killed by SIGKILL" in msg
@@ -74,7 +74,7 @@ def test_a_restart_during_a_run_is_counted_in_its_metrics(tmp_path, monkeypatch)
     from cwm_nb.experiments import run_cwmb_search, write_metrics
     import json
     monkeypatch.setenv("CWM_NB_LLM_CACHE", str(tmp_path/"c.sqlite"))
-    with L.EmbeddedServer() as srv:
+    with L.EmbeddedServer(n_threads=1) as srv:
         llm = _llm(srv, tmp_path/"c.sqlite")
         def kill_after_first_call():
             while llm.usage.calls < 1: time.sleep(0.01)

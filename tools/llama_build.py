@@ -17,15 +17,16 @@ Your own `CMAKE_ARGS` are added after these, so any `-D` you give wins (CMake ke
 `CMAKE_ARGS="-DGGML_AVX512=OFF" bash tools/setup.sh` or `CMAKE_ARGS="-DGGML_CUDA=ON" bash tools/setup.sh`.
 
 pip caches a built wheel by its source, not by `CMAKE_ARGS`, so a wheel of an earlier build would come back whatever
-the flags say. This script builds with `--no-cache-dir` into `.cache/llama-wheels/<version>-<key>/`, the key a hash
-of the version, the CMake arguments and the machine, installs that wheel, and records what it installed in
+the flags say. This script builds with `--no-cache-dir` into `~/.cache/cwm-nb/llama-wheels/<version>-<key>/` (under
+`$CWM_NB_CACHE` if set), the key a hash of the version, the CMake arguments and the machine, so that another clone on
+this machine reuses it and another CPU's flags get their own; it installs that wheel and records what it installed in
 `<venv>/cwm-nb-llama-build.json`; a re-run with the same key does nothing, other flags build (or reuse) their own wheel.
 """
 import argparse, hashlib, json, os, platform, re, shlex, signal, subprocess, sys, tempfile, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-WHEELS = ROOT/".cache"/"llama-wheels"
+WHEELS = Path(os.environ.get("CWM_NB_CACHE") or Path.home()/".cache"/"cwm-nb")/"llama-wheels"   # as cwm_nb.core.cache_dir
 RECORD = "cwm-nb-llama-build.json"   # in the venv: what was installed, with which CMake arguments
 
 #: x86 options of ggml (llama-cpp-python 0.3.36) -> the /proc/cpuinfo flags the instructions they enable need.
@@ -86,7 +87,7 @@ def wheel_key(version: str, args: list[str]) -> str:
 
 
 def build_wheel(version: str, args: list[str], python: str = sys.executable, nice: bool = False) -> Path:
-    "The wheel of llama-cpp-python `version` built with `args`: reused from `.cache/llama-wheels`, else built (minutes)."
+    "The wheel of llama-cpp-python `version` built with `args`: reused from `WHEELS`, else built (minutes)."
     folder = WHEELS/wheel_key(version, args)
     found = sorted(folder.glob("llama_cpp_python-*.whl"))
     if found: return found[0]
@@ -180,7 +181,7 @@ def check(venv: Path, timeout_s: float = 600.0) -> bool:
     info = cpu_info()
     exts = sorted(f for f in (info[1] if info else ()) if re.match(r"(avx|amx|fma|f16c|sse4|bmi2)", f))
     tail = "\n".join("       | " + line for line in (r.stderr or r.stdout).strip().splitlines()[-12:])
-    hint = HINTS.get(-r.returncode, "read the lines above; to rebuild from scratch: rm -rf .cache/llama-wheels "
+    hint = HINTS.get(-r.returncode, f"read the lines above; to rebuild from scratch: rm -rf {WHEELS} "
                      f"{venv}/{RECORD} && bash tools/setup.sh")
     print(f"setup: error: the embedded model failed a one-token completion: the child process {describe_exit(r.returncode)}.\n"
           f"       llama-cpp-python {record.get('version', '?')} built with CMAKE_ARGS={record.get('cmake_args', '?')}\n"

@@ -35,7 +35,7 @@ fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 # llama-cpp-python, built from source for this CPU (about 5 minutes on 2 cores; its vector extensions on, llama.cpp's
-# AMX path off) into .cache/llama-wheels, keyed by version and flags; your CMAKE_ARGS come last and win.
+# AMX path off) into ~/.cache/cwm-nb/llama-wheels, keyed by version and flags; your CMAKE_ARGS come last and win.
 .venv/bin/python tools/llama_build.py install --venv .venv
 .venv/bin/python -m pip install -q -e ".${extras}"
 # JupyterLab (`.venv/bin/jupyter lab`) offers this kernel: .venv's interpreter, so this checkout's cwm_nb.
