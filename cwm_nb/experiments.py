@@ -290,13 +290,14 @@ def _llm_endpoint(llm) -> dict:
 
 # %% ../nbs/13_experiments.ipynb #1b611dc4
 def _usage_metrics(res, llm) -> dict:
-    "LLM calls, tokens, retries, refusals and cost (USD) of search result `res`; `session_*` counts are this process's."
+    "LLM calls, tokens, retries, refusals, server restarts and cost (USD) of search result `res`; `session_*` counts are this process's."
     u = llm.usage
     return dict(llm_calls=res.llm_calls, model_calls=res.llm_calls - res.cached_calls - res.failed_calls,
                 cached_calls=res.cached_calls, failed_calls=res.failed_calls, compacted_calls=res.compacted_calls,
                 session_model_calls=u.calls, session_cached_calls=u.cached_calls,   # this process only (a resumed run)
                 prompt_tokens=res.prompt_tokens, completion_tokens=res.completion_tokens,
                 retries=res.spent.get("retries", 0), refused=res.spent.get("refused", 0),   # every session of the run
+                server_restarts=res.spent.get("server_restarts", 0),   # deaths of the embedded server, restarted (01_llm)
                 cost_usd=round(res.spent.get("cost_usd", 0.0), 6) if getattr(llm, "price", None) else None,
                 estimated_token_calls=res.spent.get("estimated_calls", 0),   # calls whose server reported no tokens
                 **_llm_endpoint(llm))

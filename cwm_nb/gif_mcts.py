@@ -460,9 +460,9 @@ def _default_cot(llm: Any) -> bool:
 
 # %% ../nbs/08_gif_mcts.ipynb #59a3d420
 def _usage(llm: Any) -> dict:
-    "The retries, refusals, cost and calls with estimated tokens an LLM's `usage` has counted so far (zeros for objects without one)."
+    "The retries, refusals, cost, calls with estimated tokens and server restarts an LLM's `usage` has counted so far (zeros for objects without one)."
     u = getattr(llm, "usage", None)
-    return {k: getattr(u, k, 0) or 0 for k in ("retries", "refused", "cost_usd", "estimated_calls")}
+    return {k: getattr(u, k, 0) or 0 for k in ("retries", "refused", "cost_usd", "estimated_calls", "server_restarts")}
 
 # %% ../nbs/08_gif_mcts.ipynb #3f56bc71
 @dataclass
@@ -532,7 +532,7 @@ def _init_accounts(self: SearchLoop):
     self.value_per_call: list[float] = []; self.best_value_per_call: list[float] = []
     self.calls = self.cached_calls = self.prompt_tokens = self.completion_tokens = 0
     self.failed_calls = self.compacted_calls = self.refused_in_a_row = 0
-    self.spent = dict(retries=0, refused=0, cost_usd=0.0, estimated_calls=0)   # the LLM's usage deltas, summed over sessions
+    self.spent = dict(retries=0, refused=0, cost_usd=0.0, estimated_calls=0, server_restarts=0)   # the LLM's usage deltas, summed over sessions
     self.stop_reason: str | None = None
     self.timing = dict(llm_s=0.0, evaluate_s=0.0, search_s=0.0, checkpoint_s=0.0)
 

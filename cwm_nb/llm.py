@@ -4,7 +4,7 @@
 
 # %% ../nbs/01_llm.ipynb #1109617b
 from __future__ import annotations
-import atexit, hashlib, json, logging, math, os, random, re, socket, sqlite3, subprocess, sys, tempfile, threading, time
+import atexit, hashlib, json, logging, math, os, random, re, signal, socket, sqlite3, subprocess, sys, tempfile, threading, time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable
@@ -14,15 +14,15 @@ from .core import CwmNbError, cache_dir, derive_seed
 
 # %% auto #0
 __all__ = ['ROLES', 'PRICES_PER_MTOK', 'PREFILL_MODES', 'CONTEXT_TOKENS', 'REASONING_MIN_TOKENS', 'CACHED_REFUSALS',
-           'CONTEXT_SETTINGS', 'LOCAL_HOSTS', 'EMBEDDED_ALIAS', 'MODEL_ALIASES', 'PROVIDER_URLS', 'Completion',
-           'check_messages', 'prefill_of', 'render_plain', 'price_of', 'Usage', 'EndpointCaps', 'parse_caps',
-           'is_reasoning_model', 'caps_for', 'prefill_to_user', 'join_prefill', 'Request', 'shape_request',
-           'estimate_tokens', 'RequestRefused', 'ContextWindowExceeded', 'classify_refusal', 'learn_from_refusal',
-           'request_seed', 'LLM', 'cut_by_server', 'cut_reason', 'ScriptedLLM', 'is_local_url', 'OpenAICompatibleLLM',
-           'harmony_final', 'content_parts', 'tool_call_text', 'message_text', 'join_events', 'read_usage', 'gave_up',
-           'read_answer', 'embedded_model_path', 'usable_cpus', 'embedded_threads', 'free_port', 'EmbeddedServer',
-           'get_embedded_server', 'embedded_llm', 'TransformersLLM', 'cache_key', 'ResponseCache', 'CachedLLM',
-           'ModelSpec', 'resolve_model', 'get_llm']
+           'CONTEXT_SETTINGS', 'LOCAL_HOSTS', 'EMBEDDED_ALIAS', 'LLAMA_BUILD_RECORD', 'DEATH_HINTS', 'MODEL_ALIASES',
+           'PROVIDER_URLS', 'Completion', 'check_messages', 'prefill_of', 'render_plain', 'price_of', 'Usage',
+           'EndpointCaps', 'parse_caps', 'is_reasoning_model', 'caps_for', 'prefill_to_user', 'join_prefill', 'Request',
+           'shape_request', 'estimate_tokens', 'RequestRefused', 'ContextWindowExceeded', 'classify_refusal',
+           'learn_from_refusal', 'request_seed', 'LLM', 'cut_by_server', 'cut_reason', 'ScriptedLLM', 'is_local_url',
+           'OpenAICompatibleLLM', 'harmony_final', 'content_parts', 'tool_call_text', 'message_text', 'join_events',
+           'read_usage', 'gave_up', 'read_answer', 'embedded_model_path', 'usable_cpus', 'embedded_threads',
+           'free_port', 'EmbeddedServer', 'exit_status', 'llama_build', 'get_embedded_server', 'embedded_llm',
+           'TransformersLLM', 'cache_key', 'ResponseCache', 'CachedLLM', 'ModelSpec', 'resolve_model', 'get_llm']
 
 # %% ../nbs/01_llm.ipynb #1b562286
 _log = logging.getLogger("cwm_nb.llm")
@@ -92,6 +92,7 @@ class Usage:
     cost_usd: float = 0.0       # summed cost of `calls` where the price is known, USD
     retries: int = 0            # transient failures (408, 429, 5xx, timeouts, resets, error bodies) that were retried
     estimated_calls: int = 0    # `calls` whose server reported no token counts (their tokens, and cost, are estimates)
+    server_restarts: int = 0    # deaths of the workbook's own model server (`EmbeddedServer`) it restarted to go on
     refused: int = 0            # refusals (HTTP 400-class) left after the request's shape was corrected; a context-window refusal counts even when a shorter prompt then got an answer
 
 # %% ../nbs/01_llm.ipynb #deccc016
@@ -1013,18 +1014,39 @@ def _unreachable(where: str, e: Exception) -> CwmNbError:
                       "--model FILE.gguf`), check the URL given as base_url / --base-url, or use the embedded "
                       "model (--model embedded)")
 
+# %% ../nbs/01_llm.ipynb #afab2103
+def _revive_server(llm: LLM, grace_s: float = 1.0) -> bool:
+    """True when `llm.server` had died and runs again (restarted, counted in `usage.server_restarts`, `llm` pointed at it):
+    send the request again. False without a server of our own, or while it runs. Raises its `death_error` past its restarts."""
+    srv = getattr(llm, "server", None)
+    if srv is None: return False
+    p = srv.proc
+    if p is not None and p.poll() is None:
+        try: p.wait(grace_s)   # a connection dropped by a dying process: its exit follows within moments
+        except subprocess.TimeoutExpired: pass
+    restarted = srv.restart()
+    if restarted:
+        with llm._lock: llm.usage.server_restarts += 1
+    if srv.alive and srv.url != llm.base_url:   # restarted on another port
+        llm.base_url, llm.client = srv.url, llm.client.with_options(base_url=srv.url)
+        return True
+    return restarted
+
 # %% ../nbs/01_llm.ipynb #508d2338
 def _send(self: OpenAICompatibleLLM, req: Request, *, seed: int, draw: int) -> Completion:
     "Send one prepared request and return its completion; retries transient errors, raises `RequestRefused` or `CwmNbError` saying what to do."
     import openai
     where = f"the LLM endpoint {self.base_url} (model {self.model!r})"
-    refused = 0
-    for attempt in range(self.max_retries + 1):
+    refused = attempt = 0
+    while True:
         retry_after = None
         try: return _request(self, req, request_seed(seed, draw))
         except _NoAnswer as e: err = str(e)
-        except openai.APITimeoutError: err = f"timed out after {self.timeout_s:g} s"
+        except openai.APITimeoutError:
+            if _revive_server(self): continue
+            err = f"timed out after {self.timeout_s:g} s"
         except openai.APIConnectionError as e:
+            if _revive_server(self): refused = 0; continue   # our own server died and runs again: not the network
             if _connection_refused(e):   # nobody listens there
                 refused += 1
                 if refused > min(2, self.max_retries): raise _unreachable(where, e) from e
@@ -1035,6 +1057,7 @@ def _send(self: OpenAICompatibleLLM, req: Request, *, seed: int, draw: int) -> C
         _log.warning("%s: %s; retry %d/%d in %.1f s", self.base_url, err, attempt + 1, self.max_retries, wait)
         with self._lock: self.usage.retries += 1
         self.sleep(wait)
+        attempt += 1
     raise CwmNbError(f"{where} kept failing after {self.max_retries + 1} attempts; last error: {err}",
                      "wait and rerun the same command: answered calls are cached and the run resumes where it stopped; "
                      f"or allow more retries (CWM_NB_LLM_RETRIES, now {self.max_retries}), or check the server's logs")
@@ -1108,6 +1131,7 @@ class EmbeddedServer:
                  port: int | None = None,               # None: a free port
                  startup_timeout_s: float = 120.0,      # how long to wait for the server to answer
                  alias: str = EMBEDDED_ALIAS,           # model name the server answers to
+                 max_restarts: int = 2,                 # restarts after the process dies (`restart`); then its death is an error
                 ):
         self.model_path = Path(model_path) if model_path else None
         self.n_threads = embedded_threads() if n_threads is None else n_threads
@@ -1117,6 +1141,8 @@ class EmbeddedServer:
         self.startup_timeout_s, self.alias = startup_timeout_s, alias
         self.proc: subprocess.Popen | None = None
         self.log_path: Path | None = None
+        self.max_restarts, self.restarts, self.deaths = max_restarts, 0, []   # deaths: how each ended, and its log
+        self._lock = threading.Lock()
 
 # %% ../nbs/01_llm.ipynb #0bd7a898
 @patch(as_prop=True)
@@ -1127,6 +1153,10 @@ def url(self: EmbeddedServer) -> str:
 def alive(self: EmbeddedServer) -> bool:
     "True while the server process runs."
     return self.proc is not None and self.proc.poll() is None
+@patch(as_prop=True)
+def died(self: EmbeddedServer) -> bool:
+    "True when the process has ended without `stop` (a crash, a kill, an exit)."
+    return self.proc is not None and self.proc.poll() is not None
 
 # %% ../nbs/01_llm.ipynb #a459bf58
 _LIVE_SERVERS: set[EmbeddedServer] = set()   # servers to stop at exit
@@ -1138,7 +1168,8 @@ def _launch(self: EmbeddedServer):
     logs = cache_dir()/"logs"; logs.mkdir(parents=True, exist_ok=True)
     fd, lp = tempfile.mkstemp(dir=logs, prefix=f"llama_server_{self.port}_", suffix=".log")
     self.log_path = Path(lp)
-    cmd = [sys.executable, "-c", _SERVE, "--model", str(self.model_path), "--model_alias", self.alias,
+    cmd = [sys.executable, "-X", "faulthandler", "-c", _SERVE,   # a fatal signal prints the stack to the log
+           "--model", str(self.model_path), "--model_alias", self.alias,
            "--host", self.host, "--port", str(self.port), "--n_ctx", str(self.n_ctx),
            "--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads),
            "--logits_all", "false", "--verbose", "false"]
@@ -1180,6 +1211,48 @@ def stop(self: EmbeddedServer, keep_log: bool = False):
     if self.log_path and not keep_log:
         self.log_path.unlink(missing_ok=True)
 
+# %% ../nbs/01_llm.ipynb #e8026b21
+def exit_status(returncode: int) -> str:
+    "How a child process ended, in words: 'killed by SIGSEGV (segmentation fault)', 'exited with status 1'."
+    if returncode >= 0: return f"exited with status {returncode}"
+    try: return f"killed by {signal.Signals(-returncode).name} ({signal.strsignal(-returncode).lower()})"
+    except ValueError: return f"killed by signal {-returncode}"
+
+# %% ../nbs/01_llm.ipynb #d3f8fba4
+LLAMA_BUILD_RECORD = "cwm-nb-llama-build.json"   # written into the venv by tools/llama_build.py
+
+def llama_build(prefix: str | Path = sys.prefix) -> dict:
+    "What tools/setup.sh recorded about the llama-cpp-python in environment `prefix` (version, cmake_args, cpu); {} if nothing."
+    try: return json.loads((Path(prefix)/LLAMA_BUILD_RECORD).read_text())
+    except (OSError, ValueError): return {}
+
+# %% ../nbs/01_llm.ipynb #88cc6956
+_REBUILD = "rebuild llama-cpp-python for this CPU with `bash tools/setup.sh` (the CPU's extensions named, AMX off)"
+_RERUN = "then rerun the same command: answered calls are cached and the run resumes where it stopped"
+_CRASH = f"a crash inside llama.cpp (on virtualised Intel Xeons: its AMX path, llama.cpp issue #20824): {_REBUILD}; {_RERUN}"
+DEATH_HINTS = {   # signal name -> what to do
+    "SIGSEGV": _CRASH, "SIGBUS": _CRASH, "SIGABRT": _CRASH, "SIGFPE": _CRASH,
+    "SIGILL": "llama-cpp-python was built for another CPU (an environment shared between machines, or CMAKE_ARGS "
+              f"naming an extension this CPU lacks): {_REBUILD} on this machine; {_RERUN}",
+    "SIGKILL": "it was killed from outside, usually by the kernel's out-of-memory killer (`dmesg | grep -i kill`) or "
+               f"a scheduler's memory limit: free memory or run fewer workers; {_RERUN}",
+}
+_DEATH_DEFAULT = f"read the log's last lines above; {_RERUN}; or use another model with --model / --base-url"
+
+# %% ../nbs/01_llm.ipynb #6e33e7a4
+@patch
+def death_error(self: EmbeddedServer, what: str = "died") -> CwmNbError:
+    "The error for a server whose process has ended: how (signal or exit status), its log and last lines, what to do."
+    rc = self.proc.poll() if self.proc is not None else None
+    how = exit_status(rc) if rc is not None else "it is not running"
+    sig = signal.Signals(-rc).name if rc is not None and -rc in {s.value for s in signal.Signals} else None
+    again = f" (after {self.restarts} restart{'s' if self.restarts != 1 else ''})" if self.restarts else ""
+    tail = "\n".join("  | " + l for l in self.log_tail().splitlines()[-15:]) or "  | (empty)"
+    b = llama_build()
+    built = f"\nllama-cpp-python {b.get('version')} was built with CMAKE_ARGS={b.get('cmake_args')}" if b else ""
+    return CwmNbError(f"the embedded model server {what}: {how}{again}. Its log: {self.log_path}; its last lines:\n"
+                      f"{tail}{built}", DEATH_HINTS.get(sig, _DEATH_DEFAULT))
+
 # %% ../nbs/01_llm.ipynb #97c00a58
 @patch
 def start(self: EmbeddedServer) -> EmbeddedServer:
@@ -1191,11 +1264,36 @@ def start(self: EmbeddedServer) -> EmbeddedServer:
         if self._wait_ready(): return self
         if attempt == 2 or self.alive or self.requested_port or "address already in use" not in self.log_tail().lower(): break
         self.stop()
-    tail = self.log_tail()
+    tail, rc = self.log_tail(), self.proc.poll() if self.proc is not None else None
+    crash = self.death_error("did not start") if rc is not None and rc < 0 else None   # killed by a signal
     self.stop(keep_log=True)
-    raise CwmNbError(f"the embedded model server did not start (log: {self.log_path}):\n{tail}",
+    if crash is not None: raise crash
+    how = exit_status(rc) if rc is not None else f"no answer in {self.startup_timeout_s:g} s"
+    raise CwmNbError(f"the embedded model server did not start: {how} (log: {self.log_path}):\n{tail}",
                      "check that llama-cpp-python[server] is installed in this environment "
                      "(`pip install -e .`), or use another model with --model / --base-url")
+
+# %% ../nbs/01_llm.ipynb #28f93f79
+@patch
+def restart(self: EmbeddedServer) -> bool:
+    """Start the server again if its process died; True if this call did (False: it runs, or was stopped on purpose).
+    Raises its `death_error` once `max_restarts` restarts are spent; `CwmNbError` if it does not come up again."""
+    with self._lock:
+        if not self.died: return False
+        err = self.death_error()
+        if self.restarts >= self.max_restarts:
+            _LIVE_SERVERS.discard(self)
+            raise err
+        _log.warning("%s\nRestarting it (%d of at most %d restarts).", err.what, self.restarts + 1, self.max_restarts)
+        self.deaths.append(dict(status=exit_status(self.proc.returncode), log=str(self.log_path)))
+        self.restarts += 1
+        asked, self.requested_port, self.proc = self.requested_port, self.port, None
+        try: self.start()   # on the port the clients know
+        except CwmNbError:
+            if asked or "address already in use" not in self.log_tail().lower(): raise
+            self.requested_port = None; self.start()   # taken meanwhile: a free one (clients follow `url`)
+        finally: self.requested_port = asked
+        return True
 
 # %% ../nbs/01_llm.ipynb #52003e4d
 @patch

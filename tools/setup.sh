@@ -34,8 +34,9 @@ fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-# llama-cpp-python builds from source (about 5 minutes on 2 cores); the multimodal part is not needed.
-export CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}"
+# llama-cpp-python, built from source for this CPU (about 5 minutes on 2 cores; its vector extensions on, llama.cpp's
+# AMX path off) into ~/.cache/cwm-nb/llama-wheels, keyed by version and flags; your CMAKE_ARGS come last and win.
+.venv/bin/python tools/llama_build.py install --venv .venv
 .venv/bin/python -m pip install -q -e ".${extras}"
 # JupyterLab (`.venv/bin/jupyter lab`) offers this kernel: .venv's interpreter, so this checkout's cwm_nb.
 .venv/bin/python -m ipykernel install --sys-prefix --name cwm-nb --display-name "cwm-nb (.venv)" >/dev/null
@@ -44,4 +45,6 @@ if .venv/bin/python -c "import sys; from cwm_nb.fast_mcts import compiled_search
 else
   echo "setup: warning: the compiled MCTS loop did not build; planning uses the generic search (slower, same results)" >&2
 fi
+# One token from the embedded model, in a child process: a build this CPU cannot run fails here, saying what to do.
+.venv/bin/python tools/llama_build.py check --venv .venv || exit 1
 echo "setup: done (.venv)" >&2
