@@ -212,14 +212,12 @@ def _state_kind(buffer: ReplayBuffer) -> str:
 
 # %% ../nbs/06_cwm.ipynb #6486836d
 def _next_valid_mask(buffer: ReplayBuffer, fmt: str) -> np.ndarray:
-    "bool (N, n_actions): the actions valid in each next state. RTFM buffers without the column get it from the boards."
+    "bool (N, n_actions): the actions valid in each next state. Without the column, the env spec's `action_mask` function computes them."
     mask = getattr(buffer, "next_valid_actions", None)
     if mask is not None: return np.asarray(mask, dtype=bool)
-    if fmt == "rtfm":
-        from cwm_nb.rtfm import ACTION_NAMES, rtfm_row_to_obs, valid_actions
-        mask = np.zeros((len(buffer), len(ACTION_NAMES)), bool)
-        for i, row in enumerate(_rtfm_rows(buffer.next_obs)): mask[i, valid_actions(rtfm_row_to_obs(row))] = True
-        return mask
+    from cwm_nb.envs import REGISTRY, valid_action_masks
+    spec = _env_spec(buffer) or next((s for s in REGISTRY.values() if s.obs_format == fmt and ":" in s.action_mask), None)
+    if spec is not None and ":" in spec.action_mask: return valid_action_masks(spec, buffer.next_obs)
     raise CwmNbError("the buffer's env returns valid actions but the buffer has no next_valid_actions column",
                      "re-collect the buffer with `collect_buffer`, which stores them")
 

@@ -14,8 +14,9 @@ from .core import CwmNbError
 __all__ = ['REGISTRY', 'SESSION_ENV_VAR', 'KEPT_SECTIONS', 'FlatObservation', 'MUJOCO_V4_DOCSTRINGS_FILE', 'EnvSpec', 'env_names',
            'cwmb_names', 'paper_order', 'spec_to_plain', 'spec_from_plain', 'get_env_spec', 'make_env', 'kept_sections',
            'trim_docstring', 'env_class', 'env_docstring', 'describe_env', 'action_space_label', 'env_table',
-           'obs_format_of', 'describe_space', 'generated_description', 'spec_from_gym', 'register_env', 'resolve_env',
-           'undocumented_entry_points', 'docstrings_from_wheel', 'mujoco_v4_docstrings']
+           'obs_format_of', 'describe_space', 'generated_description', 'spec_from_gym', 'rtfm_row_mask',
+           'valid_action_masks', 'register_env', 'resolve_env', 'undocumented_entry_points', 'docstrings_from_wheel',
+           'mujoco_v4_docstrings']
 
 # %% ../nbs/03_envs.ipynb #9205bb48
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ class EnvSpec:
     max_episode_steps: int | None = None       # time limit given to `gymnasium.make` (None: the registration's)
     description: str = ""                      # the prompts' description when set (generated or given), else the docstring's
     obs_layout: str = ""                       # a Tuple/Dict observation flattened into one array: which index holds what
+    action_mask: str = ""                      # valid actions: "" none, "info" the env's info["action_mask"], or "module:attr"
+                                               # of a function: stored next observation -> bool (n_actions,) mask (`valid_action_masks`)
 
     def __hash__(self): return hash((self.name, self.gym_id, self.entry_point, self.max_episode_steps,
                                      repr(sorted(self.make_kwargs.items()))))
@@ -288,6 +291,7 @@ _CWMB += [
 # %% ../nbs/03_envs.ipynb #07b40512
 _RTFM = EnvSpec("rtfm", "cwm_nb/RTFM-v0", action_kind="discrete", state_kind="discrete", planner="mcts",
                 horizon=100, obs_format="rtfm", valid_actions=True, paper_idx=None, suite="rtfm",
+                action_mask="cwm_nb.envs:rtfm_row_mask",
                 notes="Not a gymnasium environment: the stationary, deterministic RTFM variant of the paper, "
                       "written for this project in cwm_nb.rtfm (04_rtfm) and registered as cwm_nb/RTFM-v0 (TimeLimit "
                       "100) when that module is imported; make_env imports it first. Actions 0 Stay, 1 Up, 2 Down, "
@@ -757,7 +761,7 @@ def spec_from_gym(
                    suite="gym", entry_point=ep, max_episode_steps=max_episode_steps)
     e = _made("making the environment", lambda: _gym_make(spec), env)
     try:
-        _made("reset(seed=0)", lambda: e.reset(seed=0), env)
+        _, info = _made("reset(seed=0)", lambda: e.reset(seed=0), env)
         osp, asp = e.observation_space, e.action_space
         fmt, kind, flat = obs_format_of(osp)
         if isinstance(asp, spaces.Discrete): akind = "discrete"
@@ -776,7 +780,33 @@ def spec_from_gym(
     from dataclasses import replace
     return replace(spec, action_kind=akind, state_kind=kind, planner="mcts" if akind == "discrete" else "cem",
                    horizon=horizon, obs_format=fmt, description=text, obs_layout=layout,
+                   action_mask="info" if isinstance(info, dict) and "action_mask" in info else "",
                    notes=f"generated from {ep or env} by spec_from_gym; class {type(e.unwrapped).__qualname__}")
+
+# %% ../nbs/03_envs.ipynb #ed0576e6
+def rtfm_row_mask(
+    row,  # one stored RTFM observation: 73 strings (`cwm_nb.rtfm.rtfm_obs_to_row`)
+) -> "np.ndarray":
+    "RTFM's valid actions in `row` as an int8 (5,) mask (1 = valid). Raises `CwmNbError` for a row of another length."
+    from cwm_nb.rtfm import action_mask, rtfm_row_to_obs
+    return action_mask(rtfm_row_to_obs(row)[0])
+
+def valid_action_masks(
+    spec: EnvSpec,  # the environment's spec
+    next_obs,       # N stored next observations (a buffer's `next_obs` column)
+) -> "np.ndarray":
+    "bool (N, n_actions): the actions valid in each of `next_obs`, from `spec.action_mask`'s function. Raises `CwmNbError` when the spec has none."
+    import numpy as np
+    if ":" not in spec.action_mask:
+        how = ("they come only from the environment's info['action_mask'] while it runs" if spec.action_mask == "info"
+               else "the environment has no valid-action masks")
+        raise CwmNbError(f"{spec.name}: no valid-action masks can be computed from stored observations ({how})",
+                         "re-collect the buffer with `collect_buffer`, which stores them as next_valid_actions, "
+                         "or give the spec an `action_mask` function `module:attr`")
+    fn = _load_entry_point(spec.action_mask)
+    rows = next_obs.tolist() if isinstance(next_obs, np.ndarray) else list(next_obs)
+    masks = [np.asarray(fn(r)).astype(bool).reshape(-1) for r in rows]
+    return np.array(masks, dtype=bool) if masks else np.zeros((0, 0), bool)
 
 # %% ../nbs/03_envs.ipynb #f1540c47
 def _remember(spec: EnvSpec) -> EnvSpec:

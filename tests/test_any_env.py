@@ -179,6 +179,15 @@ def test_a_dict_observation_is_flattened_as_its_description_says():
     assert pr.return_oracle == 1.0 and pr.return_cwm == 1.0
 
 
+def test_a_generated_spec_has_valid_action_masks_when_info_carries_them():
+    "Taxi puts info['action_mask'] (gymnasium 1.x toy text); FrozenLake does not: the spec says which, and neither computes masks."
+    from cwm_nb.core import CwmNbError
+    from cwm_nb.envs import resolve_env, spec_from_gym, valid_action_masks
+    taxi, lake = spec_from_gym("Taxi-v4"), resolve_env("FrozenLake-v1")   # Taxi-v4 is the benchmark Taxi-v3's id
+    assert (taxi.action_mask, lake.action_mask) == ("info", "")
+    with pytest.raises(CwmNbError, match="only from the environment's info"): valid_action_masks(taxi, [0])
+    with pytest.raises(CwmNbError, match="has no valid-action masks"): valid_action_masks(lake, [0])
+
 def test_a_search_on_ones_own_environment_resumes_from_its_folder(tmp_path):
     "The same run again (same env, kwargs, seed) finds its checkpoint: no further LLM call; other kwargs are another folder."
     from cwm_nb.experiments import run_cwmb_search

@@ -360,6 +360,20 @@ def test_rtfm_states_and_valid_actions_by_hand(sandbox):
     assert evaluate_program(once, RTFM_HAND, sandbox=sandbox, paper_compat=True).bug
 
 
+def test_rtfm_masks_come_from_the_spec_without_the_column():
+    "A buffer without next_valid_actions gets RTFM's masks from the spec's action_mask function, not from cwm importing rtfm."
+    import inspect
+    import cwm_nb.cwm as cwm
+    from cwm_nb.envs import REGISTRY
+    assert REGISTRY["rtfm"].action_mask and "import" not in "".join(
+        l for l in inspect.getsource(cwm).splitlines(keepends=True) if "cwm_nb.rtfm" in l)
+    cols = {k: getattr(RTFM_HAND, k) for k in RTFM_HAND.columns() if k != "next_valid_actions"}
+    for meta in ({"obs_format": "rtfm", "valid_actions": True}, {"env": "rtfm"}):
+        bare = ReplayBuffer(**cols, meta=meta)
+        assert bare.next_valid_actions is None and buffer_format(bare) == ("rtfm", True)
+        live = ~RTFM_HAND.terminated   # scored on live transitions only (the hand column marks all valid after the win)
+        assert cwm._next_valid_mask(bare, "rtfm")[live].tolist() == RTFM_HAND.next_valid_actions[live].tolist()
+
 def _collect_rtfm(seed=0, steps=400, horizon=100):
     "Transitions of the RTFM env under the uniform random valid-action policy, as a ReplayBuffer."
     rtfm = pytest.importorskip("cwm_nb.rtfm")
