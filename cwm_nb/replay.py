@@ -655,12 +655,12 @@ def check_stochastic(
         a = env.action_space.sample()
         outs = set()
         for j in range(repeats):
-            try:
+            try:   # a copy that cannot be made or stepped (LunarLander's Box2D world) leaves the question open
                 c = copy.deepcopy(env)
                 c.unwrapped.np_random = np.random.default_rng([seed, k, j])
+                o, r, term, _, _ = c.step(a)
             except Exception as e:
-                return {"stochastic": None, "how": f"not checked: the environment cannot be copied ({type(e).__name__}: {e})"[:300]}
-            o, r, term, _, _ = c.step(a)
+                return {"stochastic": None, "how": f"not checked: a copy of the environment cannot be stepped ({type(e).__name__}: {e})"[:300]}
             outs.add(json.dumps(to_plain([encode_obs(o, obs_format), float(r), bool(term)])))
         if len(outs) > 1:
             return {"stochastic": True, "how": f"{repeats} copies of the environment, each with its own generator, took "

@@ -223,7 +223,9 @@ def test_lunar_lander_gets_a_buffer_and_says_why_it_has_no_oracle():
     from cwm_nb.oracle import oracle_problem
     spec = resolve_env("LunarLander-v3")
     assert (spec.planner, spec.obs_format, spec.state_kind) == ("mcts", "array", "continuous")
-    assert load_buffer(spec).obs.shape[1:] == (8,)
+    buf = load_buffer(spec)
+    assert buf.obs.shape[1:] == (8,)
+    assert buf.meta["stochastic"]["stochastic"] is None   # its copies cannot be stepped: whether it is random stays open
     assert oracle_problem(spec).startswith("cannot snapshot LunarLander: its attribute 'world' (b2World) cannot be copied")
 
 
