@@ -103,10 +103,6 @@ def _isolation() -> str | None:
     from cwm_nb import sandbox
     return sandbox._shared.isolation if sandbox._shared is not None else None
 
-def _server_restarts(llm) -> int:
-    "Restarts of the workbook's own model server in this session (`Usage.server_restarts`, 01_llm); 0 if `llm` counts none."
-    return int(getattr(getattr(llm, "usage", None), "server_restarts", 0) or 0)
-
 def _run_metrics(s: dict, rd: Path, res, llm, files: list[str], t0: float) -> dict:
     "The content of `metrics.json` for settings `s` and the `AgentResult` `res`."
     steps = sum(e["steps"] for e in res.envs)
@@ -117,7 +113,7 @@ def _run_metrics(s: dict, rd: Path, res, llm, files: list[str], t0: float) -> di
                 llm_calls=len(res.calls), refused_calls=sum(1 for c in res.calls if c["refused"]),
                 prompt_tokens=sum(c["prompt_tokens"] for c in res.calls), completion_tokens=sum(c["completion_tokens"] for c in res.calls),
                 model_calls=usage.get("calls"), cached_calls=usage.get("cached_calls"),
-                server_restarts=_server_restarts(llm),   # this session's: the checkpoint keeps no earlier count
+                server_restarts=usage.get("server_restarts", 0),   # of the embedded model's server (01_llm)
                 calls_by_kind={k: sum(1 for c in res.calls if c["kind"] == k) for k in sorted({c["kind"] for c in res.calls})},
                 syntheses=len(res.syntheses), env_steps=steps, wall_s=res.stats["wall_s"], session_wall_s=round(time.perf_counter() - t0, 3),
                 agent_s_per_step=(res.stats["wall_s"] - llm_s) / steps if steps else None, planner_stats=res.stats,
