@@ -910,7 +910,7 @@ class AgentResult:
     syntheses: list   # one record per synthesis (env, episode, calls, satisfied, candidates)
     stats: dict       # planner and timing totals
     status: str = "complete"   # "complete", or "budget" when the LLM budget ran out before the end
-    usage: dict | None = None  # {"calls", "cached_calls"} of the LLM over every session of the run (None: the LLM counts none)
+    usage: dict | None = None  # {"calls", "cached_calls", "server_restarts"} of the LLM over every session of the run (None: the LLM counts none)
 
     def summary(self) -> str:
         "One line per environment."
@@ -930,18 +930,20 @@ class _Run:
     "The bookkeeping of `run_curriculum` (what the checkpoint holds besides the agent)."
     def __init__(self, curriculum, llm=None):
         self.env_index, self.envs, self.episodes, self.wall_s = 0, [_env_row(curriculum[0])], [], 0.0
-        self.usage0, self.llm_usage0 = dict(calls=0, cached_calls=0), _llm_usage(llm)   # earlier sessions'; the LLM's at start
+        self.usage0, self.llm_usage0 = dict.fromkeys(_USAGE_KEYS, 0), _llm_usage(llm)   # earlier sessions'; the LLM's at start
+
+_USAGE_KEYS = ("calls", "cached_calls", "server_restarts")   # server_restarts: of the embedded model's server (01_llm)
 
 def _llm_usage(llm) -> dict | None:
-    "The model and cached calls the LLM object has counted so far (None: it counts none)."
+    "The model calls, cached calls and server restarts the LLM object has counted so far (None: it counts none)."
     u = getattr(llm, "usage", None)
-    return None if u is None else dict(calls=int(getattr(u, "calls", 0)), cached_calls=int(getattr(u, "cached_calls", 0)))
+    return None if u is None else {k: int(getattr(u, k, 0) or 0) for k in _USAGE_KEYS}
 
 def _run_usage(run: _Run, llm) -> dict | None:
-    "Model and cached calls of the whole run: earlier sessions' (from the checkpoint) plus this session's."
+    "Model calls, cached calls and server restarts of the whole run: earlier sessions' (from the checkpoint) plus this session's."
     now, at0 = _llm_usage(llm), run.llm_usage0
     if now is None or at0 is None: return None
-    return {k: run.usage0[k] + now[k] - at0[k] for k in ("calls", "cached_calls")}
+    return {k: run.usage0[k] + now[k] - at0[k] for k in _USAGE_KEYS}
 
 def _record_episode(agent: WorldCoderAgent, run: _Run, row: dict, name: str, success: bool, steps: int,
                     cfg: AgentConfig, t0: float, llm_s0: float) -> None:

@@ -113,6 +113,7 @@ def _run_metrics(s: dict, rd: Path, res, llm, files: list[str], t0: float) -> di
                 llm_calls=len(res.calls), refused_calls=sum(1 for c in res.calls if c["refused"]),
                 prompt_tokens=sum(c["prompt_tokens"] for c in res.calls), completion_tokens=sum(c["completion_tokens"] for c in res.calls),
                 model_calls=usage.get("calls"), cached_calls=usage.get("cached_calls"),
+                server_restarts=usage.get("server_restarts", 0),   # of the embedded model's server (01_llm)
                 calls_by_kind={k: sum(1 for c in res.calls if c["kind"] == k) for k in sorted({c["kind"] for c in res.calls})},
                 syntheses=len(res.syntheses), env_steps=steps, wall_s=res.stats["wall_s"], session_wall_s=round(time.perf_counter() - t0, 3),
                 agent_s_per_step=(res.stats["wall_s"] - llm_s) / steps if steps else None, planner_stats=res.stats,

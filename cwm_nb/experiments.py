@@ -116,7 +116,8 @@ CWMB_PARAMS: dict[str, type | tuple] = dict(env=str, method=str, model=str, budg
 
 # %% ../nbs/13_experiments.ipynb #6fd9e5f0
 PLAN_PRESETS = ("paper", "quick", "none")   # "none": no planning after the search
-DEFAULT_PLAN_PRESET = "quick"   # what `cwm-nb run`, `plan` and `sweep` plan with unless told: the paper's CEM takes hours per MuJoCo env
+from . import planning as _planning
+DEFAULT_PLAN_PRESET = _planning.DEFAULT_PLAN_PRESET   # "quick", defined once in 10_planning: `cwm-nb run`, `plan`, `sweep` and `evaluate_planning` plan with it unless told
 
 # %% ../nbs/13_experiments.ipynb #fe29ba01
 def check_params(params: dict, schema: dict = CWMB_PARAMS) -> dict:
@@ -669,13 +670,16 @@ def _heldout_line(m: dict) -> str:
     return f"{held}; {det}"
 
 # %% ../nbs/13_experiments.ipynb #750ac0e5
-def _embedded_note(model: str) -> list[str]:
-    "Closing lines of a run with `model`: for the embedded model, what it is for, what to expect, how to use a capable one."
+def _embedded_note(model: str, apps: bool = False) -> list[str]:
+    "Closing lines of a run with `model` (`apps`: of an APPS run): for the embedded model, what it is for, what to expect, how to use a capable one."
     if model != "embedded": return []
+    expect = (["  it is far too small to solve programming problems. A strict accuracy of 0 (programs that fail the tests or",
+               "  do not run) is its expected result, not a broken install."] if apps else
+              ["  it is far too small to write a world model. Programs that do not run (\"every program raised\", or the prompt's",
+               "  own skeleton as the best program) are its expected result, not a broken install."])
     return ["note: the embedded model (Gemma 3 270M, on this machine) is here to show that the whole workbook runs offline;",
-            "  it is far too small to write a world model. Programs that do not run (\"every program raised\", or the prompt's",
-            "  own skeleton as the best program) are its expected result, not a broken install.",
-            "  For real world models use a capable model: --model gpt-4o (key in OPENAI_API_KEY), or a server of yours,",
+            *expect,
+            "  For real " + ("results" if apps else "world models") + " use a capable model: --model gpt-4o (key in OPENAI_API_KEY), or a server of yours,",
             "  e.g. --model vllm:NAME --base-url http://HOST:8000/v1 (any OpenAI-compatible endpoint; see Models in nbs/guide.ipynb)."]
 
 # %% ../nbs/13_experiments.ipynb #59c2899e
@@ -780,6 +784,7 @@ def _cmd_run_apps(a) -> int:
     print(f"LLM calls {m['llm_calls']} (model {m['model_calls']}, cached {m['cached_calls']})  tokens "
           f"{m['prompt_tokens']}+{m['completion_tokens']}")
     for pid, why in list((m.get("errors") or {}).items())[:5]: print(f"problem {pid} could not be used: {why}")
+    for line in _embedded_note(a.model, apps=True): print(line)
     print(f"results: {rd}")
     return 0
 

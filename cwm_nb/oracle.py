@@ -11,8 +11,8 @@ from typing import Any, Callable
 import numpy as np
 from fastcore.basics import patch
 from .core import CwmNbError, atomic_write_json, cache_dir, derive_seed, make_rng
-from .planning import (CEMConfig, MCTSConfig, PlanningPreset, cem_plan, get_preset, mcts_search,
-                             normalized_return)
+from .planning import (DEFAULT_PLAN_PRESET, CEMConfig, MCTSConfig, PlanningPreset, cem_plan, get_preset,
+                             mcts_search, normalized_return)
 from .plan_driver import (INTEGRITY_NOTE, _fast_search, check_action, check_plan, check_stats, encode_state,
                                  min_model_steps)
 from .sandbox import SandboxLimits
@@ -682,7 +682,7 @@ def evaluate_planning(
     program: str | None,                  # the CWM's source (untrusted; runs only in the sandbox), or None
     *,
     episodes: int = 10,                   # episodes per policy (the paper: 10)
-    preset: str | PlanningPreset = "paper",   # "paper", "quick", or a PlanningPreset
+    preset: str | PlanningPreset = DEFAULT_PLAN_PRESET,   # "paper", "quick" (the default: 10_planning), or a PlanningPreset
     seed: int = 0,                        # base seed of resets, planners and random actions
     sandbox=None,                         # a cwm_nb.sandbox.Sandbox (default: the shared one)
     paper_compat: bool = False,           # the oracle restores the env's generator (sees Blackjack's cards)

@@ -11,13 +11,13 @@ from .core import CwmNbError
 from .sandbox import SandboxLimits, strict_plain
 
 # %% auto #0
-__all__ = ['PRESETS', 'CHANCE_SAMPLES', 'normalized_return', 'MCTSConfig', 'CEMConfig', 'PlanningPreset', 'get_preset',
-           'state_key', 'MCTSResult', 'mcts_search', 'cem_plan', 'STATE_ATTRS', 'MAX_REPLY_BYTES', 'PR_SET_DUMPABLE',
-           'CHUNK_ANSWERS', 'INTEGRITY_NOTE', 'Snapshot', 'snapshot', 'restore', 'OracleModel', 'mask_to_actions',
-           'decode_state', 'encode_state', 'ProgramModel', 'oracle_cem_plan', 'oracle_mcts_action', 'load_driver',
-           'plan_driver', 'step_loop_driver', 'RemoteModel', 'TapeMismatch', 'TapeModel', 'check_action', 'check_plan',
-           'min_model_steps', 'check_stats', 'EpisodeLog', 'play_episode', 'baseline_episodes', 'PlanningResult',
-           'evaluate_planning']
+__all__ = ['PRESETS', 'DEFAULT_PLAN_PRESET', 'CHANCE_SAMPLES', 'normalized_return', 'MCTSConfig', 'CEMConfig', 'PlanningPreset',
+           'get_preset', 'state_key', 'MCTSResult', 'mcts_search', 'cem_plan', 'STATE_ATTRS', 'MAX_REPLY_BYTES',
+           'PR_SET_DUMPABLE', 'CHUNK_ANSWERS', 'INTEGRITY_NOTE', 'Snapshot', 'snapshot', 'restore', 'OracleModel',
+           'mask_to_actions', 'decode_state', 'encode_state', 'ProgramModel', 'oracle_cem_plan', 'oracle_mcts_action',
+           'load_driver', 'plan_driver', 'step_loop_driver', 'RemoteModel', 'TapeMismatch', 'TapeModel', 'check_action',
+           'check_plan', 'min_model_steps', 'check_stats', 'EpisodeLog', 'play_episode', 'baseline_episodes',
+           'PlanningResult', 'evaluate_planning']
 
 # %% ../nbs/10_planning.ipynb #07b9df6a
 def normalized_return(
@@ -97,6 +97,7 @@ PRESETS: dict[str, PlanningPreset] = {
                             cem_limits=SandboxLimits(wall_s=20, cpu_s=20, result_mb=1),
                             max_episode_steps=100),
 }
+DEFAULT_PLAN_PRESET = "quick"   # what `evaluate_planning` and `cwm-nb run`, `plan`, `sweep` plan with unless told
 
 # %% ../nbs/10_planning.ipynb #44a5bec4
 def get_preset(

@@ -28,14 +28,14 @@ INDEX_COLUMNS = (
     "normalized_return", "return_cwm", "return_random", "return_oracle", "best_value_per_call",
     "n_generate", "n_improve", "n_fix", "tree_depth", "best_path_length", "best_path_generate",
     "best_path_improve", "best_path_fix", "holdout", "heldout_accuracy", "heldout_exact_replay", "deterministic",
-    "failed_calls", "retries", "refused", "cost_usd", "env_id", "entry_point", "env_kwargs",
+    "failed_calls", "retries", "refused", "server_restarts", "cost_usd", "env_id", "entry_point", "env_kwargs",
     "outcome_probability", "log_likelihood", "stochastic")
 
 # %% ../nbs/13a_sweeps.ipynb #3f3250ab
 _FLOAT_COLS = ("accuracy", "mean_accuracy", "exact_replay", "best_value", "llm_calls", "model_calls", "cached_calls",
                "prompt_tokens", "completion_tokens", "wall_s", "plan_episodes", "normalized_return", "return_cwm",
                "return_random", "return_oracle", "heldout_accuracy", "heldout_exact_replay", "failed_calls", "retries",
-               "refused", "cost_usd", "outcome_probability", "log_likelihood")
+               "refused", "server_restarts", "cost_usd", "outcome_probability", "log_likelihood")
 
 # %% ../nbs/13a_sweeps.ipynb #f204f8aa
 _TREE_COLS = ("n_generate", "n_improve", "n_fix", "tree_depth", "best_path_length", "best_path_generate",

@@ -348,3 +348,13 @@ def test_embedded_model_on_one_problem(embedded_llm, tmp_path):
     r = run.results[0]
     assert r["status"] == "ok" and 1 <= r["llm_calls"] <= 2 and r["prompt_tokens"] > 0
     assert 0.0 <= run.metrics["strict_accuracy"] <= 1.0 and (run.run_dir/"problems"/"0000"/"program.py").exists()
+
+
+@pytest.mark.slow
+def test_cli_run_with_the_embedded_model_ends_with_its_note(tmp_path, cache_env):
+    "`cwm-nb run apps --model embedded` ends, as `cwm-nb run cwmb` does, with what the embedded model is for."
+    r = cli("run", "apps", "--data", "demo", "--problems", "0:1", "--method", "zero-shot-cot", "--model", "embedded",
+            "--budget", 1, "--max-tokens", 48, "--out", tmp_path, env=cache_env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "note: the embedded model" in r.stdout and "far too small to solve programming problems" in r.stdout
+    assert r.stdout.rstrip().splitlines()[-1].startswith("results: ")

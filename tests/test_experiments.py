@@ -167,16 +167,19 @@ def test_run_notebook_refuses_an_unknown_parameter_before_papermill_starts(tmp_p
     assert list(tmp_path.iterdir()) == []   # papermill writes its output notebook first thing: it never started
 
 def test_plan_run_and_sweep_share_one_default_planning_preset(tmp_path):
-    "One definition (`DEFAULT_PLAN_PRESET`): the CLI defaults, the Python defaults and the CWMB notebook's parameter."
+    """One definition (`DEFAULT_PLAN_PRESET`, 10_planning): the CLI defaults, the Python defaults (the library's
+    `evaluate_planning` too) and the CWMB notebook's parameter."""
     import ast, inspect, papermill as pm
-    from cwm_nb import experiments, sweeps
+    from cwm_nb import experiments, planning, sweeps
     p = experiments.build_parser()
     presets = {"plan": p.parse_args(["plan", "--env", "CartPole-v1", "--program", "x.py"]).preset,
                "run": p.parse_args(["run", "cwmb"]).plan_preset, "sweep": p.parse_args(["sweep", "cwmb"]).plan_preset,
                "run_cwmb_search": inspect.signature(experiments.run_cwmb_search).parameters["plan_preset"].default,
                "plan_run": inspect.signature(experiments.plan_run).parameters["preset"].default,
+               "evaluate_planning": inspect.signature(planning.evaluate_planning).parameters["preset"].default,
                "cwmb.ipynb": ast.literal_eval(pm.inspect_notebook(str(ROOT/"nbs"/"experiments"/"cwmb.ipynb"))["plan_preset"]["default"])}
     assert presets == dict.fromkeys(presets, experiments.DEFAULT_PLAN_PRESET) and experiments.DEFAULT_PLAN_PRESET == "quick"
+    assert experiments.DEFAULT_PLAN_PRESET is planning.DEFAULT_PLAN_PRESET
     assert {j.opts["plan_preset"] for j in sweeps.plan_sweep(tmp_path, envs="CartPole-v1")} == {"quick"}
 
 def test_wrong_parameter_type_is_a_clear_error(tmp_path):

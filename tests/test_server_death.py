@@ -69,9 +69,9 @@ def test_a_server_dead_past_its_restarts_is_an_error_naming_signal_and_log(tmp_p
     finally: srv.stop()
 
 
-@pytest.mark.slow
-def test_a_restart_during_a_run_is_counted_in_its_metrics(tmp_path, monkeypatch):
-    from cwm_nb.experiments import run_cwmb_search, write_metrics
+def _metrics_of_a_run_whose_server_dies_once(tmp_path, monkeypatch, run):
+    "The `metrics.json` of `run(llm)` (a run's output) on the embedded server, killed (SIGKILL) after the first call."
+    from cwm_nb.experiments import write_metrics
     import json
     monkeypatch.setenv("CWM_NB_LLM_CACHE", str(tmp_path/"c.sqlite"))
     with L.EmbeddedServer(n_threads=1) as srv:
@@ -80,10 +80,25 @@ def test_a_restart_during_a_run_is_counted_in_its_metrics(tmp_path, monkeypatch)
             while llm.usage.calls < 1: time.sleep(0.01)
             os.kill(srv.proc.pid, signal.SIGKILL)
         killer = threading.Thread(target=kill_after_first_call, daemon=True); killer.start()
-        out = run_cwmb_search("CartPole-v1", "gif-mcts", "embedded", budget=3, seed=0, out=tmp_path/"results",
-                              max_tokens=48, plan_preset="none", llm=llm, progress=False)
+        out = run(llm)
         killer.join(5)
         write_metrics(out)
-        metrics = json.loads((out.run_dir/"metrics.json").read_text())
-        assert metrics["server_restarts"] == 1 and metrics["llm_calls"] == 3
         for d in srv.deaths: Path(d["log"]).unlink(missing_ok=True)
+    return json.loads((out.run_dir/"metrics.json").read_text())
+
+
+@pytest.mark.slow
+def test_a_restart_during_a_run_is_counted_in_its_metrics(tmp_path, monkeypatch):
+    from cwm_nb.experiments import run_cwmb_search
+    metrics = _metrics_of_a_run_whose_server_dies_once(tmp_path, monkeypatch, lambda llm: run_cwmb_search(
+        "CartPole-v1", "gif-mcts", "embedded", budget=3, seed=0, out=tmp_path/"results", max_tokens=48,
+        plan_preset="none", llm=llm, progress=False))
+    assert metrics["server_restarts"] == 1 and metrics["llm_calls"] == 3
+
+
+@pytest.mark.slow
+def test_a_restart_during_an_apps_run_is_counted_in_its_metrics(tmp_path, monkeypatch):
+    from cwm_nb.experiments import run_apps_search
+    metrics = _metrics_of_a_run_whose_server_dies_once(tmp_path, monkeypatch, lambda llm: run_apps_search(
+        "demo", "0:1", "gif-mcts", "embedded", budget=3, out=tmp_path/"results", max_tokens=48, llm=llm, progress=False))
+    assert metrics["server_restarts"] == 1 and metrics["llm_calls"] == 3   # counted per problem, over every session
