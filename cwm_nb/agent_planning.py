@@ -527,7 +527,7 @@ def _search(model, args: dict) -> dict:
 def _forked_planner(args: dict, data: Any, source: str, in_job: bool) -> dict | None:
     "plan_driver.before_exec: fork; the child serves the model (returns None), the parent searches."
     global _SERVE_FDS
-    from cwm_nb.sandbox import _prctl
+    from cwm_nb.sandbox import _close_fds_except, _prctl
     if not in_job: return None
     q_r, q_w = os.pipe(); p_r, p_w = os.pipe()
     _prctl(PR_SET_DUMPABLE, 0)
@@ -535,10 +535,7 @@ def _forked_planner(args: dict, data: Any, source: str, in_job: bool) -> dict | 
     if pid == 0:
         try:
             _prctl(PR_SET_DUMPABLE, 1)
-            for fd in [int(x) for x in os.listdir("/proc/self/fd")]:
-                if fd >= 3 and fd not in (q_r, p_w):
-                    try: os.close(fd)
-                    except OSError: pass
+            _close_fds_except({0, 1, 2, q_r, p_w})   # by range: under Landlock a new process cannot list /proc/self/fd
             _SERVE_FDS = (q_r, p_w)
         except BaseException: os._exit(1)
         return None

@@ -788,7 +788,7 @@ _JOB_SOURCE: str | None = None   # the program's source, in the model side (for 
 def _fork_model_side(source: str, args: dict) -> RemoteModel | None:
     "Fork this job's process: the child (the model side) sets `_SERVE` and gets None; the parent (the planner) a RemoteModel."
     global _SERVE, _JOB_SOURCE
-    from cwm_nb.sandbox import _prctl
+    from cwm_nb.sandbox import _close_fds_except, _prctl
     q_r, q_w = os.pipe()   # requests: planner -> model
     p_r, p_w = os.pipe()   # replies: model -> planner
     spin = float(args.get("spin_s", SPIN_S)) if len(os.sched_getaffinity(0)) > 1 else 0.0   # one CPU: polling only delays the other side
@@ -797,11 +797,7 @@ def _fork_model_side(source: str, args: dict) -> RemoteModel | None:
     if pid == 0:   # the model side
         try:
             _prctl(PR_SET_DUMPABLE, 1)
-            keep = {q_r, p_w}
-            for fd in [int(x) for x in os.listdir("/proc/self/fd")]:
-                if fd >= 3 and fd not in keep:
-                    try: os.close(fd)
-                    except OSError: pass
+            _close_fds_except({0, 1, 2, q_r, p_w})   # by range: under Landlock a new process cannot list /proc/self/fd
             _SERVE, _JOB_SOURCE = (q_r, p_w, spin), source
         except BaseException: os._exit(1)
         return None   # _execute now runs the program, then plan_driver, which serves

@@ -672,3 +672,13 @@ def test_not_linux_refuses(monkeypatch):
     from cwm_nb.core import CwmNbError
     monkeypatch.setattr(sys, "platform", "darwin")
     with pytest.raises(CwmNbError, match="the sandbox needs Linux"): Sandbox(LIMITS)
+
+
+def test_planning_uses_the_program_in_every_mode(sb):
+    """The planner forks the program's model side inside the job (10a_plan_driver): that fork must work in every mode
+    (under Landlock it cannot list /proc/self/fd). The reference CartPole program then plans as well as the oracle."""
+    from cwm_nb.core import data_dir
+    from cwm_nb.oracle import evaluate_planning
+    src = (data_dir()/"programs"/"CartPole-v1.py").read_text()
+    pr = evaluate_planning("CartPole-v1", src, episodes=1, preset="quick", seed=0, sandbox=sb, progress=False)
+    assert (pr.fallbacks, pr.normalized_return) == (0, 1.0), pr.fallback_kinds
