@@ -250,13 +250,14 @@ def final_evaluation(
     paper_compat: bool = False, # the original's scoring rules
     sandbox=None,               # a cwm_nb.sandbox.Sandbox
     buffer=None,                # the whole buffer: its per-dimension std scales the rollout state errors of both parts
+    value_metric: str = "accuracy",  # the search's program value (`cwm.search_metric`), recorded with the scores
 ) -> tuple:                     # (Evaluation on the search part or None, on the held-out part or None)
     "Score the final program on both parts, each with the determinism check and open-loop rollouts."
     from cwm_nb import cwm
     if not program: return None, None
     scale = rollout_scale(buffer) if buffer is not None else None
     ev = lambda b: cwm.evaluate_program(program, b, paper_compat=paper_compat, sandbox=sandbox, determinism=True,
-                                        rollouts=True, rollout_scale=scale)
+                                        rollouts=True, rollout_scale=scale, value_metric=value_metric)
     return ev(split.search), (ev(split.heldout) if split.heldout is not None else None)
 
 # %% ../nbs/13_experiments.ipynb #b11b2225
@@ -410,7 +411,8 @@ def run_cwmb_search(
                           max_tokens, progress, contract)
     res = search.run(budget)
     te = time.perf_counter()
-    final, held = final_evaluation(res.best_program, split, paper_compat=paper_compat, sandbox=sandbox, buffer=buf)
+    final, held = final_evaluation(res.best_program, split, paper_compat=paper_compat, sandbox=sandbox, buffer=buf,
+                                   value_metric=metric)
     eval_s = time.perf_counter() - te
     atomic_write_text(rd/"program.py", res.best_program or "")
     atomic_write_json(rd/"tree.json", res.tree)
@@ -864,8 +866,10 @@ def _cmd_eval(a) -> int:
     split = replay.split_by_episode(buf, check_holdout(a.holdout), a.holdout_seed)
     parts = {"search": split.search} | ({"heldout": split.heldout} if split.heldout is not None else {})
     scale = rollout_scale(buf) if a.rollouts else None   # both parts' state errors in the whole buffer's units
+    metric = cwm.search_metric(replay.world_is_stochastic(spec.name, buf), a.paper_compat)   # as a search would rank it
     evs = {p: cwm.evaluate_program(source, b, paper_compat=a.paper_compat, determinism=not a.no_determinism,
-                                   rollouts=a.rollouts, rollout_scale=scale).to_dict() for p, b in parts.items()}
+                                   rollouts=a.rollouts, rollout_scale=scale, value_metric=metric).to_dict()
+           for p, b in parts.items()}
     if a.json:
         d = evs["search"]
         if a.holdout > 0: d = {**d, "heldout": evs.get("heldout"), **split.info()}

@@ -131,6 +131,16 @@ def test_eval_program_prints_rollouts_determinism_and_both_parts():
     d = json.loads(r.stdout)
     assert d["deterministic"] is True and d["rollouts"] is None and d["n_transitions"] == 494
     assert (d["outcome_probability"], d["log_likelihood"], d["distribution"]) == (1.0, 0.0, False)
+    assert d["value_metric"] == "accuracy"   # a deterministic world: a search ranks by accuracy
+
+
+def test_eval_program_records_the_likelihood_as_the_value_on_a_random_world():
+    "On Blackjack a search ranks by likelihood (06_cwm `search_metric`); eval-program's record says so, as metrics.json does."
+    r = subprocess.run([CLI, "eval-program", str(PROGRAMS/"Blackjack-v1.py"), "--env", "Blackjack-v1", "--json"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert (d["value_metric"], d["distribution"]) == ("likelihood", True)
 
 
 def _after_calls(k: int, ret: str) -> str:

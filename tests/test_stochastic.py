@@ -221,3 +221,16 @@ def test_cem_scores_a_plan_on_the_mean_of_drawn_outcomes():
     assert model.steps == 200 * CHANCE_SAMPLES * 5
     assert all(abs(s * CHANCE_SAMPLES - round(s * CHANCE_SAMPLES)) < 1e-9 for s in scores)   # means of 8 sums
     assert abs(np.mean(scores)) < 0.3 and np.std(scores) < 5 / np.sqrt(CHANCE_SAMPLES) * 1.5
+
+
+def test_a_run_on_a_random_world_records_the_value_it_ranked_by(tmp_path):
+    "metrics.json's value_metric is what the search ranked by (likelihood on Blackjack), and best_value is that value."
+    import math
+    from cwm_nb.experiments import run_cwmb_search
+    from cwm_nb.llm import ScriptedLLM
+    good = "```python\n" + source("Blackjack-v1") + "\n```\n"   # the scripted model (a test double) answers the reference
+    out = run_cwmb_search(env="Blackjack-v1", model="scripted", budget=1, out=tmp_path, llm=ScriptedLLM([good]),
+                          progress=False)
+    m = out.metrics   # what write_metrics puts in metrics.json
+    assert (m["stochastic"], m["value_metric"]) == (True, "likelihood")
+    assert m["best_value"] == pytest.approx(math.exp(m["log_likelihood"]))
