@@ -556,9 +556,14 @@ def _unsupported(space, where: str = "") -> None:
 
 # %% ../nbs/03_envs.ipynb #a9ee0bb3
 def _is_image(space) -> bool:
-    "A Box of uint8 pixels (H, W, C) with C in 1, 3, 4 and at least 32 x 32 of them."
-    return (type(space).__name__ == "Box" and space.dtype == "uint8" and len(space.shape) == 3
-            and space.shape[2] in (1, 3, 4) and space.shape[0] * space.shape[1] >= 32 * 32)
+    "A Box that is a grid of pixels: (H, W), (H, W, C) or (C, H, W) with C <= 4 and H, W >= 32, of any dtype."
+    if type(space).__name__ != "Box" or len(space.shape) not in (2, 3): return False
+    shape = list(space.shape)
+    if len(shape) == 3:   # drop the channel axis, last (HWC) or first (CHW)
+        if shape[-1] <= 4: shape.pop()
+        elif shape[0] <= 4: shape.pop(0)
+        else: return False
+    return min(shape) >= 32
 
 # %% ../nbs/03_envs.ipynb #78956ce0
 def _part_size(space) -> int:
