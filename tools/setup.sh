@@ -21,7 +21,7 @@ apt_install() {   # apt_install PACKAGE WHY HINT: install a Debian package as ro
 }
 
 command -v bwrap >/dev/null 2>&1 ||
-  apt_install bubblewrap "kernel isolation for LLM-written code" "generated code will run without kernel isolation."
+  apt_install bubblewrap "kernel isolation for LLM-written code" "generated code will run under Landlock and seccomp where the kernel has them (CWM_NB_ISOLATION=auto), else cwm-nb refuses to run it."
 if [ -n "$dev" ] && ! command -v chromium >/dev/null 2>&1; then
   apt_install chromium "headless browser for the docs site's test" "the browser tests of tests/test_docs.py will be skipped." ||
     echo "setup: warning: installing chromium failed; the browser tests of tests/test_docs.py will be skipped." >&2
