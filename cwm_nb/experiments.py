@@ -740,7 +740,9 @@ def _cmd_run(a) -> int:
     m = json.loads((rd/"metrics.json").read_text())
     if m.get("best_is_bug"): print(f"every program raised; the best one's error: {m.get('best_error')}")
     print(f"accuracy {m['accuracy']:.4f}  exact replay {m['exact_replay']:.4f}  LLM calls {m['llm_calls']} "
-          f"(model {m['model_calls']}, cached {m['cached_calls']})  tokens {m['prompt_tokens']}+{m['completion_tokens']}")
+          f"(model {m['model_calls']}, cached {m['cached_calls']})  tokens {m['prompt_tokens']}+{m['completion_tokens']}"
+          + (f" (estimates: no token counts from the server for {m['estimated_token_calls']} of the calls)"
+             if m.get("estimated_token_calls") else ""))
     print(_heldout_line(m))
     if m.get("plan_preset", "none") != "none": print(_returns_line(m))
     for line in _embedded_note(a.model): print(line)

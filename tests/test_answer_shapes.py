@@ -127,3 +127,16 @@ def test_an_html_page_at_http_200_stops_at_once_naming_the_base_url(tmp_path):
         with pytest.raises(CwmNbError, match="HTML page") as e:
             llm.complete(generate())
         assert len(answered(d)) == 1 and len(llm.cache) == 0 and "--base-url" in e.value.todo
+
+
+def test_the_main_job_says_when_its_token_counts_are_estimates(tmp_path):
+    "A server that reports no usage: the closing line of `cwm-nb run` says the tokens are estimates (the double's answers)."
+    import os, subprocess, sys
+    cli = str(Path(sys.executable).parent/"cwm-nb")
+    env = {**os.environ, "CWM_NB_LLM_CACHE": str(tmp_path/"cache.sqlite"), "OPENAI_API_KEY": "sk-test-double"}
+    with ProviderDouble("openai", answers="capable", shape="usage-none") as d:
+        r = subprocess.run([cli, "run", "cwmb", "--env", "CartPole-v1", "--budget", "1", "--model", "openai:gpt-4o",
+                            "--base-url", d.base_url, "--out", str(tmp_path/"out"), "--plan-preset", "none"],
+                           capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "(estimates: no token counts from the server for 1 of the calls)" in r.stdout, r.stdout
