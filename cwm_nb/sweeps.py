@@ -207,12 +207,20 @@ def _split(items, what: str) -> list[str]:
     return out
 
 # %% ../nbs/13a_sweeps.ipynb #57fb92d3
-def expand_envs(envs: str | list[str]) -> list[str]:
+def expand_envs(
+    envs: str | list[str],                 # comma list of names, groups, gymnasium ids and entry points
+    env_kwargs: dict | str | None = None,  # keyword arguments for each gymnasium id or entry point (`resolve_env`)
+    max_episode_steps: int | None = None,  # their time limit
+) -> list[str]:
     "Environment names from a comma list of names and groups (`all`, `discrete`, `continuous`). Raises `CwmNbError` naming an unknown item."
     from cwm_nb import envs as E
-    out = []
+    out, variant = [], bool(env_kwargs) or bool(max_episode_steps)
     for x in _split(envs, "envs"):
-        if x in ENV_GROUPS:
+        if variant and x in ENV_GROUPS:
+            raise CwmNbError(f"--env-kwargs and --max-episode-steps do not apply to the group {x!r}",
+                             "name gymnasium ids or entry points in --envs, or drop the arguments")
+        if variant: names = [E.resolve_env(x, env_kwargs, max_episode_steps).name]   # a variant: a session spec of its own
+        elif x in ENV_GROUPS:
             names = [n for n in E.cwmb_names() if x == "all" or E.get_env_spec(n).action_kind == x]
         elif x in E.env_names(): names = [x]
         elif ":" in x or E._session_spec(x) or E._registered_id(x): names = [E.get_env_spec(x).name]   # any gymnasium env
@@ -341,13 +349,15 @@ def plan_sweep(
     endpoint_caps: str = "",      # what the endpoint accepts (`llm.parse_caps` form), as `cwm-nb run --endpoint-caps`
     holdout: float | None = None, # held-out fraction of each run (`cwm-nb run --holdout`), in [0, 1); None: each run's default
     holdout_seed: int | None = None,  # seed of each run's held-out episodes (`cwm-nb run --holdout-seed`); None: 0
+    env_kwargs: dict | str | None = None,  # keyword arguments of every gymnasium id or entry point in `envs` (`cwm-nb run --env-kwargs`)
+    max_episode_steps: int | None = None,  # their time limit (`cwm-nb run --max-episode-steps`)
 ) -> list[Job]:
     "Every job of the sweep, validated (names, numbers, the settings of existing run folders). Raises `CwmNbError` naming the first bad item."
     from cwm_nb import envs as E
     from cwm_nb.experiments import DEFAULT_PLAN_PRESET, PLAN_PRESETS, check_holdout, default_max_tokens
     plan_preset = plan_preset or DEFAULT_PLAN_PRESET
     if holdout is not None: check_holdout(holdout)   # before anything else: a bad value must not fail late, inside a run
-    env_list = expand_envs(envs)
+    env_list = expand_envs(envs, env_kwargs, max_episode_steps)
     method_list, model_list = _methods_models(methods, models, base_url, endpoint_caps)
     budget_list, seed_list = _ints(budgets, "budgets", 1), _ints(seeds, "seeds", 0)
     if plan_preset not in PLAN_PRESETS: raise CwmNbError(f"unknown planning preset {plan_preset!r}", f"use one of: {', '.join(PLAN_PRESETS)}")
@@ -809,6 +819,8 @@ def _add_run_args(w, plan_presets) -> None:
     w.add_argument("--holdout", type=float, default=None, help="fraction of episodes each run holds out from its search, "
                    "in [0, 1) (0: the paper's setting); default: `cwm-nb run`'s (0.2 for a new run, 0 with --paper-compat)")
     w.add_argument("--holdout-seed", type=int, default=None, help="seed of each run's held-out episodes; default: `cwm-nb run`'s (0)")
+    w.add_argument("--env-kwargs", default="", help="JSON keyword arguments for every gymnasium id or entry point in --envs")
+    w.add_argument("--max-episode-steps", type=int, default=None, help="their time limit (steps)")
     w.add_argument("--no-progress", action="store_true", help="no progress bar")
     w.add_argument("--data", default="", help="apps: your copy of APPS, or demo (data/apps_demo)")
     w.add_argument("--problems", default="", help="apps: positions START:STOP or a comma list; default 3000:4000, demo: 0:6")
@@ -835,7 +847,7 @@ def _cmd_sweep(a) -> int:
     jobs = plan_sweep(a.out, envs, a.methods, a.models, a.budgets or "10", a.seeds, paper_compat=a.paper_compat,
                       max_tokens=a.max_tokens, base_url=a.base_url, plan_preset=a.plan_preset,
                       plan_episodes=a.plan_episodes, endpoint_caps=a.endpoint_caps, holdout=a.holdout,
-                      holdout_seed=a.holdout_seed)
+                      holdout_seed=a.holdout_seed, env_kwargs=a.env_kwargs or None, max_episode_steps=a.max_episode_steps)
     s = run_sweep(jobs, a.out, a.executor, a.workers or None, a.scheduler, a.slurm_partition, a.slurm_time,
                   progress=not a.no_progress)
     print(s.report())

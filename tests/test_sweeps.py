@@ -210,3 +210,16 @@ def test_index_command_and_load_index_rebuild(tmp_path):
     assert df.status[0] == "complete" and df.accuracy[0] == 0.25
     r = cli("index", tmp_path/"nowhere")
     assert r.returncode == 2 and "What to do" in r.stderr
+
+
+def test_a_sweep_takes_env_kwargs_for_gymnasium_ids(tmp_path):
+    "`cwm-nb sweep --envs FrozenLake-v1 --env-kwargs ...`: its jobs run a variant of its own (never mixed with the default)."
+    import subprocess
+    from cwm_nb.sweeps import plan_sweep
+    plain = plan_sweep(tmp_path, "FrozenLake-v1", "gif-mcts", "embedded", "1", "0")
+    dry = plan_sweep(tmp_path, "FrozenLake-v1", "gif-mcts", "embedded", "1", "0", env_kwargs='{"is_slippery": false}')
+    assert plain[0].env == "FrozenLake-v1" and dry[0].env.startswith("FrozenLake-v1-") and dry[0].env != plain[0].env
+    cli = str(Path(sys.executable).parent/"cwm-nb")
+    r = subprocess.run([cli, "sweep", "cwmb", "--envs", "discrete", "--env-kwargs", '{"is_slippery": false}',
+                        "--out", str(tmp_path/"s")], capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "do not apply to the group 'discrete'" in r.stderr, r.stderr[-1500:]
