@@ -24,7 +24,8 @@ COLUMNS = ("run_dir", "suite", "env", "action_kind", "method", "model", "budget"
            "normalized_return", "return_cwm", "return_random", "return_oracle", "best_value_per_call",
            "n_generate", "n_improve", "n_fix", "tree_depth", "best_path_length", "best_path_generate",
            "best_path_improve", "best_path_fix", "holdout", "heldout_accuracy", "heldout_exact_replay", "deterministic",
-           "failed_calls", "retries", "refused", "cost_usd", "outcome_probability", "log_likelihood", "stochastic")
+           "failed_calls", "retries", "refused", "server_restarts", "cost_usd", "env_id", "entry_point", "env_kwargs",
+           "outcome_probability", "log_likelihood", "stochastic")
 
 
 def cli(*args, env=None, timeout=1800):
