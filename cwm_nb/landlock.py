@@ -17,13 +17,8 @@ __all__ = ['FS_EXECUTE', 'FS_WRITE_FILE', 'FS_READ_FILE', 'FS_READ_DIR', 'FS_REM
            'load_signal_filter', 'landlock_support']
 
 # %% ../nbs/02b_landlock.ipynb #a9c07a69
+from .fork_server import _libc   # the one libc handle of the sandbox (02a_fork_server)
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
-_libc_handle = None
-
-def _libc():
-    global _libc_handle
-    if _libc_handle is None: _libc_handle = ctypes.CDLL(None, use_errno=True)
-    return _libc_handle
 
 def set_no_new_privs() -> None:
     "prctl(PR_SET_NO_NEW_PRIVS, 1): no exec can gain privileges again; needed before Landlock and seccomp. Raises `OSError`."
