@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 
 # %% auto #0
-__all__ = ['PROVENANCE_PACKAGES', 'CwmNbError', 'Program', 'Transition', 'to_plain', 'atomic_write_bytes', 'atomic_write_text',
-           'atomic_write_json', 'project_root', 'data_dir', 'cache_dir', 'git_commit', 'provenance', 'derive_seed',
-           'make_rng']
+__all__ = ['OBS_FORMATS', 'PROVENANCE_PACKAGES', 'CwmNbError', 'Program', 'Transition', 'to_plain', 'atomic_write_bytes',
+           'atomic_write_text', 'atomic_write_json', 'project_root', 'data_dir', 'cache_dir', 'git_commit',
+           'provenance', 'derive_seed', 'make_rng']
 
 # %% ../nbs/00_core.ipynb #c7159d0a
 class CwmNbError(Exception):
@@ -56,6 +56,9 @@ class Transition:
     def done(self) -> bool:
         "True when the episode ended here (terminated or truncated)."
         return bool(self.terminated or self.truncated)
+
+# %% ../nbs/00_core.ipynb #3fdfec4a
+OBS_FORMATS = ("array", "int", "tuple", "rtfm")   # the ways an observation is stored and handed to a program
 
 # %% ../nbs/00_core.ipynb #19f25180
 def to_plain(x: Any) -> Any:
