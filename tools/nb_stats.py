@@ -93,7 +93,62 @@ def defines(c) -> bool:
     return bool(re.search(r"^(@patch|def |class |async def )", c.source, re.M))
 
 
+# The function that is each method notebook's whole method (see the notebook's opening).
+METHODS = {}
+
+
+def default_exp(nb) -> str | None:
+    for c in nb.cells:
+        if c.cell_type == "code" and (m := re.search(r"#\|\s*default_exp\s+(\S+)", c.source)): return m.group(1)
+    return None
+
+
+def self_imports(nb) -> int:
+    "Non-export code cells that import the notebook's own module."
+    mod = default_exp(nb)
+    if mod is None: return 0
+    own = re.compile(r"(from cwm_nb\.%s import|import cwm_nb\.%s\b|from cwm_nb import [^\n]*\b%s\b)" % (mod, mod, mod))
+    return sum(1 for c in nb.cells if c.cell_type == "code" and not is_export(c) and own.search(c.source))
+
+
+def reading_measures(p: Path) -> dict:
+    "The measures of 'The method reads first' for one notebook."
+    nb = nbformat.read(p, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    run = best = 0
+    for c in code:
+        if is_export(c): run += 1; best = max(best, run)
+        elif re.search(r"\btest_\w+\(|\bassert\b", c.source): run = 0
+    text = "\n".join(c.source for c in code if not is_export(c))
+    method_cell = None
+    if (fn := METHODS.get(p.stem)):
+        method_cell = next((i + 1 for i, c in enumerate(nb.cells) if c.cell_type == "code" and is_export(c)
+                            and re.search(r"^def %s\(" % re.escape(fn), c.source, re.M)), None)
+    return dict(cells=len(nb.cells), code=len(code), with_outputs=sum(bool(c.get("outputs")) for c in code),
+                longest_export_run=best, self_imports=self_imports(nb), method=fn if p.stem in METHODS else None,
+                method_cell=method_cell, test_eq=len(re.findall(r"\btest_eq\(", text)),
+                tuple_test_eq=len(re.findall(r"\btest_eq\(\s*[(\[]", text)))
+
+
+def print_methods():
+    libs = sorted(ROOT.glob("nbs/[0-9][0-9]*_*.ipynb"))
+    rows = {p.stem: reading_measures(p) for p in libs}
+    print("| notebook | method (cell of cells) | code cells with outputs | longest export run without a check | self-imports | tuple test_eq |")
+    print("|---|---|---|---|---|---|")
+    for stem, r in rows.items():
+        if stem not in METHODS: continue
+        print(f"| `{stem}` | `{r['method']}` ({r['method_cell']} of {r['cells']}) | {r['with_outputs']}/{r['code']} "
+              f"({100*r['with_outputs']/max(1, r['code']):.0f} %) | {r['longest_export_run']} | {r['self_imports']} | "
+              f"{r['tuple_test_eq']}/{r['test_eq']} |")
+    code, out = sum(r["code"] for r in rows.values()), sum(r["with_outputs"] for r in rows.values())
+    print(f"all {len(rows)} library notebooks: {out}/{code} code cells with outputs ({100*out/max(1, code):.1f} %), "
+          f"{sum(r['self_imports'] for r in rows.values())} self-imports, "
+          f"{sum(r['tuple_test_eq'] for r in rows.values())}/{sum(r['test_eq'] for r in rows.values())} tuple test_eq; "
+          f"below 40 % outputs: {[s for s, r in rows.items() if r['with_outputs'] < 0.4*r['code']]}")
+
+
 def main():
+    if "--methods" in sys.argv: return print_methods()
     paths = notebooks()
     s = stats(paths)
     print(f"notebooks: {len(paths)}")
