@@ -11,13 +11,69 @@ from .core import CwmNbError
 from .sandbox import SandboxLimits, strict_plain
 
 # %% auto #0
-__all__ = ['PRESETS', 'DEFAULT_PLAN_PRESET', 'CHANCE_SAMPLES', 'normalized_return', 'MCTSConfig', 'CEMConfig', 'PlanningPreset',
-           'get_preset', 'state_key', 'MCTSResult', 'mcts_search', 'cem_plan', 'STATE_ATTRS', 'MAX_REPLY_BYTES',
-           'PR_SET_DUMPABLE', 'CHUNK_ANSWERS', 'INTEGRITY_NOTE', 'Snapshot', 'snapshot', 'restore', 'OracleModel',
-           'mask_to_actions', 'decode_state', 'encode_state', 'ProgramModel', 'oracle_cem_plan', 'oracle_mcts_action',
-           'load_driver', 'plan_driver', 'step_loop_driver', 'RemoteModel', 'TapeMismatch', 'TapeModel', 'check_action',
-           'check_plan', 'min_model_steps', 'check_stats', 'EpisodeLog', 'play_episode', 'baseline_episodes',
-           'PlanningResult', 'evaluate_planning']
+__all__ = ['PRESETS', 'DEFAULT_PLAN_PRESET', 'CHANCE_SAMPLES', 'uct', 'mcts_search', 'cem_plan', 'normalized_return',
+           'MCTSConfig', 'CEMConfig', 'PlanningPreset', 'get_preset', 'state_key', 'MCTSResult', 'STATE_ATTRS',
+           'MAX_REPLY_BYTES', 'PR_SET_DUMPABLE', 'CHUNK_ANSWERS', 'INTEGRITY_NOTE', 'Snapshot', 'snapshot', 'restore',
+           'OracleModel', 'mask_to_actions', 'decode_state', 'encode_state', 'ProgramModel', 'oracle_cem_plan',
+           'oracle_mcts_action', 'load_driver', 'plan_driver', 'step_loop_driver', 'RemoteModel', 'TapeMismatch',
+           'TapeModel', 'check_action', 'check_plan', 'min_model_steps', 'check_stats', 'EpisodeLog', 'play_episode',
+           'baseline_episodes', 'PlanningResult', 'evaluate_planning']
+
+# %% ../nbs/10_planning.ipynb #53d26aa9
+def uct(
+    q: float,       # mean backed-up return of the action (`default_q` when it was never tried)
+    log_n: float,   # ln N of the node's visits N (0 while N <= 1)
+    n: int,         # visits of the action
+    c_uct: float,   # exploration constant C
+    eps: float,     # ε, keeps the bonus finite for an untried action
+) -> float:
+    "UCB score of one action at a decision node: Q + C·sqrt(ln N / (n + ε))."
+    return q + c_uct * math.sqrt(log_n / (n + eps))
+
+def mcts_search(
+    model,                      # set_state(root) / step(a) -> (obs, reward, done); optional .valid_actions
+    root,                       # what model.set_state receives (an observation, or a Snapshot for the oracle)
+    actions,                    # the legal actions at the root (ints)
+    config: MCTSConfig,         # search settings
+    rng: np.random.Generator,   # all of the search's randomness
+    n_actions: int | None = None,  # size of the action space below the root (default: max(actions) + 1)
+) -> MCTSResult:
+    "One MCTS decision from `root` (paper Table 13): a fresh tree, `config.simulations` simulations. Raises what the model raises."
+    root_acts = tuple(int(a) for a in actions)
+    if not root_acts: raise ValueError("MCTS needs at least one legal action at the root")
+    all_acts = tuple(range(n_actions if n_actions is not None else max(root_acts) + 1))
+    rnd = random.Random(int(rng.integers(2**63)))   # one seeded stream; far cheaper per draw than numpy's
+    tree, nodes = _Node(root_acts), 1
+    # a remote model steps several actions per request (`walk`): the same descent, in batches
+    descend = _step_descent if getattr(model, "walk", None) is None else _walk_descent
+    for _ in range(config.simulations):
+        model.set_state(root)
+        path = []   # (node, action index, reward) of each step down
+        # select by `uct` down the tree, expand the first new next state, simulate it: a random rollout (0 if terminal)
+        value, added = descend(model, tree, path, all_acts, config, rnd)
+        nodes += added
+        _backup(path, value, config.gamma)   # G <- r + γG from the leaf up to the root
+    return _root_result(tree, nodes, config, rng, rnd.random)   # act: argmax of Q at the root (or softmax)
+
+# %% ../nbs/10_planning.ipynb #66ff8914
+def cem_plan(
+    model,                      # set_state(root) / step(a) -> (obs, reward, done)
+    root,                       # what model.set_state receives
+    low, high,                  # action bounds, arrays of shape (d,)
+    config: CEMConfig,          # T = config.horizon (the caller cuts it to the episode length)
+    rng: np.random.Generator,   # all of the planner's randomness
+) -> np.ndarray:                # (T, d) float64, within [low, high]
+    "One CEM decision from `root` (paper Table 14): the best plan of the last iteration. Raises what the model raises."
+    low, high = _cem_bounds(low, high)
+    mean, std = _cem_start(low, high, config.horizon)   # (T, d): the middle of the bounds, a wide std
+    for it in range(config.iterations):
+        plans = np.clip(mean + std * rng.standard_normal((config.samples, *mean.shape)), low, high)   # sample
+        scores = _score_round(model, root, plans)        # each plan's undiscounted return under the model
+        order = np.argsort(-scores, kind="stable")       # best first
+        if it + 1 < config.iterations:                   # refit to the elites, without smoothing
+            elite = plans[order[:config.elites]]
+            mean, std = elite.mean(axis=0), elite.std(axis=0)
+    return plans[order[0]].copy()   # the best single sample of the last round, not the mean
 
 # %% ../nbs/10_planning.ipynb #07b9df6a
 def normalized_return(
@@ -156,13 +212,13 @@ def _rollout(model, actions: tuple, cfg: MCTSConfig, rand) -> float:
 
 # %% ../nbs/10_planning.ipynb #29f41ee1
 def _pick(node: _Node, c_uct: float, eps: float, dq: float, rand) -> int:
-    "The UCB choice at `node` (ties at random), as in the loop of `mcts_search`."
+    "The action index of highest `uct` at `node` (ties broken by `rand`), the selection of `mcts_search`."
     counts, sums, n = node.counts, node.sums, node.n
     log_n = math.log(n) if n > 1 else 0.0
     best, i, ties = -math.inf, 0, None
     for j in range(len(counts)):
         c = counts[j]
-        u = (sums[j] / c if c else dq) + c_uct * math.sqrt(log_n / (c + eps))
+        u = uct(sums[j] / c if c else dq, log_n, c, c_uct, eps)
         if u > best: best, i, ties = u, j, None
         elif u == best: ties = [i, j] if ties is None else ties + [j]
     if ties is not None: i = ties[int(rand() * len(ties))]
@@ -222,20 +278,12 @@ def _walk_descent(model, tree: _Node, path: list, all_acts: tuple, cfg: MCTSConf
         if node is None: return value, added
 
 # %% ../nbs/10_planning.ipynb #e0a015fb
-def _step_descent(model, tree: _Node, path: list, all_acts: tuple, cfg: MCTSConfig, rand, key_of) -> tuple[float, int]:
+def _step_descent(model, tree: _Node, path: list, all_acts: tuple, cfg: MCTSConfig, rnd: random.Random) -> tuple[float, int]:
     "One simulation's descent, one `model.step` at a time. Returns (leaf value, nodes added); fills `path`."
-    step, node, added = model.step, tree, 0
-    c_uct, eps, dq, _log, _sqrt = cfg.c_uct, cfg.epsilon, cfg.default_q, math.log, math.sqrt
+    step, node, added, rand = model.step, tree, 0, rnd.random
+    key_of = getattr(model, "state_key", state_key)   # a model may key its states itself
     while True:
-        counts, sums, n = node.counts, node.sums, node.n   # UCB (inlined: the hot loop)
-        log_n = _log(n) if n > 1 else 0.0
-        best, i, ties = -math.inf, 0, None
-        for j in range(len(counts)):
-            c = counts[j]
-            u = (sums[j] / c if c else dq) + c_uct * _sqrt(log_n / (c + eps))
-            if u > best: best, i, ties = u, j, None
-            elif u == best: ties = [i, j] if ties is None else ties + [j]
-        if ties is not None: i = ties[int(rand() * len(ties))]
+        i = _pick(node, cfg.c_uct, cfg.epsilon, cfg.default_q, rand)   # select by `uct`
         obs, r, done = step(node.actions[i])
         path.append((node, i, r))
         kids = node.kids[i]
@@ -245,11 +293,11 @@ def _step_descent(model, tree: _Node, path: list, all_acts: tuple, cfg: MCTSConf
         if done:
             if child is None: kids[key] = _Node(()); added += 1
             return 0.0, added
-        if child is None or not child.actions:   # new, or seen before only as a terminal state
+        if child is None or not child.actions:   # expand: new, or seen before only as a terminal state
             added += child is None
             child = kids[key] = _Node(getattr(model, "valid_actions", None) or all_acts)
             child.n = 1
-            return _rollout(model, child.actions, cfg, rand), added
+            return _rollout(model, child.actions, cfg, rand), added   # simulate
         node = child
 
 # %% ../nbs/10_planning.ipynb #91995f0a
@@ -268,33 +316,11 @@ def _root_result(tree: _Node, nodes: int, config: MCTSConfig, rng: np.random.Gen
     return MCTSResult(tree.actions[pick], q, {tree.actions[i]: tree.counts[i] for i in tried}, nodes)
 
 # %% ../nbs/10_planning.ipynb #5f104fe7
-def mcts_search(
-    model,                      # set_state(root) / step(a) -> (obs, reward, done); optional .valid_actions
-    root,                       # what model.set_state receives (an observation, or a Snapshot for the oracle)
-    actions,                    # the legal actions at the root (ints)
-    config: MCTSConfig,         # search settings
-    rng: np.random.Generator,   # all of the search's randomness
-    n_actions: int | None = None,  # size of the action space below the root (default: max(actions) + 1)
-) -> MCTSResult:
-    "One MCTS decision from `root` (paper Table 13): a fresh tree, `config.simulations` simulations. Raises what the model raises."
-    root_acts = tuple(int(a) for a in actions)
-    if not root_acts: raise ValueError("MCTS needs at least one legal action at the root")
-    all_acts = tuple(range(n_actions if n_actions is not None else max(root_acts) + 1))
-    rnd = random.Random(int(rng.integers(2**63)))   # one seeded stream; far cheaper per draw than numpy's
-    tree, g, nodes = _Node(root_acts), config.gamma, 1
-    key_of = getattr(model, "state_key", state_key)
-    set_state, walk = model.set_state, getattr(model, "walk", None)
-    for _ in range(config.simulations):
-        set_state(root)
-        path = []
-        if walk is not None:   # a remote model: the same descent in batches of steps
-            value, added = _walk_descent(model, tree, path, all_acts, config, rnd)
-        else: value, added = _step_descent(model, tree, path, all_acts, config, rnd.random, key_of)
-        nodes += added
-        for nd, i, r in reversed(path):
-            value = r + g * value
-            nd.counts[i] += 1; nd.sums[i] += value; nd.n += 1
-    return _root_result(tree, nodes, config, rng, rnd.random)
+def _backup(path: list, value: float, gamma: float) -> None:
+    "Back `value` (the leaf's) up `path` of (node, action index, reward): G <- r + γG; counts, sums and visits grow."
+    for nd, i, r in reversed(path):
+        value = r + gamma * value
+        nd.counts[i] += 1; nd.sums[i] += value; nd.n += 1
 
 # %% ../nbs/10_planning.ipynb #17908a83
 CHANCE_SAMPLES = 8   # CEM: outcome draws a plan is scored on when the model has chance (a program with step_distribution)
@@ -321,27 +347,17 @@ def _cem_bounds(low, high) -> tuple[np.ndarray, np.ndarray]:
     return low, high
 
 # %% ../nbs/10_planning.ipynb #9acb0cc4
-def cem_plan(
-    model,                      # set_state(root) / step(a) -> (obs, reward, done)
-    root,                       # what model.set_state receives
-    low, high,                  # action bounds, arrays of shape (d,)
-    config: CEMConfig,          # T = config.horizon (the caller cuts it to the episode length)
-    rng: np.random.Generator,   # all of the planner's randomness
-) -> np.ndarray:                # (T, d) float64, within [low, high]
-    "One CEM decision from `root` (paper Table 14): the best plan of the last iteration. Raises what the model raises."
-    low, high = _cem_bounds(low, high)
-    T, d = config.horizon, low.size
+def _cem_start(low: np.ndarray, high: np.ndarray, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+    "The first sampling distribution of CEM: (mean, std), each (horizon, d) float64."
+    mean = np.broadcast_to((low + high) / 2, (horizon, low.size)).copy()
+    std = np.broadcast_to(np.maximum(np.abs(low), np.abs(high)) / 2, (horizon, low.size)).copy()
+    return mean, std
+
+# %% ../nbs/10_planning.ipynb #96abc9a0
+def _score_round(model, root, plans: np.ndarray) -> np.ndarray:
+    "The score of each plan in `plans` (samples, T, d) under `model`: float array (samples,)."
     score_all = getattr(model, "score_plans", None)   # a model may score a batch of plans at once (same result)
-    mean = np.broadcast_to((low + high) / 2, (T, d)).copy()
-    std = np.broadcast_to(np.maximum(np.abs(low), np.abs(high)) / 2, (T, d)).copy()
-    for it in range(config.iterations):
-        plans = np.clip(mean + std * rng.standard_normal((config.samples, T, d)), low, high)
-        scores = np.array(score_all(root, plans) if score_all is not None else [_score_plan(model, root, p) for p in plans])
-        order = np.argsort(-scores, kind="stable")
-        if it + 1 < config.iterations:
-            elite = plans[order[:config.elites]]
-            mean, std = elite.mean(axis=0), elite.std(axis=0)
-    return plans[order[0]].copy()
+    return np.array(score_all(root, plans) if score_all is not None else [_score_plan(model, root, p) for p in plans])
 
 # %% ../nbs/10_planning.ipynb #4334236b
 _MOVED = {
