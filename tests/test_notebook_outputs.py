@@ -50,3 +50,19 @@ def test_the_gate_compares_what_a_figure_shows():
     px[5, 5, :3] = 255 - px[5, 5, :3]                                                     # one pixel of anti-aliasing
     buf = io.BytesIO(); PILImage.fromarray(px).save(buf, format="PNG")
     assert Image(curve) == Image(base64.b64encode(buf.getvalue()).decode())
+
+
+def test_a_stale_output_is_replaced_and_caught(tmp_path):
+    "A cell that no longer shows anything loses its old output on execution, and --check reports the stale one."
+    import nbformat
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("x = 1")   # shows nothing ...
+    cell.outputs = [nbformat.v4.new_output("execute_result", data={"text/plain": "'an old value'"})]   # ... but kept one
+    nb.cells = [cell]
+    p = tmp_path/"stale.ipynb"; nbformat.write(nb, p)
+    run = lambda *a: subprocess.run([sys.executable, str(ROOT/"tools"/"run_nbs.py"), *a, str(p)], capture_output=True,
+                                    text=True, cwd=ROOT, timeout=300)
+    assert run("--check").returncode == 1                     # the committed output is not what a run shows
+    assert run().returncode == 0
+    assert nbformat.read(p, as_version=4).cells[0].outputs == []
+    assert run("--check").returncode == 0

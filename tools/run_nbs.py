@@ -21,14 +21,14 @@ def is_slow(cell) -> bool:
 
 
 def execute(src: Path, dest: Path) -> None:
-    "Run `src`'s cells (slow ones skipped, their outputs cleared) and write the result to `dest`. Raises on a failing cell."
+    "Run `src`'s cells afresh (old outputs cleared, slow ones skipped) and write the result to `dest`. Raises on a failing cell."
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ.setdefault("MPLBACKEND", "Agg")
     from execnb.nbio import read_nb, write_nb
     from execnb.shell import CaptureShell
     nb = read_nb(src)
-    for c in nb.cells:
-        if is_slow(c): c.outputs = []
+    for c in nb.cells:   # every output is made afresh: execnb leaves a cell's old output when the cell shows nothing
+        if c.cell_type == "code": c.outputs = []
     cwd = os.getcwd()
     os.chdir(src.parent)
     try:
@@ -106,15 +106,15 @@ def main():
                 if new != old:
                     bad.append(p)
                     cells = [i for i, (n, o) in enumerate(zip(new, old)) if n != o] or ["(a different number of code cells)"]
-                    print(f"{p.relative_to(ROOT)}: outputs differ in code cell(s) {', '.join(map(str, cells[:10]))} "
+                    print(f"{p.relative_to(ROOT) if p.is_relative_to(ROOT) else p}: outputs differ in code cell(s) {', '.join(map(str, cells[:10]))} "
                           "(counted from 0, code cells only)", file=sys.stderr)
             finally: tmp.unlink(missing_ok=True)
         else:
             execute(p, p); clean([p])
-        print(("checked " if a.check else "executed ") + str(p.relative_to(ROOT)), file=sys.stderr)
+        print(("checked " if a.check else "executed ") + str(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p), file=sys.stderr)
     if bad:
         print("outputs differ from the committed ones (run tools/run_nbs.py on them and commit): "
-              + ", ".join(str(p.relative_to(ROOT)) for p in bad), file=sys.stderr)
+              + ", ".join(str(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p) for p in bad), file=sys.stderr)
         sys.exit(1)
 
 
