@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 import numpy as np
 from fastcore.basics import patch
-from .core import CwmNbError
+from .core import OBS_FORMATS, CwmNbError
 from .fork_server import (CLONE_NEWNET, HIDDEN_DIRS, MAX_SESSIONS, PR_SET_CHILD_SUBREAPER, PR_SET_NAME,
                                 PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, _EXIT_SETUP, _children, _close_fds_except,
                                 _needed_paths, _others_can_read, _package_root, _prctl, _recv_frame, _send_frame,
@@ -211,9 +211,6 @@ class Rows:
     __slots__ = ("columns",)
     def __init__(self, columns): self.columns = list(columns)
 
-def _is_rows(t: type) -> bool:   # also true for the exported class when this code runs as notebook cells
-    return t is Rows or (t.__name__ == "Rows" and t.__module__ == "cwm_nb.sandbox")
-
 # %% ../nbs/02_sandbox.ipynb #bdfe6fc1
 _ND_CODES = {"f8": "<f8", "i8": "<i8", "b1": "|u1"}
 
@@ -227,7 +224,7 @@ def _json_default(o):
         elif k == "b": code, a = "b1", np.ascontiguousarray(o, dtype="|u1")
         else: return strict_plain(o)
         return {"__nd__": [code, list(a.shape), base64.b64encode(a.tobytes()).decode("ascii")]}
-    if _is_rows(t): return {"__rows__": o.columns}
+    if t is Rows: return {"__rows__": o.columns}
     if t in _NP_FLOAT: return float(o)
     if t in _NP_INT: return int(o)
     if t is np.bool_: return bool(o)
@@ -270,7 +267,7 @@ def decode_result(data: bytes) -> Any:
 def to_plain_value(x: Any) -> Any:
     "What `decode_result(encode_result(x))` gives, computed in-process (for trusted driver output)."
     t = type(x)
-    if _is_rows(t): return [list(r) for r in zip(*[to_plain_value(c) for c in x.columns])]
+    if t is Rows: return [list(r) for r in zip(*[to_plain_value(c) for c in x.columns])]
     if t is np.ndarray: return x.astype(np.float64).tolist() if x.dtype.kind == "f" else x.tolist()
     if t is dict: return {k: to_plain_value(v) for k, v in x.items()}
     if t is list or t is tuple: return [to_plain_value(v) for v in x]
@@ -305,10 +302,6 @@ class Serve:
     __slots__ = ("value", "handle")
     def __init__(self, value, handle): self.value, self.handle = value, handle
 
-def _is_serve(x) -> bool:   # also the exported class when this code runs as notebook cells
-    t = type(x)
-    return t is Serve or (t.__name__ == "Serve" and t.__module__ == "cwm_nb.sandbox")
-
 # %% ../nbs/02_sandbox.ipynb #f5fe59c9
 def function_session(namespace: dict, args: dict | None, data: Any) -> Serve:
     "Session driver: the program stays loaded; each call `{'name', 'args'}` calls one of its functions (`call_function`)."
@@ -318,7 +311,11 @@ def function_session(namespace: dict, args: dict | None, data: Any) -> Serve:
 _DRIVER_RE = re.compile(r"([A-Za-z_][\w.]*):([A-Za-z_]\w*)")   # compiled once, in the server, not in every child
 
 # %% ../nbs/02_sandbox.ipynb #899917ef
-def _resolve_driver(name: str) -> Callable:
+def _resolve_driver(
+    name: str | Callable,   # "module:function", or (in-process only) the driver function itself
+) -> Callable:
+    "The driver a job names. Raises CwmNbError for a bad or unloadable name."
+    if callable(name): return name
     m = _DRIVER_RE.fullmatch(name or "")
     if not m: raise CwmNbError(f"bad driver name {name!r}", "name a driver as 'module:function', e.g. 'cwm_nb.sandbox:cwm_predict'")
     try: fn = getattr(importlib.import_module(m[1]), m[2])
@@ -352,16 +349,14 @@ def _execute(source: str, driver: Callable, args: dict | None, data: Any, in_job
 # %% ../nbs/02_sandbox.ipynb #691d4324
 def run_in_process(
     source: str,                                  # program source (TRUSTED only: nothing is isolated)
-    driver: str = "cwm_nb.sandbox:exec_only",     # "module:function" of the driver
+    driver: str | Callable = "cwm_nb.sandbox:exec_only",   # "module:function" of the driver, or the driver itself
     args: dict | None = None,                     # the driver's args
     data: Any = None,                             # the driver's data
 ) -> SandboxResult:
     "Run a trusted program and driver in this process, with the sandbox's error reporting. No limits, no isolation."
     t0 = time.perf_counter()
     try: value, err = to_plain_value(_execute(source, _resolve_driver(driver), args, data)), None
-    except Exception as e:   # (by name too: in the notebook, the exported drivers raise the exported class)
-        if not (type(e) is ProgramError or (type(e).__name__ == "ProgramError" and type(e).__module__ == "cwm_nb.sandbox")): raise
-        value, err = None, e.describe(source)
+    except ProgramError as e: value, err = None, e.describe(source)
     return SandboxResult(err is None, value, err, wall_s=time.perf_counter() - t0, isolation="in-process")
 
 # %% ../nbs/02_sandbox.ipynb #598b60c1
@@ -395,7 +390,7 @@ def _run_job(job: dict, store: dict, res_w: int, job_r: int = -1) -> None:
     data = store.get(job["data_key"]) if job.get("data_key") is not None else None
     out = _answer(source, lambda: _execute(source, _resolve_driver(job["driver"]), job.get("args"), data, in_job=True))
     handle = None
-    if out["ok"] and _is_serve(out["value"]): out["value"], handle = out["value"].value, out["value"].handle
+    if out["ok"] and type(out["value"]) is Serve: out["value"], handle = out["value"].value, out["value"].handle
     if os.getpid() != me: os._exit(0)   # a forked copy of the program that reached this point stays silent
     _send_answer(out, res_w)
     if handle is not None and job.get("session") and job_r >= 0:
@@ -411,13 +406,12 @@ def _run_job(job: dict, store: dict, res_w: int, job_r: int = -1) -> None:
     os._exit(0)
 
 # %% ../nbs/02_sandbox.ipynb #d87a7d07
-_OBS_FORMATS = ("array", "int", "tuple", "rtfm")
 _RTFM_SHAPE, _RTFM_CELLS = (6, 6, 2), 72
 
 # %% ../nbs/02_sandbox.ipynb #312619f3
 def _obs_converter(dtype, obs_format: str = "array"):
     "A function that returns a fresh observation in the form `set_state` receives (set_state may mutate it)."
-    if obs_format not in _OBS_FORMATS: raise ValueError(f"unknown obs_format {obs_format!r}")
+    if obs_format not in OBS_FORMATS: raise ValueError(f"unknown obs_format {obs_format!r}")
     dt = np.dtype(dtype) if dtype else None
     def fresh(o):
         t = type(o)
@@ -620,7 +614,7 @@ def cwm_predict(namespace: dict, args: dict | None, data: dict) -> dict:
     fresh = bool(args.get("fresh"))   # optional: a new Environment() for each transition
     reps = 2 if args.get("twice") else 1   # optional: each transition twice in a row, both answers kept (2N rows)
     fmt = data.get("obs_format") or "array"
-    if fmt not in _OBS_FORMATS: raise ValueError(f"cwm_predict: unknown obs_format {fmt!r} (one of {_OBS_FORMATS})")
+    if fmt not in OBS_FORMATS: raise ValueError(f"cwm_predict: unknown obs_format {fmt!r} (one of {OBS_FORMATS})")
     arity = 4 if (args.get("valid_actions") or data.get("valid_actions")) else 3
     fo, fa = _obs_converter(data.get("obs_dtype"), fmt), _action_converter(data.get("action_dtype"))
     try: env = Env()
@@ -1010,6 +1004,8 @@ def _result(self: Sandbox, hdr: dict, body: bytes, limits: SandboxLimits, wall: 
 def _submit(self: Sandbox, source, driver, args, data_key, limits, session: bool = False) -> tuple[SandboxResult, int | None]:
     "One job (a session's first answer when `session`): its result and the server's session id (None if it did not stay)."
     if not isinstance(source, str): raise CwmNbError(f"the program source must be a str, not {type(source).__name__}", "pass Program.source")
+    if not isinstance(driver, str):
+        raise CwmNbError(f"a sandboxed job names its driver, not a {type(driver).__name__}", "pass 'module:function', e.g. 'cwm_nb.sandbox:cwm_predict'")
     _resolve_driver(driver)   # fail early, in the parent, on a bad name
     if data_key is not None and data_key not in self._data:
         raise CwmNbError(f"no data stored under {data_key!r}", "call put_data(key, data) first")

@@ -682,3 +682,16 @@ def test_planning_uses_the_program_in_every_mode(sb):
     src = (data_dir()/"programs"/"CartPole-v1.py").read_text()
     pr = evaluate_planning("CartPole-v1", src, episodes=1, preset="quick", seed=0, sandbox=sb, progress=False)
     assert (pr.fallbacks, pr.normalized_return) == (0, 1.0), pr.fallback_kinds
+
+
+def test_in_process_a_driver_can_be_the_function_itself_and_its_program_error_is_reported():
+    "run_in_process takes a driver function as well as its name; the program's error comes back as a result."
+    r = run_in_process("def main():\n    return 1 / 0", sandbox_module.call_function, {"name": "main"})
+    assert not r.ok and r.error["kind"] == "exception" and r.error["message"].startswith("ZeroDivisionError"), r.error
+    assert run_in_process("def main(): return [1, 2]", sandbox_module.call_function, {"name": "main"}).value == [1, 2]
+
+
+def test_a_sandboxed_job_names_its_driver(sb):
+    "A driver function cannot cross into the server: the job is refused in the parent with a clear error."
+    with pytest.raises(sandbox_module.CwmNbError, match="names its driver, not a function"):
+        sb.run("x = 1", sandbox_module.exec_only)
