@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 
 # %% auto #0
-__all__ = ['OBS_FORMATS', 'PROVENANCE_PACKAGES', 'CwmNbError', 'Program', 'Transition', 'to_plain', 'atomic_write_bytes',
-           'atomic_write_text', 'atomic_write_json', 'project_root', 'data_dir', 'cache_dir', 'git_commit',
-           'provenance', 'derive_seed', 'make_rng']
+__all__ = ['OBS_FORMATS', 'PROVENANCE_PACKAGES', 'CwmNbError', 'error_message', 'Program', 'Transition', 'to_plain',
+           'atomic_write_bytes', 'atomic_write_text', 'atomic_write_json', 'project_root', 'data_dir', 'cache_dir',
+           'git_commit', 'provenance', 'derive_seed', 'make_rng']
 
 # %% ../nbs/00_core.ipynb #c7159d0a
 class CwmNbError(Exception):
@@ -24,6 +24,15 @@ class CwmNbError(Exception):
                 ):
         self.what, self.todo = what, todo
         super().__init__(what + (f"\n  What to do: {todo}" if todo else ""))
+
+# %% ../nbs/00_core.ipynb #206e3d81
+def error_message(
+    f,   # a callable of no arguments that must raise
+) -> str:
+    "The text of the exception `f()` raises. Raises `AssertionError` when `f()` returns instead."
+    try: f()
+    except Exception as e: return str(e)
+    raise AssertionError(f"{getattr(f, '__name__', f)} raised nothing")
 
 # %% ../nbs/00_core.ipynb #9b1e32bc
 @dataclass(frozen=True)
