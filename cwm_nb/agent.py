@@ -39,7 +39,8 @@ def play_episode(
     agent.start_episode(state, goal)            # log (s0, goal) in D_sc; a new goal gets a guessed reward program
     for t in range(max_steps):
         score = agent.check(goal, t)            # φ1 (and φ2) of the programs on D; None: too little data, no calls left
-        if score is not None and needs_synthesis(agent, score, goal):
+        if score is not None and needs_synthesis(agent.failures(score, goal), agent.last_failures,
+                                                 score.phi1, score.phi2, agent.optimistic):
             agent.synthesize(goal)              # REx refinement of the programs (LLM calls); the best is kept
         a = agent.act(state, goal)              # ε-greedy over a plan made with the programs
         nxt, r, term, trunc, info = env.step(a)
@@ -50,15 +51,16 @@ def play_episode(
 
 # %% ../nbs/12_agent.ipynb #5863952d
 def needs_synthesis(
-    agent,          # a `WorldCoderAgent`, with `last_failures` of its last synthesis
-    score,          # the `Score` of its programs on D (`WorldCoderAgent.check`)
-    goal: str,      # the episode's goal
+    fails: tuple[frozenset, frozenset],       # (unexplained logged steps, logged starts with no plan) now
+    last_fails: tuple[frozenset, frozenset],  # the same after the last synthesis
+    phi1: bool,                               # the programs explain every logged step
+    phi2: bool,                               # ... and find a plan to reward from every logged start
+    optimistic: bool,                         # whether φ2 counts (False: the no-optimism ablation)
 ) -> bool:
-    "True when the programs fail φ1 (or φ2, with optimism) on evidence the last synthesis did not see."
-    steps, plans = agent.failures(score, goal)   # unexplained steps, starts with no plan
-    if not (steps or plans) and score.phi1 and (score.phi2 or not agent.optimistic): return False   # all holds
-    old_steps, old_plans = agent.last_failures
-    return not (steps <= old_steps and plans <= old_plans and (steps or plans))   # something new fails
+    "True when φ1 (or φ2, if optimistic) fails on evidence the last synthesis did not see."
+    steps, plans = fails
+    if not (steps or plans) and phi1 and (phi2 or not optimistic): return False   # all holds
+    return not (steps <= last_fails[0] and plans <= last_fails[1] and (steps or plans))   # something new fails
 
 # %% ../nbs/12_agent.ipynb #10cb6dd3
 from .minigrid_env import MINIGRID_CURRICULUM, MINIGRID_ACTIONS, MINIGRID_ENTITY_NAMES, MiniGridObjectEnv
