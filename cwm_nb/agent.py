@@ -15,15 +15,52 @@ from .oo_state import State, state_to_plain, state_from_plain, entity_api_source
 from .agent_planning import PLANNERS, PlannerConfig, PlanResult, plan_with_model, predict_steps, state_digest
 from .baselines import beta_params, rex_select
 from .prompts import extract_code
+from .doubles import WorldCoderTestDouble   # re-exported: the scripted model of `scripted_llm`
 
 # %% auto #0
 __all__ = ['SOKOBAN_ENVS', 'MINIGRID_PLANNER', 'DOMAINS', 'PHI1_SCOPES', 'ABLATIONS', 'SYSTEM', 'TASKS', 'CHECKPOINT_FORMAT',
-           'Domain', 'get_domain', 'make_env', 'resolve_curriculum', 'AgentConfig', 'ReplayData', 'state_text',
-           'step_text', 'init_transition_messages', 'init_reward_messages', 'refine_transition_messages',
-           'refine_reward_messages', 'guess_reward_messages', 'refine_plan_messages', 'merge_program', 'split_program',
-           'defines', 'goal_distance', 'nearest_goals', 'WorldModel', 'Score', 'Evaluator', 'Candidate', 'Arm',
-           'Synthesis', 'CallRecord', 'WorldCoderAgent', 'AgentResult', 'run_curriculum', 'WorldCoderTestDouble',
-           'scripted_llm']
+           'play_episode', 'needs_synthesis', 'Domain', 'get_domain', 'make_env', 'resolve_curriculum', 'AgentConfig',
+           'ReplayData', 'state_text', 'step_text', 'init_transition_messages', 'init_reward_messages',
+           'refine_transition_messages', 'refine_reward_messages', 'guess_reward_messages', 'refine_plan_messages',
+           'merge_program', 'split_program', 'defines', 'goal_distance', 'nearest_goals', 'WorldModel', 'Score',
+           'Evaluator', 'Candidate', 'Arm', 'Synthesis', 'CallRecord', 'WorldCoderAgent', 'AgentResult',
+           'run_curriculum', 'scripted_llm']
+
+# %% ../nbs/12_agent.ipynb #a6f0e6da
+def play_episode(
+    agent,              # a `WorldCoderAgent` (its programs, data D, settings)
+    env,                # an environment of the agent's domain (`make_env`)
+    reset_seed: int,    # seed of `env.reset`
+    max_steps: int,     # steps before the episode is cut off
+) -> tuple[bool, int]:  # (reached the goal with a positive reward, steps taken)
+    "Algorithm 1 for one episode: check, synthesize if the rule says so, act, log."
+    state, info = env.reset(seed=reset_seed)
+    goal = info["mission"]
+    agent.start_episode(state, goal)            # log (s0, goal) in D_sc; a new goal gets a guessed reward program
+    for t in range(max_steps):
+        score = agent.check(goal, t)            # φ1 (and φ2) of the programs on D; None: too little data, no calls left
+        if score is not None and needs_synthesis(agent.failures(score, goal), agent.last_failures,
+                                                 score.phi1, score.phi2, agent.optimistic):
+            agent.synthesize(goal)              # REx refinement of the programs (LLM calls); the best is kept
+        a = agent.act(state, goal)              # ε-greedy over a plan made with the programs
+        nxt, r, term, trunc, info = env.step(a)
+        agent.observe(state, a, float(r), nxt, bool(term), goal)   # log the step; check the programs on it
+        state = nxt
+        if term or trunc: return bool(term) and r > 0, t + 1
+    return False, max_steps
+
+# %% ../nbs/12_agent.ipynb #5863952d
+def needs_synthesis(
+    fails: tuple[frozenset, frozenset],       # (unexplained logged steps, logged starts with no plan) now
+    last_fails: tuple[frozenset, frozenset],  # the same after the last synthesis
+    phi1: bool,                               # the programs explain every logged step
+    phi2: bool,                               # ... and find a plan to reward from every logged start
+    optimistic: bool,                         # whether φ2 counts (False: the no-optimism ablation)
+) -> bool:
+    "True when φ1 (or φ2, if optimistic) fails on evidence the last synthesis did not see."
+    steps, plans = fails
+    if not (steps or plans) and phi1 and (phi2 or not optimistic): return False   # all holds
+    return not (steps <= last_fails[0] and plans <= last_fails[1] and (steps or plans))   # something new fails
 
 # %% ../nbs/12_agent.ipynb #10cb6dd3
 from .minigrid_env import MINIGRID_CURRICULUM, MINIGRID_ACTIONS, MINIGRID_ENTITY_NAMES, MiniGridObjectEnv
@@ -809,6 +846,11 @@ def start_episode(self: WorldCoderAgent, state: State, goal: str) -> None:
     self.plan, self.failed_for = None, None    # a failed search is forgotten at a new start
 
 # %% ../nbs/12_agent.ipynb #0c5cd6ab
+@patch(as_prop=True)
+def optimistic(self: WorldCoderAgent) -> bool:
+    "Whether φ2 (plans from the logged starts) is checked: `optimism`, unless the prompt4reward ablation."
+    return self.config.optimism and not self.config.prompt4reward
+
 @patch
 def failures(self: WorldCoderAgent, score: Score, goal: str) -> tuple[frozenset, frozenset]:
     "(indices of unexplained steps, keys of plans not found) of `score` on `goal`'s scope."
@@ -817,16 +859,16 @@ def failures(self: WorldCoderAgent, score: Score, goal: str) -> tuple[frozenset,
     return steps, frozenset(k for k, ok in score.plans.items() if not ok)
 
 @patch
-def learn(self: WorldCoderAgent, goal: str, t: int = 0) -> None:
-    "Algorithm 1's check at step `t` of an episode: synthesize when φ1 (or φ2) fails on evidence the last synthesis did not see."
-    if self.draw >= self.config.llm_budget: return
-    if len(self.data.steps) < self.config.min_data and t < self.config.learn_after_steps: return
-    plans = self.config.optimism and not self.config.prompt4reward
+def check(self: WorldCoderAgent, goal: str, t: int = 0) -> Score | None:
+    "The programs' `Score` on D at step `t` of an episode; None before `min_data` steps or when no call is left."
+    if self.draw >= self.config.llm_budget: return None
+    if len(self.data.steps) < self.config.min_data and t < self.config.learn_after_steps: return None
     self.stats["checks"] += 1
-    score = self.evaluator.score(self.model, goal, plans)
-    fails = self.failures(score, goal)
-    if not (fails[0] or fails[1]) and score.phi1 and (score.phi2 or not plans): return
-    if fails[0] <= self.last_failures[0] and fails[1] <= self.last_failures[1] and (fails[0] or fails[1]): return
+    return self.evaluator.score(self.model, goal, self.optimistic)
+
+@patch
+def synthesize(self: WorldCoderAgent, goal: str) -> None:
+    "Refine the programs with REx (`Synthesis`) and keep the best candidate; logs the synthesis."
     syn = Synthesis(self, self.model, goal)
     try: best = syn.run()
     except _BudgetSpent: best = syn.nodes[0] if syn.nodes else None
@@ -835,8 +877,8 @@ def learn(self: WorldCoderAgent, goal: str, t: int = 0) -> None:
     self.model = best.model
     self.last_failures = self.failures(best.score, goal)
     self.syntheses.append(dict(env=self.env_name, episode=self.episode, steps=len(self.data.steps), calls=syn.calls,
-                               satisfied=syn.satisfied(best.score, "plan" if plans else "fit"), changed=self.model.key() != before,
-                               candidates=syn.log))
+                               satisfied=syn.satisfied(best.score, "plan" if self.optimistic else "fit"),
+                               changed=self.model.key() != before, candidates=syn.log))
     if self.model.key() != before: self.plan, self.failed_for = None, None
 
 # %% ../nbs/12_agent.ipynb #0b95d49c
@@ -881,21 +923,9 @@ def observe(self: WorldCoderAgent, state: State, action: str, reward: float, nex
 
 # %% ../nbs/12_agent.ipynb #90019921
 def _play_episode(agent: WorldCoderAgent, env, cfg: AgentConfig, seed: int, name: str, row: dict) -> tuple[bool, int]:
-    "One episode of `agent` in `env`: learn, act and observe until it ends; (success, steps)."
+    "Episode number `row['episodes']` of `agent` in `env` (`play_episode`, reset seed from the run seed): (success, steps)."
     agent.episode = row["episodes"]
-    state, info = env.reset(seed=derive_seed(seed, name, row["episodes"]) % 2**31)
-    goal = info["mission"]
-    agent.start_episode(state, goal)
-    success, steps = False, 0
-    for t in range(cfg.episode_steps):
-        agent.learn(goal, t)
-        a = agent.act(state, goal)
-        nxt, r, term, trunc, info = env.step(a)
-        agent.observe(state, a, float(r), nxt, bool(term), goal)
-        state, steps = nxt, steps + 1
-        if term or trunc:
-            success = bool(term) and r > 0; break
-    return success, steps
+    return play_episode(agent, env, derive_seed(seed, name, row["episodes"]) % 2**31, cfg.episode_steps)
 
 # %% ../nbs/12_agent.ipynb #80775a34
 CHECKPOINT_FORMAT = "cwm-nb/worldcoder-agent-checkpoint/1"
@@ -1027,78 +1057,9 @@ def run_curriculum(
     return AgentResult(run.envs, run.episodes, asdict(agent.model), [asdict(c) for c in agent.calls], agent.syntheses,
                        dict(agent.stats, wall_s=round(run.wall_s, 3)), status, _run_usage(run, llm))
 
-# %% ../nbs/12_agent.ipynb #8f728ba3
-_MINIGRID_OBJECTS = ("Key(", "Door(", "Ball(", "Box(")
-_FETCH = re.compile(r"^(?:get a|go get a|fetch a|go fetch a|you must fetch a) (\w+) (key|ball)$")
-_PICKUP = re.compile(r"^pick up the (\w+) (box|ball|key)$")
-
-class WorldCoderTestDouble:
-    "A scripted stand-in for a capable LLM (a test double): `(messages, draw) -> answer`, for `llm.ScriptedLLM`."
-    def __init__(self, programs: str | Path | None = None):   # folder of the reference programs (default: shipped)
-        self.dir = Path(programs) if programs else data_dir()/"programs"/"worldcoder"
-        self.asked: list[str] = []     # the task of every call, in order
-
-    def program(self, name: str) -> str:
-        "The scripted program file `name`.py of this test double, as text."
-        return (self.dir/f"{name}.py").read_text()
-
-    def tier_program(self, domain: str, tier: int) -> str:
-        "The scripted transition program of `domain` at `tier` (0, 1 or 2; 2 is the complete one)."
-        return self.program(f"{domain}_transition" + ("" if tier >= 2 else f"_{tier}"))
-
-    def reward_program(self, domain: str, goal: str) -> str:
-        "The goal's correct reward program (the never-rewarding one for a goal it cannot parse)."
-        if domain == "sokoban": return self.program("sokoban_reward" if goal == "win the game" else "sokoban_reward_step")
-        if goal in ("get to the green goal square", "use the key to open the door and then get to the goal"):
-            return self.program("minigrid_reward_goal")
-        if goal == "open the door": return self.program("minigrid_reward_open_door")
-        for pat, name in ((_FETCH, "minigrid_reward_fetch"), (_PICKUP, "minigrid_reward_pickup")):
-            m = pat.match(goal)
-            if m: return self.program(name).replace("{color}", m[1]).replace("{kind}", m[2].capitalize())
-        return self.program("minigrid_reward_none")
-
-    def current_tier(self, domain: str, text: str) -> int:
-        "The tier (0, 1 or 2) of the transition program shown in the prompt `text`; 0 if none is recognised."
-        for tier in (2, 1, 0):
-            doc = self.tier_program(domain, tier).split('"""')[1].split("\n")[0]
-            if doc in text: return tier
-        return 0
-
-    def needed_tier(self, domain: str, text: str) -> int:
-        "The tier (1 or 2) the objects named in `text` call for."
-        if domain == "sokoban": return 2 if "Teleporter(" in text else 1
-        return 2 if any(o in text for o in _MINIGRID_OBJECTS) else 1
-
-# %% ../nbs/12_agent.ipynb #6eb735ab
-@patch
-def __call__(self: WorldCoderTestDouble, messages: list[dict], draw: int) -> str:
-    user = messages[-1]["content"]
-    task = next((k for k, v in TASKS.items() if user.startswith(v)), None)
-    self.asked.append(task or "unknown")
-    body = user.split("The actions are:", 1)[-1]     # what follows the API (which names every class)
-    domain = "sokoban" if "Player(" in body else "minigrid"
-    m = re.search(r'The (?:new )?goal is: "([^"]*)"', body)
-    goal = m[1] if m else ""
-    if task == "init_transition": code = self.tier_program(domain, 0)
-    elif task == "refine_transition":
-        code = self.tier_program(domain, max(self.current_tier(domain, body) + 1, self.needed_tier(domain, body)))
-    elif task == "init_reward":
-        rewarded = any(float(r) > 0 for r in re.findall(r"^Reward: (-?[\d.]+)", body, re.M))
-        code = self.reward_program(domain, goal) if rewarded else \
-            self.program("sokoban_reward_step" if domain == "sokoban" else "minigrid_reward_none")
-    elif task == "refine_reward": code = self.reward_program(domain, goal)
-    elif task == "guess_reward":
-        known = re.search(r"```python\n(.*?)```", body, re.S)
-        code = known[1] if known else self.reward_program(domain, goal)
-    elif task == "refine_plan":
-        tier = max(self.current_tier(domain, body), self.needed_tier(domain, body.split("Initial state:", 1)[-1]))
-        code = self.tier_program(domain, tier) + "\n\n" + self.reward_program(domain, goal)
-    else: return "I cannot help with that."
-    return f"Here is what the examples show, step by step, and the code.\n\n```python\n{code.strip()}\n```\n"
-
 # %% ../nbs/12_agent.ipynb #4542d49d
 def scripted_llm(cache: str | Path | None = None):
     "The test double as an `LLM` named `scripted-worldcoder`, behind the response cache at `cache` if given."
     from cwm_nb.llm import ScriptedLLM, CachedLLM
-    llm = ScriptedLLM(WorldCoderTestDouble(), name="scripted-worldcoder")
+    llm = ScriptedLLM(WorldCoderTestDouble(tasks=TASKS), name="scripted-worldcoder")
     return CachedLLM(llm, cache) if cache else llm

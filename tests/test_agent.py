@@ -183,6 +183,27 @@ def test_a_folder_with_no_work_done_takes_corrected_settings(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# the method in one place (12_agent's `play_episode`), the doubles in cwm_nb.doubles
+def test_every_episode_runs_through_play_episode(monkeypatch):
+    "run_curriculum plays each episode with `play_episode`, the loop at the top of 12_agent: editing it changes runs."
+    import cwm_nb.agent as A
+    seeds, real = [], A.play_episode
+    monkeypatch.setattr(A, "play_episode", lambda agent, env, reset_seed, max_steps: seeds.append(reset_seed)
+                        or real(agent, env, reset_seed, max_steps))
+    res = run_curriculum(ScriptedLLM([]), "minigrid", ["MiniGrid-Empty-5x5-v0"],
+                         AgentConfig(llm_budget=0, max_episodes=2, episode_steps=3), progress=False)
+    assert len(res.episodes) == 2
+    assert seeds == [derive_seed(0, "MiniGrid-Empty-5x5-v0", k) % 2**31 for k in range(2)]
+
+
+def test_the_scripted_model_lives_with_the_doubles():
+    "The scripted model is a test double of cwm_nb.doubles; cwm_nb.agent keeps the old name (re-exported)."
+    from cwm_nb import doubles
+    assert WorldCoderTestDouble is doubles.WorldCoderTestDouble
+    assert type(scripted_llm().answers) is doubles.WorldCoderTestDouble
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # bad input
 def test_unknown_environment_and_settings():
     with pytest.raises(CwmNbError, match="unknown minigrid environment 'MiniGrid-Nope-v0'"):
