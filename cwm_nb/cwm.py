@@ -226,86 +226,6 @@ def _usable_rows(preds, n: int, has_valid: bool, bad_step: dict, problems: dict)
         raise _Bug(f"step never returned {width} values {names}; on transition 0: {problems[0][0]}")
     return rows
 
-# %% ../nbs/06_cwm.ipynb #6a97b068
-def _next_state_scores(pred: list, buf: ReplayBuffer, fmt: str, state_kind: str, state_rtol: float, state_atol: float,
-                       problems: dict, noted: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    "(fraction of each next state right, all of it right, usable), each (N,)."
-    n = len(buf)
-    if fmt == "rtfm":
-        board_ok, inv_ok, ns_ok = _parse_rtfm_states(pred, _rtfm_rows(buf.next_obs), problems, noted)
-        return (board_ok.astype(float) + inv_ok) / 2, board_ok & inv_ok, ns_ok
-    exp_ns = buf.next_obs
-    if not (isinstance(exp_ns, np.ndarray) and _numeric(exp_ns)):
-        raise CwmNbError("scoring needs a buffer whose next observations are one numeric array (or RTFM rows)",
-                         "buffers with ragged or non-numeric observations are not supported")
-    pred_ns, ns_ok = _parse_states(pred, exp_ns.shape[1:], problems, noted)
-    exp_f = exp_ns.astype(np.float64).reshape(n, -1)
-    got_f = pred_ns.reshape(n, -1)
-    if state_kind == "continuous": el = np.isclose(got_f, exp_f, rtol=state_rtol, atol=state_atol)
-    else: el = got_f == exp_f
-    return (el.mean(1) if el.shape[1] else np.ones(n)), el.all(1), ns_ok
-
-# %% ../nbs/06_cwm.ipynb #f2eaf020
-def _failure(i: int, preds, rows: list, buf: ReplayBuffer, fmt: str, target_done: np.ndarray, terminal: np.ndarray,
-             wrong: list[str], mask: np.ndarray | None, bad_step: dict, problems: dict) -> dict:
-    "The failure record of transition `i` (`mask`: the valid-action mask when the format has one, else None)."
-    has_valid = mask is not None
-    t = buf.transition(i)
-    expected = {"next_obs": _show_obs(buf.next_obs[i], fmt), "reward": t.reward, "done": bool(target_done[i])}
-    if has_valid: expected["valid_actions"] = np.flatnonzero(mask[i]).tolist()
-    if rows[i] is not None:
-        p = rows[i]
-        predicted = {"next_obs": p[0], "reward": p[1], "done": p[2]} | ({"valid_actions": p[3]} if has_valid else {})
-    else: predicted = {} if i in bad_step else {"raw": preds[i]}   # the driver's note says what step returned
-    return {"index": i, "episode": int(buf.episode[i]), "obs": _show_obs(buf.obs[i], fmt),
-            "action": to_plain(t.action), "expected": expected, "predicted": predicted,
-            "wrong": wrong, "terminal": bool(terminal[i]), "truncated": t.truncated, "problems": problems.get(i, [])}
-
-# %% ../nbs/06_cwm.ipynb #94d62463
-def _failures(preds, buf: ReplayBuffer, fmt: str, c: _Compared, right: np.ndarray, prob: np.ndarray, n: int) -> list[dict]:
-    "The failure records of the first `n` transitions not `right`, each with the wrong parts and its outcome probability."
-    out = []
-    for i in np.flatnonzero(~right)[:n].tolist():
-        checks = [("next_state", c.terminal[i] or c.state_all[i]), ("reward", c.reward[i]), ("done", c.done[i])]
-        if c.mask is not None: checks.append(("valid_actions", c.terminal[i] or c.valid[i]))
-        wrong = [name for name, ok in checks if not ok]
-        out.append(_failure(i, preds, c.rows, buf, fmt, c.target_done, c.terminal, wrong, c.mask, c.bad_step, c.problems)
-                   | {"outcome_probability": float(prob[i])})
-    return out
-
-# %% ../nbs/06_cwm.ipynb #07fbd649
-class _Picked:
-    "The next observations of some transitions of a buffer (repeats allowed), read as `_next_state_scores` reads a buffer."
-    def __init__(self, buf: ReplayBuffer, idx: np.ndarray):
-        col = buf.next_obs
-        self.next_obs = col[idx] if isinstance(col, np.ndarray) else [col[j] for j in idx.tolist()]
-    def __len__(self): return len(self.next_obs)
-
-def _outcome_probabilities(dists, buf: ReplayBuffer, fmt: str, state_kind: str, target_done: np.ndarray,
-                           terminal: np.ndarray, reward_right, state_rtol: float, state_atol: float) -> np.ndarray:
-    "Float (N,): each transition's probability of its logged outcome under `dists` (cwm_predict's, one list per transition)."
-    n, rows = len(buf), []
-    if type(dists) is list and len(dists) == n:
-        for i, d in enumerate(dists):
-            for e in d if type(d) is list else ():
-                if type(e) is list and len(e) == 4 and type(e[0]) in (float, int) and 0 <= e[0] <= 1: rows.append((i, *e))
-    if not rows: return np.zeros(n)
-    idx = np.array([r[0] for r in rows])
-    _, ns_all, _ = _next_state_scores([r[2] for r in rows], _Picked(buf, idx), fmt, state_kind, state_rtol, state_atol, {}, {})
-    r, r_ok = _parse_scalars([x[3] for x in rows], "reward", {})
-    d, d_ok = _parse_scalars([x[4] for x in rows], "done", {})
-    same = r_ok & reward_right(r, buf.rewards[idx]) & d_ok & (d == target_done[idx].astype(np.float64))
-    match = same & (terminal[idx] | ns_all)
-    return np.minimum(np.bincount(idx, weights=np.where(match, [float(x[1]) for x in rows], 0.0), minlength=n), 1.0)
-
-# %% ../nbs/06_cwm.ipynb #e0ebf017
-def outcome_scores(
-    prob: np.ndarray,   # float (N,): each transition's probability of its logged outcome
-) -> tuple[float, float]:   # (outcome_probability, log_likelihood); (0, LOG_FLOOR) for N = 0
-    "Mean probability of the logged outcomes and mean log of it (floored at PROBABILITY_FLOOR)."
-    if not len(prob): return 0.0, LOG_FLOOR
-    return float(np.mean(prob)), float(np.mean(np.log(np.clip(prob, PROBABILITY_FLOOR, 1.0))))
-
 # %% ../nbs/06_cwm.ipynb #7c61def6
 _NUM = (bool, int, float)
 
@@ -442,6 +362,86 @@ def _noted_by_part(malformed, n: int) -> dict[str, dict[int, str]]:
                 and type(m[2]) is str):
             out.setdefault(m[1], {}).setdefault(m[0], m[2])
     return out
+
+# %% ../nbs/06_cwm.ipynb #6a97b068
+def _next_state_scores(pred: list, buf: ReplayBuffer, fmt: str, state_kind: str, state_rtol: float, state_atol: float,
+                       problems: dict, noted: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    "(fraction of each next state right, all of it right, usable), each (N,)."
+    n = len(buf)
+    if fmt == "rtfm":
+        board_ok, inv_ok, ns_ok = _parse_rtfm_states(pred, _rtfm_rows(buf.next_obs), problems, noted)
+        return (board_ok.astype(float) + inv_ok) / 2, board_ok & inv_ok, ns_ok
+    exp_ns = buf.next_obs
+    if not (isinstance(exp_ns, np.ndarray) and _numeric(exp_ns)):
+        raise CwmNbError("scoring needs a buffer whose next observations are one numeric array (or RTFM rows)",
+                         "buffers with ragged or non-numeric observations are not supported")
+    pred_ns, ns_ok = _parse_states(pred, exp_ns.shape[1:], problems, noted)
+    exp_f = exp_ns.astype(np.float64).reshape(n, -1)
+    got_f = pred_ns.reshape(n, -1)
+    if state_kind == "continuous": el = np.isclose(got_f, exp_f, rtol=state_rtol, atol=state_atol)
+    else: el = got_f == exp_f
+    return (el.mean(1) if el.shape[1] else np.ones(n)), el.all(1), ns_ok
+
+# %% ../nbs/06_cwm.ipynb #f2eaf020
+def _failure(i: int, preds, rows: list, buf: ReplayBuffer, fmt: str, target_done: np.ndarray, terminal: np.ndarray,
+             wrong: list[str], mask: np.ndarray | None, bad_step: dict, problems: dict) -> dict:
+    "The failure record of transition `i` (`mask`: the valid-action mask when the format has one, else None)."
+    has_valid = mask is not None
+    t = buf.transition(i)
+    expected = {"next_obs": _show_obs(buf.next_obs[i], fmt), "reward": t.reward, "done": bool(target_done[i])}
+    if has_valid: expected["valid_actions"] = np.flatnonzero(mask[i]).tolist()
+    if rows[i] is not None:
+        p = rows[i]
+        predicted = {"next_obs": p[0], "reward": p[1], "done": p[2]} | ({"valid_actions": p[3]} if has_valid else {})
+    else: predicted = {} if i in bad_step else {"raw": preds[i]}   # the driver's note says what step returned
+    return {"index": i, "episode": int(buf.episode[i]), "obs": _show_obs(buf.obs[i], fmt),
+            "action": to_plain(t.action), "expected": expected, "predicted": predicted,
+            "wrong": wrong, "terminal": bool(terminal[i]), "truncated": t.truncated, "problems": problems.get(i, [])}
+
+# %% ../nbs/06_cwm.ipynb #94d62463
+def _failures(preds, buf: ReplayBuffer, fmt: str, c: _Compared, right: np.ndarray, prob: np.ndarray, n: int) -> list[dict]:
+    "The failure records of the first `n` transitions not `right`, each with the wrong parts and its outcome probability."
+    out = []
+    for i in np.flatnonzero(~right)[:n].tolist():
+        checks = [("next_state", c.terminal[i] or c.state_all[i]), ("reward", c.reward[i]), ("done", c.done[i])]
+        if c.mask is not None: checks.append(("valid_actions", c.terminal[i] or c.valid[i]))
+        wrong = [name for name, ok in checks if not ok]
+        out.append(_failure(i, preds, c.rows, buf, fmt, c.target_done, c.terminal, wrong, c.mask, c.bad_step, c.problems)
+                   | {"outcome_probability": float(prob[i])})
+    return out
+
+# %% ../nbs/06_cwm.ipynb #07fbd649
+class _Picked:
+    "The next observations of some transitions of a buffer (repeats allowed), read as `_next_state_scores` reads a buffer."
+    def __init__(self, buf: ReplayBuffer, idx: np.ndarray):
+        col = buf.next_obs
+        self.next_obs = col[idx] if isinstance(col, np.ndarray) else [col[j] for j in idx.tolist()]
+    def __len__(self): return len(self.next_obs)
+
+def _outcome_probabilities(dists, buf: ReplayBuffer, fmt: str, state_kind: str, target_done: np.ndarray,
+                           terminal: np.ndarray, reward_right, state_rtol: float, state_atol: float) -> np.ndarray:
+    "Float (N,): each transition's probability of its logged outcome under `dists` (cwm_predict's, one list per transition)."
+    n, rows = len(buf), []
+    if type(dists) is list and len(dists) == n:
+        for i, d in enumerate(dists):
+            for e in d if type(d) is list else ():
+                if type(e) is list and len(e) == 4 and type(e[0]) in (float, int) and 0 <= e[0] <= 1: rows.append((i, *e))
+    if not rows: return np.zeros(n)
+    idx = np.array([r[0] for r in rows])
+    _, ns_all, _ = _next_state_scores([r[2] for r in rows], _Picked(buf, idx), fmt, state_kind, state_rtol, state_atol, {}, {})
+    r, r_ok = _parse_scalars([x[3] for x in rows], "reward", {})
+    d, d_ok = _parse_scalars([x[4] for x in rows], "done", {})
+    same = r_ok & reward_right(r, buf.rewards[idx]) & d_ok & (d == target_done[idx].astype(np.float64))
+    match = same & (terminal[idx] | ns_all)
+    return np.minimum(np.bincount(idx, weights=np.where(match, [float(x[1]) for x in rows], 0.0), minlength=n), 1.0)
+
+# %% ../nbs/06_cwm.ipynb #e0ebf017
+def outcome_scores(
+    prob: np.ndarray,   # float (N,): each transition's probability of its logged outcome
+) -> tuple[float, float]:   # (outcome_probability, log_likelihood); (0, LOG_FLOOR) for N = 0
+    "Mean probability of the logged outcomes and mean log of it (floored at PROBABILITY_FLOOR)."
+    if not len(prob): return 0.0, LOG_FLOOR
+    return float(np.mean(prob)), float(np.mean(np.log(np.clip(prob, PROBABILITY_FLOOR, 1.0))))
 
 # %% ../nbs/06_cwm.ipynb #6d65af4e
 def sandbox_inputs(buffer: ReplayBuffer) -> dict:
