@@ -7,7 +7,42 @@ from __future__ import annotations
 from typing import Any
 
 # %% auto #0
-__all__ = ['FakeSandbox', 'LimitsRecordingSandbox', 'FakeSession', 'constant_push_planner']
+__all__ = ['CorridorModel', 'CoinModel', 'FlakyEndModel', 'FakeSandbox', 'LimitsRecordingSandbox', 'FakeSession',
+           'constant_push_planner']
+
+# %% ../nbs/01b_doubles.ipynb #0c4becaf
+class CorridorModel:
+    "Test double of a program's model: a 5-cell corridor, start in the middle; the right end pays 1 and is terminal."
+    def __init__(self): self.x, self.valid_actions = 2, None
+    def set_state(self, s): self.x = int(s)   # s: the cell, 0..4
+    def step(self, a) -> tuple[int, float, bool]:
+        "Move right (a == 1) or left: (cell, reward, done)."
+        self.x += 1 if a == 1 else -1
+        done = self.x in (0, 4)
+        return self.x, float(self.x == 4), done
+
+# %% ../nbs/01b_doubles.ipynb #99d78606
+import numpy as np
+
+class CoinModel:
+    "Test double of a program's model with chance: action 0 pays 0.4, action 1 a fair coin (0.5 on average); both terminal."
+    def __init__(self, seed: int): self.rng, self.valid_actions = np.random.default_rng(seed), None   # seed: the coin's generator
+    def set_state(self, s): self.s = s
+    def step(self, a) -> tuple[int, float, bool]:
+        "(next state, reward, True): 0 and 0.4 for action 0; 1 and 1.0 (heads) or 2 and 0.0 (tails) for action 1."
+        if a == 0: return 0, 0.4, True
+        heads = bool(self.rng.random() < 0.5)
+        return (1 if heads else 2), (1.0 if heads else 0.0), True
+
+# %% ../nbs/01b_doubles.ipynb #bc677726
+class FlakyEndModel:
+    "Test double of a program's model whose one next state (7) is sometimes terminal, sometimes not (seeded)."
+    valid_actions = None
+    def __init__(self): self.rng = np.random.default_rng(0)
+    def set_state(self, s): pass
+    def step(self, a) -> tuple[int, float, bool]:
+        "(7, 1.0, done) with done drawn at probability 1/2."
+        return 7, 1.0, bool(self.rng.random() < 0.5)
 
 # %% ../nbs/01b_doubles.ipynb #0285e344
 import numpy as np
