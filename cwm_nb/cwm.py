@@ -8,15 +8,67 @@ import hashlib, math, time, weakref
 from dataclasses import dataclass, asdict
 from typing import Any
 import numpy as np
-from .core import CwmNbError, Program, to_plain
+from .core import OBS_FORMATS, CwmNbError, Program, to_plain
 from .replay import ReplayBuffer
 
 # %% auto #0
-__all__ = ['PROBABILITY_FLOOR', 'LOG_FLOOR', 'OBS_FORMATS', 'DETERMINISM_PASSES', 'ROLLOUT_HORIZONS', 'RESOURCE_ERRORS',
-           'VALUE_METRICS', 'Evaluation', 'buffer_format', 'outcome_scores', 'score_predictions', 'condense_error',
-           'other_transitions', 'first_difference', 'rollout_segments', 'state_scale', 'score_rollouts',
-           'plot_rollouts', 'sandbox_inputs', 'check_determinism', 'rollout_errors', 'evaluate_program',
-           'search_metric']
+__all__ = ['PROBABILITY_FLOOR', 'LOG_FLOOR', 'DETERMINISM_PASSES', 'ROLLOUT_HORIZONS', 'RESOURCE_ERRORS', 'VALUE_METRICS',
+           'transition_credit', 'score_predictions', 'Evaluation', 'buffer_format', 'outcome_scores', 'sandbox_inputs',
+           'condense_error', 'other_transitions', 'first_difference', 'rollout_segments', 'state_scale',
+           'score_rollouts', 'plot_rollouts', 'check_determinism', 'rollout_errors', 'evaluate_program',
+           'search_metric', 'OBS_FORMATS']
+
+# %% ../nbs/06_cwm.ipynb #14574ea6
+def transition_credit(
+    state: np.ndarray,     # float (N,): fraction of each next state right (RTFM: board and inventory, half each)
+    reward: np.ndarray,    # bool (N,): reward right
+    done: np.ndarray,      # bool (N,): done flag right
+    valid: np.ndarray,     # bool (N,): valid actions right (all True when the environment has none)
+    terminal: np.ndarray,  # bool (N,): the done target is true, so the next state is not scored
+    has_valid: bool,       # `step` also returns the valid actions (RTFM)
+) -> np.ndarray:           # float (N,), each in 0..1
+    "The credit rule of the paper's accuracy: each transition's partial credit (the table above)."
+    live = (state + reward + done + valid) / 4 if has_valid else (state + reward + done) / 3
+    return np.where(terminal, 0.5*reward + 0.5*done, live)
+
+# %% ../nbs/06_cwm.ipynb #626f98d6
+def score_predictions(
+    predictions: list,          # one plain [next_obs, reward, done(, valid_actions)] per transition, in buffer order
+    buffer: ReplayBuffer,       # the transitions the predictions are for
+    *,
+    paper_compat: bool = False, # the original's rules: done = terminated|truncated, exact rewards, malformed = bug
+    n_failures: int = 3,        # how many failing transitions to report (first ones in buffer order)
+    reward_rtol: float = 1e-5,  # reward tolerance (ignored under paper_compat: exact equality)
+    reward_atol: float = 1e-6,
+    state_rtol: float = 1e-5,   # next-state tolerance for continuous-state envs (the original's)
+    state_atol: float = 1e-5,
+    state_kind: str | None = None,  # "continuous" | "discrete"; default from the buffer (`_state_kind`)
+    malformed: list | None = None,  # the driver's notes [[transition, part, problem], ...] (cwm_predict's "malformed")
+    distributions: list | None = None,  # cwm_predict's "distributions" (None: the program has no step_distribution)
+) -> Evaluation:
+    "Score plain predictions against `buffer`: the paper's weighted accuracy plus the corrected metrics."
+    fmt, has_valid = buffer_format(buffer)
+    kind = "discrete" if fmt != "array" else (state_kind or _state_kind(buffer))
+    n = len(buffer)
+    try:    # compare: which parts of each transition are right (a malformed part is wrong, its problem noted)
+        c = _compare(predictions, buffer, fmt, kind, has_valid, paper_compat, _noted_by_part(malformed, n),
+                     reward_rtol, reward_atol, state_rtol, state_atol)
+    except _Bug as e: return Evaluation.crashed(str(e), n, paper_compat, valid_actions=has_valid)   # no usable output
+    credit = transition_credit(c.state, c.reward, c.done, c.valid, c.terminal, has_valid)           # give credit
+    right = np.where(c.terminal, c.reward & c.done, c.state_all & c.reward & c.done & c.valid)     # exact replay
+    if distributions is None: prob = np.where(c.terminal, c.reward & c.done, c.state_all & c.reward & c.done).astype(np.float64)
+    else: prob = _outcome_probabilities(distributions, buffer, fmt, kind, c.target_done, c.terminal, c.reward_rule,
+                                        state_rtol, state_atol)
+    live = ~c.terminal
+    components = {"next_state": float(c.state_all[live].mean()) if live.any() else None,
+                  "reward": float(c.reward.mean()) if n else 0.0, "done": float(c.done.mean()) if n else 0.0}
+    if has_valid: components["valid_actions"] = float(c.valid[live].mean()) if live.any() else None
+    return Evaluation(
+        accuracy=_class_weighted_mean(credit, buffer.rewards), mean_accuracy=float(credit.mean()) if n else 0.0,
+        exact_replay=float(right.mean()) if n else 0.0, components=components,
+        failures=_failures(predictions, buffer, fmt, c, right, prob, n_failures), error=None, bug=False,
+        n_transitions=n, n_failed=int((~right).sum()), n_terminal=int(c.terminal.sum()), paper_compat=paper_compat,
+        distribution=distributions is not None, **dict(zip(("outcome_probability", "log_likelihood"), outcome_scores(prob))))
 
 # %% ../nbs/06_cwm.ipynb #361d8a4c
 PROBABILITY_FLOOR = 1e-6                   # a logged outcome given probability p counts log(max(p, floor)) in log_likelihood
@@ -81,6 +133,98 @@ def _json_safe(x: Any) -> Any:
     if isinstance(x, list): return [_json_safe(v) for v in x]
     if isinstance(x, dict): return {k: _json_safe(v) for k, v in x.items()}
     return x
+
+# %% ../nbs/06_cwm.ipynb #0b8f0d62
+_all_ = ["OBS_FORMATS"]   # the one list of formats is cwm_nb.core's (imported above), re-exported here
+
+# %% ../nbs/06_cwm.ipynb #ed242c98
+def _env_spec(buffer: ReplayBuffer):
+    env = (buffer.meta or {}).get("env")
+    if env is None: return None
+    from cwm_nb.envs import REGISTRY
+    return REGISTRY.get(env)
+
+# %% ../nbs/06_cwm.ipynb #4125b712
+def buffer_format(
+    buffer: ReplayBuffer,   # a replay buffer
+) -> tuple[str, bool]:      # (obs_format, valid_actions)
+    "How `buffer`'s observations reach `set_state`, and whether `step` returns valid actions. Raises `CwmNbError` for an unknown format."
+    meta, spec = buffer.meta or {}, _env_spec(buffer)
+    fmt = meta.get("obs_format") or getattr(spec, "obs_format", None) or "array"
+    if fmt not in OBS_FORMATS:
+        raise CwmNbError(f"unknown observation format {fmt!r} in the buffer's meta", f"use one of {OBS_FORMATS}")
+    va = meta.get("valid_actions")
+    if va is None: va = getattr(spec, "valid_actions", None)
+    if va is None: va = getattr(buffer, "next_valid_actions", None) is not None
+    return fmt, bool(va)
+
+# %% ../nbs/06_cwm.ipynb #72155b7e
+def _state_kind(buffer: ReplayBuffer) -> str:
+    kind = buffer.meta.get("state_kind")
+    if kind is None and (spec := _env_spec(buffer)) is not None: kind = spec.state_kind
+    if kind is None:
+        kind = "continuous" if isinstance(buffer.next_obs, np.ndarray) and buffer.next_obs.dtype.kind == "f" else "discrete"
+    return kind
+
+# %% ../nbs/06_cwm.ipynb #b199246d
+class _Bug(Exception): "Malformed output that the original checker would have crashed on (paper_compat)."
+
+@dataclass
+class _Compared:
+    "Which parts of each of N transitions a program got right, and what the failure reports need."
+    state: np.ndarray        # float (N,): fraction of the next state right
+    state_all: np.ndarray    # bool (N,): all of the next state right
+    reward: np.ndarray       # bool (N,): reward right
+    done: np.ndarray         # bool (N,): done right
+    valid: np.ndarray        # bool (N,): valid actions right (all True without them)
+    terminal: np.ndarray     # bool (N,): done target true
+    target_done: np.ndarray  # bool (N,): the done target (a copy of it is `terminal`)
+    reward_rule: Any         # (predicted, logged) -> bool array: the reward comparison used
+    rows: list               # each prediction of the right width, or None
+    problems: dict           # {transition: [problem, ...]}
+    bad_step: dict           # the driver's notes on `step` itself: {transition: problem}
+    mask: np.ndarray | None  # bool (N, n_actions): the valid-action mask, when scored
+
+def _compare(preds, buf: ReplayBuffer, fmt: str, state_kind: str, has_valid: bool, paper_compat: bool, noted: dict,
+             reward_rtol: float, reward_atol: float, state_rtol: float, state_atol: float) -> _Compared:
+    "Compare `preds` with `buf` part by part. Raises `_Bug` when no output is usable (or, under paper_compat, one is malformed)."
+    n = len(buf)
+    bad_step = noted.get("step", {})
+    problems: dict[int, list[str]] = {}
+    rows = _usable_rows(preds, n, has_valid, bad_step, problems)
+    target_done = buf.done if paper_compat else buf.terminated
+    terminal = target_done.copy()
+    comp = lambda j: [p[j] if p is not None else None for p in rows]
+    ns_frac, ns_all, ns_ok = _next_state_scores(comp(0), buf, fmt, state_kind, state_rtol, state_atol, problems,
+                                                noted.get("next_obs", {}))
+    r, r_ok = _parse_scalars(comp(1), "reward", problems, noted.get("reward", {}))
+    reward_rule = (lambda a, b: a == b) if paper_compat else (lambda a, b: np.isclose(a, b, rtol=reward_rtol, atol=reward_atol))
+    r_right = r_ok & reward_rule(r, buf.rewards)
+    d, d_ok = _parse_scalars(comp(2), "done", problems, noted.get("done", {}))
+    d_right = d_ok & (d == target_done.astype(np.float64))
+    mask = _next_valid_mask(buf, fmt) if has_valid else None
+    if has_valid: v_right = _score_valid_actions(comp(3), mask, problems, noted.get("valid_actions", {}))   # RTFM
+    else: v_right = np.ones(n, bool)
+    if paper_compat: _raise_first_crash(rows, ns_ok, r_ok, d_ok, terminal, noted, problems)
+    return _Compared(ns_frac, ns_all, r_right, d_right, v_right, terminal, target_done, reward_rule, rows, problems,
+                     bad_step, mask)
+
+# %% ../nbs/06_cwm.ipynb #c7166484
+def _usable_rows(preds, n: int, has_valid: bool, bad_step: dict, problems: dict) -> list:
+    "Each prediction as a row of the right width, or None with its problem noted. Raises `_Bug` if none is usable."
+    if not isinstance(preds, list) or len(preds) != n:
+        raise _Bug(f"the sandbox returned {len(preds) if isinstance(preds, list) else type(preds).__name__} "
+                   f"predictions for {n} transitions")
+    width = 4 if has_valid else 3
+    names = "(next_obs, reward, done, valid_actions)" if has_valid else "(next_obs, reward, done)"
+    rows = [p if i not in bad_step and isinstance(p, (list, tuple)) and len(p) == width else None for i, p in enumerate(preds)]
+    for i, p in enumerate(rows):
+        if p is None:
+            got = f"{len(preds[i])} values" if isinstance(preds[i], (list, tuple)) else type(preds[i]).__name__
+            problems.setdefault(i, []).append(bad_step.get(i) or f"step returned {got}, expected {width} values {names}")
+    if n and all(p is None for p in rows):   # not one usable output: an interface error, for the fix prompt
+        raise _Bug(f"step never returned {width} values {names}; on transition 0: {problems[0][0]}")
+    return rows
 
 # %% ../nbs/06_cwm.ipynb #7c61def6
 _NUM = (bool, int, float)
@@ -178,38 +322,6 @@ def _score_valid_actions(raw: list, mask: np.ndarray, problems: dict, noted: dic
         right[i] = all(0 <= a < k and mask[i, a] for a in ids)
     return right
 
-# %% ../nbs/06_cwm.ipynb #0b8f0d62
-OBS_FORMATS = ("array", "int", "tuple", "rtfm")
-
-# %% ../nbs/06_cwm.ipynb #ed242c98
-def _env_spec(buffer: ReplayBuffer):
-    env = (buffer.meta or {}).get("env")
-    if env is None: return None
-    from cwm_nb.envs import REGISTRY
-    return REGISTRY.get(env)
-
-# %% ../nbs/06_cwm.ipynb #4125b712
-def buffer_format(
-    buffer: ReplayBuffer,   # a replay buffer
-) -> tuple[str, bool]:      # (obs_format, valid_actions)
-    "How `buffer`'s observations reach `set_state`, and whether `step` returns valid actions. Raises `CwmNbError` for an unknown format."
-    meta, spec = buffer.meta or {}, _env_spec(buffer)
-    fmt = meta.get("obs_format") or getattr(spec, "obs_format", None) or "array"
-    if fmt not in OBS_FORMATS:
-        raise CwmNbError(f"unknown observation format {fmt!r} in the buffer's meta", f"use one of {OBS_FORMATS}")
-    va = meta.get("valid_actions")
-    if va is None: va = getattr(spec, "valid_actions", None)
-    if va is None: va = getattr(buffer, "next_valid_actions", None) is not None
-    return fmt, bool(va)
-
-# %% ../nbs/06_cwm.ipynb #72155b7e
-def _state_kind(buffer: ReplayBuffer) -> str:
-    kind = buffer.meta.get("state_kind")
-    if kind is None and (spec := _env_spec(buffer)) is not None: kind = spec.state_kind
-    if kind is None:
-        kind = "continuous" if isinstance(buffer.next_obs, np.ndarray) and buffer.next_obs.dtype.kind == "f" else "discrete"
-    return kind
-
 # %% ../nbs/06_cwm.ipynb #6486836d
 def _next_valid_mask(buffer: ReplayBuffer, fmt: str) -> np.ndarray:
     "bool (N, n_actions): the actions valid in each next state. Without the column, the env spec's `action_mask` function computes them."
@@ -251,25 +363,6 @@ def _noted_by_part(malformed, n: int) -> dict[str, dict[int, str]]:
             out.setdefault(m[1], {}).setdefault(m[0], m[2])
     return out
 
-# %% ../nbs/06_cwm.ipynb #c7166484
-class _Bug(Exception): "Malformed output that the original checker would have crashed on (paper_compat)."
-
-def _usable_rows(preds, n: int, has_valid: bool, bad_step: dict, problems: dict) -> list:
-    "Each prediction as a row of the right width, or None with its problem noted. Raises `_Bug` if none is usable."
-    if not isinstance(preds, list) or len(preds) != n:
-        raise _Bug(f"the sandbox returned {len(preds) if isinstance(preds, list) else type(preds).__name__} "
-                   f"predictions for {n} transitions")
-    width = 4 if has_valid else 3
-    names = "(next_obs, reward, done, valid_actions)" if has_valid else "(next_obs, reward, done)"
-    rows = [p if i not in bad_step and isinstance(p, (list, tuple)) and len(p) == width else None for i, p in enumerate(preds)]
-    for i, p in enumerate(rows):
-        if p is None:
-            got = f"{len(preds[i])} values" if isinstance(preds[i], (list, tuple)) else type(preds[i]).__name__
-            problems.setdefault(i, []).append(bad_step.get(i) or f"step returned {got}, expected {width} values {names}")
-    if n and all(p is None for p in rows):   # not one usable output: an interface error, for the fix prompt
-        raise _Bug(f"step never returned {width} values {names}; on transition 0: {problems[0][0]}")
-    return rows
-
 # %% ../nbs/06_cwm.ipynb #6a97b068
 def _next_state_scores(pred: list, buf: ReplayBuffer, fmt: str, state_kind: str, state_rtol: float, state_atol: float,
                        problems: dict, noted: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -289,16 +382,6 @@ def _next_state_scores(pred: list, buf: ReplayBuffer, fmt: str, state_kind: str,
     else: el = got_f == exp_f
     return (el.mean(1) if el.shape[1] else np.ones(n)), el.all(1), ns_ok
 
-# %% ../nbs/06_cwm.ipynb #0021cef5
-def _raise_first_crash(rows: list, ns_ok: np.ndarray, r_ok: np.ndarray, d_ok: np.ndarray, terminal: np.ndarray,
-                       noted: dict, problems: dict) -> None:
-    "Raise `_Bug` for the first transition the original checker would have crashed on; do nothing if there is none."
-    crash = np.array([p is None for p in rows], dtype=bool) | (~ns_ok & ~terminal) | ~r_ok | ~d_ok
-    crash[[i for part in noted.values() for i in part]] = True
-    if crash.any():
-        i = int(np.flatnonzero(crash)[0])
-        raise _Bug(f"cannot score the prediction for transition {i}: {problems[i][0]}")
-
 # %% ../nbs/06_cwm.ipynb #f2eaf020
 def _failure(i: int, preds, rows: list, buf: ReplayBuffer, fmt: str, target_done: np.ndarray, terminal: np.ndarray,
              wrong: list[str], mask: np.ndarray | None, bad_step: dict, problems: dict) -> dict:
@@ -314,6 +397,18 @@ def _failure(i: int, preds, rows: list, buf: ReplayBuffer, fmt: str, target_done
     return {"index": i, "episode": int(buf.episode[i]), "obs": _show_obs(buf.obs[i], fmt),
             "action": to_plain(t.action), "expected": expected, "predicted": predicted,
             "wrong": wrong, "terminal": bool(terminal[i]), "truncated": t.truncated, "problems": problems.get(i, [])}
+
+# %% ../nbs/06_cwm.ipynb #94d62463
+def _failures(preds, buf: ReplayBuffer, fmt: str, c: _Compared, right: np.ndarray, prob: np.ndarray, n: int) -> list[dict]:
+    "The failure records of the first `n` transitions not `right`, each with the wrong parts and its outcome probability."
+    out = []
+    for i in np.flatnonzero(~right)[:n].tolist():
+        checks = [("next_state", c.terminal[i] or c.state_all[i]), ("reward", c.reward[i]), ("done", c.done[i])]
+        if c.mask is not None: checks.append(("valid_actions", c.terminal[i] or c.valid[i]))
+        wrong = [name for name, ok in checks if not ok]
+        out.append(_failure(i, preds, c.rows, buf, fmt, c.target_done, c.terminal, wrong, c.mask, c.bad_step, c.problems)
+                   | {"outcome_probability": float(prob[i])})
+    return out
 
 # %% ../nbs/06_cwm.ipynb #07fbd649
 class _Picked:
@@ -348,73 +443,14 @@ def outcome_scores(
     if not len(prob): return 0.0, LOG_FLOOR
     return float(np.mean(prob)), float(np.mean(np.log(np.clip(prob, PROBABILITY_FLOOR, 1.0))))
 
-# %% ../nbs/06_cwm.ipynb #b1e3eacd
-def _score(preds, buf, paper_compat, n_failures, reward_rtol, reward_atol, state_rtol, state_atol, state_kind, fmt, has_valid,
-           noted, dists=None):
-    n = len(buf)
-    bad_step = noted.get("step", {})
-    problems: dict[int, list[str]] = {}
-    rows = _usable_rows(preds, n, has_valid, bad_step, problems)
-    target_done = buf.done if paper_compat else buf.terminated
-    terminal = target_done.copy()
-    comp = lambda j: [p[j] if p is not None else None for p in rows]
-    ns_frac, ns_all, ns_ok = _next_state_scores(comp(0), buf, fmt, state_kind, state_rtol, state_atol, problems,
-                                                noted.get("next_obs", {}))
-    r, r_ok = _parse_scalars(comp(1), "reward", problems, noted.get("reward", {}))
-    reward_right = (lambda a, b: a == b) if paper_compat else (lambda a, b: np.isclose(a, b, rtol=reward_rtol, atol=reward_atol))
-    r_right = r_ok & reward_right(r, buf.rewards)
-    d, d_ok = _parse_scalars(comp(2), "done", problems, noted.get("done", {}))
-    d_right = d_ok & (d == target_done.astype(np.float64))
-    if has_valid:   # valid actions (RTFM): scored on non-terminal transitions only
-        mask = _next_valid_mask(buf, fmt)
-        v_right = _score_valid_actions(comp(3), mask, problems, noted.get("valid_actions", {}))
-    else: v_right = np.ones(n, bool)
-    if paper_compat: _raise_first_crash(rows, ns_ok, r_ok, d_ok, terminal, noted, problems)
-    live = (ns_frac + r_right + d_right + v_right) / 4 if has_valid else (ns_frac + r_right + d_right) / 3
-    credit = np.where(terminal, 0.5*r_right + 0.5*d_right, live)
-    right = np.where(terminal, r_right & d_right, ns_all & r_right & d_right & v_right)
-    if dists is None: prob = np.where(terminal, r_right & d_right, ns_all & r_right & d_right).astype(np.float64)
-    else: prob = _outcome_probabilities(dists, buf, fmt, state_kind, target_done, terminal, reward_right, state_rtol, state_atol)
-    failing = np.flatnonzero(~right)
-    failures = []
-    for i in failing[:n_failures].tolist():
-        checks = [("next_state", terminal[i] or ns_all[i]), ("reward", r_right[i]), ("done", d_right[i])]
-        if has_valid: checks.append(("valid_actions", terminal[i] or v_right[i]))
-        wrong = [c for c, ok in checks if not ok]
-        failures.append(_failure(i, preds, rows, buf, fmt, target_done, terminal, wrong,
-                                 mask if has_valid else None, bad_step, problems) | {"outcome_probability": float(prob[i])})
-    nt = ~terminal
-    components = {"next_state": float(ns_all[nt].mean()) if nt.any() else None,
-                  "reward": float(r_right.mean()) if n else 0.0, "done": float(d_right.mean()) if n else 0.0}
-    if has_valid: components["valid_actions"] = float(v_right[nt].mean()) if nt.any() else None
-    return Evaluation(
-        accuracy=_class_weighted_mean(credit, buf.rewards), mean_accuracy=float(credit.mean()) if n else 0.0,
-        exact_replay=float(right.mean()) if n else 0.0, components=components,
-        failures=failures, error=None, bug=False, n_transitions=n, n_failed=int(len(failing)),
-        n_terminal=int(terminal.sum()), paper_compat=paper_compat, distribution=dists is not None,
-        **dict(zip(("outcome_probability", "log_likelihood"), outcome_scores(prob))))
-
-# %% ../nbs/06_cwm.ipynb #187617bc
-def score_predictions(
-    predictions: list,          # one plain [next_obs, reward, done(, valid_actions)] per transition, in buffer order
-    buffer: ReplayBuffer,       # the transitions the predictions are for
-    *,
-    paper_compat: bool = False, # the original's rules: done = terminated|truncated, exact rewards, malformed = bug
-    n_failures: int = 3,        # how many failing transitions to report (first ones in buffer order)
-    reward_rtol: float = 1e-5,  # reward tolerance (ignored under paper_compat: exact equality)
-    reward_atol: float = 1e-6,
-    state_rtol: float = 1e-5,   # next-state tolerance for continuous-state envs (the original's)
-    state_atol: float = 1e-5,
-    state_kind: str | None = None,  # "continuous" | "discrete"; default from the buffer (see above)
-    malformed: list | None = None,  # the driver's notes [[transition, part, problem], ...] (cwm_predict's "malformed")
-    distributions: list | None = None,  # cwm_predict's "distributions" (None: the program has no step_distribution)
-) -> Evaluation:
-    "Score plain predictions against `buffer`: the paper's weighted accuracy plus the corrected metrics."
+# %% ../nbs/06_cwm.ipynb #6d65af4e
+def sandbox_inputs(buffer: ReplayBuffer) -> dict:
+    "The plain data the sandbox driver needs: observations, actions, their numpy dtypes, `obs_format` and `valid_actions`."
+    dt = lambda c: c.dtype.str if isinstance(c, np.ndarray) else None
     fmt, has_valid = buffer_format(buffer)
-    kind = "discrete" if fmt != "array" else (state_kind or _state_kind(buffer))
-    try: return _score(predictions, buffer, paper_compat, n_failures, reward_rtol, reward_atol, state_rtol, state_atol,
-                       kind, fmt, has_valid, _noted_by_part(malformed, len(buffer)), distributions)
-    except _Bug as e: return Evaluation.crashed(str(e), len(buffer), paper_compat, valid_actions=has_valid)
+    return {"obs": to_plain(buffer.obs), "actions": to_plain(buffer.actions),
+            "obs_dtype": dt(buffer.obs), "action_dtype": dt(buffer.actions),
+            "obs_format": fmt, "valid_actions": has_valid}
 
 # %% ../nbs/06_cwm.ipynb #a3b26feb
 def condense_error(
@@ -643,15 +679,6 @@ def plot_rollouts(
     fig.tight_layout()
     return fig
 
-# %% ../nbs/06_cwm.ipynb #6d65af4e
-def sandbox_inputs(buffer: ReplayBuffer) -> dict:
-    "The plain data the sandbox driver needs: observations, actions, their numpy dtypes, `obs_format` and `valid_actions`."
-    dt = lambda c: c.dtype.str if isinstance(c, np.ndarray) else None
-    fmt, has_valid = buffer_format(buffer)
-    return {"obs": to_plain(buffer.obs), "actions": to_plain(buffer.actions),
-            "obs_dtype": dt(buffer.obs), "action_dtype": dt(buffer.actions),
-            "obs_format": fmt, "valid_actions": has_valid}
-
 # %% ../nbs/06_cwm.ipynb #a88c85b3
 _SENT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # sandbox -> data keys already sent to it
 
@@ -851,3 +878,13 @@ def search_metric(
 ) -> str:                        # one of VALUE_METRICS
     "The program value a search uses: the likelihood on a random world, else accuracy."
     return "likelihood" if stochastic and not paper_compat else "accuracy"
+
+# %% ../nbs/06_cwm.ipynb #0021cef5
+def _raise_first_crash(rows: list, ns_ok: np.ndarray, r_ok: np.ndarray, d_ok: np.ndarray, terminal: np.ndarray,
+                       noted: dict, problems: dict) -> None:
+    "Raise `_Bug` for the first transition the original checker would have crashed on; do nothing if there is none."
+    crash = np.array([p is None for p in rows], dtype=bool) | (~ns_ok & ~terminal) | ~r_ok | ~d_ok
+    crash[[i for part in noted.values() for i in part]] = True
+    if crash.any():
+        i = int(np.flatnonzero(crash)[0])
+        raise _Bug(f"cannot score the prediction for transition {i}: {problems[i][0]}")

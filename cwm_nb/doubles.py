@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 # %% auto #0
-__all__ = ['WorldCoderTestDouble', 'AgentDouble', 'CorridorModel', 'CoinModel', 'FlakyEndModel']
+__all__ = ['WorldCoderTestDouble', 'AgentDouble', 'CorridorModel', 'CoinModel', 'FlakyEndModel', 'FakeSandbox',
+           'LimitsRecordingSandbox', 'FakeSession', 'constant_push_planner']
 
 # %% ../nbs/01b_doubles.ipynb #50728ae2
 import re
@@ -152,3 +153,47 @@ class FlakyEndModel:
     def step(self, a) -> tuple[int, float, bool]:
         "(7, 1.0, done) with done drawn at probability 1/2."
         return 7, 1.0, bool(self.rng.random() < 0.5)
+
+# %% ../nbs/01b_doubles.ipynb #0285e344
+import numpy as np
+from .core import CwmNbError
+from .sandbox import SandboxLimits, SandboxResult, make_error
+
+# %% ../nbs/01b_doubles.ipynb #380a378d
+class FakeSandbox:
+    "Test double of `cwm_nb.sandbox.Sandbox`: stored data, a log of jobs, answers from `answer(driver, args)`."
+    def __init__(self, answer=None): self.data, self.jobs, self.answer, self.limits = {}, [], answer, SandboxLimits()
+    def put_data(self, key, data): self.data[key] = data
+    def run(self, source, driver, args=None, data_key=None, limits=None):
+        if data_key not in self.data: raise CwmNbError(f"no data stored under {data_key!r}", "call put_data first")
+        self.jobs.append((driver, args)); return self.answer(driver, args or {})
+
+# %% ../nbs/01b_doubles.ipynb #3d7b4205
+class LimitsRecordingSandbox:
+    "Test double of a sandbox: records (after_other?, wall_s, cpu_s) per job; the after_other pass times out."
+    def __init__(self, preds: list, limits=None):
+        self.limits, self.jobs, self.preds = limits or SandboxLimits(wall_s=2.0, cpu_s=3), [], preds
+    def put_data(self, key, data): pass
+    def run(self, source, driver, args=None, data_key=None, limits=None):
+        self.jobs.append((args.get("before") is not None, limits.wall_s, limits.cpu_s))
+        if args.get("before") is None: return SandboxResult(True, {"predictions": self.preds})
+        return SandboxResult(False, None, make_error("timeout", f"the program ran longer than {limits.wall_s:g} s"))
+
+# %% ../nbs/01b_doubles.ipynb #bfe260a8
+class FakeSession:
+    "Test double of a sandbox session: call n answers `answers[n]`."
+    def __init__(self, answers: list): self.answers = answers
+    def __enter__(self): return self
+    def __exit__(self, *exc): pass
+    def call(self, args): return self.answers.pop(0)
+
+# %% ../nbs/01b_doubles.ipynb #ee971e2c
+def constant_push_planner(
+    horizon: int,        # T: plan length
+    iterations: int,     # ignored (CEM's I_k)
+    samples: int,        # ignored (CEM's N)
+    elites: int,         # ignored (CEM's K)
+    push: float = 0.5,   # the action of every step
+):
+    "Test double of a CEM planner: `(env, rng) -> (T, 1)` plan of constant pushes."
+    return lambda env, rng: np.full((horizon, 1), push)

@@ -9,18 +9,18 @@ from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Any, Callable
 import numpy as np
-from .core import CwmNbError, Transition, atomic_write_bytes, atomic_write_json, data_dir, derive_seed, make_rng, to_plain
+from .core import OBS_FORMATS, CwmNbError, Transition, atomic_write_bytes, atomic_write_json, data_dir, derive_seed, make_rng, to_plain
 from .envs import get_env_spec, make_env
 from .paper_pickles import read_paper_buffer
 
 # %% auto #0
-__all__ = ['OBS_FORMATS', 'BUFFER_FORMAT', 'BUFFER_FORMAT_VERSION', 'READABLE_FORMAT_VERSIONS', 'NPZ_NAME', 'META_NAME', 'Policy',
-           'POLICIES', 'CEM_SAMPLES', 'CEM_ELITES', 'COLLECTION_PLANS', 'Planner', 'KNOWN_STOCHASTIC', 'ReplayBuffer',
-           'encode_obs', 'decode_obs', 'EpisodeSplit', 'split_by_episode', 'random_policy', 'mountaincar_pump_policy',
+__all__ = ['BUFFER_FORMAT', 'BUFFER_FORMAT_VERSION', 'READABLE_FORMAT_VERSIONS', 'NPZ_NAME', 'META_NAME', 'Policy', 'POLICIES',
+           'CEM_SAMPLES', 'CEM_ELITES', 'COLLECTION_PLANS', 'Planner', 'KNOWN_STOCHASTIC', 'ReplayBuffer', 'encode_obs',
+           'decode_obs', 'EpisodeSplit', 'split_by_episode', 'random_policy', 'mountaincar_pump_policy',
            'acrobot_pump_policy', 'random_valid_policy', 'with_epsilon', 'CollectionPlan', 'get_collection_plan',
            'check_stochastic', 'world_is_stochastic', 'collect_buffer', 'gym_buffer', 'default_buffer_path',
            'env_data_spec', 'check_buffer_fits_env', 'load_buffer', 'ship_buffer', 'summarize_buffer', 'collect_main',
-           'generated_plan', 'buffer_key', 'cached_buffer']
+           'generated_plan', 'buffer_key', 'cached_buffer', 'OBS_FORMATS']
 
 # %% ../nbs/05_replay.ipynb #7d58646c
 def _column(x: Any) -> np.ndarray | list:
@@ -163,7 +163,7 @@ def _repr(self: ReplayBuffer) -> str:
 ReplayBuffer.__repr__ = _repr
 
 # %% ../nbs/05_replay.ipynb #9c784fbd
-OBS_FORMATS = ("array", "int", "tuple", "rtfm")
+_all_ = ["OBS_FORMATS"]   # the one list of formats is cwm_nb.core's (imported above), re-exported here
 
 # %% ../nbs/05_replay.ipynb #44790060
 def encode_obs(
