@@ -14,7 +14,7 @@ from fastcore.basics import patch
 from .core import CwmNbError, to_plain
 from .search_loop import SearchLoop, SearchResult, evaluation_summary
 # the shared loop moved to 07a_search_loop; these stay importable from here (`gif_mcts.FailedExpansion`, ...)
-from .search_loop import FailedExpansion, LLMCall, _default_cot, _usage, _plain
+from .search_loop import FailedExpansion, _default_cot, _usage, _plain
 
 # %% auto #0
 __all__ = ['ACTION_TYPES', 'CHECKPOINT_FORMAT', 'simulation', 'exploration', 'uct_visited', 'uct_new', 'GIFMCTSConfig',
