@@ -12,7 +12,8 @@ import numpy as np
 from fastcore.basics import patch
 from .core import CwmNbError, to_plain
 from .prompts import SYSTEM_PROMPT, CWM_CONTRACT, shorten_description
-from . import gif_mcts
+from . import gif_mcts   # the GIF-MCTS method and its ablations, built by name (METHODS)
+from .search_loop import SearchLoop
 from .gif_mcts import ACTION_TYPES, action_stats, best_path
 
 # %% auto #0
@@ -89,10 +90,10 @@ def sha256(self: ProgramNode) -> str | None:
 CHECKPOINT_FORMAT = "cwm-nb/program-search-checkpoint/1"
 
 # %% ../nbs/09_baselines.ipynb #90a2905b
-class ProgramSearch(gif_mcts.SearchLoop):
+class ProgramSearch(SearchLoop):
     """The baselines' search state: a flat list of programs (`ProgramNode`), each made by one LLM call from the
-    root or from an earlier program. The call loop, accounting, checkpoint and resume are `gif_mcts.SearchLoop`'s,
-    the same code as GIF-MCTS's; a subclass decides in `plan` which node to extend with which prompt and, in
+    root or from an earlier program. The call loop, accounting, checkpoint and resume are `SearchLoop`'s
+    (07a_search_loop), the same code as GIF-MCTS's; a subclass decides in `plan` which node to extend with which prompt and, in
     `new_node` and `update`, what to record and learn from the result."""
     method = "program-search"       # method name (in checkpoints, the tree, the random stream)
     label = "search"                # name in the progress bar and in error messages

@@ -238,6 +238,26 @@ def test_terminal_value_fix_switch():
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# the method in one place (nbs/08_gif_mcts.ipynb, "The method"): the search runs `simulation`, UCT's bonus is `exploration`
+def test_every_step_runs_the_simulation_function(monkeypatch):
+    from cwm_nb import gif_mcts
+    seen, real = [], gif_mcts.simulation
+    monkeypatch.setattr(gif_mcts, "simulation", lambda s: seen.append(s.calls) or real(s))
+    res = search(seeded)[0].run(4)
+    assert res.llm_calls == 4 and seen == [0, 1, 2, 3]
+
+
+def test_the_exploration_term_is_edited_in_one_place(monkeypatch):
+    from cwm_nb import gif_mcts
+    score = lambda draw: body(f"score={min(0.1 * draw, 0.9):.1f}")
+    before = search(lambda m, d, s: score(d))[0].run(6).tree
+    monkeypatch.setattr(gif_mcts, "exploration", lambda n_parent, n, C=0.1, eps=1.0: 10 * C * math.sqrt(math.log(n_parent) / (n + eps)))
+    assert gif_mcts.uct_visited(0.6, 3, 2) == 0.6 + math.sqrt(math.log(3) / 3)
+    after = search(lambda m, d, s: score(d))[0].run(6).tree
+    assert before["stats"]["tree_depth"] == 3 and after["stats"]["tree_depth"] == 2   # a wider, shallower tree
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # determinism, checkpoint and resume
 def test_same_seed_same_tree_and_draws():
     a, la = search(seeded, seed=4)
