@@ -14,7 +14,6 @@ __all__ = ['body', 'fake_evaluate', 'as_answer', 'RecordingLLM', 'ToySearchConfi
 # %% ../nbs/01b_doubles.ipynb #9a9f5766
 from dataclasses import dataclass
 from types import SimpleNamespace
-from .prompts import prefill_opens_code
 
 # %% ../nbs/01b_doubles.ipynb #8a2227a6
 def body(
@@ -43,6 +42,7 @@ def as_answer(
     code: str,             # the program the double writes
 ) -> str:
     "What a model writes: code closing a pre-filled block, or reasoning, then the corrected program (a double of a model's answer)."
+    from cwm_nb.prompts import prefill_opens_code   # 20_prompts comes later in the workbook
     if prefill_opens_code(messages): return code + "```"
     return "The step is wrong.\n## Corrected program\n```python\n" + code + "```"
 
