@@ -7,4 +7,64 @@ from __future__ import annotations
 from typing import Any
 
 # %% auto #0
-__all__ = []
+__all__ = ['body', 'fake_evaluate', 'as_answer', 'RecordingLLM', 'ToySearchConfig']
+
+# %% ../nbs/01b_doubles.ipynb #9a9f5766
+from dataclasses import dataclass
+from types import SimpleNamespace
+from .prompts import prefill_opens_code
+
+# %% ../nbs/01b_doubles.ipynb #8a2227a6
+def body(
+    marker: str,  # the score marker: "score=0.4", "bug" or "perfect"
+    n: int = 12,  # lines of the program (the marker is the last)
+) -> str:
+    "A program body of `n` lines ending with a marker comment (a double of what a model writes)."
+    return "".join(f"v{i} = {i}\n" for i in range(n - 1)) + f"# {marker}\n"
+
+# %% ../nbs/01b_doubles.ipynb #d9e7dd89
+def fake_evaluate(
+    src: str,  # a program written by `body` (or any text: no marker means it raised)
+) -> SimpleNamespace:  # accuracy, bug, error, failures, perfect, to_dict() as an evaluation of 06_cwm
+    "Score a program by its last marker comment (a test double of the sandbox evaluator, 06_cwm)."
+    marks = [l[2:] for l in src.split("\n") if l.startswith("# ") and l[2:].split("=")[0] in ("score", "bug", "perfect")]
+    m = marks[-1] if marks else "bug"
+    bug, acc = m == "bug", 1.0 if m == "perfect" else float(m.split("=")[1]) if m.startswith("score") else 0.0
+    fails = [] if acc >= 1 else [dict(index=0, obs=[0.0], action=0, expected=dict(next_obs=[1.0], reward=1.0, done=False),
+                                      predicted=dict(next_obs=[0.5], reward=1.0, done=False))]
+    return SimpleNamespace(accuracy=acc, bug=bug, error="NameError: name 'x' is not defined" if bug else None,
+                           failures=fails, perfect=acc >= 1 and not bug, to_dict=lambda: dict(accuracy=acc, bug=bug))
+
+# %% ../nbs/01b_doubles.ipynb #3e0944c6
+def as_answer(
+    messages: list[dict],  # the prompt (its last message may be an assistant pre-fill)
+    code: str,             # the program the double writes
+) -> str:
+    "What a model writes: code closing a pre-filled block, or reasoning, then the corrected program (a double of a model's answer)."
+    if prefill_opens_code(messages): return code + "```"
+    return "The step is wrong.\n## Corrected program\n```python\n" + code + "```"
+
+# %% ../nbs/01b_doubles.ipynb #8b6098de
+class RecordingLLM:
+    "Test double of a model: writes `answer(messages, draw)` after the pre-fill (see `as_answer`) and records each call."
+    def __init__(self,
+                 answer,  # (messages, draw) -> the program of call `draw`
+                ):
+        self.answer, self.calls = answer, []
+    def complete(self, messages, *, seed=0, draw=0, max_tokens=None, temperature=None, top_p=None, stop=None):
+        "The completion of `messages`: the pre-fill, then `as_answer` of the scripted program; 100 prompt tokens."
+        self.calls.append((seed, draw, messages[-1]["content"][:40], stop))
+        out = as_answer(messages, self.answer(messages, draw))
+        return SimpleNamespace(text=messages[-1]["content"] + out, prompt_tokens=100, completion_tokens=len(out) // 4,
+                               cached=False)
+
+# %% ../nbs/01b_doubles.ipynb #81c218ba
+@dataclass
+class ToySearchConfig:
+    "Test double of a search method's config: only the fields `SearchLoop` reads (07a_search_loop)."
+    max_tokens: int | None = 1500    # completion cap per call (tokens)
+    temperature: float | None = 1.0  # sampling temperature
+    top_p: float | None = 0.8        # nucleus sampling
+    stop_at_fence: bool = True       # stop at the closing fence of a pre-filled code block
+    cot: bool | None = None          # reasoning-section prompts; None: by model
+    contract: str | None = None      # interface rules of the prompts; None: the CWM contract
