@@ -13,11 +13,11 @@ from .core import CwmNbError, atomic_write_json, atomic_write_text, data_dir, ma
 from .apps import (AppsEvaluation, AppsProblem, COMPARE_MODES, SHOW_CHARS, SPLIT_MODES, PAPER_RANGE,
                          apps_fix_messages, apps_generate_messages, apps_improve_messages, apps_prefill, apps_task_rule,
                          choose_failure, evaluate_solution, load_apps, looks_like_apps_solution, split_tests)
+from .doubles import scripted_demo_llm   # re-exported: the scripted APPS model, a test double (01b_doubles)
 
 # %% auto #0
-__all__ = ['PAPER_SPEC', 'AppsTask', 'SearchEvaluation', 'search_evaluator', 'scripted_demo_llm', 'solve_problem',
-           'parse_problems', 'problems_label', 'data_path', 'select_problems', 'AppsRun', 'apps_run_metrics',
-           'run_problems', 'plot_apps_run']
+__all__ = ['PAPER_SPEC', 'AppsTask', 'SearchEvaluation', 'search_evaluator', 'solve_problem', 'parse_problems', 'problems_label',
+           'data_path', 'select_problems', 'AppsRun', 'apps_run_metrics', 'run_problems', 'plot_apps_run']
 
 # %% ../nbs/11b_apps_search.ipynb #003f2d8d
 _NO_FAILURE = "(The program passed every test it was run on; make it follow the statement more closely.)"
@@ -126,19 +126,6 @@ def search_evaluator(
         rng = make_rng(seed, "apps-improve-example", problem.problem_id, hashlib.sha256(source.encode()).hexdigest())
         return SearchEvaluation(ev, choose_failure(ev, rng))
     return evaluate
-
-# %% ../nbs/11b_apps_search.ipynb #ac59b8a7
-def scripted_demo_llm(name: str = "scripted-apps"):
-    "A `ScriptedLLM` test double answering prompts about the shipped APPS problems as `provider_double.apps_demo_answer`."
-    from cwm_nb.llm import ScriptedLLM, prefill_of
-    from cwm_nb.provider_double import apps_demo_answer, continue_prefill
-    def answer(messages: list[dict], draw: int) -> str:
-        prompt = "\n\n".join(m["content"] for m in messages if m["role"] == "user")
-        ans = apps_demo_answer(prompt)
-        if ans is None: return "I do not know this problem."
-        pre = prefill_of(messages)
-        return continue_prefill(pre, ans) if pre else ans.text
-    return ScriptedLLM(answer, name=name)
 
 # %% ../nbs/11b_apps_search.ipynb #38231a5c
 def _perfect(ev: AppsEvaluation, m: str) -> bool:

@@ -17,9 +17,42 @@ from .search_loop import SearchLoop
 from .gif_mcts import ACTION_TYPES, action_stats, best_path
 
 # %% auto #0
-__all__ = ['CHECKPOINT_FORMAT', 'SELECT_RULES', 'COT_OPENER', 'GIF_MCTS_ABLATIONS', 'METHODS', 'beta_params', 'rex_select',
-           'ProgramNode', 'ProgramSearch', 'WorldCoderConfig', 'WorldCoder', 'cot_messages', 'ZeroShotCoTConfig',
-           'ZeroShotCoT', 'make_search']
+__all__ = ['CHECKPOINT_FORMAT', 'SELECT_RULES', 'COT_OPENER', 'GIF_MCTS_ABLATIONS', 'METHODS', 'rex_plan', 'rex_update',
+           'cot_plan', 'beta_params', 'rex_select', 'ProgramNode', 'ProgramSearch', 'WorldCoderConfig', 'WorldCoder',
+           'cot_messages', 'ZeroShotCoTConfig', 'ZeroShotCoT', 'make_search']
+
+# %% ../nbs/09_baselines.ipynb #ec8e314b
+def rex_plan(
+    search: "WorldCoder",  # the search: its programs (`arms`), `config` (select, C) and seeded `rng`
+) -> tuple[int, str, list[dict]]:  # (id of the node to extend, "generate" | "fix" | "improve", messages)
+    """WorldCoder's REx refinement before each LLM call: which program to refine, and how (Tang, Key and Ellis
+    2024; GIF-MCTS paper, Sec. 5.1). The shared loop makes the call and scores its program; `rex_update` learns."""
+    arms = search.arms()                                     # the programs so far (not the root, not failed calls)
+    if not arms:                                             # 1. the first call writes a program from the root
+        return 0, "generate", search.messages(search.nodes[0], "generate")
+    if search.config.select == "sequential": node = arms[-1]  # (the original's ablation: always the newest program)
+    else: node = arms[rex_select([n.alpha for n in arms], [n.beta for n in arms], search.rng)]   # 2. Thompson sampling
+    t = "fix" if node.raised else "improve"                  # 3. a program that raised is fixed, any other improved
+    return node.id, t, search.messages(node, t)
+
+def rex_update(
+    search: "WorldCoder",    # the search (its `config.C` and its `is_perfect` rule)
+    parent: "ProgramNode",   # the node the call extended (the root for the first call)
+    child: "ProgramNode",    # the scored program the call made
+):
+    "REx after each call: the new program becomes an arm; its parent's posterior counts the strict reward."
+    child.alpha, child.beta = beta_params(child.score, search.config.C)   # 4. prior Beta(1 + C·r, 1 + C·(1 − r))
+    if parent.id == 0: return                                # the root is no arm
+    strict = 1.0 if search.is_perfect(child) else 0.0        # 5. strict reward: 1 for a perfect child, else 0
+    parent.alpha += strict; parent.beta += 1.0 - strict      # 6. a perfect child also ends the search (`WorldCoder.stops`)
+
+# %% ../nbs/09_baselines.ipynb #d114a765
+def cot_plan(
+    search: "ZeroShotCoT",  # the search: its chain-of-thought prompt (or its `task`'s)
+) -> tuple[int, str, list[dict]]:  # (0, "generate", messages): every call makes a new child of the root
+    """Zero-shot chain of thought before each LLM call: the same prompt again, from the root (GIF-MCTS paper, Sec. 5.1).
+    Call k samples with draw k, so the answers differ; the best of B is kept and a perfect one stops the search."""
+    return 0, "generate", search.prompt if search.task is None else search.task.cot_messages()
 
 # %% ../nbs/09_baselines.ipynb #199c64b2
 def beta_params(
@@ -215,22 +248,11 @@ class WorldCoder(ProgramSearch):
                  checkpoint: str | Path | None = None, progress: bool = True):
         super().__init__(llm, evaluate, description, config or WorldCoderConfig(), seed, checkpoint, progress)
 
-# %% ../nbs/09_baselines.ipynb #5998b2bb
-@patch
-def choose(self: WorldCoder) -> ProgramNode:
-    "The program to refine next: Thompson sampling over the Beta posteriors, or the newest program."
-    arms = self.arms()
-    if self.config.select == "sequential": return arms[-1]
-    return arms[rex_select([n.alpha for n in arms], [n.beta for n in arms], self.rng)]
-
 # %% ../nbs/09_baselines.ipynb #c02240be
 @patch
 def plan(self: WorldCoder):
-    "The next expansion: (parent node id, \"generate\" | \"fix\" | \"improve\", messages)."
-    if not self.arms(): return 0, "generate", self.messages(self.nodes[0], "generate")
-    node = self.choose()
-    t = "fix" if node.raised else "improve"
-    return node.id, t, self.messages(node, t)
+    "The next expansion: (parent node id, \"generate\" | \"fix\" | \"improve\", messages), as `rex_plan` chooses."
+    return rex_plan(self)
 
 # %% ../nbs/09_baselines.ipynb #d2a7f61b
 @patch
@@ -239,16 +261,9 @@ def is_perfect(self: WorldCoder, node: ProgramNode) -> bool:
     return node.score == 1.0 if self.config.paper_compat else node.perfect
 
 @patch
-def new_node(self: WorldCoder, node):
-    "Give a new node its Beta prior (alpha, beta) from its score and `config.C`."
-    node.alpha, node.beta = beta_params(node.score, self.config.C)
-
-@patch
 def update(self: WorldCoder, parent, child):
-    "Count the child's outcome (perfect or not) in its parent's Beta posterior; the root is no arm."
-    if parent.id == 0: return        # the root is not an arm
-    strict = 1.0 if self.is_perfect(child) else 0.0
-    parent.alpha += strict; parent.beta += 1.0 - strict
+    "Give the child its Beta prior and count its outcome in its parent's posterior (`rex_update`)."
+    rex_update(self, parent, child)
 
 @patch
 def stops(self: WorldCoder, child):
@@ -296,8 +311,8 @@ class ZeroShotCoT(ProgramSearch):
 # %% ../nbs/09_baselines.ipynb #9fd057e9
 @patch
 def plan(self: ZeroShotCoT):
-    "The only expansion: (0, \"generate\", the chain-of-thought messages)."
-    return 0, "generate", self.prompt if self.task is None else self.task.cot_messages()
+    "The only expansion: (0, \"generate\", the chain-of-thought messages), as `cot_plan` gives it."
+    return cot_plan(self)
 
 @patch
 def shorter(self: ZeroShotCoT, where, t, compact):
