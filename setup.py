@@ -1,9 +1,9 @@
 """Builds the compiled MCTS loop; everything else about the package is in pyproject.toml.
 
-cwm_nb/fast_mcts.py (exported from nbs/10c_fast_mcts.ipynb) is compiled by Cython as the extension cwm_nb._fast_mcts.
+cwm_nb/fast_mcts.py (exported from nbs/15c_fast_mcts.ipynb) is compiled by Cython as the extension cwm_nb._fast_mcts.
 The copy that is compiled ends with the SHA-256 of the source it came from, so that fast_mcts.compiled_search refuses
 a build that no longer matches the module. The extension is optional: without a C compiler the package installs
-without it, and planning uses the generic search (nbs/10_planning.ipynb)."""
+without it, and planning uses the generic search (nbs/15_planning.ipynb)."""
 import hashlib
 from pathlib import Path
 from setuptools import Extension, setup

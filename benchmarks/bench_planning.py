@@ -10,7 +10,7 @@ Part 1: CWM model steps per second inside the planners ÷ the bare step loop of 
   CEM       : plan_driver with CEM (T = 100, 2 iterations of 100 samples), Pendulum program
 MCTS and CEM run as `evaluate_planning` runs them: one sandbox session, one call per decision, the model side kept
 alive; steps/s are the planner's model steps over its own planning time (its `plan_s`), or over the parent's wall
-time of the calls ("parent"). Variants beside the default (compiled loop of nbs/10c_fast_mcts.ipynb, polling):
+time of the calls ("parent"). Variants beside the default (compiled loop of nbs/15c_fast_mcts.ipynb, polling):
 the generic search (`fast_search` off), no polling (`spin_s` 0), one-shot jobs (the model side forked and the
 program loaded for every decision), and the same planner in this process (no isolation) with each search.
 

@@ -4,7 +4,7 @@ Measured side by side in one run (interleaved, median of repeats):
   in-process : exec(compile(source)) + cwm_predict (set_state/step + strict conversion) + to_plain_value
   sandboxed  : Sandbox.run(source, "cwm_nb.sandbox:cwm_predict", data_key=...) with the data already put
 The goal is sandboxed / in-process <= 1.3. Also shown: the same without pre-forking, the plain-list data
-format that 06_cwm sends (lists + dtypes), and the round trip of an empty program.
+format that 14_cwm sends (lists + dtypes), and the round trip of an empty program.
 
 Each isolation mode (--modes) is measured in the same interleaved loop; the empty program's round trip is the fixed
 per-job cost, and for landlock the cost of the per-job ruleset is measured apart (fork + restrict_self vs fork).

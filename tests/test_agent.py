@@ -1,4 +1,4 @@
-"""The WorldCoder agent (12_agent, 12a_agent_planning, 12b_agent_rl, 13b_agent_experiments): the reference programs
+"""The WorldCoder agent (34_agent, 33_agent_planning, 35_agent_rl, 52_agent_experiments): the reference programs
 against the real environments, the curriculum Empty -> DoorKey -> Unlock with the scripted capable model (a test double),
 the optimism ablation failing where the agent succeeds, resume after a kill and after an LLM outage without repeating a
 call, bad input, and one end-to-end run with the embedded model (slow)."""
@@ -183,9 +183,9 @@ def test_a_folder_with_no_work_done_takes_corrected_settings(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# the method in one place (12_agent's `play_episode`), the doubles in cwm_nb.doubles
+# the method in one place (34_agent's `play_episode`), the doubles in cwm_nb.doubles
 def test_every_episode_runs_through_play_episode(monkeypatch):
-    "run_curriculum plays each episode with `play_episode`, the loop at the top of 12_agent: editing it changes runs."
+    "run_curriculum plays each episode with `play_episode`, the loop at the top of 34_agent: editing it changes runs."
     import cwm_nb.agent as A
     seeds, real = [], A.play_episode
     monkeypatch.setattr(A, "play_episode", lambda agent, env, reset_seed, max_steps: seeds.append(reset_seed)

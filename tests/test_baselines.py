@@ -1,4 +1,4 @@
-"""Tests of the baselines (09_baselines): WorldCoder's REx refinement, zero-shot CoT and the method registry.
+"""Tests of the baselines (23_baselines): WorldCoder's REx refinement, zero-shot CoT and the method registry.
 
 Search logic is driven by the project's `ScriptedLLM`; program scores come from the real sandbox evaluator on
 the shipped CartPole buffer (correct, wrong-reward and crashing variants of data/programs/CartPole-v1.py)

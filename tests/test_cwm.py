@@ -139,7 +139,7 @@ def test_malformed_buffer_file_gives_a_clear_error(tmp_path):
     assert "What to do" in str(e.value)
 
 
-# ---- the other observation formats (nbs/06_cwm.ipynb): int, tuple, RTFM's (board, inventory) and valid actions -------
+# ---- the other observation formats (nbs/14_cwm.ipynb): int, tuple, RTFM's (board, inventory) and valid actions -------
 
 from cwm_nb.cwm import buffer_format, sandbox_inputs   # noqa: E402
 

@@ -138,6 +138,12 @@ def test_the_build_refuses_to_replace_a_folder_that_is_not_a_site(tmp_path):
     with pytest.raises(ValueError, match="not a docs build"): docs.build(tmp_path/"mine", run_dirs=[])
     assert (tmp_path/"mine"/"notes.txt").read_text() == "keep"
 
+def test_every_library_notebook_belongs_to_a_named_group():
+    "The notebooks' tens digit names their group (foundations, the benchmark, ...); none falls outside GROUPS."
+    groups = docs.notebook_groups(docs.library_notebooks())
+    assert [cap for cap, _ in groups] == list(docs.GROUPS.values()), groups
+    assert "22_gif_mcts" in dict(groups)["Search methods"] and "34_agent" in dict(groups)["WorldCoder"]
+
 # ---------------------------------------------------------------- the site, built once
 
 def test_the_site_has_every_notebook_module_and_experiment(site):
@@ -150,6 +156,8 @@ def test_the_site_has_every_notebook_module_and_experiment(site):
     cwmb = (Path(site["out"])/"experiments"/"cwmb.html").read_text()
     assert "Executed copy" in cwmb and "openai_gpt-4o" in cwmb and "<img" in cwmb
     assert "As stored" in (Path(site["out"])/"experiments"/"paper_figures.html").read_text()
+    sidebar = (Path(site["out"])/"index.html").read_text()
+    for cap in docs.GROUPS.values(): assert cap in sidebar, cap   # one sidebar section per group
 
 def test_docments_become_parameter_lists(site):
     "evaluate_program's docments (the comment after each parameter) are its parameter list in the API reference."
@@ -187,7 +195,7 @@ def test_every_page_loads_without_console_errors_and_shows_its_images(site, serv
     _save_timings()
     assert not problems, json.dumps(problems, indent=1)[:5000]
     assert images["experiments/cwmb.html"] >= 1   # the executed copy's figure
-    math = page.goto(server + "06_cwm.html") and page.locator("math").count()
+    math = page.goto(server + "14_cwm.html") and page.locator("math").count()
     assert math > 0   # formulas are MathML written at build time (no MathJax from a CDN)
 
 def _exists(site, rel: str) -> bool:
@@ -214,7 +222,7 @@ def test_search_finds_a_function_by_name(server, page):
 @needs_chromium
 def test_screenshots_of_the_landing_page_a_notebook_and_an_experiment(server, page):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    shots = {"landing.png": ("index.html", None), "notebook-06_cwm.png": ("06_cwm.html", None),
+    shots = {"landing.png": ("index.html", None), "notebook-14_cwm.png": ("14_cwm.html", None),
              "experiment-cwmb.png": ("experiments/cwmb.html", "img")}
     for name, (rel, scroll_to) in shots.items():
         page.goto(server + rel, wait_until="load")

@@ -12,12 +12,12 @@ from cwm_nb.envs import (KEPT_SECTIONS, mujoco_v4_docstrings, REGISTRY, cwmb_nam
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# RTFM comes from builder B's notebook (04_rtfm -> cwm_nb/rtfm.py). While that module has not been generated yet,
+# RTFM comes from builder B's notebook (11_rtfm -> cwm_nb/rtfm.py). While that module has not been generated yet,
 # and only then, the rtfm cases skip; once the file exists they run and must pass.
 RTFM_PRESENT = (ROOT/"cwm_nb"/"rtfm.py").exists()
 
 def _skip_rtfm_if_absent(name):
-    if name == "rtfm" and not RTFM_PRESENT: pytest.skip("cwm_nb/rtfm.py does not exist yet (04_rtfm not exported)")
+    if name == "rtfm" and not RTFM_PRESENT: pytest.skip("cwm_nb/rtfm.py does not exist yet (11_rtfm not exported)")
 
 # the paper's Table 9 (the CWMB's environments): idx, |A| or action dims, observation size (None: not an array)
 SPEC_TABLE = {

@@ -135,7 +135,7 @@ def test_eval_program_prints_rollouts_determinism_and_both_parts():
 
 
 def test_eval_program_records_the_likelihood_as_the_value_on_a_random_world():
-    "On Blackjack a search ranks by likelihood (06_cwm `search_metric`); eval-program's record says so, as metrics.json does."
+    "On Blackjack a search ranks by likelihood (14_cwm `search_metric`); eval-program's record says so, as metrics.json does."
     r = subprocess.run([CLI, "eval-program", str(PROGRAMS/"Blackjack-v1.py"), "--env", "Blackjack-v1", "--json"],
                        capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stderr

@@ -167,7 +167,7 @@ def test_run_notebook_refuses_an_unknown_parameter_before_papermill_starts(tmp_p
     assert list(tmp_path.iterdir()) == []   # papermill writes its output notebook first thing: it never started
 
 def test_plan_run_and_sweep_share_one_default_planning_preset(tmp_path):
-    """One definition (`DEFAULT_PLAN_PRESET`, 10_planning): the CLI defaults, the Python defaults (the library's
+    """One definition (`DEFAULT_PLAN_PRESET`, 15_planning): the CLI defaults, the Python defaults (the library's
     `evaluate_planning` too) and the CWMB notebook's parameter."""
     import ast, inspect, papermill as pm
     from cwm_nb import experiments, planning, sweeps
@@ -270,7 +270,7 @@ def test_run_puts_the_normalized_return_in_metrics(tmp_path):
         assert isinstance(m[k], float), k
     assert m["normalized_return"] == pytest.approx((m["return_cwm"] - m["return_random"]) / (m["return_oracle"] - m["return_random"]))
     assert json.loads((out.run_dir/"planning.json").read_text())["return_cwm"] == m["return_cwm"]
-    assert m["isolation"] in ("bwrap", "landlock")   # the sandbox mode that ran the programs (02_sandbox)
+    assert m["isolation"] in ("bwrap", "landlock")   # the sandbox mode that ran the programs (03_sandbox)
 
 def test_rtfm_runs_from_the_command_line(tmp_path, cache_env):
     r = cli("run", "rtfm", "--model", "embedded", "--budget", 1, "--out", tmp_path, "--plan-preset", "quick",

@@ -1,4 +1,4 @@
-"""The compiled MCTS loop (nbs/10c_fast_mcts.ipynb): built by the install, the same search as `mcts_search` (result,
+"""The compiled MCTS loop (nbs/15c_fast_mcts.ipynb): built by the install, the same search as `mcts_search` (result,
 model steps, tape, and the planner's replay of that tape) compiled and as Python, used by planning sessions, and
 refused when its build no longer matches the source."""
 import importlib.util, json, shutil, subprocess, sys

@@ -1,7 +1,7 @@
-"""Integration tests of GIF-MCTS (08_gif_mcts) and its prompts (07_prompts).
+"""Integration tests of GIF-MCTS (22_gif_mcts) and its prompts (20_prompts).
 
 The search logic is checked with a scripted LLM double and a fake evaluator that scores a program by the marker
-comment on its last line (`# score=0.4`, `# bug`, `# perfect`). Each test targets one rule of nbs/08_gif_mcts.ipynb (the paper's Sec. 3 and the original's `src/mcts/gif_mcts/`).
+comment on its last line (`# score=0.4`, `# bug`, `# perfect`). Each test targets one rule of nbs/22_gif_mcts.ipynb (the paper's Sec. 3 and the original's `src/mcts/gif_mcts/`).
 """
 import json, math
 from types import SimpleNamespace
@@ -128,7 +128,7 @@ def test_value_model_in_search_paper_vs_default():
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# bug chains (nbs/08_gif_mcts.ipynb, bug handling)
+# bug chains (nbs/22_gif_mcts.ipynb, bug handling)
 def test_buggy_program_gets_temp_value_and_only_f1():
     t = SearchTree()
     b = t.expand([0], "g1", BAD, summary(bug=True))
@@ -173,7 +173,7 @@ def test_search_runs_a_fix_chain_end_to_end():
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# stopping, improve, terminal nodes (nbs/08_gif_mcts.ipynb; the README's differences from the original code)
+# stopping, improve, terminal nodes (nbs/22_gif_mcts.ipynb; the README's differences from the original code)
 def test_early_stop_on_perfect_program():
     s, llm = search(lambda m, d, sd: body("perfect" if d == 3 else "score=0.2"))
     res = s.run(20)
@@ -238,7 +238,7 @@ def test_terminal_value_fix_switch():
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# the method in one place (nbs/08_gif_mcts.ipynb, "The method"): the search runs `simulation`, UCT's bonus is `exploration`
+# the method in one place (nbs/22_gif_mcts.ipynb, "The method"): the search runs `simulation`, UCT's bonus is `exploration`
 def test_every_step_runs_the_simulation_function(monkeypatch):
     from cwm_nb import gif_mcts
     seen, real = [], gif_mcts.simulation
@@ -387,7 +387,7 @@ def test_with_the_project_scripted_llm():
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# prompts (07_prompts)
+# prompts (20_prompts)
 def test_extract_code_cases():
     assert extract_code("```PYTHON\nimport os\n```") == "import os"
     assert extract_code("Text\n```python\nThe code:\ndef f():\n    return 1\n```\n") == "def f():\n    return 1"

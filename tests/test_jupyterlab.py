@@ -7,7 +7,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = "cwm-nb"
-NOTEBOOK = "nbs/06_cwm.ipynb"
+NOTEBOOK = "nbs/14_cwm.ipynb"
 
 def test_setup_registers_the_cwm_nb_kernel_for_this_interpreter():
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel

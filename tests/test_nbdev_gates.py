@@ -51,3 +51,36 @@ def test_readme_has_exactly_two_setup_commands():
 def test_ci_runs_the_readme_test_command():
     ci = (ROOT/".ci"/"run").read_text()
     assert _readme_commands()[1] in ci
+
+
+# ---------------------------------------------------------------- how the notebooks read (issue "The method reads first")
+sys.path.insert(0, str(ROOT/"tools"))
+import nb_stats   # tools/nb_stats.py
+
+def test_no_library_notebook_imports_its_own_module():
+    "A notebook defines before it uses: re-run from the top after an edit, it shows the edit without nbdev_export."
+    import nbformat
+    offenders = {p.stem: n for p in sorted((ROOT/"nbs").glob("[0-9][0-9]*_*.ipynb"))
+                 if (n := nb_stats.self_imports(nbformat.read(p, as_version=4)))}
+    assert not offenders, f"notebooks importing their own module: {offenders}"
+
+def _top_level_imports(path: Path) -> set[str]:
+    "The cwm_nb modules a module imports at its top level (lazy imports inside functions are not counted)."
+    import ast
+    out = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 1 and node.module: out.add(node.module.split(".")[0])
+            elif node.level == 1: out.update(a.name for a in node.names)
+            elif (node.module or "").startswith("cwm_nb."): out.add(node.module.split(".")[1])
+            elif node.module == "cwm_nb": out.update(a.name for a in node.names)
+    return out
+
+def test_a_module_imports_only_modules_of_earlier_notebooks():
+    "The numbering shows the architecture: a notebook's module imports (at top level) only earlier notebooks' modules."
+    src = {}
+    for p in (ROOT/"cwm_nb").glob("*.py"):
+        if m := re.search(r"File to edit: \.\./nbs/(\S+)\.ipynb", p.read_text()[:400]): src[p.stem] = m.group(1)
+    late = sorted((mod, dep) for mod in src for dep in _top_level_imports(ROOT/"cwm_nb"/f"{mod}.py")
+                  if dep in src and src[dep] > src[mod])
+    assert not late, f"(module, a later notebook's module it imports): {late}"

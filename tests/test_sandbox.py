@@ -105,7 +105,7 @@ def bwrap_only(sb):
 
 
 def kernel_only(sb):
-    if sb.isolation not in KERNEL_MODES: pytest.skip("isolation='none' does not hold this (see 02a_fork_server)")
+    if sb.isolation not in KERNEL_MODES: pytest.skip("isolation='none' does not hold this (see 02_fork_server)")
 
 
 # --- endless programs -----------------------------------------------------------------------------------------
@@ -675,7 +675,7 @@ def test_not_linux_refuses(monkeypatch):
 
 
 def test_planning_uses_the_program_in_every_mode(sb):
-    """The planner forks the program's model side inside the job (10a_plan_driver): that fork must work in every mode
+    """The planner forks the program's model side inside the job (15a_plan_driver): that fork must work in every mode
     (under Landlock it cannot list /proc/self/fd). The reference CartPole program then plans as well as the oracle."""
     from cwm_nb.core import data_dir
     from cwm_nb.oracle import evaluate_planning

@@ -127,6 +127,16 @@ def _toctree(caption: str, entries: list[str]) -> str:
 
 PAGES = ("guide", "results")   # notebooks of prose beside the landing page (nbs/guide.ipynb, nbs/results.ipynb)
 
+# The library notebooks come in groups, numbered by tens; the sidebar shows one section per group.
+GROUPS = {"0": "Foundations", "1": "The benchmark", "2": "Search methods", "3": "WorldCoder", "4": "APPS",
+          "5": "Experiments and figures"}
+
+def notebook_groups(libs: list[Path]) -> list[tuple[str, list[str]]]:
+    "The library notebooks by group, in order: [(caption, [stem, ...]), ...]; an unknown tens digit is its own group."
+    out: dict[str, list[str]] = {}
+    for p in libs: out.setdefault(GROUPS.get(p.stem[0], f"Notebooks {p.stem[0]}x"), []).append(p.stem)
+    return list(out.items())
+
 def _site_links(md: str) -> str:
     "Links written for the repository (README at the root, notebooks in nbs/) as links between the site's pages."
     md = re.sub(r"\]\(nbs/((?:%s)\.ipynb[^)]*)\)" % "|".join(PAGES), r"](\1)", md)
@@ -177,7 +187,7 @@ def stage(src: Path, run_dirs: list[Path]) -> dict:
     index = _stage_cells(_read(NBS/"index.ipynb"))
     for c in index["cells"]:
         if c["cell_type"] == "markdown": c["source"] = _linkify_index("".join(c["source"]))
-    toc = "\n\n".join([_toctree("Guide", pages), _toctree("Notebooks", [p.stem for p in libs]),
+    toc = "\n\n".join([_toctree("Guide", pages), *(_toctree(cap, stems) for cap, stems in notebook_groups(libs)),
                        _toctree("Experiment notebooks", [f"experiments/{p.stem}" for p in exps]),
                        _toctree("Reference", ["api/index"])])
     index["cells"].append({"cell_type": "markdown", "metadata": {}, "source": toc})

@@ -94,7 +94,8 @@ def defines(c) -> bool:
 
 
 # The function that is each method notebook's whole method (see the notebook's opening).
-METHODS = {}
+METHODS = {"14_cwm": "score_predictions", "15_planning": "mcts_search", "22_gif_mcts": "simulation",
+           "23_baselines": "rex_plan", "34_agent": "play_episode"}
 
 
 def default_exp(nb) -> str | None:

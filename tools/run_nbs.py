@@ -1,7 +1,7 @@
 """Execute notebooks in place so that they are committed with their outputs, deterministically.
 
-    .venv/bin/python tools/run_nbs.py nbs/06_cwm.ipynb [more notebooks ...]   # or: --all
-    .venv/bin/python tools/run_nbs.py --check nbs/06_cwm.ipynb                 # exit 1 if a re-execution changes outputs
+    .venv/bin/python tools/run_nbs.py nbs/14_cwm.ipynb [more notebooks ...]   # or: --all
+    .venv/bin/python tools/run_nbs.py --check nbs/14_cwm.ipynb                 # exit 1 if a re-execution changes outputs
 
 Cells run in order in one in-process IPython shell (execnb, as nbdev_test does), with the notebook's folder as the
 working directory; cells flagged `#| slow` are skipped and keep no outputs; progress bars are switched off

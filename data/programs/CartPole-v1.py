@@ -1,6 +1,6 @@
 """Reference Code World Model of CartPole-v1, written by hand from the physics of the environment (explicit Euler,
 tau = 0.02 s). It reproduces every transition of the shipped replay buffer (accuracy 1.0 with
-cwm_nb.cwm.evaluate_program). Used by the inference-speed experiment (nbs/11_llm_simulator.ipynb), the tests, the
+cwm_nb.cwm.evaluate_program). Used by the inference-speed experiment (nbs/24_llm_simulator.ipynb), the tests, the
 benchmarks and the README's planning check."""
 import math
 import numpy as np

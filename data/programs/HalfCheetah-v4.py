@@ -1,11 +1,11 @@
 """Approximate, hand-written Code World Model of HalfCheetah-v4 for the inference-speed experiment
-(nbs/11_llm_simulator.ipynb). It is NOT a faithful model: the real dynamics are MuJoCo's contact physics, which
+(nbs/24_llm_simulator.ipynb). It is NOT a faithful model: the real dynamics are MuJoCo's contact physics, which
 a few lines of numpy cannot reproduce, so its next observations are wrong on almost every transition. It stands
 in for a CWM of this environment in the *speed* comparison only: like any CWM it is plain numpy, and its
 per-transition cost (set_state + step) is of the same order as a real one's. Its accuracy on the shipped buffer is
 reported by the experiment (cwm_nb.cwm.evaluate_program).
 
-What it does (the `Environment` contract of nbs/06_cwm.ipynb: `set_state(obs)`, `step(action) -> (next_obs, reward, done)`; the observation layout and reward of the environment's description):
+What it does (the `Environment` contract of nbs/14_cwm.ipynb: `set_state(obs)`, `step(action) -> (next_obs, reward, done)`; the observation layout and reward of the environment's description):
 - observation (17,): obs[0:8] = qpos[1:9] (rootz, rooty, six joint angles), obs[8:17] = qvel[0:9]
   (rootx, rootz, rooty velocities, six joint angular velocities);
 - positions are integrated with the current velocities over dt = 5 * 0.01 = 0.05 s; velocities are kept;

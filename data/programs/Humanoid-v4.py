@@ -1,11 +1,11 @@
 """Approximate, hand-written Code World Model of Humanoid-v4 for the inference-speed experiment
-(nbs/11_llm_simulator.ipynb). It is NOT a faithful model: the real dynamics are MuJoCo's articulated-body and
+(nbs/24_llm_simulator.ipynb). It is NOT a faithful model: the real dynamics are MuJoCo's articulated-body and
 contact physics, which a few lines of numpy cannot reproduce, so its next observations are wrong on almost every
 transition. It stands in for a CWM of this environment in the *speed* comparison only: like any CWM it is plain
 numpy, and its per-transition cost (set_state + step) is of the same order as a real one's. Its accuracy on the
 shipped buffer is reported by the experiment (cwm_nb.cwm.evaluate_program).
 
-What it does (the `Environment` contract of nbs/06_cwm.ipynb: `set_state(obs)`, `step(action) -> (next_obs, reward, done)`; the observation layout and reward of the environment's description and of the
+What it does (the `Environment` contract of nbs/14_cwm.ipynb: `set_state(obs)`, `step(action) -> (next_obs, reward, done)`; the observation layout and reward of the environment's description and of the
 v4 code, see cwm_nb.envs notes):
 - observation (376,): obs[0:22] = qpos[2:24] (torso z, torso quaternion, 17 joint angles), obs[22:45] = qvel
   (23), then cinert (140), cvel (84), qfrc_actuator (23) and cfrc_ext (84), which are kept unchanged;
