@@ -87,6 +87,9 @@ def visible(nb_path: Path) -> list:
     return out
 
 
+def _rel(p: Path) -> str: return str(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("notebooks", nargs="*", type=Path)
@@ -96,6 +99,11 @@ def main():
     paths = [p.resolve() for p in a.notebooks]
     if a.all: paths += sorted((ROOT/"nbs").glob("[0-9][0-9]*_*.ipynb")) + [ROOT/"nbs"/"index.ipynb", ROOT/"nbs"/"guide.ipynb"]
     if not paths: ap.error("name the notebooks, or pass --all")
+    if len(paths) > 1:   # one process per notebook, as the tests run them: matplotlib's and pandas' settings do not leak
+        flags = ["--check"] if a.check else []
+        bad = [p for p in paths if subprocess.run([sys.executable, __file__, *flags, str(p)]).returncode != 0]
+        if bad: print("failed or differ from the committed outputs: " + ", ".join(_rel(p) for p in bad), file=sys.stderr)
+        sys.exit(1 if bad else 0)
     bad = []
     for p in paths:
         if a.check:
@@ -106,15 +114,15 @@ def main():
                 if new != old:
                     bad.append(p)
                     cells = [i for i, (n, o) in enumerate(zip(new, old)) if n != o] or ["(a different number of code cells)"]
-                    print(f"{p.relative_to(ROOT) if p.is_relative_to(ROOT) else p}: outputs differ in code cell(s) {', '.join(map(str, cells[:10]))} "
+                    print(f"{_rel(p)}: outputs differ in code cell(s) {', '.join(map(str, cells[:10]))} "
                           "(counted from 0, code cells only)", file=sys.stderr)
             finally: tmp.unlink(missing_ok=True)
         else:
             execute(p, p); clean([p])
-        print(("checked " if a.check else "executed ") + str(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p), file=sys.stderr)
+        print(("checked " if a.check else "executed ") + _rel(p), file=sys.stderr)
     if bad:
         print("outputs differ from the committed ones (run tools/run_nbs.py on them and commit): "
-              + ", ".join(str(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p) for p in bad), file=sys.stderr)
+              + ", ".join(_rel(p) for p in bad), file=sys.stderr)
         sys.exit(1)
 
 
