@@ -482,7 +482,10 @@ def node_at(self: GIFMCTS, where) -> Node:
 @patch
 def step(self: GIFMCTS) -> Node | None:
     "One simulation, `simulation(self)`: the loop's `run` calls it once per LLM call. None when nothing is left."
-    return simulation(self)
+    try: return simulation(self)
+    except BaseException:   # interrupted while selecting, before the call: put the random generator back too
+        if not self._step.get("calling"): self._interrupted(self._step["rng"], None)
+        raise
 
 @patch
 def simulate(self: GIFMCTS) -> Node | None:

@@ -303,6 +303,7 @@ def call(self: SearchLoop, where: Any, t: str, msgs: list[dict]) -> LLMCall:
     """The planned call (`where`, type `t`, prompt `msgs`) made and scored: ask, read, evaluate. An interruption
     puts the random generator back to `begin`'s state, keeps what the call spent, and re-raises."""
     st, u0 = self._step, None
+    st["calling"] = True   # from here on, an interruption is this method's to undo
     try:
         n = self.calls + 1
         t1 = time.perf_counter()

@@ -420,3 +420,16 @@ def test_node_state_line_counts():
     assert len(s.split("\n")) == 7
     s, new, done = node_state(prog, "0\n1", 2, exact=True)
     assert (s, new, done) == ("0\n1\n2\n3", 2, False)
+
+
+def test_an_interruption_while_selecting_puts_the_random_generator_back(monkeypatch):
+    "Interrupted during UCT selection (before the LLM call), the search's generator is where the step began."
+    s, _ = search(seeded, seed=3)
+    s.run(2)
+    before = s.rng.bit_generator.state
+    def select_then_interrupt(rng):
+        rng.random(5)              # selection draws for its ties, then the user presses Ctrl-C
+        raise KeyboardInterrupt
+    monkeypatch.setattr(s.tree, "select", select_then_interrupt)
+    with pytest.raises(KeyboardInterrupt): s.step()
+    assert s.rng.bit_generator.state == before
