@@ -138,6 +138,11 @@ def test_the_build_refuses_to_replace_a_folder_that_is_not_a_site(tmp_path):
     with pytest.raises(ValueError, match="not a docs build"): docs.build(tmp_path/"mine", run_dirs=[])
     assert (tmp_path/"mine"/"notes.txt").read_text() == "keep"
 
+def test_links_to_notebooks_become_links_between_pages():
+    "A README link to a notebook (nbs/NN_name.ipynb, a guide section, an experiment) points at the site's page."
+    md = "[a](nbs/22_gif_mcts.ipynb), [b](nbs/guide.ipynb#models), [c](nbs/experiments/cwmb.ipynb), [d](https://x/nbs/y.ipynb)"
+    assert docs._site_links(md) == "[a](22_gif_mcts.ipynb), [b](guide.ipynb#models), [c](experiments/cwmb.ipynb), [d](https://x/nbs/y.ipynb)"
+
 def test_every_library_notebook_belongs_to_a_named_group():
     "The notebooks' tens digit names their group (foundations, the benchmark, ...); none falls outside GROUPS."
     groups = docs.notebook_groups(docs.library_notebooks())
@@ -158,6 +163,7 @@ def test_the_site_has_every_notebook_module_and_experiment(site):
     assert "As stored" in (Path(site["out"])/"experiments"/"paper_figures.html").read_text()
     sidebar = (Path(site["out"])/"index.html").read_text()
     for cap in docs.GROUPS.values(): assert cap in sidebar, cap   # one sidebar section per group
+    assert 'href="#nbs/' not in sidebar   # the landing page's links to notebooks lead to their pages
 
 def test_docments_become_parameter_lists(site):
     "evaluate_program's docments (the comment after each parameter) are its parameter list in the API reference."

@@ -66,3 +66,14 @@ def test_a_stale_output_is_replaced_and_caught(tmp_path):
     assert run().returncode == 0
     assert nbformat.read(p, as_version=4).cells[0].outputs == []
     assert run("--check").returncode == 0
+
+
+def test_a_failing_cell_is_named(tmp_path):
+    "When a cell fails, run_nbs says which one (the traceback alone only says <ipython-input-...>)."
+    import nbformat
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell("assert x == 2, 'x is not 2'")]
+    p = tmp_path/"fails.ipynb"; nbformat.write(nb, p)
+    r = subprocess.run([sys.executable, str(ROOT/"tools"/"run_nbs.py"), str(p)], capture_output=True, text=True,
+                       cwd=ROOT, timeout=300)
+    assert r.returncode == 1 and "code cell 1 (counted from 0, code cells only) failed" in r.stderr, r.stderr[-2000:]

@@ -139,7 +139,7 @@ def notebook_groups(libs: list[Path]) -> list[tuple[str, list[str]]]:
 
 def _site_links(md: str) -> str:
     "Links written for the repository (README at the root, notebooks in nbs/) as links between the site's pages."
-    md = re.sub(r"\]\(nbs/((?:%s)\.ipynb[^)]*)\)" % "|".join(PAGES), r"](\1)", md)
+    md = re.sub(r"\]\(nbs/((?:%s|\d\d[a-z]?_\w+|experiments/\w+)\.ipynb[^)]*)\)" % "|".join(PAGES), r"](\1)", md)
     return md.replace("](../README.md)", "](index.ipynb)")
 
 def _linkify_index(md: str) -> str:

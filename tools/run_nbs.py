@@ -33,6 +33,14 @@ def execute(src: Path, dest: Path) -> None:
     os.chdir(src.parent)
     try:
         CaptureShell(path=src.parent).run_all(nb, exc_stop=True, preproc=is_slow)
+    except Exception:
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        for i, c in enumerate(code):   # name the cell that failed: the traceback only says <ipython-input-...>
+            if any(o.get("output_type") == "error" for o in c.get("outputs", [])):
+                print(f"{src.name}: code cell {i} (counted from 0, code cells only) failed; it begins: "
+                      f"{c.source.splitlines()[0] if c.source else ''!r}", file=sys.stderr)
+                break
+        raise
     finally:
         os.chdir(cwd)
     write_nb(nb, dest)
