@@ -31,7 +31,7 @@ class EnvSpec:
     make_kwargs: dict = field(default_factory=dict)  # always passed to `gymnasium.make`
     description_drop: tuple[str, ...] = ()     # regexes: paragraphs of the docstring to cut (argument-specific text)
     notes: str = ""                            # semantic differences between `name` and `gym_id`, caveats
-    obs_format: Literal["array", "int", "tuple", "rtfm"] = "array"  # what `set_state` receives (the paper's prompts)
+    obs_format: str = "array"  # what `set_state` receives, one of `core.OBS_FORMATS` (the paper's prompts)
     valid_actions: bool = False                # `step` returns (next_obs, valid_actions, reward, done) (RTFM)
     paper_idx: int | None = None               # index in the paper's planning order (`--env_indexes`); None for rtfm
     suite: Literal["cwmb", "rtfm", "gym"] = "cwmb"  # the 18 gymnasium environments, RTFM, or any other (generated)
