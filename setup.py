@@ -1,6 +1,6 @@
 """Builds the compiled MCTS loop; everything else about the package is in pyproject.toml.
 
-cwm_nb/fast_mcts.py (exported from nbs/15c_fast_mcts.ipynb) is compiled by Cython as the extension cwm_nb._fast_mcts.
+cwm_nb/bench/fast_mcts.py (exported from nbs/15c_fast_mcts.ipynb) is compiled by Cython as the extension cwm_nb.bench._fast_mcts.
 The copy that is compiled ends with the SHA-256 of the source it came from, so that fast_mcts.compiled_search refuses
 a build that no longer matches the module. The extension is optional: without a C compiler the package installs
 without it, and planning uses the generic search (nbs/15_planning.ipynb)."""
@@ -13,16 +13,16 @@ ROOT = Path(__file__).resolve().parent
 
 
 def extensions() -> list:
-    src = ROOT/"cwm_nb"/"fast_mcts.py"
+    src = ROOT/"cwm_nb"/"bench"/"fast_mcts.py"
     if not src.exists(): return []
     from Cython.Build import cythonize
-    out = ROOT/"build"/"cython"/"cwm_nb"
+    out = ROOT/"build"/"cython"/"cwm_nb"/"bench"
     out.mkdir(parents=True, exist_ok=True)
-    (out/"__init__.py").touch()
+    for d in (out, out.parent): (d/"__init__.py").touch()
     text = src.read_text() + f"\n__source_sha256__ = {hashlib.sha256(src.read_bytes()).hexdigest()!r}\n"
     copy = out/"_fast_mcts.py"
     if not copy.exists() or copy.read_text() != text: copy.write_text(text)   # unchanged: Cython skips it
-    ext = Extension("cwm_nb._fast_mcts", [str(copy.relative_to(ROOT))],
+    ext = Extension("cwm_nb.bench._fast_mcts", [str(copy.relative_to(ROOT))],
                     extra_compile_args=["-O2", "-ffp-contract=off"])   # no fused multiply-add: the generic search's doubles
     exts = cythonize([ext], build_dir="build/cython-c", quiet=True, compiler_directives={"language_level": 3})
     for e in exts: e.optional = True   # cythonize makes new Extensions without it: a failed compile must not fail the install

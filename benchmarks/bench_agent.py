@@ -3,7 +3,7 @@ results of an LLM), against PPO, and what its planning costs.
 
 Part 1: per environment (the MiniGrid curriculum, carried over from one environment to the next, and 2-box Sokoban),
   environment steps to the first success and to 10 successes in a row, LLM calls, and wall time per agent step outside
-  the LLM (planning, sandbox checks, bookkeeping); then PPO (Stable-Baselines3, the settings of `cwm_nb.agent_rl`)
+  the LLM (planning, sandbox checks, bookkeeping); then PPO (Stable-Baselines3, the settings of `cwm_nb.agent.rl`)
   trained from scratch on the same environment for the same number of steps the agent needed for 10 in a row, and
   (--ppo-steps) for a fixed longer budget: its first success and 10 in a row, if any.
 
@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def part1(envs_kind: str, ppo_steps: int, seed: int, n_minigrid: int = 6, max_episodes: int = 40):
-    from cwm_nb.agent import AgentConfig, run_curriculum, scripted_llm, DOMAINS
-    from cwm_nb.agent_rl import train_ppo
+    from cwm_nb.agent.worldcoder import AgentConfig, run_curriculum, scripted_llm, DOMAINS
+    from cwm_nb.agent.rl import train_ppo
     runs = []
     if envs_kind in ("all", "minigrid"):
         runs.append(("minigrid", list(DOMAINS["minigrid"].curricula["default"])[:n_minigrid]))
@@ -57,10 +57,11 @@ def part1(envs_kind: str, ppo_steps: int, seed: int, n_minigrid: int = 6, max_ep
 
 
 def part2(repeats: int, seed: int):
-    from cwm_nb.agent import WorldCoderTestDouble, make_env, DOMAINS
-    from cwm_nb.agent_planning import PlannerConfig, plan_with_model
-    from cwm_nb.oo_state import entity_api_source
-    from cwm_nb.sandbox import get_sandbox
+    from cwm_nb.testing.doubles import WorldCoderTestDouble
+    from cwm_nb.agent.worldcoder import make_env, DOMAINS
+    from cwm_nb.agent.planning import PlannerConfig, plan_with_model
+    from cwm_nb.agent.oo_state import entity_api_source
+    from cwm_nb.sandbox.jobs import get_sandbox
     d, sb = WorldCoderTestDouble(), get_sandbox()
     cases = [("minigrid", "MiniGrid-DoorKey-5x5-v0"), ("minigrid", "MiniGrid-Unlock-v0"), ("sokoban", "Sokoban-v0")]
     print(f"\nPart 2: planner program steps/s, sandbox ÷ in-process (median of {repeats} alternating rounds)")
@@ -87,7 +88,7 @@ LONG_ENVS = "sokoban:Sokoban-v0"
 
 
 def part3(envs: str, steps: int, seed: int):
-    from cwm_nb.agent_rl import train_ppo
+    from cwm_nb.agent.rl import train_ppo
     print(f"Part 3: PPO alone, {steps} steps per environment (seed {seed})")
     print(f"{'environment':34s} {'steps':>8s} {'episodes':>8s} {'succ.':>6s} {'1st':>8s} {'10 row':>8s} {'last 100':>8s} {'wall s':>7s}")
     for item in envs.split(","):

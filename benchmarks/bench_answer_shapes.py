@@ -1,4 +1,4 @@
-"""Every answer shape of issue 28, measured end to end against the provider test double (cwm_nb.provider_double).
+"""Every answer shape of issue 28, measured end to end against the provider test double (cwm_nb.testing.provider_double).
 
 For each `--shape` of the double, the main job at budget 2 (`cwm-nb run cwmb --env CartPole-v1 --method gif-mcts
 --budget 2`, or `--budget N`) runs against it with a fresh response cache; then the same command runs again, same cache, against a
@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CODE = os.environ.get("CWM_NB_CODE") or str(ROOT)   # the checkout whose cwm_nb is measured
 sys.path.insert(0, CODE)
-from cwm_nb.provider_double import ProviderDouble  # noqa: E402
+from cwm_nb.testing.provider_double import ProviderDouble  # noqa: E402
 
 CLI = str(Path(sys.executable).parent/"cwm-nb")
 
@@ -41,7 +41,7 @@ RUNS = {
     "event-stream-always": ("openai", "openai:gpt-4o", {}),
     "usage-input-output": ("openai", "openai:gpt-4o", {}),
     "usage-none": ("openai", "openai:gpt-4o", {}),
-    # five more, from public reports (the double's table in 01a_provider_double names them)
+    # five more, from public reports (the double's table in 90_provider_double names them)
     "tool-call": ("openai", "openai:gpt-oss-20b", {}),
     "keepalive-comments": ("openai", "openai:gpt-4o", {}),
     "html-page": ("openai", "openai:gpt-4o", {}),

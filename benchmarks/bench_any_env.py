@@ -56,11 +56,11 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
     os.environ["CWM_NB_CACHE"] = tempfile.mkdtemp()      # a fresh cache: the first call collects
-    from cwm_nb.envs import resolve_env
-    from cwm_nb.replay import cached_buffer, summarize_buffer
-    from cwm_nb.cwm import evaluate_program
-    from cwm_nb.planning import evaluate_planning
-    from cwm_nb.oracle import oracle_problem
+    from cwm_nb.bench.envs import resolve_env
+    from cwm_nb.bench.replay import cached_buffer, summarize_buffer
+    from cwm_nb.bench.cwm import evaluate_program
+    from cwm_nb.bench.oracle import evaluate_planning
+    from cwm_nb.bench.oracle import oracle_problem
     for env, kwargs, program in cases():
         spec = resolve_env(env, kwargs)
         print(f"== {spec.name}  (id/entry point {spec.gym_id or spec.entry_point}, kwargs {spec.make_kwargs}, "

@@ -1,7 +1,7 @@
 """APPS harness overhead per test: the sandboxed harness against a bare `subprocess.run` of the same program.
 
 Measured side by side in one run (interleaved rounds, medians):
-  sandboxed : cwm_nb.apps.evaluate_solution(source, problem): one sandbox job per evaluation, one forked
+  sandboxed : cwm_nb.apps.problems.evaluate_solution(source, problem): one sandbox job per evaluation, one forked
               process per test, outputs judged in this process (strict and apps_compat)
   bare      : for each test, subprocess.run([sys.executable, file], input=..., capture_output=True, timeout=4)
               and the same strict comparison, without any sandbox
@@ -17,7 +17,7 @@ from pathlib import Path
 
 def bare_run(path: str, problem) -> float:
     "Seconds for running every test of `problem` as `python file` with the input on stdin, plus the comparison."
-    from cwm_nb.apps import strict_match
+    from cwm_nb.apps.problems import strict_match
     t = time.perf_counter()
     for inp, exp in zip(problem.inputs, problem.outputs):
         r = subprocess.run([sys.executable, path], input=inp, capture_output=True, text=True, timeout=4)
@@ -26,7 +26,7 @@ def bare_run(path: str, problem) -> float:
 
 
 def sandboxed_run(source: str, problem, sandbox) -> float:
-    from cwm_nb.apps import evaluate_solution
+    from cwm_nb.apps.problems import evaluate_solution
     t = time.perf_counter()
     ev = evaluate_solution(source, problem, sandbox=sandbox)
     dt = time.perf_counter() - t
@@ -36,7 +36,7 @@ def sandboxed_run(source: str, problem, sandbox) -> float:
 
 def made_up_problem(n: int):
     "A pair-sums problem (the first demo problem's task) with `n` random tests."
-    from cwm_nb.apps import demo_problems, problem_from_fields
+    from cwm_nb.apps.problems import demo_problems, problem_from_fields
     base = demo_problems()[0]
     rng = random.Random(0)
     ins, outs = [], []
@@ -52,14 +52,14 @@ def main():
     ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds per program (median reported)")
     ap.add_argument("--n-tests", type=int, default=50, help="tests of the made-up problem")
     a = ap.parse_args()
-    from cwm_nb.apps import demo_problems
-    from cwm_nb.sandbox import Sandbox
+    from cwm_nb.apps.problems import demo_problems
+    from cwm_nb.sandbox.jobs import Sandbox
 
     cases = [(p.problem_id, p) for p in demo_problems() if p.kind == "stdin"]
     cases.append((f"made-up ({a.n_tests} tests)", made_up_problem(a.n_tests)))
     with Sandbox() as sb, tempfile.TemporaryDirectory() as d:
         print(f"sandbox isolation: {sb.isolation}; python: {sys.executable}")
-        sandboxed_run(cases[0][1].solutions[0], cases[0][1], sb)   # warm-up: the server imports cwm_nb.apps once
+        sandboxed_run(cases[0][1].solutions[0], cases[0][1], sb)   # warm-up: the server imports cwm_nb.apps.problems once
         rows, tot_s, tot_b, tot_n = [], 0.0, 0.0, 0
         for name, p in cases:
             src = p.solutions[0]

@@ -1,4 +1,4 @@
-"""The chat path to capable models, measured against the provider test double (cwm_nb.provider_double).
+"""The chat path to capable models, measured against the provider test double (cwm_nb.testing.provider_double).
 
 1. The main job (`cwm-nb run cwmb --env CartPole-v1 --method gif-mcts --budget 10`) over an OpenAI-like chat
    endpoint played by the double's scripted capable model: calls answered, retries, wall time; once with a clean
@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from cwm_nb.provider_double import ProviderDouble  # noqa: E402
+from cwm_nb.testing.provider_double import ProviderDouble  # noqa: E402
 
 CLI = str(Path(sys.executable).parent/"cwm-nb")
 
@@ -43,9 +43,10 @@ def main_job(tmp: Path, budget: int, **faults) -> dict:
 
 
 def outside_share(latency: float, budget: int, tmp: Path) -> dict:
-    from cwm_nb import cwm, envs, llm as L, replay
-    from cwm_nb.gif_mcts import GIFMCTS, GIFMCTSConfig
-    from cwm_nb.sandbox import get_sandbox
+    from cwm_nb.bench import cwm, envs, replay
+    from cwm_nb.llm import client as L
+    from cwm_nb.search.gif_mcts import GIFMCTS, GIFMCTSConfig
+    from cwm_nb.sandbox.jobs import get_sandbox
     buf, sb = replay.load_buffer("Taxi-v3"), get_sandbox()
     with ProviderDouble("openai", answers="capable", latency=latency) as d:
         llm = L.get_llm("openai:gpt-4o", base_url=d.base_url, cache=tmp/"share.sqlite")

@@ -17,7 +17,7 @@ CARTPOLE = (ROOT/"data"/"programs"/"CartPole-v1.py").read_text()
 def cartpole_transitions(n: int):
     "The first `n` transitions of CartPole buffers of seeds 1, 2, ... (episodes renumbered in order)."
     import numpy as np
-    from cwm_nb.replay import ReplayBuffer, collect_buffer
+    from cwm_nb.bench.replay import ReplayBuffer, collect_buffer
     parts, total, seed = [], 0, 1
     while total < n:
         b = collect_buffer("CartPole-v1", seed)
@@ -34,8 +34,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--transitions", type=int, default=1000)
     a = ap.parse_args()
-    from cwm_nb.cwm import evaluate_program
-    from cwm_nb.sandbox import Sandbox
+    from cwm_nb.bench.cwm import evaluate_program
+    from cwm_nb.sandbox.jobs import Sandbox
     buf, seeds = cartpole_transitions(a.transitions)
     kinds = {"plain": {}, "+ determinism": dict(determinism=True), "+ rollouts": dict(rollouts=True),
              "+ both": dict(determinism=True, rollouts=True)}

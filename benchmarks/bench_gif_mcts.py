@@ -4,7 +4,7 @@ One iteration = select, build the prompt, one LLM call, extract the program, eva
 the checkpoint. The LLM is either a double that sleeps a fixed latency (default 1 s, well below the embedded
 model's ~10-15 s per call, so the share printed here is an upper bound) and answers with CartPole programs of
 varying quality, or the real embedded model (`--model embedded`). The evaluator is the project's
-`cwm_nb.cwm.evaluate_program` on the CartPole replay buffer in the sandbox when those modules work, else an
+`cwm_nb.bench.cwm.evaluate_program` on the CartPole replay buffer in the sandbox when those modules work, else an
 in-process checker of this file on a freshly collected CartPole buffer (`--evaluator own` forces it).
 
     .venv/bin/python benchmarks/bench_gif_mcts.py [--budget 20] [--latency 1.0] [--model double|embedded]
@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from cwm_nb.gif_mcts import GIFMCTS, GIFMCTSConfig  # noqa: E402
+from cwm_nb.search.gif_mcts import GIFMCTS, GIFMCTSConfig  # noqa: E402
 
 # ------------------------------------------------------------------------------------------------------------
 # CartPole programs of varying quality (the double's answers)
@@ -100,16 +100,16 @@ def own_evaluator(n_transitions: int = 1000, seed: int = 0):
 
 
 def project_evaluator():
-    "cwm_nb.cwm.evaluate_program on the CartPole buffer, in the sandbox."
-    from cwm_nb import cwm, replay
-    from cwm_nb.sandbox import get_sandbox
+    "cwm_nb.bench.cwm.evaluate_program on the CartPole buffer, in the sandbox."
+    from cwm_nb.bench import cwm, replay
+    from cwm_nb.sandbox.jobs import get_sandbox
     try: buf = replay.load_buffer("CartPole-v1")
     except Exception: buf = replay.collect_buffer("CartPole-v1", seed=0)
     sb = get_sandbox()
     evaluate = lambda src: cwm.evaluate_program(src, buf, sandbox=sb)
     ev = evaluate(program_for(0))                         # a smoke test (and the sandbox's warm-up)
     if ev.bug: raise RuntimeError(f"the project evaluator failed on a valid program: {ev.error}")
-    return evaluate, f"cwm_nb.cwm.evaluate_program, sandbox={getattr(sb, 'isolation', '?')}, {len(buf)} transitions"
+    return evaluate, f"cwm_nb.bench.cwm.evaluate_program, sandbox={getattr(sb, 'isolation', '?')}, {len(buf)} transitions"
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -117,7 +117,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--budget", type=int, default=20)
     p.add_argument("--latency", type=float, default=1.0, help="seconds per call of the LLM double")
-    p.add_argument("--model", default="double", help="'double' or a cwm_nb.llm model name such as 'embedded'")
+    p.add_argument("--model", default="double", help="'double' or a cwm_nb.llm.client model name such as 'embedded'")
     p.add_argument("--evaluator", default="auto", choices=["auto", "project", "own"])
     p.add_argument("--max-tokens", type=int, default=400)
     a = p.parse_args(argv)
@@ -138,10 +138,10 @@ def main(argv=None):
 
     if a.model == "double": llm, llm_name = SleepLLM(a.latency), f"double sleeping {a.latency:.2f} s per call"
     else:
-        from cwm_nb.llm import get_llm
+        from cwm_nb.llm.client import get_llm
         llm, llm_name = get_llm(a.model, cache=False), a.model
 
-    from cwm_nb.envs import describe_env
+    from cwm_nb.bench.envs import describe_env
     try: description = describe_env("CartPole-v1")
     except Exception: description = "CartPole: a pole on a cart; push left (0) or right (1)."
     cfg = GIFMCTSConfig(max_tokens=a.max_tokens)

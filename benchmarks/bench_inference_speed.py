@@ -33,7 +33,8 @@ def main():
 
 
 def _main(a) -> int:
-    from cwm_nb import envs as E, llm_simulator as S
+    from cwm_nb.bench import envs as E
+    from cwm_nb.search import llm_simulator as S
     from cwm_nb.core import CwmNbError
     envs = [e.strip() for e in a.envs.split(",") if e.strip()]
     if not envs: raise CwmNbError("no environments given (--envs is empty)", "name them, e.g. --envs CartPole-v1")
@@ -65,7 +66,7 @@ def _main(a) -> int:
         print(hdr + "\n" + line if len(rows) == 1 else line, flush=True)
     if a.out:
         from pathlib import Path
-        from cwm_nb.experiments import save_figure
+        from cwm_nb.experiments.runs import save_figure
         save_figure(S.plot_speed(rows, llm.name), Path(a.out)/"speed")
     print(f"\nwall {time.perf_counter() - t0:.0f} s; {merged['timing']}")
     for r in rows:

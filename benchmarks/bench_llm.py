@@ -10,7 +10,7 @@ Prints per-side medians and the ratio workbook / direct (goal >= 0.9).
 Usage: .venv/bin/python benchmarks/bench_llm.py [--rounds 5] [--max-tokens 128]
 """
 import argparse, statistics, time
-from cwm_nb import llm as L
+from cwm_nb.llm import client as L
 
 TASK = ("Below is the documentation of a reinforcement-learning environment. Write a Python class `Environment` "
         "with `set_state(obs)` and `step(action) -> (next_obs, reward, done)` that reproduces it exactly.\n\n"

@@ -4,7 +4,7 @@ Reads a sweep's results index (`cwm-nb sweep ... --out RESULTS`; the README's sw
 each (model, budget), each method's mean accuracy and mean normalized return over its complete runs (discrete
 CWMB environments and RTFM apart), the ratios GIF-MCTS ÷ WorldCoder and GIF-MCTS ÷ zero-shot CoT, and how many
 runs stand behind each number. A ratio whose denominator is 0 is printed as n/a, not as infinity. R follows
-the paper's rules (`cwm_nb.figures.effective_return`: no runnable program counts 0, undefined R is left out).
+the paper's rules (`cwm_nb.experiments.figures.effective_return`: no runnable program counts 0, undefined R is left out).
 
 Run: .venv/bin/python benchmarks/bench_methods.py [RESULTS]     (default: results)
 """
@@ -19,7 +19,7 @@ def ratio(a: float, b: float) -> str:
 
 
 def main(results: str = "results") -> int:
-    from cwm_nb import sweeps, figures
+    from cwm_nb.experiments import sweeps, figures
     ix = sweeps.load_index(results)
     ix = figures.dedupe_runs(ix[(ix["status"] == "complete") & ix["method"].isin(METHODS) & ~ix["paper_compat"]]).copy()
     if not len(ix):

@@ -49,7 +49,7 @@ def wake_latency(spin: float, rounds: int = 300, gap_s: float = 0.0005) -> float
     """Median microseconds from the planner's write of 8 bytes to the model side's `_read_n` returning them, with
     `spin` seconds of polling (0: a blocking read). The writer is busy `gap_s` between messages, about the time between
     two pieces of an MCTS tape."""
-    from cwm_nb.plan_driver import _read_n
+    from cwm_nb.bench.plan_driver import _read_n
     a_r, a_w = os.pipe(); b_r, b_w = os.pipe()
     pid = os.fork()
     if pid == 0:   # the reader: stamps the time its read returned
@@ -69,7 +69,7 @@ def wake_latency(spin: float, rounds: int = 300, gap_s: float = 0.0005) -> float
 
 
 def part0():
-    from cwm_nb.plan_driver import SPIN_S
+    from cwm_nb.bench.plan_driver import SPIN_S
     print("Part 0: waking the other side of a pipe (a message every 0.5 ms, median of 300)")
     print(f"  blocking read: {wake_latency(0.0):6.1f} µs   polling first (SPIN_S = {SPIN_S * 1e3:g} ms): {wake_latency(SPIN_S):6.1f} µs\n")
 
@@ -94,19 +94,19 @@ class Blocks:
 
 def measure(sb, program, static, roots, rounds, per_block, bare_steps) -> tuple[Blocks, float]:
     "Interleaved blocks of every variant for `rounds` rounds: (the blocks, median model steps per decision)."
-    from cwm_nb.planning import SandboxLimits
-    from cwm_nb.plan_driver import _plan, _program_model
+    from cwm_nb.sandbox.jobs import SandboxLimits
+    from cwm_nb.bench.plan_driver import _plan, _program_model
     lim = SandboxLimits(wall_s=600, cpu_s=10**5)
     mcts = static["planner"] == "mcts"   # the generic search is MCTS's alone
     variants = {"session": {}, **({"generic": {"fast_search": False}} if mcts else {}), "no polling": {"spin_s": 0.0}}
     sessions = {}
     for name, extra in variants.items():
-        first, s = sb.open_session(program, "cwm_nb.planning:plan_driver", args={**static, **extra}, limits=lim)
+        first, s = sb.open_session(program, "cwm_nb.bench.plan_driver:plan_driver", args={**static, **extra}, limits=lim)
         assert s is not None, first.error
         sessions[name] = s
     bare_args = {"state": roots[0], "obs_format": "array", "obs_dtype": "<f4", "space": static["space"], "seed": 1,
                  "steps": bare_steps}
-    first, bare = sb.open_session(program, "cwm_nb.planning:step_loop_driver", args={**bare_args, "session": True}, limits=lim)
+    first, bare = sb.open_session(program, "cwm_nb.bench.plan_driver:step_loop_driver", args={**bare_args, "session": True}, limits=lim)
     assert bare is not None, first.error
     model = _program_model(_load(program), static)   # the program loaded once in this process, as in a session
     blocks, per_decision, k = Blocks(), [], 0
@@ -135,7 +135,7 @@ def measure(sb, program, static, roots, rounds, per_block, bare_steps) -> tuple[
             if name == "session": blocks.variant("parent", steps / wall)
             sandbox_bare()
         c = decisions()[0]   # one-shot: a job per decision (forked, the program loaded)
-        r = sb.run(program, "cwm_nb.planning:plan_driver", args={**static, **c, "session": False}, limits=lim)
+        r = sb.run(program, "cwm_nb.bench.plan_driver:plan_driver", args={**static, **c, "session": False}, limits=lim)
         assert r.ok, r.error
         blocks.variant("one-shot", r.value["model_steps"] / r.value["plan_s"])
         sandbox_bare()
@@ -155,15 +155,15 @@ def measure(sb, program, static, roots, rounds, per_block, bare_steps) -> tuple[
 
 
 def _local_bare(program: str, args: dict) -> float:
-    from cwm_nb.sandbox import run_in_process
-    v = run_in_process(program, "cwm_nb.planning:step_loop_driver", args=args).value
+    from cwm_nb.sandbox.jobs import run_in_process
+    v = run_in_process(program, "cwm_nb.bench.plan_driver:step_loop_driver", args=args).value
     return v["model_steps"] / v["plan_s"]
 
 
 def part1(rounds):
-    from cwm_nb.planning import CEMConfig, MCTSConfig
-    from cwm_nb.plan_driver import _fast_search
-    from cwm_nb.sandbox import Sandbox
+    from cwm_nb.bench.planning import CEMConfig, MCTSConfig
+    from cwm_nb.bench.plan_driver import _fast_search
+    from cwm_nb.sandbox.jobs import Sandbox
     print(f"Part 1: CWM model steps per second inside the planners ÷ the bare step loop (same program, same sandbox); "
           f"median of {rounds} rounds of interleaved blocks, quartiles beside")
     print(f"  compiled MCTS loop: {'built' if _fast_search({}) else 'NOT BUILT (every row uses the generic search)'}")
@@ -193,9 +193,9 @@ def part1(rounds):
 
 
 def part2(episodes, names):
-    from cwm_nb.envs import env_names
-    from cwm_nb.planning import evaluate_planning
-    from cwm_nb.sandbox import Sandbox
+    from cwm_nb.bench.envs import env_names
+    from cwm_nb.bench.oracle import evaluate_planning
+    from cwm_nb.sandbox.jobs import Sandbox
     names = names or env_names()
     print(f"\nPart 2: one quick-preset evaluate_planning per environment, {episodes} episodes, no baseline cache")
     print(f"{'environment':27s} {'planner':7s} {'program':9s} {'wall s':>7s} {'oracle':>9s} {'random':>9s} "

@@ -4,7 +4,7 @@ asking for the distributions costs an evaluation of 1,000 transitions, what the 
 determinism check, and the planner's normalized return with the exact-distribution programs.
 
 Buffers: 1,000 uniform-random transitions of FrozenLake-v1 (default, slippery) and Blackjack-v1 (sab=True) from
-`cwm_nb.replay.gym_buffer`, seed 0, plus Blackjack's shipped 14-transition buffer. Programs: `data/programs/`, the
+`cwm_nb.bench.replay.gym_buffer`, seed 0, plus Blackjack's shipped 14-transition buffer. Programs: `data/programs/`, the
 variants in `data/programs/stochastic/variants.json`. Evaluation in the shared sandbox; times are medians of
 interleaved repeats.
 
@@ -63,8 +63,8 @@ def play(env, decide, episodes, seed):
 
 def frozenlake_planning(episodes, seed=0, simulations=200, rollout_steps=30):
     import gymnasium as gym
-    from cwm_nb.planning import MCTSConfig, mcts_search, normalized_return
-    from cwm_nb.plan_driver import ProgramModel
+    from cwm_nb.bench.planning import MCTSConfig, mcts_search, normalized_return
+    from cwm_nb.bench.plan_driver import ProgramModel
     cfg = MCTSConfig(simulations=simulations, rollout_steps=rollout_steps)
     env = gym.make("FrozenLake-v1")
     def program_model(src):
@@ -93,9 +93,9 @@ def main():
     ap.add_argument("--fl-episodes", type=int, default=100, help="FrozenLake planning episodes per policy")
     ap.add_argument("--no-planning", action="store_true", help="skip the planning part (minutes)")
     a = ap.parse_args()
-    from cwm_nb.cwm import evaluate_program, check_determinism, _run_on
-    from cwm_nb.replay import gym_buffer, load_buffer
-    from cwm_nb.sandbox import get_sandbox
+    from cwm_nb.bench.cwm import evaluate_program, check_determinism, _run_on
+    from cwm_nb.bench.replay import gym_buffer, load_buffer
+    from cwm_nb.sandbox.jobs import get_sandbox
     sb = get_sandbox()
     bufs = {"FrozenLake-v1": gym_buffer("FrozenLake-v1", 1000, seed=0),
             "Blackjack-v1": gym_buffer("Blackjack-v1", 1000, seed=0),
@@ -124,7 +124,7 @@ def main():
     cart = load_buffer("CartPole-v1")
     for name, src, buf in (("CartPole-v1 (494)", (PROGRAMS/"CartPole-v1.py").read_text(), cart),
                            ("FrozenLake-v1 (1000)", source("FrozenLake-v1"), bufs["FrozenLake-v1"])):
-        first = _run_on(sb, src, buf, "cwm_nb.sandbox:cwm_predict").value
+        first = _run_on(sb, src, buf, "cwm_nb.sandbox.jobs:cwm_predict").value
         t = {2: [], 4: []}
         for _ in range(a.repeats):
             for k, passes in ((2, ("repeat", "after_other")), (4, ("repeat", "after_other", "twice", "fresh"))):
@@ -136,7 +136,7 @@ def main():
 
     if a.no_planning: return
     print(f"\nplanning with the exact-distribution programs (Blackjack {a.episodes}, FrozenLake {a.fl_episodes} episodes per policy)")
-    from cwm_nb.planning import evaluate_planning
+    from cwm_nb.bench.oracle import evaluate_planning
     for v in (None, "ignores_randomness"):
         pr = evaluate_planning("Blackjack-v1", source("Blackjack-v1", v), episodes=a.episodes, preset="quick", seed=0, progress=False)
         print(f"  Blackjack-v1  {v or 'exact':20s} return {pr.return_cwm:+.3f}  random {pr.return_random:+.3f}  "

@@ -17,7 +17,7 @@ Usage: .venv/bin/python benchmarks/bench_threads.py [--calls 4*cores] [--rounds 
 """
 import argparse, time
 from concurrent.futures import ThreadPoolExecutor
-from cwm_nb import llm as L
+from cwm_nb.llm import client as L
 
 TASK = ("Write a Python class `Environment` with `set_state(obs)` and `step(action) -> (next_obs, reward, done)` "
         "for CartPole: a pole on a cart moving along a frictionless track; the observation is (cart position, cart "

@@ -12,7 +12,7 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def embedded_llm():
-    from cwm_nb import llm as L
+    from cwm_nb.llm import client as L
     model = L.embedded_llm(max_tokens=64)
     yield model
     model.server.stop()

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from cwm_nb.core import CwmNbError, data_dir, derive_seed
-from cwm_nb.oo_state import entity_api_source, state_to_plain, state_from_plain
-from cwm_nb.agent_planning import predict_steps
-from cwm_nb.agent_planning import PlannerConfig
-from cwm_nb.agent import (AgentConfig, ABLATIONS, WorldCoderTestDouble, WorldModel, get_domain, make_env, run_curriculum,
-                          scripted_llm)
-from cwm_nb.agent_experiments import run_agent
-from cwm_nb.llm import ScriptedLLM, CachedLLM
-from cwm_nb.minigrid_env import MINIGRID_CURRICULUM
+from cwm_nb.agent.oo_state import entity_api_source, state_to_plain, state_from_plain
+from cwm_nb.agent.planning import predict_steps
+from cwm_nb.agent.planning import PlannerConfig
+from cwm_nb.agent.worldcoder import AgentConfig, ABLATIONS, WorldModel, get_domain, make_env, run_curriculum, scripted_llm
+from cwm_nb.testing.doubles import WorldCoderTestDouble
+from cwm_nb.experiments.agent import run_agent
+from cwm_nb.llm.client import ScriptedLLM, CachedLLM
+from cwm_nb.agent.minigrid import MINIGRID_CURRICULUM
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = str(Path(sys.executable).with_name("cwm-nb"))
@@ -59,7 +59,7 @@ def test_reference_programs_reproduce_the_environment(domain, env_name):
 
 def test_reference_rewards_on_successful_episodes():
     "Each MiniGrid goal's program gives reward 1 and done on the step that really succeeds (played by the planner)."
-    from cwm_nb.agent_planning import plan_with_model
+    from cwm_nb.agent.planning import plan_with_model
     dom = get_domain("minigrid")
     api = entity_api_source(dom.entity_names)
     for name in TEST3 + ["MiniGrid-UnlockPickup-v0"]:
@@ -183,10 +183,10 @@ def test_a_folder_with_no_work_done_takes_corrected_settings(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# the method in one place (34_agent's `play_episode`), the doubles in cwm_nb.doubles
+# the method in one place (34_agent's `play_episode`), the doubles in cwm_nb.testing.doubles
 def test_every_episode_runs_through_play_episode(monkeypatch):
     "run_curriculum plays each episode with `play_episode`, the loop at the top of 34_agent: editing it changes runs."
-    import cwm_nb.agent as A
+    import cwm_nb.agent.worldcoder as A
     seeds, real = [], A.play_episode
     monkeypatch.setattr(A, "play_episode", lambda agent, env, reset_seed, max_steps: seeds.append(reset_seed)
                         or real(agent, env, reset_seed, max_steps))
@@ -197,8 +197,8 @@ def test_every_episode_runs_through_play_episode(monkeypatch):
 
 
 def test_the_scripted_model_lives_with_the_doubles():
-    "The scripted model is a test double of cwm_nb.doubles; cwm_nb.agent keeps the old name (re-exported)."
-    from cwm_nb import doubles
+    "The scripted model is a test double of cwm_nb.testing.doubles; cwm_nb.agent.worldcoder keeps the old name (re-exported)."
+    from cwm_nb.testing import doubles
     assert WorldCoderTestDouble is doubles.WorldCoderTestDouble
     assert type(scripted_llm().answers) is doubles.WorldCoderTestDouble
 
@@ -218,7 +218,7 @@ def test_unknown_environment_and_settings():
 
 
 def test_a_goal_the_programs_cannot_parse_is_a_recorded_failure(monkeypatch):
-    import cwm_nb.agent as A
+    import cwm_nb.agent.worldcoder as A
     real = A.make_env
     class Weird:
         "Empty-5x5 with a goal text no reward program understands."
@@ -239,7 +239,7 @@ def test_a_goal_the_programs_cannot_parse_is_a_recorded_failure(monkeypatch):
 
 def test_a_program_blocked_in_c_costs_the_job_limit_not_minutes(monkeypatch):
     # `sum(range(10**12))` runs in C: the per-call SIGALRM waits for it; the job's wall limit (scaled to the work) ends it
-    import cwm_nb.agent_planning as AP
+    import cwm_nb.agent.planning as AP
     monkeypatch.setattr(AP, "JOB_BASE_S", 2.0)
     api = entity_api_source(get_domain("minigrid").entity_names)
     env = make_env(get_domain("minigrid"), "MiniGrid-Empty-5x5-v0")
@@ -265,7 +265,7 @@ def test_a_program_that_hangs_is_a_recorded_failure():
 # the PPO baseline runs (a few hundred steps: no learning is expected)
 def test_ppo_runs_and_counts_episodes():
     pytest.importorskip("stable_baselines3")
-    from cwm_nb.agent_rl import train_ppo
+    from cwm_nb.agent.rl import train_ppo
     r = train_ppo("minigrid", "MiniGrid-Empty-5x5-v0", 300, seed=0, n_envs=2, n_steps=64, batch_size=64)
     assert r["steps"] == 384 and r["episodes"] >= 2 and len(r["curve"]) == r["episodes"]
     assert all(s <= r["steps"] for s, _ in r["curve"])

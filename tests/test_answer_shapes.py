@@ -1,13 +1,15 @@
 """Every answer shape a real server gives becomes a program (issue 28): the provider test double
-(cwm_nb.provider_double, `shape=`) puts the scripted capable model's answer where one kind of server puts it
+(cwm_nb.testing.provider_double, `shape=`) puts the scripted capable model's answer where one kind of server puts it
 (reasoning fields, Harmony channels, content parts, a gateway's failed answer, event streams, a small context
 window, usage in other names or none), and the workbook's HTTP backend and program extraction read it. The double
 proves mechanisms; none of its numbers is a result."""
 from pathlib import Path
 import pytest
-from cwm_nb import envs, llm as L, prompts as P
+from cwm_nb.bench import envs
+from cwm_nb.llm import client as L
+from cwm_nb.search import prompts as P
 from cwm_nb.core import CwmNbError
-from cwm_nb.provider_double import ProviderDouble, plant_mistake, planted_mistakes, reference_program
+from cwm_nb.testing.provider_double import ProviderDouble, plant_mistake, planted_mistakes, reference_program
 
 CORRECT = reference_program("CartPole-v1")
 MISTAKEN = plant_mistake(CORRECT, planted_mistakes()["CartPole-v1"])

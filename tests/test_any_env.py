@@ -15,7 +15,7 @@ FROZENLAKE_CWM = (HERE/"toy_frozenlake_cwm.py").read_text()
 @pytest.fixture(autouse=True)
 def own_envs(tmp_path, monkeypatch):
     "tests/ on the import path (the entry points live in toy_envs.py), a fresh cache, and a fresh session."
-    from cwm_nb import envs
+    from cwm_nb.bench import envs
     monkeypatch.syspath_prepend(str(HERE))
     monkeypatch.setenv("CWM_NB_CACHE", str(tmp_path/"cache"))
     monkeypatch.delenv(envs.SESSION_ENV_VAR, raising=False)
@@ -28,9 +28,9 @@ def _cli_env(tmp_path):
 
 
 def test_a_registered_id_gets_a_description_a_cached_buffer_and_a_score(tmp_path):
-    from cwm_nb.envs import resolve_env, describe_env
-    from cwm_nb.replay import load_buffer
-    from cwm_nb.cwm import evaluate_program
+    from cwm_nb.bench.envs import resolve_env, describe_env
+    from cwm_nb.bench.replay import load_buffer
+    from cwm_nb.bench.cwm import evaluate_program
     spec = resolve_env("FrozenLake-v1", '{"is_slippery": false}')
     assert (spec.suite, spec.obs_format, spec.state_kind, spec.planner) == ("gym", "int", "discrete", "mcts")
     d = describe_env(spec)
@@ -46,10 +46,10 @@ def test_a_registered_id_gets_a_description_a_cached_buffer_and_a_score(tmp_path
 
 
 def test_an_entry_point_of_ones_own_gets_its_docstring_and_plans_against_an_oracle():
-    from cwm_nb.envs import resolve_env
-    from cwm_nb.replay import load_buffer
-    from cwm_nb.cwm import evaluate_program
-    from cwm_nb.planning import evaluate_planning
+    from cwm_nb.bench.envs import resolve_env
+    from cwm_nb.bench.replay import load_buffer
+    from cwm_nb.bench.cwm import evaluate_program
+    from cwm_nb.bench.oracle import evaluate_planning
     spec = resolve_env("toy_envs:Corridor")
     assert (spec.entry_point, spec.horizon, spec.planner) == ("toy_envs:Corridor", 100, "mcts")
     assert "Walking into a wall" in spec.description and "`length`: number of cells" not in spec.description
@@ -60,7 +60,7 @@ def test_an_entry_point_of_ones_own_gets_its_docstring_and_plans_against_an_orac
 
 
 def test_kwargs_and_a_factory_are_other_environments():
-    from cwm_nb.envs import resolve_env, make_env
+    from cwm_nb.bench.envs import resolve_env, make_env
     a, b = resolve_env("toy_envs:Corridor"), resolve_env("toy_envs:Corridor", {"length": 4})
     assert a.name != b.name and b.make_kwargs == {"length": 4}
     assert make_env(b).unwrapped.length == 4
@@ -69,8 +69,8 @@ def test_kwargs_and_a_factory_are_other_environments():
 
 
 def test_no_oracle_is_said_with_its_reason_and_raw_returns_are_kept():
-    from cwm_nb.envs import resolve_env
-    from cwm_nb.planning import evaluate_planning
+    from cwm_nb.bench.envs import resolve_env
+    from cwm_nb.bench.oracle import evaluate_planning
     spec = resolve_env("toy_envs:LockedCorridor")
     pr = evaluate_planning(spec, CORRIDOR_CWM, episodes=2, preset="quick", progress=False)
     assert pr.return_oracle is None and pr.normalized_return is None and pr.return_cwm is not None
@@ -78,7 +78,7 @@ def test_no_oracle_is_said_with_its_reason_and_raw_returns_are_kept():
 
 
 def test_a_continuous_environment_is_planned_with_cem():
-    from cwm_nb.envs import resolve_env
+    from cwm_nb.bench.envs import resolve_env
     spec = resolve_env("toy_envs:Drift")
     assert (spec.action_kind, spec.planner, spec.state_kind) == ("continuous", "cem", "continuous")
 
@@ -95,7 +95,7 @@ def test_a_continuous_environment_is_planned_with_cem():
 ])
 def test_what_cannot_work_is_a_clear_error(env, kwargs, says):
     from cwm_nb.core import CwmNbError
-    from cwm_nb.envs import resolve_env
+    from cwm_nb.bench.envs import resolve_env
     with pytest.raises(CwmNbError) as e: resolve_env(env, kwargs)
     assert says in str(e.value)
 
@@ -108,8 +108,8 @@ def test_a_run_that_cannot_start_writes_nothing(tmp_path):
 
 
 def test_search_on_ones_own_environment_records_what_it_was(tmp_path):
-    from cwm_nb.experiments import run_cwmb_search, plan_run, write_metrics
-    from cwm_nb.llm import ScriptedLLM
+    from cwm_nb.experiments.runs import run_cwmb_search, plan_run, write_metrics
+    from cwm_nb.llm.client import ScriptedLLM
     out = run_cwmb_search(env="toy_envs:Corridor", env_kwargs='{"length": 6}', model="scripted", budget=1,
                           out=tmp_path/"r", llm=ScriptedLLM(["```python\n" + CORRIDOR_CWM + "\n```\n"]),
                           plan_preset="quick", plan_episodes=2, progress=False)
@@ -121,8 +121,8 @@ def test_search_on_ones_own_environment_records_what_it_was(tmp_path):
     planning = plan_run(out, preset="quick", episodes=2, progress=False)
     assert planning["normalized_return"] == pytest.approx(1.0)
     write_metrics(out, **planning)
-    from cwm_nb.sweeps import build_index
-    from cwm_nb.figures import table_other_envs
+    from cwm_nb.experiments.sweeps import build_index
+    from cwm_nb.experiments.figures import table_other_envs
     row = build_index(tmp_path/"r").iloc[0]
     assert (row.suite, row.env, row.env_id, row.env_kwargs, row.action_kind) == \
         ("gym", m["env"], "toy_envs:Corridor", '{"length": 6}', "discrete")
@@ -131,7 +131,7 @@ def test_search_on_ones_own_environment_records_what_it_was(tmp_path):
 
 
 def test_a_sweep_takes_gymnasium_ids_and_entry_points():
-    from cwm_nb.sweeps import expand_envs
+    from cwm_nb.experiments.sweeps import expand_envs
     assert expand_envs("CartPole-v1,FrozenLake-v1,toy_envs:Corridor") == ["CartPole-v1", "FrozenLake-v1", "toy_envs.Corridor"]
 
 
@@ -145,9 +145,9 @@ def test_eval_program_takes_an_id_with_kwargs_from_the_command_line(tmp_path):
 
 
 def test_a_registered_spec_reaches_a_child_process(tmp_path):
-    from cwm_nb import envs
+    from cwm_nb.bench import envs
     spec = envs.register_env("toy_envs:Corridor", {"length": 5}, name="my-corridor")
-    code = "from cwm_nb.envs import get_env_spec; s = get_env_spec('my-corridor'); print(s.entry_point, s.make_kwargs)"
+    code = "from cwm_nb.bench.envs import get_env_spec; s = get_env_spec('my-corridor'); print(s.entry_point, s.make_kwargs)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                        env={**_cli_env(tmp_path), envs.SESSION_ENV_VAR: os.environ[envs.SESSION_ENV_VAR]}, timeout=120)
     assert r.stdout.split() == ["toy_envs:Corridor", "{'length':", "5}"], r.stderr[-2000:]
@@ -156,7 +156,7 @@ def test_a_registered_spec_reaches_a_child_process(tmp_path):
 
 def test_the_own_environment_notebook_runs_the_whole_path(tmp_path):
     "nbs/experiments/own_env.ipynb under papermill: an env defined in the notebook, registered, searched, scored, planned."
-    from cwm_nb.experiments import run_notebook
+    from cwm_nb.experiments.runs import run_notebook
     run_notebook("own_env", dict(out=str(tmp_path/"r"), seed=0, budget=1, plan_episodes=2), tmp_path/"nb.ipynb", stream=False)
     m = json.loads((tmp_path/"r"/"gym"/"lights"/"gif-mcts"/"scripted"/"seed0"/"metrics.json").read_text())
     assert (m["env"], m["entry_point"], m["accuracy"], m["status"]) == ("lights", "__main__:Lights", 1.0, "complete")
@@ -164,10 +164,10 @@ def test_the_own_environment_notebook_runs_the_whole_path(tmp_path):
 
 
 def test_a_dict_observation_is_flattened_as_its_description_says():
-    from cwm_nb.envs import resolve_env
-    from cwm_nb.replay import load_buffer
-    from cwm_nb.cwm import evaluate_program
-    from cwm_nb.planning import evaluate_planning
+    from cwm_nb.bench.envs import resolve_env
+    from cwm_nb.bench.replay import load_buffer
+    from cwm_nb.bench.cwm import evaluate_program
+    from cwm_nb.bench.oracle import evaluate_planning
     spec = resolve_env("toy_envs:Beacon")
     assert (spec.obs_format, spec.state_kind) == ("array", "discrete")
     assert "- index 0: `lit` (MultiBinary)\n- index 1: `pos` (Discrete)" in spec.description
@@ -182,7 +182,7 @@ def test_a_dict_observation_is_flattened_as_its_description_says():
 def test_a_generated_spec_has_valid_action_masks_when_info_carries_them():
     "Taxi puts info['action_mask'] (gymnasium 1.x toy text); FrozenLake does not: the spec says which, and neither computes masks."
     from cwm_nb.core import CwmNbError
-    from cwm_nb.envs import resolve_env, spec_from_gym, valid_action_masks
+    from cwm_nb.bench.envs import resolve_env, spec_from_gym, valid_action_masks
     taxi, lake = spec_from_gym("Taxi-v4"), resolve_env("FrozenLake-v1")   # Taxi-v4 is the benchmark Taxi-v3's id
     assert (taxi.action_mask, lake.action_mask) == ("info", "")
     with pytest.raises(CwmNbError, match="only from the environment's info"): valid_action_masks(taxi, [0])
@@ -190,8 +190,8 @@ def test_a_generated_spec_has_valid_action_masks_when_info_carries_them():
 
 def test_a_search_on_ones_own_environment_resumes_from_its_folder(tmp_path):
     "The same run again (same env, kwargs, seed) finds its checkpoint: no further LLM call; other kwargs are another folder."
-    from cwm_nb.experiments import run_cwmb_search
-    from cwm_nb.llm import ScriptedLLM
+    from cwm_nb.experiments.runs import run_cwmb_search
+    from cwm_nb.llm.client import ScriptedLLM
     kw = dict(env="toy_envs:Corridor", env_kwargs='{"length": 6}', model="scripted", budget=1, out=tmp_path/"r",
               plan_preset="none", progress=False)
     first = run_cwmb_search(**kw, llm=ScriptedLLM(["```python\n" + CORRIDOR_CWM + "\n```\n"]))
@@ -203,7 +203,7 @@ def test_a_search_on_ones_own_environment_resumes_from_its_folder(tmp_path):
 
 def test_cwm_nb_run_takes_an_entry_point_with_kwargs_through_papermill(tmp_path):
     "The command line's path: --env module:attr and --env-kwargs reach the experiment notebook; the run folder and metrics name them."
-    from cwm_nb.provider_double import ProviderDouble
+    from cwm_nb.testing.provider_double import ProviderDouble
     with ProviderDouble("openai", answers="capable", idle_timeout=600) as d:
         r = subprocess.run([CLI, "run", "cwmb", "--env", "toy_envs:Corridor", "--env-kwargs", '{"length": 6}',
                             "--model", "openai:gpt-4o", "--base-url", d.base_url, "--budget", "1", "--out", str(tmp_path/"r"),
@@ -218,9 +218,9 @@ def test_cwm_nb_run_takes_an_entry_point_with_kwargs_through_papermill(tmp_path)
 
 def test_lunar_lander_gets_a_buffer_and_says_why_it_has_no_oracle():
     pytest.importorskip("Box2D", reason="Box2D is not installed (extra box2d)")
-    from cwm_nb.envs import resolve_env
-    from cwm_nb.replay import load_buffer
-    from cwm_nb.oracle import oracle_problem
+    from cwm_nb.bench.envs import resolve_env
+    from cwm_nb.bench.replay import load_buffer
+    from cwm_nb.bench.oracle import oracle_problem
     spec = resolve_env("LunarLander-v3")
     assert (spec.planner, spec.obs_format, spec.state_kind) == ("mcts", "array", "continuous")
     buf = load_buffer(spec)

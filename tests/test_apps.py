@@ -1,4 +1,4 @@
-"""cwm_nb.apps: APPS loaders (both layouts, malformed problems), the paper's split, strict vs apps_compat comparison,
+"""cwm_nb.apps.problems: APPS loaders (both layouts, malformed problems), the paper's split, strict vs apps_compat comparison,
 the sandboxed harness on the shipped problems (reference, almost-right and hostile programs), per-test timeout vs
 whole-problem cap, the evaluation's interface for the searches, and the prompts."""
 import json, shutil, warnings
@@ -6,11 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cwm_nb.apps import (
-    AppsDataError, AppsEvaluation, AppsProblem, apps_compat_rule, apps_compat_value_match, apps_fix_messages,
-    apps_generate_messages, apps_improve_messages, apps_metrics, apps_prefill, choose_failure, demo_problems, evaluate_solution,
-    load_apps, looks_like_apps_solution, outputs_match, problem_from_fields, split_tests, strict_match,
-    strict_value_match)
+from cwm_nb.apps.problems import AppsDataError, AppsEvaluation, AppsProblem, apps_compat_rule, apps_compat_value_match, apps_fix_messages, apps_generate_messages, apps_improve_messages, apps_metrics, apps_prefill, choose_failure, demo_problems, evaluate_solution, load_apps, looks_like_apps_solution, outputs_match, problem_from_fields, split_tests, strict_match, strict_value_match
 from cwm_nb.core import CwmNbError, data_dir
 
 pytestmark = pytest.mark.timeout(300)
@@ -515,7 +511,7 @@ def test_strict_call_based_comparison_keeps_types_apart(demo):
 
 
 def test_fix_prompts_show_no_harness_frames_and_bad_test_indices_fail_early(demo):
-    from cwm_nb.apps_search import search_evaluator
+    from cwm_nb.apps.search import search_evaluator
     leap = demo["0003"]
     for src in ("def other(y):\n    return 1\n", "class Solution:\n    pass\n", "def is_leap():\n    return 1\n"):
         ev = evaluate_solution(src, leap, tests=[0])

@@ -12,12 +12,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from cwm_nb.baselines import (METHODS, WorldCoder, WorldCoderConfig, ZeroShotCoT, ZeroShotCoTConfig, COT_OPENER,
+from cwm_nb.search.baselines import (METHODS, WorldCoder, WorldCoderConfig, ZeroShotCoT, ZeroShotCoTConfig, COT_OPENER,
                               beta_params, rex_select, make_search)
 from cwm_nb.core import CwmNbError, make_rng
-from cwm_nb.gif_mcts import GIFMCTS, plot_tree, plot_best_value, action_stats, tree_to_networkx
-from cwm_nb.llm import ScriptedLLM
-from cwm_nb.prompts import prefill_opens_code
+from cwm_nb.search.gif_mcts import GIFMCTS, plot_tree, plot_best_value, action_stats, tree_to_networkx
+from cwm_nb.llm.client import ScriptedLLM
+from cwm_nb.search.prompts import prefill_opens_code
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = str(Path(sys.executable).parent/"cwm-nb")
@@ -50,7 +50,7 @@ def scripted(program_of_draw):
 
 @pytest.fixture(scope="module")
 def real_evaluate():
-    from cwm_nb import cwm, replay
+    from cwm_nb.bench import cwm, replay
     buf = replay.load_buffer("CartPole-v1")
     return lambda src: cwm.evaluate_program(src, buf)
 

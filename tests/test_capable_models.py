@@ -1,4 +1,4 @@
-"""The path to capable models, end to end, against the provider test double (cwm_nb.provider_double: a local
+"""The path to capable models, end to end, against the provider test double (cwm_nb.testing.provider_double: a local
 OpenAI-compatible server in its own process that imitates OpenAI, vLLM, llama.cpp with a thinking template and
 OpenAI reasoning models, with their documented errors and injectable faults, and a scripted capable model that
 writes the reference programs of data/programs with a planted mistake for generate prompts). The double proves
@@ -6,9 +6,10 @@ mechanisms; none of its numbers is a result."""
 import hashlib, json, subprocess, sys
 from pathlib import Path
 import pytest
-from cwm_nb import llm as L, prompts as P
+from cwm_nb.llm import client as L
+from cwm_nb.search import prompts as P
 from cwm_nb.core import CwmNbError
-from cwm_nb.provider_double import ProviderDouble
+from cwm_nb.testing.provider_double import ProviderDouble
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = str(Path(sys.executable).parent/"cwm-nb")
@@ -48,7 +49,7 @@ def test_main_job_over_the_chat_path(method, openai_double, tmp_path, cache_env)
             "--plan-preset", "quick", "--plan-episodes", 3, env=cache_env)
     assert r.returncode == 0, r.stderr[-3000:]
     m = metrics(tmp_path, "CartPole-v1", method, "openai:gpt-4o")
-    from cwm_nb import cwm, replay
+    from cwm_nb.bench import cwm, replay
     mistaken = reference("CartPole-v1").replace(PLANTED["CartPole-v1"]["old"], PLANTED["CartPole-v1"]["new"])
     searched = replay.split_by_episode(replay.load_buffer("CartPole-v1"), m["holdout"], m["holdout_seed"]).search
     planted = cwm.evaluate_program(mistaken, searched).accuracy   # accuracy is the search part's (a fifth held out)
@@ -102,7 +103,7 @@ def test_outage_mid_run_resumes_without_repeating_a_request(tmp_path, cache_env)
 
 # ------------------------------------------------------------ request shapes learned from refusals
 def search(llm, env="CartPole-v1", method="worldcoder", budget=4, tmp=None, **kw):
-    from cwm_nb.experiments import run_cwmb_search
+    from cwm_nb.experiments.runs import run_cwmb_search
     return run_cwmb_search(env=env, method=method, model="test-double", budget=budget, out=str(tmp),
                            plan_preset="none", llm=llm, progress=False, **kw)
 
@@ -142,7 +143,7 @@ def test_small_context_window_shortens_prompts_and_a_resume_repeats_no_refusal(t
     """Humanoid's improve prompt (~35,000 characters) against an 8,192-token vLLM server whose window the
     workbook does not know: the first refusal teaches the window, the prompts are shortened, the search goes on;
     a resumed search with a fresh LLM object replays the cached refusal instead of sending it again."""
-    from cwm_nb.experiments import run_cwmb_search
+    from cwm_nb.experiments.runs import run_cwmb_search
     with ProviderDouble("vllm", answers="capable", context_tokens=8192) as d:
         mk = lambda: L.get_llm("vllm:house-model", base_url=d.base_url, cache=tmp_path/"v.sqlite")
         run = search(mk(), env="Humanoid-v4", method="worldcoder", budget=3, tmp=tmp_path/"h")
@@ -198,7 +199,7 @@ def test_unknown_model_stops_at_the_first_call(tmp_path, monkeypatch):
 def test_every_answer_style_gives_the_program(tmp_path):
     """Reasoning blocks (with only the closing tag too), tildes, fences in list items, CRLF, a longer usage
     script after the program: the program extracted from each improve answer is the reference program."""
-    from cwm_nb import envs
+    from cwm_nb.bench import envs
     desc, ref = envs.describe_env("CartPole-v1"), reference("CartPole-v1")
     msgs = P.improve_messages(desc, ref.replace(PLANTED["CartPole-v1"]["old"], PLANTED["CartPole-v1"]["new"]),
                               "(a failing transition)", contract=P.CWM_CONTRACT)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from cwm_nb.core import CwmNbError, Program
-from cwm_nb.cwm import Evaluation, evaluate_program, score_predictions
-from cwm_nb.replay import ReplayBuffer, load_buffer
+from cwm_nb.bench.cwm import Evaluation, evaluate_program, score_predictions
+from cwm_nb.bench.replay import ReplayBuffer, load_buffer
 
 # A CartPole CWM written from the physics (explicit Euler), not from gymnasium's code.
 CARTPOLE = (Path(__file__).resolve().parents[1]/'data'/'programs'/'CartPole-v1.py').read_text()
@@ -20,7 +20,7 @@ def cartpole():
 
 @pytest.fixture(scope="module")
 def sandbox():
-    from cwm_nb.sandbox import Sandbox
+    from cwm_nb.sandbox.jobs import Sandbox
     with Sandbox() as sb:
         yield sb
 
@@ -141,7 +141,7 @@ def test_malformed_buffer_file_gives_a_clear_error(tmp_path):
 
 # ---- the other observation formats (nbs/14_cwm.ipynb): int, tuple, RTFM's (board, inventory) and valid actions -------
 
-from cwm_nb.cwm import buffer_format, sandbox_inputs   # noqa: E402
+from cwm_nb.bench.cwm import buffer_format, sandbox_inputs   # noqa: E402
 
 # CliffWalking-v0 and Taxi-v3 written from their descriptions; set_state insists on a Python int.
 CLIFFWALKING = '''
@@ -209,7 +209,8 @@ class Environment:
 
 
 def _paper(stem):
-    from cwm_nb.paper_buffers import load_paper_buffer, paper_buffers_dir
+    from cwm_nb.bench.paper_buffers import load_paper_buffer
+    from cwm_nb.bench.paper_pickles import paper_buffers_dir
     try:
         path = paper_buffers_dir() / f"{stem}.pkl"
     except CwmNbError:
@@ -259,12 +260,12 @@ def test_taxi_truncations_cost_only_under_paper_compat(sandbox):
 
 
 def test_tuple_states_are_tuples_of_ints_scored_per_element(sandbox):
-    from cwm_nb.sandbox import run_in_process
+    from cwm_nb.sandbox.jobs import run_in_process
     for buf in _buffers("Blackjack-v1"):
         assert buffer_format(buf) == ("tuple", False) and buf.obs.shape[1:] == (3,)
         ev = evaluate_program(BLACKJACK, buf, sandbox=sandbox)
         assert not ev.bug, ev.error          # set_state's type assertion held on every transition
-        preds = run_in_process(BLACKJACK, "cwm_nb.sandbox:cwm_predict", data=sandbox_inputs(buf)).value["predictions"]
+        preds = run_in_process(BLACKJACK, "cwm_nb.sandbox.jobs:cwm_predict", data=sandbox_inputs(buf)).value["predictions"]
         same = {"wall_s": 0, "isolation": None}   # scoring alone knows no sandbox
         assert score_predictions(preds, buf).to_dict() | same == ev.to_dict() | same and ev.isolation in ("bwrap", "landlock")
         assert all(isinstance(f["obs"], list) and len(f["obs"]) == 3 for f in ev.failures)
@@ -363,10 +364,10 @@ def test_rtfm_states_and_valid_actions_by_hand(sandbox):
 def test_rtfm_masks_come_from_the_spec_without_the_column():
     "A buffer without next_valid_actions gets RTFM's masks from the spec's action_mask function, not from cwm importing rtfm."
     import inspect
-    import cwm_nb.cwm as cwm
-    from cwm_nb.envs import REGISTRY
+    import cwm_nb.bench.cwm as cwm
+    from cwm_nb.bench.envs import REGISTRY
     assert REGISTRY["rtfm"].action_mask and "import" not in "".join(
-        l for l in inspect.getsource(cwm).splitlines(keepends=True) if "cwm_nb.rtfm" in l)
+        l for l in inspect.getsource(cwm).splitlines(keepends=True) if "cwm_nb.bench.rtfm" in l)
     cols = {k: getattr(RTFM_HAND, k) for k in RTFM_HAND.columns() if k != "next_valid_actions"}
     for meta in ({"obs_format": "rtfm", "valid_actions": True}, {"env": "rtfm"}):
         bare = ReplayBuffer(**cols, meta=meta)
@@ -376,7 +377,7 @@ def test_rtfm_masks_come_from_the_spec_without_the_column():
 
 def _collect_rtfm(seed=0, steps=400, horizon=100):
     "Transitions of the RTFM env under the uniform random valid-action policy, as a ReplayBuffer."
-    rtfm = pytest.importorskip("cwm_nb.rtfm")
+    rtfm = pytest.importorskip("cwm_nb.bench.rtfm")
     env, rng = rtfm.RTFMEnv(), np.random.default_rng(seed)
     cols = {k: [] for k in ("obs", "actions", "next_obs", "rewards", "terminated", "truncated", "episode", "next_valid_actions")}
     ep, t, (obs, info) = 0, 0, env.reset(seed=seed)
@@ -465,8 +466,8 @@ class _Recording:
 def test_debug_print_in_step_is_truncated_not_punished(cartpole, sandbox):
     "A correct program that prints its state on every step (~100 KB here, over the 64 KiB capture cap) still scores 1.0."
     import contextlib, io
-    from cwm_nb.cwm import sandbox_inputs
-    from cwm_nb.sandbox import run_in_process
+    from cwm_nb.bench.cwm import sandbox_inputs
+    from cwm_nb.sandbox.jobs import run_in_process
     src = CARTPOLE.replace(
         "        self.state = np.array([x, x_dot, theta, theta_dot])\n",
         "        self.state = np.array([x, x_dot, theta, theta_dot])\n"
@@ -477,7 +478,7 @@ def test_debug_print_in_step_is_truncated_not_punished(cartpole, sandbox):
     assert not ev.bug and ev.error is None and ev.accuracy == 1.0 and ev.perfect, ev.error
     out = rec.results[-1].stdout
     full = io.StringIO()   # what the (trusted, hand-written) program prints in full
-    with contextlib.redirect_stdout(full): run_in_process(src, "cwm_nb.sandbox:cwm_predict", data=sandbox_inputs(cartpole))
+    with contextlib.redirect_stdout(full): run_in_process(src, "cwm_nb.sandbox.jobs:cwm_predict", data=sandbox_inputs(cartpole))
     full = full.getvalue()
     cap = sandbox.limits.output_bytes
     assert len(full) > cap and full.isascii() and full.count("\n") == len(cartpole)

@@ -35,7 +35,7 @@ def _save_timings():
 @pytest.fixture(scope="module")
 def run_folder(tmp_path_factory):
     "A results folder with one real papermill run of the CWMB notebook, its model the provider test double."
-    from cwm_nb.provider_double import ProviderDouble
+    from cwm_nb.testing.provider_double import ProviderDouble
     out = tmp_path_factory.mktemp("runs")
     env = {**os.environ, "CWM_NB_LLM_CACHE": str(out/"llm_cache.sqlite")}
     t0 = time.perf_counter()
@@ -104,8 +104,8 @@ def test_markdown_docstrings_become_restructuredtext():
     cwm_docments.EXPORTED.update(cwm_docments.exported_names())
     md = cwm_docments.md_to_rst
     assert md("Raises `CwmNbError` if unknown.") == "Raises :py:obj:`CwmNbError <cwm_nb.core.CwmNbError>` if unknown."
-    assert md("the shared `get_sandbox()`") == "the shared :py:obj:`get_sandbox() <cwm_nb.sandbox.get_sandbox>`"
-    assert md("numpy values and `PickledObject`s") .endswith("<cwm_nb.paper_pickles.PickledObject>`\\ s")
+    assert md("the shared `get_sandbox()`") == "the shared :py:obj:`get_sandbox() <cwm_nb.sandbox.jobs.get_sandbox>`"
+    assert md("numpy values and `PickledObject`s") .endswith("<cwm_nb.bench.paper_pickles.PickledObject>`\\ s")
     assert md("`error` is a `str`, `x == 1.0`") == "``error`` is a ``str``, ``x == 1.0``"   # not exported: literals
     assert md("pass stop=[\"```\"] when open") == "pass stop=[\"\\`\\`\\`\"] when open"   # a lone fence, escaped
     assert md("*emphasis* stays, 2*3 and a|b and name_ do not") == "*emphasis* stays, 2\\*3 and a\\|b and name\\_ do not"
@@ -168,9 +168,9 @@ def test_the_site_has_every_notebook_module_and_experiment(site):
 def test_docments_become_parameter_lists(site):
     "evaluate_program's docments (the comment after each parameter) are its parameter list in the API reference."
     from fastcore.docments import docments
-    from cwm_nb.cwm import evaluate_program
-    html = (Path(site["out"])/"api"/"cwm_nb.cwm.html").read_text()
-    start = html.index('id="cwm_nb.cwm.evaluate_program"')
+    from cwm_nb.bench.cwm import evaluate_program
+    html = (Path(site["out"])/"api"/"cwm_nb.bench.cwm.html").read_text()
+    start = html.index('id="cwm_nb.bench.cwm.evaluate_program"')
     entry = _text(html[start:html.index("</dd>", start)])
     documented = {k: d["docment"] for k, d in docments(evaluate_program, full=True).items() if d["docment"] and k != "return"}
     assert len(documented) >= 5
@@ -219,10 +219,10 @@ def test_search_finds_a_function_by_name(server, page):
     page.wait_for_url("**/search.html?q=evaluate_program*")
     hit = page.locator("#search-results li a", has_text="evaluate_program").first
     hit.wait_for(timeout=30_000)
-    assert hit.get_attribute("href").endswith("api/cwm_nb.cwm.html#cwm_nb.cwm.evaluate_program")
+    assert hit.get_attribute("href").endswith("api/cwm_nb.bench.cwm.html#cwm_nb.bench.cwm.evaluate_program")
     hit.click()
-    page.wait_for_url("**/api/cwm_nb.cwm.html#cwm_nb.cwm.evaluate_program")
-    assert page.locator("dt[id='cwm_nb.cwm.evaluate_program']").is_visible()
+    page.wait_for_url("**/api/cwm_nb.bench.cwm.html#cwm_nb.bench.cwm.evaluate_program")
+    assert page.locator("dt[id='cwm_nb.bench.cwm.evaluate_program']").is_visible()
     assert not page.problems, page.problems
 
 @needs_chromium

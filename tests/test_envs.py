@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from cwm_nb.core import CwmNbError
-from cwm_nb import envs
-from cwm_nb.envs import (KEPT_SECTIONS, mujoco_v4_docstrings, REGISTRY, cwmb_names, describe_env, env_docstring,
+from cwm_nb.bench import envs
+from cwm_nb.bench.envs import (KEPT_SECTIONS, mujoco_v4_docstrings, REGISTRY, cwmb_names, describe_env, env_docstring,
                          env_names, env_table, get_env_spec, kept_sections, make_env, paper_order)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,6 +182,6 @@ def test_env_table():
 
 
 def test_import_is_light():
-    code = "import sys, cwm_nb.envs; print('gymnasium' in sys.modules, 'mujoco' in sys.modules)"
+    code = "import sys, cwm_nb.bench.envs; print('gymnasium' in sys.modules, 'mujoco' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False"]

@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cwm_nb.cwm import evaluate_program, rollout_segments
-from cwm_nb.replay import load_buffer, split_by_episode
+from cwm_nb.bench.cwm import evaluate_program, rollout_segments
+from cwm_nb.bench.replay import load_buffer, split_by_episode
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = str(Path(sys.executable).parent/"cwm-nb")
@@ -77,8 +77,8 @@ def test_rollouts_show_drift_that_single_steps_hide():
 
 def test_run_searches_on_its_part_and_reports_both(tmp_path):
     "New runs hold out a fifth of the episodes: the search's value is the search part's accuracy; metrics say both."
-    from cwm_nb.experiments import run_cwmb_search, write_metrics
-    from cwm_nb.llm import ScriptedLLM
+    from cwm_nb.experiments.runs import run_cwmb_search, write_metrics
+    from cwm_nb.llm.client import ScriptedLLM
     answer = "```python\n" + CARTPOLE_PLANTED + "\n```\n"
     out = run_cwmb_search(env="CartPole-v1", model="scripted", budget=1, out=tmp_path, llm=ScriptedLLM([answer]),
                           plan_preset="none", progress=False)
@@ -97,9 +97,10 @@ def test_run_searches_on_its_part_and_reports_both(tmp_path):
 
 def test_an_old_run_folder_resumes_as_the_paper_setting(tmp_path):
     "A run folder whose settings.json predates held-out parts resumes with nothing held out; paper_compat holds none out."
-    from cwm_nb.experiments import check_run_settings, run_cwmb_search, run_dir
+    from cwm_nb.experiments.runs import check_run_settings, run_cwmb_search
+    from cwm_nb.experiments.runs import run_dir
     from cwm_nb.core import CwmNbError, atomic_write_json
-    from cwm_nb.llm import ScriptedLLM
+    from cwm_nb.llm.client import ScriptedLLM
     answer = "```python\n" + CARTPOLE + "\n```\n"
     rd = run_dir(tmp_path, "cwmb", "CartPole-v1", "gif-mcts", "scripted", 0)
     old = dict(env="CartPole-v1", method="gif-mcts", model="scripted", budget=1, seed=0, paper_compat=False, max_tokens=1500,
@@ -169,8 +170,8 @@ def test_a_nan_inf_or_malformed_rollout_step_fails_the_rollout(ret):
 
 def test_a_hanging_rollout_keeps_the_rollouts_before_it():
     "The 3rd rollout (46 steps) hangs at step 40: the first two are kept, the 3rd failed, the rest not run."
-    from cwm_nb.cwm import rollout_errors
-    from cwm_nb.sandbox import SandboxLimits
+    from cwm_nb.bench.cwm import rollout_errors
+    from cwm_nb.sandbox.jobs import SandboxLimits
     hang = _after_calls(40, "(time.sleep(3600), None)").replace("import math", "import math, time", 1)
     r = rollout_errors(hang, load_buffer("CartPole-v1"), limits=SandboxLimits(wall_s=1.0))
     assert (r["n_rollouts"], r["n_failed"], r["n_not_run"]) == (10, 1, 7)
@@ -181,7 +182,7 @@ def test_a_hanging_rollout_keeps_the_rollouts_before_it():
 
 def test_a_pass_that_runs_out_of_time_is_not_checked():
     "A program that hangs after N steps in one process: scoring (N steps) and repeat pass, after_other (2N) times out."
-    from cwm_nb.sandbox import SandboxLimits
+    from cwm_nb.sandbox.jobs import SandboxLimits
     buf = load_buffer("CartPole-v1").select(np.arange(20))
     slow = COUNTER.replace("_calls[0] += 1", "_calls[0] += 1\n        if _calls[0] > 20:\n            while True: pass")
     ev = evaluate_program(slow, buf, determinism=True, limits=SandboxLimits(wall_s=1.0))
@@ -191,8 +192,8 @@ def test_a_pass_that_runs_out_of_time_is_not_checked():
 
 
 def test_final_evaluation_scales_both_parts_by_the_whole_buffer():
-    from cwm_nb.cwm import rollout_errors, state_scale
-    from cwm_nb.experiments import final_evaluation
+    from cwm_nb.bench.cwm import rollout_errors, state_scale
+    from cwm_nb.experiments.runs import final_evaluation
     sys.path.insert(0, str(ROOT/"tests"))
     from test_planning import PENDULUM_FLIPPED
     buf = load_buffer("Pendulum-v1")

@@ -135,7 +135,7 @@ def papermill(*args, cwd):
 def test_papermill_by_hand_refuses_a_parameter_the_notebook_does_not_define(nb, tmp_path):
     "papermill alone only warns (`Passed unknown parameter`) and runs with the defaults; each experiment notebook stops."
     import nbformat
-    from cwm_nb.experiments import notebook_params
+    from cwm_nb.experiments.runs import notebook_params
     declared = notebook_params(nb)
     typo = declared[0][:-1] + "x"   # e.g. `enx` for `env`
     r = papermill(nb, tmp_path/"out.ipynb", "-p", typo, "1", cwd=tmp_path)
@@ -159,7 +159,7 @@ def test_papermill_by_hand_refuses_values_an_untagged_parameters_cell_would_over
 
 def test_run_notebook_refuses_an_unknown_parameter_before_papermill_starts(tmp_path):
     from cwm_nb.core import CwmNbError
-    from cwm_nb.experiments import CWMB_PARAMS, run_notebook
+    from cwm_nb.experiments.runs import CWMB_PARAMS, run_notebook
     with pytest.raises(CwmNbError) as e:
         run_notebook("cwmb", dict(budgt=1, out=str(tmp_path)), tmp_path/"run"/"nb.ipynb", stream=False)
     assert "experiments/cwmb.ipynb does not define the parameter 'budgt' (did you mean 'budget'?)" in str(e.value)
@@ -170,7 +170,8 @@ def test_plan_run_and_sweep_share_one_default_planning_preset(tmp_path):
     """One definition (`DEFAULT_PLAN_PRESET`, 15_planning): the CLI defaults, the Python defaults (the library's
     `evaluate_planning` too) and the CWMB notebook's parameter."""
     import ast, inspect, papermill as pm
-    from cwm_nb import experiments, planning, sweeps
+    from cwm_nb.experiments import runs as experiments, sweeps
+    from cwm_nb.bench import planning
     p = experiments.build_parser()
     presets = {"plan": p.parse_args(["plan", "--env", "CartPole-v1", "--program", "x.py"]).preset,
                "run": p.parse_args(["run", "cwmb"]).plan_preset, "sweep": p.parse_args(["sweep", "cwmb"]).plan_preset,
@@ -184,7 +185,7 @@ def test_plan_run_and_sweep_share_one_default_planning_preset(tmp_path):
 
 def test_wrong_parameter_type_is_a_clear_error(tmp_path):
     from cwm_nb.core import CwmNbError
-    from cwm_nb.experiments import run_notebook
+    from cwm_nb.experiments.runs import run_notebook
     with pytest.raises(CwmNbError, match="must be int"):
         run_notebook("cwmb", dict(budget="3", out=str(tmp_path)), tmp_path/"nb.ipynb", stream=False)
     assert not (tmp_path/"nb.ipynb").exists()
@@ -192,13 +193,13 @@ def test_wrong_parameter_type_is_a_clear_error(tmp_path):
 
 def _paper_buffers() -> Path:
     "Where the user keeps the paper's pickles: $CWM_NB_PAPER_BUFFERS, else data/paper_buffers (the loader's own rule)."
-    from cwm_nb.paper_pickles import DEFAULT_PAPER_BUFFERS, PAPER_BUFFERS_ENV_VAR
+    from cwm_nb.bench.paper_pickles import DEFAULT_PAPER_BUFFERS, PAPER_BUFFERS_ENV_VAR
     return Path(os.environ.get(PAPER_BUFFERS_ENV_VAR) or ROOT.joinpath(*DEFAULT_PAPER_BUFFERS))
 
 PAPER = _paper_buffers()
 
 def test_envs_lists_all_benchmark_environments():
-    from cwm_nb.envs import env_names
+    from cwm_nb.bench.envs import env_names
     r = cli("envs")
     assert r.returncode == 0, r.stderr
     names = env_names()
@@ -235,7 +236,7 @@ def test_eval_program_on_the_papers_buffer():
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]   # another environment's buffer
 
 def test_collect_regenerates_the_shipped_buffer(tmp_path):
-    from cwm_nb.replay import ReplayBuffer, default_buffer_path
+    from cwm_nb.bench.replay import ReplayBuffer, default_buffer_path
     r = cli("collect", "--env", "CartPole-v1", "--seed", 0, "--out", tmp_path/"buf")
     assert r.returncode == 0, r.stderr[-3000:]
     assert ReplayBuffer.load(tmp_path/"buf").fingerprint() == ReplayBuffer.load(default_buffer_path("CartPole-v1")).fingerprint()
@@ -244,9 +245,9 @@ CRASH = "```python\nclass Environment:\n    def __init__(self):\n        raise R
 
 def test_every_environment_runs_end_to_end_and_a_crashing_program_scores_zero(tmp_path):
     "All 19 environments through the same pipeline a `cwm-nb run` uses, with a scripted LLM whose program crashes."
-    from cwm_nb.envs import env_names
-    from cwm_nb.experiments import run_cwmb_search, write_metrics
-    from cwm_nb.llm import ScriptedLLM
+    from cwm_nb.bench.envs import env_names
+    from cwm_nb.experiments.runs import run_cwmb_search, write_metrics
+    from cwm_nb.llm.client import ScriptedLLM
     for env in env_names():
         out = run_cwmb_search(env=env, model="scripted", budget=1, out=tmp_path, llm=ScriptedLLM([CRASH]),
                               plan_preset="none", progress=False)
@@ -257,8 +258,8 @@ def test_every_environment_runs_end_to_end_and_a_crashing_program_scores_zero(tm
         assert (out.run_dir/"program.py").read_text().count("no model here") == 1
 
 def test_run_puts_the_normalized_return_in_metrics(tmp_path):
-    from cwm_nb.experiments import plan_run, run_cwmb_search, write_metrics
-    from cwm_nb.llm import ScriptedLLM
+    from cwm_nb.experiments.runs import plan_run, run_cwmb_search, write_metrics
+    from cwm_nb.llm.client import ScriptedLLM
     good = "```python\n" + CARTPOLE_CWM.read_text() + "\n```\n"
     out = run_cwmb_search(env="CartPole-v1", model="scripted", budget=1, out=tmp_path, llm=ScriptedLLM([good]),
                           plan_preset="quick", plan_episodes=2, progress=False)
@@ -282,7 +283,7 @@ def test_rtfm_runs_from_the_command_line(tmp_path, cache_env):
 
 def test_bad_run_input_is_refused_before_the_kernel_starts(tmp_path):
     "Each of these fails in the command itself (no papermill, no run folder), with exit 2 and no traceback."
-    from cwm_nb.replay import default_buffer_path
+    from cwm_nb.bench.replay import default_buffer_path
     cases = [("run", "rtfm", "--env", "CartPole-v1"),                                   # rtfm runs RTFM only
              ("run", "cwmb", "--model", "no-such-model"),                               # unknown model
              ("run", "cwmb", "--env", "CartPole-v1", "--buffer", default_buffer_path("Taxi-v3"))]  # another env's buffer
@@ -295,7 +296,7 @@ def test_bad_run_input_is_refused_before_the_kernel_starts(tmp_path):
 
 def test_collect_refuses_to_overwrite_another_buffer(tmp_path):
     import shutil
-    from cwm_nb.replay import default_buffer_path
+    from cwm_nb.bench.replay import default_buffer_path
     shutil.copytree(default_buffer_path("rtfm"), tmp_path/"b")
     before = (tmp_path/"b"/"transitions.npz").read_bytes()
     r = cli("collect", "--env", "Taxi-v3", "--out", tmp_path/"b")
@@ -319,7 +320,7 @@ def test_experiment_notebook_runs_in_this_interpreter_whatever_kernelspecs(hosti
     "A `python3` kernelspec of another interpreter on JUPYTER_PATH does not decide where an experiment notebook runs."
     import nbformat
     import cwm_nb
-    from cwm_nb import experiments
+    from cwm_nb.experiments import runs as experiments
     argv = {"exits": ["/bin/sh", "-c", "echo 'not the cwm-nb interpreter' >&2; exit 3", "{connection_file}"],
             "system-python": ["/usr/bin/python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"]}[hostile]
     if hostile == "system-python" and not Path(argv[0]).exists(): pytest.skip("no /usr/bin/python3 on this machine")

@@ -6,11 +6,12 @@ from dataclasses import asdict
 from pathlib import Path
 import numpy as np
 import pytest
-from cwm_nb import fast_mcts
-from cwm_nb.envs import get_env_spec, make_env
-from cwm_nb import plan_driver
-from cwm_nb.plan_driver import TapeModel, _program_model, _record_search, decode_state, encode_state
-from cwm_nb.planning import MCTSConfig, SandboxLimits, mcts_search
+from cwm_nb.bench import fast_mcts
+from cwm_nb.bench.envs import get_env_spec, make_env
+from cwm_nb.bench import plan_driver
+from cwm_nb.bench.plan_driver import TapeModel, _program_model, _record_search, decode_state, encode_state
+from cwm_nb.bench.planning import MCTSConfig, mcts_search
+from cwm_nb.sandbox.jobs import SandboxLimits
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = {"CartPole-v1": "CartPole-v1.py", "MountainCar-v0": "MountainCar-v0.py", "Acrobot-v1": "Acrobot-v1.py",
@@ -21,8 +22,8 @@ CONFIGS = [MCTSConfig(), MCTSConfig(simulations=10, rollout_steps=20), MCTSConfi
 
 
 def _pure_module():
-    "cwm_nb/fast_mcts.py run as Python, even where the compiled copy is built (a module of its own name)."
-    spec = importlib.util.spec_from_file_location("cwm_nb._fast_mcts_as_python", ROOT/"cwm_nb"/"fast_mcts.py")
+    "cwm_nb/bench/fast_mcts.py run as Python, even where the compiled copy is built (a module of its own name)."
+    spec = importlib.util.spec_from_file_location("cwm_nb.bench._fast_mcts_as_python", ROOT/"cwm_nb"/"bench"/"fast_mcts.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -30,9 +31,9 @@ def _pure_module():
 
 def test_the_compiled_loop_is_built_from_the_current_source():
     assert fast_mcts.compiled_search() is not None, (
-        "cwm_nb._fast_mcts is missing or was built from another fast_mcts.py: rebuild it with "
+        "cwm_nb.bench._fast_mcts is missing or was built from another fast_mcts.py: rebuild it with "
         "`.venv/bin/pip install --no-deps -e .` (it needs a C compiler and the Python headers)")
-    from cwm_nb import _fast_mcts
+    from cwm_nb.bench import _fast_mcts
     assert _fast_mcts.__file__.endswith(".so") and fast_mcts.compiled_search() is _fast_mcts.search
 
 
@@ -73,7 +74,7 @@ def test_the_same_search_as_mcts_search(env_name, impl):
 
 @pytest.fixture(scope="module")
 def sandbox():
-    from cwm_nb.sandbox import Sandbox
+    from cwm_nb.sandbox.jobs import Sandbox
     with Sandbox() as sb:
         yield sb
 
@@ -99,7 +100,7 @@ def test_planning_sessions_search_in_the_compiled_loop(sandbox):
     call = {"state": 0, "obs_dtype": None, "root_actions": None, "seed": 0}
     steps = {}
     for name, extra in (("default", {}), ("generic", {"fast_search": False})):
-        first, s = sandbox.open_session(TELLS_THE_CALLER, "cwm_nb.planning:plan_driver", args={**static, **extra},
+        first, s = sandbox.open_session(TELLS_THE_CALLER, "cwm_nb.bench.plan_driver:plan_driver", args={**static, **extra},
                                         limits=SandboxLimits(wall_s=60, cpu_s=60))
         assert s is not None, first.error
         with s:
@@ -113,10 +114,10 @@ def test_a_build_of_another_source_is_refused(tmp_path):
     "A copy of the package whose fast_mcts.py changed after the build: planning falls back, with one warning."
     pkg = tmp_path/"cwm_nb"
     shutil.copytree(ROOT/"cwm_nb", pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    assert list(pkg.glob("_fast_mcts*.so")), "the compiled loop is not built (see the first test)"
-    (pkg/"fast_mcts.py").write_text((pkg/"fast_mcts.py").read_text() + "\n# edited after the build\n")
+    assert list((pkg/"bench").glob("_fast_mcts*.so")), "the compiled loop is not built (see the first test)"
+    (pkg/"bench"/"fast_mcts.py").write_text((pkg/"bench"/"fast_mcts.py").read_text() + "\n# edited after the build\n")
     code = ("import warnings, cwm_nb\nwarnings.simplefilter('always')\nassert cwm_nb.__file__.startswith(%r)\n"
-            "from cwm_nb import fast_mcts, plan_driver\n"
+            "from cwm_nb.bench import fast_mcts, plan_driver\n"
             "with warnings.catch_warnings(record=True) as w:\n"
             "    warnings.simplefilter('always')\n"
             "    print(plan_driver._fast_search({}), plan_driver._fast_search({}), len(w), str(w[0].message))\n" % str(pkg))

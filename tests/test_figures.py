@@ -26,8 +26,8 @@ def cli(*args, timeout=900):
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     "8 real runs: 2 environments x (GIF-MCTS, its no-fix ablation) x 2 seeds, budget 2, quick planning (2 episodes),\n    laid out as a sweep lays them out (`<results>/budget2/cwmb/...`)."
-    from cwm_nb import experiments
-    from cwm_nb.llm import ScriptedLLM
+    from cwm_nb.experiments import runs as experiments
+    from cwm_nb.llm.client import ScriptedLLM
     out = tmp_path_factory.mktemp("results")
     for env, method, answer in RUNS:
         for seed in (0, 1):
@@ -38,7 +38,7 @@ def results(tmp_path_factory):
     return out
 
 def metrics(out, env, method, seed):
-    from cwm_nb.experiments import run_dir
+    from cwm_nb.experiments.runs import run_dir
     return json.loads((run_dir(out/"budget2", "cwmb", env, method, "scripted", seed)/"metrics.json").read_text())
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def figures_out(results):
     return fig, r.stdout
 
 def test_index_of_the_runs(results):
-    from cwm_nb import sweeps
+    from cwm_nb.experiments import sweeps
     idx = sweeps.build_index(results)
     assert len(idx) == 8 and (idx.status == "complete").all()
     assert set(idx.method) == {"gif-mcts", "gif-mcts-no-fix"} and set(idx.seed) == {0, 1}
@@ -125,7 +125,7 @@ def test_heldout_accuracy_beside_accuracy(results, figures_out):
     assert m["deterministic"] is True and m["rollouts"]["heldout"]["horizons"]["1"]["state_error"] < 1e-6
 
 def test_make_all_without_published_numbers(results, tmp_path):
-    from cwm_nb import figures
+    from cwm_nb.experiments import figures
     w = figures.make_all(results, tmp_path/"np", published=False)
     t2 = pd.read_csv(w["t2_cwmb_main"][0], index_col=[0, 1, 2, 3, 4, 5])
     assert set(t2.index.get_level_values(0)) == {"ours"}

@@ -9,10 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from cwm_nb.gif_mcts import (GIFMCTS, GIFMCTSConfig, SearchTree, Node, LinearValueModel, node_state, uct_new,
-                             uct_visited, evaluation_summary, action_stats, tree_to_networkx, plot_tree,
-                             plot_best_value, _default_cot)
-from cwm_nb.prompts import (extract_code, improve_messages, fix_messages, generate_messages, prefill_opens_code,
+from cwm_nb.search.gif_mcts import GIFMCTS, GIFMCTSConfig, SearchTree, Node, LinearValueModel, node_state, uct_new, uct_visited, action_stats, tree_to_networkx, plot_tree, plot_best_value
+from cwm_nb.search.loop import evaluation_summary, _default_cot
+from cwm_nb.search.prompts import (extract_code, improve_messages, fix_messages, generate_messages, prefill_opens_code,
                             parse_answer)
 
 
@@ -240,7 +239,7 @@ def test_terminal_value_fix_switch():
 # ---------------------------------------------------------------------------------------------------------------
 # the method in one place (nbs/22_gif_mcts.ipynb, "The method"): the search runs `simulation`, UCT's bonus is `exploration`
 def test_every_step_runs_the_simulation_function(monkeypatch):
-    from cwm_nb import gif_mcts
+    from cwm_nb.search import gif_mcts
     seen, real = [], gif_mcts.simulation
     monkeypatch.setattr(gif_mcts, "simulation", lambda s: seen.append(s.calls) or real(s))
     res = search(seeded)[0].run(4)
@@ -248,7 +247,7 @@ def test_every_step_runs_the_simulation_function(monkeypatch):
 
 
 def test_the_exploration_term_is_edited_in_one_place(monkeypatch):
-    from cwm_nb import gif_mcts
+    from cwm_nb.search import gif_mcts
     score = lambda draw: body(f"score={min(0.1 * draw, 0.9):.1f}")
     before = search(lambda m, d, s: score(d))[0].run(6).tree
     monkeypatch.setattr(gif_mcts, "exploration", lambda n_parent, n, C=0.1, eps=1.0: 10 * C * math.sqrt(math.log(n_parent) / (n + eps)))
@@ -376,7 +375,7 @@ def test_cot_choice_follows_the_model():
 
 
 def test_with_the_project_scripted_llm():
-    llm_mod = pytest.importorskip("cwm_nb.llm")
+    llm_mod = pytest.importorskip("cwm_nb.llm.client")
     def ans(msgs, draw):
         code = body("perfect" if draw == 2 else "score=0.5")
         return code if prefill_opens_code(msgs) else "## Corrected program\n```python\n" + code + "```"

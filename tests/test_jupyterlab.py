@@ -112,8 +112,8 @@ def test_jupyter_lab_opens_a_notebook_and_runs_its_cells_in_the_cwm_nb_kernel(la
         file, exe = where["stdout"].split()
         assert Path(file).resolve() == (ROOT/"cwm_nb"/"__init__.py").resolve(), file   # this checkout's cwm_nb
         assert Path(exe) == Path(sys.executable)
-        shown = _execute(ws, session, "from cwm_nb.cwm import evaluate_program\nevaluate_program.__module__", timeout=60)
-        assert shown["result"] == "'cwm_nb.cwm'", shown   # an execute_result, as a cell's output shows it
+        shown = _execute(ws, session, "from cwm_nb.bench.cwm import evaluate_program\nevaluate_program.__module__", timeout=60)
+        assert shown["result"] == "'cwm_nb.bench.cwm'", shown   # an execute_result, as a cell's output shows it
     finally:
         ws.close()
         c.delete(f"/api/sessions/{sess['id']}")

@@ -1,11 +1,11 @@
-"""Integration tests of cwm_nb.llm: the embedded model over HTTP, seeded determinism, the response cache (also across
+"""Integration tests of cwm_nb.llm.client: the embedded model over HTTP, seeded determinism, the response cache (also across
 processes), retries against a local stand-in server, unreachable endpoints, the transformers backend on the GGUF
 weights, alias resolution, and that the server child never outlives its parent."""
 import http.server, json, multiprocessing as mp, socket, subprocess, sys, threading, time
 from pathlib import Path
 import pytest
 from cwm_nb.core import CwmNbError
-from cwm_nb import llm as L
+from cwm_nb.llm import client as L
 
 PREFILL = "```python\ndef square(x):\n"
 Q = [{"role": "system", "content": "You are an experienced Python developer."},

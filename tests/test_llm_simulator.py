@@ -5,9 +5,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cwm_nb import llm_simulator as S
-from cwm_nb.llm import render_plain
-from cwm_nb.replay import load_buffer
+from cwm_nb.search import llm_simulator as S
+from cwm_nb.llm.client import render_plain
+from cwm_nb.bench.replay import load_buffer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,7 +59,7 @@ def test_query_is_formatted_like_the_examples(cartpole):
 def test_each_query_gets_its_own_prompt(cartpole):
     "The original overwrote the template on the first substitution, so later queries re-sent the first one."
     seen = []
-    from cwm_nb.llm import ScriptedLLM
+    from cwm_nb.llm.client import ScriptedLLM
     def answer(messages, draw):
         seen.append(messages[1]["content"])
         return " [0, 0, 0, 0]\nReward: 1\nDone: False"
@@ -145,7 +145,7 @@ def cache_env(tmp_path_factory, model_cache, monkeypatch):   # conftest's, but s
 
 
 def test_inference_speed_notebook_with_the_embedded_model(tmp_path, cache_env):
-    from cwm_nb.experiments import run_notebook
+    from cwm_nb.experiments.runs import run_notebook
     out = tmp_path/"speed"
     nb = run_notebook("inference_speed", dict(envs="CartPole-v1", n_transitions=1, max_tokens=48, repeats=5,
                                               out=str(out)), out/"notebook.ipynb", stream=False)

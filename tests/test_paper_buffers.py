@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from cwm_nb.core import CwmNbError
-from cwm_nb.cwm import evaluate_program
-from cwm_nb.paper_buffers import (ALLOWED_GLOBALS, PAPER_BUFFERS_ENV_VAR, load_paper_buffer, paper_buffers_dir,
-                                  paper_env_name, read_paper_pickle)
-from cwm_nb.replay import ReplayBuffer, load_buffer
+from cwm_nb.bench.cwm import evaluate_program
+from cwm_nb.bench.paper_pickles import ALLOWED_GLOBALS, PAPER_BUFFERS_ENV_VAR, paper_buffers_dir, paper_env_name, read_paper_pickle
+from cwm_nb.bench.paper_buffers import load_paper_buffer
+from cwm_nb.bench.replay import ReplayBuffer, load_buffer
 
 RTFM_CWM = Path(__file__).resolve().parents[1]/"data"/"programs"/"rtfm.py"   # the shipped reference CWM
 CARTPOLE_CWM = Path(__file__).resolve().parents[1]/"data"/"programs"/"CartPole-v1.py"   # the shipped reference CWM
@@ -133,7 +133,7 @@ def test_rtfm_buffer(paper_dir):
     raw = read_paper_pickle(path)
     board, inventory = raw["obs"][0]
     assert buf.obs[0].tolist() == [*board.reshape(-1).tolist(), inventory]
-    rtfm = pytest.importorskip("cwm_nb.rtfm")
+    rtfm = pytest.importorskip("cwm_nb.bench.rtfm")
     n_alive = 0
     for i in range(len(buf)):
         obs = rtfm.rtfm_row_to_obs(buf.next_obs[i])
@@ -166,7 +166,7 @@ def test_env_name_is_checked(paper_dir, tmp_path):
 
 def test_loading_imports_neither_torch_nor_gymnasium(paper_dir):
     path = _file(paper_dir, "CartPole-v1")
-    code = ("import sys\nfrom cwm_nb.paper_buffers import load_paper_buffer\n"
+    code = ("import sys\nfrom cwm_nb.bench.paper_buffers import load_paper_buffer\n"
             f"b = load_paper_buffer({str(path)!r})\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'gymnasium'))\n"
             "assert len(b) == 402 and not bad, bad\n")
@@ -275,7 +275,7 @@ def test_numpy_values_are_built_by_our_code(tmp_path):
 
 @pytest.fixture(scope="module")
 def sandbox():
-    from cwm_nb.sandbox import Sandbox
+    from cwm_nb.sandbox.jobs import Sandbox
     with Sandbox() as sb:
         yield sb
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cwm_nb.envs import make_env
-from cwm_nb.planning import (CEMConfig, MCTSConfig, baseline_episodes, evaluate_planning, normalized_return,
-                             oracle_cem_plan, oracle_mcts_action, restore, snapshot)
-from cwm_nb.sandbox import SandboxLimits
+from cwm_nb.bench.envs import make_env
+from cwm_nb.bench.planning import CEMConfig, MCTSConfig, normalized_return
+from cwm_nb.bench.oracle import baseline_episodes, evaluate_planning, oracle_cem_plan, oracle_mcts_action, restore, snapshot
+from cwm_nb.sandbox.jobs import SandboxLimits
 
 RTFM_CWM = Path(__file__).resolve().parents[1]/"data"/"programs"/"rtfm.py"   # the shipped reference CWM
 CARTPOLE_CWM = Path(__file__).resolve().parents[1]/"data"/"programs"/"CartPole-v1.py"   # the shipped reference CWM
@@ -70,7 +70,7 @@ def private_cache(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def sandbox():
-    from cwm_nb.sandbox import Sandbox
+    from cwm_nb.sandbox.jobs import Sandbox
     with Sandbox() as sb:
         yield sb
 
@@ -237,7 +237,7 @@ import sys
 def evil(namespace, args, data):
     import numpy as np
     return {RESULT}
-P = sys.modules.get("cwm_nb.planning")
+P = sys.modules.get("cwm_nb.bench.planning")
 P.plan_driver.__code__ = evil.__code__       # the very function object the sandbox resolved as the driver
 class Environment:
     def set_state(self, s): self.s = s
@@ -268,7 +268,7 @@ def evil(namespace, args, data): return {"action": 10 ** 6, "model_steps": 10 **
 for o in gc.get_objects():
     if getattr(o, "__name__", None) == "plan_driver" and hasattr(o, "__code__"): o.__code__ = evil.__code__
 import sys
-sys.modules["cwm_nb.planning"].plan_driver.__code__ = evil.__code__
+sys.modules["cwm_nb.bench.planning"].plan_driver.__code__ = evil.__code__
 class Environment:
     def set_state(self, s): pass
     def step(self, a): return 0, 0.0, False
@@ -352,7 +352,7 @@ def test_hostile_cem_plans_are_rejected(name, sandbox):
 # it past the plausibility check). The planner now runs in a process of its own: the replacement is made in the
 # program's process only, and the real planner plans with the garbage model, i.e. like random.
 CHEAT_MCTS = '''
-import cwm_nb.planning as P
+import cwm_nb.bench.planning as P
 class _Result:
     def __init__(self, a): self.action = a
 def _policy(model, root, actions, config, rng, n_actions=None):
@@ -366,7 +366,7 @@ class Environment:
 
 # For CEM: the genuine cem_plan, but run on a private correct Pendulum the parent never sees; step() is garbage.
 CHEAT_CEM = PENDULUM_OK.replace("class Environment:", "class _Hidden:") + '''
-import cwm_nb.planning as P
+import cwm_nb.bench.planning as P
 _real_cem = P.cem_plan
 def _plan(model, root, low, high, config, rng):
     FORGE
@@ -379,7 +379,7 @@ class Environment:
 
 # Replaces the driver itself (name and code) and the in-process fallback path.
 CHEAT_DRIVER = '''
-import cwm_nb.planning as P
+import cwm_nb.bench.planning as P
 def _driver(namespace, args, data):
     s = args["state"]
     return {"action": 1 if s[2] + s[3] > 0 else 0, "model_steps": 10 ** 6, "plan_s": 0.5}
@@ -454,13 +454,13 @@ def test_a_session_decides_as_one_shot_jobs_do(sandbox):
     static = {"planner": "mcts", "config": asdict(MCTSConfig(simulations=12, rollout_steps=20)), "obs_format": "array",
               "space": {"kind": "discrete", "n": 2}, "valid_actions": False, "session": True}
     calls = [{"state": [0.01 * k, 0.0, -0.02 * k, 0.1], "obs_dtype": "<f4", "root_actions": None, "seed": k} for k in range(4)]
-    tampered = ("import cwm_nb.planning as P, cwm_nb.plan_driver as D\nP.mcts_search = None\n"   # neither search of the model
+    tampered = ("import cwm_nb.bench.planning as P, cwm_nb.bench.plan_driver as D\nP.mcts_search = None\n"   # neither search of the model
                 "D._FAST[:] = [lambda *a, **k: 1 / 0]\n" + CARTPOLE)   # side records a tape: live queries
-    first, s = sandbox.open_session(CARTPOLE, "cwm_nb.planning:plan_driver", args=static, limits=SandboxLimits(wall_s=20, cpu_s=200))
+    first, s = sandbox.open_session(CARTPOLE, "cwm_nb.bench.plan_driver:plan_driver", args=static, limits=SandboxLimits(wall_s=20, cpu_s=200))
     assert first.ok and first.value == {"ok": True}
     with s:
         in_session = [s.call(c).value for c in calls]
     for c, v in zip(calls, in_session):
         for src in (CARTPOLE, tampered):
-            one = sandbox.run(src, "cwm_nb.planning:plan_driver", args={**static, **c, "session": False}).value
+            one = sandbox.run(src, "cwm_nb.bench.plan_driver:plan_driver", args={**static, **c, "session": False}).value
             assert (one["action"], one["model_steps"]) == (v["action"], v["model_steps"]), (c, one, v)

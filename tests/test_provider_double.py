@@ -1,4 +1,4 @@
-"""The provider test double (nbs/01a_provider_double.ipynb) over real HTTP: one double per mode, a handful of
+"""The provider test double (nbs/90_provider_double.ipynb) over real HTTP: one double per mode, a handful of
 requests each with httpx and the `openai` client. Checks that each mode and each fault behaves as the notebook
 documents, and that the scripted capable model answers generate and improve prompts differently."""
 import json, os, subprocess, sys, textwrap, time
@@ -6,8 +6,8 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from cwm_nb.envs import describe_env
-from cwm_nb.provider_double import (
+from cwm_nb.bench.envs import describe_env
+from cwm_nb.testing.provider_double import (
     DRAFT_PROGRAM, ECHO_ANSWER, LLAMACPP_PREFILL_REJECTED, NO_PROGRAM_ANSWER, STYLES, TEMPLATE_PREFILL_CONFLICT,
     VLLM_PREFILL_CONFLICT, ProviderDouble, approx_tokens, canonical_sha256, fenced_blocks, plant_mistake,
     planted_mistakes, prompt_tokens, reference_program)
@@ -336,7 +336,7 @@ def test_stops_after_idle_timeout():
 
 
 def test_stops_when_its_parent_dies():
-    script = ("import json, os\nfrom cwm_nb.provider_double import ProviderDouble\nd = ProviderDouble('openai')\n"
+    script = ("import json, os\nfrom cwm_nb.testing.provider_double import ProviderDouble\nd = ProviderDouble('openai')\n"
               "print(json.dumps(d.base_url), flush=True)\nos._exit(0)\n")
     env = child_env()
     url = json.loads(subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
@@ -352,7 +352,7 @@ def test_stops_when_its_parent_dies():
 def test_command_line(tmp_path):
     ready = tmp_path/"url"
     env = child_env()
-    p = subprocess.Popen([sys.executable, "-m", "cwm_nb.provider_double", "--mode", "llamacpp-thinking", "--port", "0",
+    p = subprocess.Popen([sys.executable, "-m", "cwm_nb.testing.provider_double", "--mode", "llamacpp-thinking", "--port", "0",
                           "--ready-file", str(ready), "--log", str(tmp_path/"log.jsonl")],
                          env=env, stdout=subprocess.PIPE, text=True)
     try:
@@ -363,6 +363,6 @@ def test_command_line(tmp_path):
         assert json.loads((tmp_path/"log.jsonl").read_text())["path"] == "/v1/completions"
     finally:
         p.terminate(); p.wait(10)
-    bad = subprocess.run([sys.executable, "-m", "cwm_nb.provider_double", "--faults", "200:1"], env=env,
+    bad = subprocess.run([sys.executable, "-m", "cwm_nb.testing.provider_double", "--faults", "200:1"], env=env,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "bad fault" in bad.stderr

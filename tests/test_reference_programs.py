@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cwm_nb.cwm import evaluate_program
-from cwm_nb.replay import load_buffer
+from cwm_nb.bench.cwm import evaluate_program
+from cwm_nb.bench.replay import load_buffer
 
 PROGRAMS = Path(__file__).resolve().parents[1]/"data"/"programs"
 MISTAKES = json.loads((PROGRAMS/"planted_mistakes.json").read_text())

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from cwm_nb.core import CwmNbError, to_plain
-from cwm_nb.envs import env_names, get_env_spec, make_env
-from cwm_nb.replay import (CollectionPlan, ReplayBuffer, collect_buffer, collect_main, decode_obs, default_buffer_path,
+from cwm_nb.bench.envs import env_names, get_env_spec, make_env
+from cwm_nb.bench.replay import (CollectionPlan, ReplayBuffer, collect_buffer, collect_main, decode_obs, default_buffer_path,
                            encode_obs, get_collection_plan, load_buffer, summarize_buffer)
 
 ENV = "CartPole-v1"
@@ -214,12 +214,12 @@ def test_cheap_collections_are_deterministic_and_match_the_shipped_buffer(name):
 
 
 def test_cem_collection_is_deterministic_for_a_seed():
-    "CEM collection plans with cwm_nb.planning, so it goes through cwm_nb.collect; cwm_nb.replay alone refuses it."
-    from cwm_nb.collect import collect_buffer as collect_with_cem
+    "CEM collection plans with cwm_nb.bench.planning, so it goes through cwm_nb.bench.collect; cwm_nb.bench.replay alone refuses it."
+    from cwm_nb.bench.collect import collect_buffer as collect_with_cem
     plan = _cheap_continuous_plan()
     with pytest.raises(CwmNbError, match="no planner was given") as e:
         collect_buffer("InvertedPendulum-v4", seed=0, plan=plan)
-    assert "cwm_nb.collect.collect_buffer" in e.value.todo
+    assert "cwm_nb.bench.collect.collect_buffer" in e.value.todo
     a = collect_with_cem("InvertedPendulum-v4", seed=0, plan=plan)
     b = collect_with_cem("InvertedPendulum-v4", seed=0, plan=plan)
     assert a.fingerprint() == b.fingerprint() and a.meta == b.meta
@@ -239,7 +239,7 @@ def test_observation_formats():
 
 
 def test_next_valid_actions_round_trip(tmp_path):
-    from cwm_nb.rtfm import valid_actions
+    from cwm_nb.bench.rtfm import valid_actions
     rt = collect_buffer("rtfm", seed=2, plan=CollectionPlan(kind="transitions", policy="random_valid", n_transitions=120))
     assert rt.next_valid_actions.shape == (120, 5) and rt.next_valid_actions.dtype == bool
     for i in range(len(rt)):
@@ -302,7 +302,7 @@ def test_version1_buffers_still_load(tmp_path):
 
 
 def test_load_buffer_reads_paper_pickles_and_rejects_other_files(tmp_path):
-    from cwm_nb.paper_buffers import paper_buffers_dir
+    from cwm_nb.bench.paper_pickles import paper_buffers_dir
     try: pkl = paper_buffers_dir() / "CartPole-v1.pkl"
     except CwmNbError: pytest.skip("the paper's buffers are not available")
     paper = load_buffer(ENV, pkl)
@@ -327,7 +327,7 @@ def test_collect_main_prints_a_summary(tmp_path, capsys):
 
 def test_load_buffer_rejects_another_envs_data_under_this_envs_name(tmp_path):
     import shutil
-    from cwm_nb.replay import check_buffer_fits_env
+    from cwm_nb.bench.replay import check_buffer_fits_env
     fake = tmp_path / "CartPole-v1"
     shutil.copytree(default_buffer_path("Acrobot-v1"), fake)
     info = json.loads((fake / "meta.json").read_text())
@@ -356,7 +356,7 @@ def test_load_buffer_rejects_another_envs_data_under_this_envs_name(tmp_path):
 
 
 def test_load_buffer_rejects_a_renamed_paper_pickle(tmp_path):
-    from cwm_nb.paper_buffers import paper_buffers_dir
+    from cwm_nb.bench.paper_pickles import paper_buffers_dir
     try: src = paper_buffers_dir() / "Acrobot-v1.pkl"
     except CwmNbError: pytest.skip("the paper's buffers are not available (set $CWM_NB_PAPER_BUFFERS)")
     if not src.is_file(): pytest.skip(f"{src} is missing")

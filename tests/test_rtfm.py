@@ -1,4 +1,4 @@
-"""The stationary, deterministic RTFM env (cwm_nb.rtfm): a CWM written from its description agrees with it on
+"""The stationary, deterministic RTFM env (cwm_nb.bench.rtfm): a CWM written from its description agrees with it on
 thousands of random valid-action steps; seeding, masks, rewards, snapshots, registration and the row codec."""
 import importlib.util
 import json
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from cwm_nb.core import CwmNbError
-from cwm_nb import rtfm as R
+from cwm_nb.bench import rtfm as R
 
 PROGRAM = Path(__file__).resolve().parents[1]/"data"/"programs"/"rtfm.py"   # the shipped reference CWM
 
@@ -173,14 +173,14 @@ def test_row_codec_round_trip():
 
 def _paper_rtfm_pickle():
     "The paper's RTFM buffer where the loader looks for it: $CWM_NB_PAPER_BUFFERS, else data/paper_buffers."
-    from cwm_nb.paper_pickles import paper_buffers_dir
+    from cwm_nb.bench.paper_pickles import paper_buffers_dir
     try: return paper_buffers_dir()/"rtfm-simple_stationary.pkl"
     except CwmNbError: return Path("data/paper_buffers/rtfm-simple_stationary.pkl (set $CWM_NB_PAPER_BUFFERS)")
 
 
 def test_rtfm_step_reproduces_the_papers_buffer():
     "Every transition of the paper's RTFM buffer (999) follows our rules exactly, valid actions included."
-    pb = pytest.importorskip("cwm_nb.paper_buffers")
+    pb = pytest.importorskip("cwm_nb.bench.paper_buffers")
     path = _paper_rtfm_pickle()
     if not path.exists(): pytest.skip(f"{path} not present")
     buf = pb.load_paper_buffer(path, "rtfm")

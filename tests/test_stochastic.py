@@ -9,8 +9,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from cwm_nb.cwm import LOG_FLOOR, evaluate_program, check_determinism, search_metric
-from cwm_nb.replay import gym_buffer, load_buffer, world_is_stochastic
+from cwm_nb.bench.cwm import LOG_FLOOR, evaluate_program, check_determinism, search_metric
+from cwm_nb.bench.replay import gym_buffer, load_buffer, world_is_stochastic
 
 PROGRAMS = Path(__file__).resolve().parents[1]/"data"/"programs"
 VARIANTS = json.loads((PROGRAMS/"stochastic"/"variants.json").read_text())
@@ -169,9 +169,9 @@ def test_the_cache_is_missed_by_the_old_passes_and_caught_by_twice():
 
 
 def _predictions(src, buf):
-    from cwm_nb.cwm import _run_on
-    from cwm_nb.sandbox import get_sandbox
-    return _run_on(get_sandbox(), src, buf, "cwm_nb.sandbox:cwm_predict").value["predictions"]
+    from cwm_nb.bench.cwm import _run_on
+    from cwm_nb.sandbox.jobs import get_sandbox
+    return _run_on(get_sandbox(), src, buf, "cwm_nb.sandbox.jobs:cwm_predict").value["predictions"]
 
 
 @pytest.mark.parametrize("name", ["FrozenLake-v1", "Blackjack-v1"])
@@ -189,8 +189,8 @@ def test_random_worlds_are_known_and_ranked_by_likelihood():
 def test_a_model_with_chance_is_searched_by_the_generic_loop_with_chance_nodes():
     "The model side never gives a program with step_distribution to the compiled loop; its tape branches on drawn outcomes."
     from dataclasses import asdict
-    from cwm_nb.plan_driver import _program_model, _record_search
-    from cwm_nb.planning import MCTSConfig
+    from cwm_nb.bench.plan_driver import _program_model, _record_search
+    from cwm_nb.bench.planning import MCTSConfig
     ns = {}
     exec(compile(source("FrozenLake-v1"), "<cwm-program>", "exec"), ns)
     args = {"space": {"kind": "discrete", "n": 4}, "obs_format": "int", "valid_actions": False,
@@ -206,8 +206,8 @@ def test_a_model_with_chance_is_searched_by_the_generic_loop_with_chance_nodes()
 
 def test_cem_scores_a_plan_on_the_mean_of_drawn_outcomes():
     "A continuous toy with chance: reward +1 or -1 with probability 1/2; a plan's score is the mean of CHANCE_SAMPLES draws."
-    from cwm_nb.planning import CHANCE_SAMPLES, _score_plan
-    from cwm_nb.plan_driver import ProgramModel
+    from cwm_nb.bench.planning import CHANCE_SAMPLES, _score_plan
+    from cwm_nb.bench.plan_driver import ProgramModel
 
     class Coin:
         def set_state(self, s): self.s = np.asarray(s, dtype=np.float64)
@@ -226,8 +226,8 @@ def test_cem_scores_a_plan_on_the_mean_of_drawn_outcomes():
 def test_a_run_on_a_random_world_records_the_value_it_ranked_by(tmp_path):
     "metrics.json's value_metric is what the search ranked by (likelihood on Blackjack), and best_value is that value."
     import math
-    from cwm_nb.experiments import run_cwmb_search
-    from cwm_nb.llm import ScriptedLLM
+    from cwm_nb.experiments.runs import run_cwmb_search
+    from cwm_nb.llm.client import ScriptedLLM
     good = "```python\n" + source("Blackjack-v1") + "\n```\n"   # the scripted model (a test double) answers the reference
     out = run_cwmb_search(env="Blackjack-v1", model="scripted", budget=1, out=tmp_path, llm=ScriptedLLM([good]),
                           progress=False)

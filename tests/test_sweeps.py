@@ -43,14 +43,14 @@ def shared_env(tmp_path_factory):
 
 
 def run_dirs(out: Path, envs=ENVS, methods=METHODS, seeds=SEEDS, budget=1):
-    from cwm_nb.experiments import run_dir
+    from cwm_nb.experiments.runs import run_dir
     return [run_dir(out/f"budget{budget}", "rtfm" if e == "rtfm" else "cwmb", e, m, "embedded", s)
             for e in envs for m in methods for s in seeds]
 
 
 def check_complete_and_indexed(out: Path, n_expected: int, resumed=(), **grid):
     import pandas as pd
-    from cwm_nb.experiments import is_complete
+    from cwm_nb.experiments.runs import is_complete
     rds = run_dirs(out, **grid)
     assert len(rds) == n_expected
     for rd in rds:
@@ -136,7 +136,7 @@ def test_dask_external_scheduler_and_worker(tmp_path, shared_env):
 
 @pytest.mark.parametrize("executor", ["local", "dask"])
 def test_killed_sweep_reruns_only_the_missing_runs(tmp_path, shared_env, executor):
-    from cwm_nb.experiments import is_complete
+    from cwm_nb.experiments.runs import is_complete
     out = tmp_path/"killed"
     args = [CLI, "sweep", "cwmb", *GRID, *SHORT, "--workers", "1", "--executor", executor, "--out", str(out)]
     rds = run_dirs(out)
@@ -195,8 +195,8 @@ def test_bad_sweep_input_is_refused_before_anything_starts(tmp_path, args, expec
 
 def test_index_command_and_load_index_rebuild(tmp_path):
     from cwm_nb.core import atomic_write_json
-    from cwm_nb.experiments import run_dir
-    from cwm_nb.sweeps import load_index
+    from cwm_nb.experiments.runs import run_dir
+    from cwm_nb.experiments.sweeps import load_index
     rd = run_dir(tmp_path, "cwmb", "Pendulum-v1", "gif-mcts", "embedded", 3)
     atomic_write_json(rd/"settings.json", dict(env="Pendulum-v1", method="gif-mcts", model="embedded", budget=4, seed=3,
                                                paper_compat=False, plan_preset="quick", plan_episodes=2))
@@ -216,7 +216,7 @@ def test_index_command_and_load_index_rebuild(tmp_path):
 def test_a_sweep_takes_env_kwargs_for_gymnasium_ids(tmp_path):
     "`cwm-nb sweep --envs FrozenLake-v1 --env-kwargs ...`: its jobs run a variant of its own (never mixed with the default)."
     import subprocess
-    from cwm_nb.sweeps import plan_sweep
+    from cwm_nb.experiments.sweeps import plan_sweep
     plain = plan_sweep(tmp_path, "FrozenLake-v1", "gif-mcts", "embedded", "1", "0")
     dry = plan_sweep(tmp_path, "FrozenLake-v1", "gif-mcts", "embedded", "1", "0", env_kwargs='{"is_slippery": false}')
     assert plain[0].env == "FrozenLake-v1" and dry[0].env.startswith("FrozenLake-v1-") and dry[0].env != plain[0].env

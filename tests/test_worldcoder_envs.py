@@ -1,15 +1,15 @@
-"""WorldCoder's environments: object-oriented states (cwm_nb.oo_state), MiniGrid (cwm_nb.minigrid_env) and
-Sokoban with teleporters (cwm_nb.sokoban): determinism, round trips, rewards, level generation, rendering."""
+"""WorldCoder's environments: object-oriented states (cwm_nb.agent.oo_state), MiniGrid (cwm_nb.agent.minigrid) and
+Sokoban with teleporters (cwm_nb.agent.sokoban): determinism, round trips, rewards, level generation, rendering."""
 import json, pickle
 import gymnasium as gym
 import numpy as np
 import pytest
 from cwm_nb.core import CwmNbError
-from cwm_nb.oo_state import (Entity, State, entity_api_source, render_diff, render_state, state_from_plain,
+from cwm_nb.agent.oo_state import (Entity, State, entity_api_source, render_diff, render_state, state_from_plain,
                              state_to_plain)
-from cwm_nb.minigrid_env import (MINIGRID_ACTIONS, MINIGRID_CURRICULUM, MINIGRID_ENTITY_NAMES, MiniGridObjectEnv,
+from cwm_nb.agent.minigrid import (MINIGRID_ACTIONS, MINIGRID_CURRICULUM, MINIGRID_ENTITY_NAMES, MiniGridObjectEnv,
                                  minigrid_gym_id)
-from cwm_nb.sokoban import (SOKOBAN_ACTIONS, SOKOBAN_ENTITY_NAMES, SOKOBAN_GYM_ID, SOKOBAN_TELEPORTER_GYM_ID,
+from cwm_nb.agent.sokoban import (SOKOBAN_ACTIONS, SOKOBAN_ENTITY_NAMES, SOKOBAN_GYM_ID, SOKOBAN_TELEPORTER_GYM_ID,
                             SokobanEnv, generate_level, level_text, parse_level, solve_sokoban, sokoban_reward,
                             sokoban_transition)
 
@@ -66,7 +66,7 @@ def test_render_state_and_diff():
 
 def test_entity_api_program_runs_in_the_real_sandbox():
     "A program written against the entity API takes and returns plain states across the sandbox boundary."
-    from cwm_nb.sandbox import Sandbox
+    from cwm_nb.sandbox.jobs import Sandbox
     src = entity_api_source(SOKOBAN_ENTITY_NAMES) + '''
 def transition(state, action):
     player = get_entities_by_name(state, "Player")[0]
@@ -81,7 +81,7 @@ def run(plain, action):
     level = parse_level("######\n#@ $.#\n######")
     with Sandbox() as sb:
         for action in ("move right", "move left"):
-            r = sb.run(src, driver="cwm_nb.sandbox:call_function",
+            r = sb.run(src, driver="cwm_nb.sandbox.jobs:call_function",
                        args={"name": "run", "args": [state_to_plain(level), action]})
             assert r.ok, r.error
             assert state_from_plain(r.value, names=SOKOBAN_ENTITY_NAMES) == sokoban_transition(level, action)

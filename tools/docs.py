@@ -33,8 +33,9 @@ def experiment_notebooks() -> list[Path]:
     return sorted((NBS/"experiments").glob("*.ipynb"))
 
 def library_modules() -> list[str]:
-    "cwm_nb's modules (`cwm_nb.core`, ...), in file order, without nbdev's index."
-    return [f"cwm_nb.{p.stem}" for p in sorted((ROOT/"cwm_nb").glob("*.py")) if not p.stem.startswith("_")]
+    "cwm_nb's modules (`cwm_nb.core`, `cwm_nb.bench.cwm`, ...), in file order, without nbdev's index or `__init__`s."
+    return [".".join(p.relative_to(ROOT).with_suffix("").parts) for p in sorted((ROOT/"cwm_nb").rglob("*.py"))
+            if not p.stem.startswith("_")]
 
 def _is_dataclass(node: ast.ClassDef) -> bool:
     return any("dataclass" in ast.unparse(d) for d in node.decorator_list)
@@ -43,7 +44,7 @@ def module_page(module: str) -> str:
     """The API page of `module` (`cwm_nb.x`): its docstring, then each name of its `__all__` in order, read from
     the module's source (nothing is imported here). A dataclass's fields are left out of its members: the
     docments extension lists them, with their comments, as its parameters."""
-    tree = ast.parse((ROOT/"cwm_nb"/f"{module.split('.')[-1]}.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT/Path(*module.split("."))).with_suffix(".py").read_text(encoding="utf-8"))
     names = next((ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
                   and any(isinstance(t, ast.Name) and t.id == "__all__" for t in n.targets)), [])
     defs = {n.name: n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))}
@@ -129,7 +130,7 @@ PAGES = ("guide", "results")   # notebooks of prose beside the landing page (nbs
 
 # The library notebooks come in groups, numbered by tens; the sidebar shows one section per group.
 GROUPS = {"0": "Foundations", "1": "The benchmark", "2": "Search methods", "3": "WorldCoder", "4": "APPS",
-          "5": "Experiments and figures"}
+          "5": "Experiments and figures", "9": "Test doubles"}
 
 def notebook_groups(libs: list[Path]) -> list[tuple[str, list[str]]]:
     "The library notebooks by group, in order: [(caption, [stem, ...]), ...]; an unknown tens digit is its own group."
@@ -144,7 +145,7 @@ def _site_links(md: str) -> str:
 
 def _linkify_index(md: str) -> str:
     "In the landing page's table of notebooks, link each notebook and module name to its page."
-    md = re.sub(r"^\| `(\d\d[a-z]?_\w+)` \| `(\w+)` \|", r"| [`\1`](\1.ipynb) | [`\2`](api/cwm_nb.\2.rst) |", md, flags=re.M)
+    md = re.sub(r"^\| `(\d\d[a-z]?_\w+)` \| `([\w.]+)` \|", r"| [`\1`](\1.ipynb) | [`\2`](api/cwm_nb.\2.rst) |", md, flags=re.M)
     md = re.sub(r"^\| `((?:%s))\.ipynb` \|" % "|".join(PAGES), r"| [`\1.ipynb`](\1.ipynb) |", md, flags=re.M)
     md = re.sub(r"^\| `experiments/(\w+)\.ipynb` \|", r"| [`experiments/\1.ipynb`](experiments/\1.ipynb) |", md, flags=re.M)
     return _site_links(md)

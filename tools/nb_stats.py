@@ -108,8 +108,40 @@ def self_imports(nb) -> int:
     "Non-export code cells that import the notebook's own module."
     mod = default_exp(nb)
     if mod is None: return 0
-    own = re.compile(r"(from cwm_nb\.%s import|import cwm_nb\.%s\b|from cwm_nb import [^\n]*\b%s\b)" % (mod, mod, mod))
+    pkg, _, leaf = ("cwm_nb." + mod).rpartition(".")
+    own = re.compile(r"(from cwm_nb\.%s import|import cwm_nb\.%s\b|from %s import [^\n]*\b%s\b)"
+                     % (re.escape(mod), re.escape(mod), re.escape(pkg), leaf))
     return sum(1 for c in nb.cells if c.cell_type == "code" and not is_export(c) and own.search(c.source))
+
+
+CHECK = re.compile(r"^\s*(test_\w+\(|assert\b)")
+
+def echoes(c) -> bool:
+    """Does this example cell end by echoing a value its own checks already asserted (`got = f(x); test_eq(got, 3); got`)?
+    The last line is a bare name (or attribute) that a `test_*` or `assert` line above it in the cell mentions."""
+    lines = [l for l in c.source.splitlines() if l.strip() and not l.lstrip().startswith("#")]
+    if len(lines) < 2 or not re.fullmatch(r"[A-Za-z_][\w.]*", lines[-1].strip()): return False
+    name = re.escape(lines[-1].strip())
+    return any(CHECK.match(l) and re.search(r"(?<![\w.])%s(?![\w])" % name, l) for l in lines[:-1])
+
+def example_cells(nb) -> list:
+    "The code cells a reader runs as examples or checks: neither exported nor the notebook's set-up."
+    return [c for c in nb.cells if c.cell_type == "code" and not is_export(c) and "default_exp" not in c.source
+            and not re.match(r"\s*#\|\s*hide", c.source)]
+
+def echo_share(paths: list[Path]) -> tuple[int, int]:
+    "(example cells that echo a value they just asserted, example cells) over the notebooks."
+    cells = [c for p in paths for c in example_cells(nbformat.read(p, as_version=4))]
+    return sum(map(echoes, cells)), len(cells)
+
+def long_lines(nb, width: int = 100) -> list[str]:
+    "The code lines wider than `width` characters, as the docs page would have to scroll them."
+    return [l for c in nb.cells if c.cell_type == "code" for l in c.source.splitlines() if len(l) > width]
+
+def markdown_runs(nb) -> tuple[int, int]:
+    "(markdown cells that follow another markdown cell, markdown cells)."
+    kinds = [c.cell_type for c in nb.cells]
+    return sum(a == b == "markdown" for a, b in zip(kinds, kinds[1:])), kinds.count("markdown")
 
 
 def reading_measures(p: Path) -> dict:

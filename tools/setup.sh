@@ -40,8 +40,8 @@ fi
 .venv/bin/python -m pip install -q -e ".${extras}"
 # JupyterLab (`.venv/bin/jupyter lab`) offers this kernel: .venv's interpreter, so this checkout's cwm_nb.
 .venv/bin/python -m ipykernel install --sys-prefix --name cwm-nb --display-name "cwm-nb (.venv)" >/dev/null
-if .venv/bin/python -c "import sys; from cwm_nb.fast_mcts import compiled_search; sys.exit(compiled_search() is None)" 2>/dev/null; then
-  echo "setup: the compiled MCTS loop is built (cwm_nb._fast_mcts)" >&2
+if .venv/bin/python -c "import sys; from cwm_nb.bench.fast_mcts import compiled_search; sys.exit(compiled_search() is None)" 2>/dev/null; then
+  echo "setup: the compiled MCTS loop is built (cwm_nb.bench._fast_mcts)" >&2
 else
   echo "setup: warning: the compiled MCTS loop did not build; planning uses the generic search (slower, same results)" >&2
 fi
