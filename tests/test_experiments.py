@@ -144,7 +144,7 @@ def test_papermill_by_hand_refuses_a_parameter_the_notebook_does_not_define(nb, 
     assert "pass only parameters it defines: " + ", ".join(declared) in r.stderr
     done = [c for c in nbformat.read(tmp_path/"out.ipynb", as_version=4).cells if c.cell_type == "code" and c.execution_count]
     assert [c.source.split("\n")[0] for c in done] == [done[0].source.split("\n")[0], "# Parameters",
-                                                        "from cwm_nb.experiments import reject_unknown_params"]
+                                                        "from cwm_nb.experiments.runs import reject_unknown_params"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.ipynb"]   # nothing ran that could write or spend
 
 def test_papermill_by_hand_refuses_values_an_untagged_parameters_cell_would_override(tmp_path):

@@ -291,7 +291,7 @@ def test_server_killed_from_outside_mid_job(sb):
 def test_parent_killed_mid_job_leaves_nothing(mode):
     _skip_unavailable(mode)
     import subprocess, sys
-    code = ("import os, threading\nfrom cwm_nb.sandbox import Sandbox\ns = Sandbox(isolation=%r)\n"
+    code = ("import os, threading\nfrom cwm_nb.sandbox.jobs import Sandbox\ns = Sandbox(isolation=%r)\n"
             "print(s.server_pid, flush=True)\nthreading.Timer(0.5, lambda: os.kill(os.getpid(), 9)).start()\n"
             "s.run('import subprocess, time\\nsubprocess.Popen([\"sleep\", \"4321\"])\\ntime.sleep(5)')\n") % mode
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
@@ -566,7 +566,7 @@ def test_isolation_reaches_a_papermill_kernel(tmp_path, monkeypatch):
     import nbformat, papermill as pm
     from cwm_nb.experiments.runs import KERNEL_NAME
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("from cwm_nb.sandbox import Sandbox\nwith Sandbox() as sb:\n    print(sb.isolation)")]
+    nb.cells = [nbformat.v4.new_code_cell("from cwm_nb.sandbox.jobs import Sandbox\nwith Sandbox() as sb:\n    print(sb.isolation)")]
     nbformat.write(nb, tmp_path/"in.ipynb")
     monkeypatch.setenv("CWM_NB_ISOLATION", "landlock")
     out = pm.execute_notebook(str(tmp_path/"in.ipynb"), str(tmp_path/"out.ipynb"), kernel_name=KERNEL_NAME, progress_bar=False)
@@ -577,7 +577,7 @@ def test_cli_isolation_option_reaches_eval_program_json(tmp_path):
     "`cwm-nb eval-program --json --isolation landlock`: the record names the mode that ran."
     _skip_unavailable("landlock")
     prog = Path(__file__).resolve().parents[1]/"data"/"programs"/"CartPole-v1.py"
-    p = subprocess.run([sys.executable, "-c", "import sys; from cwm_nb.experiments import main; sys.exit(main(sys.argv[1:]))",
+    p = subprocess.run([sys.executable, "-c", "import sys; from cwm_nb.experiments.runs import main; sys.exit(main(sys.argv[1:]))",
                         "eval-program", str(prog), "--env", "CartPole-v1", "--json", "--no-determinism", "--isolation", "landlock"],
                        capture_output=True, text=True, timeout=120, env={**os.environ, "CWM_NB_ISOLATION": "bwrap"})
     assert p.returncode == 0, p.stderr
