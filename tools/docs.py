@@ -34,8 +34,11 @@ def experiment_notebooks() -> list[Path]:
 
 def library_modules() -> list[str]:
     "cwm_nb's modules (`cwm_nb.core`, `cwm_nb.bench.cwm`, ...), in file order, without nbdev's index or `__init__`s."
-    return [".".join(p.relative_to(ROOT).with_suffix("").parts) for p in sorted((ROOT/"cwm_nb").rglob("*.py"))
-            if not p.stem.startswith("_")]
+    def notebook(p: Path) -> str:   # nbdev's header names the notebook: modules come in the notebooks' order
+        m = re.search(r"File to edit: (?:\.\./)+nbs/(\S+)\.ipynb", p.read_text(encoding="utf-8")[:400])
+        return m.group(1) if m else p.stem
+    paths = sorted((p for p in (ROOT/"cwm_nb").rglob("*.py") if not p.stem.startswith("_")), key=notebook)
+    return [".".join(p.relative_to(ROOT).with_suffix("").parts) for p in paths]
 
 def _is_dataclass(node: ast.ClassDef) -> bool:
     return any("dataclass" in ast.unparse(d) for d in node.decorator_list)
@@ -150,6 +153,23 @@ def _linkify_index(md: str) -> str:
     md = re.sub(r"^\| `experiments/(\w+)\.ipynb` \|", r"| [`experiments/\1.ipynb`](experiments/\1.ipynb) |", md, flags=re.M)
     return _site_links(md)
 
+SUBPACKAGES = {"cwm_nb.core": "Foundations", "cwm_nb.llm": "Foundations: the LLM interface",
+               "cwm_nb.sandbox": "Foundations: the sandbox", "cwm_nb.bench": "The benchmark",
+               "cwm_nb.search": "Search methods", "cwm_nb.agent": "WorldCoder", "cwm_nb.apps": "APPS",
+               "cwm_nb.experiments": "Experiments and figures", "cwm_nb.testing": "Test doubles"}
+
+def api_index(mods: list[str]) -> str:
+    "The API reference's index page: one section per subpackage (as the notebook groups), its modules in order."
+    out = ["API reference\n=============\n\nThe exported names of each module of ``cwm_nb`` (its ``__all__``), from "
+           "the docstrings and the docments (the comment after each parameter) of the notebook that defines it.\n"]
+    for pkg, caption in SUBPACKAGES.items():
+        inside = [m for m in mods if m == pkg or m.startswith(pkg + ".")]
+        if inside: out.append(f"{caption} (``{pkg}``)\n{'-' * (len(caption) + len(pkg) + 7)}\n\n.. toctree::\n"
+                              "   :maxdepth: 1\n\n" + "".join(f"   {m}\n" for m in inside))
+    rest = [m for m in mods if not any(m == k or m.startswith(k + ".") for k in SUBPACKAGES)]
+    if rest: out.append("Other modules\n-------------\n\n.. toctree::\n   :maxdepth: 1\n\n" + "".join(f"   {m}\n" for m in rest))
+    return "\n".join(out)
+
 def stage(src: Path, run_dirs: list[Path]) -> dict:
     "Write the site's sources into `src`. Returns what went in: {'notebooks', 'experiments', 'executed', 'modules'}."
     libs, exps, mods = library_notebooks(), experiment_notebooks(), library_modules()
@@ -175,10 +195,7 @@ def stage(src: Path, run_dirs: list[Path]) -> dict:
         _write_nb(nb, src/"experiments"/p.name)
     (src/"api").mkdir(parents=True, exist_ok=True)
     for m in mods: (src/"api"/f"{m}.rst").write_text(module_page(m), encoding="utf-8")
-    (src/"api"/"index.rst").write_text(
-        "API reference\n=============\n\nThe exported names of each module of ``cwm_nb`` (its ``__all__``), from the "
-        "docstrings and the docments (the comment after each parameter) of the notebook that defines it.\n\n"
-        ".. toctree::\n   :maxdepth: 1\n\n" + "".join(f"   {m}\n" for m in mods), encoding="utf-8")
+    (src/"api"/"index.rst").write_text(api_index(mods), encoding="utf-8")
     pages = [p for p in PAGES if (NBS/f"{p}.ipynb").exists()]
     for p in pages:
         nb = _stage_cells(_read(NBS/f"{p}.ipynb"))
