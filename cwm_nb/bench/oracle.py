@@ -19,8 +19,8 @@ from ..sandbox.jobs import SandboxLimits
 
 # %% auto #0
 __all__ = ['STATE_ATTRS', 'Snapshot', 'snapshot', 'restore', 'oracle_problem', 'OracleModel', 'mask_to_actions',
-           'oracle_cem_plan', 'oracle_mcts_action', 'EpisodeLog', 'play_episode', 'baseline_episodes', 'PlanningResult',
-           'evaluate_planning']
+           'oracle_cem_plan', 'oracle_mcts_action', 'EpisodeLog', 'play_planning_episode', 'baseline_episodes',
+           'PlanningResult', 'evaluate_planning']
 
 # %% ../../nbs/15b_oracle.ipynb #81dfccb2
 STATE_ATTRS: dict[str, tuple[str, ...]] = {   # class name -> attributes its step() reads or writes (gymnasium 1.4)
@@ -95,7 +95,7 @@ def _copied_snapshot(u, name: str, rng_state: dict | None) -> Snapshot:
         except Exception as e:
             raise CwmNbError(f"cannot snapshot {name}: its attribute {k!r} ({type(v).__name__}) cannot be copied "
                              f"({type(e).__name__})", "give the environment get_state()/set_state(d) methods, or list "
-                             "its plain state attributes in cwm_nb.bench.planning.STATE_ATTRS") from None
+                             "its plain state attributes in cwm_nb.bench.oracle.STATE_ATTRS") from None
     return Snapshot(name, "copy", attrs, rng_state=rng_state)
 
 def snapshot(
@@ -112,7 +112,7 @@ def snapshot(
     if name not in STATE_ATTRS and isinstance(u, _gym_env()): return _copied_snapshot(u, name, rng_state)
     if name not in STATE_ATTRS:
         raise CwmNbError(f"no snapshot rule for environment class {name}",
-                         "add its state attributes to cwm_nb.bench.planning.STATE_ATTRS, or give it get_state()/set_state(d)")
+                         "add its state attributes to cwm_nb.bench.oracle.STATE_ATTRS, or give it get_state()/set_state(d)")
     missing = [a for a in STATE_ATTRS[name] if not hasattr(u, a)]
     if missing:
         raise CwmNbError(f"{name} has no attribute(s) {missing} yet", "call env.reset(seed=...) before taking a snapshot")
@@ -359,7 +359,7 @@ def _play_decision(setup: _EnvSetup, env, d: _Decision, log: EpisodeLog, obs, in
     return obs, info, False
 
 # %% ../../nbs/15b_oracle.ipynb #eabc0863
-def play_episode(
+def play_planning_episode(
     setup: _EnvSetup,              # from `_setup`
     env,                           # the real environment (only this loop steps it)
     decide: Callable,              # decide(obs, info, t) -> _Decision
@@ -562,7 +562,7 @@ def baseline_episodes(
     for e in _progress(range(episodes), progress, f"{env_name} {kind}"):
         if stop is not None and stop.is_set(): raise CwmNbError("baseline computation stopped", "")
         decide = _random_decider if kind == "random" else _oracle_decider(setup, env, sim, preset, seed, e, paper_compat, stop)
-        log = play_episode(setup, env, decide, derive_seed(seed, "reset", env_name, e),
+        log = play_planning_episode(setup, env, decide, derive_seed(seed, "reset", env_name, e),
                            make_rng(seed, "random", env_name, e))
         logs.append(asdict(log))
     if use_cache: atomic_write_json(_cache_path(key), {"key": key, "episodes": logs})
@@ -629,7 +629,7 @@ def _cwm_episodes(env_name: str, setup: _EnvSetup, env, program: str, preset: Pl
     try:
         for e in _progress(range(episodes), progress, f"{env_name} cwm"):
             dec.episode = e
-            log = play_episode(setup, env, dec, derive_seed(seed, "reset", env_name, e),
+            log = play_planning_episode(setup, env, dec, derive_seed(seed, "reset", env_name, e),
                                make_rng(seed, "random", env_name, e))
             cwm.append(log)
             dec.close()   # one session per episode

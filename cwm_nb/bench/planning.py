@@ -4,7 +4,7 @@
 
 # %% ../../nbs/15_planning.ipynb #6dc51d60
 from __future__ import annotations
-import importlib, json, math, numbers, random
+import json, math, numbers, random
 from dataclasses import dataclass
 import numpy as np
 from ..core import CwmNbError
@@ -12,12 +12,7 @@ from ..sandbox.jobs import SandboxLimits, strict_plain
 
 # %% auto #0
 __all__ = ['PRESETS', 'DEFAULT_PLAN_PRESET', 'CHANCE_SAMPLES', 'uct', 'mcts_search', 'cem_plan', 'normalized_return',
-           'MCTSConfig', 'CEMConfig', 'PlanningPreset', 'get_preset', 'state_key', 'MCTSResult', 'STATE_ATTRS',
-           'MAX_REPLY_BYTES', 'PR_SET_DUMPABLE', 'CHUNK_ANSWERS', 'INTEGRITY_NOTE', 'Snapshot', 'snapshot', 'restore',
-           'OracleModel', 'mask_to_actions', 'decode_state', 'encode_state', 'ProgramModel', 'oracle_cem_plan',
-           'oracle_mcts_action', 'load_driver', 'plan_driver', 'step_loop_driver', 'RemoteModel', 'TapeMismatch',
-           'TapeModel', 'check_action', 'check_plan', 'min_model_steps', 'check_stats', 'EpisodeLog', 'play_episode',
-           'baseline_episodes', 'PlanningResult', 'evaluate_planning']
+           'MCTSConfig', 'CEMConfig', 'PlanningPreset', 'get_preset', 'state_key', 'MCTSResult']
 
 # %% ../../nbs/15_planning.ipynb #53d26aa9
 def uct(
@@ -358,40 +353,3 @@ def _score_round(model, root, plans: np.ndarray) -> np.ndarray:
     "The score of each plan in `plans` (samples, T, d) under `model`: float array (samples,)."
     score_all = getattr(model, "score_plans", None)   # a model may score a batch of plans at once (same result)
     return np.array(score_all(root, plans) if score_all is not None else [_score_plan(model, root, p) for p in plans])
-
-# %% ../../nbs/15_planning.ipynb #4334236b
-_MOVED = {
-    "cwm_nb.bench.plan_driver": ("ProgramModel", "_fresh_state", "decode_state", "encode_state", "_REQ_HDR", "MAX_REPLY_BYTES",
-                           "_SERVE", "PR_SET_DUMPABLE", "_program_env", "_program_model", "_plan", "load_driver",
-                           "plan_driver", "step_loop_driver", "_key_json", "_send_reply", "_read_n", "_error_record",
-                           "_serve", "_LOST", "_DECISION_KEYS", "RemoteModel", "TapeMismatch", "TapeModel",
-                           "CHUNK_ANSWERS", "_Recorder", "_record_search", "_JOB_SOURCE", "_fork_model_side",
-                           "_limit_cpu", "_isolated_planner", "check_action", "check_plan", "INTEGRITY_NOTE",
-                           "min_model_steps", "check_stats"),
-}
-
-# %% ../../nbs/15_planning.ipynb #d577e06f
-_MOVED["cwm_nb.bench.oracle"] = ("STATE_ATTRS", "Snapshot", "_copy_value", "_mj_dims", "_is_mujoco", "snapshot", "restore",
-                      "OracleModel", "mask_to_actions", "_reseed", "_box_bounds", "oracle_cem_plan", "oracle_mcts_action",
-                      "_Space", "_space_of", "_random_action", "_obs_format", "_EnvSetup", "_setup", "_Decision",
-                      "EpisodeLog", "_legal_now", "play_episode", "_plan_seed", "_cem_cfg", "_oracle_decider",
-                      "_random_decider", "_CwmDecider", "_code_version", "_baseline_key", "_cache_path", "_load_cached",
-                      "baseline_episodes", "_progress", "PlanningResult", "_mean", "_cwm_episodes", "_planning_result",
-                      "evaluate_planning")
-
-# %% ../../nbs/15_planning.ipynb #66112ed9
-_HOME = {name: module for module, names in _MOVED.items() for name in names}
-_all_ = ["STATE_ATTRS", "MAX_REPLY_BYTES", "PR_SET_DUMPABLE", "CHUNK_ANSWERS", "INTEGRITY_NOTE", "Snapshot", "snapshot",
-         "restore", "OracleModel", "mask_to_actions", "decode_state", "encode_state", "ProgramModel", "oracle_cem_plan",
-         "oracle_mcts_action", "load_driver", "plan_driver", "step_loop_driver", "RemoteModel", "TapeMismatch",
-         "TapeModel", "check_action", "check_plan", "min_model_steps", "check_stats", "EpisodeLog", "play_episode",
-         "baseline_episodes", "PlanningResult", "evaluate_planning"]
-
-# %% ../../nbs/15_planning.ipynb #c671f281
-def __getattr__(name: str):
-    "A name of `cwm_nb.bench.plan_driver` or `cwm_nb.bench.oracle`, looked up there (each time: it may be rebound there)."
-    home = _HOME.get(name)
-    if home is None: raise AttributeError(f"module 'cwm_nb.bench.planning' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
-
-def __dir__() -> list[str]: return sorted(set(globals()) | set(_HOME))
