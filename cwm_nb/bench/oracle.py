@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any, Callable
 import numpy as np
 from fastcore.basics import patch
-from ..core import CwmNbError, atomic_write_json, cache_dir, derive_seed, make_rng
-from .planning import (DEFAULT_PLAN_PRESET, CEMConfig, MCTSConfig, PlanningPreset, cem_plan, get_preset,
-                             mcts_search, normalized_return)
-from .plan_driver import (INTEGRITY_NOTE, _fast_search, check_action, check_plan, check_stats, encode_state,
-                                 min_model_steps)
-from ..sandbox.jobs import SandboxLimits
+from ..core import CwmNbError, atomic_write_json, cache_dir, derive_seed, make_rng, to_plain
+from ..sandbox.jobs import SandboxLimits, get_sandbox
+from .envs import get_env_spec, make_env
+from .planning import (DEFAULT_PLAN_PRESET, CEMConfig, MCTSConfig, PlanningPreset, cem_plan,
+                                   get_preset, mcts_search, normalized_return)
+from .plan_driver import (INTEGRITY_NOTE, _fast_search, check_action, check_plan, check_stats,
+                                      encode_state, min_model_steps)
 
 # %% auto #0
 __all__ = ['STATE_ATTRS', 'Snapshot', 'snapshot', 'restore', 'oracle_problem', 'OracleModel', 'mask_to_actions',
@@ -158,7 +159,6 @@ def oracle_problem(
     seed: int = 0,   # seed of the reset and of the actions
 ) -> str | None:     # None: the oracle can be built; else why not
     "Why the oracle planner cannot use exact copies of `env_name`, or None when a restored copy steps like the original."
-    from cwm_nb.bench.envs import make_env
     a, b = make_env(env_name), make_env(env_name)
     try:
         a.reset(seed=seed); b.reset(seed=seed + 1)
@@ -310,7 +310,6 @@ class _EnvSetup:
     name: str; gym_id: str; planner: str; horizon: int; obs_format: str; valid_actions: bool; space: _Space
 
 def _setup(env_name: str, preset: PlanningPreset):
-    from cwm_nb.bench.envs import get_env_spec, make_env
     spec = get_env_spec(env_name)
     env = make_env(env_name)
     horizon = int(spec.horizon)
@@ -611,7 +610,6 @@ class PlanningResult:
 
     def to_dict(self) -> dict:
         "JSON-safe dict of all fields."
-        from cwm_nb.core import to_plain
         return to_plain(asdict(self))
 
 # %% ../../nbs/15b_oracle.ipynb #2f141d35
@@ -642,7 +640,6 @@ def _cwm_play(env_name: str, setup: _EnvSetup, env, program: str | None, preset:
     "`_cwm_episodes` in `sandbox` (default: `get_sandbox()`), or (None, 'no program', None) if `program` is None."
     if program is None: return None, "no program", None
     if sandbox is None:
-        from cwm_nb.sandbox.jobs import get_sandbox
         sandbox = get_sandbox()
     return _cwm_episodes(env_name, setup, env, program, preset, seed, sandbox, lim, max_failures, episodes, progress)
 
@@ -693,7 +690,6 @@ def evaluate_planning(
 ) -> PlanningResult:
     "Normalized return (paper eq. 3) of `program` on `env_name`: CWM, oracle and random play the same seeded episodes (no oracle and no R where `oracle_problem` says why)."
     from concurrent.futures import ThreadPoolExecutor
-    from cwm_nb.bench.envs import get_env_spec
     t0 = time.perf_counter()
     _check_evaluation_args(episodes, program)
     preset = get_preset(preset)
