@@ -26,36 +26,29 @@ def uct(
     return q + c_uct * math.sqrt(log_n / (n + eps))
 
 def mcts_search(
-    # set_state(root) / step(a) -> (obs, reward, done); optional .valid_actions
-    model,
-    # what model.set_state receives (an observation, or a Snapshot for the oracle)
-    root,
+    model,                      # set_state(root); step(a) -> (obs, reward, done)
+    root,                       # what model.set_state receives (an observation, an oracle Snapshot)
     actions,                    # the legal actions at the root (ints)
     config: MCTSConfig,         # search settings
     rng: np.random.Generator,   # all of the search's randomness
-    # size of the action space below the root (default: max(actions) + 1)
-    n_actions: int | None = None,
+    n_actions: int | None = None,  # actions below the root (default: max(actions) + 1)
 ) -> MCTSResult:
-    """One MCTS decision from `root` (paper Table 13): a fresh tree, `config.simulations`
-    simulations. Raises what the model raises."""
+    "One MCTS decision from `root` (paper Table 13) in a fresh tree. Raises what the model raises."
     root_acts = tuple(int(a) for a in actions)
     if not root_acts: raise ValueError("MCTS needs at least one legal action at the root")
     all_acts = tuple(range(n_actions if n_actions is not None else max(root_acts) + 1))
-    # one seeded stream; far cheaper per draw than numpy's
-    rnd = random.Random(int(rng.integers(2**63)))
+    rnd = random.Random(int(rng.integers(2**63)))   # one seeded stream, cheaper per draw than numpy
     tree, nodes = _Node(root_acts), 1
     # a remote model steps several actions per request (`walk`): the same descent, in batches
     descend = _step_descent if getattr(model, "walk", None) is None else _walk_descent
     for _ in range(config.simulations):
         model.set_state(root)
         path = []   # (node, action index, reward) of each step down
-        # select by `uct` down the tree, expand the first new next state,
-        # simulate it: a random rollout (0 if terminal)
+        # select by `uct` down the tree, expand the first new state, simulate it (a random rollout)
         value, added = descend(model, tree, path, all_acts, config, rnd)
         nodes += added
         _backup(path, value, config.gamma)   # G <- r + γG from the leaf up to the root
-    # act: argmax of Q at the root (or softmax)
-    return _root_result(tree, nodes, config, rng, rnd.random)
+    return _root_result(tree, nodes, config, rng, rnd.random)   # act: argmax of Q at the root
 
 # %% ../../nbs/15_planning.ipynb #66ff8914
 def cem_plan(
@@ -65,16 +58,12 @@ def cem_plan(
     config: CEMConfig,          # T = config.horizon (the caller cuts it to the episode length)
     rng: np.random.Generator,   # all of the planner's randomness
 ) -> np.ndarray:                # (T, d) float64, within [low, high]
-    """One CEM decision from `root` (paper Table 14): the best plan of the last iteration. Raises
-    what the model raises."""
+    "One CEM decision from `root` (paper Table 14): the last round's best plan. Raises as model."
     low, high = _cem_bounds(low, high)
-    # (T, d): the middle of the bounds, a wide std
-    mean, std = _cem_start(low, high, config.horizon)
+    mean, std = _cem_start(low, high, config.horizon)   # (T, d): mid-bounds, a wide std
     for it in range(config.iterations):
-        # sample
         plans = np.clip(mean + std * rng.standard_normal((config.samples, *mean.shape)), low, high)
-        # each plan's undiscounted return under the model
-        scores = _score_round(model, root, plans)
+        scores = _score_round(model, root, plans)        # each plan's undiscounted return
         order = np.argsort(-scores, kind="stable")       # best first
         if it + 1 < config.iterations:                   # refit to the elites, without smoothing
             elite = plans[order[:config.elites]]
@@ -95,8 +84,7 @@ def normalized_return(
 
 # %% ../../nbs/15_planning.ipynb #ef0e2185
 def _check_positive(obj, *names, allow_zero=(), counts=()):
-    """Raise `CwmNbError` unless each field of `names` is a positive number (0 allowed for
-    `allow_zero`; whole for `counts`)."""
+    "Raise `CwmNbError` unless each of `names` is positive (or 0: `allow_zero`; whole: `counts`)."
     for n in names:
         v = getattr(obj, n)
         number = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
@@ -111,8 +99,7 @@ def _check_positive(obj, *names, allow_zero=(), counts=()):
 # %% ../../nbs/15_planning.ipynb #85390094
 @dataclass(frozen=True)
 class MCTSConfig:
-    """MCTS planner settings for discrete environments; defaults are the paper's (Table 13). Raises
-    `CwmNbError` on bad values."""
+    "MCTS settings for discrete actions; the paper's defaults (Table 13). Raises `CwmNbError`."
     simulations: int = 25      # simulations per real step (a fresh tree every step)
     c_uct: float = 1.0         # exploration constant C of UCB
     epsilon: float = 1e-3      # ε in sqrt(ln N / (n + ε)) (the paper's code; paper T13 says 1)
@@ -134,8 +121,7 @@ class MCTSConfig:
 # %% ../../nbs/15_planning.ipynb #062872e5
 @dataclass(frozen=True)
 class CEMConfig:
-    """CEM planner settings for continuous environments; defaults are the paper's (Table 14). Raises
-    `CwmNbError`."""
+    "CEM settings for continuous actions; the paper's defaults (Table 14). Raises `CwmNbError`."
     # plan length T (cut to the episode length); the plan is executed open-loop for T steps
     horizon: int = 100
     iterations: int = 20       # refits of the sampling distribution
@@ -191,8 +177,7 @@ def get_preset(
 _KEY_CHARS = frozenset(np.typecodes["AllFloat"] + np.typecodes["AllInteger"] + "?")
 
 def state_key(obs) -> tuple | int | str:
-    """A hashable exact key of an observation in plain form: (dtype, shape, bytes) of an array, else
-    JSON. Raises `TypeError`."""
+    "Exact hashable key of `obs`: (dtype, shape, bytes) of an array, else JSON. Raises `TypeError`."
     t = type(obs)
     if t is np.ndarray and obs.dtype.char in _KEY_CHARS:
         return (obs.dtype.char, obs.shape, obs.tobytes())
@@ -219,8 +204,7 @@ class MCTSResult:
 
 # %% ../../nbs/15_planning.ipynb #32283d67
 def _rollout_loop(model, actions: tuple, steps: int, gamma: float, rand) -> float:
-    """Discounted return of up to `steps` uniform-random actions from the model's current state
-    (stepped in place)."""
+    "Discounted return of up to `steps` uniform-random actions from the model's current state."
     total, disc, step = 0.0, 1.0, model.step
     for _ in range(steps):
         acts = model.valid_actions or actions   # legal actions after the last step (RTFM), else all
@@ -231,16 +215,14 @@ def _rollout_loop(model, actions: tuple, steps: int, gamma: float, rand) -> floa
 
 # %% ../../nbs/15_planning.ipynb #24e365da
 def _rollout(model, actions: tuple, cfg: MCTSConfig, rand) -> float:
-    """The leaf value: a uniform-random rollout, by the model's own `rollout` loop when it has one
-    (same result)."""
+    "The leaf value: a uniform-random rollout, by the model's own `rollout` loop if it has one."
     own = getattr(model, "rollout", None)
     if own is not None: return own(actions, cfg.rollout_steps, cfg.gamma, rand)
     return _rollout_loop(model, actions, cfg.rollout_steps, cfg.gamma, rand)
 
 # %% ../../nbs/15_planning.ipynb #29f41ee1
 def _pick(node: _Node, c_uct: float, eps: float, dq: float, rand) -> int:
-    """The action index of highest `uct` at `node` (ties broken by `rand`), the selection of
-    `mcts_search`."""
+    "The action index of highest `uct` at `node`, ties broken by `rand`: MCTS's selection."
     counts, sums, n = node.counts, node.sums, node.n
     log_n = math.log(n) if n > 1 else 0.0
     best, i, ties = -math.inf, 0, None
@@ -254,8 +236,7 @@ def _pick(node: _Node, c_uct: float, eps: float, dq: float, rand) -> int:
 
 # %% ../../nbs/15_planning.ipynb #2e15cc3d
 def _predicted_walk(node: _Node, pick) -> tuple[list, list, list]:
-    """Choices from `node` down the known part of the tree: (node, i) pairs, their actions, the
-    next-state keys expected."""
+    "Choices down the known tree from `node`: (node, i) pairs, their actions, expected next keys."
     seq, acts, expect, nd = [], [], [], node
     while True:
         i = pick(nd)
@@ -271,8 +252,7 @@ def _predicted_walk(node: _Node, pick) -> tuple[list, list, list]:
 # %% ../../nbs/15_planning.ipynb #06bb9cca
 def _record_walk(model, seq: list, outs: list, path: list, all_acts: tuple, cfg: MCTSConfig,
                  rand) -> tuple:
-    """Add the walked steps to the tree and `path`: (node to walk on from, or None and the leaf
-    value; nodes added)."""
+    "Add walked steps to the tree and `path`: (node to go on from or None, leaf value, new nodes)."
     node, added = seq[0][0], 0
     for (nd, i), (key, r, done) in zip(seq, outs):
         path.append((nd, i, r))
@@ -314,8 +294,7 @@ def _walk_descent(model, tree: _Node, path: list, all_acts: tuple, cfg: MCTSConf
 # %% ../../nbs/15_planning.ipynb #e0a015fb
 def _step_descent(model, tree: _Node, path: list, all_acts: tuple, cfg: MCTSConfig,
                   rnd: random.Random) -> tuple[float, int]:
-    """One simulation's descent, one `model.step` at a time. Returns (leaf value, nodes added);
-    fills `path`."""
+    "One simulation's descent, a `model.step` at a time: (leaf value, nodes added); fills `path`."
     step, node, added, rand = model.step, tree, 0, rnd.random
     key_of = getattr(model, "state_key", state_key)   # a model may key its states itself
     while True:
@@ -340,8 +319,7 @@ def _step_descent(model, tree: _Node, path: list, all_acts: tuple, cfg: MCTSConf
 # %% ../../nbs/15_planning.ipynb #91995f0a
 def _root_result(tree: _Node, nodes: int, config: MCTSConfig, rng: np.random.Generator,
                  rand) -> MCTSResult:
-    """The search's result: the action of highest Q at the root (random tie-break), or a softmax(Q /
-    temperature) sample."""
+    "The root's action of highest Q (random tie-break), or a softmax(Q / temperature) sample."
     tried = [i for i, c in enumerate(tree.counts) if c]
     q = {tree.actions[i]: tree.sums[i] / tree.counts[i] for i in tried}
     qs = np.array([q[tree.actions[i]] for i in tried])
@@ -357,8 +335,7 @@ def _root_result(tree: _Node, nodes: int, config: MCTSConfig, rng: np.random.Gen
 
 # %% ../../nbs/15_planning.ipynb #5f104fe7
 def _backup(path: list, value: float, gamma: float) -> None:
-    """Back `value` (the leaf's) up `path` of (node, action index, reward): G <- r + γG; counts,
-    sums and visits grow."""
+    "Back the leaf's `value` up `path` of (node, action index, reward): G <- r + γG."
     for nd, i, r in reversed(path):
         value = r + gamma * value
         nd.counts[i] += 1; nd.sums[i] += value; nd.n += 1
@@ -384,8 +361,7 @@ def _score_plan(model, root, plan: np.ndarray) -> float:
 
 # %% ../../nbs/15_planning.ipynb #f2d7dce0
 def _cem_bounds(low, high) -> tuple[np.ndarray, np.ndarray]:
-    """The action bounds as flat float64 arrays. Raises `CwmNbError` unless they are finite, of one
-    shape, low <= high."""
+    "The bounds as flat float64 arrays. Raises `CwmNbError` unless finite, alike, low <= high."
     low, high = np.asarray(low, np.float64).reshape(-1), np.asarray(high, np.float64).reshape(-1)
     finite = np.isfinite(low).all() and np.isfinite(high).all()
     if low.shape != high.shape or not finite or (low > high).any():
