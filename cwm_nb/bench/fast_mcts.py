@@ -41,8 +41,9 @@ def _uct(q: cython.double, log_n: cython.double, n: cython.double, c_uct: cython
     return q + c_uct * sqrt(log_n / (n + eps))
 
 @cython.ccall
-def _pick(node: Node, c_uct: cython.double, eps: cython.double, dq: cython.double, rand) -> cython.Py_ssize_t:
-    "The action position of highest `_uct` at `node` (ties broken by `rand`), as `planning._pick` chooses it."
+def _pick(node: Node, c_uct: cython.double, eps: cython.double, dq: cython.double,
+          rand) -> cython.Py_ssize_t:
+    "The action position of highest `_uct` at `node`, ties broken by `rand`: `planning._pick`'s."
     counts: list = node.counts
     sums: list = node.sums
     j: cython.Py_ssize_t

@@ -13,10 +13,10 @@ from fastcore.basics import patch
 from ..core import CwmNbError, atomic_write_json, cache_dir, derive_seed, make_rng, to_plain
 from ..sandbox.jobs import SandboxLimits, get_sandbox
 from .envs import get_env_spec, make_env
-from .planning import (DEFAULT_PLAN_PRESET, CEMConfig, MCTSConfig, PlanningPreset, cem_plan,
-                                   get_preset, mcts_search, normalized_return)
-from .plan_driver import (INTEGRITY_NOTE, _fast_search, check_action, check_plan, check_stats,
-                                      encode_state, min_model_steps)
+from .planning import (DEFAULT_PLAN_PRESET, CEMConfig, MCTSConfig, PlanningPreset,
+                                   cem_plan, get_preset, mcts_search, normalized_return)
+from .plan_driver import (INTEGRITY_NOTE, _fast_search, check_action, check_plan,
+                                      check_stats, encode_state, min_model_steps)
 
 # %% auto #0
 __all__ = ['STATE_ATTRS', 'Snapshot', 'snapshot', 'restore', 'oracle_problem', 'OracleModel', 'mask_to_actions',

@@ -12,11 +12,11 @@ import orjson
 from fastcore.basics import patch
 from ..core import CwmNbError
 from ..sandbox.fork_server import _close_fds_except, _prctl
-from ..sandbox.jobs import (ProgramError, Serve, check_distribution, strict_plain, _as_done, _as_reward,
-                                 _code_line)
+from ..sandbox.jobs import (ProgramError, Serve, check_distribution, strict_plain, _as_done,
+                                 _as_reward, _code_line)
 import cwm_nb.bench.planning as planning
-from .planning import (_KEY_CHARS, CHANCE_SAMPLES, CEMConfig, MCTSConfig, _rollout_loop, _score_plan,
-                                   cem_plan, mcts_search, state_key)
+from .planning import (_KEY_CHARS, CHANCE_SAMPLES, CEMConfig, MCTSConfig, _rollout_loop,
+                                   _score_plan, cem_plan, mcts_search, state_key)
 
 # %% auto #0
 __all__ = ['MAX_REPLY_BYTES', 'SPIN_S', 'PR_SET_DUMPABLE', 'CHUNK_ANSWERS', 'TAIL_SIMS', 'INTEGRITY_NOTE', 'decode_state',
