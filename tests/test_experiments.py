@@ -171,13 +171,13 @@ def test_plan_run_and_sweep_share_one_default_planning_preset(tmp_path):
     `evaluate_planning` too) and the CWMB notebook's parameter."""
     import ast, inspect, papermill as pm
     from cwm_nb.experiments import runs as experiments, sweeps
-    from cwm_nb.bench import planning
+    from cwm_nb.bench import oracle, planning
     p = experiments.build_parser()
     presets = {"plan": p.parse_args(["plan", "--env", "CartPole-v1", "--program", "x.py"]).preset,
                "run": p.parse_args(["run", "cwmb"]).plan_preset, "sweep": p.parse_args(["sweep", "cwmb"]).plan_preset,
                "run_cwmb_search": inspect.signature(experiments.run_cwmb_search).parameters["plan_preset"].default,
                "plan_run": inspect.signature(experiments.plan_run).parameters["preset"].default,
-               "evaluate_planning": inspect.signature(planning.evaluate_planning).parameters["preset"].default,
+               "evaluate_planning": inspect.signature(oracle.evaluate_planning).parameters["preset"].default,
                "cwmb.ipynb": ast.literal_eval(pm.inspect_notebook(str(ROOT/"nbs"/"experiments"/"cwmb.ipynb"))["plan_preset"]["default"])}
     assert presets == dict.fromkeys(presets, experiments.DEFAULT_PLAN_PRESET) and experiments.DEFAULT_PLAN_PRESET == "quick"
     assert experiments.DEFAULT_PLAN_PRESET is planning.DEFAULT_PLAN_PRESET

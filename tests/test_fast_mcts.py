@@ -10,7 +10,8 @@ from cwm_nb.bench import fast_mcts
 from cwm_nb.bench.envs import get_env_spec, make_env
 from cwm_nb.bench import plan_driver
 from cwm_nb.bench.plan_driver import TapeModel, _program_model, _record_search, decode_state, encode_state
-from cwm_nb.bench.planning import MCTSConfig, mcts_search
+import math, random
+from cwm_nb.bench.planning import MCTSConfig, _Node, _pick, mcts_search, uct
 from cwm_nb.sandbox.jobs import SandboxLimits
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,6 +36,37 @@ def test_the_compiled_loop_is_built_from_the_current_source():
         "`.venv/bin/pip install --no-deps -e .` (it needs a C compiler and the Python headers)")
     from cwm_nb.bench import _fast_mcts
     assert _fast_mcts.__file__.endswith(".so") and fast_mcts.compiled_search() is _fast_mcts.search
+
+
+def _loop_module(impl: str):
+    "The compiled loop's module, or fast_mcts.py run as Python."
+    if impl == "python": return _pure_module()
+    assert fast_mcts.compiled_search() is not None, "the compiled loop is not built (see the first test)"
+    from cwm_nb.bench import _fast_mcts
+    return _fast_mcts
+
+
+@pytest.mark.parametrize("impl", ["compiled", "python"])
+def test_one_uct_rule(impl):
+    """The loop's `_uct` is `planning.uct` and its `_pick` is `planning._pick`, bit for bit on random inputs: an edit
+    of the rule in 15_planning fails here until the loop computes the same."""
+    mod, rng = _loop_module(impl), np.random.default_rng(0)
+    for _ in range(20_000):
+        args = (float(rng.normal(0, 10) * 10.0 ** rng.integers(-3, 4)), math.log(int(rng.integers(1, 10**7))),
+                int(rng.integers(0, 10**4)), float(rng.choice([0.0, 1.0, rng.uniform(0, 5)])),
+                float(rng.choice([1e-3, 1.0, rng.uniform(1e-9, 2)])))
+        assert mod._uct(*args).hex() == uct(*args).hex(), args
+    for _ in range(5_000):   # ties included: equal counts and sums
+        k = int(rng.integers(1, 6))
+        counts, sums = [int(x) for x in rng.integers(0, 4, size=k)], [float(x) for x in rng.integers(-2, 3, size=k)]
+        if rng.random() < 0.5: sums = [s + float(rng.normal()) for s in sums]
+        cfg = (float(rng.choice([0.0, 0.5, 1.0, rng.uniform(0, 3)])), float(rng.choice([1e-3, 1.0])),
+               float(rng.choice([0.0, 1.0, rng.normal()])))
+        fast, generic = mod.Node(tuple(range(k))), _Node(tuple(range(k)))
+        for nd in (fast, generic): nd.n, nd.counts, nd.sums = sum(counts), list(counts), list(sums)
+        r1, r2 = random.Random(k), random.Random(k)
+        assert mod._pick(fast, *cfg, r1.random) == _pick(generic, *cfg, r2.random), (counts, sums, cfg)
+        assert r1.random() == r2.random()
 
 
 @pytest.mark.parametrize("impl", ["compiled", "python"])

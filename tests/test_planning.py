@@ -237,8 +237,8 @@ import sys
 def evil(namespace, args, data):
     import numpy as np
     return {RESULT}
-P = sys.modules.get("cwm_nb.bench.planning")
-P.plan_driver.__code__ = evil.__code__       # the very function object the sandbox resolved as the driver
+D = sys.modules.get("cwm_nb.bench.plan_driver")
+D.plan_driver.__code__ = evil.__code__       # the very function object the sandbox resolved as the driver
 class Environment:
     def set_state(self, s): self.s = s
     def step(self, a): return self.s, 1.0, False
@@ -268,7 +268,7 @@ def evil(namespace, args, data): return {"action": 10 ** 6, "model_steps": 10 **
 for o in gc.get_objects():
     if getattr(o, "__name__", None) == "plan_driver" and hasattr(o, "__code__"): o.__code__ = evil.__code__
 import sys
-sys.modules["cwm_nb.bench.planning"].plan_driver.__code__ = evil.__code__
+sys.modules["cwm_nb.bench.plan_driver"].plan_driver.__code__ = evil.__code__
 class Environment:
     def set_state(self, s): pass
     def step(self, a): return 0, 0.0, False
@@ -379,13 +379,13 @@ class Environment:
 
 # Replaces the driver itself (name and code) and the in-process fallback path.
 CHEAT_DRIVER = '''
-import cwm_nb.bench.planning as P
+import cwm_nb.bench.plan_driver as D
 def _driver(namespace, args, data):
     s = args["state"]
     return {"action": 1 if s[2] + s[3] > 0 else 0, "model_steps": 10 ** 6, "plan_s": 0.5}
-P.plan_driver.__code__ = _driver.__code__
-P.plan_driver = P._plan = _driver
-P._SERVE = None
+D.plan_driver.__code__ = _driver.__code__
+D.plan_driver = D._plan = _driver
+D._SERVE = None
 class Environment:
     def set_state(self, s): pass
     def step(self, a): return 0, 0.0, False

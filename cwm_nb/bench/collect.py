@@ -21,7 +21,7 @@ def oracle_cem_planner(
     samples: int,     # N: plans sampled per iteration
     elites: int,      # K: best plans the sampling distribution is refit to
 ):
-    "A function `(env, rng) -> (T, d)` plan by CEM on the real env (`cwm_nb.bench.planning.oracle_cem_plan`). Raises `CwmNbError` on bad settings."
+    "A function `(env, rng) -> (T, d)` plan by CEM on the real env (`cwm_nb.bench.oracle.oracle_cem_plan`). Raises `CwmNbError` on bad settings."
     config = CEMConfig(horizon=horizon, iterations=iterations, samples=samples, elites=elites)
     return lambda env, rng: oracle_cem_plan(env, config, rng)
 

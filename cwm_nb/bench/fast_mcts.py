@@ -19,11 +19,11 @@ from ..sandbox.jobs import ProgramError
 @cython.cclass
 class Node:
     "A decision node: per action (by position) its visit count, sum of returns and children by next-state number."
-    actions: tuple
-    n: cython.Py_ssize_t
-    counts: list
-    sums: list
-    kids: list
+    actions = cython.declare(tuple, visibility="public")
+    n = cython.declare(cython.Py_ssize_t, visibility="public")
+    counts = cython.declare(list, visibility="public")
+    sums = cython.declare(list, visibility="public")
+    kids = cython.declare(list, visibility="public")
 
     def __init__(self,
                  actions: tuple,  # the legal actions here (ints); () for a terminal state
@@ -34,23 +34,31 @@ class Node:
 # %% ../../nbs/15c_fast_mcts.ipynb #a5eaea2e
 _NEG_INF: cython.double = -math.inf
 
-@cython.cfunc
-def _pick(node: Node, c_uct: cython.double, eps: cython.double, dq: cython.double, rand) -> cython.Py_ssize_t:
-    "The UCB choice at `node` (ties at random), as `planning._pick` makes it."
+@cython.ccall
+def _uct(q: cython.double, log_n: cython.double, n: cython.double, c_uct: cython.double,
+         eps: cython.double) -> cython.double:
+    "`planning.uct` in C doubles: Q + C·sqrt(ln N / (n + ε)); the arguments are `uct`'s."
+    return q + c_uct * sqrt(log_n / (n + eps))
+
+@cython.ccall
+def _pick(node: Node, c_uct: cython.double, eps: cython.double, dq: cython.double,
+          rand) -> cython.Py_ssize_t:
+    "The action position of highest `_uct` at `node`, ties broken by `rand`: `planning._pick`'s."
     counts: list = node.counts
     sums: list = node.sums
     j: cython.Py_ssize_t
     c: cython.Py_ssize_t
     i: cython.Py_ssize_t = 0
+    q: cython.double
     u: cython.double
     best: cython.double = _NEG_INF
     log_n: cython.double = log(node.n) if node.n > 1 else 0.0
     ties: list = None
     for j in range(len(counts)):
         c = counts[j]
-        if c: u = cython.cast(cython.double, sums[j]) / c
-        else: u = dq
-        u += c_uct * sqrt(log_n / (c + eps))
+        if c: q = cython.cast(cython.double, sums[j]) / c
+        else: q = dq
+        u = _uct(q, log_n, c, c_uct, eps)
         if u > best: best, i, ties = u, j, None
         elif u == best: ties = [i, j] if ties is None else ties + [j]
     if ties is not None: i = ties[int(rand() * len(ties))]

@@ -10,17 +10,18 @@ from pathlib import Path
 from typing import Any, Callable
 import numpy as np
 from fastcore.basics import patch
-from ..core import CwmNbError, atomic_write_json, cache_dir, derive_seed, make_rng
-from .planning import (DEFAULT_PLAN_PRESET, CEMConfig, MCTSConfig, PlanningPreset, cem_plan, get_preset,
-                             mcts_search, normalized_return)
-from .plan_driver import (INTEGRITY_NOTE, _fast_search, check_action, check_plan, check_stats, encode_state,
-                                 min_model_steps)
-from ..sandbox.jobs import SandboxLimits
+from ..core import CwmNbError, atomic_write_json, cache_dir, derive_seed, make_rng, to_plain
+from ..sandbox.jobs import SandboxLimits, get_sandbox
+from .envs import get_env_spec, make_env
+from .planning import (DEFAULT_PLAN_PRESET, CEMConfig, MCTSConfig, PlanningPreset,
+                                   cem_plan, get_preset, mcts_search, normalized_return)
+from .plan_driver import (INTEGRITY_NOTE, _fast_search, check_action, check_plan,
+                                      check_stats, encode_state, min_model_steps)
 
 # %% auto #0
 __all__ = ['STATE_ATTRS', 'Snapshot', 'snapshot', 'restore', 'oracle_problem', 'OracleModel', 'mask_to_actions',
-           'oracle_cem_plan', 'oracle_mcts_action', 'EpisodeLog', 'play_episode', 'baseline_episodes', 'PlanningResult',
-           'evaluate_planning']
+           'oracle_cem_plan', 'oracle_mcts_action', 'EpisodeLog', 'play_planning_episode', 'baseline_episodes',
+           'PlanningResult', 'evaluate_planning']
 
 # %% ../../nbs/15b_oracle.ipynb #81dfccb2
 STATE_ATTRS: dict[str, tuple[str, ...]] = {   # class name -> attributes its step() reads or writes (gymnasium 1.4)
@@ -95,7 +96,7 @@ def _copied_snapshot(u, name: str, rng_state: dict | None) -> Snapshot:
         except Exception as e:
             raise CwmNbError(f"cannot snapshot {name}: its attribute {k!r} ({type(v).__name__}) cannot be copied "
                              f"({type(e).__name__})", "give the environment get_state()/set_state(d) methods, or list "
-                             "its plain state attributes in cwm_nb.bench.planning.STATE_ATTRS") from None
+                             "its plain state attributes in cwm_nb.bench.oracle.STATE_ATTRS") from None
     return Snapshot(name, "copy", attrs, rng_state=rng_state)
 
 def snapshot(
@@ -112,7 +113,7 @@ def snapshot(
     if name not in STATE_ATTRS and isinstance(u, _gym_env()): return _copied_snapshot(u, name, rng_state)
     if name not in STATE_ATTRS:
         raise CwmNbError(f"no snapshot rule for environment class {name}",
-                         "add its state attributes to cwm_nb.bench.planning.STATE_ATTRS, or give it get_state()/set_state(d)")
+                         "add its state attributes to cwm_nb.bench.oracle.STATE_ATTRS, or give it get_state()/set_state(d)")
     missing = [a for a in STATE_ATTRS[name] if not hasattr(u, a)]
     if missing:
         raise CwmNbError(f"{name} has no attribute(s) {missing} yet", "call env.reset(seed=...) before taking a snapshot")
@@ -158,7 +159,6 @@ def oracle_problem(
     seed: int = 0,   # seed of the reset and of the actions
 ) -> str | None:     # None: the oracle can be built; else why not
     "Why the oracle planner cannot use exact copies of `env_name`, or None when a restored copy steps like the original."
-    from cwm_nb.bench.envs import make_env
     a, b = make_env(env_name), make_env(env_name)
     try:
         a.reset(seed=seed); b.reset(seed=seed + 1)
@@ -310,7 +310,6 @@ class _EnvSetup:
     name: str; gym_id: str; planner: str; horizon: int; obs_format: str; valid_actions: bool; space: _Space
 
 def _setup(env_name: str, preset: PlanningPreset):
-    from cwm_nb.bench.envs import get_env_spec, make_env
     spec = get_env_spec(env_name)
     env = make_env(env_name)
     horizon = int(spec.horizon)
@@ -359,7 +358,7 @@ def _play_decision(setup: _EnvSetup, env, d: _Decision, log: EpisodeLog, obs, in
     return obs, info, False
 
 # %% ../../nbs/15b_oracle.ipynb #eabc0863
-def play_episode(
+def play_planning_episode(
     setup: _EnvSetup,              # from `_setup`
     env,                           # the real environment (only this loop steps it)
     decide: Callable,              # decide(obs, info, t) -> _Decision
@@ -562,7 +561,7 @@ def baseline_episodes(
     for e in _progress(range(episodes), progress, f"{env_name} {kind}"):
         if stop is not None and stop.is_set(): raise CwmNbError("baseline computation stopped", "")
         decide = _random_decider if kind == "random" else _oracle_decider(setup, env, sim, preset, seed, e, paper_compat, stop)
-        log = play_episode(setup, env, decide, derive_seed(seed, "reset", env_name, e),
+        log = play_planning_episode(setup, env, decide, derive_seed(seed, "reset", env_name, e),
                            make_rng(seed, "random", env_name, e))
         logs.append(asdict(log))
     if use_cache: atomic_write_json(_cache_path(key), {"key": key, "episodes": logs})
@@ -611,7 +610,6 @@ class PlanningResult:
 
     def to_dict(self) -> dict:
         "JSON-safe dict of all fields."
-        from cwm_nb.core import to_plain
         return to_plain(asdict(self))
 
 # %% ../../nbs/15b_oracle.ipynb #2f141d35
@@ -629,7 +627,7 @@ def _cwm_episodes(env_name: str, setup: _EnvSetup, env, program: str, preset: Pl
     try:
         for e in _progress(range(episodes), progress, f"{env_name} cwm"):
             dec.episode = e
-            log = play_episode(setup, env, dec, derive_seed(seed, "reset", env_name, e),
+            log = play_planning_episode(setup, env, dec, derive_seed(seed, "reset", env_name, e),
                                make_rng(seed, "random", env_name, e))
             cwm.append(log)
             dec.close()   # one session per episode
@@ -642,7 +640,6 @@ def _cwm_play(env_name: str, setup: _EnvSetup, env, program: str | None, preset:
     "`_cwm_episodes` in `sandbox` (default: `get_sandbox()`), or (None, 'no program', None) if `program` is None."
     if program is None: return None, "no program", None
     if sandbox is None:
-        from cwm_nb.sandbox.jobs import get_sandbox
         sandbox = get_sandbox()
     return _cwm_episodes(env_name, setup, env, program, preset, seed, sandbox, lim, max_failures, episodes, progress)
 
@@ -693,7 +690,6 @@ def evaluate_planning(
 ) -> PlanningResult:
     "Normalized return (paper eq. 3) of `program` on `env_name`: CWM, oracle and random play the same seeded episodes (no oracle and no R where `oracle_problem` says why)."
     from concurrent.futures import ThreadPoolExecutor
-    from cwm_nb.bench.envs import get_env_spec
     t0 = time.perf_counter()
     _check_evaluation_args(episodes, program)
     preset = get_preset(preset)

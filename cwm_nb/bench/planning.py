@@ -4,7 +4,7 @@
 
 # %% ../../nbs/15_planning.ipynb #6dc51d60
 from __future__ import annotations
-import importlib, json, math, numbers, random
+import json, math, numbers, random
 from dataclasses import dataclass
 import numpy as np
 from ..core import CwmNbError
@@ -12,12 +12,7 @@ from ..sandbox.jobs import SandboxLimits, strict_plain
 
 # %% auto #0
 __all__ = ['PRESETS', 'DEFAULT_PLAN_PRESET', 'CHANCE_SAMPLES', 'uct', 'mcts_search', 'cem_plan', 'normalized_return',
-           'MCTSConfig', 'CEMConfig', 'PlanningPreset', 'get_preset', 'state_key', 'MCTSResult', 'STATE_ATTRS',
-           'MAX_REPLY_BYTES', 'PR_SET_DUMPABLE', 'CHUNK_ANSWERS', 'INTEGRITY_NOTE', 'Snapshot', 'snapshot', 'restore',
-           'OracleModel', 'mask_to_actions', 'decode_state', 'encode_state', 'ProgramModel', 'oracle_cem_plan',
-           'oracle_mcts_action', 'load_driver', 'plan_driver', 'step_loop_driver', 'RemoteModel', 'TapeMismatch',
-           'TapeModel', 'check_action', 'check_plan', 'min_model_steps', 'check_stats', 'EpisodeLog', 'play_episode',
-           'baseline_episodes', 'PlanningResult', 'evaluate_planning']
+           'MCTSConfig', 'CEMConfig', 'PlanningPreset', 'get_preset', 'state_key', 'MCTSResult']
 
 # %% ../../nbs/15_planning.ipynb #53d26aa9
 def uct(
@@ -31,29 +26,29 @@ def uct(
     return q + c_uct * math.sqrt(log_n / (n + eps))
 
 def mcts_search(
-    model,                      # set_state(root) / step(a) -> (obs, reward, done); optional .valid_actions
-    root,                       # what model.set_state receives (an observation, or a Snapshot for the oracle)
+    model,                      # set_state(root); step(a) -> (obs, reward, done)
+    root,                       # what model.set_state receives (an observation, an oracle Snapshot)
     actions,                    # the legal actions at the root (ints)
     config: MCTSConfig,         # search settings
     rng: np.random.Generator,   # all of the search's randomness
-    n_actions: int | None = None,  # size of the action space below the root (default: max(actions) + 1)
+    n_actions: int | None = None,  # actions below the root (default: max(actions) + 1)
 ) -> MCTSResult:
-    "One MCTS decision from `root` (paper Table 13): a fresh tree, `config.simulations` simulations. Raises what the model raises."
+    "One MCTS decision from `root` (paper Table 13) in a fresh tree. Raises what the model raises."
     root_acts = tuple(int(a) for a in actions)
     if not root_acts: raise ValueError("MCTS needs at least one legal action at the root")
     all_acts = tuple(range(n_actions if n_actions is not None else max(root_acts) + 1))
-    rnd = random.Random(int(rng.integers(2**63)))   # one seeded stream; far cheaper per draw than numpy's
+    rnd = random.Random(int(rng.integers(2**63)))   # one seeded stream, cheaper per draw than numpy
     tree, nodes = _Node(root_acts), 1
     # a remote model steps several actions per request (`walk`): the same descent, in batches
     descend = _step_descent if getattr(model, "walk", None) is None else _walk_descent
     for _ in range(config.simulations):
         model.set_state(root)
         path = []   # (node, action index, reward) of each step down
-        # select by `uct` down the tree, expand the first new next state, simulate it: a random rollout (0 if terminal)
+        # select by `uct` down the tree, expand the first new state, simulate it (a random rollout)
         value, added = descend(model, tree, path, all_acts, config, rnd)
         nodes += added
         _backup(path, value, config.gamma)   # G <- r + γG from the leaf up to the root
-    return _root_result(tree, nodes, config, rng, rnd.random)   # act: argmax of Q at the root (or softmax)
+    return _root_result(tree, nodes, config, rng, rnd.random)   # act: argmax of Q at the root
 
 # %% ../../nbs/15_planning.ipynb #66ff8914
 def cem_plan(
@@ -63,12 +58,12 @@ def cem_plan(
     config: CEMConfig,          # T = config.horizon (the caller cuts it to the episode length)
     rng: np.random.Generator,   # all of the planner's randomness
 ) -> np.ndarray:                # (T, d) float64, within [low, high]
-    "One CEM decision from `root` (paper Table 14): the best plan of the last iteration. Raises what the model raises."
+    "One CEM decision from `root` (paper Table 14): the last round's best plan. Raises as model."
     low, high = _cem_bounds(low, high)
-    mean, std = _cem_start(low, high, config.horizon)   # (T, d): the middle of the bounds, a wide std
+    mean, std = _cem_start(low, high, config.horizon)   # (T, d): mid-bounds, a wide std
     for it in range(config.iterations):
-        plans = np.clip(mean + std * rng.standard_normal((config.samples, *mean.shape)), low, high)   # sample
-        scores = _score_round(model, root, plans)        # each plan's undiscounted return under the model
+        plans = np.clip(mean + std * rng.standard_normal((config.samples, *mean.shape)), low, high)
+        scores = _score_round(model, root, plans)        # each plan's undiscounted return
         order = np.argsort(-scores, kind="stable")       # best first
         if it + 1 < config.iterations:                   # refit to the elites, without smoothing
             elite = plans[order[:config.elites]]
@@ -80,7 +75,7 @@ def normalized_return(
     r_model: float | None,   # mean return of the planner using the CWM (None: no CWM result)
     r_random: float,         # mean return of the uniform random policy
     r_oracle: float,         # mean return of the same planner using the real environment
-) -> float | None:           # None when oracle and random tie (R undefined) or there is no CWM result
+) -> float | None:           # None when oracle and random tie (R undefined), or no CWM result
     "Normalized return R of the GIF-MCTS paper, eq. 3: (R_cwm − R_rand) / (R_oracle − R_rand)."
     if r_model is None: return None
     den = float(r_oracle) - float(r_random)
@@ -89,47 +84,56 @@ def normalized_return(
 
 # %% ../../nbs/15_planning.ipynb #ef0e2185
 def _check_positive(obj, *names, allow_zero=(), counts=()):
-    "Raise `CwmNbError` unless each field of `names` is a positive number (0 allowed for `allow_zero`; whole for `counts`)."
+    "Raise `CwmNbError` unless each of `names` is positive (or 0: `allow_zero`; whole: `counts`)."
     for n in names:
         v = getattr(obj, n)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 or (v == 0 and n not in allow_zero):
+        number = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+        if not number or v < 0 or (v == 0 and n not in allow_zero):
             raise CwmNbError(f"{type(obj).__name__}.{n} must be a positive number, got {v!r}",
                              f"pass e.g. {type(obj).__name__}({n}=...) with a positive value")
         if n in counts and not isinstance(v, numbers.Integral):
-            raise CwmNbError(f"{type(obj).__name__}.{n} counts steps or samples: it must be a whole number, got {v!r}",
+            raise CwmNbError(f"{type(obj).__name__}.{n} counts steps or samples: "
+                             f"it must be a whole number, got {v!r}",
                              f"pass e.g. {type(obj).__name__}({n}={int(v)})")
 
 # %% ../../nbs/15_planning.ipynb #85390094
 @dataclass(frozen=True)
 class MCTSConfig:
-    "MCTS planner settings for discrete environments; defaults are the paper's (Table 13). Raises `CwmNbError` on bad values."
+    "MCTS settings for discrete actions; the paper's defaults (Table 13). Raises `CwmNbError`."
     simulations: int = 25      # simulations per real step (a fresh tree every step)
     c_uct: float = 1.0         # exploration constant C of UCB
     epsilon: float = 1e-3      # ε in sqrt(ln N / (n + ε)) (the paper's code; paper T13 says 1)
     default_q: float = 1.0     # Q of an action never tried
     rollout_steps: int = 100   # length limit of the uniform-random rollout that values a new leaf
     gamma: float = 0.99        # discount of rollouts and backups (Q = r + γV)
-    temperature: float = 0.0   # 0: act by argmax of Q at the root; > 0: sample softmax(Q / temperature) (paper: 0.01)
+    # 0: act by argmax of Q at the root; > 0: sample softmax(Q / temperature) (paper: 0.01)
+    temperature: float = 0.0
 
     def __post_init__(self):
-        _check_positive(self, "simulations", "c_uct", "epsilon", "rollout_steps", "gamma", "temperature",
-                        allow_zero=("c_uct", "rollout_steps", "temperature"), counts=("simulations", "rollout_steps"))
+        _check_positive(self, "simulations", "c_uct", "epsilon", "rollout_steps", "gamma",
+                        "temperature", allow_zero=("c_uct", "rollout_steps", "temperature"),
+                        counts=("simulations", "rollout_steps"))
         if not isinstance(self.default_q, (int, float)) or not math.isfinite(self.default_q):
-            raise CwmNbError(f"MCTSConfig.default_q must be a finite number, got {self.default_q!r}", "pass e.g. default_q=1.0")
+            got = self.default_q
+            raise CwmNbError(f"MCTSConfig.default_q must be a finite number, got {got!r}",
+                             "pass e.g. default_q=1.0")
 
 # %% ../../nbs/15_planning.ipynb #062872e5
 @dataclass(frozen=True)
 class CEMConfig:
-    "CEM planner settings for continuous environments; defaults are the paper's (Table 14). Raises `CwmNbError`."
-    horizon: int = 100         # plan length T (cut to the episode length); the plan is executed open-loop for T steps
+    "CEM settings for continuous actions; the paper's defaults (Table 14). Raises `CwmNbError`."
+    # plan length T (cut to the episode length); the plan is executed open-loop for T steps
+    horizon: int = 100
     iterations: int = 20       # refits of the sampling distribution
     samples: int = 1000        # plans sampled per iteration
     elites: int = 100          # best plans the mean and std are refit from
 
     def __post_init__(self):
-        _check_positive(self, "horizon", "iterations", "samples", "elites", counts=("horizon", "iterations", "samples", "elites"))
+        counts = ("horizon", "iterations", "samples", "elites")
+        _check_positive(self, *counts, counts=counts)
         if self.elites > self.samples:
-            raise CwmNbError(f"CEMConfig.elites ({self.elites}) exceeds samples ({self.samples})", "use elites <= samples")
+            raise CwmNbError(f"CEMConfig.elites ({self.elites}) exceeds samples ({self.samples})",
+                             "use elites <= samples")
 
 # %% ../../nbs/15_planning.ipynb #13ca30ea
 @dataclass(frozen=True)
@@ -139,8 +143,10 @@ class PlanningPreset:
     mcts: MCTSConfig                        # settings for discrete environments
     cem: CEMConfig                          # settings for continuous environments
     mcts_limits: SandboxLimits              # sandbox limits of one MCTS decision (one real step)
-    cem_limits: SandboxLimits               # sandbox limits of one CEM decision (one plan of T steps)
-    max_episode_steps: int | None = None    # cap on the real episode length; None: the environment's horizon
+    # sandbox limits of one CEM decision (one plan of T steps)
+    cem_limits: SandboxLimits
+    # cap on the real episode length; None: the environment's horizon
+    max_episode_steps: int | None = None
 
 # %% ../../nbs/15_planning.ipynb #177c3070
 PRESETS: dict[str, PlanningPreset] = {
@@ -153,7 +159,8 @@ PRESETS: dict[str, PlanningPreset] = {
                             cem_limits=SandboxLimits(wall_s=20, cpu_s=20, result_mb=1),
                             max_episode_steps=100),
 }
-DEFAULT_PLAN_PRESET = "quick"   # what `evaluate_planning` and `cwm-nb run`, `plan`, `sweep` plan with unless told
+# what `evaluate_planning` and `cwm-nb run`, `plan`, `sweep` plan with unless told
+DEFAULT_PLAN_PRESET = "quick"
 
 # %% ../../nbs/15_planning.ipynb #44a5bec4
 def get_preset(
@@ -162,15 +169,18 @@ def get_preset(
     "The preset called `preset`. Raises `CwmNbError` for an unknown name."
     if isinstance(preset, PlanningPreset): return preset
     if preset in PRESETS: return PRESETS[preset]
-    raise CwmNbError(f"unknown planning preset {preset!r}", f"use one of {', '.join(PRESETS)}, or pass a PlanningPreset")
+    raise CwmNbError(f"unknown planning preset {preset!r}",
+                     f"use one of {', '.join(PRESETS)}, or pass a PlanningPreset")
 
 # %% ../../nbs/15_planning.ipynb #c44c94ed
-_KEY_CHARS = frozenset(np.typecodes["AllFloat"] + np.typecodes["AllInteger"] + "?")   # numeric and bool dtypes
+# numeric and bool dtypes
+_KEY_CHARS = frozenset(np.typecodes["AllFloat"] + np.typecodes["AllInteger"] + "?")
 
 def state_key(obs) -> tuple | int | str:
-    "A hashable exact key of an observation in plain form: (dtype, shape, bytes) of an array, else JSON. Raises `TypeError`."
+    "Exact hashable key of `obs`: (dtype, shape, bytes) of an array, else JSON. Raises `TypeError`."
     t = type(obs)
-    if t is np.ndarray and obs.dtype.char in _KEY_CHARS: return (obs.dtype.char, obs.shape, obs.tobytes())
+    if t is np.ndarray and obs.dtype.char in _KEY_CHARS:
+        return (obs.dtype.char, obs.shape, obs.tobytes())
     if t is int: return obs
     return json.dumps(strict_plain(obs), separators=(",", ":"))
 
@@ -194,7 +204,7 @@ class MCTSResult:
 
 # %% ../../nbs/15_planning.ipynb #32283d67
 def _rollout_loop(model, actions: tuple, steps: int, gamma: float, rand) -> float:
-    "Discounted return of up to `steps` uniform-random actions from the model's current state (stepped in place)."
+    "Discounted return of up to `steps` uniform-random actions from the model's current state."
     total, disc, step = 0.0, 1.0, model.step
     for _ in range(steps):
         acts = model.valid_actions or actions   # legal actions after the last step (RTFM), else all
@@ -205,14 +215,14 @@ def _rollout_loop(model, actions: tuple, steps: int, gamma: float, rand) -> floa
 
 # %% ../../nbs/15_planning.ipynb #24e365da
 def _rollout(model, actions: tuple, cfg: MCTSConfig, rand) -> float:
-    "The leaf value: a uniform-random rollout, by the model's own `rollout` loop when it has one (same result)."
+    "The leaf value: a uniform-random rollout, by the model's own `rollout` loop if it has one."
     own = getattr(model, "rollout", None)
     if own is not None: return own(actions, cfg.rollout_steps, cfg.gamma, rand)
     return _rollout_loop(model, actions, cfg.rollout_steps, cfg.gamma, rand)
 
 # %% ../../nbs/15_planning.ipynb #29f41ee1
 def _pick(node: _Node, c_uct: float, eps: float, dq: float, rand) -> int:
-    "The action index of highest `uct` at `node` (ties broken by `rand`), the selection of `mcts_search`."
+    "The action index of highest `uct` at `node`, ties broken by `rand`: MCTS's selection."
     counts, sums, n = node.counts, node.sums, node.n
     log_n = math.log(n) if n > 1 else 0.0
     best, i, ties = -math.inf, 0, None
@@ -226,21 +236,23 @@ def _pick(node: _Node, c_uct: float, eps: float, dq: float, rand) -> int:
 
 # %% ../../nbs/15_planning.ipynb #2e15cc3d
 def _predicted_walk(node: _Node, pick) -> tuple[list, list, list]:
-    "Choices from `node` down the known part of the tree: (node, i) pairs, their actions, the next-state keys expected."
+    "Choices down the known tree from `node`: (node, i) pairs, their actions, expected next keys."
     seq, acts, expect, nd = [], [], [], node
     while True:
         i = pick(nd)
         seq.append((nd, i)); acts.append(nd.actions[i])
         kids = nd.kids[i]
-        if kids is None or len(kids) != 1 or len(acts) >= 256: expect.append(None); break   # unknown: stop here
+        # unknown: stop here
+        if kids is None or len(kids) != 1 or len(acts) >= 256: expect.append(None); break
         (k, ch), = kids.items()
         if not ch.actions: expect.append(None); break
         expect.append(k); nd = ch
     return seq, acts, expect
 
 # %% ../../nbs/15_planning.ipynb #06bb9cca
-def _record_walk(model, seq: list, outs: list, path: list, all_acts: tuple, cfg: MCTSConfig, rand) -> tuple:
-    "Add the walked steps to the tree and `path`: (node to walk on from, or None and the leaf value; nodes added)."
+def _record_walk(model, seq: list, outs: list, path: list, all_acts: tuple, cfg: MCTSConfig,
+                 rand) -> tuple:
+    "Add walked steps to the tree and `path`: (node to go on from or None, leaf value, new nodes)."
     node, added = seq[0][0], 0
     for (nd, i), (key, r, done) in zip(seq, outs):
         path.append((nd, i, r))
@@ -259,11 +271,13 @@ def _record_walk(model, seq: list, outs: list, path: list, all_acts: tuple, cfg:
     return node, 0.0, added
 
 # %% ../../nbs/15_planning.ipynb #27ff8341
-def _walk_descent(model, tree: _Node, path: list, all_acts: tuple, cfg: MCTSConfig, rnd: random.Random) -> tuple[float, int]:
-    """One simulation's descent with a model that has `walk(actions, expected_keys)` (the remote model): the
-    choices along the known part of the tree are predicted, sent as one batch, and the model stops at the first
-    next state that differs from the prediction (or at done). The random stream is rewound to the steps taken,
-    so the search is exactly the step-by-step one. Returns (leaf value, nodes added); fills `path`."""
+def _walk_descent(model, tree: _Node, path: list, all_acts: tuple, cfg: MCTSConfig,
+                  rnd: random.Random) -> tuple[float, int]:
+    """One simulation's descent with a model that has `walk(actions, expected_keys)` (the remote
+    model): the choices along the known part of the tree are predicted, sent as one batch, and the
+    model stops at the first next state that differs from the prediction (or at done). The random
+    stream is rewound to the steps taken, so the search is exactly the step-by-step one.
+    Returns (leaf value, nodes added); fills `path`."""
     rand, node, added = rnd.random, tree, 0
     pick = lambda nd: _pick(nd, cfg.c_uct, cfg.epsilon, cfg.default_q, rand)
     while True:
@@ -278,8 +292,9 @@ def _walk_descent(model, tree: _Node, path: list, all_acts: tuple, cfg: MCTSConf
         if node is None: return value, added
 
 # %% ../../nbs/15_planning.ipynb #e0a015fb
-def _step_descent(model, tree: _Node, path: list, all_acts: tuple, cfg: MCTSConfig, rnd: random.Random) -> tuple[float, int]:
-    "One simulation's descent, one `model.step` at a time. Returns (leaf value, nodes added); fills `path`."
+def _step_descent(model, tree: _Node, path: list, all_acts: tuple, cfg: MCTSConfig,
+                  rnd: random.Random) -> tuple[float, int]:
+    "One simulation's descent, a `model.step` at a time: (leaf value, nodes added); fills `path`."
     step, node, added, rand = model.step, tree, 0, rnd.random
     key_of = getattr(model, "state_key", state_key)   # a model may key its states itself
     while True:
@@ -293,7 +308,8 @@ def _step_descent(model, tree: _Node, path: list, all_acts: tuple, cfg: MCTSConf
         if done:
             if child is None: kids[key] = _Node(()); added += 1
             return 0.0, added
-        if child is None or not child.actions:   # expand: new, or seen before only as a terminal state
+        # expand: new, or seen before only as a terminal state
+        if child is None or not child.actions:
             added += child is None
             child = kids[key] = _Node(getattr(model, "valid_actions", None) or all_acts)
             child.n = 1
@@ -301,8 +317,9 @@ def _step_descent(model, tree: _Node, path: list, all_acts: tuple, cfg: MCTSConf
         node = child
 
 # %% ../../nbs/15_planning.ipynb #91995f0a
-def _root_result(tree: _Node, nodes: int, config: MCTSConfig, rng: np.random.Generator, rand) -> MCTSResult:
-    "The search's result: the action of highest Q at the root (random tie-break), or a softmax(Q / temperature) sample."
+def _root_result(tree: _Node, nodes: int, config: MCTSConfig, rng: np.random.Generator,
+                 rand) -> MCTSResult:
+    "The root's action of highest Q (random tie-break), or a softmax(Q / temperature) sample."
     tried = [i for i, c in enumerate(tree.counts) if c]
     q = {tree.actions[i]: tree.sums[i] / tree.counts[i] for i in tried}
     qs = np.array([q[tree.actions[i]] for i in tried])
@@ -313,21 +330,25 @@ def _root_result(tree: _Node, nodes: int, config: MCTSConfig, rng: np.random.Gen
     else:
         best = [i for i, v in zip(tried, qs) if v == qs.max()]
         pick = best[0] if len(best) == 1 else best[int(rand() * len(best))]
-    return MCTSResult(tree.actions[pick], q, {tree.actions[i]: tree.counts[i] for i in tried}, nodes)
+    visits = {tree.actions[i]: tree.counts[i] for i in tried}
+    return MCTSResult(tree.actions[pick], q, visits, nodes)
 
 # %% ../../nbs/15_planning.ipynb #5f104fe7
 def _backup(path: list, value: float, gamma: float) -> None:
-    "Back `value` (the leaf's) up `path` of (node, action index, reward): G <- r + γG; counts, sums and visits grow."
+    "Back the leaf's `value` up `path` of (node, action index, reward): G <- r + γG."
     for nd, i, r in reversed(path):
         value = r + gamma * value
         nd.counts[i] += 1; nd.sums[i] += value; nd.n += 1
 
 # %% ../../nbs/15_planning.ipynb #17908a83
-CHANCE_SAMPLES = 8   # CEM: outcome draws a plan is scored on when the model has chance (a program with step_distribution)
+# CEM: outcome draws a plan is scored on when the model has chance (a program with
+# step_distribution)
+CHANCE_SAMPLES = 8
 
 def _score_plan(model, root, plan: np.ndarray) -> float:
-    """Undiscounted return of `plan` from `root` until the model's done. The model gets rows of a private copy.
-    A model with chance (`model.chance`) draws its outcomes: the mean return of `CHANCE_SAMPLES` runs."""
+    """Undiscounted return of `plan` from `root` until the model's done. The model gets rows of a
+    private copy. A model with chance (`model.chance`) draws its outcomes: the mean return of
+    `CHANCE_SAMPLES` runs."""
     k, total = (CHANCE_SAMPLES if getattr(model, "chance", False) else 1), 0.0
     for _ in range(k):
         model.set_state(root)
@@ -340,10 +361,12 @@ def _score_plan(model, root, plan: np.ndarray) -> float:
 
 # %% ../../nbs/15_planning.ipynb #f2d7dce0
 def _cem_bounds(low, high) -> tuple[np.ndarray, np.ndarray]:
-    "The action bounds as flat float64 arrays. Raises `CwmNbError` unless they are finite, of one shape, low <= high."
+    "The bounds as flat float64 arrays. Raises `CwmNbError` unless finite, alike, low <= high."
     low, high = np.asarray(low, np.float64).reshape(-1), np.asarray(high, np.float64).reshape(-1)
-    if low.shape != high.shape or not (np.isfinite(low).all() and np.isfinite(high).all()) or (low > high).any():
-        raise CwmNbError(f"CEM needs finite action bounds with low <= high, got {low} and {high}", "plan only Box action spaces with finite bounds")
+    finite = np.isfinite(low).all() and np.isfinite(high).all()
+    if low.shape != high.shape or not finite or (low > high).any():
+        raise CwmNbError(f"CEM needs finite action bounds with low <= high, got {low} and {high}",
+                         "plan only Box action spaces with finite bounds")
     return low, high
 
 # %% ../../nbs/15_planning.ipynb #9acb0cc4
@@ -356,42 +379,7 @@ def _cem_start(low: np.ndarray, high: np.ndarray, horizon: int) -> tuple[np.ndar
 # %% ../../nbs/15_planning.ipynb #96abc9a0
 def _score_round(model, root, plans: np.ndarray) -> np.ndarray:
     "The score of each plan in `plans` (samples, T, d) under `model`: float array (samples,)."
-    score_all = getattr(model, "score_plans", None)   # a model may score a batch of plans at once (same result)
-    return np.array(score_all(root, plans) if score_all is not None else [_score_plan(model, root, p) for p in plans])
-
-# %% ../../nbs/15_planning.ipynb #4334236b
-_MOVED = {
-    "cwm_nb.bench.plan_driver": ("ProgramModel", "_fresh_state", "decode_state", "encode_state", "_REQ_HDR", "MAX_REPLY_BYTES",
-                           "_SERVE", "PR_SET_DUMPABLE", "_program_env", "_program_model", "_plan", "load_driver",
-                           "plan_driver", "step_loop_driver", "_key_json", "_send_reply", "_read_n", "_error_record",
-                           "_serve", "_LOST", "_DECISION_KEYS", "RemoteModel", "TapeMismatch", "TapeModel",
-                           "CHUNK_ANSWERS", "_Recorder", "_record_search", "_JOB_SOURCE", "_fork_model_side",
-                           "_limit_cpu", "_isolated_planner", "check_action", "check_plan", "INTEGRITY_NOTE",
-                           "min_model_steps", "check_stats"),
-}
-
-# %% ../../nbs/15_planning.ipynb #d577e06f
-_MOVED["cwm_nb.bench.oracle"] = ("STATE_ATTRS", "Snapshot", "_copy_value", "_mj_dims", "_is_mujoco", "snapshot", "restore",
-                      "OracleModel", "mask_to_actions", "_reseed", "_box_bounds", "oracle_cem_plan", "oracle_mcts_action",
-                      "_Space", "_space_of", "_random_action", "_obs_format", "_EnvSetup", "_setup", "_Decision",
-                      "EpisodeLog", "_legal_now", "play_episode", "_plan_seed", "_cem_cfg", "_oracle_decider",
-                      "_random_decider", "_CwmDecider", "_code_version", "_baseline_key", "_cache_path", "_load_cached",
-                      "baseline_episodes", "_progress", "PlanningResult", "_mean", "_cwm_episodes", "_planning_result",
-                      "evaluate_planning")
-
-# %% ../../nbs/15_planning.ipynb #66112ed9
-_HOME = {name: module for module, names in _MOVED.items() for name in names}
-_all_ = ["STATE_ATTRS", "MAX_REPLY_BYTES", "PR_SET_DUMPABLE", "CHUNK_ANSWERS", "INTEGRITY_NOTE", "Snapshot", "snapshot",
-         "restore", "OracleModel", "mask_to_actions", "decode_state", "encode_state", "ProgramModel", "oracle_cem_plan",
-         "oracle_mcts_action", "load_driver", "plan_driver", "step_loop_driver", "RemoteModel", "TapeMismatch",
-         "TapeModel", "check_action", "check_plan", "min_model_steps", "check_stats", "EpisodeLog", "play_episode",
-         "baseline_episodes", "PlanningResult", "evaluate_planning"]
-
-# %% ../../nbs/15_planning.ipynb #c671f281
-def __getattr__(name: str):
-    "A name of `cwm_nb.bench.plan_driver` or `cwm_nb.bench.oracle`, looked up there (each time: it may be rebound there)."
-    home = _HOME.get(name)
-    if home is None: raise AttributeError(f"module 'cwm_nb.bench.planning' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
-
-def __dir__() -> list[str]: return sorted(set(globals()) | set(_HOME))
+    # a model may score a batch of plans at once (same result)
+    score_all = getattr(model, "score_plans", None)
+    if score_all is not None: return np.array(score_all(root, plans))
+    return np.array([_score_plan(model, root, p) for p in plans])

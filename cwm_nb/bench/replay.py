@@ -611,7 +611,7 @@ def _collect_cem(env, name, seed, plan, cap, fmt, valid, planner=None):
     if planner is None:
         raise CwmNbError(f"{name}'s buffer is collected with CEM planned on the real environment, and no planner was given",
                          f"call cwm_nb.bench.collect.collect_buffer({name!r}, seed) (or collect_main / ship_buffer from "
-                         "cwm_nb.bench.collect), which plan with cwm_nb.bench.planning.oracle_cem_plan")
+                         "cwm_nb.bench.collect), which plan with cwm_nb.bench.oracle.oracle_cem_plan")
     episodes, info = [], []
     for k, iters in enumerate(plan.cem_iterations):
         s = derive_seed(seed, name, "cem", k)

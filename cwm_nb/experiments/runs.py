@@ -436,11 +436,11 @@ def plan_run(
     m = out.metrics
     res = dict(plan_preset=preset, plan_episodes=episodes, **{k: None for k in _PLAN_KEYS})
     if preset == "none": return {**res, "planning_note": "planning skipped (plan_preset='none')"}
-    from cwm_nb.bench import planning
+    from cwm_nb.bench import oracle
     runnable = bool(out.best_program) and not m.get("best_is_bug", True)
-    pr = planning.evaluate_planning(m["env"], out.best_program if runnable else None, episodes=episodes,
-                                    preset=preset, seed=int(m["seed"]), paper_compat=bool(m.get("paper_compat")),
-                                    progress=progress).to_dict()
+    pr = oracle.evaluate_planning(m["env"], out.best_program if runnable else None, episodes=episodes,
+                                  preset=preset, seed=int(m["seed"]), paper_compat=bool(m.get("paper_compat")),
+                                  progress=progress).to_dict()
     atomic_write_json(out.run_dir/"planning.json", pr)
     res.update({k: pr.get(k) for k in _PLAN_KEYS})
     if not runnable: res["planning_note"] = "no runnable program: the CWM was not planned with"
@@ -914,7 +914,7 @@ def add_eval_cli(sub) -> None:
 
 # %% ../../nbs/50_experiments.ipynb #ceaedf70
 def _cmd_plan(a) -> int:
-    from cwm_nb.bench import envs, replay, cwm, planning
+    from cwm_nb.bench import envs, replay, cwm, oracle
     spec = _cli_env(a)
     if a.episodes < 1: raise CwmNbError(f"--episodes must be at least 1, got {a.episodes}", "pass --episodes 1 or more")
     source = _read_program(a.program)
@@ -925,8 +925,8 @@ def _cmd_plan(a) -> int:
     dest.parent.mkdir(parents=True, exist_ok=True)       # an unwritable --out fails now, not after hours of planning
     if not os.access(dest.parent, os.W_OK): raise CwmNbError(f"cannot write to {dest.parent}", "pass a writable --out")
     ev = cwm.evaluate_program(source, buf, paper_compat=a.paper_compat)
-    pr = planning.evaluate_planning(spec, source, episodes=a.episodes, preset=a.preset, seed=a.seed,
-                                    paper_compat=a.paper_compat, progress=not a.json).to_dict()
+    pr = oracle.evaluate_planning(spec, source, episodes=a.episodes, preset=a.preset, seed=a.seed,
+                                  paper_compat=a.paper_compat, progress=not a.json).to_dict()
     res = dict(env=spec.name, **_env_identity(spec), program=str(Path(a.program).resolve()), program_sha256=Program(source).sha256,
                preset=a.preset, episodes=a.episodes, seed=a.seed, paper_compat=a.paper_compat,
                **{k: pr.get(k) for k in _PLAN_KEYS}, accuracy=ev.accuracy, program_error=ev.error,
