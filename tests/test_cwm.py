@@ -141,7 +141,7 @@ def test_malformed_buffer_file_gives_a_clear_error(tmp_path):
 
 # ---- the other observation formats (nbs/14_cwm.ipynb): int, tuple, RTFM's (board, inventory) and valid actions -------
 
-from cwm_nb.bench.cwm import buffer_format, sandbox_inputs   # noqa: E402
+from cwm_nb.bench.program_runs import buffer_format, sandbox_inputs   # noqa: E402
 
 # CliffWalking-v0 and Taxi-v3 written from their descriptions; set_state insists on a Python int.
 CLIFFWALKING = '''
@@ -466,7 +466,7 @@ class _Recording:
 def test_debug_print_in_step_is_truncated_not_punished(cartpole, sandbox):
     "A correct program that prints its state on every step (~100 KB here, over the 64 KiB capture cap) still scores 1.0."
     import contextlib, io
-    from cwm_nb.bench.cwm import sandbox_inputs
+    from cwm_nb.bench.program_runs import sandbox_inputs
     from cwm_nb.sandbox.jobs import run_in_process
     src = CARTPOLE.replace(
         "        self.state = np.array([x, x_dot, theta, theta_dot])\n",

@@ -4,19 +4,22 @@
 
 # %% ../../nbs/14_cwm.ipynb #0bcb2da5
 from __future__ import annotations
-import hashlib, math, time, weakref
+import math, time
 from dataclasses import dataclass, asdict
 from typing import Any
 import numpy as np
-from ..core import OBS_FORMATS, CwmNbError, Program, to_plain
+from ..core import CwmNbError, Program, to_plain
+from ..sandbox.jobs import get_sandbox
+from .rtfm import RTFM_BOARD_CELLS, board_cells_of
+from .envs import REGISTRY, valid_action_masks
 from .replay import ReplayBuffer
+from .program_runs import (buffer_env_spec, buffer_format, buffer_state_kind, condense_error,
+                                      run_on_buffer, sandbox_inputs)
+from .rollouts import ROLLOUT_HORIZONS, check_determinism, rollout_errors
 
 # %% auto #0
-__all__ = ['PROBABILITY_FLOOR', 'LOG_FLOOR', 'DETERMINISM_PASSES', 'ROLLOUT_HORIZONS', 'RESOURCE_ERRORS', 'VALUE_METRICS',
-           'transition_credit', 'score_predictions', 'Evaluation', 'buffer_format', 'outcome_scores', 'sandbox_inputs',
-           'condense_error', 'other_transitions', 'first_difference', 'rollout_segments', 'state_scale',
-           'score_rollouts', 'plot_rollouts', 'check_determinism', 'rollout_errors', 'evaluate_program',
-           'search_metric', 'OBS_FORMATS']
+__all__ = ['PROBABILITY_FLOOR', 'LOG_FLOOR', 'VALUE_METRICS', 'transition_credit', 'score_predictions', 'Evaluation',
+           'outcome_scores', 'evaluate_program', 'search_metric']
 
 # %% ../../nbs/14_cwm.ipynb #14574ea6
 def transition_credit(
@@ -42,13 +45,13 @@ def score_predictions(
     reward_atol: float = 1e-6,
     state_rtol: float = 1e-5,   # next-state tolerance for continuous-state envs (the original's)
     state_atol: float = 1e-5,
-    state_kind: str | None = None,  # "continuous" | "discrete"; default from the buffer (`_state_kind`)
+    state_kind: str | None = None,  # "continuous" | "discrete"; default from the buffer (`buffer_state_kind`)
     malformed: list | None = None,  # the driver's notes [[transition, part, problem], ...] (cwm_predict's "malformed")
     distributions: list | None = None,  # cwm_predict's "distributions" (None: the program has no step_distribution)
 ) -> Evaluation:
     "Score plain predictions against `buffer`: the paper's weighted accuracy plus the corrected metrics."
     fmt, has_valid = buffer_format(buffer)
-    kind = "discrete" if fmt != "array" else (state_kind or _state_kind(buffer))
+    kind = "discrete" if fmt != "array" else (state_kind or buffer_state_kind(buffer))
     n = len(buffer)
     try:    # compare: which parts of each transition are right (a malformed part is wrong, its problem noted)
         c = _compare(predictions, buffer, fmt, kind, has_valid, paper_compat, _noted_by_part(malformed, n),
@@ -133,38 +136,6 @@ def _json_safe(x: Any) -> Any:
     if isinstance(x, list): return [_json_safe(v) for v in x]
     if isinstance(x, dict): return {k: _json_safe(v) for k, v in x.items()}
     return x
-
-# %% ../../nbs/14_cwm.ipynb #0b8f0d62
-_all_ = ["OBS_FORMATS"]   # the one list of formats is cwm_nb.core's (imported above), re-exported here
-
-# %% ../../nbs/14_cwm.ipynb #ed242c98
-def _env_spec(buffer: ReplayBuffer):
-    env = (buffer.meta or {}).get("env")
-    if env is None: return None
-    from cwm_nb.bench.envs import REGISTRY
-    return REGISTRY.get(env)
-
-# %% ../../nbs/14_cwm.ipynb #4125b712
-def buffer_format(
-    buffer: ReplayBuffer,   # a replay buffer
-) -> tuple[str, bool]:      # (obs_format, valid_actions)
-    "How `buffer`'s observations reach `set_state`, and whether `step` returns valid actions. Raises `CwmNbError` for an unknown format."
-    meta, spec = buffer.meta or {}, _env_spec(buffer)
-    fmt = meta.get("obs_format") or getattr(spec, "obs_format", None) or "array"
-    if fmt not in OBS_FORMATS:
-        raise CwmNbError(f"unknown observation format {fmt!r} in the buffer's meta", f"use one of {OBS_FORMATS}")
-    va = meta.get("valid_actions")
-    if va is None: va = getattr(spec, "valid_actions", None)
-    if va is None: va = getattr(buffer, "next_valid_actions", None) is not None
-    return fmt, bool(va)
-
-# %% ../../nbs/14_cwm.ipynb #72155b7e
-def _state_kind(buffer: ReplayBuffer) -> str:
-    kind = buffer.meta.get("state_kind")
-    if kind is None and (spec := _env_spec(buffer)) is not None: kind = spec.state_kind
-    if kind is None:
-        kind = "continuous" if isinstance(buffer.next_obs, np.ndarray) and buffer.next_obs.dtype.kind == "f" else "discrete"
-    return kind
 
 # %% ../../nbs/14_cwm.ipynb #b199246d
 class _Bug(Exception): "Malformed output that the original checker would have crashed on (paper_compat)."
@@ -271,23 +242,6 @@ def _parse_scalars(raw: list, name: str, problems: dict, noted: dict = {}) -> tu
         problems.setdefault(i, []).append(f"{name} is not a number ({type(v).__name__})")
     return out, ok
 
-# %% ../../nbs/14_cwm.ipynb #80778680
-_RTFM_CELLS = 72
-
-# %% ../../nbs/14_cwm.ipynb #76926013
-def _rtfm_board_cells(board) -> tuple[list | None, str | None]:
-    "The 72 cells of a predicted board (6x6x2 nested lists of str) in C order, or None and what is wrong."
-    if type(board) is not list or len(board) != 6: return None, "the board is not 6 rows of 6 cells of 2 strings"
-    cells = []
-    for row in board:
-        if type(row) is not list or len(row) != 6: return None, "the board is not 6 rows of 6 cells of 2 strings"
-        for cell in row:
-            if type(cell) is not list or len(cell) != 2: return None, "the board is not 6 rows of 6 cells of 2 strings"
-            for v in cell:
-                if type(v) is not str: return None, f"the board holds a {type(v).__name__}, not a str"
-            cells += cell
-    return cells, None
-
 # %% ../../nbs/14_cwm.ipynb #d7054ffe
 def _parse_rtfm_states(raw: list, expected: list, problems: dict, noted: dict = {}) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     "Bool (N,) arrays: board right, inventory right, prediction usable (a 2-element pair). `expected`: rows of 73 str."
@@ -298,11 +252,11 @@ def _parse_rtfm_states(raw: list, expected: list, problems: dict, noted: dict = 
         if type(v) is not list or len(v) != 2:
             problems.setdefault(i, []).append("next_obs is not a (board, inventory) pair"); continue
         usable[i] = True
-        cells, why = _rtfm_board_cells(v[0])
+        cells, why = board_cells_of(v[0])
         if cells is None: problems.setdefault(i, []).append(why)
-        else: board_ok[i] = cells == expected[i][:_RTFM_CELLS]
+        else: board_ok[i] = cells == expected[i][:RTFM_BOARD_CELLS]
         if type(v[1]) is not str: problems.setdefault(i, []).append(f"the inventory is a {type(v[1]).__name__}, not a str")
-        else: inv_ok[i] = v[1] == expected[i][_RTFM_CELLS]
+        else: inv_ok[i] = v[1] == expected[i][RTFM_BOARD_CELLS]
     return board_ok, inv_ok, usable
 
 # %% ../../nbs/14_cwm.ipynb #1281aa0f
@@ -327,27 +281,17 @@ def _next_valid_mask(buffer: ReplayBuffer, fmt: str) -> np.ndarray:
     "bool (N, n_actions): the actions valid in each next state. Without the column, the env spec's `action_mask` function computes them."
     mask = getattr(buffer, "next_valid_actions", None)
     if mask is not None: return np.asarray(mask, dtype=bool)
-    from cwm_nb.bench.envs import REGISTRY, valid_action_masks
-    spec = _env_spec(buffer) or next((s for s in REGISTRY.values() if s.obs_format == fmt and ":" in s.action_mask), None)
+    spec = buffer_env_spec(buffer) or next((s for s in REGISTRY.values() if s.obs_format == fmt and ":" in s.action_mask), None)
     if spec is not None and ":" in spec.action_mask: return valid_action_masks(spec, buffer.next_obs)
     raise CwmNbError("the buffer's env returns valid actions but the buffer has no next_valid_actions column",
                      "re-collect the buffer with `collect_buffer`, which stores them")
-
-# %% ../../nbs/14_cwm.ipynb #2b27edb6
-def _rtfm_rows(col) -> list[list[str]]:
-    "An RTFM observation column as a list of rows of 73 str. Raises `CwmNbError` for another layout."
-    rows = col.tolist() if isinstance(col, np.ndarray) else list(col)
-    if not all(isinstance(r, (list, tuple)) and len(r) == _RTFM_CELLS + 1 and all(type(v) is str for v in r) for r in rows):
-        raise CwmNbError("an RTFM buffer must store observations as rows of 73 strings",
-                         "build them with cwm_nb.bench.rtfm.rtfm_obs_to_row (collect_buffer and load_paper_buffer do)")
-    return [list(r) for r in rows]
 
 # %% ../../nbs/14_cwm.ipynb #f315c94d
 def _show_obs(x, fmt: str):
     "An observation as plain data for failure reports: RTFM rows become [board as nested lists, inventory]."
     if fmt == "rtfm":
         row = x.tolist() if isinstance(x, np.ndarray) else list(x)
-        return [np.array(row[:_RTFM_CELLS], dtype=object).reshape(6, 6, 2).tolist(), row[_RTFM_CELLS]]
+        return [np.array(row[:RTFM_BOARD_CELLS], dtype=object).reshape(6, 6, 2).tolist(), row[RTFM_BOARD_CELLS]]
     return to_plain(x)
 
 # %% ../../nbs/14_cwm.ipynb #8b76de28
@@ -369,7 +313,7 @@ def _next_state_scores(pred: list, buf: ReplayBuffer, fmt: str, state_kind: str,
     "(fraction of each next state right, all of it right, usable), each (N,)."
     n = len(buf)
     if fmt == "rtfm":
-        board_ok, inv_ok, ns_ok = _parse_rtfm_states(pred, _rtfm_rows(buf.next_obs), problems, noted)
+        board_ok, inv_ok, ns_ok = _parse_rtfm_states(pred, rtfm_rows(buf.next_obs), problems, noted)
         return (board_ok.astype(float) + inv_ok) / 2, board_ok & inv_ok, ns_ok
     exp_ns = buf.next_obs
     if not (isinstance(exp_ns, np.ndarray) and _numeric(exp_ns)):
@@ -443,386 +387,6 @@ def outcome_scores(
     if not len(prob): return 0.0, LOG_FLOOR
     return float(np.mean(prob)), float(np.mean(np.log(np.clip(prob, PROBABILITY_FLOOR, 1.0))))
 
-# %% ../../nbs/14_cwm.ipynb #6d65af4e
-def sandbox_inputs(buffer: ReplayBuffer) -> dict:
-    "The plain data the sandbox driver needs: observations, actions, their numpy dtypes, `obs_format` and `valid_actions`."
-    dt = lambda c: c.dtype.str if isinstance(c, np.ndarray) else None
-    fmt, has_valid = buffer_format(buffer)
-    return {"obs": to_plain(buffer.obs), "actions": to_plain(buffer.actions),
-            "obs_dtype": dt(buffer.obs), "action_dtype": dt(buffer.actions),
-            "obs_format": fmt, "valid_actions": has_valid}
-
-# %% ../../nbs/14_cwm.ipynb #a3b26feb
-def condense_error(
-    error: dict | None,       # SandboxResult.error: {kind, message, line, source_line, traceback, ...}
-    source: str = "",         # the program, to quote the failing line if the sandbox did not
-) -> str:
-    "A short error text for prompts: the sandbox's message, with the failing program line when it has one."
-    error = error or {}
-    msg = str(error.get("message") or "").strip() or str(error.get("kind") or "error")
-    line = error.get("line")
-    if type(line) is int and line > 0 and f"line {line}" not in msg:
-        code = error.get("source_line")
-        lines = source.splitlines()
-        if not code and line <= len(lines): code = lines[line - 1]
-        msg += f" (line {line}: {(code or '').strip()})" if code else f" (line {line})"
-    return msg
-
-# %% ../../nbs/14_cwm.ipynb #dd29b0a6
-DETERMINISM_PASSES = ("repeat", "after_other", "twice", "fresh")
-
-# %% ../../nbs/14_cwm.ipynb #e15da55a
-def other_transitions(n: int) -> list[int]:
-    "For the *after_other* pass: transition (i + n//2) mod n runs before transition i (i itself when n = 1)."
-    return [(i + n // 2) % n for i in range(n)]
-
-# %% ../../nbs/14_cwm.ipynb #bf5e8687
-def _same(a, b) -> bool:
-    "Exact equality of plain data, with NaN equal to NaN and bool apart from int."
-    if type(a) is not type(b): return False
-    if type(a) is float: return a == b or (a != a and b != b)
-    if type(a) is list: return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if type(a) is dict: return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    return a == b
-
-# %% ../../nbs/14_cwm.ipynb #99e027b4
-def first_difference(
-    first: list,    # plain predictions of one run, one row per transition
-    second: list,   # the same of another run
-) -> int | None:    # the first transition whose rows differ (a shorter run differs where it stops); None if equal
-    "Index of the first transition whose predictions differ between two runs."
-    for i, (a, b) in enumerate(zip(first, second)):
-        if not _same(a, b): return i
-    return None if len(first) == len(second) else min(len(first), len(second))
-
-# %% ../../nbs/14_cwm.ipynb #306ddf87
-ROLLOUT_HORIZONS = (1, 5, 20, None)   # None: to the end of each logged episode
-
-# %% ../../nbs/14_cwm.ipynb #bcc99cd4
-def _rows_equal(x, y) -> bool:
-    return np.array_equal(np.asarray(x), np.asarray(y))
-
-# %% ../../nbs/14_cwm.ipynb #7991aa36
-def rollout_segments(
-    buffer: ReplayBuffer,   # a replay buffer
-) -> list[tuple[int, int]]: # (start transition, length) of each chained piece of each episode
-    "Where open-loop rollouts start and how long they run: each episode, cut where `next_obs[t]` is not `obs[t+1]`."
-    o, n, N = buffer.obs, buffer.next_obs, len(buffer)
-    if isinstance(o, np.ndarray) and isinstance(n, np.ndarray) and o.shape == n.shape and N > 1:
-        chained = (n[:-1].reshape(N - 1, -1) == o[1:].reshape(N - 1, -1)).all(1)
-    else: chained = np.array([_rows_equal(n[t], o[t + 1]) for t in range(N - 1)], dtype=bool)
-    segs = []
-    for a, b in buffer.episode_bounds():
-        s = a
-        for t in np.flatnonzero(~chained[a:b - 1]).tolist():
-            segs.append((s, a + t + 1 - s)); s = a + t + 1
-        segs.append((s, b - s))
-    return segs
-
-# %% ../../nbs/14_cwm.ipynb #994269b8
-def state_scale(
-    buffer: ReplayBuffer,   # a replay buffer with array observations
-) -> np.ndarray:            # float64 (d,), one per flattened observation dimension
-    "Per-dimension standard deviation of all of `buffer`'s observations (obs and next_obs), 1 where it is about 0."
-    o = np.asarray(buffer.obs, dtype=np.float64).reshape(len(buffer), -1)
-    allv = np.concatenate([o, np.asarray(buffer.next_obs, dtype=np.float64).reshape(len(buffer), -1)])
-    sd = allv.std(0) if len(allv) else np.ones(o.shape[1])
-    return np.where(sd > 1e-12, sd, 1.0)
-
-# %% ../../nbs/14_cwm.ipynb #60419493
-def _state_distance(buffer: ReplayBuffer, fmt: str, kind: str, scale=None):
-    "A function (predicted plain next_obs, transition index) -> normalised distance, or None when unusable or not finite; with `.many`."
-    if fmt == "rtfm":
-        rows = _rtfm_rows(buffer.next_obs)
-        def dist(p, t):
-            if type(p) is not list or len(p) != 2: return None
-            cells, _ = _rtfm_board_cells(p[0])
-            if cells is None or type(p[1]) is not str: return None
-            return float(np.mean([u != v for u, v in zip(cells + [p[1]], rows[t])]))
-        dist.many = lambda ps, idx: np.array([np.nan if (d := dist(p, t)) is None else d for p, t in zip(ps, idx)])
-        return dist
-    exp = np.asarray(buffer.next_obs, dtype=np.float64).reshape(len(buffer), -1)
-    if kind != "continuous": scale = np.ones(exp.shape[1])
-    else: scale = state_scale(buffer) if scale is None else np.asarray(scale, dtype=np.float64).reshape(-1)
-    if scale.shape != (exp.shape[1],):
-        raise CwmNbError(f"the state scale has {scale.size} values for {exp.shape[1]}-dimensional states",
-                         "pass state_scale(buffer) of the buffer the part was cut from")
-    def dist(p, t):
-        try: a = np.asarray(p, dtype=np.float64).reshape(-1)
-        except (ValueError, TypeError, OverflowError): return None
-        if a.shape != exp[t].shape or not np.isfinite(a).all(): return None
-        if kind == "continuous": return float(np.mean(np.abs(a - exp[t]) / scale)) if a.size else 0.0
-        return float(np.mean(a != exp[t])) if a.size else 0.0
-    def many(ps: list, idx: np.ndarray) -> np.ndarray:   # float64 (n,), NaN where unusable; one numpy pass when all fit
-        try:
-            a = np.asarray(ps, dtype=np.float64).reshape(len(ps), -1)
-            if len(ps) and a.shape[1] == exp.shape[1] and np.asarray(ps[0]).size == exp.shape[1]:
-                e = exp[idx]
-                if not exp.shape[1]: return np.zeros(len(ps))
-                with np.errstate(invalid="ignore", over="ignore"):
-                    d = (np.abs(a - e) / scale).mean(1) if kind == "continuous" else (a != e).mean(1)
-                return np.where(np.isfinite(a).all(1), d, np.nan)   # a NaN or infinite component: unusable
-        except (ValueError, TypeError, OverflowError): pass
-        return np.array([np.nan if (d := dist(p, t)) is None else d for p, t in zip(ps, idx)])
-    dist.many = many
-    return dist
-
-# %% ../../nbs/14_cwm.ipynb #480b9d03
-def _failed_step(rows: list, ok: np.ndarray, d: np.ndarray, e: np.ndarray, terminal: np.ndarray) -> tuple[int | None, str]:
-    "The first step (0-based) whose output cannot be scored, and why; (None, '') if every step can."
-    done_ok = np.array([p[2] is True or p[2] is False for p in rows], dtype=bool)
-    bad = ~ok | ~np.isfinite(e) | ~done_ok | (~terminal & ~np.isfinite(d))
-    if not bad.any(): return None, ""
-    k = int(np.flatnonzero(bad)[0])
-    p = rows[k]
-    why = ("step() did not return (next_obs, reward, done)" if not ok[k] else
-           f"the reward {p[1]!r} is not a finite number" if not np.isfinite(e[k]) else
-           f"done is {p[2]!r}, not a bool" if not done_ok[k] else
-           "next_obs is not a finite state of the right shape")
-    return k, why
-
-# %% ../../nbs/14_cwm.ipynb #6037362a
-def _rollout_errors(raw: dict | None, s: int, length: int, buffer, target_done, dist):
-    """One rollout up to its first failed step: (state errors, None at terminal targets; reward errors; first done
-    disagreement, 1-based, a failed step counting as one; the failure {step, message} or None). None if not run."""
-    if raw is None: return None
-    preds = raw.get("predictions") if type(raw) is dict else None
-    preds = preds if type(preds) is list else []
-    ok = np.array([type(p) is list and len(p) == 3 for p in preds[:length]], dtype=bool)
-    rows = [p if k else [None, None, None] for p, k in zip(preds[:length], ok)]
-    idx = np.arange(s, s + len(rows), dtype=np.int64)
-    terminal = target_done[idx]
-    d = dist.many([p[0] for p in rows], idx) if rows else np.zeros(0)
-    r = np.array([p[1] if type(p[1]) is float else np.nan for p in rows], dtype=np.float64)
-    with np.errstate(invalid="ignore", over="ignore"): e = np.abs(r - buffer.rewards[idx])
-    k, why = _failed_step(rows, ok, d, e, terminal)
-    err = raw.get("error") if type(raw) is dict else None
-    if k is not None:   # the driver's note on a malformed part says best what was wrong
-        noted = [m[2] for m in (raw.get("malformed") or []) if type(m) is list and len(m) == 3 and m[0] == k]
-        fail = {"step": k, "message": f"{noted[0] if noted else why} (the rollout from transition {s}, step {k})"}
-    elif len(rows) < length:
-        fail = err if type(err) is dict and "step" in err else {"step": len(rows), "message": f"the rollout from transition {s} stopped at step {len(rows)}"}
-    else: fail = None
-    n = len(rows) if k is None else k
-    d[terminal] = np.nan                                           # no state error at a terminal target
-    first_done = next((j + 1 for j in range(n) if rows[j][2] is not bool(terminal[j])), None)
-    if first_done is None and fail is not None: first_done = n + 1
-    return [None if x != x else x for x in d[:n].tolist()], e[:n].tolist(), first_done, fail
-
-# %% ../../nbs/14_cwm.ipynb #8bf8d248
-def _last(xs: list):
-    "The last value that is not None (the state error at a horizon whose step is terminal is the step before's)."
-    return next((x for x in reversed(xs) if x is not None), None)
-
-# %% ../../nbs/14_cwm.ipynb #5e48e9ed
-def score_rollouts(
-    raw: list,                  # cwm_rollouts' "rollouts", one per segment
-    buffer: ReplayBuffer,       # the buffer they were rolled out on
-    segments: list,             # `rollout_segments(buffer)`, the same order
-    *,
-    paper_compat: bool = False, # done target: terminated | truncated (else terminated)
-    horizons=ROLLOUT_HORIZONS,  # the K to summarise at (None: the episode's end)
-    scale=None,                 # continuous states: per-dimension scale of the state error; None: `state_scale(buffer)`
-) -> dict:
-    """Errors of open-loop rollouts by step and at each horizon (see above), as plain data; `None` where nothing counts.
-    A `raw` entry None is a rollout that was not run (an earlier one timed out): it is left out of every number."""
-    fmt, _ = buffer_format(buffer)
-    kind = "discrete" if fmt != "array" else _state_kind(buffer)
-    dist = _state_distance(buffer, fmt, kind, scale)
-    target_done = buffer.done if paper_compat else buffer.terminated
-    per = [_rollout_errors(r, s, L, buffer, target_done, dist) for r, (s, L) in zip(raw, segments)]
-    run = [(p, L) for p, (_, L) in zip(per, segments) if p is not None]
-    longest = max((L for _, L in run), default=0)
-    mean = lambda xs: float(np.mean(xs)) if xs else None
-    by_step = {"rollouts": [sum(L > k for _, L in run) for k in range(longest)],
-               "alive": [sum(len(p[1]) > k for p, _ in run) for k in range(longest)],
-               "state_error": [mean([p[0][k] for p, _ in run if len(p[0]) > k and p[0][k] is not None]) for k in range(longest)],
-               "reward_error": [mean([p[1][k] for p, _ in run if len(p[1]) > k]) for k in range(longest)]}
-    out = {}
-    for K in horizons:
-        rows = [(p, L) for p, L in run if K is None or L >= K]
-        at = lambda L: L if K is None else K
-        alive = [(p, at(L)) for p, L in rows if len(p[1]) >= at(L)]
-        out["end" if K is None else str(K)] = {
-            "rollouts": len(rows),
-            "alive": (len(alive) / len(rows)) if rows else None,
-            "state_error": mean([x for p, k in alive if (x := _last(p[0][:k])) is not None]),
-            "reward_error": mean([float(np.mean(p[1][:k])) for p, k in alive if k]),
-            "done_disagreement": (sum(p[2] is not None and p[2] <= at(L) for p, L in rows) / len(rows)) if rows else None}
-    fails = [p[3] for p in per if p is not None and p[3] is not None]
-    return {"horizons": out, "by_step": by_step, "n_rollouts": len(segments), "n_failed": len(fails),
-            "n_not_run": sum(p is None for p in per),
-            "first_done_disagreement": [p[2] if p is not None else None for p in per],
-            "state_distance": "std-normalised L1 mean" if kind == "continuous" else "fraction of components that differ",
-            "errors": fails[:3]}
-
-# %% ../../nbs/14_cwm.ipynb #863560f4
-def plot_rollouts(
-    summaries: dict,   # {label: score_rollouts(...) summary}
-    title: str = "",   # figure title
-):
-    "A matplotlib Figure: state error and reward error by rollout step (log y), one line per summary."
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    for label, s in summaries.items():
-        if not s: continue
-        by = s["by_step"]
-        for ax, key in zip(axes, ("state_error", "reward_error")):
-            ys = [(k + 1, v) for k, v in enumerate(by[key]) if v is not None]
-            if ys: ax.plot(*zip(*ys), marker=".", ms=3, label=f"{label} ({s['n_rollouts']} rollouts)")
-    for ax, what in zip(axes, ("state error (normalised per dimension)", "|reward error|")):
-        ax.set(xlabel="step of the open-loop rollout", ylabel=what, title=what)
-        ax.set_yscale("symlog", linthresh=1e-9); ax.set_ylim(bottom=0); ax.grid(alpha=0.3)
-        if ax.lines: ax.legend(fontsize="small")
-        else: ax.text(0.5, 0.5, "no rollout", ha="center", va="center", transform=ax.transAxes)
-    if title: fig.suptitle(title)
-    fig.tight_layout()
-    return fig
-
-# %% ../../nbs/14_cwm.ipynb #a88c85b3
-_SENT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # sandbox -> data keys already sent to it
-
-# %% ../../nbs/14_cwm.ipynb #7f8c5fc9
-def _data_key(sandbox, buffer: ReplayBuffer, resend: bool = False) -> str:
-    "Key of `buffer`'s inputs in `sandbox`, sending them first if this sandbox has not got them."
-    fmt, has_valid = buffer_format(buffer)
-    key = "cwm-buffer-" + hashlib.sha256(f"{buffer.fingerprint()}:{fmt}:{has_valid}".encode()).hexdigest()[:32]
-    sent = _SENT.setdefault(sandbox, set())
-    if resend or key not in sent:
-        sandbox.put_data(key, sandbox_inputs(buffer)); sent.add(key)
-    return key
-
-# %% ../../nbs/14_cwm.ipynb #2953fb6b
-def _with_data(sandbox, buffer: ReplayBuffer, start):
-    "`start(data key)` (a job or a session on `buffer`'s inputs), the inputs sent once per sandbox, again if it dropped them."
-    try: return start(_data_key(sandbox, buffer))
-    except CwmNbError as e:              # the data was dropped from the sandbox since we sent it: send it again
-        if "no data" not in str(e): raise
-        return start(_data_key(sandbox, buffer, resend=True))
-
-# %% ../../nbs/14_cwm.ipynb #53dde36d
-def _run_on(sandbox, source: str, buffer: ReplayBuffer, driver: str, args=None, limits=None):
-    "One sandbox job of `driver` on `buffer`'s inputs."
-    return _with_data(sandbox, buffer, lambda key: sandbox.run(source, driver, args=args, data_key=key, limits=limits))
-
-# %% ../../nbs/14_cwm.ipynb #397b807f
-RESOURCE_ERRORS = ("timeout", "cpu", "memory", "output_limit", "killed", "server_died")   # a pass that hit one: not checked
-
-# %% ../../nbs/14_cwm.ipynb #6f843dec
-def _scaled(limits, factor: float):
-    "`limits` with `factor` times the wall-clock and CPU time (the same budget per step for `factor` times the steps)."
-    from dataclasses import replace
-    return replace(limits, wall_s=limits.wall_s * factor, cpu_s=math.ceil(limits.cpu_s * factor))
-
-# %% ../../nbs/14_cwm.ipynb #88ac86d5
-def check_determinism(
-    source: str,                # the program
-    buffer: ReplayBuffer,       # its N transitions
-    predictions: list,          # the first run's plain predictions (cwm_predict's)
-    *,
-    sandbox=None,               # a cwm_nb.sandbox.jobs.Sandbox; default: the shared one
-    limits=None,                # SandboxLimits of the first run (default: the sandbox's); see below for each pass
-    distributions: list | None = None,  # the first run's distributions: compared instead of the predictions when given
-    passes=DETERMINISM_PASSES,  # which passes to run, in this order (a subset of DETERMINISM_PASSES)
-) -> tuple[bool | None, dict]:  # (deterministic, {"passes", "first_difference", "not_checked", "wall_s", "pass_s"})
-    """Run the *repeat* pass (N steps, under `limits`), the *after_other* and *twice* passes (2N steps: every transition
-    right after another one, or after itself, under twice the wall-clock and CPU limits, so the same budget per step)
-    and the *fresh* pass (a new instance per transition, twice the limits), each a fresh sandbox job, and compare them
-    with `predictions` (or `distributions`); the first pass that differs ends the check. True: both agree. False: a pass differs, or raises where the first run
-    did not (`first_difference` says where). None: not checked, because a pass hit a resource limit (`RESOURCE_ERRORS`;
-    `not_checked` says which and why): a slow program is not called nondeterministic. Each pass starts a fresh process,
-    so state that a program keeps across the calls of one sandbox session (planning) is outside this check."""
-    t0 = time.perf_counter()
-    if sandbox is None:
-        from cwm_nb.sandbox.jobs import get_sandbox
-        sandbox = get_sandbox()
-    limits = limits or sandbox.limits
-    diff = skipped = None
-    key = "predictions" if distributions is None else "distributions"
-    predictions = predictions if distributions is None else distributions
-    n, pass_s = len(buffer), {}
-    plan = {"repeat": ({"reseed": True}, limits),
-            "after_other": ({"before": other_transitions(n), "reseed": True}, _scaled(limits, 2)),
-            "twice": ({"twice": True, "reseed": True}, _scaled(limits, 2)),
-            "fresh": ({"fresh": True, "reseed": True}, _scaled(limits, 2))}
-    for name in passes:
-        args, lim = plan[name]
-        t1 = time.perf_counter()
-        res = _run_on(sandbox, source, buffer, "cwm_nb.sandbox.jobs:cwm_predict", args, lim)
-        pass_s[name] = round(time.perf_counter() - t1, 4)
-        if not res.ok and (res.error or {}).get("kind") in RESOURCE_ERRORS:
-            skipped = {"pass": name, "error": condense_error(res.error, source)}
-            break
-        if not res.ok:
-            err = res.error or {}
-            i = err.get("index") if type(err.get("index")) is int else 0
-            diff = {"pass": name, "index": i, "first": predictions[i] if i < len(predictions) else None,
-                    "second": None, "error": condense_error(err, source)}
-            break
-        second = (res.value or {}).get(key) if isinstance(res.value, dict) else None
-        second = second if isinstance(second, list) else []
-        runs = [second[0::2], second[1::2]] if name == "twice" else [second]   # twice: both answers of each pair
-        found = [(i, run) for run in runs if (i := first_difference(predictions, run)) is not None]
-        if found:
-            i, run = min(found, key=lambda f: f[0])
-            diff = {"pass": name, "index": i, "first": predictions[i] if i < len(predictions) else None,
-                    "second": run[i] if i < len(run) else None, "error": None}
-            break
-    verdict = None if skipped else diff is None
-    return verdict, {"passes": list(passes), "first_difference": diff, "not_checked": skipped,
-                     "wall_s": round(time.perf_counter() - t0, 4), "pass_s": pass_s, "compared": key}
-
-# %% ../../nbs/14_cwm.ipynb #328a84df
-def _failed_rollout(message: str) -> dict:
-    "The raw answer of a rollout that failed before its first step."
-    return {"predictions": [], "malformed": [], "error": {"step": 0, "message": message}}
-
-# %% ../../nbs/14_cwm.ipynb #ea55b25c
-def _rollouts_one_by_one(sandbox, source: str, buffer: ReplayBuffer, segs: list, limits) -> list:
-    "The raw rollouts of `segs`, one per call of a sandbox session, up to the first that does not answer (then None: not run)."
-    res, sess = _with_data(sandbox, buffer, lambda key: sandbox.open_session(
-        source, "cwm_nb.sandbox.jobs:cwm_rollouts", {"session": True}, data_key=key, limits=limits))
-    if sess is None: return [_failed_rollout(condense_error(res.error, source))] * len(segs)
-    out = []
-    with sess:
-        for s, L in segs:
-            r = sess.call({"starts": [s], "lengths": [L]})
-            one = (r.value or {}).get("rollouts") if r.ok and isinstance(r.value, dict) else None
-            if not isinstance(one, list) or len(one) != 1:
-                why = condense_error(r.error, source) if not r.ok else "the rollout call returned no rollout"
-                out.append(_failed_rollout(f"{why} (the rollout from transition {s}; the ones after it were not run)"))
-                break
-            out.append(one[0])
-    return out + [None] * (len(segs) - len(out))
-
-# %% ../../nbs/14_cwm.ipynb #8f703898
-def rollout_errors(
-    source: str,                # the program
-    buffer: ReplayBuffer,       # its transitions (rolled out from each episode's start)
-    *,
-    paper_compat: bool = False, # done target: terminated | truncated
-    horizons=ROLLOUT_HORIZONS,  # K to summarise at (None: the episode's end)
-    sandbox=None,               # a cwm_nb.sandbox.jobs.Sandbox; default: the shared one
-    limits=None,                # SandboxLimits of the rollout job (and of each rollout, if they are redone one by one)
-    scale=None,                 # continuous states: per-dimension scale of the state error; None: `state_scale(buffer)`
-) -> dict:
-    """Open-loop rollouts of `source` from each logged episode start, scored by `score_rollouts`. All run in one sandbox
-    job; if that job dies (a hang, a limit), they are redone one per call of a sandbox session, up to the first that
-    does not answer: the rollouts before it are kept, it is a failed rollout, the ones after it are not run."""
-    t0 = time.perf_counter()
-    if sandbox is None:
-        from cwm_nb.sandbox.jobs import get_sandbox
-        sandbox = get_sandbox()
-    segs = rollout_segments(buffer)
-    res = _run_on(sandbox, source, buffer, "cwm_nb.sandbox.jobs:cwm_rollouts",
-                  {"starts": [s for s, _ in segs], "lengths": [L for _, L in segs]}, limits)
-    raw = (res.value or {}).get("rollouts") if res.ok and isinstance(res.value, dict) else None
-    if not res.ok: raw = _rollouts_one_by_one(sandbox, source, buffer, segs, limits)
-    elif not isinstance(raw, list) or len(raw) != len(segs): raw = [_failed_rollout("the rollout job returned no rollouts")] * len(segs)
-    out = score_rollouts(raw, buffer, segs, paper_compat=paper_compat, horizons=horizons, scale=scale)
-    out["wall_s"] = round(time.perf_counter() - t0, 4)
-    return out
-
 # %% ../../nbs/14_cwm.ipynb #238b3793
 def evaluate_program(
     program: Program | str,     # the CWM source (class Environment with set_state and step)
@@ -847,9 +411,8 @@ def evaluate_program(
     t0 = time.perf_counter()
     source = program.source if isinstance(program, Program) else str(program)
     if sandbox is None:
-        from cwm_nb.sandbox.jobs import get_sandbox
         sandbox = get_sandbox()
-    res = _run_on(sandbox, source, buffer, "cwm_nb.sandbox.jobs:cwm_predict", None if distributions else {"distribution": False}, limits)
+    res = run_on_buffer(sandbox, source, buffer, "cwm_nb.sandbox.jobs:cwm_predict", None if distributions else {"distribution": False}, limits)
     if not res.ok:
         ev = Evaluation.crashed(condense_error(res.error, source), len(buffer), paper_compat, time.perf_counter() - t0,
                                 valid_actions=buffer_format(buffer)[1])

@@ -487,7 +487,7 @@ def plot_returns(planning: dict, ax=None):
 # %% ../../nbs/50_experiments.ipynb #f663f097
 def plot_run_rollouts(out: RunOutput):
     "A matplotlib Figure of the final program's rollout errors by step, search and held-out parts (`cwm.plot_rollouts`)."
-    from cwm_nb.bench.cwm import plot_rollouts
+    from cwm_nb.bench.rollouts import plot_rollouts
     m = out.metrics
     r = m.get("rollouts") or {}
     return plot_rollouts({"search part": r.get("search"), "held-out part": r.get("heldout")},
