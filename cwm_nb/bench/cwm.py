@@ -13,7 +13,8 @@ from ..sandbox.jobs import get_sandbox
 from .rtfm import RTFM_BOARD_CELLS, board_cells_of
 from .envs import REGISTRY, valid_action_masks
 from .replay import ReplayBuffer
-from .program_runs import (buffer_env_spec, buffer_format, buffer_state_kind, condense_error,
+from .program_runs import (buffer_env_spec, buffer_format, buffer_state_kind,
+                                       condense_error,
                                       run_on_buffer, sandbox_inputs)
 from .rollouts import ROLLOUT_HORIZONS, check_determinism, rollout_errors
 
@@ -23,7 +24,8 @@ __all__ = ['PROBABILITY_FLOOR', 'LOG_FLOOR', 'VALUE_METRICS', 'transition_credit
 
 # %% ../../nbs/14_cwm.ipynb #14574ea6
 def transition_credit(
-    state: np.ndarray,     # float (N,): fraction of each next state right (RTFM: board and inventory, half each)
+    # float (N,): fraction of each next state right (RTFM: board and inventory, half each)
+    state: np.ndarray,
     reward: np.ndarray,    # bool (N,): reward right
     done: np.ndarray,      # bool (N,): done flag right
     valid: np.ndarray,     # bool (N,): valid actions right (all True when the environment has none)
@@ -36,109 +38,155 @@ def transition_credit(
 
 # %% ../../nbs/14_cwm.ipynb #626f98d6
 def score_predictions(
-    predictions: list,          # one plain [next_obs, reward, done(, valid_actions)] per transition, in buffer order
+    # one plain [next_obs, reward, done(, valid_actions)] per transition, in buffer order
+    predictions: list,
     buffer: ReplayBuffer,       # the transitions the predictions are for
     *,
-    paper_compat: bool = False, # the original's rules: done = terminated|truncated, exact rewards, malformed = bug
-    n_failures: int = 3,        # how many failing transitions to report (first ones in buffer order)
+    # the original's rules: done = terminated|truncated, exact rewards, malformed = bug
+    paper_compat: bool = False,
+    # how many failing transitions to report (first ones in buffer order)
+    n_failures: int = 3,
     reward_rtol: float = 1e-5,  # reward tolerance (ignored under paper_compat: exact equality)
     reward_atol: float = 1e-6,
     state_rtol: float = 1e-5,   # next-state tolerance for continuous-state envs (the original's)
     state_atol: float = 1e-5,
-    state_kind: str | None = None,  # "continuous" | "discrete"; default from the buffer (`buffer_state_kind`)
-    malformed: list | None = None,  # the driver's notes [[transition, part, problem], ...] (cwm_predict's "malformed")
-    distributions: list | None = None,  # cwm_predict's "distributions" (None: the program has no step_distribution)
+    # "continuous" | "discrete"; default from the buffer (`buffer_state_kind`)
+    state_kind: str | None = None,
+    # the driver's notes [[transition, part, problem], ...] (cwm_predict's "malformed")
+    malformed: list | None = None,
+    # cwm_predict's "distributions" (None: the program has no step_distribution)
+    distributions: list | None = None,
 ) -> Evaluation:
-    "Score plain predictions against `buffer`: the paper's weighted accuracy plus the corrected metrics."
+    """Score plain predictions against `buffer`: the paper's weighted accuracy plus the corrected
+    metrics."""
     fmt, has_valid = buffer_format(buffer)
     kind = "discrete" if fmt != "array" else (state_kind or buffer_state_kind(buffer))
     n = len(buffer)
-    try:    # compare: which parts of each transition are right (a malformed part is wrong, its problem noted)
-        c = _compare(predictions, buffer, fmt, kind, has_valid, paper_compat, _noted_by_part(malformed, n),
+    # compare: which parts of each transition are right (a malformed part is wrong, its problem
+    # noted)
+    try:
+        c = _compare(predictions, buffer, fmt, kind, has_valid, paper_compat,
+                     _noted_by_part(malformed, n),
                      reward_rtol, reward_atol, state_rtol, state_atol)
-    except _Bug as e: return Evaluation.crashed(str(e), n, paper_compat, valid_actions=has_valid)   # no usable output
-    credit = transition_credit(c.state, c.reward, c.done, c.valid, c.terminal, has_valid)           # give credit
-    right = np.where(c.terminal, c.reward & c.done, c.state_all & c.reward & c.done & c.valid)     # exact replay
-    if distributions is None: prob = np.where(c.terminal, c.reward & c.done, c.state_all & c.reward & c.done).astype(np.float64)
-    else: prob = _outcome_probabilities(distributions, buffer, fmt, kind, c.target_done, c.terminal, c.reward_rule,
+    # no usable output
+    except _Bug as e: return Evaluation.crashed(str(e), n, paper_compat, valid_actions=has_valid)
+    # give credit
+    credit = transition_credit(c.state, c.reward, c.done, c.valid, c.terminal, has_valid)
+    # exact replay
+    right = np.where(c.terminal, c.reward & c.done, c.state_all & c.reward & c.done & c.valid)
+    if distributions is None: prob = np.where(c.terminal, c.reward & c.done,
+                                              c.state_all & c.reward & c.done).astype(np.float64)
+    else: prob = _outcome_probabilities(distributions, buffer, fmt, kind, c.target_done,
+                                        c.terminal, c.reward_rule,
                                         state_rtol, state_atol)
     live = ~c.terminal
     components = {"next_state": float(c.state_all[live].mean()) if live.any() else None,
-                  "reward": float(c.reward.mean()) if n else 0.0, "done": float(c.done.mean()) if n else 0.0}
+                  "reward": float(c.reward.mean()) if n else 0.0,
+                  "done": float(c.done.mean()) if n else 0.0}
     if has_valid: components["valid_actions"] = float(c.valid[live].mean()) if live.any() else None
     return Evaluation(
-        accuracy=_class_weighted_mean(credit, buffer.rewards), mean_accuracy=float(credit.mean()) if n else 0.0,
+        accuracy=_class_weighted_mean(credit, buffer.rewards),
+                      mean_accuracy=float(credit.mean()) if n else 0.0,
         exact_replay=float(right.mean()) if n else 0.0, components=components,
-        failures=_failures(predictions, buffer, fmt, c, right, prob, n_failures), error=None, bug=False,
-        n_transitions=n, n_failed=int((~right).sum()), n_terminal=int(c.terminal.sum()), paper_compat=paper_compat,
-        distribution=distributions is not None, **dict(zip(("outcome_probability", "log_likelihood"), outcome_scores(prob))))
+        failures=_failures(predictions, buffer, fmt, c, right, prob, n_failures), error=None,
+                      bug=False,
+        n_transitions=n, n_failed=int((~right).sum()), n_terminal=int(c.terminal.sum()),
+                      paper_compat=paper_compat,
+        distribution=distributions is not None,
+                      **dict(zip(("outcome_probability", "log_likelihood"), outcome_scores(prob))))
 
 # %% ../../nbs/14_cwm.ipynb #361d8a4c
-PROBABILITY_FLOOR = 1e-6                   # a logged outcome given probability p counts log(max(p, floor)) in log_likelihood
-LOG_FLOOR = math.log(PROBABILITY_FLOOR)     # ≈ -13.8: the log-likelihood of an outcome the program ruled out
+# a logged outcome given probability p counts log(max(p, floor)) in log_likelihood
+PROBABILITY_FLOOR = 1e-6
+# ≈ -13.8: the log-likelihood of an outcome the program ruled out
+LOG_FLOOR = math.log(PROBABILITY_FLOOR)
 
 def _class_weighted_mean(credit: np.ndarray, rewards: np.ndarray) -> float:
-    "Mean over the reward classes of the class means of `credit` (N,): weights 1/(G|g|), exactly 1.0 when all is right."
+    """Mean over the reward classes of the class means of `credit` (N,): weights 1/(G|g|), exactly
+    1.0 when all is right."""
     _, inv, counts = np.unique(rewards, return_inverse=True, return_counts=True)
-    return float(np.mean(np.bincount(inv.reshape(-1), weights=credit) / counts)) if len(credit) else 0.0
+    if not len(credit): return 0.0
+    return float(np.mean(np.bincount(inv.reshape(-1), weights=credit) / counts))
 
 # %% ../../nbs/14_cwm.ipynb #11a1c13c
 @dataclass
 class Evaluation:
-    "The result of checking one program on one replay buffer (the paper's accuracy), with corrected metrics beside it."
+    """The result of checking one program on one replay buffer (the paper's accuracy), with
+    corrected metrics beside it."""
     accuracy: float            # the paper's reward-class-weighted partial-credit accuracy (0..1)
     mean_accuracy: float       # unweighted mean of the same per-transition credits
     exact_replay: float        # fraction of transitions with every scored component right
-    components: dict           # {"next_state", "reward", "done"(, "valid_actions")}: fraction right (next_state, valid_actions over non-terminal; None if none)
-    failures: list             # first failing transitions: dicts of index, obs, action, expected, predicted, wrong, ...
+    # {"next_state", "reward", "done"(, "valid_actions")}: fraction right (next_state, valid_actions
+    # over non-terminal; None if none)
+    components: dict
+    # first failing transitions: dicts of index, obs, action, expected, predicted, wrong, ...
+    failures: list
     error: str | None          # condensed error if the program crashed (then bug is True)
-    bug: bool                  # the program raised, timed out, or (paper_compat) returned malformed output
+    # the program raised, timed out, or (paper_compat) returned malformed output
+    bug: bool
     n_transitions: int         # transitions in the buffer
     wall_s: float = 0.0        # wall time of the whole evaluation (sandbox run + scoring), seconds
     n_failed: int = 0          # transitions with at least one scored component wrong
     n_terminal: int = 0        # transitions whose done target is true
     paper_compat: bool = False # scored with the original's rules
-    deterministic: bool | None = None  # same answers in independent runs (None: not checked; see `check_determinism`)
-    determinism: dict | None = None    # the check's passes and the first differing transition, if any
-    rollouts: dict | None = None       # open-loop rollout errors by step and horizon (`score_rollouts`), if asked
-    isolation: str | None = None       # the sandbox mode that ran the program: "bwrap", "landlock" or "none" (None: not run in a sandbox)
-    outcome_probability: float = 0.0   # mean probability the program gave the logged outcome (see `outcome_scores`)
-    log_likelihood: float = LOG_FLOOR  # mean natural log of it, each probability floored at PROBABILITY_FLOOR
-    distribution: bool = False         # the program answered `step_distribution` (else: a point mass on `step`'s answer)
-    value_metric: str = "accuracy"     # what a search ranks programs by: one of VALUE_METRICS (`search_metric`)
+    # same answers in independent runs (None: not checked; see `check_determinism`)
+    deterministic: bool | None = None
+    # the check's passes and the first differing transition, if any
+    determinism: dict | None = None
+    # open-loop rollout errors by step and horizon (`score_rollouts`), if asked
+    rollouts: dict | None = None
+    # the sandbox mode that ran the program: "bwrap", "landlock" or "none" (None: not run in a
+    # sandbox)
+    isolation: str | None = None
+    # mean probability the program gave the logged outcome (see `outcome_scores`)
+    outcome_probability: float = 0.0
+    # mean natural log of it, each probability floored at PROBABILITY_FLOOR
+    log_likelihood: float = LOG_FLOOR
+    # the program answered `step_distribution` (else: a point mass on `step`'s answer)
+    distribution: bool = False
+    # what a search ranks programs by: one of VALUE_METRICS (`search_metric`)
+    value_metric: str = "accuracy"
 
     @property
     def search_value(self) -> float:
-        "The program's value for a search (0..1): accuracy, outcome probability, or likelihood = exp(log_likelihood)."
+        """The program's value for a search (0..1): accuracy, outcome probability, or likelihood =
+        exp(log_likelihood)."""
         if self.value_metric == "likelihood": return math.exp(self.log_likelihood)
-        return self.outcome_probability if self.value_metric == "outcome_probability" else self.accuracy
+        if self.value_metric == "outcome_probability": return self.outcome_probability
+        return self.accuracy
 
     @property
     def perfect(self) -> bool:
-        "Every transition right (float-safe: the weighted sum of a perfect program can be 0.9999999999999998)."
-        return (not self.bug) and self.n_transitions > 0 and (self.accuracy >= 1 - 1e-9 or self.exact_replay == 1.0)
+        """Every transition right (float-safe: the weighted sum of a perfect program can be
+        0.9999999999999998)."""
+        all_right = self.accuracy >= 1 - 1e-9 or self.exact_replay == 1.0
+        return (not self.bug) and self.n_transitions > 0 and all_right
 
     def to_dict(self) -> dict:
         "JSON-safe plain data (non-finite floats become the strings 'nan', 'inf', '-inf')."
         return _json_safe({**asdict(self), "perfect": self.perfect})
 
     @classmethod
-    def crashed(cls, error: str, n_transitions: int, paper_compat: bool = False, wall_s: float = 0.0,
-                valid_actions: bool = False) -> Evaluation:
+    def crashed(cls, error: str, n_transitions: int, paper_compat: bool = False,
+                wall_s: float = 0.0, valid_actions: bool = False) -> Evaluation:
         "The evaluation of a program that did not run to the end: every score 0, `bug=True`."
-        comps = {"next_state": 0.0, "reward": 0.0, "done": 0.0} | ({"valid_actions": 0.0} if valid_actions else {})
-        return cls(0.0, 0.0, 0.0, comps, [], error, True, n_transitions, wall_s, n_transitions, 0, paper_compat)
+        comps = {"next_state": 0.0, "reward": 0.0, "done": 0.0}
+        if valid_actions: comps["valid_actions"] = 0.0
+        return cls(0.0, 0.0, 0.0, comps, [], error, True, n_transitions, wall_s, n_transitions, 0,
+                   paper_compat)
 
 # %% ../../nbs/14_cwm.ipynb #f4fa6573
 def _json_safe(x: Any) -> Any:
     x = to_plain(x)
-    if isinstance(x, float) and not math.isfinite(x): return "nan" if x != x else ("inf" if x > 0 else "-inf")
+    if isinstance(x, float) and not math.isfinite(x):
+        return "nan" if x != x else ("inf" if x > 0 else "-inf")
     if isinstance(x, list): return [_json_safe(v) for v in x]
     if isinstance(x, dict): return {k: _json_safe(v) for k, v in x.items()}
     return x
 
 # %% ../../nbs/14_cwm.ipynb #b199246d
-class _Bug(Exception): "Malformed output that the original checker would have crashed on (paper_compat)."
+class _Bug(Exception):
+    "Malformed output that the original checker would have crashed on (paper_compat)."
 
 @dataclass
 class _Compared:
@@ -156,9 +204,11 @@ class _Compared:
     bad_step: dict           # the driver's notes on `step` itself: {transition: problem}
     mask: np.ndarray | None  # bool (N, n_actions): the valid-action mask, when scored
 
-def _compare(preds, buf: ReplayBuffer, fmt: str, state_kind: str, has_valid: bool, paper_compat: bool, noted: dict,
-             reward_rtol: float, reward_atol: float, state_rtol: float, state_atol: float) -> _Compared:
-    "Compare `preds` with `buf` part by part. Raises `_Bug` when no output is usable (or, under paper_compat, one is malformed)."
+def _compare(preds, buf: ReplayBuffer, fmt: str, state_kind: str, has_valid: bool,
+             paper_compat: bool, noted: dict, reward_rtol: float, reward_atol: float,
+             state_rtol: float, state_atol: float) -> _Compared:
+    """Compare `preds` with `buf` part by part. Raises `_Bug` when no output is usable (or, under
+    paper_compat, one is malformed)."""
     n = len(buf)
     bad_step = noted.get("step", {})
     problems: dict[int, list[str]] = {}
@@ -166,34 +216,42 @@ def _compare(preds, buf: ReplayBuffer, fmt: str, state_kind: str, has_valid: boo
     target_done = buf.done if paper_compat else buf.terminated
     terminal = target_done.copy()
     comp = lambda j: [p[j] if p is not None else None for p in rows]
-    ns_frac, ns_all, ns_ok = _next_state_scores(comp(0), buf, fmt, state_kind, state_rtol, state_atol, problems,
-                                                noted.get("next_obs", {}))
+    ns_frac, ns_all, ns_ok = _next_state_scores(comp(0), buf, fmt, state_kind, state_rtol,
+                                                state_atol, problems, noted.get("next_obs", {}))
     r, r_ok = _parse_scalars(comp(1), "reward", problems, noted.get("reward", {}))
-    reward_rule = (lambda a, b: a == b) if paper_compat else (lambda a, b: np.isclose(a, b, rtol=reward_rtol, atol=reward_atol))
+    if paper_compat: reward_rule = lambda a, b: a == b
+    else: reward_rule = lambda a, b: np.isclose(a, b, rtol=reward_rtol, atol=reward_atol)
     r_right = r_ok & reward_rule(r, buf.rewards)
     d, d_ok = _parse_scalars(comp(2), "done", problems, noted.get("done", {}))
     d_right = d_ok & (d == target_done.astype(np.float64))
     mask = _next_valid_mask(buf, fmt) if has_valid else None
-    if has_valid: v_right = _score_valid_actions(comp(3), mask, problems, noted.get("valid_actions", {}))   # RTFM
+    # RTFM
+    if has_valid:
+        v_right = _score_valid_actions(comp(3), mask, problems, noted.get("valid_actions", {}))
     else: v_right = np.ones(n, bool)
     if paper_compat: _raise_first_crash(rows, ns_ok, r_ok, d_ok, terminal, noted, problems)
-    return _Compared(ns_frac, ns_all, r_right, d_right, v_right, terminal, target_done, reward_rule, rows, problems,
-                     bad_step, mask)
+    return _Compared(ns_frac, ns_all, r_right, d_right, v_right, terminal, target_done,
+                     reward_rule, rows, problems, bad_step, mask)
 
 # %% ../../nbs/14_cwm.ipynb #c7166484
 def _usable_rows(preds, n: int, has_valid: bool, bad_step: dict, problems: dict) -> list:
-    "Each prediction as a row of the right width, or None with its problem noted. Raises `_Bug` if none is usable."
+    """Each prediction as a row of the right width, or None with its problem noted. Raises `_Bug` if
+    none is usable."""
     if not isinstance(preds, list) or len(preds) != n:
-        raise _Bug(f"the sandbox returned {len(preds) if isinstance(preds, list) else type(preds).__name__} "
-                   f"predictions for {n} transitions")
+        got = len(preds) if isinstance(preds, list) else type(preds).__name__
+        raise _Bug(f"the sandbox returned {got} predictions for {n} transitions")
     width = 4 if has_valid else 3
     names = "(next_obs, reward, done, valid_actions)" if has_valid else "(next_obs, reward, done)"
-    rows = [p if i not in bad_step and isinstance(p, (list, tuple)) and len(p) == width else None for i, p in enumerate(preds)]
+    fits = lambda i, p: i not in bad_step and isinstance(p, (list, tuple)) and len(p) == width
+    rows = [p if fits(i, p) else None for i, p in enumerate(preds)]
     for i, p in enumerate(rows):
         if p is None:
-            got = f"{len(preds[i])} values" if isinstance(preds[i], (list, tuple)) else type(preds[i]).__name__
-            problems.setdefault(i, []).append(bad_step.get(i) or f"step returned {got}, expected {width} values {names}")
-    if n and all(p is None for p in rows):   # not one usable output: an interface error, for the fix prompt
+            q = preds[i]
+            got = f"{len(q)} values" if isinstance(q, (list, tuple)) else type(q).__name__
+            why = bad_step.get(i) or f"step returned {got}, expected {width} values {names}"
+            problems.setdefault(i, []).append(why)
+    # not one usable output: an interface error, for the fix prompt
+    if n and all(p is None for p in rows):
         raise _Bug(f"step never returned {width} values {names}; on transition 0: {problems[0][0]}")
     return rows
 
@@ -204,12 +262,15 @@ _NUM = (bool, int, float)
 def _numeric(a: np.ndarray) -> bool: return a.dtype.kind in "biuf"
 
 # %% ../../nbs/14_cwm.ipynb #aae4c5c8
-def _parse_states(raw: list, shape: tuple, problems: dict, noted: dict = {}) -> tuple[np.ndarray, np.ndarray]:
-    "Predicted states as float64 (N, *shape) (NaN where unusable) and a bool (N,) mask of usable rows. `noted`: {i: the driver's problem}."
+def _parse_states(raw: list, shape: tuple, problems: dict,
+                  noted: dict = {}) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted states as float64 (N, *shape) (NaN where unusable) and a bool (N,) mask of usable
+    rows. `noted`: {i: the driver's problem}."""
     n = len(raw)
     try:
         a = np.asarray(raw)
-        if not noted and _numeric(a) and a.shape == (n, *shape): return a.astype(np.float64), np.ones(n, bool)
+        if not noted and _numeric(a) and a.shape == (n, *shape):
+            return a.astype(np.float64), np.ones(n, bool)
     except (ValueError, TypeError, OverflowError): pass
     out, ok = np.full((n, *shape), np.nan), np.zeros(n, bool)
     for i, v in enumerate(raw):
@@ -219,19 +280,24 @@ def _parse_states(raw: list, shape: tuple, problems: dict, noted: dict = {}) -> 
         if a is None or not _numeric(a):
             problems.setdefault(i, []).append(f"next_obs is not numeric ({type(v).__name__})")
         elif a.shape != tuple(shape):
-            problems.setdefault(i, []).append(f"next_obs has shape {a.shape}, expected {tuple(shape)}")
+            why = f"next_obs has shape {a.shape}, expected {tuple(shape)}"
+            problems.setdefault(i, []).append(why)
         else:
             try: out[i], ok[i] = a.astype(np.float64), True
             except OverflowError: problems.setdefault(i, []).append("next_obs does not fit a float")
     return out, ok
 
 # %% ../../nbs/14_cwm.ipynb #5bf31a55
-def _parse_scalars(raw: list, name: str, problems: dict, noted: dict = {}) -> tuple[np.ndarray, np.ndarray]:
-    "Predicted scalars as float64 (N,) (NaN where unusable; booleans become 0/1) and a bool (N,) usable mask."
+def _parse_scalars(raw: list, name: str, problems: dict,
+                   noted: dict = {}) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted scalars as float64 (N,) (NaN where unusable; booleans become 0/1) and a bool (N,)
+    usable mask."""
     n = len(raw)
-    try:   # numeric kinds only come out of numbers and bools: strings give '<U', None or mixtures 'O'
+    # numeric kinds only come out of numbers and bools: strings give '<U', None or mixtures 'O'
+    try:
         a = np.asarray(raw)
-        if not noted and _numeric(a) and a.shape == (n,): return a.astype(np.float64), np.ones(n, bool)
+        if not noted and _numeric(a) and a.shape == (n,):
+            return a.astype(np.float64), np.ones(n, bool)
     except (ValueError, TypeError, OverflowError): pass
     out, ok = np.full(n, np.nan), np.zeros(n, bool)
     for i, v in enumerate(raw):
@@ -243,8 +309,10 @@ def _parse_scalars(raw: list, name: str, problems: dict, noted: dict = {}) -> tu
     return out, ok
 
 # %% ../../nbs/14_cwm.ipynb #d7054ffe
-def _parse_rtfm_states(raw: list, expected: list, problems: dict, noted: dict = {}) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    "Bool (N,) arrays: board right, inventory right, prediction usable (a 2-element pair). `expected`: rows of 73 str."
+def _parse_rtfm_states(raw: list, expected: list, problems: dict,
+                       noted: dict = {}) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bool (N,) arrays: board right, inventory right, prediction usable (a 2-element pair).
+    `expected`: rows of 73 str."""
     n = len(raw)
     board_ok, inv_ok, usable = np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool)
     for i, v in enumerate(raw):
@@ -255,43 +323,53 @@ def _parse_rtfm_states(raw: list, expected: list, problems: dict, noted: dict = 
         cells, why = board_cells_of(v[0])
         if cells is None: problems.setdefault(i, []).append(why)
         else: board_ok[i] = cells == expected[i][:RTFM_BOARD_CELLS]
-        if type(v[1]) is not str: problems.setdefault(i, []).append(f"the inventory is a {type(v[1]).__name__}, not a str")
+        if type(v[1]) is not str:
+            why = f"the inventory is a {type(v[1]).__name__}, not a str"
+            problems.setdefault(i, []).append(why)
         else: inv_ok[i] = v[1] == expected[i][RTFM_BOARD_CELLS]
     return board_ok, inv_ok, usable
 
 # %% ../../nbs/14_cwm.ipynb #1281aa0f
-def _score_valid_actions(raw: list, mask: np.ndarray, problems: dict, noted: dict = {}) -> np.ndarray:
-    "Bool (N,): the predicted list is non-empty and every id in it is valid in `mask` (bool (N, n_actions))."
+def _score_valid_actions(raw: list, mask: np.ndarray, problems: dict,
+                         noted: dict = {}) -> np.ndarray:
+    """Bool (N,): the predicted list is non-empty and every id in it is valid in `mask` (bool (N,
+    n_actions))."""
     n, k = mask.shape
     right = np.zeros(n, bool)
+    integral = lambda a: type(a) is float and a.is_integer()
+    as_id = lambda a: a if type(a) is int else int(a) if integral(a) else None
     for i, v in enumerate(raw):
-        if i in noted: problems.setdefault(i, []).append(noted[i]); continue
-        if type(v) is not list:
-            problems.setdefault(i, []).append(f"valid_actions is not a list ({type(v).__name__})"); continue
-        if not v:
-            problems.setdefault(i, []).append("valid_actions is empty"); continue
-        ids = [a if type(a) is int else int(a) if type(a) is float and a.is_integer() else None for a in v]
-        if any(a is None for a in ids):
-            problems.setdefault(i, []).append("valid_actions holds something that is not an action id"); continue
-        right[i] = all(0 <= a < k and mask[i, a] for a in ids)
+        ids = [as_id(a) for a in v] if type(v) is list else []
+        why = (noted[i] if i in noted else
+               f"valid_actions is not a list ({type(v).__name__})" if type(v) is not list else
+               "valid_actions is empty" if not v else
+               "valid_actions holds something that is not an action id" if None in ids else None)
+        if why is not None: problems.setdefault(i, []).append(why)
+        else: right[i] = all(0 <= a < k and mask[i, a] for a in ids)
     return right
 
 # %% ../../nbs/14_cwm.ipynb #6486836d
 def _next_valid_mask(buffer: ReplayBuffer, fmt: str) -> np.ndarray:
-    "bool (N, n_actions): the actions valid in each next state. Without the column, the env spec's `action_mask` function computes them."
+    """bool (N, n_actions): the actions valid in each next state. Without the column, the env spec's
+    `action_mask` function computes them."""
     mask = getattr(buffer, "next_valid_actions", None)
     if mask is not None: return np.asarray(mask, dtype=bool)
-    spec = buffer_env_spec(buffer) or next((s for s in REGISTRY.values() if s.obs_format == fmt and ":" in s.action_mask), None)
-    if spec is not None and ":" in spec.action_mask: return valid_action_masks(spec, buffer.next_obs)
-    raise CwmNbError("the buffer's env returns valid actions but the buffer has no next_valid_actions column",
+    computes = lambda s: ":" in s.action_mask
+    spec = buffer_env_spec(buffer)
+    spec = spec or next((s for s in REGISTRY.values() if s.obs_format == fmt and computes(s)), None)
+    if spec is not None and computes(spec): return valid_action_masks(spec, buffer.next_obs)
+    raise CwmNbError("the buffer's env returns valid actions but the buffer has no "
+                     "next_valid_actions column",
                      "re-collect the buffer with `collect_buffer`, which stores them")
 
 # %% ../../nbs/14_cwm.ipynb #f315c94d
 def _show_obs(x, fmt: str):
-    "An observation as plain data for failure reports: RTFM rows become [board as nested lists, inventory]."
+    """An observation as plain data for failure reports: RTFM rows become [board as nested lists,
+    inventory]."""
     if fmt == "rtfm":
         row = x.tolist() if isinstance(x, np.ndarray) else list(x)
-        return [np.array(row[:RTFM_BOARD_CELLS], dtype=object).reshape(6, 6, 2).tolist(), row[RTFM_BOARD_CELLS]]
+        return [np.array(row[:RTFM_BOARD_CELLS], dtype=object).reshape(6, 6, 2).tolist(),
+                row[RTFM_BOARD_CELLS]]
     return to_plain(x)
 
 # %% ../../nbs/14_cwm.ipynb #8b76de28
@@ -302,14 +380,15 @@ def _noted_by_part(malformed, n: int) -> dict[str, dict[int, str]]:
     "The driver's notes as {part: {transition: problem}}; notes of another shape are ignored."
     out = {}
     for m in malformed if type(malformed) is list else ():
-        if (type(m) is list and len(m) == 3 and type(m[0]) is int and 0 <= m[0] < n and m[1] in _PARTS
-                and type(m[2]) is str):
+        if (type(m) is list and len(m) == 3 and type(m[0]) is int and 0 <= m[0] < n
+                and m[1] in _PARTS and type(m[2]) is str):
             out.setdefault(m[1], {}).setdefault(m[0], m[2])
     return out
 
 # %% ../../nbs/14_cwm.ipynb #6a97b068
-def _next_state_scores(pred: list, buf: ReplayBuffer, fmt: str, state_kind: str, state_rtol: float, state_atol: float,
-                       problems: dict, noted: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _next_state_scores(pred: list, buf: ReplayBuffer, fmt: str, state_kind: str,
+                       state_rtol: float, state_atol: float, problems: dict,
+                       noted: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     "(fraction of each next state right, all of it right, usable), each (N,)."
     n = len(buf)
     if fmt == "rtfm":
@@ -317,7 +396,8 @@ def _next_state_scores(pred: list, buf: ReplayBuffer, fmt: str, state_kind: str,
         return (board_ok.astype(float) + inv_ok) / 2, board_ok & inv_ok, ns_ok
     exp_ns = buf.next_obs
     if not (isinstance(exp_ns, np.ndarray) and _numeric(exp_ns)):
-        raise CwmNbError("scoring needs a buffer whose next observations are one numeric array (or RTFM rows)",
+        raise CwmNbError("scoring needs a buffer whose next observations are one numeric array "
+                         "(or RTFM rows)",
                          "buffers with ragged or non-numeric observations are not supported")
     pred_ns, ns_ok = _parse_states(pred, exp_ns.shape[1:], problems, noted)
     exp_f = exp_ns.astype(np.float64).reshape(n, -1)
@@ -327,57 +407,74 @@ def _next_state_scores(pred: list, buf: ReplayBuffer, fmt: str, state_kind: str,
     return (el.mean(1) if el.shape[1] else np.ones(n)), el.all(1), ns_ok
 
 # %% ../../nbs/14_cwm.ipynb #f2eaf020
-def _failure(i: int, preds, rows: list, buf: ReplayBuffer, fmt: str, target_done: np.ndarray, terminal: np.ndarray,
-             wrong: list[str], mask: np.ndarray | None, bad_step: dict, problems: dict) -> dict:
-    "The failure record of transition `i` (`mask`: the valid-action mask when the format has one, else None)."
+def _failure(i: int, preds, rows: list, buf: ReplayBuffer, fmt: str, target_done: np.ndarray,
+             terminal: np.ndarray, wrong: list[str], mask: np.ndarray | None, bad_step: dict,
+             problems: dict) -> dict:
+    """The failure record of transition `i` (`mask`: the valid-action mask when the format has one,
+    else None)."""
     has_valid = mask is not None
     t = buf.transition(i)
-    expected = {"next_obs": _show_obs(buf.next_obs[i], fmt), "reward": t.reward, "done": bool(target_done[i])}
+    expected = {"next_obs": _show_obs(buf.next_obs[i], fmt), "reward": t.reward,
+                "done": bool(target_done[i])}
     if has_valid: expected["valid_actions"] = np.flatnonzero(mask[i]).tolist()
     if rows[i] is not None:
         p = rows[i]
-        predicted = {"next_obs": p[0], "reward": p[1], "done": p[2]} | ({"valid_actions": p[3]} if has_valid else {})
-    else: predicted = {} if i in bad_step else {"raw": preds[i]}   # the driver's note says what step returned
+        predicted = {"next_obs": p[0], "reward": p[1], "done": p[2]}
+        if has_valid: predicted["valid_actions"] = p[3]
+    # the driver's note says what step returned
+    else: predicted = {} if i in bad_step else {"raw": preds[i]}
     return {"index": i, "episode": int(buf.episode[i]), "obs": _show_obs(buf.obs[i], fmt),
             "action": to_plain(t.action), "expected": expected, "predicted": predicted,
-            "wrong": wrong, "terminal": bool(terminal[i]), "truncated": t.truncated, "problems": problems.get(i, [])}
+            "wrong": wrong, "terminal": bool(terminal[i]), "truncated": t.truncated,
+            "problems": problems.get(i, [])}
 
 # %% ../../nbs/14_cwm.ipynb #94d62463
-def _failures(preds, buf: ReplayBuffer, fmt: str, c: _Compared, right: np.ndarray, prob: np.ndarray, n: int) -> list[dict]:
-    "The failure records of the first `n` transitions not `right`, each with the wrong parts and its outcome probability."
+def _failures(preds, buf: ReplayBuffer, fmt: str, c: _Compared, right: np.ndarray,
+              prob: np.ndarray, n: int) -> list[dict]:
+    """The failure records of the first `n` transitions not `right`, each with the wrong parts and
+    its outcome probability."""
     out = []
     for i in np.flatnonzero(~right)[:n].tolist():
-        checks = [("next_state", c.terminal[i] or c.state_all[i]), ("reward", c.reward[i]), ("done", c.done[i])]
+        checks = [("next_state", c.terminal[i] or c.state_all[i]), ("reward", c.reward[i]),
+                  ("done", c.done[i])]
         if c.mask is not None: checks.append(("valid_actions", c.terminal[i] or c.valid[i]))
         wrong = [name for name, ok in checks if not ok]
-        out.append(_failure(i, preds, c.rows, buf, fmt, c.target_done, c.terminal, wrong, c.mask, c.bad_step, c.problems)
+        out.append(_failure(i, preds, c.rows, buf, fmt, c.target_done, c.terminal, wrong, c.mask,
+                            c.bad_step, c.problems)
                    | {"outcome_probability": float(prob[i])})
     return out
 
 # %% ../../nbs/14_cwm.ipynb #07fbd649
 class _Picked:
-    "The next observations of some transitions of a buffer (repeats allowed), read as `_next_state_scores` reads a buffer."
+    """The next observations of some transitions of a buffer (repeats allowed), read as
+    `_next_state_scores` reads a buffer."""
     def __init__(self, buf: ReplayBuffer, idx: np.ndarray):
         col = buf.next_obs
         self.next_obs = col[idx] if isinstance(col, np.ndarray) else [col[j] for j in idx.tolist()]
     def __len__(self): return len(self.next_obs)
 
-def _outcome_probabilities(dists, buf: ReplayBuffer, fmt: str, state_kind: str, target_done: np.ndarray,
-                           terminal: np.ndarray, reward_right, state_rtol: float, state_atol: float) -> np.ndarray:
-    "Float (N,): each transition's probability of its logged outcome under `dists` (cwm_predict's, one list per transition)."
+def _outcome_probabilities(dists, buf: ReplayBuffer, fmt: str, state_kind: str,
+                           target_done: np.ndarray, terminal: np.ndarray, reward_right,
+                           state_rtol: float, state_atol: float) -> np.ndarray:
+    """Float (N,): each transition's probability of its logged outcome under `dists` (cwm_predict's,
+    one list per transition)."""
     n, rows = len(buf), []
     if type(dists) is list and len(dists) == n:
         for i, d in enumerate(dists):
             for e in d if type(d) is list else ():
-                if type(e) is list and len(e) == 4 and type(e[0]) in (float, int) and 0 <= e[0] <= 1: rows.append((i, *e))
+                if type(e) is list and len(e) == 4 and type(e[0]) in (float, int) \
+                        and 0 <= e[0] <= 1:
+                    rows.append((i, *e))
     if not rows: return np.zeros(n)
     idx = np.array([r[0] for r in rows])
-    _, ns_all, _ = _next_state_scores([r[2] for r in rows], _Picked(buf, idx), fmt, state_kind, state_rtol, state_atol, {}, {})
+    _, ns_all, _ = _next_state_scores([r[2] for r in rows], _Picked(buf, idx), fmt, state_kind,
+                                      state_rtol, state_atol, {}, {})
     r, r_ok = _parse_scalars([x[3] for x in rows], "reward", {})
     d, d_ok = _parse_scalars([x[4] for x in rows], "done", {})
-    same = r_ok & reward_right(r, buf.rewards[idx]) & d_ok & (d == target_done[idx].astype(np.float64))
+    same = r_ok & reward_right(r, buf.rewards[idx]) & d_ok & (d == target_done[idx].astype(float))
     match = same & (terminal[idx] | ns_all)
-    return np.minimum(np.bincount(idx, weights=np.where(match, [float(x[1]) for x in rows], 0.0), minlength=n), 1.0)
+    weights = np.where(match, [float(x[1]) for x in rows], 0.0)
+    return np.minimum(np.bincount(idx, weights=weights, minlength=n), 1.0)
 
 # %% ../../nbs/14_cwm.ipynb #e0ebf017
 def outcome_scores(
@@ -399,36 +496,48 @@ def evaluate_program(
     reward_atol: float = 1e-6,
     state_rtol: float = 1e-5,   # next-state tolerance (continuous-state envs)
     state_atol: float = 1e-5,
-    limits=None,                # cwm_nb.sandbox.jobs.SandboxLimits for this run; default: the sandbox's
-    determinism: bool = False,  # also run the determinism check (four more sandbox jobs); sets `deterministic`
-    rollouts: bool = False,     # also roll the program out open loop from each episode start; sets `rollouts`
+    # cwm_nb.sandbox.jobs.SandboxLimits for this run; default: the sandbox's
+    limits=None,
+    # also run the determinism check (four more sandbox jobs); sets `deterministic`
+    determinism: bool = False,
+    # also roll the program out open loop from each episode start; sets `rollouts`
+    rollouts: bool = False,
     horizons=ROLLOUT_HORIZONS,  # rollout horizons K to summarise at (None: the episode's end)
-    rollout_scale=None,         # per-dimension scale of the rollout state error; None: `state_scale(buffer)` (pass the whole buffer's for a part)
-    distributions: bool = True, # ask a program that has `step_distribution` for it (False: score `step` alone, a point mass)
-    value_metric: str = "accuracy",  # the search's program value (`Evaluation.search_value`); see `search_metric`
+    # per-dimension scale of the rollout state error; None: `state_scale(buffer)` (pass the whole
+    # buffer's for a part)
+    rollout_scale=None,
+    # ask a program that has `step_distribution` for it (False: score `step` alone, a point mass)
+    distributions: bool = True,
+    # the search's program value (`Evaluation.search_value`); see `search_metric`
+    value_metric: str = "accuracy",
 ) -> Evaluation:
-    "Run `program` on every transition of `buffer` in the sandbox and score it (the paper's accuracy). Crashes give `bug=True`, accuracy 0."
+    """Run `program` on every transition of `buffer` in the sandbox and score it (the paper's
+    accuracy). Crashes give `bug=True`, accuracy 0."""
     t0 = time.perf_counter()
     source = program.source if isinstance(program, Program) else str(program)
     if sandbox is None:
         sandbox = get_sandbox()
-    res = run_on_buffer(sandbox, source, buffer, "cwm_nb.sandbox.jobs:cwm_predict", None if distributions else {"distribution": False}, limits)
+    res = run_on_buffer(sandbox, source, buffer, "cwm_nb.sandbox.jobs:cwm_predict",
+                        None if distributions else {"distribution": False}, limits)
     if not res.ok:
-        ev = Evaluation.crashed(condense_error(res.error, source), len(buffer), paper_compat, time.perf_counter() - t0,
-                                valid_actions=buffer_format(buffer)[1])
+        ev = Evaluation.crashed(condense_error(res.error, source), len(buffer), paper_compat,
+                                time.perf_counter() - t0, valid_actions=buffer_format(buffer)[1])
         ev.isolation = res.isolation
         return ev
     value = res.value if isinstance(res.value, dict) else {}
-    ev = score_predictions(value.get("predictions"), buffer, paper_compat=paper_compat, n_failures=n_failures,
-                           reward_rtol=reward_rtol, reward_atol=reward_atol, state_rtol=state_rtol, state_atol=state_atol,
-                           malformed=value.get("malformed"), distributions=value.get("distributions"))
+    ev = score_predictions(value.get("predictions"), buffer, paper_compat=paper_compat,
+                           n_failures=n_failures, reward_rtol=reward_rtol, reward_atol=reward_atol,
+                           state_rtol=state_rtol, state_atol=state_atol,
+                           malformed=value.get("malformed"),
+                           distributions=value.get("distributions"))
     ev.isolation, ev.value_metric = res.isolation, value_metric
     if determinism and not ev.bug:
-        ev.deterministic, ev.determinism = check_determinism(source, buffer, value.get("predictions") or [],
-                                                             sandbox=sandbox, limits=limits, distributions=value.get("distributions"))
+        ev.deterministic, ev.determinism = check_determinism(
+            source, buffer, value.get("predictions") or [], sandbox=sandbox, limits=limits,
+            distributions=value.get("distributions"))
     if rollouts and not ev.bug:
-        ev.rollouts = rollout_errors(source, buffer, paper_compat=paper_compat, horizons=horizons, sandbox=sandbox,
-                                     limits=limits, scale=rollout_scale)
+        ev.rollouts = rollout_errors(source, buffer, paper_compat=paper_compat, horizons=horizons,
+                                     sandbox=sandbox, limits=limits, scale=rollout_scale)
     ev.wall_s = time.perf_counter() - t0
     return ev
 
@@ -436,16 +545,19 @@ def evaluate_program(
 VALUE_METRICS = ("accuracy", "outcome_probability", "likelihood")
 
 def search_metric(
-    stochastic: bool | None,     # whether the environment's steps are random (None: unknown, taken as deterministic)
+    # whether the environment's steps are random (None: unknown, taken as deterministic)
+    stochastic: bool | None,
     paper_compat: bool = False,  # the paper's rules: accuracy always
 ) -> str:                        # one of VALUE_METRICS
     "The program value a search uses: the likelihood on a random world, else accuracy."
     return "likelihood" if stochastic and not paper_compat else "accuracy"
 
 # %% ../../nbs/14_cwm.ipynb #0021cef5
-def _raise_first_crash(rows: list, ns_ok: np.ndarray, r_ok: np.ndarray, d_ok: np.ndarray, terminal: np.ndarray,
+def _raise_first_crash(rows: list, ns_ok: np.ndarray, r_ok: np.ndarray, d_ok: np.ndarray,
+                       terminal: np.ndarray,
                        noted: dict, problems: dict) -> None:
-    "Raise `_Bug` for the first transition the original checker would have crashed on; do nothing if there is none."
+    """Raise `_Bug` for the first transition the original checker would have crashed on; do nothing
+    if there is none."""
     crash = np.array([p is None for p in rows], dtype=bool) | (~ns_ok & ~terminal) | ~r_ok | ~d_ok
     crash[[i for part in noted.values() for i in part]] = True
     if crash.any():
