@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from ..core import CwmNbError, Program, to_plain
 from ..sandbox.jobs import get_sandbox
-from .rtfm import RTFM_BOARD_CELLS, board_cells_of
+from .rtfm import RTFM_BOARD_CELLS, board_cells_of, rtfm_rows
 from .envs import REGISTRY, valid_action_masks
 from .replay import ReplayBuffer
 from .program_runs import (buffer_env_spec, buffer_format, buffer_state_kind,
