@@ -62,11 +62,10 @@ def score_predictions(
     fmt, has_valid = buffer_format(buffer)
     kind = "discrete" if fmt != "array" else (state_kind or buffer_state_kind(buffer))
     n = len(buffer)
-    # compare: which parts of each transition are right (a malformed part is wrong, its problem
-    # noted)
+    # compare each part with the log (a malformed part is wrong, its problem noted)
+    noted = _noted_by_part(malformed, n)
     try:
-        c = _compare(predictions, buffer, fmt, kind, has_valid, paper_compat,
-                     _noted_by_part(malformed, n),
+        c = _compare(predictions, buffer, fmt, kind, has_valid, paper_compat, noted,
                      reward_rtol, reward_atol, state_rtol, state_atol)
     # no usable output
     except _Bug as e: return Evaluation.crashed(str(e), n, paper_compat, valid_actions=has_valid)
@@ -74,26 +73,28 @@ def score_predictions(
     credit = transition_credit(c.state, c.reward, c.done, c.valid, c.terminal, has_valid)
     # exact replay
     right = np.where(c.terminal, c.reward & c.done, c.state_all & c.reward & c.done & c.valid)
-    if distributions is None: prob = np.where(c.terminal, c.reward & c.done,
-                                              c.state_all & c.reward & c.done).astype(np.float64)
-    else: prob = _outcome_probabilities(distributions, buffer, fmt, kind, c.target_done,
-                                        c.terminal, c.reward_rule,
-                                        state_rtol, state_atol)
+    if distributions is None:
+        # a point mass on step's answer
+        point = np.where(c.terminal, c.reward & c.done, c.state_all & c.reward & c.done)
+        prob = point.astype(np.float64)
+    else:
+        prob = _outcome_probabilities(distributions, buffer, fmt, kind, c.target_done, c.terminal,
+                                      c.reward_rule, state_rtol, state_atol)
     live = ~c.terminal
     components = {"next_state": float(c.state_all[live].mean()) if live.any() else None,
                   "reward": float(c.reward.mean()) if n else 0.0,
                   "done": float(c.done.mean()) if n else 0.0}
     if has_valid: components["valid_actions"] = float(c.valid[live].mean()) if live.any() else None
+    outcome_probability, log_likelihood = outcome_scores(prob)
     return Evaluation(
         accuracy=_class_weighted_mean(credit, buffer.rewards),
-                      mean_accuracy=float(credit.mean()) if n else 0.0,
+        mean_accuracy=float(credit.mean()) if n else 0.0,
         exact_replay=float(right.mean()) if n else 0.0, components=components,
-        failures=_failures(predictions, buffer, fmt, c, right, prob, n_failures), error=None,
-                      bug=False,
+        failures=_failures(predictions, buffer, fmt, c, right, prob, n_failures),
+        error=None, bug=False,
         n_transitions=n, n_failed=int((~right).sum()), n_terminal=int(c.terminal.sum()),
-                      paper_compat=paper_compat,
-        distribution=distributions is not None,
-                      **dict(zip(("outcome_probability", "log_likelihood"), outcome_scores(prob))))
+        paper_compat=paper_compat, distribution=distributions is not None,
+        outcome_probability=outcome_probability, log_likelihood=log_likelihood)
 
 # %% ../../nbs/14_cwm.ipynb #361d8a4c
 # a logged outcome given probability p counts log(max(p, floor)) in log_likelihood
