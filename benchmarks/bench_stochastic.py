@@ -93,7 +93,9 @@ def main():
     ap.add_argument("--fl-episodes", type=int, default=100, help="FrozenLake planning episodes per policy")
     ap.add_argument("--no-planning", action="store_true", help="skip the planning part (minutes)")
     a = ap.parse_args()
-    from cwm_nb.bench.cwm import evaluate_program, check_determinism, _run_on
+    from cwm_nb.bench.cwm import evaluate_program
+    from cwm_nb.bench.program_runs import run_on_buffer
+    from cwm_nb.bench.rollouts import check_determinism
     from cwm_nb.bench.replay import gym_buffer, load_buffer
     from cwm_nb.sandbox.jobs import get_sandbox
     sb = get_sandbox()
@@ -124,7 +126,7 @@ def main():
     cart = load_buffer("CartPole-v1")
     for name, src, buf in (("CartPole-v1 (494)", (PROGRAMS/"CartPole-v1.py").read_text(), cart),
                            ("FrozenLake-v1 (1000)", source("FrozenLake-v1"), bufs["FrozenLake-v1"])):
-        first = _run_on(sb, src, buf, "cwm_nb.sandbox.jobs:cwm_predict").value
+        first = run_on_buffer(sb, src, buf, "cwm_nb.sandbox.jobs:cwm_predict").value
         t = {2: [], 4: []}
         for _ in range(a.repeats):
             for k, passes in ((2, ("repeat", "after_other")), (4, ("repeat", "after_other", "twice", "fresh"))):

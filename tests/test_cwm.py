@@ -141,7 +141,7 @@ def test_malformed_buffer_file_gives_a_clear_error(tmp_path):
 
 # ---- the other observation formats (nbs/14_cwm.ipynb): int, tuple, RTFM's (board, inventory) and valid actions -------
 
-from cwm_nb.bench.cwm import buffer_format, sandbox_inputs   # noqa: E402
+from cwm_nb.bench.program_runs import buffer_format, sandbox_inputs   # noqa: E402
 
 # CliffWalking-v0 and Taxi-v3 written from their descriptions; set_state insists on a Python int.
 CLIFFWALKING = '''
@@ -362,12 +362,12 @@ def test_rtfm_states_and_valid_actions_by_hand(sandbox):
 
 
 def test_rtfm_masks_come_from_the_spec_without_the_column():
-    "A buffer without next_valid_actions gets RTFM's masks from the spec's action_mask function, not from cwm importing rtfm."
+    "A buffer without next_valid_actions gets RTFM's masks from the spec's action_mask function, not a case in cwm."
     import inspect
     import cwm_nb.bench.cwm as cwm
     from cwm_nb.bench.envs import REGISTRY
-    assert REGISTRY["rtfm"].action_mask and "import" not in "".join(
-        l for l in inspect.getsource(cwm).splitlines(keepends=True) if "cwm_nb.bench.rtfm" in l)
+    src = inspect.getsource(cwm)
+    assert REGISTRY["rtfm"].action_mask and "rtfm_row_mask" not in src and "action_mask(" not in src
     cols = {k: getattr(RTFM_HAND, k) for k in RTFM_HAND.columns() if k != "next_valid_actions"}
     for meta in ({"obs_format": "rtfm", "valid_actions": True}, {"env": "rtfm"}):
         bare = ReplayBuffer(**cols, meta=meta)
@@ -377,8 +377,9 @@ def test_rtfm_masks_come_from_the_spec_without_the_column():
 
 def _collect_rtfm(seed=0, steps=400, horizon=100):
     "Transitions of the RTFM env under the uniform random valid-action policy, as a ReplayBuffer."
-    rtfm = pytest.importorskip("cwm_nb.bench.rtfm")
-    env, rng = rtfm.RTFMEnv(), np.random.default_rng(seed)
+    from cwm_nb.bench import rtfm
+    from cwm_nb.bench.rtfm_env import RTFMEnv
+    env, rng = RTFMEnv(), np.random.default_rng(seed)
     cols = {k: [] for k in ("obs", "actions", "next_obs", "rewards", "terminated", "truncated", "episode", "next_valid_actions")}
     ep, t, (obs, info) = 0, 0, env.reset(seed=seed)
     while len(cols["rewards"]) < steps:
@@ -466,7 +467,7 @@ class _Recording:
 def test_debug_print_in_step_is_truncated_not_punished(cartpole, sandbox):
     "A correct program that prints its state on every step (~100 KB here, over the 64 KiB capture cap) still scores 1.0."
     import contextlib, io
-    from cwm_nb.bench.cwm import sandbox_inputs
+    from cwm_nb.bench.program_runs import sandbox_inputs
     from cwm_nb.sandbox.jobs import run_in_process
     src = CARTPOLE.replace(
         "        self.state = np.array([x, x_dot, theta, theta_dot])\n",

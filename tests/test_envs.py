@@ -12,13 +12,6 @@ from cwm_nb.bench.envs import (KEPT_SECTIONS, mujoco_v4_docstrings, REGISTRY, cw
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# RTFM comes from builder B's notebook (11_rtfm -> cwm_nb/rtfm.py). While that module has not been generated yet,
-# and only then, the rtfm cases skip; once the file exists they run and must pass.
-RTFM_PRESENT = (ROOT/"cwm_nb"/"rtfm.py").exists()
-
-def _skip_rtfm_if_absent(name):
-    if name == "rtfm" and not RTFM_PRESENT: pytest.skip("cwm_nb/rtfm.py does not exist yet (11_rtfm not exported)")
-
 # the paper's Table 9 (the CWMB's environments): idx, |A| or action dims, observation size (None: not an array)
 SPEC_TABLE = {
     "Blackjack-v1": (0, 2, None), "CliffWalking-v0": (1, 4, None), "Taxi-v3": (2, 6, None),
@@ -66,7 +59,6 @@ def test_notes_name_the_known_differences():
 
 @pytest.mark.parametrize("name", env_names())
 def test_make_reset_step(name):
-    _skip_rtfm_if_absent(name)
     spec = get_env_spec(name)
     env = make_env(name)
     try:
@@ -104,7 +96,6 @@ def test_make_reset_step(name):
 
 @pytest.mark.parametrize("name", env_names())
 def test_description(name):
-    _skip_rtfm_if_absent(name)
     d = describe_env(name)
     assert len(d) > 200
     in_source = [h for h in KEPT_SECTIONS if f"## {h}" in kept_sections(env_docstring(name))]
@@ -170,7 +161,7 @@ def test_unknown_names():
 
 
 def test_env_table():
-    names = [n for n in env_names() if RTFM_PRESENT or n != "rtfm"]
+    names = env_names()
     rows = env_table(names)
     assert [r["name"] for r in rows] == names
     assert set(rows[0]) == {"name", "gym_id", "actions", "planner", "horizon", "obs_format"}
@@ -178,7 +169,7 @@ def test_env_table():
     for name, (_, n_actions, _) in SPEC_TABLE.items():
         kind = "Discrete" if REGISTRY[name].action_kind == "discrete" else "Box"
         assert by[name]["actions"] == f"{kind}({n_actions})", name
-    if RTFM_PRESENT: assert by["rtfm"]["actions"] == "Discrete(5)" and by["rtfm"]["obs_format"] == "rtfm"
+    assert by["rtfm"]["actions"] == "Discrete(5)" and by["rtfm"]["obs_format"] == "rtfm"
 
 
 def test_import_is_light():

@@ -6,7 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cwm_nb.bench.cwm import evaluate_program, rollout_segments
+from cwm_nb.bench.cwm import evaluate_program
+from cwm_nb.bench.rollouts import rollout_segments
 from cwm_nb.bench.replay import load_buffer, split_by_episode
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -170,7 +171,7 @@ def test_a_nan_inf_or_malformed_rollout_step_fails_the_rollout(ret):
 
 def test_a_hanging_rollout_keeps_the_rollouts_before_it():
     "The 3rd rollout (46 steps) hangs at step 40: the first two are kept, the 3rd failed, the rest not run."
-    from cwm_nb.bench.cwm import rollout_errors
+    from cwm_nb.bench.rollouts import rollout_errors
     from cwm_nb.sandbox.jobs import SandboxLimits
     hang = _after_calls(40, "(time.sleep(3600), None)").replace("import math", "import math, time", 1)
     r = rollout_errors(hang, load_buffer("CartPole-v1"), limits=SandboxLimits(wall_s=1.0))
@@ -192,7 +193,7 @@ def test_a_pass_that_runs_out_of_time_is_not_checked():
 
 
 def test_final_evaluation_scales_both_parts_by_the_whole_buffer():
-    from cwm_nb.bench.cwm import rollout_errors, state_scale
+    from cwm_nb.bench.rollouts import rollout_errors, state_scale
     from cwm_nb.experiments.runs import final_evaluation
     sys.path.insert(0, str(ROOT/"tests"))
     from test_planning import PENDULUM_FLIPPED

@@ -11,6 +11,7 @@ import pytest
 
 from cwm_nb.core import CwmNbError
 from cwm_nb.bench import rtfm as R
+from cwm_nb.bench import rtfm_env as RE   # the gymnasium env; importing it registers cwm_nb/RTFM-v0
 
 PROGRAM = Path(__file__).resolve().parents[1]/"data"/"programs"/"rtfm.py"   # the shipped reference CWM
 
@@ -56,11 +57,11 @@ def test_correct_program_agrees_with_env_on_random_valid_steps():
 
 
 def test_reset_is_deterministic_by_seed_and_only_placement_varies():
-    env = R.RTFMEnv()
+    env = RE.RTFMEnv()
     boards = []
     for seed in range(30):
         (b1, inv1), _ = env.reset(seed=seed)
-        (b2, inv2), _ = R.RTFMEnv().reset(seed=seed)
+        (b2, inv2), _ = RE.RTFMEnv().reset(seed=seed)
         assert np.array_equal(b1, b2) and inv1 == inv2 == "empty"
         objects = sorted(v for v in b1[:, :, 0].flat if v not in ("wall", "empty"))
         assert objects == sorted(["you", "cold dragon", "fire demon", "shimmering axe", "grandmasters bow"])
@@ -73,7 +74,7 @@ def test_reset_is_deterministic_by_seed_and_only_placement_varies():
 
 
 def test_action_mask_matches_walls():
-    env = R.RTFMEnv()
+    env = RE.RTFMEnv()
     expected = {(1, 1): [0, 2, 4], (1, 4): [0, 2, 3], (4, 1): [0, 1, 4], (4, 4): [0, 1, 3], (2, 3): [0, 1, 2, 3, 4]}
     for (r, c), ids in expected.items():
         b = _board(you=(r, c))
@@ -99,7 +100,7 @@ def test_action_mask_matches_walls():
     ("shimmering axe", 2, -1.0, "died", None),
 ])
 def test_fight_rewards(item, action, reward, outcome, agent_at):
-    env = R.RTFMEnv()
+    env = RE.RTFMEnv()
     b = _board(you=(2, 2), cold_dragon=(1, 2), fire_demon=(3, 2))
     env.set_state({"board": b, "inventory": item})
     (nb, inv), r, term, trunc, info = env.step(action)
@@ -112,7 +113,7 @@ def test_fight_rewards(item, action, reward, outcome, agent_at):
 
 
 def test_picking_up_a_weapon_replaces_and_destroys_the_one_held():
-    env = R.RTFMEnv()
+    env = RE.RTFMEnv()
     env.set_state({"board": _board(you=(2, 2), shimmering_axe=(2, 3)), "inventory": "grandmasters bow"})
     (b, inv), r, term, trunc, _ = env.step(4)
     assert inv == "shimmering axe" and (r, term, trunc) == (0.0, False, False)
@@ -120,7 +121,7 @@ def test_picking_up_a_weapon_replaces_and_destroys_the_one_held():
 
 
 def test_get_state_set_state_round_trip():
-    env, other = R.RTFMEnv(), R.RTFMEnv()
+    env, other = RE.RTFMEnv(), RE.RTFMEnv()
     rng = np.random.default_rng(0)
     obs, info = env.reset(seed=5)
     for _ in range(3):
@@ -149,7 +150,7 @@ def test_registration_and_horizon():
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")   # registering again must be a silent no-op (gymnasium warns on overrides)
-        R.register_rtfm()
+        RE.register_rtfm()
     env = gym.make(R.RTFM_GYM_ID)
     assert env.spec.max_episode_steps == R.RTFM_HORIZON == 100
     obs, info = env.reset(seed=0)
@@ -160,7 +161,7 @@ def test_registration_and_horizon():
 
 
 def test_row_codec_round_trip():
-    obs, _ = R.RTFMEnv().reset(seed=11)
+    obs, _ = RE.RTFMEnv().reset(seed=11)
     row = R.rtfm_obs_to_row(obs)
     assert len(row) == 73 and all(type(v) is str for v in row)
     assert row == list(obs[0].reshape(-1)) + [obs[1]]

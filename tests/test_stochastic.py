@@ -9,7 +9,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from cwm_nb.bench.cwm import LOG_FLOOR, evaluate_program, check_determinism, search_metric
+from cwm_nb.bench.cwm import LOG_FLOOR, evaluate_program, search_metric
+from cwm_nb.bench.rollouts import check_determinism
 from cwm_nb.bench.replay import gym_buffer, load_buffer, world_is_stochastic
 
 PROGRAMS = Path(__file__).resolve().parents[1]/"data"/"programs"
@@ -169,9 +170,9 @@ def test_the_cache_is_missed_by_the_old_passes_and_caught_by_twice():
 
 
 def _predictions(src, buf):
-    from cwm_nb.bench.cwm import _run_on
+    from cwm_nb.bench.program_runs import run_on_buffer
     from cwm_nb.sandbox.jobs import get_sandbox
-    return _run_on(get_sandbox(), src, buf, "cwm_nb.sandbox.jobs:cwm_predict").value["predictions"]
+    return run_on_buffer(get_sandbox(), src, buf, "cwm_nb.sandbox.jobs:cwm_predict").value["predictions"]
 
 
 @pytest.mark.parametrize("name", ["FrozenLake-v1", "Blackjack-v1"])

@@ -1,4 +1,4 @@
-"""Write a notebook back out as the percent-format script `tools/py2nb.py` reads: `python tools/nb2py.py nbs/10_envs.ipynb nbs_src/10_envs.py`.
+"""Write a notebook back out as the percent-format script `tools/py2nb.py` reads: `python tools/nb2py.py nbs/11_envs.ipynb nbs_src/11_envs.py`.
 
 The inverse of py2nb, for editing a committed notebook in a text editor (the `.ipynb` stays the source)."""
 import json, sys

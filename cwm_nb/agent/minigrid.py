@@ -9,7 +9,7 @@ from typing import Any
 import gymnasium as gym
 from ..core import CwmNbError
 from .oo_state import Entity, State, ObjectStateSpace
-from ..bench.rtfm import StringSpace
+from ..bench.rtfm_env import StringSpace
 
 # %% auto #0
 __all__ = ['MINIGRID_CURRICULUM', 'MINIGRID_ACTIONS', 'MINIGRID_ENTITY_NAMES', 'GYM_NAMESPACE', 'minigrid_gym_id',

@@ -10,7 +10,7 @@ import numpy as np
 import gymnasium as gym
 from ..core import CwmNbError
 from .oo_state import Entity, State, ObjectStateSpace, state_from_plain, state_to_plain
-from ..bench.rtfm import StringSpace
+from ..bench.rtfm_env import StringSpace
 
 # %% auto #0
 __all__ = ['SOKOBAN_GYM_ID', 'SOKOBAN_TELEPORTER_GYM_ID', 'SOKOBAN_MISSION', 'SOKOBAN_ACTIONS', 'SOKOBAN_ENTITY_NAMES',

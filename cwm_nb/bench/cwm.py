@@ -4,23 +4,28 @@
 
 # %% ../../nbs/14_cwm.ipynb #0bcb2da5
 from __future__ import annotations
-import hashlib, math, time, weakref
+import math, time
 from dataclasses import dataclass, asdict
 from typing import Any
 import numpy as np
-from ..core import OBS_FORMATS, CwmNbError, Program, to_plain
+from ..core import CwmNbError, Program, to_plain
+from ..sandbox.jobs import get_sandbox
+from .rtfm import RTFM_BOARD_CELLS, board_cells_of, rtfm_rows
+from .envs import REGISTRY, valid_action_masks
 from .replay import ReplayBuffer
+from .program_runs import (buffer_env_spec, buffer_format, buffer_state_kind,
+                                       condense_error,
+                                      run_on_buffer, sandbox_inputs)
+from .rollouts import ROLLOUT_HORIZONS, check_determinism, rollout_errors
 
 # %% auto #0
-__all__ = ['PROBABILITY_FLOOR', 'LOG_FLOOR', 'DETERMINISM_PASSES', 'ROLLOUT_HORIZONS', 'RESOURCE_ERRORS', 'VALUE_METRICS',
-           'transition_credit', 'score_predictions', 'Evaluation', 'buffer_format', 'outcome_scores', 'sandbox_inputs',
-           'condense_error', 'other_transitions', 'first_difference', 'rollout_segments', 'state_scale',
-           'score_rollouts', 'plot_rollouts', 'check_determinism', 'rollout_errors', 'evaluate_program',
-           'search_metric', 'OBS_FORMATS']
+__all__ = ['PROBABILITY_FLOOR', 'LOG_FLOOR', 'VALUE_METRICS', 'transition_credit', 'score_predictions', 'Evaluation',
+           'outcome_scores', 'evaluate_program', 'search_metric']
 
 # %% ../../nbs/14_cwm.ipynb #14574ea6
 def transition_credit(
-    state: np.ndarray,     # float (N,): fraction of each next state right (RTFM: board and inventory, half each)
+    # float (N,): fraction of each next state right (RTFM: board and inventory, half each)
+    state: np.ndarray,
     reward: np.ndarray,    # bool (N,): reward right
     done: np.ndarray,      # bool (N,): done flag right
     valid: np.ndarray,     # bool (N,): valid actions right (all True when the environment has none)
@@ -33,141 +38,156 @@ def transition_credit(
 
 # %% ../../nbs/14_cwm.ipynb #626f98d6
 def score_predictions(
-    predictions: list,          # one plain [next_obs, reward, done(, valid_actions)] per transition, in buffer order
+    # one plain [next_obs, reward, done(, valid_actions)] per transition, in buffer order
+    predictions: list,
     buffer: ReplayBuffer,       # the transitions the predictions are for
     *,
-    paper_compat: bool = False, # the original's rules: done = terminated|truncated, exact rewards, malformed = bug
-    n_failures: int = 3,        # how many failing transitions to report (first ones in buffer order)
+    # the original's rules: done = terminated|truncated, exact rewards, malformed = bug
+    paper_compat: bool = False,
+    # how many failing transitions to report (first ones in buffer order)
+    n_failures: int = 3,
     reward_rtol: float = 1e-5,  # reward tolerance (ignored under paper_compat: exact equality)
     reward_atol: float = 1e-6,
     state_rtol: float = 1e-5,   # next-state tolerance for continuous-state envs (the original's)
     state_atol: float = 1e-5,
-    state_kind: str | None = None,  # "continuous" | "discrete"; default from the buffer (`_state_kind`)
-    malformed: list | None = None,  # the driver's notes [[transition, part, problem], ...] (cwm_predict's "malformed")
-    distributions: list | None = None,  # cwm_predict's "distributions" (None: the program has no step_distribution)
+    # "continuous" | "discrete"; default from the buffer (`buffer_state_kind`)
+    state_kind: str | None = None,
+    # the driver's notes [[transition, part, problem], ...] (cwm_predict's "malformed")
+    malformed: list | None = None,
+    # cwm_predict's "distributions" (None: the program has no step_distribution)
+    distributions: list | None = None,
 ) -> Evaluation:
-    "Score plain predictions against `buffer`: the paper's weighted accuracy plus the corrected metrics."
+    """Score plain predictions against `buffer`: the paper's weighted accuracy plus the corrected
+    metrics."""
     fmt, has_valid = buffer_format(buffer)
-    kind = "discrete" if fmt != "array" else (state_kind or _state_kind(buffer))
+    kind = "discrete" if fmt != "array" else (state_kind or buffer_state_kind(buffer))
     n = len(buffer)
-    try:    # compare: which parts of each transition are right (a malformed part is wrong, its problem noted)
-        c = _compare(predictions, buffer, fmt, kind, has_valid, paper_compat, _noted_by_part(malformed, n),
+    # compare each part with the log (a malformed part is wrong, its problem noted)
+    noted = _noted_by_part(malformed, n)
+    try:
+        c = _compare(predictions, buffer, fmt, kind, has_valid, paper_compat, noted,
                      reward_rtol, reward_atol, state_rtol, state_atol)
-    except _Bug as e: return Evaluation.crashed(str(e), n, paper_compat, valid_actions=has_valid)   # no usable output
-    credit = transition_credit(c.state, c.reward, c.done, c.valid, c.terminal, has_valid)           # give credit
-    right = np.where(c.terminal, c.reward & c.done, c.state_all & c.reward & c.done & c.valid)     # exact replay
-    if distributions is None: prob = np.where(c.terminal, c.reward & c.done, c.state_all & c.reward & c.done).astype(np.float64)
-    else: prob = _outcome_probabilities(distributions, buffer, fmt, kind, c.target_done, c.terminal, c.reward_rule,
-                                        state_rtol, state_atol)
+    # no usable output
+    except _Bug as e: return Evaluation.crashed(str(e), n, paper_compat, valid_actions=has_valid)
+    # give credit
+    credit = transition_credit(c.state, c.reward, c.done, c.valid, c.terminal, has_valid)
+    # exact replay
+    right = np.where(c.terminal, c.reward & c.done, c.state_all & c.reward & c.done & c.valid)
+    if distributions is None:
+        # a point mass on step's answer
+        point = np.where(c.terminal, c.reward & c.done, c.state_all & c.reward & c.done)
+        prob = point.astype(np.float64)
+    else:
+        prob = _outcome_probabilities(distributions, buffer, fmt, kind, c.target_done, c.terminal,
+                                      c.reward_rule, state_rtol, state_atol)
     live = ~c.terminal
     components = {"next_state": float(c.state_all[live].mean()) if live.any() else None,
-                  "reward": float(c.reward.mean()) if n else 0.0, "done": float(c.done.mean()) if n else 0.0}
+                  "reward": float(c.reward.mean()) if n else 0.0,
+                  "done": float(c.done.mean()) if n else 0.0}
     if has_valid: components["valid_actions"] = float(c.valid[live].mean()) if live.any() else None
+    outcome_probability, log_likelihood = outcome_scores(prob)
     return Evaluation(
-        accuracy=_class_weighted_mean(credit, buffer.rewards), mean_accuracy=float(credit.mean()) if n else 0.0,
+        accuracy=_class_weighted_mean(credit, buffer.rewards),
+        mean_accuracy=float(credit.mean()) if n else 0.0,
         exact_replay=float(right.mean()) if n else 0.0, components=components,
-        failures=_failures(predictions, buffer, fmt, c, right, prob, n_failures), error=None, bug=False,
-        n_transitions=n, n_failed=int((~right).sum()), n_terminal=int(c.terminal.sum()), paper_compat=paper_compat,
-        distribution=distributions is not None, **dict(zip(("outcome_probability", "log_likelihood"), outcome_scores(prob))))
+        failures=_failures(predictions, buffer, fmt, c, right, prob, n_failures),
+        error=None, bug=False,
+        n_transitions=n, n_failed=int((~right).sum()), n_terminal=int(c.terminal.sum()),
+        paper_compat=paper_compat, distribution=distributions is not None,
+        outcome_probability=outcome_probability, log_likelihood=log_likelihood)
 
 # %% ../../nbs/14_cwm.ipynb #361d8a4c
-PROBABILITY_FLOOR = 1e-6                   # a logged outcome given probability p counts log(max(p, floor)) in log_likelihood
-LOG_FLOOR = math.log(PROBABILITY_FLOOR)     # ≈ -13.8: the log-likelihood of an outcome the program ruled out
+# a logged outcome given probability p counts log(max(p, floor)) in log_likelihood
+PROBABILITY_FLOOR = 1e-6
+# ≈ -13.8: the log-likelihood of an outcome the program ruled out
+LOG_FLOOR = math.log(PROBABILITY_FLOOR)
 
 def _class_weighted_mean(credit: np.ndarray, rewards: np.ndarray) -> float:
-    "Mean over the reward classes of the class means of `credit` (N,): weights 1/(G|g|), exactly 1.0 when all is right."
+    """Mean over the reward classes of the class means of `credit` (N,): weights 1/(G|g|), exactly
+    1.0 when all is right."""
     _, inv, counts = np.unique(rewards, return_inverse=True, return_counts=True)
-    return float(np.mean(np.bincount(inv.reshape(-1), weights=credit) / counts)) if len(credit) else 0.0
+    if not len(credit): return 0.0
+    return float(np.mean(np.bincount(inv.reshape(-1), weights=credit) / counts))
 
 # %% ../../nbs/14_cwm.ipynb #11a1c13c
 @dataclass
 class Evaluation:
-    "The result of checking one program on one replay buffer (the paper's accuracy), with corrected metrics beside it."
+    """The result of checking one program on one replay buffer (the paper's accuracy), with
+    corrected metrics beside it."""
     accuracy: float            # the paper's reward-class-weighted partial-credit accuracy (0..1)
     mean_accuracy: float       # unweighted mean of the same per-transition credits
     exact_replay: float        # fraction of transitions with every scored component right
-    components: dict           # {"next_state", "reward", "done"(, "valid_actions")}: fraction right (next_state, valid_actions over non-terminal; None if none)
-    failures: list             # first failing transitions: dicts of index, obs, action, expected, predicted, wrong, ...
+    # {"next_state", "reward", "done"(, "valid_actions")}: fraction right (next_state, valid_actions
+    # over non-terminal; None if none)
+    components: dict
+    # first failing transitions: dicts of index, obs, action, expected, predicted, wrong, ...
+    failures: list
     error: str | None          # condensed error if the program crashed (then bug is True)
-    bug: bool                  # the program raised, timed out, or (paper_compat) returned malformed output
+    # the program raised, timed out, or (paper_compat) returned malformed output
+    bug: bool
     n_transitions: int         # transitions in the buffer
     wall_s: float = 0.0        # wall time of the whole evaluation (sandbox run + scoring), seconds
     n_failed: int = 0          # transitions with at least one scored component wrong
     n_terminal: int = 0        # transitions whose done target is true
     paper_compat: bool = False # scored with the original's rules
-    deterministic: bool | None = None  # same answers in independent runs (None: not checked; see `check_determinism`)
-    determinism: dict | None = None    # the check's passes and the first differing transition, if any
-    rollouts: dict | None = None       # open-loop rollout errors by step and horizon (`score_rollouts`), if asked
-    isolation: str | None = None       # the sandbox mode that ran the program: "bwrap", "landlock" or "none" (None: not run in a sandbox)
-    outcome_probability: float = 0.0   # mean probability the program gave the logged outcome (see `outcome_scores`)
-    log_likelihood: float = LOG_FLOOR  # mean natural log of it, each probability floored at PROBABILITY_FLOOR
-    distribution: bool = False         # the program answered `step_distribution` (else: a point mass on `step`'s answer)
-    value_metric: str = "accuracy"     # what a search ranks programs by: one of VALUE_METRICS (`search_metric`)
+    # same answers in independent runs (None: not checked; see `check_determinism`)
+    deterministic: bool | None = None
+    # the check's passes and the first differing transition, if any
+    determinism: dict | None = None
+    # open-loop rollout errors by step and horizon (`score_rollouts`), if asked
+    rollouts: dict | None = None
+    # the sandbox mode that ran the program: "bwrap", "landlock" or "none" (None: not run in a
+    # sandbox)
+    isolation: str | None = None
+    # mean probability the program gave the logged outcome (see `outcome_scores`)
+    outcome_probability: float = 0.0
+    # mean natural log of it, each probability floored at PROBABILITY_FLOOR
+    log_likelihood: float = LOG_FLOOR
+    # the program answered `step_distribution` (else: a point mass on `step`'s answer)
+    distribution: bool = False
+    # what a search ranks programs by: one of VALUE_METRICS (`search_metric`)
+    value_metric: str = "accuracy"
 
     @property
     def search_value(self) -> float:
-        "The program's value for a search (0..1): accuracy, outcome probability, or likelihood = exp(log_likelihood)."
+        """The program's value for a search (0..1): accuracy, outcome probability, or likelihood =
+        exp(log_likelihood)."""
         if self.value_metric == "likelihood": return math.exp(self.log_likelihood)
-        return self.outcome_probability if self.value_metric == "outcome_probability" else self.accuracy
+        if self.value_metric == "outcome_probability": return self.outcome_probability
+        return self.accuracy
 
     @property
     def perfect(self) -> bool:
-        "Every transition right (float-safe: the weighted sum of a perfect program can be 0.9999999999999998)."
-        return (not self.bug) and self.n_transitions > 0 and (self.accuracy >= 1 - 1e-9 or self.exact_replay == 1.0)
+        """Every transition right (float-safe: the weighted sum of a perfect program can be
+        0.9999999999999998)."""
+        all_right = self.accuracy >= 1 - 1e-9 or self.exact_replay == 1.0
+        return (not self.bug) and self.n_transitions > 0 and all_right
 
     def to_dict(self) -> dict:
         "JSON-safe plain data (non-finite floats become the strings 'nan', 'inf', '-inf')."
         return _json_safe({**asdict(self), "perfect": self.perfect})
 
     @classmethod
-    def crashed(cls, error: str, n_transitions: int, paper_compat: bool = False, wall_s: float = 0.0,
-                valid_actions: bool = False) -> Evaluation:
+    def crashed(cls, error: str, n_transitions: int, paper_compat: bool = False,
+                wall_s: float = 0.0, valid_actions: bool = False) -> Evaluation:
         "The evaluation of a program that did not run to the end: every score 0, `bug=True`."
-        comps = {"next_state": 0.0, "reward": 0.0, "done": 0.0} | ({"valid_actions": 0.0} if valid_actions else {})
-        return cls(0.0, 0.0, 0.0, comps, [], error, True, n_transitions, wall_s, n_transitions, 0, paper_compat)
+        comps = {"next_state": 0.0, "reward": 0.0, "done": 0.0}
+        if valid_actions: comps["valid_actions"] = 0.0
+        return cls(0.0, 0.0, 0.0, comps, [], error, True, n_transitions, wall_s, n_transitions, 0,
+                   paper_compat)
 
 # %% ../../nbs/14_cwm.ipynb #f4fa6573
 def _json_safe(x: Any) -> Any:
     x = to_plain(x)
-    if isinstance(x, float) and not math.isfinite(x): return "nan" if x != x else ("inf" if x > 0 else "-inf")
+    if isinstance(x, float) and not math.isfinite(x):
+        return "nan" if x != x else ("inf" if x > 0 else "-inf")
     if isinstance(x, list): return [_json_safe(v) for v in x]
     if isinstance(x, dict): return {k: _json_safe(v) for k, v in x.items()}
     return x
 
-# %% ../../nbs/14_cwm.ipynb #0b8f0d62
-_all_ = ["OBS_FORMATS"]   # the one list of formats is cwm_nb.core's (imported above), re-exported here
-
-# %% ../../nbs/14_cwm.ipynb #ed242c98
-def _env_spec(buffer: ReplayBuffer):
-    env = (buffer.meta or {}).get("env")
-    if env is None: return None
-    from cwm_nb.bench.envs import REGISTRY
-    return REGISTRY.get(env)
-
-# %% ../../nbs/14_cwm.ipynb #4125b712
-def buffer_format(
-    buffer: ReplayBuffer,   # a replay buffer
-) -> tuple[str, bool]:      # (obs_format, valid_actions)
-    "How `buffer`'s observations reach `set_state`, and whether `step` returns valid actions. Raises `CwmNbError` for an unknown format."
-    meta, spec = buffer.meta or {}, _env_spec(buffer)
-    fmt = meta.get("obs_format") or getattr(spec, "obs_format", None) or "array"
-    if fmt not in OBS_FORMATS:
-        raise CwmNbError(f"unknown observation format {fmt!r} in the buffer's meta", f"use one of {OBS_FORMATS}")
-    va = meta.get("valid_actions")
-    if va is None: va = getattr(spec, "valid_actions", None)
-    if va is None: va = getattr(buffer, "next_valid_actions", None) is not None
-    return fmt, bool(va)
-
-# %% ../../nbs/14_cwm.ipynb #72155b7e
-def _state_kind(buffer: ReplayBuffer) -> str:
-    kind = buffer.meta.get("state_kind")
-    if kind is None and (spec := _env_spec(buffer)) is not None: kind = spec.state_kind
-    if kind is None:
-        kind = "continuous" if isinstance(buffer.next_obs, np.ndarray) and buffer.next_obs.dtype.kind == "f" else "discrete"
-    return kind
-
 # %% ../../nbs/14_cwm.ipynb #b199246d
-class _Bug(Exception): "Malformed output that the original checker would have crashed on (paper_compat)."
+class _Bug(Exception):
+    "Malformed output that the original checker would have crashed on (paper_compat)."
 
 @dataclass
 class _Compared:
@@ -185,9 +205,11 @@ class _Compared:
     bad_step: dict           # the driver's notes on `step` itself: {transition: problem}
     mask: np.ndarray | None  # bool (N, n_actions): the valid-action mask, when scored
 
-def _compare(preds, buf: ReplayBuffer, fmt: str, state_kind: str, has_valid: bool, paper_compat: bool, noted: dict,
-             reward_rtol: float, reward_atol: float, state_rtol: float, state_atol: float) -> _Compared:
-    "Compare `preds` with `buf` part by part. Raises `_Bug` when no output is usable (or, under paper_compat, one is malformed)."
+def _compare(preds, buf: ReplayBuffer, fmt: str, state_kind: str, has_valid: bool,
+             paper_compat: bool, noted: dict, reward_rtol: float, reward_atol: float,
+             state_rtol: float, state_atol: float) -> _Compared:
+    """Compare `preds` with `buf` part by part. Raises `_Bug` when no output is usable (or, under
+    paper_compat, one is malformed)."""
     n = len(buf)
     bad_step = noted.get("step", {})
     problems: dict[int, list[str]] = {}
@@ -195,34 +217,42 @@ def _compare(preds, buf: ReplayBuffer, fmt: str, state_kind: str, has_valid: boo
     target_done = buf.done if paper_compat else buf.terminated
     terminal = target_done.copy()
     comp = lambda j: [p[j] if p is not None else None for p in rows]
-    ns_frac, ns_all, ns_ok = _next_state_scores(comp(0), buf, fmt, state_kind, state_rtol, state_atol, problems,
-                                                noted.get("next_obs", {}))
+    ns_frac, ns_all, ns_ok = _next_state_scores(comp(0), buf, fmt, state_kind, state_rtol,
+                                                state_atol, problems, noted.get("next_obs", {}))
     r, r_ok = _parse_scalars(comp(1), "reward", problems, noted.get("reward", {}))
-    reward_rule = (lambda a, b: a == b) if paper_compat else (lambda a, b: np.isclose(a, b, rtol=reward_rtol, atol=reward_atol))
+    if paper_compat: reward_rule = lambda a, b: a == b
+    else: reward_rule = lambda a, b: np.isclose(a, b, rtol=reward_rtol, atol=reward_atol)
     r_right = r_ok & reward_rule(r, buf.rewards)
     d, d_ok = _parse_scalars(comp(2), "done", problems, noted.get("done", {}))
     d_right = d_ok & (d == target_done.astype(np.float64))
     mask = _next_valid_mask(buf, fmt) if has_valid else None
-    if has_valid: v_right = _score_valid_actions(comp(3), mask, problems, noted.get("valid_actions", {}))   # RTFM
+    # RTFM
+    if has_valid:
+        v_right = _score_valid_actions(comp(3), mask, problems, noted.get("valid_actions", {}))
     else: v_right = np.ones(n, bool)
     if paper_compat: _raise_first_crash(rows, ns_ok, r_ok, d_ok, terminal, noted, problems)
-    return _Compared(ns_frac, ns_all, r_right, d_right, v_right, terminal, target_done, reward_rule, rows, problems,
-                     bad_step, mask)
+    return _Compared(ns_frac, ns_all, r_right, d_right, v_right, terminal, target_done,
+                     reward_rule, rows, problems, bad_step, mask)
 
 # %% ../../nbs/14_cwm.ipynb #c7166484
 def _usable_rows(preds, n: int, has_valid: bool, bad_step: dict, problems: dict) -> list:
-    "Each prediction as a row of the right width, or None with its problem noted. Raises `_Bug` if none is usable."
+    """Each prediction as a row of the right width, or None with its problem noted. Raises `_Bug` if
+    none is usable."""
     if not isinstance(preds, list) or len(preds) != n:
-        raise _Bug(f"the sandbox returned {len(preds) if isinstance(preds, list) else type(preds).__name__} "
-                   f"predictions for {n} transitions")
+        got = len(preds) if isinstance(preds, list) else type(preds).__name__
+        raise _Bug(f"the sandbox returned {got} predictions for {n} transitions")
     width = 4 if has_valid else 3
     names = "(next_obs, reward, done, valid_actions)" if has_valid else "(next_obs, reward, done)"
-    rows = [p if i not in bad_step and isinstance(p, (list, tuple)) and len(p) == width else None for i, p in enumerate(preds)]
+    fits = lambda i, p: i not in bad_step and isinstance(p, (list, tuple)) and len(p) == width
+    rows = [p if fits(i, p) else None for i, p in enumerate(preds)]
     for i, p in enumerate(rows):
         if p is None:
-            got = f"{len(preds[i])} values" if isinstance(preds[i], (list, tuple)) else type(preds[i]).__name__
-            problems.setdefault(i, []).append(bad_step.get(i) or f"step returned {got}, expected {width} values {names}")
-    if n and all(p is None for p in rows):   # not one usable output: an interface error, for the fix prompt
+            q = preds[i]
+            got = f"{len(q)} values" if isinstance(q, (list, tuple)) else type(q).__name__
+            why = bad_step.get(i) or f"step returned {got}, expected {width} values {names}"
+            problems.setdefault(i, []).append(why)
+    # not one usable output: an interface error, for the fix prompt
+    if n and all(p is None for p in rows):
         raise _Bug(f"step never returned {width} values {names}; on transition 0: {problems[0][0]}")
     return rows
 
@@ -233,12 +263,15 @@ _NUM = (bool, int, float)
 def _numeric(a: np.ndarray) -> bool: return a.dtype.kind in "biuf"
 
 # %% ../../nbs/14_cwm.ipynb #aae4c5c8
-def _parse_states(raw: list, shape: tuple, problems: dict, noted: dict = {}) -> tuple[np.ndarray, np.ndarray]:
-    "Predicted states as float64 (N, *shape) (NaN where unusable) and a bool (N,) mask of usable rows. `noted`: {i: the driver's problem}."
+def _parse_states(raw: list, shape: tuple, problems: dict,
+                  noted: dict = {}) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted states as float64 (N, *shape) (NaN where unusable) and a bool (N,) mask of usable
+    rows. `noted`: {i: the driver's problem}."""
     n = len(raw)
     try:
         a = np.asarray(raw)
-        if not noted and _numeric(a) and a.shape == (n, *shape): return a.astype(np.float64), np.ones(n, bool)
+        if not noted and _numeric(a) and a.shape == (n, *shape):
+            return a.astype(np.float64), np.ones(n, bool)
     except (ValueError, TypeError, OverflowError): pass
     out, ok = np.full((n, *shape), np.nan), np.zeros(n, bool)
     for i, v in enumerate(raw):
@@ -248,19 +281,24 @@ def _parse_states(raw: list, shape: tuple, problems: dict, noted: dict = {}) -> 
         if a is None or not _numeric(a):
             problems.setdefault(i, []).append(f"next_obs is not numeric ({type(v).__name__})")
         elif a.shape != tuple(shape):
-            problems.setdefault(i, []).append(f"next_obs has shape {a.shape}, expected {tuple(shape)}")
+            why = f"next_obs has shape {a.shape}, expected {tuple(shape)}"
+            problems.setdefault(i, []).append(why)
         else:
             try: out[i], ok[i] = a.astype(np.float64), True
             except OverflowError: problems.setdefault(i, []).append("next_obs does not fit a float")
     return out, ok
 
 # %% ../../nbs/14_cwm.ipynb #5bf31a55
-def _parse_scalars(raw: list, name: str, problems: dict, noted: dict = {}) -> tuple[np.ndarray, np.ndarray]:
-    "Predicted scalars as float64 (N,) (NaN where unusable; booleans become 0/1) and a bool (N,) usable mask."
+def _parse_scalars(raw: list, name: str, problems: dict,
+                   noted: dict = {}) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted scalars as float64 (N,) (NaN where unusable; booleans become 0/1) and a bool (N,)
+    usable mask."""
     n = len(raw)
-    try:   # numeric kinds only come out of numbers and bools: strings give '<U', None or mixtures 'O'
+    # numeric kinds only come out of numbers and bools: strings give '<U', None or mixtures 'O'
+    try:
         a = np.asarray(raw)
-        if not noted and _numeric(a) and a.shape == (n,): return a.astype(np.float64), np.ones(n, bool)
+        if not noted and _numeric(a) and a.shape == (n,):
+            return a.astype(np.float64), np.ones(n, bool)
     except (ValueError, TypeError, OverflowError): pass
     out, ok = np.full(n, np.nan), np.zeros(n, bool)
     for i, v in enumerate(raw):
@@ -271,26 +309,11 @@ def _parse_scalars(raw: list, name: str, problems: dict, noted: dict = {}) -> tu
         problems.setdefault(i, []).append(f"{name} is not a number ({type(v).__name__})")
     return out, ok
 
-# %% ../../nbs/14_cwm.ipynb #80778680
-_RTFM_CELLS = 72
-
-# %% ../../nbs/14_cwm.ipynb #76926013
-def _rtfm_board_cells(board) -> tuple[list | None, str | None]:
-    "The 72 cells of a predicted board (6x6x2 nested lists of str) in C order, or None and what is wrong."
-    if type(board) is not list or len(board) != 6: return None, "the board is not 6 rows of 6 cells of 2 strings"
-    cells = []
-    for row in board:
-        if type(row) is not list or len(row) != 6: return None, "the board is not 6 rows of 6 cells of 2 strings"
-        for cell in row:
-            if type(cell) is not list or len(cell) != 2: return None, "the board is not 6 rows of 6 cells of 2 strings"
-            for v in cell:
-                if type(v) is not str: return None, f"the board holds a {type(v).__name__}, not a str"
-            cells += cell
-    return cells, None
-
 # %% ../../nbs/14_cwm.ipynb #d7054ffe
-def _parse_rtfm_states(raw: list, expected: list, problems: dict, noted: dict = {}) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    "Bool (N,) arrays: board right, inventory right, prediction usable (a 2-element pair). `expected`: rows of 73 str."
+def _parse_rtfm_states(raw: list, expected: list, problems: dict,
+                       noted: dict = {}) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bool (N,) arrays: board right, inventory right, prediction usable (a 2-element pair).
+    `expected`: rows of 73 str."""
     n = len(raw)
     board_ok, inv_ok, usable = np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool)
     for i, v in enumerate(raw):
@@ -298,56 +321,56 @@ def _parse_rtfm_states(raw: list, expected: list, problems: dict, noted: dict = 
         if type(v) is not list or len(v) != 2:
             problems.setdefault(i, []).append("next_obs is not a (board, inventory) pair"); continue
         usable[i] = True
-        cells, why = _rtfm_board_cells(v[0])
+        cells, why = board_cells_of(v[0])
         if cells is None: problems.setdefault(i, []).append(why)
-        else: board_ok[i] = cells == expected[i][:_RTFM_CELLS]
-        if type(v[1]) is not str: problems.setdefault(i, []).append(f"the inventory is a {type(v[1]).__name__}, not a str")
-        else: inv_ok[i] = v[1] == expected[i][_RTFM_CELLS]
+        else: board_ok[i] = cells == expected[i][:RTFM_BOARD_CELLS]
+        if type(v[1]) is not str:
+            why = f"the inventory is a {type(v[1]).__name__}, not a str"
+            problems.setdefault(i, []).append(why)
+        else: inv_ok[i] = v[1] == expected[i][RTFM_BOARD_CELLS]
     return board_ok, inv_ok, usable
 
 # %% ../../nbs/14_cwm.ipynb #1281aa0f
-def _score_valid_actions(raw: list, mask: np.ndarray, problems: dict, noted: dict = {}) -> np.ndarray:
-    "Bool (N,): the predicted list is non-empty and every id in it is valid in `mask` (bool (N, n_actions))."
+def _score_valid_actions(raw: list, mask: np.ndarray, problems: dict,
+                         noted: dict = {}) -> np.ndarray:
+    """Bool (N,): the predicted list is non-empty and every id in it is valid in `mask` (bool (N,
+    n_actions))."""
     n, k = mask.shape
     right = np.zeros(n, bool)
+    integral = lambda a: type(a) is float and a.is_integer()
+    as_id = lambda a: a if type(a) is int else int(a) if integral(a) else None
     for i, v in enumerate(raw):
-        if i in noted: problems.setdefault(i, []).append(noted[i]); continue
-        if type(v) is not list:
-            problems.setdefault(i, []).append(f"valid_actions is not a list ({type(v).__name__})"); continue
-        if not v:
-            problems.setdefault(i, []).append("valid_actions is empty"); continue
-        ids = [a if type(a) is int else int(a) if type(a) is float and a.is_integer() else None for a in v]
-        if any(a is None for a in ids):
-            problems.setdefault(i, []).append("valid_actions holds something that is not an action id"); continue
-        right[i] = all(0 <= a < k and mask[i, a] for a in ids)
+        ids = [as_id(a) for a in v] if type(v) is list else []
+        why = (noted[i] if i in noted else
+               f"valid_actions is not a list ({type(v).__name__})" if type(v) is not list else
+               "valid_actions is empty" if not v else
+               "valid_actions holds something that is not an action id" if None in ids else None)
+        if why is not None: problems.setdefault(i, []).append(why)
+        else: right[i] = all(0 <= a < k and mask[i, a] for a in ids)
     return right
 
 # %% ../../nbs/14_cwm.ipynb #6486836d
 def _next_valid_mask(buffer: ReplayBuffer, fmt: str) -> np.ndarray:
-    "bool (N, n_actions): the actions valid in each next state. Without the column, the env spec's `action_mask` function computes them."
+    """bool (N, n_actions): the actions valid in each next state. Without the column, the env spec's
+    `action_mask` function computes them."""
     mask = getattr(buffer, "next_valid_actions", None)
     if mask is not None: return np.asarray(mask, dtype=bool)
-    from cwm_nb.bench.envs import REGISTRY, valid_action_masks
-    spec = _env_spec(buffer) or next((s for s in REGISTRY.values() if s.obs_format == fmt and ":" in s.action_mask), None)
-    if spec is not None and ":" in spec.action_mask: return valid_action_masks(spec, buffer.next_obs)
-    raise CwmNbError("the buffer's env returns valid actions but the buffer has no next_valid_actions column",
+    computes = lambda s: ":" in s.action_mask
+    spec = buffer_env_spec(buffer)
+    spec = spec or next((s for s in REGISTRY.values() if s.obs_format == fmt and computes(s)), None)
+    if spec is not None and computes(spec): return valid_action_masks(spec, buffer.next_obs)
+    raise CwmNbError("the buffer's env returns valid actions but the buffer has no "
+                     "next_valid_actions column",
                      "re-collect the buffer with `collect_buffer`, which stores them")
-
-# %% ../../nbs/14_cwm.ipynb #2b27edb6
-def _rtfm_rows(col) -> list[list[str]]:
-    "An RTFM observation column as a list of rows of 73 str. Raises `CwmNbError` for another layout."
-    rows = col.tolist() if isinstance(col, np.ndarray) else list(col)
-    if not all(isinstance(r, (list, tuple)) and len(r) == _RTFM_CELLS + 1 and all(type(v) is str for v in r) for r in rows):
-        raise CwmNbError("an RTFM buffer must store observations as rows of 73 strings",
-                         "build them with cwm_nb.bench.rtfm.rtfm_obs_to_row (collect_buffer and load_paper_buffer do)")
-    return [list(r) for r in rows]
 
 # %% ../../nbs/14_cwm.ipynb #f315c94d
 def _show_obs(x, fmt: str):
-    "An observation as plain data for failure reports: RTFM rows become [board as nested lists, inventory]."
+    """An observation as plain data for failure reports: RTFM rows become [board as nested lists,
+    inventory]."""
     if fmt == "rtfm":
         row = x.tolist() if isinstance(x, np.ndarray) else list(x)
-        return [np.array(row[:_RTFM_CELLS], dtype=object).reshape(6, 6, 2).tolist(), row[_RTFM_CELLS]]
+        return [np.array(row[:RTFM_BOARD_CELLS], dtype=object).reshape(6, 6, 2).tolist(),
+                row[RTFM_BOARD_CELLS]]
     return to_plain(x)
 
 # %% ../../nbs/14_cwm.ipynb #8b76de28
@@ -358,22 +381,24 @@ def _noted_by_part(malformed, n: int) -> dict[str, dict[int, str]]:
     "The driver's notes as {part: {transition: problem}}; notes of another shape are ignored."
     out = {}
     for m in malformed if type(malformed) is list else ():
-        if (type(m) is list and len(m) == 3 and type(m[0]) is int and 0 <= m[0] < n and m[1] in _PARTS
-                and type(m[2]) is str):
+        if (type(m) is list and len(m) == 3 and type(m[0]) is int and 0 <= m[0] < n
+                and m[1] in _PARTS and type(m[2]) is str):
             out.setdefault(m[1], {}).setdefault(m[0], m[2])
     return out
 
 # %% ../../nbs/14_cwm.ipynb #6a97b068
-def _next_state_scores(pred: list, buf: ReplayBuffer, fmt: str, state_kind: str, state_rtol: float, state_atol: float,
-                       problems: dict, noted: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _next_state_scores(pred: list, buf: ReplayBuffer, fmt: str, state_kind: str,
+                       state_rtol: float, state_atol: float, problems: dict,
+                       noted: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     "(fraction of each next state right, all of it right, usable), each (N,)."
     n = len(buf)
     if fmt == "rtfm":
-        board_ok, inv_ok, ns_ok = _parse_rtfm_states(pred, _rtfm_rows(buf.next_obs), problems, noted)
+        board_ok, inv_ok, ns_ok = _parse_rtfm_states(pred, rtfm_rows(buf.next_obs), problems, noted)
         return (board_ok.astype(float) + inv_ok) / 2, board_ok & inv_ok, ns_ok
     exp_ns = buf.next_obs
     if not (isinstance(exp_ns, np.ndarray) and _numeric(exp_ns)):
-        raise CwmNbError("scoring needs a buffer whose next observations are one numeric array (or RTFM rows)",
+        raise CwmNbError("scoring needs a buffer whose next observations are one numeric array "
+                         "(or RTFM rows)",
                          "buffers with ragged or non-numeric observations are not supported")
     pred_ns, ns_ok = _parse_states(pred, exp_ns.shape[1:], problems, noted)
     exp_f = exp_ns.astype(np.float64).reshape(n, -1)
@@ -383,57 +408,74 @@ def _next_state_scores(pred: list, buf: ReplayBuffer, fmt: str, state_kind: str,
     return (el.mean(1) if el.shape[1] else np.ones(n)), el.all(1), ns_ok
 
 # %% ../../nbs/14_cwm.ipynb #f2eaf020
-def _failure(i: int, preds, rows: list, buf: ReplayBuffer, fmt: str, target_done: np.ndarray, terminal: np.ndarray,
-             wrong: list[str], mask: np.ndarray | None, bad_step: dict, problems: dict) -> dict:
-    "The failure record of transition `i` (`mask`: the valid-action mask when the format has one, else None)."
+def _failure(i: int, preds, rows: list, buf: ReplayBuffer, fmt: str, target_done: np.ndarray,
+             terminal: np.ndarray, wrong: list[str], mask: np.ndarray | None, bad_step: dict,
+             problems: dict) -> dict:
+    """The failure record of transition `i` (`mask`: the valid-action mask when the format has one,
+    else None)."""
     has_valid = mask is not None
     t = buf.transition(i)
-    expected = {"next_obs": _show_obs(buf.next_obs[i], fmt), "reward": t.reward, "done": bool(target_done[i])}
+    expected = {"next_obs": _show_obs(buf.next_obs[i], fmt), "reward": t.reward,
+                "done": bool(target_done[i])}
     if has_valid: expected["valid_actions"] = np.flatnonzero(mask[i]).tolist()
     if rows[i] is not None:
         p = rows[i]
-        predicted = {"next_obs": p[0], "reward": p[1], "done": p[2]} | ({"valid_actions": p[3]} if has_valid else {})
-    else: predicted = {} if i in bad_step else {"raw": preds[i]}   # the driver's note says what step returned
+        predicted = {"next_obs": p[0], "reward": p[1], "done": p[2]}
+        if has_valid: predicted["valid_actions"] = p[3]
+    # the driver's note says what step returned
+    else: predicted = {} if i in bad_step else {"raw": preds[i]}
     return {"index": i, "episode": int(buf.episode[i]), "obs": _show_obs(buf.obs[i], fmt),
             "action": to_plain(t.action), "expected": expected, "predicted": predicted,
-            "wrong": wrong, "terminal": bool(terminal[i]), "truncated": t.truncated, "problems": problems.get(i, [])}
+            "wrong": wrong, "terminal": bool(terminal[i]), "truncated": t.truncated,
+            "problems": problems.get(i, [])}
 
 # %% ../../nbs/14_cwm.ipynb #94d62463
-def _failures(preds, buf: ReplayBuffer, fmt: str, c: _Compared, right: np.ndarray, prob: np.ndarray, n: int) -> list[dict]:
-    "The failure records of the first `n` transitions not `right`, each with the wrong parts and its outcome probability."
+def _failures(preds, buf: ReplayBuffer, fmt: str, c: _Compared, right: np.ndarray,
+              prob: np.ndarray, n: int) -> list[dict]:
+    """The failure records of the first `n` transitions not `right`, each with the wrong parts and
+    its outcome probability."""
     out = []
     for i in np.flatnonzero(~right)[:n].tolist():
-        checks = [("next_state", c.terminal[i] or c.state_all[i]), ("reward", c.reward[i]), ("done", c.done[i])]
+        checks = [("next_state", c.terminal[i] or c.state_all[i]), ("reward", c.reward[i]),
+                  ("done", c.done[i])]
         if c.mask is not None: checks.append(("valid_actions", c.terminal[i] or c.valid[i]))
         wrong = [name for name, ok in checks if not ok]
-        out.append(_failure(i, preds, c.rows, buf, fmt, c.target_done, c.terminal, wrong, c.mask, c.bad_step, c.problems)
+        out.append(_failure(i, preds, c.rows, buf, fmt, c.target_done, c.terminal, wrong, c.mask,
+                            c.bad_step, c.problems)
                    | {"outcome_probability": float(prob[i])})
     return out
 
 # %% ../../nbs/14_cwm.ipynb #07fbd649
 class _Picked:
-    "The next observations of some transitions of a buffer (repeats allowed), read as `_next_state_scores` reads a buffer."
+    """The next observations of some transitions of a buffer (repeats allowed), read as
+    `_next_state_scores` reads a buffer."""
     def __init__(self, buf: ReplayBuffer, idx: np.ndarray):
         col = buf.next_obs
         self.next_obs = col[idx] if isinstance(col, np.ndarray) else [col[j] for j in idx.tolist()]
     def __len__(self): return len(self.next_obs)
 
-def _outcome_probabilities(dists, buf: ReplayBuffer, fmt: str, state_kind: str, target_done: np.ndarray,
-                           terminal: np.ndarray, reward_right, state_rtol: float, state_atol: float) -> np.ndarray:
-    "Float (N,): each transition's probability of its logged outcome under `dists` (cwm_predict's, one list per transition)."
+def _outcome_probabilities(dists, buf: ReplayBuffer, fmt: str, state_kind: str,
+                           target_done: np.ndarray, terminal: np.ndarray, reward_right,
+                           state_rtol: float, state_atol: float) -> np.ndarray:
+    """Float (N,): each transition's probability of its logged outcome under `dists` (cwm_predict's,
+    one list per transition)."""
     n, rows = len(buf), []
     if type(dists) is list and len(dists) == n:
         for i, d in enumerate(dists):
             for e in d if type(d) is list else ():
-                if type(e) is list and len(e) == 4 and type(e[0]) in (float, int) and 0 <= e[0] <= 1: rows.append((i, *e))
+                if type(e) is list and len(e) == 4 and type(e[0]) in (float, int) \
+                        and 0 <= e[0] <= 1:
+                    rows.append((i, *e))
     if not rows: return np.zeros(n)
     idx = np.array([r[0] for r in rows])
-    _, ns_all, _ = _next_state_scores([r[2] for r in rows], _Picked(buf, idx), fmt, state_kind, state_rtol, state_atol, {}, {})
+    _, ns_all, _ = _next_state_scores([r[2] for r in rows], _Picked(buf, idx), fmt, state_kind,
+                                      state_rtol, state_atol, {}, {})
     r, r_ok = _parse_scalars([x[3] for x in rows], "reward", {})
     d, d_ok = _parse_scalars([x[4] for x in rows], "done", {})
-    same = r_ok & reward_right(r, buf.rewards[idx]) & d_ok & (d == target_done[idx].astype(np.float64))
+    same = r_ok & reward_right(r, buf.rewards[idx]) & d_ok & (d == target_done[idx].astype(float))
     match = same & (terminal[idx] | ns_all)
-    return np.minimum(np.bincount(idx, weights=np.where(match, [float(x[1]) for x in rows], 0.0), minlength=n), 1.0)
+    weights = np.where(match, [float(x[1]) for x in rows], 0.0)
+    return np.minimum(np.bincount(idx, weights=weights, minlength=n), 1.0)
 
 # %% ../../nbs/14_cwm.ipynb #e0ebf017
 def outcome_scores(
@@ -442,386 +484,6 @@ def outcome_scores(
     "Mean probability of the logged outcomes and mean log of it (floored at PROBABILITY_FLOOR)."
     if not len(prob): return 0.0, LOG_FLOOR
     return float(np.mean(prob)), float(np.mean(np.log(np.clip(prob, PROBABILITY_FLOOR, 1.0))))
-
-# %% ../../nbs/14_cwm.ipynb #6d65af4e
-def sandbox_inputs(buffer: ReplayBuffer) -> dict:
-    "The plain data the sandbox driver needs: observations, actions, their numpy dtypes, `obs_format` and `valid_actions`."
-    dt = lambda c: c.dtype.str if isinstance(c, np.ndarray) else None
-    fmt, has_valid = buffer_format(buffer)
-    return {"obs": to_plain(buffer.obs), "actions": to_plain(buffer.actions),
-            "obs_dtype": dt(buffer.obs), "action_dtype": dt(buffer.actions),
-            "obs_format": fmt, "valid_actions": has_valid}
-
-# %% ../../nbs/14_cwm.ipynb #a3b26feb
-def condense_error(
-    error: dict | None,       # SandboxResult.error: {kind, message, line, source_line, traceback, ...}
-    source: str = "",         # the program, to quote the failing line if the sandbox did not
-) -> str:
-    "A short error text for prompts: the sandbox's message, with the failing program line when it has one."
-    error = error or {}
-    msg = str(error.get("message") or "").strip() or str(error.get("kind") or "error")
-    line = error.get("line")
-    if type(line) is int and line > 0 and f"line {line}" not in msg:
-        code = error.get("source_line")
-        lines = source.splitlines()
-        if not code and line <= len(lines): code = lines[line - 1]
-        msg += f" (line {line}: {(code or '').strip()})" if code else f" (line {line})"
-    return msg
-
-# %% ../../nbs/14_cwm.ipynb #dd29b0a6
-DETERMINISM_PASSES = ("repeat", "after_other", "twice", "fresh")
-
-# %% ../../nbs/14_cwm.ipynb #e15da55a
-def other_transitions(n: int) -> list[int]:
-    "For the *after_other* pass: transition (i + n//2) mod n runs before transition i (i itself when n = 1)."
-    return [(i + n // 2) % n for i in range(n)]
-
-# %% ../../nbs/14_cwm.ipynb #bf5e8687
-def _same(a, b) -> bool:
-    "Exact equality of plain data, with NaN equal to NaN and bool apart from int."
-    if type(a) is not type(b): return False
-    if type(a) is float: return a == b or (a != a and b != b)
-    if type(a) is list: return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if type(a) is dict: return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    return a == b
-
-# %% ../../nbs/14_cwm.ipynb #99e027b4
-def first_difference(
-    first: list,    # plain predictions of one run, one row per transition
-    second: list,   # the same of another run
-) -> int | None:    # the first transition whose rows differ (a shorter run differs where it stops); None if equal
-    "Index of the first transition whose predictions differ between two runs."
-    for i, (a, b) in enumerate(zip(first, second)):
-        if not _same(a, b): return i
-    return None if len(first) == len(second) else min(len(first), len(second))
-
-# %% ../../nbs/14_cwm.ipynb #306ddf87
-ROLLOUT_HORIZONS = (1, 5, 20, None)   # None: to the end of each logged episode
-
-# %% ../../nbs/14_cwm.ipynb #bcc99cd4
-def _rows_equal(x, y) -> bool:
-    return np.array_equal(np.asarray(x), np.asarray(y))
-
-# %% ../../nbs/14_cwm.ipynb #7991aa36
-def rollout_segments(
-    buffer: ReplayBuffer,   # a replay buffer
-) -> list[tuple[int, int]]: # (start transition, length) of each chained piece of each episode
-    "Where open-loop rollouts start and how long they run: each episode, cut where `next_obs[t]` is not `obs[t+1]`."
-    o, n, N = buffer.obs, buffer.next_obs, len(buffer)
-    if isinstance(o, np.ndarray) and isinstance(n, np.ndarray) and o.shape == n.shape and N > 1:
-        chained = (n[:-1].reshape(N - 1, -1) == o[1:].reshape(N - 1, -1)).all(1)
-    else: chained = np.array([_rows_equal(n[t], o[t + 1]) for t in range(N - 1)], dtype=bool)
-    segs = []
-    for a, b in buffer.episode_bounds():
-        s = a
-        for t in np.flatnonzero(~chained[a:b - 1]).tolist():
-            segs.append((s, a + t + 1 - s)); s = a + t + 1
-        segs.append((s, b - s))
-    return segs
-
-# %% ../../nbs/14_cwm.ipynb #994269b8
-def state_scale(
-    buffer: ReplayBuffer,   # a replay buffer with array observations
-) -> np.ndarray:            # float64 (d,), one per flattened observation dimension
-    "Per-dimension standard deviation of all of `buffer`'s observations (obs and next_obs), 1 where it is about 0."
-    o = np.asarray(buffer.obs, dtype=np.float64).reshape(len(buffer), -1)
-    allv = np.concatenate([o, np.asarray(buffer.next_obs, dtype=np.float64).reshape(len(buffer), -1)])
-    sd = allv.std(0) if len(allv) else np.ones(o.shape[1])
-    return np.where(sd > 1e-12, sd, 1.0)
-
-# %% ../../nbs/14_cwm.ipynb #60419493
-def _state_distance(buffer: ReplayBuffer, fmt: str, kind: str, scale=None):
-    "A function (predicted plain next_obs, transition index) -> normalised distance, or None when unusable or not finite; with `.many`."
-    if fmt == "rtfm":
-        rows = _rtfm_rows(buffer.next_obs)
-        def dist(p, t):
-            if type(p) is not list or len(p) != 2: return None
-            cells, _ = _rtfm_board_cells(p[0])
-            if cells is None or type(p[1]) is not str: return None
-            return float(np.mean([u != v for u, v in zip(cells + [p[1]], rows[t])]))
-        dist.many = lambda ps, idx: np.array([np.nan if (d := dist(p, t)) is None else d for p, t in zip(ps, idx)])
-        return dist
-    exp = np.asarray(buffer.next_obs, dtype=np.float64).reshape(len(buffer), -1)
-    if kind != "continuous": scale = np.ones(exp.shape[1])
-    else: scale = state_scale(buffer) if scale is None else np.asarray(scale, dtype=np.float64).reshape(-1)
-    if scale.shape != (exp.shape[1],):
-        raise CwmNbError(f"the state scale has {scale.size} values for {exp.shape[1]}-dimensional states",
-                         "pass state_scale(buffer) of the buffer the part was cut from")
-    def dist(p, t):
-        try: a = np.asarray(p, dtype=np.float64).reshape(-1)
-        except (ValueError, TypeError, OverflowError): return None
-        if a.shape != exp[t].shape or not np.isfinite(a).all(): return None
-        if kind == "continuous": return float(np.mean(np.abs(a - exp[t]) / scale)) if a.size else 0.0
-        return float(np.mean(a != exp[t])) if a.size else 0.0
-    def many(ps: list, idx: np.ndarray) -> np.ndarray:   # float64 (n,), NaN where unusable; one numpy pass when all fit
-        try:
-            a = np.asarray(ps, dtype=np.float64).reshape(len(ps), -1)
-            if len(ps) and a.shape[1] == exp.shape[1] and np.asarray(ps[0]).size == exp.shape[1]:
-                e = exp[idx]
-                if not exp.shape[1]: return np.zeros(len(ps))
-                with np.errstate(invalid="ignore", over="ignore"):
-                    d = (np.abs(a - e) / scale).mean(1) if kind == "continuous" else (a != e).mean(1)
-                return np.where(np.isfinite(a).all(1), d, np.nan)   # a NaN or infinite component: unusable
-        except (ValueError, TypeError, OverflowError): pass
-        return np.array([np.nan if (d := dist(p, t)) is None else d for p, t in zip(ps, idx)])
-    dist.many = many
-    return dist
-
-# %% ../../nbs/14_cwm.ipynb #480b9d03
-def _failed_step(rows: list, ok: np.ndarray, d: np.ndarray, e: np.ndarray, terminal: np.ndarray) -> tuple[int | None, str]:
-    "The first step (0-based) whose output cannot be scored, and why; (None, '') if every step can."
-    done_ok = np.array([p[2] is True or p[2] is False for p in rows], dtype=bool)
-    bad = ~ok | ~np.isfinite(e) | ~done_ok | (~terminal & ~np.isfinite(d))
-    if not bad.any(): return None, ""
-    k = int(np.flatnonzero(bad)[0])
-    p = rows[k]
-    why = ("step() did not return (next_obs, reward, done)" if not ok[k] else
-           f"the reward {p[1]!r} is not a finite number" if not np.isfinite(e[k]) else
-           f"done is {p[2]!r}, not a bool" if not done_ok[k] else
-           "next_obs is not a finite state of the right shape")
-    return k, why
-
-# %% ../../nbs/14_cwm.ipynb #6037362a
-def _rollout_errors(raw: dict | None, s: int, length: int, buffer, target_done, dist):
-    """One rollout up to its first failed step: (state errors, None at terminal targets; reward errors; first done
-    disagreement, 1-based, a failed step counting as one; the failure {step, message} or None). None if not run."""
-    if raw is None: return None
-    preds = raw.get("predictions") if type(raw) is dict else None
-    preds = preds if type(preds) is list else []
-    ok = np.array([type(p) is list and len(p) == 3 for p in preds[:length]], dtype=bool)
-    rows = [p if k else [None, None, None] for p, k in zip(preds[:length], ok)]
-    idx = np.arange(s, s + len(rows), dtype=np.int64)
-    terminal = target_done[idx]
-    d = dist.many([p[0] for p in rows], idx) if rows else np.zeros(0)
-    r = np.array([p[1] if type(p[1]) is float else np.nan for p in rows], dtype=np.float64)
-    with np.errstate(invalid="ignore", over="ignore"): e = np.abs(r - buffer.rewards[idx])
-    k, why = _failed_step(rows, ok, d, e, terminal)
-    err = raw.get("error") if type(raw) is dict else None
-    if k is not None:   # the driver's note on a malformed part says best what was wrong
-        noted = [m[2] for m in (raw.get("malformed") or []) if type(m) is list and len(m) == 3 and m[0] == k]
-        fail = {"step": k, "message": f"{noted[0] if noted else why} (the rollout from transition {s}, step {k})"}
-    elif len(rows) < length:
-        fail = err if type(err) is dict and "step" in err else {"step": len(rows), "message": f"the rollout from transition {s} stopped at step {len(rows)}"}
-    else: fail = None
-    n = len(rows) if k is None else k
-    d[terminal] = np.nan                                           # no state error at a terminal target
-    first_done = next((j + 1 for j in range(n) if rows[j][2] is not bool(terminal[j])), None)
-    if first_done is None and fail is not None: first_done = n + 1
-    return [None if x != x else x for x in d[:n].tolist()], e[:n].tolist(), first_done, fail
-
-# %% ../../nbs/14_cwm.ipynb #8bf8d248
-def _last(xs: list):
-    "The last value that is not None (the state error at a horizon whose step is terminal is the step before's)."
-    return next((x for x in reversed(xs) if x is not None), None)
-
-# %% ../../nbs/14_cwm.ipynb #5e48e9ed
-def score_rollouts(
-    raw: list,                  # cwm_rollouts' "rollouts", one per segment
-    buffer: ReplayBuffer,       # the buffer they were rolled out on
-    segments: list,             # `rollout_segments(buffer)`, the same order
-    *,
-    paper_compat: bool = False, # done target: terminated | truncated (else terminated)
-    horizons=ROLLOUT_HORIZONS,  # the K to summarise at (None: the episode's end)
-    scale=None,                 # continuous states: per-dimension scale of the state error; None: `state_scale(buffer)`
-) -> dict:
-    """Errors of open-loop rollouts by step and at each horizon (see above), as plain data; `None` where nothing counts.
-    A `raw` entry None is a rollout that was not run (an earlier one timed out): it is left out of every number."""
-    fmt, _ = buffer_format(buffer)
-    kind = "discrete" if fmt != "array" else _state_kind(buffer)
-    dist = _state_distance(buffer, fmt, kind, scale)
-    target_done = buffer.done if paper_compat else buffer.terminated
-    per = [_rollout_errors(r, s, L, buffer, target_done, dist) for r, (s, L) in zip(raw, segments)]
-    run = [(p, L) for p, (_, L) in zip(per, segments) if p is not None]
-    longest = max((L for _, L in run), default=0)
-    mean = lambda xs: float(np.mean(xs)) if xs else None
-    by_step = {"rollouts": [sum(L > k for _, L in run) for k in range(longest)],
-               "alive": [sum(len(p[1]) > k for p, _ in run) for k in range(longest)],
-               "state_error": [mean([p[0][k] for p, _ in run if len(p[0]) > k and p[0][k] is not None]) for k in range(longest)],
-               "reward_error": [mean([p[1][k] for p, _ in run if len(p[1]) > k]) for k in range(longest)]}
-    out = {}
-    for K in horizons:
-        rows = [(p, L) for p, L in run if K is None or L >= K]
-        at = lambda L: L if K is None else K
-        alive = [(p, at(L)) for p, L in rows if len(p[1]) >= at(L)]
-        out["end" if K is None else str(K)] = {
-            "rollouts": len(rows),
-            "alive": (len(alive) / len(rows)) if rows else None,
-            "state_error": mean([x for p, k in alive if (x := _last(p[0][:k])) is not None]),
-            "reward_error": mean([float(np.mean(p[1][:k])) for p, k in alive if k]),
-            "done_disagreement": (sum(p[2] is not None and p[2] <= at(L) for p, L in rows) / len(rows)) if rows else None}
-    fails = [p[3] for p in per if p is not None and p[3] is not None]
-    return {"horizons": out, "by_step": by_step, "n_rollouts": len(segments), "n_failed": len(fails),
-            "n_not_run": sum(p is None for p in per),
-            "first_done_disagreement": [p[2] if p is not None else None for p in per],
-            "state_distance": "std-normalised L1 mean" if kind == "continuous" else "fraction of components that differ",
-            "errors": fails[:3]}
-
-# %% ../../nbs/14_cwm.ipynb #863560f4
-def plot_rollouts(
-    summaries: dict,   # {label: score_rollouts(...) summary}
-    title: str = "",   # figure title
-):
-    "A matplotlib Figure: state error and reward error by rollout step (log y), one line per summary."
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    for label, s in summaries.items():
-        if not s: continue
-        by = s["by_step"]
-        for ax, key in zip(axes, ("state_error", "reward_error")):
-            ys = [(k + 1, v) for k, v in enumerate(by[key]) if v is not None]
-            if ys: ax.plot(*zip(*ys), marker=".", ms=3, label=f"{label} ({s['n_rollouts']} rollouts)")
-    for ax, what in zip(axes, ("state error (normalised per dimension)", "|reward error|")):
-        ax.set(xlabel="step of the open-loop rollout", ylabel=what, title=what)
-        ax.set_yscale("symlog", linthresh=1e-9); ax.set_ylim(bottom=0); ax.grid(alpha=0.3)
-        if ax.lines: ax.legend(fontsize="small")
-        else: ax.text(0.5, 0.5, "no rollout", ha="center", va="center", transform=ax.transAxes)
-    if title: fig.suptitle(title)
-    fig.tight_layout()
-    return fig
-
-# %% ../../nbs/14_cwm.ipynb #a88c85b3
-_SENT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # sandbox -> data keys already sent to it
-
-# %% ../../nbs/14_cwm.ipynb #7f8c5fc9
-def _data_key(sandbox, buffer: ReplayBuffer, resend: bool = False) -> str:
-    "Key of `buffer`'s inputs in `sandbox`, sending them first if this sandbox has not got them."
-    fmt, has_valid = buffer_format(buffer)
-    key = "cwm-buffer-" + hashlib.sha256(f"{buffer.fingerprint()}:{fmt}:{has_valid}".encode()).hexdigest()[:32]
-    sent = _SENT.setdefault(sandbox, set())
-    if resend or key not in sent:
-        sandbox.put_data(key, sandbox_inputs(buffer)); sent.add(key)
-    return key
-
-# %% ../../nbs/14_cwm.ipynb #2953fb6b
-def _with_data(sandbox, buffer: ReplayBuffer, start):
-    "`start(data key)` (a job or a session on `buffer`'s inputs), the inputs sent once per sandbox, again if it dropped them."
-    try: return start(_data_key(sandbox, buffer))
-    except CwmNbError as e:              # the data was dropped from the sandbox since we sent it: send it again
-        if "no data" not in str(e): raise
-        return start(_data_key(sandbox, buffer, resend=True))
-
-# %% ../../nbs/14_cwm.ipynb #53dde36d
-def _run_on(sandbox, source: str, buffer: ReplayBuffer, driver: str, args=None, limits=None):
-    "One sandbox job of `driver` on `buffer`'s inputs."
-    return _with_data(sandbox, buffer, lambda key: sandbox.run(source, driver, args=args, data_key=key, limits=limits))
-
-# %% ../../nbs/14_cwm.ipynb #397b807f
-RESOURCE_ERRORS = ("timeout", "cpu", "memory", "output_limit", "killed", "server_died")   # a pass that hit one: not checked
-
-# %% ../../nbs/14_cwm.ipynb #6f843dec
-def _scaled(limits, factor: float):
-    "`limits` with `factor` times the wall-clock and CPU time (the same budget per step for `factor` times the steps)."
-    from dataclasses import replace
-    return replace(limits, wall_s=limits.wall_s * factor, cpu_s=math.ceil(limits.cpu_s * factor))
-
-# %% ../../nbs/14_cwm.ipynb #88ac86d5
-def check_determinism(
-    source: str,                # the program
-    buffer: ReplayBuffer,       # its N transitions
-    predictions: list,          # the first run's plain predictions (cwm_predict's)
-    *,
-    sandbox=None,               # a cwm_nb.sandbox.jobs.Sandbox; default: the shared one
-    limits=None,                # SandboxLimits of the first run (default: the sandbox's); see below for each pass
-    distributions: list | None = None,  # the first run's distributions: compared instead of the predictions when given
-    passes=DETERMINISM_PASSES,  # which passes to run, in this order (a subset of DETERMINISM_PASSES)
-) -> tuple[bool | None, dict]:  # (deterministic, {"passes", "first_difference", "not_checked", "wall_s", "pass_s"})
-    """Run the *repeat* pass (N steps, under `limits`), the *after_other* and *twice* passes (2N steps: every transition
-    right after another one, or after itself, under twice the wall-clock and CPU limits, so the same budget per step)
-    and the *fresh* pass (a new instance per transition, twice the limits), each a fresh sandbox job, and compare them
-    with `predictions` (or `distributions`); the first pass that differs ends the check. True: both agree. False: a pass differs, or raises where the first run
-    did not (`first_difference` says where). None: not checked, because a pass hit a resource limit (`RESOURCE_ERRORS`;
-    `not_checked` says which and why): a slow program is not called nondeterministic. Each pass starts a fresh process,
-    so state that a program keeps across the calls of one sandbox session (planning) is outside this check."""
-    t0 = time.perf_counter()
-    if sandbox is None:
-        from cwm_nb.sandbox.jobs import get_sandbox
-        sandbox = get_sandbox()
-    limits = limits or sandbox.limits
-    diff = skipped = None
-    key = "predictions" if distributions is None else "distributions"
-    predictions = predictions if distributions is None else distributions
-    n, pass_s = len(buffer), {}
-    plan = {"repeat": ({"reseed": True}, limits),
-            "after_other": ({"before": other_transitions(n), "reseed": True}, _scaled(limits, 2)),
-            "twice": ({"twice": True, "reseed": True}, _scaled(limits, 2)),
-            "fresh": ({"fresh": True, "reseed": True}, _scaled(limits, 2))}
-    for name in passes:
-        args, lim = plan[name]
-        t1 = time.perf_counter()
-        res = _run_on(sandbox, source, buffer, "cwm_nb.sandbox.jobs:cwm_predict", args, lim)
-        pass_s[name] = round(time.perf_counter() - t1, 4)
-        if not res.ok and (res.error or {}).get("kind") in RESOURCE_ERRORS:
-            skipped = {"pass": name, "error": condense_error(res.error, source)}
-            break
-        if not res.ok:
-            err = res.error or {}
-            i = err.get("index") if type(err.get("index")) is int else 0
-            diff = {"pass": name, "index": i, "first": predictions[i] if i < len(predictions) else None,
-                    "second": None, "error": condense_error(err, source)}
-            break
-        second = (res.value or {}).get(key) if isinstance(res.value, dict) else None
-        second = second if isinstance(second, list) else []
-        runs = [second[0::2], second[1::2]] if name == "twice" else [second]   # twice: both answers of each pair
-        found = [(i, run) for run in runs if (i := first_difference(predictions, run)) is not None]
-        if found:
-            i, run = min(found, key=lambda f: f[0])
-            diff = {"pass": name, "index": i, "first": predictions[i] if i < len(predictions) else None,
-                    "second": run[i] if i < len(run) else None, "error": None}
-            break
-    verdict = None if skipped else diff is None
-    return verdict, {"passes": list(passes), "first_difference": diff, "not_checked": skipped,
-                     "wall_s": round(time.perf_counter() - t0, 4), "pass_s": pass_s, "compared": key}
-
-# %% ../../nbs/14_cwm.ipynb #328a84df
-def _failed_rollout(message: str) -> dict:
-    "The raw answer of a rollout that failed before its first step."
-    return {"predictions": [], "malformed": [], "error": {"step": 0, "message": message}}
-
-# %% ../../nbs/14_cwm.ipynb #ea55b25c
-def _rollouts_one_by_one(sandbox, source: str, buffer: ReplayBuffer, segs: list, limits) -> list:
-    "The raw rollouts of `segs`, one per call of a sandbox session, up to the first that does not answer (then None: not run)."
-    res, sess = _with_data(sandbox, buffer, lambda key: sandbox.open_session(
-        source, "cwm_nb.sandbox.jobs:cwm_rollouts", {"session": True}, data_key=key, limits=limits))
-    if sess is None: return [_failed_rollout(condense_error(res.error, source))] * len(segs)
-    out = []
-    with sess:
-        for s, L in segs:
-            r = sess.call({"starts": [s], "lengths": [L]})
-            one = (r.value or {}).get("rollouts") if r.ok and isinstance(r.value, dict) else None
-            if not isinstance(one, list) or len(one) != 1:
-                why = condense_error(r.error, source) if not r.ok else "the rollout call returned no rollout"
-                out.append(_failed_rollout(f"{why} (the rollout from transition {s}; the ones after it were not run)"))
-                break
-            out.append(one[0])
-    return out + [None] * (len(segs) - len(out))
-
-# %% ../../nbs/14_cwm.ipynb #8f703898
-def rollout_errors(
-    source: str,                # the program
-    buffer: ReplayBuffer,       # its transitions (rolled out from each episode's start)
-    *,
-    paper_compat: bool = False, # done target: terminated | truncated
-    horizons=ROLLOUT_HORIZONS,  # K to summarise at (None: the episode's end)
-    sandbox=None,               # a cwm_nb.sandbox.jobs.Sandbox; default: the shared one
-    limits=None,                # SandboxLimits of the rollout job (and of each rollout, if they are redone one by one)
-    scale=None,                 # continuous states: per-dimension scale of the state error; None: `state_scale(buffer)`
-) -> dict:
-    """Open-loop rollouts of `source` from each logged episode start, scored by `score_rollouts`. All run in one sandbox
-    job; if that job dies (a hang, a limit), they are redone one per call of a sandbox session, up to the first that
-    does not answer: the rollouts before it are kept, it is a failed rollout, the ones after it are not run."""
-    t0 = time.perf_counter()
-    if sandbox is None:
-        from cwm_nb.sandbox.jobs import get_sandbox
-        sandbox = get_sandbox()
-    segs = rollout_segments(buffer)
-    res = _run_on(sandbox, source, buffer, "cwm_nb.sandbox.jobs:cwm_rollouts",
-                  {"starts": [s for s, _ in segs], "lengths": [L for _, L in segs]}, limits)
-    raw = (res.value or {}).get("rollouts") if res.ok and isinstance(res.value, dict) else None
-    if not res.ok: raw = _rollouts_one_by_one(sandbox, source, buffer, segs, limits)
-    elif not isinstance(raw, list) or len(raw) != len(segs): raw = [_failed_rollout("the rollout job returned no rollouts")] * len(segs)
-    out = score_rollouts(raw, buffer, segs, paper_compat=paper_compat, horizons=horizons, scale=scale)
-    out["wall_s"] = round(time.perf_counter() - t0, 4)
-    return out
 
 # %% ../../nbs/14_cwm.ipynb #238b3793
 def evaluate_program(
@@ -835,37 +497,48 @@ def evaluate_program(
     reward_atol: float = 1e-6,
     state_rtol: float = 1e-5,   # next-state tolerance (continuous-state envs)
     state_atol: float = 1e-5,
-    limits=None,                # cwm_nb.sandbox.jobs.SandboxLimits for this run; default: the sandbox's
-    determinism: bool = False,  # also run the determinism check (four more sandbox jobs); sets `deterministic`
-    rollouts: bool = False,     # also roll the program out open loop from each episode start; sets `rollouts`
+    # cwm_nb.sandbox.jobs.SandboxLimits for this run; default: the sandbox's
+    limits=None,
+    # also run the determinism check (four more sandbox jobs); sets `deterministic`
+    determinism: bool = False,
+    # also roll the program out open loop from each episode start; sets `rollouts`
+    rollouts: bool = False,
     horizons=ROLLOUT_HORIZONS,  # rollout horizons K to summarise at (None: the episode's end)
-    rollout_scale=None,         # per-dimension scale of the rollout state error; None: `state_scale(buffer)` (pass the whole buffer's for a part)
-    distributions: bool = True, # ask a program that has `step_distribution` for it (False: score `step` alone, a point mass)
-    value_metric: str = "accuracy",  # the search's program value (`Evaluation.search_value`); see `search_metric`
+    # per-dimension scale of the rollout state error; None: `state_scale(buffer)` (pass the whole
+    # buffer's for a part)
+    rollout_scale=None,
+    # ask a program that has `step_distribution` for it (False: score `step` alone, a point mass)
+    distributions: bool = True,
+    # the search's program value (`Evaluation.search_value`); see `search_metric`
+    value_metric: str = "accuracy",
 ) -> Evaluation:
-    "Run `program` on every transition of `buffer` in the sandbox and score it (the paper's accuracy). Crashes give `bug=True`, accuracy 0."
+    """Run `program` on every transition of `buffer` in the sandbox and score it (the paper's
+    accuracy). Crashes give `bug=True`, accuracy 0."""
     t0 = time.perf_counter()
     source = program.source if isinstance(program, Program) else str(program)
     if sandbox is None:
-        from cwm_nb.sandbox.jobs import get_sandbox
         sandbox = get_sandbox()
-    res = _run_on(sandbox, source, buffer, "cwm_nb.sandbox.jobs:cwm_predict", None if distributions else {"distribution": False}, limits)
+    res = run_on_buffer(sandbox, source, buffer, "cwm_nb.sandbox.jobs:cwm_predict",
+                        None if distributions else {"distribution": False}, limits)
     if not res.ok:
-        ev = Evaluation.crashed(condense_error(res.error, source), len(buffer), paper_compat, time.perf_counter() - t0,
-                                valid_actions=buffer_format(buffer)[1])
+        ev = Evaluation.crashed(condense_error(res.error, source), len(buffer), paper_compat,
+                                time.perf_counter() - t0, valid_actions=buffer_format(buffer)[1])
         ev.isolation = res.isolation
         return ev
     value = res.value if isinstance(res.value, dict) else {}
-    ev = score_predictions(value.get("predictions"), buffer, paper_compat=paper_compat, n_failures=n_failures,
-                           reward_rtol=reward_rtol, reward_atol=reward_atol, state_rtol=state_rtol, state_atol=state_atol,
-                           malformed=value.get("malformed"), distributions=value.get("distributions"))
+    ev = score_predictions(value.get("predictions"), buffer, paper_compat=paper_compat,
+                           n_failures=n_failures, reward_rtol=reward_rtol, reward_atol=reward_atol,
+                           state_rtol=state_rtol, state_atol=state_atol,
+                           malformed=value.get("malformed"),
+                           distributions=value.get("distributions"))
     ev.isolation, ev.value_metric = res.isolation, value_metric
     if determinism and not ev.bug:
-        ev.deterministic, ev.determinism = check_determinism(source, buffer, value.get("predictions") or [],
-                                                             sandbox=sandbox, limits=limits, distributions=value.get("distributions"))
+        ev.deterministic, ev.determinism = check_determinism(
+            source, buffer, value.get("predictions") or [], sandbox=sandbox, limits=limits,
+            distributions=value.get("distributions"))
     if rollouts and not ev.bug:
-        ev.rollouts = rollout_errors(source, buffer, paper_compat=paper_compat, horizons=horizons, sandbox=sandbox,
-                                     limits=limits, scale=rollout_scale)
+        ev.rollouts = rollout_errors(source, buffer, paper_compat=paper_compat, horizons=horizons,
+                                     sandbox=sandbox, limits=limits, scale=rollout_scale)
     ev.wall_s = time.perf_counter() - t0
     return ev
 
@@ -873,16 +546,19 @@ def evaluate_program(
 VALUE_METRICS = ("accuracy", "outcome_probability", "likelihood")
 
 def search_metric(
-    stochastic: bool | None,     # whether the environment's steps are random (None: unknown, taken as deterministic)
+    # whether the environment's steps are random (None: unknown, taken as deterministic)
+    stochastic: bool | None,
     paper_compat: bool = False,  # the paper's rules: accuracy always
 ) -> str:                        # one of VALUE_METRICS
     "The program value a search uses: the likelihood on a random world, else accuracy."
     return "likelihood" if stochastic and not paper_compat else "accuracy"
 
 # %% ../../nbs/14_cwm.ipynb #0021cef5
-def _raise_first_crash(rows: list, ns_ok: np.ndarray, r_ok: np.ndarray, d_ok: np.ndarray, terminal: np.ndarray,
+def _raise_first_crash(rows: list, ns_ok: np.ndarray, r_ok: np.ndarray, d_ok: np.ndarray,
+                       terminal: np.ndarray,
                        noted: dict, problems: dict) -> None:
-    "Raise `_Bug` for the first transition the original checker would have crashed on; do nothing if there is none."
+    """Raise `_Bug` for the first transition the original checker would have crashed on; do nothing
+    if there is none."""
     crash = np.array([p is None for p in rows], dtype=bool) | (~ns_ok & ~terminal) | ~r_ok | ~d_ok
     crash[[i for part in noted.values() for i in part]] = True
     if crash.any():

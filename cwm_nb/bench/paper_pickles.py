@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 import numpy as np
 from ..core import CwmNbError, project_root
+from .rtfm import rtfm_obs_to_row
 
 # %% auto #0
 __all__ = ['PAPER_BUFFERS_ENV_VAR', 'DEFAULT_PAPER_BUFFERS', 'TorchDevice', 'TorchStorageBytes', 'TorchTensor', 'DiscreteSpace',
@@ -419,12 +420,8 @@ def paper_env_name(path: str | Path) -> str:
 
 # %% ../../nbs/12_paper_pickles.ipynb #1a36d0dd
 def _rtfm_row(obs) -> list[str]:
-    "(board, inventory) -> 73 strings, by cwm_nb.bench.rtfm's codec when it is there, else by the same contract."
-    try: from cwm_nb.bench.rtfm import rtfm_obs_to_row
-    except ImportError: rtfm_obs_to_row = None
-    if rtfm_obs_to_row is not None: return list(rtfm_obs_to_row(obs))
-    board, inventory = obs
-    return [*board.reshape(-1).tolist(), inventory]
+    "(board, inventory) -> 73 strings, by the RTFM codec (`cwm_nb.bench.rtfm.rtfm_obs_to_row`)."
+    return list(rtfm_obs_to_row(obs))
 
 # %% ../../nbs/12_paper_pickles.ipynb #2d0f0107
 def _rtfm_rows(values: list, what: str, bad) -> np.ndarray:

@@ -9,8 +9,11 @@ from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Any, Callable
 import numpy as np
-from ..core import OBS_FORMATS, CwmNbError, Transition, atomic_write_bytes, atomic_write_json, data_dir, derive_seed, make_rng, to_plain
-from .envs import get_env_spec, make_env
+from ..core import (OBS_FORMATS, CwmNbError, Transition, atomic_write_bytes, atomic_write_json, cache_dir,
+                         data_dir, derive_seed, make_rng, to_plain)
+from .rtfm import rtfm_obs_to_row, rtfm_row_to_obs
+from .rtfm import random_valid_policy as rtfm_random_valid_policy
+from .envs import get_env_spec, make_env, resolve_env
 from .paper_pickles import read_paper_buffer
 
 # %% auto #0
@@ -175,7 +178,6 @@ def encode_obs(
     if obs_format == "int": return int(obs)
     if obs_format == "tuple": return tuple(int(v) for v in obs)
     if obs_format == "rtfm":
-        from cwm_nb.bench.rtfm import rtfm_obs_to_row
         return list(rtfm_obs_to_row(obs))
     raise CwmNbError(f"unknown observation format {obs_format!r}", f"use one of {OBS_FORMATS}")
 
@@ -189,7 +191,6 @@ def decode_obs(
     if obs_format == "int": return int(row)
     if obs_format == "tuple": return tuple(int(v) for v in row)
     if obs_format == "rtfm":
-        from cwm_nb.bench.rtfm import rtfm_row_to_obs
         return rtfm_row_to_obs([str(v) for v in row])
     raise CwmNbError(f"unknown observation format {obs_format!r}", f"use one of {OBS_FORMATS}")
 
@@ -426,8 +427,7 @@ def acrobot_pump_policy(env, obs, rng: np.random.Generator) -> int:
 # %% ../../nbs/13_replay.ipynb #b9ecb2fe
 def random_valid_policy(env, obs, rng: np.random.Generator) -> int:
     "RTFM: a uniform random action among those valid in `obs` (`cwm_nb.bench.rtfm.random_valid_policy`)."
-    from cwm_nb.bench.rtfm import random_valid_policy as rvp
-    return rvp(env, obs, rng)
+    return rtfm_random_valid_policy(env, obs, rng)
 
 POLICIES: dict[str, Policy] = {"random": random_policy, "mountaincar_pump": mountaincar_pump_policy,
                                "acrobot_pump": acrobot_pump_policy, "random_valid": random_valid_policy}
@@ -730,7 +730,6 @@ def gym_buffer(
     **kwargs,                  # keyword arguments of the environment, e.g. is_slippery=True
 ) -> ReplayBuffer:
     "Uniform-random episodes of `gym_id` until `n_transitions`, by `collect_buffer`. Raises `CwmNbError` as `resolve_env` does."
-    from cwm_nb.bench.envs import resolve_env
     plan = CollectionPlan(kind="transitions", n_transitions=n_transitions)
     return collect_buffer(resolve_env(gym_id, env_kwargs=kwargs or None), seed, plan)
 
@@ -905,7 +904,6 @@ def collect_main(
 ) -> Path:
     "Collect `env`'s buffer with `seed`, save it, print a summary (transitions, episodes, returns, time). Returns the folder."
     import time
-    from cwm_nb.core import cache_dir
     t0 = time.perf_counter()
     buf = collect_buffer(env, seed, plan, planner=planner)
     wall = time.perf_counter() - t0
@@ -949,7 +947,6 @@ def cached_buffer(
     folder: str | Path | None = None,  # where buffers are kept (default: `<cache>/buffers/gym`)
 ) -> ReplayBuffer:
     "The buffer of `name` for `seed` and `plan`: read from `folder` when collected before, else collected and saved there."
-    from cwm_nb.core import cache_dir
     spec = get_env_spec(name)
     plan = plan or get_collection_plan(spec)
     path = Path(folder or cache_dir()/"buffers"/"gym")/f"{spec.name}-{buffer_key(spec, seed, plan)}"

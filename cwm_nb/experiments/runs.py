@@ -262,9 +262,9 @@ def final_evaluation(
 
 # %% ../../nbs/50_experiments.ipynb #b11b2225
 def rollout_scale(buffer):
-    "`cwm.state_scale` of a buffer with array observations (the rollout state errors' units), else None."
-    from cwm_nb.bench import cwm
-    return cwm.state_scale(buffer) if cwm.buffer_format(buffer)[0] == "array" else None
+    "`rollouts.state_scale` of a buffer with array observations (the rollout state errors' units), else None."
+    from cwm_nb.bench import program_runs, rollouts
+    return rollouts.state_scale(buffer) if program_runs.buffer_format(buffer)[0] == "array" else None
 
 # %% ../../nbs/50_experiments.ipynb #c0402246
 def heldout_metrics(final, held) -> dict:
@@ -486,8 +486,8 @@ def plot_returns(planning: dict, ax=None):
 
 # %% ../../nbs/50_experiments.ipynb #f663f097
 def plot_run_rollouts(out: RunOutput):
-    "A matplotlib Figure of the final program's rollout errors by step, search and held-out parts (`cwm.plot_rollouts`)."
-    from cwm_nb.bench.cwm import plot_rollouts
+    "A matplotlib Figure of the final program's rollout errors by step, search and held-out parts (`rollouts.plot_rollouts`)."
+    from cwm_nb.bench.rollouts import plot_rollouts
     m = out.metrics
     r = m.get("rollouts") or {}
     return plot_rollouts({"search part": r.get("search"), "held-out part": r.get("heldout")},

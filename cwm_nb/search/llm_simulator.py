@@ -275,13 +275,13 @@ def subset_buffer(buffer, indices):
 # %% ../../nbs/24_llm_simulator.ipynb #7cf1b802
 def _timing_run(sandbox, program_source: str, buffer, idx: list[int], repeats: int):
     "The sandbox run of the `cwm_time_steps` driver on `idx` of `buffer`, re-sending the buffer once if it was lost."
-    from cwm_nb.bench import cwm
+    from cwm_nb.bench.program_runs import buffer_data_key
     run = lambda key: sandbox.run(program_source, "cwm_nb.search.llm_simulator:cwm_time_steps",
                                   args={"indices": idx, "repeats": int(repeats)}, data_key=key)
-    try: return run(cwm._data_key(sandbox, buffer))
+    try: return run(buffer_data_key(sandbox, buffer))
     except CwmNbError as e:
         if "no data" not in str(e): raise
-        return run(cwm._data_key(sandbox, buffer, resend=True))
+        return run(buffer_data_key(sandbox, buffer, resend=True))
 
 # %% ../../nbs/24_llm_simulator.ipynb #1835751d
 def _correct_transitions(program_source: str, buffer, idx: list[int], sandbox):

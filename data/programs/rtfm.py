@@ -1,5 +1,5 @@
 """Reference Code World Model of RTFM (the stationary, deterministic "Read to Fight Monsters" grid world), written by
-hand from the environment's description (nbs/11_rtfm.ipynb). The state is (board, inventory): board[row, column,
+hand from the environment's description (nbs/10_rtfm.ipynb). The state is (board, inventory): board[row, column,
 layer] of strings on a 6 x 6 room whose outer ring is wall; layer 1 is always "empty". Actions: 0 stay, 1 up, 2 down,
 3 left, 4 right. Moving onto a weapon picks it up (it replaces the weapon carried). Moving onto a monster ends the
 episode: if the carried weapon's modifier beats the monster's element (the manual), the monster dies and the player
