@@ -748,7 +748,7 @@ def check_determinism(
     for name in passes:
         args, lim = plan[name]
         t1 = time.perf_counter()
-        res = _run_on(sandbox, source, buffer, "cwm_nb.sandbox.jobs:cwm_predict", args, lim)
+        res = _run_on(sandbox, source, buffer, "cwm_nb.sandbox.drivers:cwm_predict", args, lim)
         pass_s[name] = round(time.perf_counter() - t1, 4)
         if not res.ok and (res.error or {}).get("kind") in RESOURCE_ERRORS:
             skipped = {"pass": name, "error": condense_error(res.error, source)}
@@ -781,7 +781,7 @@ def _failed_rollout(message: str) -> dict:
 def _rollouts_one_by_one(sandbox, source: str, buffer: ReplayBuffer, segs: list, limits) -> list:
     "The raw rollouts of `segs`, one per call of a sandbox session, up to the first that does not answer (then None: not run)."
     res, sess = _with_data(sandbox, buffer, lambda key: sandbox.open_session(
-        source, "cwm_nb.sandbox.jobs:cwm_rollouts", {"session": True}, data_key=key, limits=limits))
+        source, "cwm_nb.sandbox.drivers:cwm_rollouts", {"session": True}, data_key=key, limits=limits))
     if sess is None: return [_failed_rollout(condense_error(res.error, source))] * len(segs)
     out = []
     with sess:
@@ -814,7 +814,7 @@ def rollout_errors(
         from cwm_nb.sandbox.jobs import get_sandbox
         sandbox = get_sandbox()
     segs = rollout_segments(buffer)
-    res = _run_on(sandbox, source, buffer, "cwm_nb.sandbox.jobs:cwm_rollouts",
+    res = _run_on(sandbox, source, buffer, "cwm_nb.sandbox.drivers:cwm_rollouts",
                   {"starts": [s for s, _ in segs], "lengths": [L for _, L in segs]}, limits)
     raw = (res.value or {}).get("rollouts") if res.ok and isinstance(res.value, dict) else None
     if not res.ok: raw = _rollouts_one_by_one(sandbox, source, buffer, segs, limits)
@@ -835,7 +835,7 @@ def evaluate_program(
     reward_atol: float = 1e-6,
     state_rtol: float = 1e-5,   # next-state tolerance (continuous-state envs)
     state_atol: float = 1e-5,
-    limits=None,                # cwm_nb.sandbox.jobs.SandboxLimits for this run; default: the sandbox's
+    limits=None,                # cwm_nb.sandbox.programs.SandboxLimits for this run; default: the sandbox's
     determinism: bool = False,  # also run the determinism check (four more sandbox jobs); sets `deterministic`
     rollouts: bool = False,     # also roll the program out open loop from each episode start; sets `rollouts`
     horizons=ROLLOUT_HORIZONS,  # rollout horizons K to summarise at (None: the episode's end)
@@ -849,7 +849,7 @@ def evaluate_program(
     if sandbox is None:
         from cwm_nb.sandbox.jobs import get_sandbox
         sandbox = get_sandbox()
-    res = _run_on(sandbox, source, buffer, "cwm_nb.sandbox.jobs:cwm_predict", None if distributions else {"distribution": False}, limits)
+    res = _run_on(sandbox, source, buffer, "cwm_nb.sandbox.drivers:cwm_predict", None if distributions else {"distribution": False}, limits)
     if not res.ok:
         ev = Evaluation.crashed(condense_error(res.error, source), len(buffer), paper_compat, time.perf_counter() - t0,
                                 valid_actions=buffer_format(buffer)[1])

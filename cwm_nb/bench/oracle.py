@@ -15,7 +15,7 @@ from .planning import (DEFAULT_PLAN_PRESET, CEMConfig, MCTSConfig, PlanningPrese
                              mcts_search, normalized_return)
 from .plan_driver import (INTEGRITY_NOTE, _fast_search, check_action, check_plan, check_stats, encode_state,
                                  min_model_steps)
-from ..sandbox.jobs import SandboxLimits
+from ..sandbox.programs import SandboxLimits
 
 # %% auto #0
 __all__ = ['STATE_ATTRS', 'Snapshot', 'snapshot', 'restore', 'oracle_problem', 'OracleModel', 'mask_to_actions',

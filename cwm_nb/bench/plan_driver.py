@@ -14,7 +14,8 @@ import cwm_nb.bench.planning as planning
 from ..core import CwmNbError
 from .planning import (_KEY_CHARS, CHANCE_SAMPLES, CEMConfig, MCTSConfig, _rollout_loop, _score_plan, cem_plan,
                              mcts_search, state_key)
-from ..sandbox.jobs import ProgramError, Serve, check_distribution, strict_plain, _as_done, _as_reward, _code_line
+from ..sandbox.programs import ProgramError, Serve, strict_plain, _code_line
+from ..sandbox.drivers import check_distribution, _as_done, _as_reward
 
 # %% auto #0
 __all__ = ['MAX_REPLY_BYTES', 'SPIN_S', 'PR_SET_DUMPABLE', 'CHUNK_ANSWERS', 'TAIL_SIMS', 'INTEGRITY_NOTE', 'decode_state',
@@ -34,7 +35,7 @@ def decode_state(
     obs_format: str,       # "array", "int", "tuple" or "rtfm" (EnvSpec.obs_format)
     obs_dtype: str | None, # numpy dtype string of array observations, e.g. "<f4"
 ):
-    "The observation in the environment's own format, from plain data (the formats of `nbs/03_sandbox.ipynb`)."
+    "The observation in the environment's own format, from plain data (the formats of `nbs/02c_drivers.ipynb`)."
     if obs_format == "array": return np.array(state, dtype=np.dtype(obs_dtype) if obs_dtype else None)
     if obs_format == "int": return int(state)
     if obs_format == "tuple": return tuple(int(x) for x in state)
@@ -788,7 +789,8 @@ _JOB_SOURCE: str | None = None   # the program's source, in the model side (for 
 def _fork_model_side(source: str, args: dict) -> RemoteModel | None:
     "Fork this job's process: the child (the model side) sets `_SERVE` and gets None; the parent (the planner) a RemoteModel."
     global _SERVE, _JOB_SOURCE
-    from cwm_nb.sandbox.fork_server import _close_fds_except, _prctl
+    from cwm_nb.sandbox.fork_server import _close_fds_except
+    from cwm_nb.sandbox.syscalls import _prctl
     q_r, q_w = os.pipe()   # requests: planner -> model
     p_r, p_w = os.pipe()   # replies: model -> planner
     spin = float(args.get("spin_s", SPIN_S)) if len(os.sched_getaffinity(0)) > 1 else 0.0   # one CPU: polling only delays the other side
