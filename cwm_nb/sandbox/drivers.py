@@ -8,8 +8,8 @@ import copy, os
 from typing import Any
 import numpy as np
 from ..core import OBS_FORMATS
-from .programs import (_NP_FLOAT, _NP_INT, _NP_REAL, ProgramError, Rows, Serve, _code_line,
-    _exception_text, _tname, strict_plain)
+from .programs import (_NP_FLOAT, _NP_INT, _NP_REAL, ProgramError, Rows, Serve,
+    _code_line, _exception_text, _tname, strict_plain)
 
 # %% auto #0
 __all__ = ['DISTRIBUTION_TOL', 'check_distribution', 'merge_outcomes', 'cwm_predict', 'cwm_rollouts']
