@@ -118,7 +118,7 @@ def cpu_timer_cost(n: int) -> None:
     """A fixed cost found in every job: the first finite RLIMIT_CPU of a freshly forked, server-sized process starts
     its CPU timer (slow on a VM); the pre-forked child now does that while it waits (fork_server._arm_cpu_timer)."""
     import os, resource as R, gc
-    import cwm_nb.sandbox.jobs   # this process now holds what a server holds (numpy, gymnasium, the job runner)
+    import cwm_nb.sandbox.drivers, cwm_nb.sandbox.fork_server   # what a server holds (numpy, the job runner, the drivers)
     gc.collect(); gc.freeze()
     def one(pre: bool) -> float:
         r, w = os.pipe()

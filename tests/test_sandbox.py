@@ -15,7 +15,7 @@ import pytest
 from cwm_nb.sandbox import jobs as sandbox_module
 from cwm_nb.sandbox.landlock import landlock_support
 from cwm_nb.sandbox.jobs import Sandbox, get_sandbox
-from cwm_nb.sandbox.programs import SandboxLimits, run_in_process
+from cwm_nb.sandbox.programs import SandboxLimits, call_function, exec_only, run_in_process
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -687,12 +687,12 @@ def test_planning_uses_the_program_in_every_mode(sb):
 
 def test_in_process_a_driver_can_be_the_function_itself_and_its_program_error_is_reported():
     "run_in_process takes a driver function as well as its name; the program's error comes back as a result."
-    r = run_in_process("def main():\n    return 1 / 0", sandbox_module.call_function, {"name": "main"})
+    r = run_in_process("def main():\n    return 1 / 0", call_function, {"name": "main"})
     assert not r.ok and r.error["kind"] == "exception" and r.error["message"].startswith("ZeroDivisionError"), r.error
-    assert run_in_process("def main(): return [1, 2]", sandbox_module.call_function, {"name": "main"}).value == [1, 2]
+    assert run_in_process("def main(): return [1, 2]", call_function, {"name": "main"}).value == [1, 2]
 
 
 def test_a_sandboxed_job_names_its_driver(sb):
     "A driver function cannot cross into the server: the job is refused in the parent with a clear error."
     with pytest.raises(sandbox_module.CwmNbError, match="names its driver, not a function"):
-        sb.run("x = 1", sandbox_module.exec_only)
+        sb.run("x = 1", exec_only)

@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
-from .syscalls import (CLONE_NEWNET, PR_SET_CHILD_SUBREAPER, PR_SET_NAME, PR_SET_NO_NEW_PRIVS,
-    PR_SET_PDEATHSIG, PR_SET_KEEPCAPS, CAP_DAC_READ_SEARCH, _EXIT_SETUP, _HDR, _close_fds_except, _libc, _prctl,
-    _recv_frame, _send_frame, _set_caps)
-from .landlock import load_seccomp_filter, load_signal_filter, make_policy, restrict_self
-from .programs import PROGRAM_FILENAME, Rows, _new_program_module, _run_job, encode_result
+from .syscalls import (CAP_DAC_READ_SEARCH, CLONE_NEWNET, PR_SET_CHILD_SUBREAPER,
+    PR_SET_KEEPCAPS, PR_SET_NAME, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, _EXIT_SETUP, _HDR,
+    _close_fds_except, _libc, _prctl, _recv_frame, _send_frame, _set_caps)
+from cwm_nb.sandbox.landlock import (load_seccomp_filter, load_signal_filter, make_policy,
+    restrict_self)
+from cwm_nb.sandbox.programs import (PROGRAM_FILENAME, Rows, _new_program_module, _run_job,
+    encode_result)
 
 # %% auto #0
 __all__ = ['HIDDEN_DIRS', 'MAX_SESSIONS', 'SYSTEM_READ', 'bwrap_command']
@@ -133,7 +135,8 @@ def _others_can_read(paths: list[str], hidden: tuple = ()) -> bool:
 
 # %% ../../nbs/02d_fork_server.ipynb #11b57085
 _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); sys.dont_write_bytecode = True; "
-         "import cwm_nb.sandbox.drivers; from cwm_nb.sandbox.fork_server import _server_main; _server_main()")
+         "import cwm_nb.sandbox.drivers; "
+         "from cwm_nb.sandbox.fork_server import _server_main; _server_main()")
 
 # %% ../../nbs/02d_fork_server.ipynb #fa9e06cd
 @dataclass

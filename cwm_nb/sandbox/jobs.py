@@ -4,7 +4,8 @@
 
 # %% ../../nbs/03_sandbox.ipynb #5d275362
 from __future__ import annotations
-import atexit, fcntl, json, os, pickle, shutil, signal, subprocess, sys, tempfile, threading, time, weakref
+import atexit, fcntl, json, os, pickle, shutil, signal, subprocess, sys, tempfile, threading, time
+import weakref
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -12,10 +13,10 @@ from fastcore.basics import patch
 from ..core import CwmNbError, data_dir
 from .syscalls import _EXIT_SETUP, _recv_frame, _send_frame
 from .landlock import landlock_support
-from .programs import (ERROR_KINDS, SandboxLimits, SandboxResult, _clip, _resolve_driver,
-    decode_result, make_error)
-from .fork_server import (_BOOT, HIDDEN_DIRS, _needed_paths, _others_can_read, _package_root,
-    _server_env, _under, bwrap_command)
+from .programs import (ERROR_KINDS, SandboxLimits, SandboxResult, _clip,
+    _resolve_driver, decode_result, make_error)
+from .fork_server import (_BOOT, HIDDEN_DIRS, _needed_paths, _others_can_read,
+    _package_root, _server_env, _under, bwrap_command)
 
 # %% auto #0
 __all__ = ['ISOLATION_MODES', 'isolation_mode', 'Sandbox', 'SandboxSession', 'get_sandbox']
