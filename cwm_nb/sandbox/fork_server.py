@@ -566,7 +566,7 @@ def _refusal(self: _Server, job: dict) -> dict | None:
     "The reply header that refuses `job` (driver error, no data, too many sessions), or None to run it."
     mod, _, name = job["driver"].partition(":")
     loaded = len(sys.modules)
-    try: getattr(importlib.import_module(mod), name, None)   # resolved here: a driver re-exported lazily loads now
+    try: getattr(importlib.import_module(mod), name, None)   # resolved here: the driver's module loads in the server
     except BaseException as e: return {"status": "driver_error", "message": repr(e)}
     if len(sys.modules) != loaded: self.gen += 1; gc.freeze()   # children forked from now on inherit the driver
     if job.get("data_key") is not None and job["data_key"] not in self.store:
