@@ -528,8 +528,7 @@ def _search(model, args: dict) -> dict:
 def _forked_planner(args: dict, data: Any, source: str, in_job: bool) -> dict | None:
     "plan_driver.before_exec: fork; the child serves the model (returns None), the parent searches."
     global _SERVE_FDS
-    from cwm_nb.sandbox.fork_server import _close_fds_except
-    from cwm_nb.sandbox.syscalls import _prctl
+    from cwm_nb.sandbox.syscalls import _close_fds_except, _prctl
     if not in_job: return None
     q_r, q_w = os.pipe(); p_r, p_w = os.pipe()
     _prctl(PR_SET_DUMPABLE, 0)

@@ -537,8 +537,7 @@ def _find_function(ns: dict, name: str):
 def _child_stdio(fds: tuple) -> tuple:
     "In a test's process: own process group, die with the job, fds 0-2 from `fds`; (result fd, stdin, stdout, stderr)."
     import io
-    from cwm_nb.sandbox.syscalls import PR_SET_PDEATHSIG, _prctl
-    from cwm_nb.sandbox.fork_server import _close_fds_except
+    from cwm_nb.sandbox.syscalls import PR_SET_PDEATHSIG, _close_fds_except, _prctl
     fin, out_w, err_w, res_w = fds
     try: os.setpgid(0, 0)
     except OSError: pass

@@ -789,8 +789,7 @@ _JOB_SOURCE: str | None = None   # the program's source, in the model side (for 
 def _fork_model_side(source: str, args: dict) -> RemoteModel | None:
     "Fork this job's process: the child (the model side) sets `_SERVE` and gets None; the parent (the planner) a RemoteModel."
     global _SERVE, _JOB_SOURCE
-    from cwm_nb.sandbox.fork_server import _close_fds_except
-    from cwm_nb.sandbox.syscalls import _prctl
+    from cwm_nb.sandbox.syscalls import _close_fds_except, _prctl
     q_r, q_w = os.pipe()   # requests: planner -> model
     p_r, p_w = os.pipe()   # replies: model -> planner
     spin = float(args.get("spin_s", SPIN_S)) if len(os.sched_getaffinity(0)) > 1 else 0.0   # one CPU: polling only delays the other side
