@@ -94,7 +94,7 @@ class Blocks:
 
 def measure(sb, program, static, roots, rounds, per_block, bare_steps) -> tuple[Blocks, float]:
     "Interleaved blocks of every variant for `rounds` rounds: (the blocks, median model steps per decision)."
-    from cwm_nb.sandbox.jobs import SandboxLimits
+    from cwm_nb.sandbox.programs import SandboxLimits
     from cwm_nb.bench.plan_driver import _plan, _program_model
     lim = SandboxLimits(wall_s=600, cpu_s=10**5)
     mcts = static["planner"] == "mcts"   # the generic search is MCTS's alone
@@ -155,7 +155,7 @@ def measure(sb, program, static, roots, rounds, per_block, bare_steps) -> tuple[
 
 
 def _local_bare(program: str, args: dict) -> float:
-    from cwm_nb.sandbox.jobs import run_in_process
+    from cwm_nb.sandbox.programs import run_in_process
     v = run_in_process(program, "cwm_nb.bench.plan_driver:step_loop_driver", args=args).value
     return v["model_steps"] / v["plan_s"]
 

@@ -2,7 +2,7 @@
 
 Measured side by side in one run (interleaved, median of repeats):
   in-process : exec(compile(source)) + cwm_predict (set_state/step + strict conversion) + to_plain_value
-  sandboxed  : Sandbox.run(source, "cwm_nb.sandbox.jobs:cwm_predict", data_key=...) with the data already put
+  sandboxed  : Sandbox.run(source, "cwm_nb.sandbox.drivers:cwm_predict", data_key=...) with the data already put
 The goal is sandboxed / in-process <= 1.3. Also shown: the same without pre-forking, the plain-list data
 format that 14_cwm sends (lists + dtypes), and the round trip of an empty program.
 
@@ -40,21 +40,22 @@ def main():
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--modes", default="bwrap,landlock", help="isolation modes to compare, comma-separated (bwrap, landlock, none)")
     a = ap.parse_args()
-    from cwm_nb.sandbox.jobs import Sandbox, run_in_process, to_plain_value, _execute, _resolve_driver
+    from cwm_nb.sandbox.jobs import Sandbox
+    from cwm_nb.sandbox.programs import run_in_process, to_plain_value, _execute, _resolve_driver
 
     O, A, NO, R, D = collect(a.n)
     data = {"obs": O, "actions": A}
     plain = {"obs": np.array(O).tolist(), "actions": np.array(A).tolist(), "obs_dtype": "<f4", "action_dtype": "<i8"}
 
     # sanity: the program is right, and the sandbox returns what the in-process run returns
-    ref = run_in_process(CARTPOLE_CWM, "cwm_nb.sandbox.jobs:cwm_predict", data=data)
+    ref = run_in_process(CARTPOLE_CWM, "cwm_nb.sandbox.drivers:cwm_predict", data=data)
     assert ref.ok, ref.error
     pred = ref.value["predictions"]
     nx = np.array([p[0] for p in pred]); rw = np.array([p[1] for p in pred]); dn = np.array([p[2] for p in pred])
     acc = np.mean(np.all(np.isclose(nx, NO, rtol=1e-5, atol=1e-5), axis=1) & (rw == R) & (dn == D))
     print(f"CartPole CWM vs gymnasium on {a.n} transitions: all components right on {acc:.1%}")
 
-    drv = _resolve_driver("cwm_nb.sandbox.jobs:cwm_predict")
+    drv = _resolve_driver("cwm_nb.sandbox.drivers:cwm_predict")
 
     def in_process(d):
         t = time.perf_counter()
@@ -68,12 +69,12 @@ def main():
         t = time.perf_counter(); sb.put_data("cartpole", data); t_put = time.perf_counter() - t
         sb.put_data("cartpole-plain", plain)
         print(f"sandbox: isolation={sb.isolation}, start {t_start * 1e3:.0f} ms, put_data {t_put * 1e3:.1f} ms")
-        sbx = sb.run(CARTPOLE_CWM, "cwm_nb.sandbox.jobs:cwm_predict", data_key="cartpole")
+        sbx = sb.run(CARTPOLE_CWM, "cwm_nb.sandbox.drivers:cwm_predict", data_key="cartpole")
         assert sbx.ok and sbx.value == ref.value, sbx.error
         sbs[m], nofork[m] = sb, Sandbox(isolation=m, prefork=False)
         nofork[m].put_data("cartpole", data)
 
-    def sandboxed(s, key, src=CARTPOLE_CWM, driver="cwm_nb.sandbox.jobs:cwm_predict"):
+    def sandboxed(s, key, src=CARTPOLE_CWM, driver="cwm_nb.sandbox.drivers:cwm_predict"):
         t = time.perf_counter()
         r = s.run(src, driver, data_key=key)
         dt = time.perf_counter() - t
@@ -93,7 +94,7 @@ def main():
             T[f"{m}:no_prefork"].append(sandboxed(nofork[m], "cartpole"))
             T[f"{m}:plain"].append(sandboxed(sbs[m], "cartpole-plain"))
             time.sleep(0.02)   # let the server finish the previous job's cleanup and pre-fork
-            T[f"{m}:empty"].append(sandboxed(sbs[m], None, "pass", "cwm_nb.sandbox.jobs:exec_only"))
+            T[f"{m}:empty"].append(sandboxed(sbs[m], None, "pass", "cwm_nb.sandbox.programs:exec_only"))
             time.sleep(0.02)   # and let it finish before the next mode's jobs compete for the CPU
     med = {k: statistics.median(v) for k, v in T.items()}
     for m in modes: sbs[m].close(); nofork[m].close()
@@ -117,7 +118,7 @@ def cpu_timer_cost(n: int) -> None:
     """A fixed cost found in every job: the first finite RLIMIT_CPU of a freshly forked, server-sized process starts
     its CPU timer (slow on a VM); the pre-forked child now does that while it waits (fork_server._arm_cpu_timer)."""
     import os, resource as R, gc
-    import cwm_nb.sandbox.jobs   # this process now holds what a server holds (numpy, gymnasium, the job runner)
+    import cwm_nb.sandbox.drivers, cwm_nb.sandbox.fork_server   # what a server holds (numpy, the job runner, the drivers)
     gc.collect(); gc.freeze()
     def one(pre: bool) -> float:
         r, w = os.pipe()

@@ -126,7 +126,7 @@ def main():
     cart = load_buffer("CartPole-v1")
     for name, src, buf in (("CartPole-v1 (494)", (PROGRAMS/"CartPole-v1.py").read_text(), cart),
                            ("FrozenLake-v1 (1000)", source("FrozenLake-v1"), bufs["FrozenLake-v1"])):
-        first = run_on_buffer(sb, src, buf, "cwm_nb.sandbox.jobs:cwm_predict").value
+        first = run_on_buffer(sb, src, buf, "cwm_nb.sandbox.drivers:cwm_predict").value
         t = {2: [], 4: []}
         for _ in range(a.repeats):
             for k, passes in ((2, ("repeat", "after_other")), (4, ("repeat", "after_other", "twice", "fresh"))):

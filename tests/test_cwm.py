@@ -260,12 +260,12 @@ def test_taxi_truncations_cost_only_under_paper_compat(sandbox):
 
 
 def test_tuple_states_are_tuples_of_ints_scored_per_element(sandbox):
-    from cwm_nb.sandbox.jobs import run_in_process
+    from cwm_nb.sandbox.programs import run_in_process
     for buf in _buffers("Blackjack-v1"):
         assert buffer_format(buf) == ("tuple", False) and buf.obs.shape[1:] == (3,)
         ev = evaluate_program(BLACKJACK, buf, sandbox=sandbox)
         assert not ev.bug, ev.error          # set_state's type assertion held on every transition
-        preds = run_in_process(BLACKJACK, "cwm_nb.sandbox.jobs:cwm_predict", data=sandbox_inputs(buf)).value["predictions"]
+        preds = run_in_process(BLACKJACK, "cwm_nb.sandbox.drivers:cwm_predict", data=sandbox_inputs(buf)).value["predictions"]
         same = {"wall_s": 0, "isolation": None}   # scoring alone knows no sandbox
         assert score_predictions(preds, buf).to_dict() | same == ev.to_dict() | same and ev.isolation in ("bwrap", "landlock")
         assert all(isinstance(f["obs"], list) and len(f["obs"]) == 3 for f in ev.failures)
@@ -468,7 +468,7 @@ def test_debug_print_in_step_is_truncated_not_punished(cartpole, sandbox):
     "A correct program that prints its state on every step (~100 KB here, over the 64 KiB capture cap) still scores 1.0."
     import contextlib, io
     from cwm_nb.bench.program_runs import sandbox_inputs
-    from cwm_nb.sandbox.jobs import run_in_process
+    from cwm_nb.sandbox.programs import run_in_process
     src = CARTPOLE.replace(
         "        self.state = np.array([x, x_dot, theta, theta_dot])\n",
         "        self.state = np.array([x, x_dot, theta, theta_dot])\n"
@@ -479,7 +479,7 @@ def test_debug_print_in_step_is_truncated_not_punished(cartpole, sandbox):
     assert not ev.bug and ev.error is None and ev.accuracy == 1.0 and ev.perfect, ev.error
     out = rec.results[-1].stdout
     full = io.StringIO()   # what the (trusted, hand-written) program prints in full
-    with contextlib.redirect_stdout(full): run_in_process(src, "cwm_nb.sandbox.jobs:cwm_predict", data=sandbox_inputs(cartpole))
+    with contextlib.redirect_stdout(full): run_in_process(src, "cwm_nb.sandbox.drivers:cwm_predict", data=sandbox_inputs(cartpole))
     full = full.getvalue()
     cap = sandbox.limits.output_bytes
     assert len(full) > cap and full.isascii() and full.count("\n") == len(cartpole)

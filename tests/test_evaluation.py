@@ -172,7 +172,7 @@ def test_a_nan_inf_or_malformed_rollout_step_fails_the_rollout(ret):
 def test_a_hanging_rollout_keeps_the_rollouts_before_it():
     "The 3rd rollout (46 steps) hangs at step 40: the first two are kept, the 3rd failed, the rest not run."
     from cwm_nb.bench.rollouts import rollout_errors
-    from cwm_nb.sandbox.jobs import SandboxLimits
+    from cwm_nb.sandbox.programs import SandboxLimits
     hang = _after_calls(40, "(time.sleep(3600), None)").replace("import math", "import math, time", 1)
     r = rollout_errors(hang, load_buffer("CartPole-v1"), limits=SandboxLimits(wall_s=1.0))
     assert (r["n_rollouts"], r["n_failed"], r["n_not_run"]) == (10, 1, 7)
@@ -183,7 +183,7 @@ def test_a_hanging_rollout_keeps_the_rollouts_before_it():
 
 def test_a_pass_that_runs_out_of_time_is_not_checked():
     "A program that hangs after N steps in one process: scoring (N steps) and repeat pass, after_other (2N) times out."
-    from cwm_nb.sandbox.jobs import SandboxLimits
+    from cwm_nb.sandbox.programs import SandboxLimits
     buf = load_buffer("CartPole-v1").select(np.arange(20))
     slow = COUNTER.replace("_calls[0] += 1", "_calls[0] += 1\n        if _calls[0] > 20:\n            while True: pass")
     ev = evaluate_program(slow, buf, determinism=True, limits=SandboxLimits(wall_s=1.0))

@@ -12,7 +12,7 @@ from cwm_nb.bench import plan_driver
 from cwm_nb.bench.plan_driver import TapeModel, _program_model, _record_search, decode_state, encode_state
 import math, random
 from cwm_nb.bench.planning import MCTSConfig, _Node, _pick, mcts_search, uct
-from cwm_nb.sandbox.jobs import SandboxLimits
+from cwm_nb.sandbox.programs import SandboxLimits
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = {"CartPole-v1": "CartPole-v1.py", "MountainCar-v0": "MountainCar-v0.py", "Acrobot-v1": "Acrobot-v1.py",

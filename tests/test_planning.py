@@ -11,7 +11,7 @@ import pytest
 from cwm_nb.bench.envs import make_env
 from cwm_nb.bench.planning import CEMConfig, MCTSConfig, normalized_return
 from cwm_nb.bench.oracle import baseline_episodes, evaluate_planning, oracle_cem_plan, oracle_mcts_action, restore, snapshot
-from cwm_nb.sandbox.jobs import SandboxLimits
+from cwm_nb.sandbox.programs import SandboxLimits
 
 RTFM_CWM = Path(__file__).resolve().parents[1]/"data"/"programs"/"rtfm.py"   # the shipped reference CWM
 CARTPOLE_CWM = Path(__file__).resolve().parents[1]/"data"/"programs"/"CartPole-v1.py"   # the shipped reference CWM

@@ -14,7 +14,8 @@ import pytest
 
 from cwm_nb.sandbox import jobs as sandbox_module
 from cwm_nb.sandbox.landlock import landlock_support
-from cwm_nb.sandbox.jobs import Sandbox, SandboxLimits, get_sandbox, run_in_process
+from cwm_nb.sandbox.jobs import Sandbox, get_sandbox
+from cwm_nb.sandbox.programs import SandboxLimits, call_function, exec_only, run_in_process
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -105,7 +106,7 @@ def bwrap_only(sb):
 
 
 def kernel_only(sb):
-    if sb.isolation not in KERNEL_MODES: pytest.skip("isolation='none' does not hold this (see 02_fork_server)")
+    if sb.isolation not in KERNEL_MODES: pytest.skip("isolation='none' does not hold this (see 02d_fork_server)")
 
 
 # --- endless programs -----------------------------------------------------------------------------------------
@@ -239,7 +240,7 @@ def test_kill_another_job(sb):
     """A job cannot signal another job (here a session that stays open): Landlock's signal scope. (Under bwrap, jobs of
     one server share a uid and a pid namespace, so one job can signal another: not held there.)"""
     if sb.isolation != "landlock": pytest.skip("held in landlock mode only")
-    _, sess = sb.open_session("import os\ndef pid():\n    return os.getpid()", "cwm_nb.sandbox.jobs:function_session")
+    _, sess = sb.open_session("import os\ndef pid():\n    return os.getpid()", "cwm_nb.sandbox.programs:function_session")
     with sess:
         other = sess.call({"name": "pid"}).value
         r = sb.run("import os, signal\nos.kill(%d, signal.SIGKILL)" % other)
@@ -282,7 +283,7 @@ def test_server_killed_from_outside_mid_job(sb):
     r = sb.run("import time\ntime.sleep(1)")
     assert r.error["kind"] == "server_died", r.error
     r = sb.run("class Environment:\n    def set_state(self, s): self.s = s\n    def step(self, a): return self.s, 1.0, False",
-               "cwm_nb.sandbox.jobs:cwm_predict", data_key="d")   # the data was re-sent to the new server
+               "cwm_nb.sandbox.drivers:cwm_predict", data_key="d")   # the data was re-sent to the new server
     assert r.ok and r.value == {"predictions": [[[0.0, 0.0], 1.0, False]]}, r.error
     assert sb.restarts == restarts + 1 and sb.server_pid != old and not psutil.pid_exists(old)
 
@@ -418,7 +419,7 @@ def test_syntax_error_names_the_line(sb):
 
 def test_missing_environment(sb):
     sb.put_data("one", {"obs": [np.zeros(2, np.float32)], "actions": [np.int64(0)]})
-    r = sb.run("class Env:\n    pass", "cwm_nb.sandbox.jobs:cwm_predict", data_key="one")
+    r = sb.run("class Env:\n    pass", "cwm_nb.sandbox.drivers:cwm_predict", data_key="one")
     assert r.error["kind"] == "no_environment", r.error
 
 
@@ -441,7 +442,7 @@ class Environment:
 def test_lying_return_values(sb):
     "Lying objects never reach the parent: each becomes None in its row and a note of what it was."
     sb.put_data("liar", {"obs": [np.zeros(4, np.float32)] * 2, "actions": [np.int64(1), np.int64(0)]})
-    r = sb.run(LIAR, "cwm_nb.sandbox.jobs:cwm_predict", data_key="liar")
+    r = sb.run(LIAR, "cwm_nb.sandbox.drivers:cwm_predict", data_key="liar")
     assert r.ok, r.error
     assert r.value["predictions"] == [[[0.0] * 4, None, False], [None, 1.0, False]]
     (i0, part0, why0), (i1, part1, why1) = r.value["malformed"]
@@ -452,11 +453,11 @@ def test_lying_return_values(sb):
 def test_exception_blames_program_line_and_transition(sb):
     sb.put_data("three", {"obs": [np.zeros(2, np.float32)] * 3, "actions": [np.int64(0), np.int64(1), np.int64(2)]})
     src = "class Environment:\n    def set_state(self, s): self.s = s\n    def step(self, a):\n        return self.s, 1.0 / (2 - int(a)), False\n"
-    r = sb.run(src, "cwm_nb.sandbox.jobs:cwm_predict", data_key="three")
+    r = sb.run(src, "cwm_nb.sandbox.drivers:cwm_predict", data_key="three")
     e = r.error
     assert (e["kind"], e["index"], e["line"], e["exc_type"]) == ("exception", 2, 4, "ZeroDivisionError"), e
     assert "transition 2" in e["message"] and "line 4" in e["message"]
-    r = sb.run(src, "cwm_nb.sandbox.jobs:cwm_predict", {"n": 2}, data_key="three")
+    r = sb.run(src, "cwm_nb.sandbox.drivers:cwm_predict", {"n": 2}, data_key="three")
     assert r.ok and [p[1] for p in r.value["predictions"]] == [0.5, 1.0]
 
 
@@ -491,20 +492,20 @@ def test_cwm_predict_matches_gymnasium_and_in_process(sb):
         obs = env.reset()[0] if term or trunc else nobs
     data = {"obs": O, "actions": A}
     sb.put_data("cartpole", data)
-    r = sb.run(CARTPOLE, "cwm_nb.sandbox.jobs:cwm_predict", data_key="cartpole")
+    r = sb.run(CARTPOLE, "cwm_nb.sandbox.drivers:cwm_predict", data_key="cartpole")
     assert r.ok, r.error
-    assert r.value == run_in_process(CARTPOLE, "cwm_nb.sandbox.jobs:cwm_predict", data=data).value
+    assert r.value == run_in_process(CARTPOLE, "cwm_nb.sandbox.drivers:cwm_predict", data=data).value
     pred = r.value["predictions"]
     assert np.allclose([p[0] for p in pred], NO, rtol=1e-5, atol=1e-5)
     assert [p[2] for p in pred] == D and all(type(p[1]) is float for p in pred)
     plain = {"obs": np.array(O).tolist(), "actions": np.array(A).tolist(), "obs_dtype": "<f4", "action_dtype": "<i8"}
     sb.put_data("cartpole-plain", plain)
-    assert sb.run(CARTPOLE, "cwm_nb.sandbox.jobs:cwm_predict", data_key="cartpole-plain").value == r.value
+    assert sb.run(CARTPOLE, "cwm_nb.sandbox.drivers:cwm_predict", data_key="cartpole-plain").value == r.value
 
 
 def test_call_function_and_stdout(sb):
     r = sb.run("def add(a, b):\n    print('adding')\n    return {'sum': a + b, 'arr': __import__('numpy').ones(2)}",
-               "cwm_nb.sandbox.jobs:call_function", {"name": "add", "args": [2, 3]})
+               "cwm_nb.sandbox.programs:call_function", {"name": "add", "args": [2, 3]})
     assert r.ok and r.value == {"sum": 5, "arr": [1.0, 1.0]} and r.stdout == "adding\n", r.error
     assert r.isolation == sb.isolation
 
@@ -587,7 +588,7 @@ def test_cli_isolation_option_reaches_eval_program_json(tmp_path):
 
 def test_before_exec_can_answer_for_the_program():
     "A driver's before_exec that returns a value answers the job; the program is then not executed in this process."
-    from cwm_nb.sandbox.jobs import _execute
+    from cwm_nb.sandbox.programs import _execute
     seen = []
     def driver(ns, args, data):
         seen.append(ns["x"]); return "driver"
@@ -686,12 +687,12 @@ def test_planning_uses_the_program_in_every_mode(sb):
 
 def test_in_process_a_driver_can_be_the_function_itself_and_its_program_error_is_reported():
     "run_in_process takes a driver function as well as its name; the program's error comes back as a result."
-    r = run_in_process("def main():\n    return 1 / 0", sandbox_module.call_function, {"name": "main"})
+    r = run_in_process("def main():\n    return 1 / 0", call_function, {"name": "main"})
     assert not r.ok and r.error["kind"] == "exception" and r.error["message"].startswith("ZeroDivisionError"), r.error
-    assert run_in_process("def main(): return [1, 2]", sandbox_module.call_function, {"name": "main"}).value == [1, 2]
+    assert run_in_process("def main(): return [1, 2]", call_function, {"name": "main"}).value == [1, 2]
 
 
 def test_a_sandboxed_job_names_its_driver(sb):
     "A driver function cannot cross into the server: the job is refused in the parent with a clear error."
     with pytest.raises(sandbox_module.CwmNbError, match="names its driver, not a function"):
-        sb.run("x = 1", sandbox_module.exec_only)
+        sb.run("x = 1", exec_only)

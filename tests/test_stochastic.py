@@ -172,7 +172,7 @@ def test_the_cache_is_missed_by_the_old_passes_and_caught_by_twice():
 def _predictions(src, buf):
     from cwm_nb.bench.program_runs import run_on_buffer
     from cwm_nb.sandbox.jobs import get_sandbox
-    return run_on_buffer(get_sandbox(), src, buf, "cwm_nb.sandbox.jobs:cwm_predict").value["predictions"]
+    return run_on_buffer(get_sandbox(), src, buf, "cwm_nb.sandbox.drivers:cwm_predict").value["predictions"]
 
 
 @pytest.mark.parametrize("name", ["FrozenLake-v1", "Blackjack-v1"])

@@ -81,7 +81,7 @@ def run(plain, action):
     level = parse_level("######\n#@ $.#\n######")
     with Sandbox() as sb:
         for action in ("move right", "move left"):
-            r = sb.run(src, driver="cwm_nb.sandbox.jobs:call_function",
+            r = sb.run(src, driver="cwm_nb.sandbox.programs:call_function",
                        args={"name": "run", "args": [state_to_plain(level), action]})
             assert r.ok, r.error
             assert state_from_plain(r.value, names=SOKOBAN_ENTITY_NAMES) == sokoban_transition(level, action)

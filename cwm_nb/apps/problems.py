@@ -502,7 +502,7 @@ def _exit_status(code) -> int:
 # %% ../../nbs/40_apps.ipynb #0e34ef00
 def _plain_return(x, depth: int = 0):
     "A call-based return value as JSON-safe data: tuples -> {_TUPLE: [...]}, int dict keys -> text. Raises `TypeError`."
-    from cwm_nb.sandbox.jobs import strict_plain
+    from cwm_nb.sandbox.programs import strict_plain
     t = type(x)
     if x is None or t is bool or t is int or t is float or t is str: return x
     if depth > 100: raise TypeError("the value is nested more than 100 levels deep")
@@ -537,7 +537,7 @@ def _find_function(ns: dict, name: str):
 def _child_stdio(fds: tuple) -> tuple:
     "In a test's process: own process group, die with the job, fds 0-2 from `fds`; (result fd, stdin, stdout, stderr)."
     import io
-    from cwm_nb.sandbox.fork_server import PR_SET_PDEATHSIG, _close_fds_except, _prctl
+    from cwm_nb.sandbox.syscalls import PR_SET_PDEATHSIG, _close_fds_except, _prctl
     fin, out_w, err_w, res_w = fds
     try: os.setpgid(0, 0)
     except OSError: pass
@@ -559,7 +559,7 @@ SHM_MB = 64   # size of a test's private /dev/shm, MiB
 # %% ../../nbs/40_apps.ipynb #7b5cade6
 def _new_userns(libc, uid: int, gid: int) -> bool:
     "Enter new user and mount namespaces, keeping `uid`/`gid` (mapped to themselves). False if the kernel refuses."
-    from cwm_nb.sandbox.fork_server import _prctl
+    from cwm_nb.sandbox.syscalls import _prctl
     PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
     was = libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)
     try:
@@ -620,7 +620,7 @@ def _program_module(args: dict, names: dict, stdin, stdout):
 # %% ../../nbs/40_apps.ipynb #48f3143a
 def _run_program(code, source: str, args: dict, inp, mod, stderr) -> dict:
     "Run compiled `code` in `mod` on one input: the report {'end': 'ok'|'exit'|'exception'|'bad_value', ...}."
-    from cwm_nb.sandbox.jobs import describe_exception
+    from cwm_nb.sandbox.programs import describe_exception
     call = args["kind"] == "call"
     report, stage = {"end": "ok"}, "top"
     try:
@@ -655,7 +655,7 @@ def _run_program(code, source: str, args: dict, inp, mod, stderr) -> dict:
 # %% ../../nbs/40_apps.ipynb #f17b61d2
 def _test_process(code, source: str, args: dict, inp, names: dict, fds: tuple) -> None:
     "Body of one test's process: run the program on one input, report through the result pipe, `_exit`. Never returns."
-    from cwm_nb.sandbox.fork_server import _write_all
+    from cwm_nb.sandbox.syscalls import _write_all
     private = _private_mounts(args.get("hide") or ())
     res, stdin, stdout, stderr = _child_stdio(fds)
     report = _run_program(code, source, args, inp, _program_module(args, names, stdin, stdout), stderr)
@@ -693,7 +693,7 @@ def _kill_strays(limit_s: float = 1.0) -> None:
 # %% ../../nbs/40_apps.ipynb #e5b43adb
 def _start_test(code, source: str, args: dict, i: int, names: dict) -> tuple:
     "Fork the process of test `i`, its stdin a memory file holding the input: (pid, read ends) or (None, why not)."
-    from cwm_nb.sandbox.fork_server import _write_all
+    from cwm_nb.sandbox.syscalls import _write_all
     inp = args["inputs"][i]
     fin = os.memfd_create("apps-stdin")
     if args["kind"] == "stdin": _write_all(fin, inp.encode("utf-8", "surrogateescape")); os.lseek(fin, 0, os.SEEK_SET)
@@ -765,8 +765,8 @@ def _run_one_test(code, source: str, args: dict, i: int, names: dict, end: float
 # %% ../../nbs/40_apps.ipynb #6ba85831
 def _tests_in_job(args: dict, data: Any, source: str, in_job: bool) -> dict:
     "`run_tests.before_exec`: compile once, then one forked process per test, within the whole-problem cap."
-    from cwm_nb.sandbox.fork_server import PR_SET_CHILD_SUBREAPER, _prctl
-    from cwm_nb.sandbox.jobs import PROGRAM_FILENAME, describe_exception, make_error
+    from cwm_nb.sandbox.syscalls import PR_SET_CHILD_SUBREAPER, _prctl
+    from cwm_nb.sandbox.programs import PROGRAM_FILENAME, describe_exception, make_error
     t0 = time.monotonic()
     if in_job: _prctl(PR_SET_CHILD_SUBREAPER, 1)   # orphans of a test's process become this job's children
     try: code = compile(source, PROGRAM_FILENAME, "exec", dont_inherit=True)
@@ -783,7 +783,7 @@ def _tests_in_job(args: dict, data: Any, source: str, in_job: bool) -> dict:
 # %% ../../nbs/40_apps.ipynb #721eadb6
 def run_tests(namespace: dict, args: dict, data: Any) -> dict:
     "Sandbox driver `cwm_nb.apps.problems:run_tests`: its `before_exec` hook runs the tests, so this body is never reached."
-    raise RuntimeError("run_tests works only through its before_exec hook (cwm_nb.sandbox.jobs calls it first)")
+    raise RuntimeError("run_tests works only through its before_exec hook (cwm_nb.sandbox.programs calls it first)")
 
 run_tests.before_exec = _tests_in_job
 

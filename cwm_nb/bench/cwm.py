@@ -497,7 +497,7 @@ def evaluate_program(
     reward_atol: float = 1e-6,
     state_rtol: float = 1e-5,   # next-state tolerance (continuous-state envs)
     state_atol: float = 1e-5,
-    # cwm_nb.sandbox.jobs.SandboxLimits for this run; default: the sandbox's
+    # cwm_nb.sandbox.programs.SandboxLimits for this run; default: the sandbox's
     limits=None,
     # also run the determinism check (four more sandbox jobs); sets `deterministic`
     determinism: bool = False,
@@ -518,7 +518,7 @@ def evaluate_program(
     source = program.source if isinstance(program, Program) else str(program)
     if sandbox is None:
         sandbox = get_sandbox()
-    res = run_on_buffer(sandbox, source, buffer, "cwm_nb.sandbox.jobs:cwm_predict",
+    res = run_on_buffer(sandbox, source, buffer, "cwm_nb.sandbox.drivers:cwm_predict",
                         None if distributions else {"distribution": False}, limits)
     if not res.ok:
         ev = Evaluation.crashed(condense_error(res.error, source), len(buffer), paper_compat,

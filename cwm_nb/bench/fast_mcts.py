@@ -13,7 +13,7 @@ from cython.cimports.libc.math import log, sqrt
 import numpy as np
 from .planning import _KEY_CHARS, MCTSConfig, MCTSResult, _Node, _root_result
 from .plan_driver import CHUNK_ANSWERS, TAIL_SIMS, _discounts
-from ..sandbox.jobs import ProgramError
+from ..sandbox.programs import ProgramError
 
 # %% ../../nbs/15c_fast_mcts.ipynb #a559564a
 @cython.cclass

@@ -11,7 +11,8 @@ from typing import Any, Callable
 import numpy as np
 from fastcore.basics import patch
 from ..core import CwmNbError, atomic_write_json, cache_dir, derive_seed, make_rng, to_plain
-from ..sandbox.jobs import SandboxLimits, get_sandbox
+from ..sandbox.programs import SandboxLimits
+from ..sandbox.jobs import get_sandbox
 from .envs import get_env_spec, make_env
 from .planning import (DEFAULT_PLAN_PRESET, CEMConfig, MCTSConfig, PlanningPreset,
                                    cem_plan, get_preset, mcts_search, normalized_return)

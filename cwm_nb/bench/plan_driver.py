@@ -11,9 +11,9 @@ import numpy as np
 import orjson
 from fastcore.basics import patch
 from ..core import CwmNbError
-from ..sandbox.fork_server import _close_fds_except, _prctl
-from ..sandbox.jobs import (ProgramError, Serve, check_distribution, strict_plain, _as_done,
-                                 _as_reward, _code_line)
+from ..sandbox.syscalls import _close_fds_except, _prctl
+from ..sandbox.programs import ProgramError, Serve, strict_plain, _code_line
+from ..sandbox.drivers import check_distribution, _as_done, _as_reward
 import cwm_nb.bench.planning as planning
 from .planning import (_KEY_CHARS, CHANCE_SAMPLES, CEMConfig, MCTSConfig, _rollout_loop,
                                    _score_plan, cem_plan, mcts_search, state_key)
@@ -36,7 +36,7 @@ def decode_state(
     obs_format: str,       # "array", "int", "tuple" or "rtfm" (EnvSpec.obs_format)
     obs_dtype: str | None, # numpy dtype string of array observations, e.g. "<f4"
 ):
-    "The observation in the environment's own format, from plain data (the formats of `nbs/03_sandbox.ipynb`)."
+    "The observation in the environment's own format, from plain data (the formats of `nbs/02c_drivers.ipynb`)."
     if obs_format == "array": return np.array(state, dtype=np.dtype(obs_dtype) if obs_dtype else None)
     if obs_format == "int": return int(state)
     if obs_format == "tuple": return tuple(int(x) for x in state)

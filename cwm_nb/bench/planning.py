@@ -8,7 +8,7 @@ import json, math, numbers, random
 from dataclasses import dataclass
 import numpy as np
 from ..core import CwmNbError
-from ..sandbox.jobs import SandboxLimits, strict_plain
+from ..sandbox.programs import SandboxLimits, strict_plain
 
 # %% auto #0
 __all__ = ['PRESETS', 'DEFAULT_PLAN_PRESET', 'CHANCE_SAMPLES', 'uct', 'mcts_search', 'cem_plan', 'normalized_return',

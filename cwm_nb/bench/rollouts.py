@@ -86,7 +86,7 @@ def check_determinism(
     for name in passes:
         args, lim = plan[name]
         t1 = time.perf_counter()
-        res = run_on_buffer(sandbox, source, buffer, "cwm_nb.sandbox.jobs:cwm_predict", args, lim)
+        res = run_on_buffer(sandbox, source, buffer, "cwm_nb.sandbox.drivers:cwm_predict", args, lim)
         pass_s[name] = round(time.perf_counter() - t1, 4)
         if not res.ok and (res.error or {}).get("kind") in RESOURCE_ERRORS:
             skipped = {"pass": name, "error": condense_error(res.error, source)}
@@ -303,7 +303,7 @@ def _failed_rollout(message: str) -> dict:
 def _rollouts_one_by_one(sandbox, source: str, buffer: ReplayBuffer, segs: list, limits) -> list:
     "The raw rollouts of `segs`, one per call of a sandbox session, up to the first that does not answer (then None: not run)."
     res, sess = with_buffer_data(sandbox, buffer, lambda key: sandbox.open_session(
-        source, "cwm_nb.sandbox.jobs:cwm_rollouts", {"session": True}, data_key=key, limits=limits))
+        source, "cwm_nb.sandbox.drivers:cwm_rollouts", {"session": True}, data_key=key, limits=limits))
     if sess is None: return [_failed_rollout(condense_error(res.error, source))] * len(segs)
     out = []
     with sess:
@@ -335,7 +335,7 @@ def rollout_errors(
     if sandbox is None:
         sandbox = get_sandbox()
     segs = rollout_segments(buffer)
-    res = run_on_buffer(sandbox, source, buffer, "cwm_nb.sandbox.jobs:cwm_rollouts",
+    res = run_on_buffer(sandbox, source, buffer, "cwm_nb.sandbox.drivers:cwm_rollouts",
                   {"starts": [s for s, _ in segs], "lengths": [L for _, L in segs]}, limits)
     raw = (res.value or {}).get("rollouts") if res.ok and isinstance(res.value, dict) else None
     if not res.ok: raw = _rollouts_one_by_one(sandbox, source, buffer, segs, limits)

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import ctypes, errno, os, stat, struct
 from dataclasses import dataclass
+from .syscalls import _libc
 
 # %% auto #0
 __all__ = ['FS_EXECUTE', 'FS_WRITE_FILE', 'FS_READ_FILE', 'FS_READ_DIR', 'FS_REMOVE_DIR', 'FS_REMOVE_FILE', 'FS_MAKE_CHAR',
@@ -17,7 +18,6 @@ __all__ = ['FS_EXECUTE', 'FS_WRITE_FILE', 'FS_READ_FILE', 'FS_READ_DIR', 'FS_REM
            'load_signal_filter', 'landlock_support']
 
 # %% ../../nbs/02a_landlock.ipynb #a9c07a69
-from .fork_server import _libc   # the one libc handle of the sandbox (02_fork_server)
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 
 def set_no_new_privs() -> None:

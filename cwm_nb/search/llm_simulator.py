@@ -234,7 +234,7 @@ def time_llm_transition(
 # %% ../../nbs/24_llm_simulator.ipynb #a1a37f73
 def _time_transition(env, state: Callable, action: Callable, i: int, repeats: int) -> list[float]:
     "Seconds of `env.set_state(state()); env.step(action())`, `repeats` times, each on fresh copies (not timed)."
-    from cwm_nb.sandbox.jobs import ProgramError
+    from cwm_nb.sandbox.programs import ProgramError
     clock, times = time.perf_counter, []
     for _ in range(repeats):
         o, a = state(), action()
@@ -248,7 +248,8 @@ def _time_transition(env, state: Callable, action: Callable, i: int, repeats: in
 # %% ../../nbs/24_llm_simulator.ipynb #92ab18ec
 def cwm_time_steps(namespace: dict, args: dict | None, data: dict) -> dict:
     "Sandbox driver: seconds of `set_state` + `step` per call, `{'seconds': [[s, ...] per transition]}`."
-    from cwm_nb.sandbox.jobs import ProgramError, _obs_converter, _action_converter
+    from cwm_nb.sandbox.programs import ProgramError
+    from cwm_nb.sandbox.drivers import _obs_converter, _action_converter
     args = args or {}
     Env = namespace.get("Environment")
     if Env is None or not callable(Env):

@@ -233,7 +233,7 @@ class FlakyEndModel:
 # %% ../../nbs/91_doubles.ipynb #0285e344
 import numpy as np
 from ..core import CwmNbError
-from ..sandbox.jobs import SandboxLimits, SandboxResult, make_error
+from ..sandbox.programs import SandboxLimits, SandboxResult, make_error
 
 # %% ../../nbs/91_doubles.ipynb #380a378d
 class FakeSandbox:
