@@ -25,7 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def part1(envs_kind: str, ppo_steps: int, seed: int, n_minigrid: int = 6, max_episodes: int = 40):
-    from cwm_nb.agent.worldcoder import AgentConfig, run_curriculum, scripted_llm, DOMAINS
+    from cwm_nb.agent.worldcoder import AgentConfig, DOMAINS
+    from cwm_nb.agent.curriculum import run_curriculum
+    from cwm_nb.agent.scripted import scripted_llm
     from cwm_nb.agent.rl import train_ppo
     runs = []
     if envs_kind in ("all", "minigrid"):
@@ -57,12 +59,12 @@ def part1(envs_kind: str, ppo_steps: int, seed: int, n_minigrid: int = 6, max_ep
 
 
 def part2(repeats: int, seed: int):
-    from cwm_nb.testing.doubles import WorldCoderTestDouble
+    from cwm_nb.agent.scripted import ScriptedWorldCoderModel
     from cwm_nb.agent.worldcoder import make_env, DOMAINS
     from cwm_nb.agent.planning import PlannerConfig, plan_with_model
     from cwm_nb.agent.oo_state import entity_api_source
     from cwm_nb.sandbox.jobs import get_sandbox
-    d, sb = WorldCoderTestDouble(), get_sandbox()
+    d, sb = ScriptedWorldCoderModel(), get_sandbox()
     cases = [("minigrid", "MiniGrid-DoorKey-5x5-v0"), ("minigrid", "MiniGrid-Unlock-v0"), ("sokoban", "Sokoban-v0")]
     print(f"\nPart 2: planner program steps/s, sandbox ÷ in-process (median of {repeats} alternating rounds)")
     print(f"{'environment':26s} {'planner':8s} {'steps':>6s} {'in-process/s':>13s} {'sandbox/s':>10s} {'ratio':>6s}")
