@@ -10,13 +10,17 @@ from typing import Any, Sequence
 from fastcore.basics import patch
 from ..core import CwmNbError, make_rng
 from ..llm.client import RequestRefused
-from .oo_state import State, state_to_plain, state_from_plain, entity_api_source, render_diff
-from .planning import PlannerConfig, PlanResult, plan_with_model, predict_steps, state_digest
+from .oo_state import (State, state_to_plain, state_from_plain, entity_api_source,
+                                   render_diff)
+from .planning import (PlannerConfig, PlanResult, plan_with_model, predict_steps,
+                                   state_digest)
 from ..search.baselines import beta_params, rex_select
 from ..search.prompts import extract_code
 from .prompts import (state_text, init_transition_messages, init_reward_messages,
-                                  refine_transition_messages, refine_reward_messages, guess_reward_messages,
-                                  refine_plan_messages, merge_program, split_program, defines, nearest_goals)
+                                  refine_transition_messages, refine_reward_messages,
+                                  guess_reward_messages,
+                                  refine_plan_messages, merge_program, split_program, defines,
+                                  nearest_goals)
 
 # %% auto #0
 __all__ = ['SOKOBAN_ENVS', 'MINIGRID_PLANNER', 'DOMAINS', 'PHI1_SCOPES', 'ABLATIONS', 'play_episode', 'needs_synthesis', 'Domain',
@@ -33,34 +37,42 @@ def play_episode(
     "Algorithm 1 for one episode: check, synthesize if the rule says so, act, log."
     state, info = env.reset(seed=reset_seed)
     goal = info["mission"]
-    agent.start_episode(state, goal)            # log (s0, goal) in D_sc; a new goal gets a guessed reward program
+    # log (s0, goal) in D_sc; a new goal gets a guessed reward program
+    agent.start_episode(state, goal)
     for t in range(max_steps):
-        score = agent.check(goal, t)            # φ1 (and φ2) of the programs on D; None: too little data, no calls left
+        # φ1 (and φ2) of the programs on D; None: too little data, or no calls left
+        score = agent.check(goal, t)
         if score is not None and needs_synthesis(agent.failures(score, goal), agent.last_failures,
                                                  score.phi1, score.phi2, agent.optimistic):
-            agent.synthesize(goal)              # REx refinement of the programs (LLM calls); the best is kept
-        a = agent.act(state, goal)              # ε-greedy over a plan made with the programs
+            # REx refinement of the programs (LLM calls); the best is kept
+            agent.synthesize(goal)
+        # ε-greedy over a plan made with the programs
+        a = agent.act(state, goal)
         nxt, r, term, trunc, info = env.step(a)
-        agent.observe(state, a, float(r), nxt, bool(term), goal)   # log the step; check the programs on it
+        # log the step; check the programs on it
+        agent.observe(state, a, float(r), nxt, bool(term), goal)
         state = nxt
         if term or trunc: return bool(term) and r > 0, t + 1
     return False, max_steps
 
 # %% ../../nbs/34_agent.ipynb #35a46fe9
 def needs_synthesis(
-    fails: tuple[frozenset, frozenset],       # (unexplained logged steps, logged starts with no plan) now
+    fails: tuple[frozenset, frozenset],       # (unexplained logged steps, starts without a plan)
     last_fails: tuple[frozenset, frozenset],  # the same after the last synthesis
     phi1: bool,                               # the programs explain every logged step
-    phi2: bool,                               # ... and find a plan to reward from every logged start
+    phi2: bool,                               # ... and plan to reward from every logged start
     optimistic: bool,                         # whether φ2 counts (False: the no-optimism ablation)
 ) -> bool:
     "True when φ1 (or φ2, if optimistic) fails on evidence the last synthesis did not see."
     steps, plans = fails
-    if not (steps or plans) and phi1 and (phi2 or not optimistic): return False   # all holds
-    return not (steps <= last_fails[0] and plans <= last_fails[1] and (steps or plans))   # something new fails
+    # all holds
+    if not (steps or plans) and phi1 and (phi2 or not optimistic): return False
+    # something new fails
+    return not (steps <= last_fails[0] and plans <= last_fails[1] and (steps or plans))
 
 # %% ../../nbs/34_agent.ipynb #c67b79ad
-from .minigrid import MINIGRID_CURRICULUM, MINIGRID_ACTIONS, MINIGRID_ENTITY_NAMES, MiniGridObjectEnv
+from .minigrid import (MINIGRID_CURRICULUM, MINIGRID_ACTIONS, MINIGRID_ENTITY_NAMES,
+                                   MiniGridObjectEnv)
 from .sokoban import SOKOBAN_ACTIONS, SOKOBAN_ENTITY_NAMES, SokobanEnv
 
 SOKOBAN_ENVS = {"Sokoban-v0": dict(num_boxes=2), "Sokoban-1box-v0": dict(num_boxes=1),
@@ -76,40 +88,52 @@ class Domain:
     actions: tuple                # action strings
     envs: tuple                   # environment names it can make
     curricula: dict               # curriculum name -> environment names in order
-    synthesis_calls: int          # LLM calls per synthesis problem (the code release: 50 MiniGrid, 30 Sokoban)
-    env_planner: dict = field(default_factory=dict)  # environment name -> `PlannerConfig` fields replaced there
+    # LLM calls per synthesis problem (the code release: 50 MiniGrid, 30 Sokoban)
+    synthesis_calls: int
+    # environment name -> `PlannerConfig` fields replaced there
+    env_planner: dict = field(default_factory=dict)
 
 # %% ../../nbs/34_agent.ipynb #470bfb80
-MINIGRID_PLANNER = {   # the two-room environments: the release's 6000-step φ2 search is too small there (see above)
+# the two-room environments: the release's 6000-step φ2 search is too small there (see above)
+MINIGRID_PLANNER = {
     "MiniGrid-UnlockPickup-v0": dict(check_budget=30_000, act_budget=30_000),
     "MiniGrid-BlockedUnlockPickup-v0": dict(check_budget=150_000, act_budget=150_000, wall_s=900.0),
 }
 
 DOMAINS = {
     "minigrid": Domain("minigrid", MINIGRID_ENTITY_NAMES, MINIGRID_ACTIONS, MINIGRID_CURRICULUM,
-                       {"default": MINIGRID_CURRICULUM, "test": MINIGRID_CURRICULUM[:3]}, 50, MINIGRID_PLANNER),
+                       {"default": MINIGRID_CURRICULUM, "test": MINIGRID_CURRICULUM[:3]}, 50,
+                       MINIGRID_PLANNER),
     "sokoban": Domain("sokoban", SOKOBAN_ENTITY_NAMES, SOKOBAN_ACTIONS, tuple(SOKOBAN_ENVS),
-                      {"default": ("Sokoban-v0",), "teleporter": ("Sokoban-v0", "SokobanTeleporter-v0")}, 30),
+                      {"default": ("Sokoban-v0",),
+                       "teleporter": ("Sokoban-v0", "SokobanTeleporter-v0")}, 30),
 }
 
 def get_domain(name: str) -> Domain:
     "The `Domain` called `name`. Raises `CwmNbError` for an unknown one."
-    if name not in DOMAINS: raise CwmNbError(f"unknown domain {name!r}", f"use one of: {', '.join(DOMAINS)}")
+    if name not in DOMAINS:
+        raise CwmNbError(f"unknown domain {name!r}", f"use one of: {', '.join(DOMAINS)}")
     return DOMAINS[name]
 
 # %% ../../nbs/34_agent.ipynb #86567611
 def make_env(domain: Domain, env_name: str):
     "A fresh environment of `domain`. Raises `CwmNbError` naming the known environments."
     if env_name not in domain.envs:
-        raise CwmNbError(f"unknown {domain.name} environment {env_name!r}", f"use one of: {', '.join(domain.envs)}")
+        raise CwmNbError(f"unknown {domain.name} environment {env_name!r}",
+                         f"use one of: {', '.join(domain.envs)}")
     if domain.name == "minigrid": return MiniGridObjectEnv(env_name)
     return SokobanEnv(**SOKOBAN_ENVS[env_name])
 
 def resolve_curriculum(domain: Domain, curriculum: str | Sequence[str]) -> list[str]:
-    "Environment names of a named curriculum or of a comma-separated list. Raises `CwmNbError` for unknown names."
-    names = list(domain.curricula[curriculum]) if isinstance(curriculum, str) and curriculum in domain.curricula else \
-        [c.strip() for c in (curriculum.split(",") if isinstance(curriculum, str) else curriculum) if c.strip()]
-    if not names: raise CwmNbError("the curriculum is empty", f"name one of {list(domain.curricula)} or list environments")
+    "Environment names of a named or comma-separated curriculum. Raises `CwmNbError`."
+    if isinstance(curriculum, str) and curriculum in domain.curricula:
+        names = list(domain.curricula[curriculum])
+    else:
+        items = curriculum.split(",") if isinstance(curriculum, str) else curriculum
+        names = [c.strip() for c in items if c.strip()]
+    if not names:
+        raise CwmNbError("the curriculum is empty",
+                         f"name one of {list(domain.curricula)} or list environments")
     for n in names: make_env(domain, n).close()   # unknown names fail here
     return names
 
@@ -118,51 +142,75 @@ PHI1_SCOPES = ("all", "mission")
 
 @dataclass
 class AgentConfig:
-    "WorldCoder's knobs (paper §2.4, App. F and the NeurIPS checklist; the code release's `learn.py` where the paper is silent)."
+    "WorldCoder's knobs (paper §2.4, App. F; else the code release's `learn.py`)."
     epsilon: float = 0.05             # probability of a random action (Algorithm 1's ε)
     min_data: int = 10                # logged steps before the first synthesis (MINDATASIZE)
-    learn_after_steps: int = 20       # ... or this many steps into an episode (the release: an agent stuck repeating
-                                      # one step logs nothing new, since D is a set)
+    # ... or this many steps into an episode (the release: an agent stuck repeating one step logs
+    # nothing new, since D is a set)
+    learn_after_steps: int = 20
     episode_steps: int = 100          # steps per episode (release `--length`)
-    successes_to_advance: int = 10    # successes in a row that move the agent to the next environment
-    max_episodes: int = 1000          # episodes per environment before giving up on it (release `--episodes`)
-    llm_budget: int = 300             # LLM calls of a whole run (release: 200, × 1.5 with a curriculum)
-    synthesis_calls: int | None = None  # LLM calls per synthesis problem; None: the domain's (50 MiniGrid, 30 Sokoban)
-    calls_per_phase: bool = False     # the release: `synthesis_calls` per phase (fit, then plan), up to twice as many
-    C: float = 5.0                    # REx prior strength: Beta(1 + C·h, 1 + C·(1 − h)) (release `--bandits_c`)
-    init_examples: int = 7            # logged steps shown when writing a program from scratch (App. F.1, F.2)
-    refine_correct: int = 3           # steps the program gets right, shown when repairing it (App. F.3)
-    guess_neighbours: int = 3         # known goals whose reward programs are shown for a new goal (App. F.5)
+    # successes in a row that move the agent to the next environment
+    successes_to_advance: int = 10
+    # episodes per environment before giving up on it (release `--episodes`)
+    max_episodes: int = 1000
+    # LLM calls of a whole run (release: 200, × 1.5 with a curriculum)
+    llm_budget: int = 300
+    # LLM calls per synthesis problem; None: the domain's (50 MiniGrid, 30 Sokoban)
+    synthesis_calls: int | None = None
+    # the release: `synthesis_calls` per phase (fit, then plan), up to twice as many
+    calls_per_phase: bool = False
+    # REx prior strength: Beta(1 + C·h, 1 + C·(1 − h)) (release `--bandits_c`)
+    C: float = 5.0
+    # logged steps shown when writing a program from scratch (App. F.1, F.2)
+    init_examples: int = 7
+    # steps the program gets right, shown when repairing it (App. F.3)
+    refine_correct: int = 3
+    # known goals whose reward programs are shown for a new goal (App. F.5)
+    guess_neighbours: int = 3
     temperature: float = 1.0          # LLM sampling temperature (the paper: GPT-4 at 1.0)
     guess_temperature: float = 0.0    # temperature of the new-goal reward guess (release: 0.0)
     max_tokens: int = 1500            # completion cap per LLM call
-    optimism: bool = True             # φ2: a plan to reward must exist under the model (False: the "no optimism" ablation)
-    prompt4reward: bool = False       # the "prompt4reward" ablation: reward programs only guessed from the goal, never fixed
-    transfer: bool = True             # carry the programs to the next environment (False: each environment from scratch)
-    phi1_scope: str = "all"           # φ1 over all logged steps (paper) or "mission": only the current goal's (release)
-    reward_tolerance: float = 1e-6    # |Δr| counted as equal (release: 1e-6; the paper asks for equality)
-    planner: PlannerConfig = field(default_factory=PlannerConfig)  # search settings (33_agent_planning)
-    env_planner: dict | None = None   # environment name -> `PlannerConfig` fields replaced there; None: the domain's
+    # φ2: a plan to reward must exist under the model (False: the "no optimism" ablation)
+    optimism: bool = True
+    # the "prompt4reward" ablation: reward programs only guessed from the goal, never fixed
+    prompt4reward: bool = False
+    # carry the programs to the next environment (False: each environment from scratch)
+    transfer: bool = True
+    # φ1 over all logged steps (paper) or "mission": only the current goal's (release)
+    phi1_scope: str = "all"
+    # |Δr| counted as equal (release: 1e-6; the paper asks for equality)
+    reward_tolerance: float = 1e-6
+    # search settings (33_agent_planning)
+    planner: PlannerConfig = field(default_factory=PlannerConfig)
+    # environment name -> `PlannerConfig` fields replaced there; None: the domain's
+    env_planner: dict | None = None
 
     def __post_init__(self):
         if isinstance(self.planner, dict): self.planner = PlannerConfig(**self.planner)
-        if not 0.0 <= self.epsilon <= 1.0: raise CwmNbError(f"epsilon={self.epsilon}", "use 0 <= epsilon <= 1")
-        if self.phi1_scope not in PHI1_SCOPES: raise CwmNbError(f"phi1_scope={self.phi1_scope!r}", f"use one of {PHI1_SCOPES}")
-        for k in ("min_data", "episode_steps", "successes_to_advance", "max_episodes", "init_examples"):
-            if int(getattr(self, k)) < 1: raise CwmNbError(f"AgentConfig.{k} must be at least 1", f"pass {k} >= 1")
-        if self.llm_budget < 0: raise CwmNbError(f"llm_budget={self.llm_budget}", "pass 0 or more LLM calls")
+        if not 0.0 <= self.epsilon <= 1.0:
+            raise CwmNbError(f"epsilon={self.epsilon}", "use 0 <= epsilon <= 1")
+        if self.phi1_scope not in PHI1_SCOPES:
+            raise CwmNbError(f"phi1_scope={self.phi1_scope!r}", f"use one of {PHI1_SCOPES}")
+        for k in ("min_data", "episode_steps", "successes_to_advance", "max_episodes",
+                  "init_examples"):
+            if int(getattr(self, k)) < 1:
+                raise CwmNbError(f"AgentConfig.{k} must be at least 1", f"pass {k} >= 1")
+        if self.llm_budget < 0:
+            raise CwmNbError(f"llm_budget={self.llm_budget}", "pass 0 or more LLM calls")
 
     def to_dict(self) -> dict:
         "The settings as a plain dict (JSON-ready)."
         return asdict(self)
 
     def planner_for(self, domain: Domain, env_name: str) -> PlannerConfig:
-        "The search settings in `env_name`: `planner` with the environment's replacements (`env_planner`, else the domain's)."
-        over = (domain.env_planner if self.env_planner is None else self.env_planner).get(env_name, {})
+        "`planner` with the replacements of `env_name` (`env_planner`, else the domain's)."
+        table = domain.env_planner if self.env_planner is None else self.env_planner
+        over = table.get(env_name, {})
         return PlannerConfig(**{**asdict(self.planner), **over})
 
 # %% ../../nbs/34_agent.ipynb #07f3a37f
-ABLATIONS = {"none": {}, "no-optimism": dict(optimism=False), "prompt4reward": dict(prompt4reward=True),
+ABLATIONS = {"none": {}, "no-optimism": dict(optimism=False),
+             "prompt4reward": dict(prompt4reward=True),
              "no-transfer": dict(transfer=False)}
 
 # %% ../../nbs/34_agent.ipynb #5a888413
@@ -179,7 +227,8 @@ class ReplayData:
         if k not in self.states: self.states[k] = state_to_plain(state)
         return k
 
-    def add_step(self, state: State, action: str, reward: float, next_state: State, done: bool, goal: str) -> bool:
+    def add_step(self, state: State, action: str, reward: float, next_state: State, done: bool,
+                 goal: str) -> bool:
         "Log a step; False if the same step was logged before."
         s, s2 = self._put(state), self._put(next_state)
         key = (s, action, float(reward), s2, bool(done), goal)
@@ -218,7 +267,8 @@ def from_dict(cls: ReplayData, d: dict) -> ReplayData:
 def step_text(data: ReplayData, step: dict, with_reward: bool = False) -> str:
     "A logged step for a prompt: action, state before, what changed (and the reward and done)."
     s, s2 = data.state(step["s"]), data.state(step["s2"])
-    out = f"Action: {step['a']}\nState before:\n{state_text(s)}\nWhat changed:\n{render_diff(s, s2)}"
+    out = (f"Action: {step['a']}\nState before:\n{state_text(s)}\n"
+           f"What changed:\n{render_diff(s, s2)}")
     if with_reward: out += f"\nReward: {step['r']:g}, done: {step['d']}"
     return out
 
@@ -226,17 +276,21 @@ def step_text(data: ReplayData, step: dict, with_reward: bool = False) -> str:
 @dataclass
 class WorldModel:
     "A transition program and one reward program per goal (sources)."
-    transition: str | None = None                       # `transition(state, action)` source, None before the first
-    rewards: dict[str, str] = field(default_factory=dict)  # goal text -> `reward_func(state, action, next_state)` source
+    # `transition(state, action)` source, None before the first
+    transition: str | None = None
+    # goal text -> `reward_func(state, action, next_state)` source
+    rewards: dict[str, str] = field(default_factory=dict)
 
     def key(self) -> str:
         "A digest of both programs (a changed model has a new key)."
         import hashlib
-        return hashlib.sha1(json.dumps([self.transition, sorted(self.rewards.items())]).encode()).hexdigest()[:16]
+        return hashlib.sha1(json.dumps([self.transition,
+                                        sorted(self.rewards.items())]).encode()).hexdigest()[:16]
 
     def copy(self, transition: str | None = ..., **rewards: str) -> WorldModel:
-        "A copy with the transition and/or some goals' reward programs replaced (pass rewards as a dict via `**{goal: src}`)."
-        return WorldModel(self.transition if transition is ... else transition, {**self.rewards, **rewards})
+        "A copy with the transition and/or reward programs (`**{goal: src}`) replaced."
+        return WorldModel(self.transition if transition is ... else transition,
+                          {**self.rewards, **rewards})
 
 def _sha(src: str | None) -> str:
     import hashlib
@@ -249,7 +303,8 @@ class Score:
     t_ok: list                  # per step: the transition program predicted the next state
     r_ok: list                  # per step: the goal's reward program gave the reward and done
     phi1: bool                  # every step explained
-    plans: dict                 # "start digest|goal" -> plan found (only when φ1 holds and plans are asked for)
+    # "start digest|goal" -> plan found (only when φ1 holds and plans are asked for)
+    plans: dict
     h: float                    # the paper's heuristic (above)
 
     @property
@@ -258,7 +313,7 @@ class Score:
         return sum(t and r for t, r in zip(self.t_ok, self.r_ok)) / max(len(self.t_ok), 1)
     @property
     def a_plan(self) -> float:
-        "Fraction in [0, 1] of the asked (start, goal) pairs for which a plan was found; 0.0 if none was asked."
+        "Fraction in [0, 1] of the asked (start, goal) pairs with a plan; 0.0 if none was asked."
         return sum(self.plans.values()) / max(len(self.plans), 1) if self.plans else 0.0
     @property
     def phi2(self) -> bool:
@@ -267,7 +322,7 @@ class Score:
 
 # %% ../../nbs/34_agent.ipynb #dc47e2b2
 class Evaluator:
-    "Scores programs on one environment's `ReplayData` in the sandbox, caching per program and step; runs φ2's searches."
+    "Scores programs on `ReplayData` in the sandbox, cached per program and step; plans for φ2."
     def __init__(self, agent: WorldCoderAgent):
         self.agent, self.t_cache, self.r_cache, self.plan_cache = agent, {}, {}, {}
 
@@ -277,8 +332,9 @@ class Evaluator:
         return self.agent.data
 
     def scope(self, goal: str | None) -> list[int]:
-        "Indices of the steps φ1 is checked on: all (paper) or the current goal's (`phi1_scope='mission'`)."
-        if self.agent.config.phi1_scope == "all" or goal is None: return list(range(len(self.data.steps)))
+        "Indices of the steps φ1 checks: all (paper) or the goal's (`phi1_scope='mission'`)."
+        if self.agent.config.phi1_scope == "all" or goal is None:
+            return list(range(len(self.data.steps)))
         return [i for i, x in enumerate(self.data.steps) if x["goal"] == goal]
 
     def _check_next(self, out: list, i: int) -> tuple[bool, Any, str | None]:
@@ -300,44 +356,50 @@ def transition(self: Evaluator, src: str | None, idx: Sequence[int]) -> list[tup
     k, todo = _sha(src), [i for i in idx if (_sha(src), i) not in self.t_cache]
     if todo:
         items = [(self.data.states[self.data.steps[i]["s"]], self.data.steps[i]["a"]) for i in todo]
-        out = predict_steps(self.agent.api, items, "transition", transition=src, sandbox=self.agent.sandbox,
+        out = predict_steps(self.agent.api, items, "transition", transition=src,
+                            sandbox=self.agent.sandbox,
                             call_timeout_s=self.agent.planner.call_timeout_s)
         for i, o in zip(todo, out): self.t_cache[(k, i)] = self._check_next(o, i)
     return [self.t_cache[(k, i)] for i in idx]
 
 @patch
 def reward(self: Evaluator, src: str | None, idx: Sequence[int]) -> list[tuple]:
-    "`(ok, (reward, done) or None, error)` of a reward program on the steps `idx` (each with its logged next state)."
+    "`(ok, (reward, done) or None, error)` of a reward program on the steps `idx`."
     if src is None: return [(False, None, "no reward program for this goal yet")] * len(idx)
     k, todo = _sha(src), [i for i in idx if (_sha(src), i) not in self.r_cache]
     if todo:
         st = self.data.states
-        items = [(st[self.data.steps[i]["s"]], self.data.steps[i]["a"], st[self.data.steps[i]["s2"]]) for i in todo]
+        items = [(st[self.data.steps[i]["s"]], self.data.steps[i]["a"],
+                  st[self.data.steps[i]["s2"]]) for i in todo]
         out = predict_steps(self.agent.api, items, "reward", reward=src, sandbox=self.agent.sandbox,
                             call_timeout_s=self.agent.planner.call_timeout_s)
         for i, (_, r, d, err) in zip(todo, out):
-            ok = err is None and type(r) in (int, float) and type(d) is bool and self._check_reward(r, d, i)
+            ok = err is None and type(r) in (int,
+                    float) and type(d) is bool and self._check_reward(r, d, i)
             self.r_cache[(k, i)] = (ok, None if err else (r, d), err)
     return [self.r_cache[(k, i)] for i in idx]
 
 # %% ../../nbs/34_agent.ipynb #b881e979
 @patch
 def check_new_step(self: Evaluator, model: WorldModel, i: int) -> None:
-    "Cache both programs' results on step `i` with one sandbox job (the reward runs on the predicted next state)."
+    "Cache both programs' results on step `i` with one sandbox job."
     x = self.data.steps[i]
     rsrc = model.rewards.get(x["goal"])
     if model.transition is None or (_sha(model.transition), i) in self.t_cache: return
-    out = predict_steps(self.agent.api, [(self.data.states[x["s"]], x["a"])], "step" if rsrc else "transition",
+    out = predict_steps(self.agent.api, [(self.data.states[x["s"]], x["a"])],
+                        "step" if rsrc else "transition",
                         transition=model.transition, reward=rsrc, sandbox=self.agent.sandbox,
                         call_timeout_s=self.agent.planner.call_timeout_s)[0]
     ok = self._check_next(out, i)
     self.t_cache[(_sha(model.transition), i)] = ok
-    if ok[0] and rsrc is not None and out[3] is None:   # right next state: the reward on it is the one φ1 asks about
-        self.r_cache[(_sha(rsrc), i)] = (self._check_reward(out[1], out[2], i), (out[1], out[2]), None)
+    # right next state: the reward on it is the one φ1 asks about
+    if ok[0] and rsrc is not None and out[3] is None:
+        self.r_cache[(_sha(rsrc), i)] = (self._check_reward(out[1], out[2], i), (out[1], out[2]),
+                                         None)
 
 @patch
 def record_explained(self: Evaluator, model: WorldModel, i: int) -> None:
-    "Step `i` matched the model's own prediction (from a plan): cache it as explained without running anything."
+    "Cache step `i` as explained: it matched the plan's prediction, so nothing runs."
     x = self.data.steps[i]
     self.t_cache[(_sha(model.transition), i)] = (True, None, None)
     self.r_cache[(_sha(model.rewards[x["goal"]]), i)] = (True, (x["r"], x["d"]), None)
@@ -345,13 +407,16 @@ def record_explained(self: Evaluator, model: WorldModel, i: int) -> None:
 # %% ../../nbs/34_agent.ipynb #7784dfa6
 @patch
 def plan(self: Evaluator, model: WorldModel, start: State, goal: str, budget: int) -> PlanResult:
-    "A search under `model` from `start` for `goal` (cached: found plans for any budget, failures per budget)."
+    "A search under `model` from `start` for `goal` (cached; failures per budget)."
     k = (model.transition, model.rewards.get(goal), state_digest(start), goal)
     hit = self.plan_cache.get(k)
-    if hit is not None and (hit.found or hit.model_steps >= budget or hit.reason != "budget"): return hit
+    if hit is not None and (hit.found or hit.model_steps >= budget
+                            or hit.reason != "budget"): return hit
     cfg = self.agent.planner
-    res = plan_with_model(self.agent.api, model.transition, model.rewards[goal], start, self.agent.domain.actions,
-                          self.agent.domain.entity_names, goal, cfg, budget=budget, sandbox=self.agent.sandbox)
+    res = plan_with_model(self.agent.api, model.transition, model.rewards[goal], start,
+                          self.agent.domain.actions,
+                          self.agent.domain.entity_names, goal, cfg, budget=budget,
+                          sandbox=self.agent.sandbox)
     self.agent.stats["plans"] += 1; self.agent.stats["plan_steps"] += res.model_steps
     self.agent.stats["plan_s"] += res.plan_s
     self.plan_cache[k] = res
@@ -374,13 +439,18 @@ def score(self: Evaluator, model: WorldModel, goal: str | None, plans: bool) -> 
     out = {}
     if plans and phi1:
         for x in self.data.starts:
-            if goal is not None and self.agent.config.phi1_scope == "mission" and x["goal"] != goal: continue
-            if model.transition is None or x["goal"] not in model.rewards: out[f"{x['s']}|{x['goal']}"] = False; continue
-            res = self.plan(model, self.data.state(x["s"]), x["goal"], self.agent.planner.check_budget)
+            if goal is not None and self.agent.config.phi1_scope == "mission" and x["goal"] != goal:
+                continue
+            if model.transition is None or x["goal"] not in model.rewards:
+                out[f"{x['s']}|{x['goal']}"] = False; continue
+            res = self.plan(model, self.data.state(x["s"]), x["goal"],
+                            self.agent.planner.check_budget)
             out[f"{x['s']}|{x['goal']}"] = res.found
-    n_sc = sum(1 for x in self.data.starts if not (goal is not None and self.agent.config.phi1_scope == "mission"
+    n_sc = sum(1 for x in self.data.starts
+               if not (goal is not None and self.agent.config.phi1_scope == "mission"
                                                    and x["goal"] != goal)) if plans else 0
-    h = (sum(a and b for a, b in zip(t, r)) + (sum(out.values()) if phi1 else 0)) / max(len(idx) + n_sc, 1)
+    h = (sum(a and b for a, b in zip(t, r)) + (sum(out.values()) if phi1 else 0)) / max(len(idx)
+                                                                                        + n_sc, 1)
     return Score(t, r, phi1, out, h)
 
 # %% ../../nbs/34_agent.ipynb #c50aba36
@@ -407,7 +477,7 @@ class Arm:
 
 # %% ../../nbs/34_agent.ipynb #22f3b907
 class Synthesis:
-    "One synthesis problem: REx over refinement arms in the fit phase, then (with optimism) the plan phase."
+    "One synthesis problem: REx over refinement arms, fit phase then plan phase."
     def __init__(self, agent: WorldCoderAgent, start: WorldModel, goal: str):
         self.agent, self.start, self.goal, self.cfg = agent, start, goal, agent.config
         self.nodes: list[Candidate] = []
@@ -418,33 +488,36 @@ class Synthesis:
         self.limit = limit
 
     def goals(self) -> list[str]:
-        "The goals whose reward programs the objective needs: those of the steps in scope and of the stored starts."
+        "The goals of the steps in scope and of the stored starts (their rewards are needed)."
         ev = self.agent.evaluator
-        gs = [self.agent.data.steps[i]["goal"] for i in ev.scope(self.goal)] + [x["goal"] for x in self.agent.data.starts]
+        gs = [self.agent.data.steps[i]["goal"] for i in ev.scope(self.goal)] + [x["goal"]
+                for x in self.agent.data.starts]
         if self.cfg.phi1_scope == "mission": gs = [g for g in gs if g == self.goal]
         return list(dict.fromkeys(gs + [self.goal]))
 
     def satisfied(self, s: Score, phase: str) -> bool:
-        "True when the score meets the phase's objective: every step explained, and in the plan phase every plan found."
+        "True when the score meets the phase's objective (φ1; in the plan phase also φ2)."
         return s.phi1 and (phase == "fit" or s.phi2)
 
 # %% ../../nbs/34_agent.ipynb #911b804a
 @patch
 def add(self: Synthesis, parent, how, model, phase, call=None) -> Candidate:
-    "Score `model` on the goal, store it as a new candidate (child of `parent`, made by `how`) and return it."
+    "Score `model` and store it as a new candidate, child of `parent`, made by `how`."
     s = self.agent.evaluator.score(model, self.goal, plans=phase == "plan")
     c = Candidate(len(self.nodes), parent, how, model, s, call)
     self.nodes.append(c)
     self.log.append(dict(id=c.id, parent=parent, how=how, phase=phase, call=call, h=round(s.h, 4),
-                         a_exp=round(s.a_exp, 4), a_plan=round(s.a_plan, 4), phi1=s.phi1, phi2=s.phi2))
+                         a_exp=round(s.a_exp, 4), a_plan=round(s.a_plan, 4), phi1=s.phi1,
+                         phi2=s.phi2))
     return c
 
 @patch
 def arms_of(self: Synthesis, c: Candidate, phase: str) -> list[Arm]:
-    "The refinements a candidate offers under the phase's objective, with the REx prior of its score."
+    "The refinements a candidate offers in the phase, with the REx prior of its score."
     a, b = beta_params(min(max(c.score.h, 0.0), 1.0), self.cfg.C)
     out = []
-    if c.model.transition is not None and not all(c.score.t_ok): out.append(Arm(c.id, "transition", None, a, b))
+    if c.model.transition is not None and not all(c.score.t_ok):
+        out.append(Arm(c.id, "transition", None, a, b))
     if not self.cfg.prompt4reward:
         idx = self.agent.evaluator.scope(self.goal)
         bad = {self.agent.data.steps[i]["goal"] for i, ok in zip(idx, c.score.r_ok) if not ok}
@@ -456,30 +529,35 @@ def arms_of(self: Synthesis, c: Candidate, phase: str) -> list[Arm]:
 
 # %% ../../nbs/34_agent.ipynb #782b7294
 @patch
-def ask(self: Synthesis, kind: str, messages: list[dict], entry: str, temperature: float | None = None) -> str | None:
-    "One LLM call of this synthesis problem: the code defining `entry` in the answer, or None. Raises `_BudgetSpent` when the phase's calls are used up."
+def ask(self: Synthesis, kind: str, messages: list[dict], entry: str,
+        temperature: float | None = None) -> str | None:
+    "One call: the answer's code defining `entry`, or None. Raises `_BudgetSpent` past the limit."
     if self.phase_calls >= self.limit: raise _BudgetSpent()
     self.calls += 1; self.phase_calls += 1
     text = self.agent.ask(kind, messages, temperature)
     return extract_code(text, prefer=defines(entry)) if text else None
 
 # %% ../../nbs/34_agent.ipynb #65c51b5c
+def _sample(rng, n: int, k: int) -> list[int]:
+    "`k` of `range(n)` without replacement, in order (all when `n <= k`)."
+    return sorted(rng.choice(n, size=min(k, n), replace=False).tolist()) if n else []
+
 @patch
 def _pull_init(self: Synthesis) -> WorldModel | None:
     ag, d, ev = self.agent, self.agent.data, self.agent.evaluator
     rng, api, acts = ag.rng, ag.api_doc, ag.domain.actions
     idx = ev.scope(self.goal)
-    pick = sorted(rng.choice(len(idx), size=min(self.cfg.init_examples, len(idx)), replace=False).tolist()) if idx else []
-    code = self.ask("init_transition", init_transition_messages(api, acts, [step_text(d, d.steps[idx[j]]) for j in pick]),
-                    "transition")
+    pick = _sample(rng, len(idx), self.cfg.init_examples)
+    shown = [step_text(d, d.steps[idx[j]]) for j in pick]
+    code = self.ask("init_transition", init_transition_messages(api, acts, shown), "transition")
     model = WorldModel(code or self.start.transition, dict(self.start.rewards))
     if not self.cfg.prompt4reward:
         for g in self.goals():
             gi = [i for i in idx if d.steps[i]["goal"] == g]
             if not gi: continue
-            pick = sorted(rng.choice(len(gi), size=min(self.cfg.init_examples, len(gi)), replace=False).tolist())
-            r = self.ask("init_reward", init_reward_messages(api, acts, g, [step_text(d, d.steps[gi[j]], True) for j in pick]),
-                         "reward_func")
+            pick = _sample(rng, len(gi), self.cfg.init_examples)
+            shown = [step_text(d, d.steps[gi[j]], True) for j in pick]
+            r = self.ask("init_reward", init_reward_messages(api, acts, g, shown), "reward_func")
             if r: model = model.copy(**{g: r})
     return model if code else None
 
@@ -494,11 +572,14 @@ def _pull_transition(self: Synthesis, node: Candidate, idx: list[int]) -> WorldM
     j = bad[int(rng.integers(len(bad)))]
     x = d.steps[idx[j]]
     ok, pred, err = res[j]
-    fail = step_text(d, x) + ("\nYour transition function instead predicted this change:\n" +
-                              render_diff(d.state(x["s"]), pred) if pred is not None else f"\nYour transition function failed: {err}")
-    show = [step_text(d, d.steps[idx[good[k]]]) for k in
-            sorted(rng.choice(len(good), size=min(self.cfg.refine_correct, len(good)), replace=False).tolist())] if good else []
-    code = self.ask("refine_transition", refine_transition_messages(api, acts, node.model.transition, show, fail), "transition")
+    if pred is not None:
+        why = ("\nYour transition function instead predicted this change:\n"
+               + render_diff(d.state(x["s"]), pred))
+    else: why = f"\nYour transition function failed: {err}"
+    picks = _sample(rng, len(good), self.cfg.refine_correct)
+    show = [step_text(d, d.steps[idx[good[k]]]) for k in picks]
+    msgs = refine_transition_messages(api, acts, node.model.transition, show, step_text(d, x) + why)
+    code = self.ask("refine_transition", msgs, "transition")
     return node.model.copy(merge_program(node.model.transition, code)) if code else None
 
 @patch
@@ -511,25 +592,31 @@ def _pull_reward(self: Synthesis, node: Candidate, idx: list[int], goal: str) ->
     good = [k for k, (ok, _, _) in enumerate(res) if ok]
     k = bad[int(rng.integers(len(bad)))]
     ok, got, err = res[k]
-    fail = step_text(d, d.steps[gi[k]], True) + (f"\nYour reward function instead returned: reward {got[0]:g}, done {got[1]}"
-                                                  if got is not None else f"\nYour reward function failed: {err}")
-    show = [step_text(d, d.steps[gi[q]], True) for q in
-            sorted(rng.choice(len(good), size=min(self.cfg.refine_correct, len(good)), replace=False).tolist())] if good else []
-    code = self.ask("refine_reward", refine_reward_messages(api, acts, goal, node.model.rewards[goal], show, fail),
-                    "reward_func")
-    return node.model.copy(**{goal: merge_program(node.model.rewards[goal], code)}) if code else None
+    if got is not None:
+        why = f"\nYour reward function instead returned: reward {got[0]:g}, done {got[1]}"
+    else: why = f"\nYour reward function failed: {err}"
+    picks = _sample(rng, len(good), self.cfg.refine_correct)
+    show = [step_text(d, d.steps[gi[q]], True) for q in picks]
+    fail = step_text(d, d.steps[gi[k]], True) + why
+    msgs = refine_reward_messages(api, acts, goal, node.model.rewards[goal], show, fail)
+    code = self.ask("refine_reward", msgs, "reward_func")
+    if not code: return None
+    return node.model.copy(**{goal: merge_program(node.model.rewards[goal], code)})
 
 # %% ../../nbs/34_agent.ipynb #78fe5518
 @patch
 def _pull_plan(self: Synthesis, node: Candidate, goal: str) -> WorldModel | None:
     ag, d = self.agent, self.agent.data
-    failed = [k.split("|", 1)[0] for k, ok in node.score.plans.items() if not ok and k.split("|", 1)[1] == goal]
+    failed = [k.split("|", 1)[0] for k, ok in node.score.plans.items() if not ok
+              and k.split("|", 1)[1] == goal]
     start = d.state(failed[int(ag.rng.integers(len(failed)))])
-    msgs = refine_plan_messages(ag.api_doc, ag.domain.actions, goal, node.model.transition, node.model.rewards[goal], start)
+    msgs = refine_plan_messages(ag.api_doc, ag.domain.actions, goal, node.model.transition,
+                                node.model.rewards[goal], start)
     if self.phase_calls >= self.limit: raise _BudgetSpent()
     self.calls += 1; self.phase_calls += 1
     text = ag.ask("refine_plan", msgs)
-    code = extract_code(text, prefer=lambda c: defines("transition")(c) and defines("reward_func")(c)) if text else None
+    code = extract_code(text, prefer=lambda c: defines("transition")(c)
+                        and defines("reward_func")(c)) if text else None
     if not code: return None
     t, r = split_program(code, "transition"), split_program(code, "reward_func")
     if t is None and r is None: return None
@@ -549,7 +636,7 @@ def pull(self: Synthesis, arm: Arm, phase: str) -> WorldModel | None:
 # %% ../../nbs/34_agent.ipynb #929e6c54
 @patch
 def pair(self: Synthesis, c: Candidate, phase: str) -> Candidate | None:
-    "Pool `c`'s perfect programs and try each new one with every perfect partner; a satisfying pair, or None."
+    "Pool `c`'s perfect programs, try each new one with every perfect partner: a winner or None."
     if self.cfg.prompt4reward: return None
     ev, goals, new = self.agent.evaluator, self.goals(), []
     if c.model.transition and all(c.score.t_ok) and c.model.transition not in self.pool_t:
@@ -558,12 +645,14 @@ def pair(self: Synthesis, c: Candidate, phase: str) -> Candidate | None:
     for g in goals:
         src = c.model.rewards.get(g)
         gi = [j for j, i in enumerate(idx) if self.agent.data.steps[i]["goal"] == g]
-        if src and gi and all(c.score.r_ok[j] for j in gi) and src not in self.pool_r.setdefault(g, []):
+        perfect = src and gi and all(c.score.r_ok[j] for j in gi)
+        if perfect and src not in self.pool_r.setdefault(g, []):
             self.pool_r[g].append(src); new.append(("r", g, src))
     for n in new:
         ts = [n[1]] if n[0] == "t" else list(self.pool_t)
         for t in ts:
-            rewards = {g: (n[2] if n[0] == "r" and g == n[1] else (self.pool_r.get(g) or [c.model.rewards.get(g)])[-1])
+            rewards = {g: (n[2] if n[0] == "r" and g == n[1]
+                           else (self.pool_r.get(g) or [c.model.rewards.get(g)])[-1])
                        for g in goals}
             if any(v is None for v in rewards.values()): continue
             m = WorldModel(t, {**c.model.rewards, **rewards})
@@ -575,12 +664,14 @@ def pair(self: Synthesis, c: Candidate, phase: str) -> Candidate | None:
 # %% ../../nbs/34_agent.ipynb #60a4336f
 @patch
 def phase(self: Synthesis, phase: str, seeds: list[Candidate]) -> Candidate:
-    "REx until a candidate satisfies the phase's objective or the calls are spent; the winner or the best."
+    "REx until a candidate meets the phase's objective or calls run out: it, or the best."
     if self.cfg.calls_per_phase: self.phase_calls = 0
-    members = [self.add(s.parent, s.how, s.model, phase, s.call) if phase == "plan" else s for s in seeds]
+    members = [self.add(s.parent, s.how, s.model, phase, s.call) if phase == "plan" else s
+               for s in seeds]
     for s in members:
         if self.satisfied(s.score, phase): return s
-    arms = [Arm(None, "init", None, 1.0, 1.0)] + [a for s in members for a in self.arms_of(s, phase)]
+    arms = [Arm(None, "init", None, 1.0, 1.0)] + [a for s in members
+                                                  for a in self.arms_of(s, phase)]
     for s in members:
         hit = self.pair(s, phase)
         if hit: return hit
@@ -624,17 +715,20 @@ class CallRecord:
 
 # %% ../../nbs/34_agent.ipynb #ddf51c54
 class WorldCoderAgent:
-    "Algorithm 1 of the paper: act, log, synthesize under φ1 (and φ2), plan, over one or more environments."
+    "Algorithm 1 of the paper: act, log, synthesize under φ1 (and φ2), plan."
     def __init__(self,
-                 llm,                           # an `LLM` (`cwm_nb.llm.client`); its response cache makes resumes free
+                 # an `LLM` (`cwm_nb.llm.client`); its response cache makes resumes free
+                 llm,
                  domain: Domain | str,          # "minigrid" or "sokoban"
                  config: AgentConfig | None = None,  # the knobs
-                 seed: int = 0,                 # seed of the agent (ε, random actions, REx, examples) and of LLM sampling
+                 # seed of the agent (ε, random actions, REx, examples) and of LLM sampling
+                 seed: int = 0,
                  sandbox=None,                  # a `Sandbox` (None: the shared one)
                 ):
         self.llm, self.domain = llm, get_domain(domain) if isinstance(domain, str) else domain
         self.config, self.seed, self.sandbox = config or AgentConfig(), int(seed), sandbox
-        self.planner = self.config.planner                    # the current environment's search settings (`new_env`)
+        # the current environment's search settings (`new_env`)
+        self.planner = self.config.planner
         self.api = entity_api_source(self.domain.entity_names)
         self.api_doc = entity_api_source(self.domain.entity_names, converters=False)
         self.rng = make_rng(self.seed, "worldcoder-agent")
@@ -642,29 +736,34 @@ class WorldCoderAgent:
         self.evaluator = Evaluator(self)
         self.env_name, self.episode = "", 0
         self.last_failures: tuple = (frozenset(), frozenset())
-        self.plan: list | None = None; self.plan_pred: list = []; self.plan_key = None; self.failed_for = None
+        self.plan: list | None = None; self.plan_pred: list = []
+        self.plan_key = None; self.failed_for = None
         self._expect = None
         self.syntheses: list[dict] = []
-        self.stats = dict(plans=0, plan_steps=0, plan_s=0.0, llm_s=0.0, checks=0, explained_by_plan=0)
+        self.stats = dict(plans=0, plan_steps=0, plan_s=0.0, llm_s=0.0, checks=0,
+                          explained_by_plan=0)
 
 # %% ../../nbs/34_agent.ipynb #0541fc32
 @patch
-def ask(self: WorldCoderAgent, kind: str, messages: list[dict], temperature: float | None = None) -> str | None:
-    "One numbered LLM call; None if the endpoint refused it. Raises `_BudgetSpent` past `llm_budget`."
-    from cwm_nb.llm.client import RequestRefused
+def ask(self: WorldCoderAgent, kind: str, messages: list[dict],
+        temperature: float | None = None) -> str | None:
+    "One numbered LLM call; None if refused. Raises `_BudgetSpent` past `llm_budget`."
     if self.draw >= self.config.llm_budget: raise _BudgetSpent()
     self.draw += 1
     rec = CallRecord(self.draw, kind, self.env_name, self.episode)
     self.calls.append(rec)
     t0 = time.perf_counter()
     try:
-        c = self.llm.complete(messages, seed=self.seed, draw=self.draw, max_tokens=self.config.max_tokens,
-                              temperature=self.config.temperature if temperature is None else temperature)
+        c = self.llm.complete(messages, seed=self.seed, draw=self.draw,
+                              max_tokens=self.config.max_tokens,
+                              temperature=self.config.temperature if temperature is None
+                              else temperature)
     except RequestRefused as e:
         rec.refused = str(e)[:300]; return None
     finally:
         self.stats["llm_s"] += time.perf_counter() - t0
-    rec.prompt_tokens, rec.completion_tokens, rec.cached = c.prompt_tokens, c.completion_tokens, c.cached
+    rec.prompt_tokens, rec.completion_tokens = c.prompt_tokens, c.completion_tokens
+    rec.cached = c.cached
     rec.latency_s = round(c.latency_s, 4)
     return c.text
 
@@ -682,7 +781,8 @@ def new_env(self: WorldCoderAgent, env_name: str) -> None:
 def guess_reward(self: WorldCoderAgent, goal: str) -> None:
     "Write the reward program of a new goal from the nearest known goals' programs (one call)."
     known = nearest_goals(goal, list(self.model.rewards), self.config.guess_neighbours)
-    msgs = guess_reward_messages(self.api_doc, self.domain.actions, goal, [(g, self.model.rewards[g]) for g in known])
+    msgs = guess_reward_messages(self.api_doc, self.domain.actions, goal,
+                                 [(g, self.model.rewards[g]) for g in known])
     try: text = self.ask("guess_reward", msgs, temperature=self.config.guess_temperature)
     except _BudgetSpent: return
     code = extract_code(text, prefer=defines("reward_func")) if text else None
@@ -691,14 +791,15 @@ def guess_reward(self: WorldCoderAgent, goal: str) -> None:
 @patch
 def start_episode(self: WorldCoderAgent, state: State, goal: str) -> None:
     "Log the episode's start; guess a reward program for a goal that has none."
-    if goal not in self.model.rewards and (self.model.rewards or self.config.prompt4reward): self.guess_reward(goal)
+    if goal not in self.model.rewards and (self.model.rewards
+                                           or self.config.prompt4reward): self.guess_reward(goal)
     self.data.add_start(state, goal)
     self.plan, self.failed_for = None, None    # a failed search is forgotten at a new start
 
 # %% ../../nbs/34_agent.ipynb #9f638a4d
 @patch(as_prop=True)
 def optimistic(self: WorldCoderAgent) -> bool:
-    "Whether φ2 (plans from the logged starts) is checked: `optimism`, unless the prompt4reward ablation."
+    "Whether φ2 is checked: `optimism`, unless the prompt4reward ablation."
     return self.config.optimism and not self.config.prompt4reward
 
 @patch
@@ -710,9 +811,10 @@ def failures(self: WorldCoderAgent, score: Score, goal: str) -> tuple[frozenset,
 
 @patch
 def check(self: WorldCoderAgent, goal: str, t: int = 0) -> Score | None:
-    "The programs' `Score` on D at step `t` of an episode; None before `min_data` steps or when no call is left."
+    "The programs' `Score` on D at step `t`; None with too little data or no call left."
     if self.draw >= self.config.llm_budget: return None
-    if len(self.data.steps) < self.config.min_data and t < self.config.learn_after_steps: return None
+    if len(self.data.steps) < self.config.min_data and t < self.config.learn_after_steps:
+        return None
     self.stats["checks"] += 1
     return self.evaluator.score(self.model, goal, self.optimistic)
 
@@ -726,8 +828,10 @@ def synthesize(self: WorldCoderAgent, goal: str) -> None:
     before = self.model.key()
     self.model = best.model
     self.last_failures = self.failures(best.score, goal)
-    self.syntheses.append(dict(env=self.env_name, episode=self.episode, steps=len(self.data.steps), calls=syn.calls,
-                               satisfied=syn.satisfied(best.score, "plan" if self.optimistic else "fit"),
+    self.syntheses.append(dict(env=self.env_name, episode=self.episode, steps=len(self.data.steps),
+                               calls=syn.calls,
+                               satisfied=syn.satisfied(best.score,
+                                                       "plan" if self.optimistic else "fit"),
                                changed=self.model.key() != before, candidates=syn.log))
     if self.model.key() != before: self.plan, self.failed_for = None, None
 
@@ -739,12 +843,13 @@ def random_action(self: WorldCoderAgent) -> str:
 
 @patch
 def act(self: WorldCoderAgent, state: State, goal: str) -> str:
-    "ε-greedy over the cached plan or a new search; random without a usable model or after a failed search."
+    "ε-greedy over the cached plan or a new search; random without a usable plan."
     self._expect = None
     if self.rng.random() < self.config.epsilon:
         self.plan = None; return self.random_action()
     m = self.model
-    if m.transition is None or goal not in m.rewards or self.failed_for == m.key(): return self.random_action()
+    if m.transition is None or goal not in m.rewards or self.failed_for == m.key():
+        return self.random_action()
     if not (self.plan and self.plan_key == (m.key(), state_digest(state))):
         res = self.evaluator.plan(m, state, goal, self.planner.act_budget)
         if not res.found:
@@ -757,15 +862,18 @@ def act(self: WorldCoderAgent, state: State, goal: str) -> str:
 
 # %% ../../nbs/34_agent.ipynb #a5afafac
 @patch
-def observe(self: WorldCoderAgent, state: State, action: str, reward: float, next_state: State, done: bool, goal: str) -> None:
-    "Log a real step; when it matches the plan's prediction the model explains it, else the sandbox checks it."
+def observe(self: WorldCoderAgent, state: State, action: str, reward: float, next_state: State,
+            done: bool, goal: str) -> None:
+    "Log a real step; explained if the plan predicted it, else checked in the sandbox."
     new = self.data.add_step(state, action, reward, next_state, done, goal)
     e, key, dig = getattr(self, "_expect", None), self.model.key(), state_digest(next_state)
-    match = e is not None and e[0] == key and e[1] == dig and abs(e[2] - reward) <= self.config.reward_tolerance \
-        and e[3] == bool(done)
+    match = (e is not None and e[0] == key and e[1] == dig
+             and abs(e[2] - reward) <= self.config.reward_tolerance and e[3] == bool(done))
     if match:
         self.plan_key = (key, dig)
-        if new: self.evaluator.record_explained(self.model, len(self.data.steps) - 1); self.stats["explained_by_plan"] += 1
+        if new:
+            self.evaluator.record_explained(self.model, len(self.data.steps) - 1)
+            self.stats["explained_by_plan"] += 1
     else:
         self.plan = None
         if new and self.model.transition is not None:
