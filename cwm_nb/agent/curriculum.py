@@ -9,17 +9,20 @@ from dataclasses import dataclass, asdict
 from pathlib import Path
 from typing import Sequence
 from ..core import CwmNbError, atomic_write_json, derive_seed
-from .worldcoder import (AgentConfig, CallRecord, ReplayData, WorldCoderAgent, WorldModel, get_domain,
+from .worldcoder import (AgentConfig, CallRecord, ReplayData, WorldCoderAgent,
+                                     WorldModel, get_domain,
                                      make_env, play_episode, resolve_curriculum)
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'AgentResult', 'run_curriculum']
 
 # %% ../../nbs/34a_agent_curriculum.ipynb #89a5f7c4
-def _play_episode(agent: WorldCoderAgent, env, cfg: AgentConfig, seed: int, name: str, row: dict) -> tuple[bool, int]:
-    "Episode `row['episodes']` of `agent` in `env` by `play_episode`, seeded by the run: (success, steps)."
+def _play_episode(agent: WorldCoderAgent, env, cfg: AgentConfig, seed: int, name: str,
+                  row: dict) -> tuple[bool, int]:
+    "Episode `row['episodes']` of `agent` in `env`, seeded by the run: (success, steps)."
     agent.episode = row["episodes"]
-    return play_episode(agent, env, derive_seed(seed, name, row["episodes"]) % 2**31, cfg.episode_steps)
+    return play_episode(agent, env, derive_seed(seed, name, row["episodes"]) % 2**31,
+                        cfg.episode_steps)
 
 # %% ../../nbs/34a_agent_curriculum.ipynb #e6ddeb7c
 CHECKPOINT_FORMAT = "cwm-nb/worldcoder-agent-checkpoint/1"
@@ -27,55 +30,69 @@ CHECKPOINT_FORMAT = "cwm-nb/worldcoder-agent-checkpoint/1"
 @dataclass
 class AgentResult:
     "What a run produced (JSON-safe)."
-    envs: list        # per environment: episodes, steps, solved, first success and 10-in-a-row (episodes, steps), calls
+    # per environment: episodes, steps, solved, first success and 10-in-a-row (episodes, steps),
+    # calls
+    envs: list
     episodes: list    # the learning curve: one row per episode
     model: dict       # final programs: {"transition": src, "rewards": {goal: src}}
     calls: list       # one `CallRecord` dict per LLM call
     syntheses: list   # one record per synthesis (env, episode, calls, satisfied, candidates)
     stats: dict       # planner and timing totals
     status: str = "complete"   # "complete", or "budget" when the LLM budget ran out before the end
-    usage: dict | None = None  # {"calls", "cached_calls", "server_restarts"} of the LLM over every session of the run (None: the LLM counts none)
+    # {"calls", "cached_calls", "server_restarts"} of the LLM over every session of the run (None:
+    # the LLM counts none)
+    usage: dict | None = None
 
     def summary(self) -> str:
         "One line per environment."
         rows = []
         for e in self.envs:
-            rows.append(f"{e['env']}: {'solved' if e['solved'] else 'not solved'} after {e['episodes']} episodes, {e['steps']} steps; "
-                        f"first success at episode {e['first_success_episode']} (step {e['first_success_steps']}); "
+            rows.append(f"{e['env']}: {'solved' if e['solved'] else 'not solved'} after "
+                        f"{e['episodes']} episodes, {e['steps']} steps; "
+                        f"first success at episode {e['first_success_episode']} (step "
+                        f"{e['first_success_steps']}); "
                         f"LLM calls {e['llm_calls']}")
         return "\n".join(rows)
 
 # %% ../../nbs/34a_agent_curriculum.ipynb #ac77f351
 def _env_row(env: str) -> dict:
-    return dict(env=env, episodes=0, steps=0, successes=0, streak=0, solved=False, first_success_episode=None,
-                first_success_steps=None, solved_episode=None, solved_steps=None, llm_calls=0, tokens=0)
+    return dict(env=env, episodes=0, steps=0, successes=0, streak=0, solved=False,
+                first_success_episode=None,
+                first_success_steps=None, solved_episode=None, solved_steps=None, llm_calls=0,
+                tokens=0)
 
 class _Run:
     "The bookkeeping of `run_curriculum` (what the checkpoint holds besides the agent)."
     def __init__(self, curriculum, llm=None):
-        self.env_index, self.envs, self.episodes, self.wall_s = 0, [_env_row(curriculum[0])], [], 0.0
-        self.usage0, self.llm_usage0 = dict.fromkeys(_USAGE_KEYS, 0), _llm_usage(llm)   # earlier sessions'; the LLM's at start
+        self.env_index, self.envs = 0, [_env_row(curriculum[0])]
+        self.episodes, self.wall_s = [], 0.0
+        # earlier sessions'; the LLM's at start
+        self.usage0, self.llm_usage0 = dict.fromkeys(_USAGE_KEYS, 0), _llm_usage(llm)
 
-_USAGE_KEYS = ("calls", "cached_calls", "server_restarts")   # server_restarts: of the embedded model's server (01_llm)
+# server_restarts: of the embedded model's server (01_llm)
+_USAGE_KEYS = ("calls", "cached_calls", "server_restarts")
 
 def _llm_usage(llm) -> dict | None:
-    "The model calls, cached calls and server restarts the LLM object has counted so far (None: it counts none)."
+    "The calls, cached calls and server restarts the LLM has counted (None: it counts none)."
     u = getattr(llm, "usage", None)
     return None if u is None else {k: int(getattr(u, k, 0) or 0) for k in _USAGE_KEYS}
 
 def _run_usage(run: _Run, llm) -> dict | None:
-    "Model calls, cached calls and server restarts of the whole run: earlier sessions' (from the checkpoint) plus this session's."
+    "Calls, cached calls and server restarts of the run: earlier sessions' plus this one's."
     now, at0 = _llm_usage(llm), run.llm_usage0
     if now is None or at0 is None: return None
     return {k: run.usage0[k] + now[k] - at0[k] for k in _USAGE_KEYS}
 
-def _record_episode(agent: WorldCoderAgent, run: _Run, row: dict, name: str, success: bool, steps: int,
+def _record_episode(agent: WorldCoderAgent, run: _Run, row: dict, name: str, success: bool,
+                    steps: int,
                     cfg: AgentConfig, t0: float, llm_s0: float) -> None:
     "Count a finished episode in its environment's row and append it to the learning curve."
     calls = sum(1 for c in agent.calls if c.env == name)
-    row.update(episodes=row["episodes"] + 1, steps=row["steps"] + steps, successes=row["successes"] + success,
+    row.update(episodes=row["episodes"] + 1, steps=row["steps"] + steps,
+               successes=row["successes"] + success,
                streak=row["streak"] + 1 if success else 0, llm_calls=calls,
-               tokens=sum(c.prompt_tokens + c.completion_tokens for c in agent.calls if c.env == name))
+               tokens=sum(c.prompt_tokens + c.completion_tokens for c in agent.calls
+                          if c.env == name))
     if success and row["first_success_episode"] is None:
         row.update(first_success_episode=row["episodes"], first_success_steps=row["steps"])
     if row["streak"] >= cfg.successes_to_advance:
@@ -84,31 +101,42 @@ def _record_episode(agent: WorldCoderAgent, run: _Run, row: dict, name: str, suc
     run.wall_s += wall
     run.episodes.append(dict(env=name, episode=row["episodes"], steps=steps, success=success,
                              env_steps=row["steps"], total_steps=sum(e["steps"] for e in run.envs),
-                             llm_calls=agent.draw, tokens=sum(c.prompt_tokens + c.completion_tokens for c in agent.calls),
+                             llm_calls=agent.draw,
+                             tokens=sum(c.prompt_tokens + c.completion_tokens for c in agent.calls),
                              wall_s=round(wall, 4), llm_s=round(agent.stats["llm_s"] - llm_s0, 4),
                              data=len(agent.data.steps)))
 
 # %% ../../nbs/34a_agent_curriculum.ipynb #e4d2a6bc
 def _save(path: Path, agent: WorldCoderAgent, run: _Run, ident: dict) -> None:
-    atomic_write_json(path, dict(format=CHECKPOINT_FORMAT, identity=ident, env_index=run.env_index, envs=run.envs,
-                                 episodes=run.episodes, wall_s=run.wall_s, model=asdict(agent.model),
-                                 data=agent.data.to_dict(), draw=agent.draw, calls=[asdict(c) for c in agent.calls],
-                                 rng=agent.rng.bit_generator.state, last_failures=[sorted(agent.last_failures[0]),
-                                 sorted(agent.last_failures[1])], syntheses=agent.syntheses, stats=agent.stats,
-                                 failed_for=agent.failed_for, usage=_run_usage(run, agent.llm)), indent=None)
+    atomic_write_json(path, dict(format=CHECKPOINT_FORMAT, identity=ident, env_index=run.env_index,
+                                 envs=run.envs,
+                                 episodes=run.episodes, wall_s=run.wall_s,
+                                 model=asdict(agent.model),
+                                 data=agent.data.to_dict(), draw=agent.draw,
+                                 calls=[asdict(c) for c in agent.calls],
+                                 rng=agent.rng.bit_generator.state,
+                                 last_failures=[sorted(agent.last_failures[0]),
+                                 sorted(agent.last_failures[1])], syntheses=agent.syntheses,
+                                 stats=agent.stats,
+                                 failed_for=agent.failed_for, usage=_run_usage(run, agent.llm)),
+                                 indent=None)
 
 def _load(path: Path, agent: WorldCoderAgent, run: _Run, ident: dict) -> None:
     try: d = json.loads(Path(path).read_text())
-    except ValueError: raise CwmNbError(f"{path} is not valid JSON", f"delete {path} to start the run over") from None
+    except ValueError: raise CwmNbError(f"{path} is not valid JSON",
+                                        f"delete {path} to start the run over") from None
     if d.get("format") != CHECKPOINT_FORMAT or d.get("identity") != ident:
-        raise CwmNbError(f"{path} belongs to another run", "pass another checkpoint (or --out), or delete it to start over")
-    run.env_index, run.envs, run.episodes, run.wall_s = d["env_index"], d["envs"], d["episodes"], d["wall_s"]
+        raise CwmNbError(f"{path} belongs to another run",
+                         "pass another checkpoint (or --out), or delete it to start over")
+    run.env_index, run.envs = d["env_index"], d["envs"]
+    run.episodes, run.wall_s = d["episodes"], d["wall_s"]
     agent.model, agent.data = WorldModel(**d["model"]), ReplayData.from_dict(d["data"])
     agent.draw, agent.calls = d["draw"], [CallRecord(**c) for c in d["calls"]]
     agent.rng.bit_generator.state = d["rng"]
     agent.last_failures = (frozenset(d["last_failures"][0]), frozenset(d["last_failures"][1]))
     agent.syntheses, agent.stats, agent.failed_for = d["syntheses"], d["stats"], d["failed_for"]
-    run.usage0 = {**run.usage0, **(d.get("usage") or {})}   # (a checkpoint from before usage was kept: 0)
+    # (a checkpoint from before usage was kept: 0)
+    run.usage0 = {**run.usage0, **(d.get("usage") or {})}
 
 # %% ../../nbs/34a_agent_curriculum.ipynb #ecea7164
 def run_curriculum(
@@ -117,25 +145,29 @@ def run_curriculum(
     curriculum: str | Sequence[str],      # a curriculum name of the domain, or environment names
     config: AgentConfig | None = None,    # the agent's knobs
     seed: int = 0,                        # run seed
-    checkpoint: str | Path | None = None, # JSON file written after every episode; resumed from if present
+    # JSON file written after every episode; resumed from if present
+    checkpoint: str | Path | None = None,
     progress: bool = True,                # a progress bar per environment
     sandbox=None,                         # a `Sandbox` (None: the shared one)
 ) -> AgentResult:
-    "Run the agent over the curriculum and return its `AgentResult`. Raises `CwmNbError` on bad input or an LLM outage."
+    "Run the agent over the curriculum. Raises `CwmNbError` on bad input or an LLM outage."
     from tqdm.auto import tqdm
     dom = get_domain(domain)
     envs = resolve_curriculum(dom, curriculum)
     agent = WorldCoderAgent(llm, dom, config, seed, sandbox)
     cfg, run = agent.config, _Run(envs, llm)
-    ident = dict(domain=dom.name, curriculum=envs, seed=int(seed), config=cfg.to_dict(), model=getattr(llm, "name", ""))
+    ident = dict(domain=dom.name, curriculum=envs, seed=int(seed), config=cfg.to_dict(),
+                 model=getattr(llm, "name", ""))
     if checkpoint and Path(checkpoint).exists(): _load(Path(checkpoint), agent, run, ident)
     status = "complete"
     while run.env_index < len(envs):
         name, row = envs[run.env_index], run.envs[run.env_index]
         env = make_env(dom, name)
         if row["episodes"] == 0: agent.new_env(name)
-        else: agent.env_name, agent.planner = name, cfg.planner_for(dom, name)   # resumed mid-environment: data loaded
-        bar = tqdm(total=cfg.max_episodes, initial=row["episodes"], desc=name, disable=not progress, leave=False)
+        # resumed mid-environment: data loaded
+        else: agent.env_name, agent.planner = name, cfg.planner_for(dom, name)
+        bar = tqdm(total=cfg.max_episodes, initial=row["episodes"], desc=name, disable=not progress,
+                   leave=False)
         while row["episodes"] < cfg.max_episodes and not row["solved"]:
             t0, llm_s0 = time.perf_counter(), agent.stats["llm_s"]
             success, steps = _play_episode(agent, env, cfg, seed, name, row)
@@ -148,5 +180,6 @@ def run_curriculum(
             if checkpoint: _save(Path(checkpoint), agent, run, ident)
         else: break
     if agent.draw >= cfg.llm_budget and not all(e["solved"] for e in run.envs): status = "budget"
-    return AgentResult(run.envs, run.episodes, asdict(agent.model), [asdict(c) for c in agent.calls], agent.syntheses,
+    return AgentResult(run.envs, run.episodes, asdict(agent.model),
+                       [asdict(c) for c in agent.calls], agent.syntheses,
                        dict(agent.stats, wall_s=round(run.wall_s, 3)), status, _run_usage(run, llm))

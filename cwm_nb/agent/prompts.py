@@ -22,8 +22,10 @@ def state_text(state: Iterable) -> str:
     return "\n".join(lines + ([f"Walls: {', '.join(walls)}"] if walls else []))
 
 # %% ../../nbs/33a_agent_prompts.ipynb #8d11cf60
-SYSTEM = ("You are an agent exploring a world made of objects. You write Python code that models the world exactly: "
-          "a transition function that predicts the next state, and reward functions that say how well a goal is served.")
+SYSTEM = ("You are an agent exploring a world made of objects. You write Python code that models "
+          "the world exactly: "
+          "a transition function that predicts the next state, and reward functions that say how "
+          "well a goal is served.")
 
 TASKS = {"init_transition": "# Task: write the transition function",
          "init_reward": "# Task: write the reward function of a goal",
@@ -35,62 +37,93 @@ TASKS = {"init_transition": "# Task: write the transition function",
 _ANSWER = "Give the code in one ```python block."
 
 def _intro(api: str, actions: Sequence[str]) -> str:
-    return ("The objects are instances of the classes below (already defined: use them, do not redefine them). "
-            "A state is a list of such objects.\n```python\n" + api.strip() + "\n```\nThe actions are: "
+    return ("The objects are instances of the classes below (already defined: use them, do not "
+            "redefine them). "
+            "A state is a list of such objects.\n```python\n" + api.strip()
+            + "\n```\nThe actions are: "
             + ", ".join(f'"{a}"' for a in actions) + ".")
 
 def _msgs(kind: str, body: str) -> list[dict]:
-    return [dict(role="system", content=SYSTEM), dict(role="user", content=f"{TASKS[kind]}\n\n{body}")]
+    return [dict(role="system", content=SYSTEM),
+            dict(role="user", content=f"{TASKS[kind]}\n\n{body}")]
 
 # %% ../../nbs/33a_agent_prompts.ipynb #6c050110
-def init_transition_messages(api: str, actions: Sequence[str], examples: Sequence[str]) -> list[dict]:
+def init_transition_messages(api: str, actions: Sequence[str],
+                             examples: Sequence[str]) -> list[dict]:
     "Write `transition(state, action)` from logged steps (App. F.1)."
     ex = "\n\n".join(f"Example {i + 1}:\n{e}" for i, e in enumerate(examples))
-    return _msgs("init_transition", f"{_intro(api, actions)}\n\nSteps observed in the world:\n\n{ex}\n\n"
-                 "Write a function `transition(state, action)` that returns the next state (a list of objects) for any "
-                 "state and action, reproducing every example exactly. Work out step by step which rules the examples "
+    return _msgs("init_transition", f"{_intro(api, actions)}\n\nSteps observed in the "
+                                    f"world:\n\n{ex}\n\n"
+                 "Write a function `transition(state, action)` that returns the next state (a list "
+                 "of objects) for any "
+                 "state and action, reproducing every example exactly. Work out step by step which "
+                 "rules the examples "
                  f"follow, then write the code; you may define helper functions. {_ANSWER}")
 
-def init_reward_messages(api: str, actions: Sequence[str], goal: str, examples: Sequence[str]) -> list[dict]:
-    "Write `reward_func(state, action, next_state)` for `goal` from logged steps with rewards (App. F.2)."
+def init_reward_messages(api: str, actions: Sequence[str], goal: str,
+                         examples: Sequence[str]) -> list[dict]:
+    "Write `reward_func(state, action, next_state)` for `goal` from logged steps (App. F.2)."
     ex = "\n\n".join(f"Example {i + 1}:\n{e}" for i, e in enumerate(examples))
-    return _msgs("init_reward", f"{_intro(api, actions)}\n\nThe goal is: \"{goal}\"\n\nSteps observed while pursuing "
-                 f"it:\n\n{ex}\n\nWrite a function `reward_func(state, action, next_state)` that returns `(reward, done)`: "
-                 "the reward of the step and whether it ends the episode, for this goal, reproducing every example exactly. "
-                 f"Reason step by step about when reward is given and when the episode ends. {_ANSWER}")
+    return _msgs("init_reward", f"{_intro(api, actions)}\n\nThe goal is: \"{goal}\"\n\nSteps "
+                                "observed while pursuing "
+                 f"it:\n\n{ex}\n\nWrite a function `reward_func(state, action, next_state)` that "
+                 "returns `(reward, done)`: "
+                 "the reward of the step and whether it ends the episode, for this goal, "
+                 "reproducing every example exactly. "
+                 "Reason step by step about when reward is given and when the episode ends. "
+                 f"{_ANSWER}")
 
 # %% ../../nbs/33a_agent_prompts.ipynb #af674d40
-_REPAIR = ("First explain: how does the prediction differ from what happened? Why does the world behave this way? "
-           "Which part of the code is wrong, and how should it change? Then give the corrected code: complete functions "
+_REPAIR = ("First explain: how does the prediction differ from what happened? Why does the world "
+           "behave this way? "
+           "Which part of the code is wrong, and how should it change? Then give the corrected "
+           "code: complete functions "
            "(any function you leave out stays as it is), kept short. " + _ANSWER)
 
-def refine_transition_messages(api: str, actions: Sequence[str], code: str, correct: Sequence[str], failing: str) -> list[dict]:
+def refine_transition_messages(api: str, actions: Sequence[str], code: str, correct: Sequence[str],
+                               failing: str) -> list[dict]:
     "Repair the transition program, shown steps it gets right and one it gets wrong (App. F.3)."
     ok = "\n\n".join(correct) or "(none)"
-    return _msgs("refine_transition", f"{_intro(api, actions)}\n\nYour transition function:\n```python\n{code.strip()}\n```\n\n"
-                 f"It predicts these steps correctly:\n\n{ok}\n\nIt is wrong on this step:\n\n{failing}\n\n{_REPAIR}")
+    return _msgs("refine_transition", f"{_intro(api, actions)}\n\nYour transition "
+                                      f"function:\n```python\n{code.strip()}\n```\n\n"
+                 f"It predicts these steps correctly:\n\n{ok}\n\nIt is wrong on this "
+                 f"step:\n\n{failing}\n\n{_REPAIR}")
 
-def refine_reward_messages(api: str, actions: Sequence[str], goal: str, code: str, correct: Sequence[str], failing: str) -> list[dict]:
-    "Repair the reward program of `goal`, shown steps it gets right and one it gets wrong (App. F.4)."
+def refine_reward_messages(api: str, actions: Sequence[str], goal: str, code: str,
+                           correct: Sequence[str], failing: str) -> list[dict]:
+    "Repair `goal`'s reward program, shown steps it gets right and one it gets wrong (App. F.4)."
     ok = "\n\n".join(correct) or "(none)"
-    return _msgs("refine_reward", f"{_intro(api, actions)}\n\nThe goal is: \"{goal}\"\n\nYour reward function:\n```python\n"
-                 f"{code.strip()}\n```\n\nIt is right on these steps:\n\n{ok}\n\nIt is wrong on this step:\n\n{failing}\n\n{_REPAIR}")
+    return _msgs("refine_reward", f"{_intro(api, actions)}\n\nThe goal is: \"{goal}\"\n\nYour "
+                                  "reward function:\n```python\n"
+                 f"{code.strip()}\n```\n\nIt is right on these steps:\n\n{ok}\n\nIt is wrong on "
+                 f"this step:\n\n{failing}\n\n{_REPAIR}")
 
 # %% ../../nbs/33a_agent_prompts.ipynb #af71ec50
-def guess_reward_messages(api: str, actions: Sequence[str], goal: str, known: Sequence[tuple[str, str]]) -> list[dict]:
+def guess_reward_messages(api: str, actions: Sequence[str], goal: str,
+                          known: Sequence[tuple[str, str]]) -> list[dict]:
     "Write the reward program of a new goal from the programs of known goals (App. F.5)."
-    ex = "\n\n".join(f"Goal: \"{g}\"\n```python\n{c.strip()}\n```" for g, c in known) or "(no goal is known yet)"
-    return _msgs("guess_reward", f"{_intro(api, actions)}\n\nReward functions of goals you know:\n\n{ex}\n\nThe new goal is: "
-                 f"\"{goal}\"\n\nWrite its function `reward_func(state, action, next_state)` returning `(reward, done)`. "
-                 f"Go through the cases: when is the reward positive, and when does the episode end? {_ANSWER}")
+    ex = "\n\n".join(f"Goal: \"{g}\"\n```python\n{c.strip()}\n```" for g,
+                     c in known) or "(no goal is known yet)"
+    return _msgs("guess_reward", f"{_intro(api, actions)}\n\nReward functions of goals you "
+                                 f"know:\n\n{ex}\n\nThe new goal is: "
+                 f"\"{goal}\"\n\nWrite its function `reward_func(state, action, next_state)` "
+                 "returning `(reward, done)`. "
+                 "Go through the cases: when is the reward positive, and when does the episode "
+                 f"end? {_ANSWER}")
 
-def refine_plan_messages(api: str, actions: Sequence[str], goal: str, transition: str, reward: str, start: State) -> list[dict]:
+def refine_plan_messages(api: str, actions: Sequence[str], goal: str, transition: str, reward: str,
+                         start: State) -> list[dict]:
     "Repair the model so that the goal becomes reachable from `start` (App. F.6, optimism)."
-    return _msgs("refine_plan", f"{_intro(api, actions)}\n\nYour model of the world:\n```python\n{transition.strip()}\n\n\n"
-                 f"{reward.strip()}\n```\n\nThe goal is: \"{goal}\". From the state below, no sequence of actions reaches a step "
-                 "where `reward_func` returns a reward > 0 and done == True according to this model, yet the goal can be "
-                 f"achieved.\n\nInitial state:\n{state_text(start)}\n\nWhich sub-goals does the goal need? Does the model "
-                 "allow each of them? What in `transition` or `reward_func` rules them out? Then give the corrected code, "
+    return _msgs("refine_plan", f"{_intro(api, actions)}\n\nYour model of the "
+                                f"world:\n```python\n{transition.strip()}\n\n\n"
+                 f"{reward.strip()}\n```\n\nThe goal is: \"{goal}\". From the state below, no "
+                 "sequence of actions reaches a step "
+                 "where `reward_func` returns a reward > 0 and done == True according to this "
+                 "model, yet the goal can be "
+                 f"achieved.\n\nInitial state:\n{state_text(start)}\n\nWhich sub-goals does the "
+                 "goal need? Does the model "
+                 "allow each of them? What in `transition` or `reward_func` rules them out? Then "
+                 "give the corrected code, "
                  f"both `transition` and `reward_func`. {_ANSWER}")
 
 # %% ../../nbs/33a_agent_prompts.ipynb #44b59690
@@ -99,7 +132,8 @@ def _defined(node: ast.stmt) -> set[str]:
     if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-    if isinstance(node, (ast.Import, ast.ImportFrom)): return {(a.asname or a.name).split(".")[0] for a in node.names}
+    if isinstance(node, (ast.Import, ast.ImportFrom)): return {(a.asname or a.name).split(".")[0]
+                                                               for a in node.names}
     return set()
 
 def _segment(lines: list[str], node: ast.stmt) -> str:
@@ -110,7 +144,7 @@ def merge_program(
     base: str | None,   # the program being repaired (None or unparsable: the answer replaces it)
     patch: str,         # the answer's code
 ) -> str:
-    "`base` with the definitions `patch` redefines replaced, then the rest of `patch` (later definitions win)."
+    "`base` with the definitions `patch` redefines replaced, then the rest of `patch`."
     if not base: return patch
     try: b, p = ast.parse(base), ast.parse(patch)
     except SyntaxError: return patch
@@ -124,10 +158,11 @@ def split_program(
     code: str,    # one program defining several entry points
     entry: str,   # the entry point to keep, e.g. "transition"
 ) -> str | None:
-    "The imports and the top-level definitions reachable from `entry`; None if `code` does not define it or does not parse."
+    "The imports and definitions reachable from `entry`; None if undefined or unparsable."
     try: tree = ast.parse(code)
     except SyntaxError: return None
-    defs = {name: n for n in tree.body for name in _defined(n) if not isinstance(n, (ast.Import, ast.ImportFrom))}
+    defs = {name: n for n in tree.body for name in _defined(n)
+            if not isinstance(n, (ast.Import, ast.ImportFrom))}
     if entry not in defs: return None
     need, todo = set(), [entry]
     while todo:
@@ -136,7 +171,8 @@ def split_program(
         need.add(name)
         todo += [x.id for x in ast.walk(defs[name]) if isinstance(x, ast.Name)]
     lines = code.split("\n")
-    keep = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) or (_defined(n) & need)]
+    keep = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+            or (_defined(n) & need)]
     return "\n\n\n".join(_segment(lines, n) for n in keep).strip() + "\n"
 
 def defines(name: str) -> Callable[[str], bool]:
@@ -146,14 +182,15 @@ def defines(name: str) -> Callable[[str], bool]:
 
 # %% ../../nbs/33a_agent_prompts.ipynb #bb0ca0c9
 def goal_distance(a: str, b: str) -> float:
-    "Word-level edit distance of two goal texts / the longer one's word count (0 identical, 1 nothing shared)."
+    "Word-level edit distance of two goals over the longer one's word count (0: identical)."
     tr = str.maketrans("", "", string.punctuation)
     x, y = a.lower().translate(tr).split(), b.lower().translate(tr).split()
     if not x and not y: return 0.0
     prev = list(range(len(y) + 1))
     for i, w in enumerate(x, 1):
         cur = [i]
-        for j, v in enumerate(y, 1): cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (w != v)))
+        for j, v in enumerate(y, 1): cur.append(min(prev[j] + 1, cur[j - 1] + 1,
+                                                    prev[j - 1] + (w != v)))
         prev = cur
     return prev[-1] / max(len(x), len(y))
 

@@ -22,8 +22,10 @@ _PICKUP = re.compile(r"^pick up the (\w+) (box|ball|key)$")
 class ScriptedWorldCoderModel:
     "A scripted stand-in for a capable LLM: `(messages, draw) -> answer`, for `ScriptedLLM`."
     def __init__(self,
-                 programs: str | Path | None = None,  # folder of the reference programs (default: shipped)
-                 tasks: dict | None = None,           # task kind -> a prompt's first line (default: `TASKS`)
+                 # folder of the reference programs (default: shipped)
+                 programs: str | Path | None = None,
+                 # task kind -> a prompt's first line (default: `TASKS`)
+                 tasks: dict | None = None,
                 ):
         self.dir = Path(programs) if programs else data_dir()/"programs"/"worldcoder"
         self.tasks = dict(TASKS if tasks is None else tasks)
@@ -39,17 +41,20 @@ class ScriptedWorldCoderModel:
 
     def reward_program(self, domain: str, goal: str) -> str:
         "The goal's correct reward program (the never-rewarding one for a goal it cannot parse)."
-        if domain == "sokoban": return self.program("sokoban_reward" if goal == "win the game" else "sokoban_reward_step")
-        if goal in ("get to the green goal square", "use the key to open the door and then get to the goal"):
+        if domain == "sokoban": return self.program("sokoban_reward" if goal == "win the game"
+                                                    else "sokoban_reward_step")
+        if goal in ("get to the green goal square",
+                    "use the key to open the door and then get to the goal"):
             return self.program("minigrid_reward_goal")
         if goal == "open the door": return self.program("minigrid_reward_open_door")
         for pat, name in ((_FETCH, "minigrid_reward_fetch"), (_PICKUP, "minigrid_reward_pickup")):
             m = pat.match(goal)
-            if m: return self.program(name).replace("{color}", m[1]).replace("{kind}", m[2].capitalize())
+            if m: return self.program(name).replace("{color}", m[1]).replace("{kind}",
+                                                                             m[2].capitalize())
         return self.program("minigrid_reward_none")
 
     def current_tier(self, domain: str, text: str) -> int:
-        "The tier (0, 1 or 2) of the transition program shown in the prompt `text`; 0 if none is recognised."
+        "The tier (0, 1 or 2) of the transition program shown in `text`; 0 if none is."
         for tier in (2, 1, 0):
             doc = self.tier_program(domain, tier).split('"""')[1].split("\n")[0]
             if doc in text: return tier
@@ -67,13 +72,15 @@ def __call__(self: ScriptedWorldCoderModel, messages: list[dict], draw: int) -> 
     user = messages[-1]["content"]
     task = next((k for k, v in self.tasks.items() if user.startswith(v)), None)
     self.asked.append(task or "unknown")
-    body = user.split("The actions are:", 1)[-1]     # what follows the API (which names every class)
+    # what follows the API (which names every class)
+    body = user.split("The actions are:", 1)[-1]
     domain = "sokoban" if "Player(" in body else "minigrid"
     m = re.search(r'The (?:new )?goal is: "([^"]*)"', body)
     goal = m[1] if m else ""
     if task == "init_transition": code = self.tier_program(domain, 0)
     elif task == "refine_transition":
-        code = self.tier_program(domain, max(self.current_tier(domain, body) + 1, self.needed_tier(domain, body)))
+        code = self.tier_program(domain, max(self.current_tier(domain, body) + 1,
+                                             self.needed_tier(domain, body)))
     elif task == "init_reward":
         rewarded = any(float(r) > 0 for r in re.findall(r"^Reward: (-?[\d.]+)", body, re.M))
         code = self.reward_program(domain, goal) if rewarded else \
@@ -83,13 +90,15 @@ def __call__(self: ScriptedWorldCoderModel, messages: list[dict], draw: int) -> 
         known = re.search(r"```python\n(.*?)```", body, re.S)
         code = known[1] if known else self.reward_program(domain, goal)
     elif task == "refine_plan":
-        tier = max(self.current_tier(domain, body), self.needed_tier(domain, body.split("Initial state:", 1)[-1]))
+        tier = max(self.current_tier(domain, body),
+                   self.needed_tier(domain, body.split("Initial state:", 1)[-1]))
         code = self.tier_program(domain, tier) + "\n\n" + self.reward_program(domain, goal)
     else: return "I cannot help with that."
-    return f"Here is what the examples show, step by step, and the code.\n\n```python\n{code.strip()}\n```\n"
+    return ("Here is what the examples show, step by step, and the code.\n\n"
+            f"```python\n{code.strip()}\n```\n")
 
 # %% ../../nbs/33b_scripted_model.ipynb #61c9c836
 def scripted_llm(cache: str | Path | None = None):
-    "`ScriptedWorldCoderModel` as an `LLM` named `scripted-worldcoder`, behind the response cache at `cache` if given."
+    "The scripted model as an `LLM` `scripted-worldcoder`, behind the cache at `cache` if given."
     llm = ScriptedLLM(ScriptedWorldCoderModel(tasks=TASKS), name="scripted-worldcoder")
     return CachedLLM(llm, cache) if cache else llm
