@@ -1,5 +1,5 @@
-"""The WorldCoder agent with the scripted capable model (a test double: these numbers prove the mechanism, they are not
-results of an LLM), against PPO, and what its planning costs.
+"""The WorldCoder agent with the scripted capable model (`ScriptedWorldCoderModel`: these numbers prove the mechanism,
+they are not results of an LLM), against PPO, and what its planning costs.
 
 Part 1: per environment (the MiniGrid curriculum, carried over from one environment to the next, and 2-box Sokoban),
   environment steps to the first success and to 10 successes in a row, LLM calls, and wall time per agent step outside
@@ -34,7 +34,7 @@ def part1(envs_kind: str, ppo_steps: int, seed: int, n_minigrid: int = 6, max_ep
         runs.append(("minigrid", list(DOMAINS["minigrid"].curricula["default"])[:n_minigrid]))
     if envs_kind in ("all", "sokoban"):
         runs.append(("sokoban", ["Sokoban-v0"]))
-    print("Part 1: the agent with the scripted model (test double) vs PPO on the same symbolic state")
+    print("Part 1: the agent with the scripted model (not an LLM) vs PPO on the same symbolic state")
     print(f"{'environment':34s} {'agent 1st':>9s} {'agent 10':>9s} {'calls':>5s} {'ms/step':>8s} | "
           f"{'PPO steps':>9s} {'PPO 1st':>8s} {'PPO 10':>8s} | {'PPO steps':>9s} {'PPO 1st':>8s} {'PPO 10':>8s}")
     for domain, envs in runs:

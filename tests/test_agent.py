@@ -1,5 +1,6 @@
-"""The WorldCoder agent (34_agent, 33_agent_planning, 35_agent_rl, 52_agent_experiments): the reference programs
-against the real environments, the curriculum Empty -> DoorKey -> Unlock with the scripted capable model (a test double),
+"""The WorldCoder agent (33_agent_planning, 33b_scripted_model, 34_agent, 34a_agent_curriculum, 35_agent_rl,
+52_agent_experiments): the reference programs against the real environments, the curriculum Empty -> DoorKey -> Unlock
+with the scripted capable model (`ScriptedWorldCoderModel`, a demonstration whose numbers are not results),
 the optimism ablation failing where the agent succeeds, resume after a kill and after an LLM outage without repeating a
 call, bad input, and one end-to-end run with the embedded model (slow)."""
 import json, os, subprocess, sys
