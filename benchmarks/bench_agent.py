@@ -1,5 +1,5 @@
-"""The WorldCoder agent with the scripted capable model (a test double: these numbers prove the mechanism, they are not
-results of an LLM), against PPO, and what its planning costs.
+"""The WorldCoder agent with the scripted capable model (`ScriptedWorldCoderModel`: these numbers prove the mechanism,
+they are not results of an LLM), against PPO, and what its planning costs.
 
 Part 1: per environment (the MiniGrid curriculum, carried over from one environment to the next, and 2-box Sokoban),
   environment steps to the first success and to 10 successes in a row, LLM calls, and wall time per agent step outside
@@ -25,14 +25,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def part1(envs_kind: str, ppo_steps: int, seed: int, n_minigrid: int = 6, max_episodes: int = 40):
-    from cwm_nb.agent.worldcoder import AgentConfig, run_curriculum, scripted_llm, DOMAINS
+    from cwm_nb.agent.worldcoder import AgentConfig, DOMAINS
+    from cwm_nb.agent.curriculum import run_curriculum
+    from cwm_nb.agent.scripted import scripted_llm
     from cwm_nb.agent.rl import train_ppo
     runs = []
     if envs_kind in ("all", "minigrid"):
         runs.append(("minigrid", list(DOMAINS["minigrid"].curricula["default"])[:n_minigrid]))
     if envs_kind in ("all", "sokoban"):
         runs.append(("sokoban", ["Sokoban-v0"]))
-    print("Part 1: the agent with the scripted model (test double) vs PPO on the same symbolic state")
+    print("Part 1: the agent with the scripted model (not an LLM) vs PPO on the same symbolic state")
     print(f"{'environment':34s} {'agent 1st':>9s} {'agent 10':>9s} {'calls':>5s} {'ms/step':>8s} | "
           f"{'PPO steps':>9s} {'PPO 1st':>8s} {'PPO 10':>8s} | {'PPO steps':>9s} {'PPO 1st':>8s} {'PPO 10':>8s}")
     for domain, envs in runs:
@@ -57,12 +59,12 @@ def part1(envs_kind: str, ppo_steps: int, seed: int, n_minigrid: int = 6, max_ep
 
 
 def part2(repeats: int, seed: int):
-    from cwm_nb.testing.doubles import WorldCoderTestDouble
+    from cwm_nb.agent.scripted import ScriptedWorldCoderModel
     from cwm_nb.agent.worldcoder import make_env, DOMAINS
     from cwm_nb.agent.planning import PlannerConfig, plan_with_model
     from cwm_nb.agent.oo_state import entity_api_source
     from cwm_nb.sandbox.jobs import get_sandbox
-    d, sb = WorldCoderTestDouble(), get_sandbox()
+    d, sb = ScriptedWorldCoderModel(), get_sandbox()
     cases = [("minigrid", "MiniGrid-DoorKey-5x5-v0"), ("minigrid", "MiniGrid-Unlock-v0"), ("sokoban", "Sokoban-v0")]
     print(f"\nPart 2: planner program steps/s, sandbox ÷ in-process (median of {repeats} alternating rounds)")
     print(f"{'environment':26s} {'planner':8s} {'steps':>6s} {'in-process/s':>13s} {'sandbox/s':>10s} {'ratio':>6s}")

@@ -1,5 +1,6 @@
-"""The WorldCoder agent (34_agent, 33_agent_planning, 35_agent_rl, 52_agent_experiments): the reference programs
-against the real environments, the curriculum Empty -> DoorKey -> Unlock with the scripted capable model (a test double),
+"""The WorldCoder agent (33_agent_planning, 33b_scripted_model, 34_agent, 34a_agent_curriculum, 35_agent_rl,
+52_agent_experiments): the reference programs against the real environments, the curriculum Empty -> DoorKey -> Unlock
+with the scripted capable model (`ScriptedWorldCoderModel`, a demonstration whose numbers are not results),
 the optimism ablation failing where the agent succeeds, resume after a kill and after an LLM outage without repeating a
 call, bad input, and one end-to-end run with the embedded model (slow)."""
 import json, os, subprocess, sys
@@ -11,8 +12,9 @@ from cwm_nb.core import CwmNbError, data_dir, derive_seed
 from cwm_nb.agent.oo_state import entity_api_source, state_to_plain, state_from_plain
 from cwm_nb.agent.planning import predict_steps
 from cwm_nb.agent.planning import PlannerConfig
-from cwm_nb.agent.worldcoder import AgentConfig, ABLATIONS, WorldModel, get_domain, make_env, run_curriculum, scripted_llm
-from cwm_nb.testing.doubles import WorldCoderTestDouble
+from cwm_nb.agent.worldcoder import AgentConfig, ABLATIONS, WorldModel, get_domain, make_env
+from cwm_nb.agent.curriculum import run_curriculum
+from cwm_nb.agent.scripted import ScriptedWorldCoderModel, scripted_llm
 from cwm_nb.experiments.agent import run_agent
 from cwm_nb.llm.client import ScriptedLLM, CachedLLM
 from cwm_nb.agent.minigrid import MINIGRID_CURRICULUM
@@ -20,7 +22,7 @@ from cwm_nb.agent.minigrid import MINIGRID_CURRICULUM
 ROOT = Path(__file__).resolve().parents[1]
 CLI = str(Path(sys.executable).with_name("cwm-nb"))
 TEST3 = ["MiniGrid-Empty-5x5-v0", "MiniGrid-DoorKey-5x5-v0", "MiniGrid-Unlock-v0"]
-DOUBLE = WorldCoderTestDouble()
+DOUBLE = ScriptedWorldCoderModel()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -143,11 +145,11 @@ def test_resume_repeats_no_llm_call(tmp_path, exc, uninterrupted):
     at = max(i + 1 for i in range(1, len(full.calls)) if same(full.calls[i]) == same(full.calls[i - 1]))
     assert full.calls[at - 1]["env"] == TEST3[1]              # mid-synthesis in DoorKey, after Empty's episodes are on disk
     cache, ck = tmp_path/"cache.sqlite", tmp_path/"checkpoint.json"
-    first = CachedLLM(ScriptedLLM(WorldCoderTestDouble(), name="scripted-worldcoder"), cache)
+    first = CachedLLM(ScriptedLLM(ScriptedWorldCoderModel(), name="scripted-worldcoder"), cache)
     with pytest.raises(type(exc)):
         run_curriculum(_Fails(first, at, exc), "minigrid", TEST3[:2], cfg, seed=1, checkpoint=ck, progress=False)
     assert json.loads(ck.read_text())["episodes"] and first.inner.n_answered == at - 1
-    second = CachedLLM(ScriptedLLM(WorldCoderTestDouble(), name="scripted-worldcoder"), cache)
+    second = CachedLLM(ScriptedLLM(ScriptedWorldCoderModel(), name="scripted-worldcoder"), cache)
     res = run_curriculum(second, "minigrid", TEST3[:2], cfg, seed=1, checkpoint=ck, progress=False)
     assert res.episodes == [dict(e, wall_s=r["wall_s"], llm_s=r["llm_s"]) for e, r in zip(full.episodes, res.episodes)]
     assert len(res.calls) == len(full.calls)
@@ -183,10 +185,10 @@ def test_a_folder_with_no_work_done_takes_corrected_settings(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# the method in one place (34_agent's `play_episode`), the doubles in cwm_nb.testing.doubles
+# the method in one place (34_agent's `play_episode`), the scripted model in the product
 def test_every_episode_runs_through_play_episode(monkeypatch):
     "run_curriculum plays each episode with `play_episode`, the loop at the top of 34_agent: editing it changes runs."
-    import cwm_nb.agent.worldcoder as A
+    import cwm_nb.agent.curriculum as A
     seeds, real = [], A.play_episode
     monkeypatch.setattr(A, "play_episode", lambda agent, env, reset_seed, max_steps: seeds.append(reset_seed)
                         or real(agent, env, reset_seed, max_steps))
@@ -196,11 +198,11 @@ def test_every_episode_runs_through_play_episode(monkeypatch):
     assert seeds == [derive_seed(0, "MiniGrid-Empty-5x5-v0", k) % 2**31 for k in range(2)]
 
 
-def test_the_scripted_model_lives_with_the_doubles():
-    "The scripted model is a test double of cwm_nb.testing.doubles; cwm_nb.agent.worldcoder keeps the old name (re-exported)."
+def test_the_scripted_model_is_a_demonstration_of_the_product():
+    "`--model scripted` is `ScriptedWorldCoderModel` of cwm_nb.agent.scripted; the test doubles do not define it."
     from cwm_nb.testing import doubles
-    assert WorldCoderTestDouble is doubles.WorldCoderTestDouble
-    assert type(scripted_llm().answers) is doubles.WorldCoderTestDouble
+    assert type(scripted_llm().answers) is ScriptedWorldCoderModel
+    assert not hasattr(doubles, "WorldCoderTestDouble") and not hasattr(doubles, "ScriptedWorldCoderModel")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -218,7 +220,7 @@ def test_unknown_environment_and_settings():
 
 
 def test_a_goal_the_programs_cannot_parse_is_a_recorded_failure(monkeypatch):
-    import cwm_nb.agent.worldcoder as A
+    import cwm_nb.agent.curriculum as A
     real = A.make_env
     class Weird:
         "Empty-5x5 with a goal text no reward program understands."

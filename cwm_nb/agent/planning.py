@@ -11,6 +11,7 @@ from typing import Any, Iterable, Sequence
 from fastcore.basics import patch
 from ..core import CwmNbError
 from .oo_state import Entity, State, state_from_plain, state_to_plain, entity_api_source, render_diff
+from ..sandbox.syscalls import _close_fds_except, _prctl
 from ..sandbox.programs import SandboxLimits, strict_plain
 from ..sandbox.jobs import get_sandbox
 from ..bench.plan_driver import _REQ_HDR, _read_n, _send_reply, MAX_REPLY_BYTES, PR_SET_DUMPABLE
@@ -528,7 +529,6 @@ def _search(model, args: dict) -> dict:
 def _forked_planner(args: dict, data: Any, source: str, in_job: bool) -> dict | None:
     "plan_driver.before_exec: fork; the child serves the model (returns None), the parent searches."
     global _SERVE_FDS
-    from cwm_nb.sandbox.syscalls import _close_fds_except, _prctl
     if not in_job: return None
     q_r, q_w = os.pipe(); p_r, p_w = os.pipe()
     _prctl(PR_SET_DUMPABLE, 0)

@@ -9,7 +9,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 from ..core import CwmNbError, atomic_write_json, atomic_write_text, provenance
-from ..agent.worldcoder import ABLATIONS, AgentConfig, DOMAINS, get_domain, resolve_curriculum, run_curriculum, scripted_llm
+from ..agent.worldcoder import ABLATIONS, AgentConfig, DOMAINS, get_domain, resolve_curriculum
+from ..agent.curriculum import run_curriculum
+from ..agent.scripted import scripted_llm
 from ..agent.planning import PLANNERS, PlannerConfig
 
 # %% auto #0

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 # %% auto #0
-__all__ = ['body', 'fake_evaluate', 'as_answer', 'RecordingLLM', 'ToySearchConfig', 'scripted_demo_llm', 'WorldCoderTestDouble',
-           'AgentDouble', 'CorridorModel', 'CoinModel', 'FlakyEndModel', 'FakeSandbox', 'LimitsRecordingSandbox',
-           'FakeSession', 'constant_push_planner']
+__all__ = ['body', 'fake_evaluate', 'as_answer', 'RecordingLLM', 'ToySearchConfig', 'scripted_demo_llm', 'AgentDouble',
+           'CorridorModel', 'CoinModel', 'FlakyEndModel', 'FakeSandbox', 'LimitsRecordingSandbox', 'FakeSession',
+           'constant_push_planner']
 
 # %% ../../nbs/91_doubles.ipynb #9a9f5766
 from dataclasses import dataclass
@@ -86,85 +86,8 @@ def scripted_demo_llm(
         return continue_prefill(pre, ans) if pre else ans.text
     return ScriptedLLM(answer, name=name)
 
-# %% ../../nbs/91_doubles.ipynb #50728ae2
-import re
-from pathlib import Path
-from fastcore.basics import patch
-from ..core import data_dir, make_rng
-
-_MINIGRID_OBJECTS = ("Key(", "Door(", "Ball(", "Box(")
-_FETCH = re.compile(r"^(?:get a|go get a|fetch a|go fetch a|you must fetch a) (\w+) (key|ball)$")
-_PICKUP = re.compile(r"^pick up the (\w+) (box|ball|key)$")
-
-class WorldCoderTestDouble:
-    "A scripted stand-in for a capable LLM (a test double): `(messages, draw) -> answer`, for `llm.ScriptedLLM`."
-    def __init__(self,
-                 programs: str | Path | None = None,  # folder of the reference programs (default: shipped)
-                 tasks: dict | None = None,           # task kind -> a prompt's first line (default: `cwm_nb.agent.worldcoder.TASKS`)
-                ):
-        self.dir = Path(programs) if programs else data_dir()/"programs"/"worldcoder"
-        if tasks is None: from cwm_nb.agent.worldcoder import TASKS as tasks   # (lazy: the agent module re-exports this double)
-        self.tasks = dict(tasks)
-        self.asked: list[str] = []     # the task of every call, in order
-
-    def program(self, name: str) -> str:
-        "The scripted program file `name`.py of this test double, as text."
-        return (self.dir/f"{name}.py").read_text()
-
-    def tier_program(self, domain: str, tier: int) -> str:
-        "The scripted transition program of `domain` at `tier` (0, 1 or 2; 2 is the complete one)."
-        return self.program(f"{domain}_transition" + ("" if tier >= 2 else f"_{tier}"))
-
-    def reward_program(self, domain: str, goal: str) -> str:
-        "The goal's correct reward program (the never-rewarding one for a goal it cannot parse)."
-        if domain == "sokoban": return self.program("sokoban_reward" if goal == "win the game" else "sokoban_reward_step")
-        if goal in ("get to the green goal square", "use the key to open the door and then get to the goal"):
-            return self.program("minigrid_reward_goal")
-        if goal == "open the door": return self.program("minigrid_reward_open_door")
-        for pat, name in ((_FETCH, "minigrid_reward_fetch"), (_PICKUP, "minigrid_reward_pickup")):
-            m = pat.match(goal)
-            if m: return self.program(name).replace("{color}", m[1]).replace("{kind}", m[2].capitalize())
-        return self.program("minigrid_reward_none")
-
-    def current_tier(self, domain: str, text: str) -> int:
-        "The tier (0, 1 or 2) of the transition program shown in the prompt `text`; 0 if none is recognised."
-        for tier in (2, 1, 0):
-            doc = self.tier_program(domain, tier).split('"""')[1].split("\n")[0]
-            if doc in text: return tier
-        return 0
-
-    def needed_tier(self, domain: str, text: str) -> int:
-        "The tier (1 or 2) the objects named in `text` call for."
-        if domain == "sokoban": return 2 if "Teleporter(" in text else 1
-        return 2 if any(o in text for o in _MINIGRID_OBJECTS) else 1
-
-# %% ../../nbs/91_doubles.ipynb #94e5c938
-@patch
-def __call__(self: WorldCoderTestDouble, messages: list[dict], draw: int) -> str:
-    "The answer to the last user message: the scripted program for its task, in a code block."
-    user = messages[-1]["content"]
-    task = next((k for k, v in self.tasks.items() if user.startswith(v)), None)
-    self.asked.append(task or "unknown")
-    body = user.split("The actions are:", 1)[-1]     # what follows the API (which names every class)
-    domain = "sokoban" if "Player(" in body else "minigrid"
-    m = re.search(r'The (?:new )?goal is: "([^"]*)"', body)
-    goal = m[1] if m else ""
-    if task == "init_transition": code = self.tier_program(domain, 0)
-    elif task == "refine_transition":
-        code = self.tier_program(domain, max(self.current_tier(domain, body) + 1, self.needed_tier(domain, body)))
-    elif task == "init_reward":
-        rewarded = any(float(r) > 0 for r in re.findall(r"^Reward: (-?[\d.]+)", body, re.M))
-        code = self.reward_program(domain, goal) if rewarded else \
-            self.program("sokoban_reward_step" if domain == "sokoban" else "minigrid_reward_none")
-    elif task == "refine_reward": code = self.reward_program(domain, goal)
-    elif task == "guess_reward":
-        known = re.search(r"```python\n(.*?)```", body, re.S)
-        code = known[1] if known else self.reward_program(domain, goal)
-    elif task == "refine_plan":
-        tier = max(self.current_tier(domain, body), self.needed_tier(domain, body.split("Initial state:", 1)[-1]))
-        code = self.tier_program(domain, tier) + "\n\n" + self.reward_program(domain, goal)
-    else: return "I cannot help with that."
-    return f"Here is what the examples show, step by step, and the code.\n\n```python\n{code.strip()}\n```\n"
+# %% ../../nbs/91_doubles.ipynb #d4eca2c6
+from ..core import make_rng
 
 # %% ../../nbs/91_doubles.ipynb #d22d01a4
 class AgentDouble:
