@@ -13,17 +13,17 @@ from fastcore.basics import patch
 from ..core import CwmNbError, to_plain
 from .prompts import SYSTEM_PROMPT, CWM_CONTRACT, shorten_description
 from . import gif_mcts   # the GIF-MCTS method and its ablations, built by name (METHODS)
-from .loop import SearchLoop
+from .loop import SearchLoop, SearchNode
 from .gif_mcts import ACTION_TYPES, action_stats, best_path
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'SELECT_RULES', 'COT_OPENER', 'GIF_MCTS_ABLATIONS', 'METHODS', 'rex_plan', 'rex_update',
-           'cot_plan', 'beta_params', 'rex_select', 'ProgramNode', 'ProgramSearch', 'WorldCoderConfig', 'WorldCoder',
+           'cot_plan', 'beta_params', 'rex_select', 'ProgramNode', 'ProgramSearch', 'RExConfig', 'RExRefinement',
            'cot_messages', 'ZeroShotCoTConfig', 'ZeroShotCoT', 'make_search']
 
 # %% ../../nbs/23_baselines.ipynb #ec8e314b
 def rex_plan(
-    search: "WorldCoder",  # the search: its programs (`arms`), `config` (select, C) and seeded `rng`
+    search: "RExRefinement",  # the search: its programs (`arms`), `config` (select, C) and seeded `rng`
 ) -> tuple[int, str, list[dict]]:  # (id of the node to extend, "generate" | "fix" | "improve", messages)
     """WorldCoder's REx refinement before each LLM call: which program to refine, and how (Tang, Key and Ellis
     2024; GIF-MCTS paper, Sec. 5.1). The shared loop makes the call and scores its program; `rex_update` learns."""
@@ -36,7 +36,7 @@ def rex_plan(
     return node.id, t, search.messages(node, t)
 
 def rex_update(
-    search: "WorldCoder",    # the search (its `config.C` and its `is_perfect` rule)
+    search: "RExRefinement",    # the search (its `config.C` and its `is_perfect` rule)
     parent: "ProgramNode",   # the node the call extended (the root for the first call)
     child: "ProgramNode",    # the scored program the call made
 ):
@@ -44,7 +44,7 @@ def rex_update(
     child.alpha, child.beta = beta_params(child.score, search.config.C)   # 4. prior Beta(1 + C·r, 1 + C·(1 − r))
     if parent.id == 0: return                                # the root is no arm
     strict = 1.0 if search.is_perfect(child) else 0.0        # 5. strict reward: 1 for a perfect child, else 0
-    parent.alpha += strict; parent.beta += 1.0 - strict      # 6. a perfect child also ends the search (`WorldCoder.stops`)
+    parent.alpha += strict; parent.beta += 1.0 - strict      # 6. a perfect child also ends the search (`RExRefinement.stops`)
 
 # %% ../../nbs/23_baselines.ipynb #d114a765
 def cot_plan(
@@ -91,33 +91,12 @@ def rex_select(
 
 # %% ../../nbs/23_baselines.ipynb #75fce9c9
 @dataclass
-class ProgramNode:
+class ProgramNode(SearchNode):
     "One program found by a `ProgramSearch` (the root, id 0, holds none)."
-    id: int                        # index in creation order (the root is 0)
-    parent: int | None             # the node this program was made from (None for the root)
-    action: str                    # "root", "g1", "i2", "f1", ...: type letter and rank among the parent's children of that type
-    action_type: str               # "root", "generate", "improve" or "fix"
-    depth: int = 0                 # actions from the root
-    call: int | None = None        # the LLM call (from 1) that made it
-    program: str = ""              # the full program
-    score: float = 0.0             # evaluation score in [0, 1] (0 for a program that raised)
-    raised: bool = False           # the program raised when evaluated
-    perfect: bool = False          # the evaluator called the program perfect
-    error: str | None = None       # condensed error (for the fix prompt)
-    failure: dict | None = None    # first failing transition (for the improve prompt)
-    evaluation: dict = field(default_factory=dict)  # the evaluator's report (plain data)
-    critique: str | None = None    # the reasoning part of an improve/fix answer (kept, never reused)
-    children: list = field(default_factory=list)    # ids of the programs made from this one
-    refined: int = 0               # times this node was extended (a program: refined; the root: generated from)
-    alpha: float | None = None     # WorldCoder: Beta α of this program
-    beta: float | None = None      # WorldCoder: Beta β of this program
-    prompt_tokens: int = 0         # tokens of the call's prompt
-    completion_tokens: int = 0     # tokens of the call's completion
-
-@patch(as_prop=True)
-def sha256(self: ProgramNode) -> str | None:
-    "Hex SHA-256 of the program text; None for a node without a program."
-    return hashlib.sha256(self.program.encode()).hexdigest() if self.program else None
+    children: list = field(default_factory=list)  # ids of the programs made from this one
+    refined: int = 0               # times extended (a program: refined; the root: generated from)
+    alpha: float | None = None     # REx: Beta α of this program
+    beta: float | None = None      # REx: Beta β of this program
 
 # %% ../../nbs/23_baselines.ipynb #a900ee04
 CHECKPOINT_FORMAT = "cwm-nb/program-search-checkpoint/1"
@@ -171,17 +150,13 @@ def _restore_search(self: ProgramSearch, d: dict): self.nodes = [ProgramNode(**n
 
 # %% ../../nbs/23_baselines.ipynb #20bb9f00
 @patch
-def add_child(self: ProgramSearch, pid: int, t: str, program: str, s: dict, critique: str | None, call: int,
-              tok: tuple[int, int]) -> ProgramNode:
-    "Record the scored program of call `call`, made from node `pid` by a type-`t` prompt (a program that raised scores 0)."
+def add_child(self: ProgramSearch, pid: int, t: str, program: str, s: dict, critique: str | None,
+              call: int, tok: tuple[int, int]) -> ProgramNode:
+    "Record the scored program of call `call`, made from node `pid` by a type-`t` prompt."
     parent = self.nodes[pid]
     k = 1 + sum(self.nodes[c].action_type == t for c in parent.children)
-    bug = bool(s["bug"])
-    child = ProgramNode(len(self.nodes), pid, f"{t[0]}{k}", t, depth=parent.depth + 1, call=call, program=program,
-                        score=0.0 if bug else float(s["accuracy"]), raised=bug,
-                        perfect=bool(s["perfect"]) and not bug, error=s["error"], failure=s["failure"],
-                        evaluation=s["evaluation"], critique=critique, prompt_tokens=tok[0],
-                        completion_tokens=tok[1])
+    child = ProgramNode(len(self.nodes), pid, f"{t[0]}{k}", t, depth=parent.depth + 1)
+    child.fill(program, s, critique, call, tok)
     self.new_node(child)
     self.nodes.append(child); parent.children.append(child.id); parent.refined += 1
     self.update(parent, child)
@@ -222,7 +197,7 @@ SELECT_RULES = ("thompson", "sequential")
 
 # %% ../../nbs/23_baselines.ipynb #0e160be0
 @dataclass
-class WorldCoderConfig:
+class RExConfig:
     "Hyperparameters of WorldCoder's REx refinement (GIF-MCTS paper, Sec. 5.1); sampling defaults as `GIFMCTSConfig`."
     C: float = 5.0                   # prior strength: Beta(1 + C·r, 1 + C·(1 − r))
     select: str = "thompson"         # "thompson" (REx) or "sequential" (always refine the newest program)
@@ -236,37 +211,37 @@ class WorldCoderConfig:
 
     def __post_init__(self):
         if self.select not in SELECT_RULES:
-            raise CwmNbError(f"WorldCoderConfig: unknown select rule {self.select!r}", f"use one of {SELECT_RULES}")
-        if not self.C >= 0: raise CwmNbError(f"WorldCoderConfig: C={self.C}", "use C >= 0 (the paper's is 5)")
+            raise CwmNbError(f"RExConfig: unknown select rule {self.select!r}", f"use one of {SELECT_RULES}")
+        if not self.C >= 0: raise CwmNbError(f"RExConfig: C={self.C}", "use C >= 0 (the paper's is 5)")
 
 # %% ../../nbs/23_baselines.ipynb #7baf9f17
-class WorldCoder(ProgramSearch):
-    "WorldCoder's REx refinement (GIF-MCTS paper, Sec. 5.1): `WorldCoder(llm, evaluate, description, ...).run(budget) -> SearchResult`."
+class RExRefinement(ProgramSearch):
+    "WorldCoder's REx refinement (GIF-MCTS paper, Sec. 5.1): `RExRefinement(llm, evaluate, description, ...).run(budget) -> SearchResult`."
     method, label = "worldcoder", "WorldCoder"
 
-    def __init__(self, llm, evaluate, description, config: WorldCoderConfig | None = None, seed: int = 0,
+    def __init__(self, llm, evaluate, description, config: RExConfig | None = None, seed: int = 0,
                  checkpoint: str | Path | None = None, progress: bool = True):
-        super().__init__(llm, evaluate, description, config or WorldCoderConfig(), seed, checkpoint, progress)
+        super().__init__(llm, evaluate, description, config or RExConfig(), seed, checkpoint, progress)
 
 # %% ../../nbs/23_baselines.ipynb #c02240be
 @patch
-def plan(self: WorldCoder):
+def plan(self: RExRefinement):
     "The next expansion: (parent node id, \"generate\" | \"fix\" | \"improve\", messages), as `rex_plan` chooses."
     return rex_plan(self)
 
 # %% ../../nbs/23_baselines.ipynb #d2a7f61b
 @patch
-def is_perfect(self: WorldCoder, node: ProgramNode) -> bool:
+def is_perfect(self: RExRefinement, node: ProgramNode) -> bool:
     "Strict success: the evaluator's `perfect` flag, or (paper_compat) a score of exactly 1.0."
     return node.score == 1.0 if self.config.paper_compat else node.perfect
 
 @patch
-def update(self: WorldCoder, parent, child):
+def update(self: RExRefinement, parent, child):
     "Give the child its Beta prior and count its outcome in its parent's posterior (`rex_update`)."
     rex_update(self, parent, child)
 
 @patch
-def stops(self: WorldCoder, child):
+def stops(self: RExRefinement, child):
     "True when `child` is perfect (the search stops)."
     return self.is_perfect(child)
 
@@ -339,7 +314,7 @@ def _method_config(method: str, paper_compat: bool, max_tokens: int | None, cont
     kw = dict(paper_compat=paper_compat, max_tokens=max_tokens, contract=contract)
     if method == "gif-mcts" or method in GIF_MCTS_ABLATIONS:
         return gif_mcts.GIFMCTS, gif_mcts.GIFMCTSConfig(**kw, **GIF_MCTS_ABLATIONS.get(method, {}))
-    if method == "worldcoder": return WorldCoder, WorldCoderConfig(**kw)
+    if method == "worldcoder": return RExRefinement, RExConfig(**kw)
     if method == "zero-shot-cot": return ZeroShotCoT, ZeroShotCoTConfig(**kw)
     raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
 

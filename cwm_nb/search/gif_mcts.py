@@ -12,9 +12,7 @@ from typing import Any, Callable
 import numpy as np
 from fastcore.basics import patch
 from ..core import CwmNbError, to_plain
-from .loop import SearchLoop, SearchResult, evaluation_summary
-# the shared loop moved to 21_search_loop; these stay importable from here (`gif_mcts.FailedExpansion`, ...)
-from .loop import FailedExpansion, _default_cot, _usage, _plain
+from .loop import SearchLoop, SearchNode
 
 # %% auto #0
 __all__ = ['ACTION_TYPES', 'CHECKPOINT_FORMAT', 'simulation', 'exploration', 'uct_visited', 'uct_new', 'GIFMCTSConfig',
@@ -180,44 +178,23 @@ def update(self: LinearValueModel, v_G: float, v_L: float | None, target: float)
 
 # %% ../../nbs/22_gif_mcts.ipynb #50fbdc3e
 @dataclass
-class Node:
+class Node(SearchNode):
     "One node of the GIF-MCTS tree (the original's `CodeStateNode`)."
-    id: int                        # index in the tree (creation order; the root is 0)
-    parent: int | None             # parent id (None for the root)
-    action: str                    # action that made it: "root", "g1", "i2", "f1", ...
-    action_type: str               # "root", "generate", "improve" or "fix"
-    depth: int = 0                 # number of actions from the root
     children: dict = field(default_factory=dict)  # action name -> child id, None while untried
     code: str = ""                 # state: the first lines of the program
-    program: str = ""              # the full program (the rollout)
-    score: float = 0.0             # evaluation score s in [0, 1] (0 for a program that raised)
     reward: float = 0.0            # s if terminal else 0
     terminal: bool = False         # the program ended inside this node's block (or its bug chain died)
     bug: bool = False              # search flag: an unresolved bug (see Bug chains)
-    raised: bool = False           # the program raised when evaluated
     fixes_left: int = 0            # fix attempts left for this bug
     visits: int = 0                # visit count
     value_sum: float = 0.0         # sum of backed-up values
-    perfect: bool = False          # the evaluator called the program perfect
-    error: str | None = None       # condensed error (for the fix prompt)
-    failure: dict | None = None    # first failing transition (for the improve prompt)
-    evaluation: dict = field(default_factory=dict)  # the evaluator's full report (plain data)
-    critique: str | None = None    # the reasoning of an improve/fix answer (kept, never reused)
-    call: int | None = None        # the LLM call (simulation number, from 1) that made it
-    prompt_tokens: int = 0         # tokens of that call's prompt
-    completion_tokens: int = 0     # tokens of that call's completion
-    replaced: list = field(default_factory=list)  # paper_compat re-expansions: sha256 of overwritten programs
+    replaced: list = field(default_factory=list)  # paper_compat re-expansions: overwritten programs' sha256
 
 # %% ../../nbs/22_gif_mcts.ipynb #7742fd6a
 @patch
 def value(self: Node) -> float:
     "Mean backed-up value; 0 when never visited."
     return self.value_sum / self.visits if self.visits else 0.0
-
-@patch(as_prop=True)
-def sha256(self: Node) -> str | None:
-    "Hex SHA-256 of the program text; None for a node without a program."
-    return hashlib.sha256(self.program.encode()).hexdigest() if self.program else None
 
 # %% ../../nbs/22_gif_mcts.ipynb #fde4fedd
 class SearchTree:
@@ -366,23 +343,20 @@ def _child_for(self: SearchTree, parent: Node, action: str) -> Node:
 
 # %% ../../nbs/22_gif_mcts.ipynb #3f1dbea0
 @patch
-def _fill(self: SearchTree, child: Node, parent: Node, program: str, evaluation: dict, critique: str | None,
-          call: int | None, tokens: tuple[int, int]):
-    "Set the child's state, score, reward, flags, prompt data, fixes left, actions and temporary value."
-    cfg, bug = self.config, bool(evaluation["bug"])
-    s = 0.0 if bug else float(evaluation["accuracy"])
-    child.code, new_len, done = node_state(program, parent.code, cfg.L, exact=cfg.fix("fix_block_length"))
-    child.program, child.score, child.terminal = program, s, done
-    child.reward = s if done else 0.0
-    child.bug = child.raised = bug
-    child.perfect = bool(evaluation.get("perfect")) and not bug
-    child.error, child.failure = evaluation.get("error"), evaluation.get("failure")
-    child.evaluation = evaluation.get("evaluation", {})
-    child.critique, child.call = critique, call
-    child.prompt_tokens, child.completion_tokens = int(tokens[0]), int(tokens[1])
-    child.fixes_left = max(parent.fixes_left - 1, 0) if (bug and child.action_type == "fix") else cfg.max_fixes
+def _fill(self: SearchTree, child: Node, parent: Node, program: str, evaluation: dict,
+          critique: str | None, call: int | None, tokens: tuple[int, int]):
+    "Set the child's program, score and call (`SearchNode.fill`), state, reward, fixes left, actions, value."
+    cfg = self.config
+    child.fill(program, evaluation, critique, call, tokens)
+    exact = cfg.fix("fix_block_length")
+    child.code, _, child.terminal = node_state(program, parent.code, cfg.L, exact=exact)
+    child.reward = child.score if child.terminal else 0.0
+    child.bug = child.raised
+    fix_failed = child.bug and child.action_type == "fix"
+    child.fixes_left = max(parent.fixes_left - 1, 0) if fix_failed else cfg.max_fixes
     child.children = self._actions(child)
-    if bug and not done: child.value_sum += cfg.bug_values[child.fixes_left]  # the temporary value
+    # the temporary value of a program that raised
+    if child.bug and not child.terminal: child.value_sum += cfg.bug_values[child.fixes_left]
 
 # %% ../../nbs/22_gif_mcts.ipynb #cfe9827a
 @patch
