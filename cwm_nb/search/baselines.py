@@ -370,8 +370,8 @@ def make_search(
     # another task's prompts and answer rule (`SearchLoop.task`, e.g. APPS); None: the CWM task
     task=None,
 ):
-    """Build the search object of `method`; `.run(budget)` returns a `gif_mcts.SearchResult`. Raises
-    `CwmNbError` for an unknown method."""
+    """Build the search object of `method`; `.run(budget)` returns a `SearchResult`
+    (21_search_loop). Raises `CwmNbError` for an unknown method."""
     cls, cfg = _method_config(method, paper_compat, max_tokens, contract)
     search = cls(llm, evaluate, description, config=cfg, seed=seed, checkpoint=checkpoint,
                  progress=progress)
