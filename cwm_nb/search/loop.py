@@ -104,7 +104,7 @@ class SearchNode:
     "One program a search holds: where it sits, its score, and the LLM call that wrote it."
     id: int                        # index in creation order (the root is 0)
     parent: int | None             # the node it was made from (None for the root)
-    action: str                    # "root", "g1", "i2", "f1", ...: type letter and rank among siblings
+    action: str                    # "root", "g1", "i2", "f1": type letter, rank among siblings
     action_type: str               # "root", "generate", "improve" or "fix"
     depth: int = 0                 # actions from the root
     call: int | None = None        # the LLM call (from 1) that made it
