@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from cwm_nb.search.baselines import (METHODS, WorldCoder, WorldCoderConfig, ZeroShotCoT, ZeroShotCoTConfig, COT_OPENER,
+from cwm_nb.search.baselines import (METHODS, RExRefinement, RExConfig, ZeroShotCoT, ZeroShotCoTConfig, COT_OPENER,
                               beta_params, rex_select, make_search)
 from cwm_nb.core import CwmNbError, make_rng
 from cwm_nb.search.gif_mcts import GIFMCTS, plot_tree, plot_best_value, action_stats, tree_to_networkx
@@ -117,7 +117,7 @@ def test_strict_update_moves_alpha_and_beta():
     # call 1: 0.4; calls 2, 3: not perfect; call 4: perfect -> the program refined at call 4 gets α + 1
     prog = {1: marker("0.4"), 2: marker("0.6"), 3: "x = 1\n# bug\n", 4: "x = 1\n# perfect\n"}
     llm = scripted(lambda d: prog[d])
-    wc = WorldCoder(llm, fake_evaluate, "toy", seed=3, progress=False)
+    wc = RExRefinement(llm, fake_evaluate, "toy", seed=3, progress=False)
     res = wc.run(10)
     assert (res.llm_calls, res.stop_reason, res.best_value) == (4, "perfect", 1.0)
     nodes = {n["id"]: n for n in res.tree["nodes"]}
@@ -132,18 +132,18 @@ def test_strict_update_moves_alpha_and_beta():
 
 
 def test_sequential_ablation_refines_the_newest_program():
-    res = WorldCoder(scripted(varied), fake_evaluate, "toy", WorldCoderConfig(select="sequential"),
+    res = RExRefinement(scripted(varied), fake_evaluate, "toy", RExConfig(select="sequential"),
                      progress=False).run(6)
     assert [n["parent"] for n in res.tree["nodes"][1:]] == [0, 1, 2, 3, 4, 5]
     with pytest.raises(CwmNbError, match="select rule"):
-        WorldCoderConfig(select="greedy")
+        RExConfig(select="greedy")
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # prompts: fix for buggy programs, improve otherwise (real evaluator)
 def test_worldcoder_fixes_buggy_programs_and_improves_the_others(real_evaluate):
     llm = scripted(lambda d: CRASH if d % 2 else WRONG)
-    wc = WorldCoder(llm, real_evaluate, "CartPole description.", seed=1, progress=False)
+    wc = RExRefinement(llm, real_evaluate, "CartPole description.", seed=1, progress=False)
     res = wc.run(7)
     assert res.llm_calls == 7 and len(llm.seen) == 7
     nodes = {n["id"]: n for n in res.tree["nodes"]}
@@ -178,7 +178,7 @@ def test_first_worldcoder_call_is_gif_mcts_first_call():
     for name in ("scripted", "embedded"):                                      # chat-style and code-first prompts
         llm = Caching(ScriptedLLM(lambda m, d: reply(m, marker("0.3")), name=name))
         g = GIFMCTS(llm, fake_evaluate, "toy", seed=4, progress=False).run(1)
-        w = WorldCoder(llm, fake_evaluate, "toy", seed=4, progress=False).run(1)
+        w = RExRefinement(llm, fake_evaluate, "toy", seed=4, progress=False).run(1)
         assert llm.misses == 1 and w.best_program == g.best_program
 
 
@@ -217,7 +217,7 @@ def test_every_method_stops_early_on_a_perfect_program(method, real_evaluate):
 
 # ---------------------------------------------------------------------------------------------------------------
 # checkpoint, resume, refusal
-@pytest.mark.parametrize("cls", [WorldCoder, ZeroShotCoT])
+@pytest.mark.parametrize("cls", [RExRefinement, ZeroShotCoT])
 def test_kill_and_resume_repeats_no_call(cls, tmp_path):
     ck, budget = tmp_path/"run"/"checkpoint.json", 7
     first = scripted(varied)
@@ -247,10 +247,10 @@ def test_kill_and_resume_repeats_no_call(cls, tmp_path):
 
 def test_checkpoint_of_another_search_is_refused(tmp_path):
     ck = tmp_path/"ck.json"
-    WorldCoder(scripted(varied), fake_evaluate, "toy", seed=1, checkpoint=ck, progress=False).run(2)
-    for make in (lambda: WorldCoder(scripted(varied), fake_evaluate, "toy", seed=2, checkpoint=ck),
-                 lambda: WorldCoder(scripted(varied), fake_evaluate, "toy", WorldCoderConfig(C=2.0), seed=1, checkpoint=ck),
-                 lambda: WorldCoder(scripted(varied), fake_evaluate, "other env", seed=1, checkpoint=ck),
+    RExRefinement(scripted(varied), fake_evaluate, "toy", seed=1, checkpoint=ck, progress=False).run(2)
+    for make in (lambda: RExRefinement(scripted(varied), fake_evaluate, "toy", seed=2, checkpoint=ck),
+                 lambda: RExRefinement(scripted(varied), fake_evaluate, "toy", RExConfig(C=2.0), seed=1, checkpoint=ck),
+                 lambda: RExRefinement(scripted(varied), fake_evaluate, "other env", seed=1, checkpoint=ck),
                  lambda: ZeroShotCoT(scripted(varied), fake_evaluate, "toy", seed=1, checkpoint=ck),
                  lambda: make_search("zero-shot-cot", scripted(varied), fake_evaluate, "toy", seed=1, checkpoint=ck)):
         with pytest.raises(CwmNbError, match="different search"): make()
@@ -259,7 +259,7 @@ def test_checkpoint_of_another_search_is_refused(tmp_path):
     gck = tmp_path/"gif.json"
     GIFMCTS(scripted(varied), fake_evaluate, "toy", seed=1, checkpoint=gck, progress=False).run(1)
     with pytest.raises(CwmNbError, match="not a WorldCoder checkpoint"):
-        WorldCoder(scripted(varied), fake_evaluate, "toy", seed=1, checkpoint=gck)
+        RExRefinement(scripted(varied), fake_evaluate, "toy", seed=1, checkpoint=gck)
     (tmp_path/"bad.json").write_text("{not json")
     with pytest.raises(CwmNbError, match="cannot read"):
         ZeroShotCoT(scripted(varied), fake_evaluate, "toy", checkpoint=tmp_path/"bad.json")
@@ -270,7 +270,7 @@ def test_checkpoint_of_another_search_is_refused(tmp_path):
 def test_trees_work_with_the_gif_mcts_tools():
     import matplotlib; matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    for cls in (WorldCoder, ZeroShotCoT):
+    for cls in (RExRefinement, ZeroShotCoT):
         a = cls(scripted(varied), fake_evaluate, "toy", seed=9, progress=False).run(8)
         b = cls(scripted(varied), fake_evaluate, "toy", seed=9, progress=False).run(8)
         assert json.dumps(a.tree, sort_keys=True) == json.dumps(b.tree, sort_keys=True)   # seeded

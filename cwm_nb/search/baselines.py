@@ -12,46 +12,54 @@ import numpy as np
 from fastcore.basics import patch
 from ..core import CwmNbError, to_plain
 from .prompts import SYSTEM_PROMPT, CWM_CONTRACT, shorten_description
-from . import gif_mcts   # the GIF-MCTS method and its ablations, built by name (METHODS)
-from .loop import SearchLoop
+# the GIF-MCTS method and its ablations, built by name (METHODS)
+from . import gif_mcts
+from .loop import SearchLoop, SearchNode
 from .gif_mcts import ACTION_TYPES, action_stats, best_path
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'SELECT_RULES', 'COT_OPENER', 'GIF_MCTS_ABLATIONS', 'METHODS', 'rex_plan', 'rex_update',
-           'cot_plan', 'beta_params', 'rex_select', 'ProgramNode', 'ProgramSearch', 'WorldCoderConfig', 'WorldCoder',
+           'cot_plan', 'beta_params', 'rex_select', 'ProgramNode', 'ProgramSearch', 'RExConfig', 'RExRefinement',
            'cot_messages', 'ZeroShotCoTConfig', 'ZeroShotCoT', 'make_search']
 
 # %% ../../nbs/23_baselines.ipynb #ec8e314b
 def rex_plan(
-    search: "WorldCoder",  # the search: its programs (`arms`), `config` (select, C) and seeded `rng`
-) -> tuple[int, str, list[dict]]:  # (id of the node to extend, "generate" | "fix" | "improve", messages)
-    """WorldCoder's REx refinement before each LLM call: which program to refine, and how (Tang, Key and Ellis
-    2024; GIF-MCTS paper, Sec. 5.1). The shared loop makes the call and scores its program; `rex_update` learns."""
-    arms = search.arms()                                     # the programs so far (not the root, not failed calls)
-    if not arms:                                             # 1. the first call writes a program from the root
+    search: "RExRefinement",  # the search: its programs (`arms`), `config` and seeded `rng`
+) -> tuple[int, str, list[dict]]:  # (node to extend, "generate" | "fix" | "improve", messages)
+    """WorldCoder's REx refinement before each LLM call: which program to refine, and how (Tang, Key
+    and Ellis 2024; GIF-MCTS paper, Sec. 5.1). The shared loop makes the call and scores its
+    program; `rex_update` learns."""
+    arms = search.arms()          # the programs so far (not the root, not failed calls)
+    if not arms:                  # 1. the first call writes a program from the root
         return 0, "generate", search.messages(search.nodes[0], "generate")
-    if search.config.select == "sequential": node = arms[-1]  # (the original's ablation: always the newest program)
-    else: node = arms[rex_select([n.alpha for n in arms], [n.beta for n in arms], search.rng)]   # 2. Thompson sampling
-    t = "fix" if node.raised else "improve"                  # 3. a program that raised is fixed, any other improved
+    if search.config.select == "sequential":
+        node = arms[-1]           # (the original's ablation: always the newest program)
+    else:                         # 2. Thompson sampling over the programs' Beta posteriors
+        node = arms[rex_select([n.alpha for n in arms], [n.beta for n in arms], search.rng)]
+    # 3. a program that raised is fixed, any other improved
+    t = "fix" if node.raised else "improve"
     return node.id, t, search.messages(node, t)
 
 def rex_update(
-    search: "WorldCoder",    # the search (its `config.C` and its `is_perfect` rule)
-    parent: "ProgramNode",   # the node the call extended (the root for the first call)
-    child: "ProgramNode",    # the scored program the call made
+    search: "RExRefinement",  # the search (its `config.C` and its `is_perfect` rule)
+    parent: "ProgramNode",    # the node the call extended (the root for the first call)
+    child: "ProgramNode",     # the scored program the call made
 ):
-    "REx after each call: the new program becomes an arm; its parent's posterior counts the strict reward."
-    child.alpha, child.beta = beta_params(child.score, search.config.C)   # 4. prior Beta(1 + C·r, 1 + C·(1 − r))
-    if parent.id == 0: return                                # the root is no arm
-    strict = 1.0 if search.is_perfect(child) else 0.0        # 5. strict reward: 1 for a perfect child, else 0
-    parent.alpha += strict; parent.beta += 1.0 - strict      # 6. a perfect child also ends the search (`WorldCoder.stops`)
+    "REx after each call: the program becomes an arm; its parent's posterior counts the reward."
+    # 4. the child's prior: Beta(1 + C·r, 1 + C·(1 − r))
+    child.alpha, child.beta = beta_params(child.score, search.config.C)
+    if parent.id == 0: return                           # the root is no arm
+    strict = 1.0 if search.is_perfect(child) else 0.0   # 5. strict reward: 1 if perfect, else 0
+    # 6. a perfect child also ends the search (`RExRefinement.stops`)
+    parent.alpha += strict; parent.beta += 1.0 - strict
 
 # %% ../../nbs/23_baselines.ipynb #d114a765
 def cot_plan(
     search: "ZeroShotCoT",  # the search: its chain-of-thought prompt (or its `task`'s)
-) -> tuple[int, str, list[dict]]:  # (0, "generate", messages): every call makes a new child of the root
-    """Zero-shot chain of thought before each LLM call: the same prompt again, from the root (GIF-MCTS paper, Sec. 5.1).
-    Call k samples with draw k, so the answers differ; the best of B is kept and a perfect one stops the search."""
+) -> tuple[int, str, list[dict]]:  # (0, "generate", messages): a new child of the root each call
+    """Zero-shot chain of thought before each LLM call: the same prompt again, from the root
+    (GIF-MCTS paper, Sec. 5.1). Call k samples with draw k, so the answers differ; the best of B is
+    kept and a perfect one stops the search."""
     return 0, "generate", search.prompt if search.task is None else search.task.cot_messages()
 
 # %% ../../nbs/23_baselines.ipynb #199c64b2
@@ -62,11 +70,12 @@ def beta_params(
     failures: int = 0,    # refinements that did not
 ) -> tuple[float, float]:  # (alpha, beta), both > 0
     """Parameters of the Beta posterior of a program in REx refinement: α = 1 + C·r + successes,
-    β = 1 + C·(1 − r) + failures (WorldCoder, Tang, Key and Ellis 2024; GIF-MCTS paper, Sec. 5.1). Raises `CwmNbError` for a
-    score outside [0, 1], a negative `C` or negative counts."""
+    β = 1 + C·(1 − r) + failures (WorldCoder, Tang, Key and Ellis 2024; GIF-MCTS paper, Sec. 5.1).
+    Raises `CwmNbError` for a score outside [0, 1], a negative `C` or negative counts."""
     r = float(score)
     if not 0.0 <= r <= 1.0 or r != r:
-        raise CwmNbError(f"beta_params: score must be in [0, 1], got {score!r}", "pass the program's pass rate")
+        raise CwmNbError(f"beta_params: score must be in [0, 1], got {score!r}",
+                         "pass the program's pass rate")
     if C < 0 or successes < 0 or failures < 0:
         raise CwmNbError(f"beta_params: C={C}, successes={successes}, failures={failures}",
                          "use C >= 0 and non-negative counts")
@@ -78,12 +87,13 @@ def rex_select(
     betas: Sequence[float],      # β of each arm, shape (n,), all > 0
     rng: np.random.Generator,    # the search's seeded generator (one draw per arm is consumed)
 ) -> int:                        # index of the arm to refine, in [0, n)
-    """Thompson sampling step of REx refinement: draw one sample from every arm's Beta(α, β) and return the index
-    of the largest (WorldCoder, Tang, Key and Ellis 2024; GIF-MCTS paper, Sec. 5.1). Raises `CwmNbError` for no arms, mismatched
-    lengths or non-positive parameters."""
+    """Thompson sampling step of REx refinement: draw one sample from every arm's Beta(α, β) and
+    return the index of the largest (WorldCoder, Tang, Key and Ellis 2024; GIF-MCTS paper,
+    Sec. 5.1). Raises `CwmNbError` for no arms, mismatched lengths or non-positive parameters."""
     a, b = np.asarray(alphas, dtype=float), np.asarray(betas, dtype=float)
     if a.ndim != 1 or a.shape != b.shape or a.size == 0:
-        raise CwmNbError(f"rex_select: need two equal-length non-empty 1-d sequences, got shapes {a.shape}, {b.shape}",
+        raise CwmNbError("rex_select: need two equal-length non-empty 1-d sequences, "
+                         f"got shapes {a.shape}, {b.shape}",
                          "pass one alpha and one beta per program")
     if not (np.all(a > 0) and np.all(b > 0)):
         raise CwmNbError("rex_select: Beta parameters must be > 0", "build them with `beta_params`")
@@ -91,48 +101,29 @@ def rex_select(
 
 # %% ../../nbs/23_baselines.ipynb #75fce9c9
 @dataclass
-class ProgramNode:
+class ProgramNode(SearchNode):
     "One program found by a `ProgramSearch` (the root, id 0, holds none)."
-    id: int                        # index in creation order (the root is 0)
-    parent: int | None             # the node this program was made from (None for the root)
-    action: str                    # "root", "g1", "i2", "f1", ...: type letter and rank among the parent's children of that type
-    action_type: str               # "root", "generate", "improve" or "fix"
-    depth: int = 0                 # actions from the root
-    call: int | None = None        # the LLM call (from 1) that made it
-    program: str = ""              # the full program
-    score: float = 0.0             # evaluation score in [0, 1] (0 for a program that raised)
-    raised: bool = False           # the program raised when evaluated
-    perfect: bool = False          # the evaluator called the program perfect
-    error: str | None = None       # condensed error (for the fix prompt)
-    failure: dict | None = None    # first failing transition (for the improve prompt)
-    evaluation: dict = field(default_factory=dict)  # the evaluator's report (plain data)
-    critique: str | None = None    # the reasoning part of an improve/fix answer (kept, never reused)
-    children: list = field(default_factory=list)    # ids of the programs made from this one
-    refined: int = 0               # times this node was extended (a program: refined; the root: generated from)
-    alpha: float | None = None     # WorldCoder: Beta α of this program
-    beta: float | None = None      # WorldCoder: Beta β of this program
-    prompt_tokens: int = 0         # tokens of the call's prompt
-    completion_tokens: int = 0     # tokens of the call's completion
-
-@patch(as_prop=True)
-def sha256(self: ProgramNode) -> str | None:
-    "Hex SHA-256 of the program text; None for a node without a program."
-    return hashlib.sha256(self.program.encode()).hexdigest() if self.program else None
+    children: list = field(default_factory=list)  # ids of the programs made from this one
+    refined: int = 0               # times extended (a program: refined; the root: generated from)
+    alpha: float | None = None     # REx: Beta α of this program
+    beta: float | None = None      # REx: Beta β of this program
 
 # %% ../../nbs/23_baselines.ipynb #a900ee04
 CHECKPOINT_FORMAT = "cwm-nb/program-search-checkpoint/1"
 
 # %% ../../nbs/23_baselines.ipynb #90a2905b
 class ProgramSearch(SearchLoop):
-    """The baselines' search state: a flat list of programs (`ProgramNode`), each made by one LLM call from the
-    root or from an earlier program. The call loop, accounting, checkpoint and resume are `SearchLoop`'s
-    (21_search_loop), the same code as GIF-MCTS's; a subclass decides in `plan` which node to extend with which prompt and, in
-    `new_node` and `update`, what to record and learn from the result."""
+    """The baselines' search state: a flat list of programs (`ProgramNode`), each made by one LLM
+    call from the root or from an earlier program. The call loop, accounting, checkpoint and resume
+    are `SearchLoop`'s (21_search_loop), the same code as GIF-MCTS's; a subclass decides in `plan`
+    which node to extend with which prompt and, in `new_node` and `update`, what to record and
+    learn from the result."""
     method = "program-search"       # method name (in checkpoints, the tree, the random stream)
     label = "search"                # name in the progress bar and in error messages
     checkpoint_format = CHECKPOINT_FORMAT
 
-    def _init_search(self): self.nodes: list[ProgramNode] = [ProgramNode(0, None, "root", "root")]
+    def _init_search(self):
+        self.nodes: list[ProgramNode] = [ProgramNode(0, None, "root", "root")]
 
     def _identity(self) -> dict: return dict(method=self.method, **super()._identity())
 
@@ -158,30 +149,29 @@ def node_at(self: ProgramSearch, pid: int) -> ProgramNode:
 
 @patch
 def arms(self: ProgramSearch) -> list[ProgramNode]:
-    "The programs that can be refined: every node but the root and failed expansions (no program, 22_gif_mcts)."
+    """The programs that can be refined: every node but the root and failed expansions (no program,
+    22_gif_mcts)."""
     return [n for n in self.nodes[1:] if "failed_request" not in n.evaluation]
 
 # %% ../../nbs/23_baselines.ipynb #78e8884f
 @patch
 def _search_state(self: ProgramSearch) -> dict:
-    return dict(nodes=[{f.name: getattr(n, f.name) for f in fields(ProgramNode)} for n in self.nodes])
+    names = [f.name for f in fields(ProgramNode)]
+    return dict(nodes=[{k: getattr(n, k) for k in names} for n in self.nodes])
 
 @patch
-def _restore_search(self: ProgramSearch, d: dict): self.nodes = [ProgramNode(**n) for n in d["nodes"]]
+def _restore_search(self: ProgramSearch, d: dict):
+    self.nodes = [ProgramNode(**n) for n in d["nodes"]]
 
 # %% ../../nbs/23_baselines.ipynb #20bb9f00
 @patch
-def add_child(self: ProgramSearch, pid: int, t: str, program: str, s: dict, critique: str | None, call: int,
-              tok: tuple[int, int]) -> ProgramNode:
-    "Record the scored program of call `call`, made from node `pid` by a type-`t` prompt (a program that raised scores 0)."
+def add_child(self: ProgramSearch, pid: int, t: str, program: str, s: dict, critique: str | None,
+              call: int, tok: tuple[int, int]) -> ProgramNode:
+    "Record the scored program of call `call`, made from node `pid` by a type-`t` prompt."
     parent = self.nodes[pid]
     k = 1 + sum(self.nodes[c].action_type == t for c in parent.children)
-    bug = bool(s["bug"])
-    child = ProgramNode(len(self.nodes), pid, f"{t[0]}{k}", t, depth=parent.depth + 1, call=call, program=program,
-                        score=0.0 if bug else float(s["accuracy"]), raised=bug,
-                        perfect=bool(s["perfect"]) and not bug, error=s["error"], failure=s["failure"],
-                        evaluation=s["evaluation"], critique=critique, prompt_tokens=tok[0],
-                        completion_tokens=tok[1])
+    child = ProgramNode(len(self.nodes), pid, f"{t[0]}{k}", t, depth=parent.depth + 1)
+    child.fill(program, s, critique, call, tok)
     self.new_node(child)
     self.nodes.append(child); parent.children.append(child.id); parent.refined += 1
     self.update(parent, child)
@@ -190,13 +180,15 @@ def add_child(self: ProgramSearch, pid: int, t: str, program: str, s: dict, crit
 # %% ../../nbs/23_baselines.ipynb #28481478
 @patch
 def _row(self: ProgramSearch, n: ProgramNode) -> dict:
-    "Node `n` as a row of tree.json: visits = times extended, value = score (and WorldCoder's α, β)."
+    """Node `n` as a row of tree.json: visits = times extended, value = score (and WorldCoder's α,
+    β)."""
     row = dict(id=n.id, parent=n.parent, action=n.action, action_type=n.action_type, depth=n.depth,
                call=n.call, visits=n.refined, value=n.score, q=n.score, reward=0.0, terminal=False,
-               bug=n.raised, bug_open=n.raised, score=n.score, perfect=n.perfect, program_sha=n.sha256,
-               n_lines=len(n.program.split("\n")) if n.program else 0, children=list(n.children),
-               open_actions=[],
-               n_children={t: sum(self.nodes[c].action_type == t for c in n.children) for t in ACTION_TYPES},
+               bug=n.raised, bug_open=n.raised, score=n.score, perfect=n.perfect,
+               program_sha=n.sha256, n_lines=len(n.program.split("\n")) if n.program else 0,
+               children=list(n.children), open_actions=[],
+               n_children={t: sum(self.nodes[c].action_type == t for c in n.children)
+                           for t in ACTION_TYPES},
                error=(n.error or "")[:500] if n.raised else None,
                prompt_tokens=n.prompt_tokens, completion_tokens=n.completion_tokens)
     if n.alpha is not None: row.update(alpha=n.alpha, beta=n.beta)
@@ -205,14 +197,16 @@ def _row(self: ProgramSearch, n: ProgramNode) -> dict:
 # %% ../../nbs/23_baselines.ipynb #71609d68
 @patch
 def export_tree(self: ProgramSearch) -> dict:
-    "The programs as a JSON-safe tree in the shape of GIF-MCTS's tree.json (visits = times extended, value = score)."
+    """The programs as a JSON-safe tree in the shape of GIF-MCTS's tree.json (visits = times
+    extended, value = score)."""
     nodes, programs = [], {}
     for n in self.nodes:
         if n.program: programs[n.sha256] = n.program
         nodes.append(self._row(n))
+    best = self.best_program
     out = dict(format=f"cwm-nb/{self.method}-tree/1", method=self.method, root=0, nodes=nodes,
                programs=programs, best_node=self.best_node,
-               best_program_sha=hashlib.sha256(self.best_program.encode()).hexdigest() if self.best_program else None,
+               best_program_sha=hashlib.sha256(best.encode()).hexdigest() if best else None,
                best_path=best_path(dict(nodes=nodes), self.best_node))
     out["stats"] = action_stats(out)
     return to_plain(out)
@@ -222,51 +216,58 @@ SELECT_RULES = ("thompson", "sequential")
 
 # %% ../../nbs/23_baselines.ipynb #0e160be0
 @dataclass
-class WorldCoderConfig:
-    "Hyperparameters of WorldCoder's REx refinement (GIF-MCTS paper, Sec. 5.1); sampling defaults as `GIFMCTSConfig`."
+class RExConfig:
+    """Hyperparameters of WorldCoder's REx refinement (GIF-MCTS paper, Sec. 5.1); sampling defaults
+    as `GIFMCTSConfig`."""
     C: float = 5.0                   # prior strength: Beta(1 + C·r, 1 + C·(1 − r))
-    select: str = "thompson"         # "thompson" (REx) or "sequential" (always refine the newest program)
+    # "thompson" (REx) or "sequential" (always refine the newest program)
+    select: str = "thompson"
     temperature: float | None = 1.0  # LLM sampling temperature
     top_p: float | None = 0.8        # LLM nucleus sampling
     max_tokens: int | None = 1500    # completion cap per call (tokens)
     stop_at_fence: bool = True       # pass stop=["```"] when the pre-fill leaves a code block open
-    cot: bool | None = None          # reasoning-section prompts (chat) or code-first (base); None: by model
+    # reasoning-section prompts (chat) or code-first (base); None: by model
+    cot: bool | None = None
     contract: str | None = None      # interface rules shown in prompts; None: the CWM contract
     paper_compat: bool = False       # stop and reward on an exact score of 1.0, as the original
 
     def __post_init__(self):
         if self.select not in SELECT_RULES:
-            raise CwmNbError(f"WorldCoderConfig: unknown select rule {self.select!r}", f"use one of {SELECT_RULES}")
-        if not self.C >= 0: raise CwmNbError(f"WorldCoderConfig: C={self.C}", "use C >= 0 (the paper's is 5)")
+            raise CwmNbError(f"RExConfig: unknown select rule {self.select!r}",
+                             f"use one of {SELECT_RULES}")
+        if not self.C >= 0:
+            raise CwmNbError(f"RExConfig: C={self.C}", "use C >= 0 (the paper's is 5)")
 
 # %% ../../nbs/23_baselines.ipynb #7baf9f17
-class WorldCoder(ProgramSearch):
-    "WorldCoder's REx refinement (GIF-MCTS paper, Sec. 5.1): `WorldCoder(llm, evaluate, description, ...).run(budget) -> SearchResult`."
+class RExRefinement(ProgramSearch):
+    """WorldCoder's REx refinement (GIF-MCTS paper, Sec. 5.1): `RExRefinement(llm, evaluate,
+    description, ...).run(budget) -> SearchResult`."""
     method, label = "worldcoder", "WorldCoder"
 
-    def __init__(self, llm, evaluate, description, config: WorldCoderConfig | None = None, seed: int = 0,
+    def __init__(self, llm, evaluate, description, config: RExConfig | None = None, seed: int = 0,
                  checkpoint: str | Path | None = None, progress: bool = True):
-        super().__init__(llm, evaluate, description, config or WorldCoderConfig(), seed, checkpoint, progress)
+        super().__init__(llm, evaluate, description, config or RExConfig(), seed, checkpoint,
+                         progress)
 
 # %% ../../nbs/23_baselines.ipynb #c02240be
 @patch
-def plan(self: WorldCoder):
-    "The next expansion: (parent node id, \"generate\" | \"fix\" | \"improve\", messages), as `rex_plan` chooses."
+def plan(self: RExRefinement):
+    "The next expansion: (parent id, action type, messages), as `rex_plan` chooses."
     return rex_plan(self)
 
 # %% ../../nbs/23_baselines.ipynb #d2a7f61b
 @patch
-def is_perfect(self: WorldCoder, node: ProgramNode) -> bool:
+def is_perfect(self: RExRefinement, node: ProgramNode) -> bool:
     "Strict success: the evaluator's `perfect` flag, or (paper_compat) a score of exactly 1.0."
     return node.score == 1.0 if self.config.paper_compat else node.perfect
 
 @patch
-def update(self: WorldCoder, parent, child):
+def update(self: RExRefinement, parent, child):
     "Give the child its Beta prior and count its outcome in its parent's posterior (`rex_update`)."
     rex_update(self, parent, child)
 
 @patch
-def stops(self: WorldCoder, child):
+def stops(self: RExRefinement, child):
     "True when `child` is perfect (the search stops)."
     return self.is_perfect(child)
 
@@ -280,32 +281,38 @@ def cot_messages(
     contract: str = CWM_CONTRACT,  # interface rules the program must follow
     opener: str = COT_OPENER,      # assistant pre-fill starting the reasoning
 ) -> list[dict]:
-    "Messages asking to reason step by step about the environment, then give the whole program (zero-shot CoT, GIF-MCTS paper Sec. 5.1, adapted to CWMs)."
+    """Messages asking to reason step by step about the environment, then give the whole program
+    (zero-shot CoT, GIF-MCTS paper Sec. 5.1, adapted to CWMs)."""
     user = (f"{description.strip()}\n\n{contract}\n\n"
-            "Before writing code, think it through: what the state holds, how an action changes it, how the reward "
-            "is computed and when an episode ends. Then give the complete program in one ```python code block.")
+            "Before writing code, think it through: what the state holds, how an action changes "
+            "it, how the reward is computed and when an episode ends. Then give the complete "
+            "program in one ```python code block.")
     return [dict(role="system", content=SYSTEM_PROMPT), dict(role="user", content=user),
             dict(role="assistant", content=opener)]
 
 # %% ../../nbs/23_baselines.ipynb #ff7c7e02
 @dataclass
 class ZeroShotCoTConfig:
-    "Settings of the zero-shot CoT baseline (GIF-MCTS paper, Sec. 5.1); sampling defaults as `GIFMCTSConfig`."
+    """Settings of the zero-shot CoT baseline (GIF-MCTS paper, Sec. 5.1); sampling defaults as
+    `GIFMCTSConfig`."""
     temperature: float | None = 1.0  # LLM sampling temperature
     top_p: float | None = 0.8        # LLM nucleus sampling
     max_tokens: int | None = 1500    # completion cap per call (tokens)
     opener: str = COT_OPENER         # assistant pre-fill
     contract: str | None = None      # interface rules shown in the prompt; None: the CWM contract
-    paper_compat: bool = False       # draw all B samples even after a perfect program, as the original
+    # draw all B samples even after a perfect program, as the original
+    paper_compat: bool = False
 
 # %% ../../nbs/23_baselines.ipynb #ddf5084b
 class ZeroShotCoT(ProgramSearch):
-    "Best of B independent zero-shot chain-of-thought samples (GIF-MCTS paper, Sec. 5.1): `.run(budget) -> SearchResult`."
+    """Best of B independent zero-shot chain-of-thought samples (GIF-MCTS paper, Sec. 5.1):
+    `.run(budget) -> SearchResult`."""
     method, label = "zero-shot-cot", "zero-shot CoT"
 
-    def __init__(self, llm, evaluate, description, config: ZeroShotCoTConfig | None = None, seed: int = 0,
-                 checkpoint: str | Path | None = None, progress: bool = True):
-        super().__init__(llm, evaluate, description, config or ZeroShotCoTConfig(), seed, checkpoint, progress)
+    def __init__(self, llm, evaluate, description, config: ZeroShotCoTConfig | None = None,
+                 seed: int = 0, checkpoint: str | Path | None = None, progress: bool = True):
+        super().__init__(llm, evaluate, description, config or ZeroShotCoTConfig(), seed,
+                         checkpoint, progress)
         self.prompt = cot_messages(description, contract=self.contract, opener=self.config.opener)
 
 # %% ../../nbs/23_baselines.ipynb #9fd057e9
@@ -316,13 +323,16 @@ def plan(self: ZeroShotCoT):
 
 @patch
 def shorter(self: ZeroShotCoT, where, t, compact):
-    "The CoT prompt with the description shortened for a small context window (20_prompts); a `task`'s own CoT prompt."
+    """The CoT prompt with the description shortened for a small context window (20_prompts); a
+    `task`'s own CoT prompt."""
     if self.task is not None: return self.task.cot_messages(compact=compact)
-    return cot_messages(shorten_description(self.description, compact), contract=self.contract, opener=self.config.opener)
+    return cot_messages(shorten_description(self.description, compact), contract=self.contract,
+                        opener=self.config.opener)
 
 @patch
 def stops(self: ZeroShotCoT, child):
-    "True when `child` is perfect, unless the original code's behaviour is asked for (paper_compat)."
+    """True when `child` is perfect, unless the original code's behaviour is asked for
+    (paper_compat)."""
     return child.perfect and not self.config.paper_compat
 
 # %% ../../nbs/23_baselines.ipynb #0b364406
@@ -334,12 +344,13 @@ GIF_MCTS_ABLATIONS: dict[str, dict] = {
 METHODS: tuple[str, ...] = ("gif-mcts", "worldcoder", "zero-shot-cot", *GIF_MCTS_ABLATIONS)
 
 # %% ../../nbs/23_baselines.ipynb #f234ebbc
-def _method_config(method: str, paper_compat: bool, max_tokens: int | None, contract: str | None) -> tuple[type, Any]:
+def _method_config(method: str, paper_compat: bool, max_tokens: int | None,
+                   contract: str | None) -> tuple[type, Any]:
     "The search class of `method` and its config. Raises `CwmNbError` for an unknown method."
     kw = dict(paper_compat=paper_compat, max_tokens=max_tokens, contract=contract)
     if method == "gif-mcts" or method in GIF_MCTS_ABLATIONS:
         return gif_mcts.GIFMCTS, gif_mcts.GIFMCTSConfig(**kw, **GIF_MCTS_ABLATIONS.get(method, {}))
-    if method == "worldcoder": return WorldCoder, WorldCoderConfig(**kw)
+    if method == "worldcoder": return RExRefinement, RExConfig(**kw)
     if method == "zero-shot-cot": return ZeroShotCoT, ZeroShotCoTConfig(**kw)
     raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
 
@@ -356,10 +367,13 @@ def make_search(
     max_tokens: int | None = 1500,      # completion cap per call (tokens)
     progress: bool = True,              # show a progress bar
     contract: str | None = None,        # interface rules shown in prompts; None: the CWM contract
-    task=None,                          # another task's prompts and answer rule (`SearchLoop.task`, e.g. APPS); None: the CWM task
+    # another task's prompts and answer rule (`SearchLoop.task`, e.g. APPS); None: the CWM task
+    task=None,
 ):
-    "Build the search object of `method`; `.run(budget)` returns a `gif_mcts.SearchResult`. Raises `CwmNbError` for an unknown method."
+    """Build the search object of `method`; `.run(budget)` returns a `SearchResult`
+    (21_search_loop). Raises `CwmNbError` for an unknown method."""
     cls, cfg = _method_config(method, paper_compat, max_tokens, contract)
-    search = cls(llm, evaluate, description, config=cfg, seed=seed, checkpoint=checkpoint, progress=progress)
+    search = cls(llm, evaluate, description, config=cfg, seed=seed, checkpoint=checkpoint,
+                 progress=progress)
     search.task = task
     return search

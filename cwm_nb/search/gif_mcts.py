@@ -12,9 +12,7 @@ from typing import Any, Callable
 import numpy as np
 from fastcore.basics import patch
 from ..core import CwmNbError, to_plain
-from .loop import SearchLoop, SearchResult, evaluation_summary
-# the shared loop moved to 21_search_loop; these stay importable from here (`gif_mcts.FailedExpansion`, ...)
-from .loop import FailedExpansion, _default_cot, _usage, _plain
+from .loop import SearchLoop, SearchNode
 
 # %% auto #0
 __all__ = ['ACTION_TYPES', 'CHECKPOINT_FORMAT', 'simulation', 'exploration', 'uct_visited', 'uct_new', 'GIFMCTSConfig',
@@ -23,30 +21,32 @@ __all__ = ['ACTION_TYPES', 'CHECKPOINT_FORMAT', 'simulation', 'exploration', 'uc
 
 # %% ../../nbs/22_gif_mcts.ipynb #750b38eb
 def simulation(
-    search: GIFMCTS,  # the search: its tree, random generator and prompts, in the shared loop (21_search_loop)
+    search: GIFMCTS,  # the search: its tree, random generator and prompts (21_search_loop)
 ) -> Node | None:     # the new node; None when nothing is left to try
     "One GIF-MCTS simulation (paper, Sec. 4): select by UCT, prompt, evaluate, expand, back up."
     tree = search.tree
-    search.begin()                                         # the loop notes the time and the random state
-    # 1. select: from the root, the action with the best UCT score (`uct_visited`, `uct_new`, next cell),
-    #    descending while it leads to an expanded node; ties are broken by the search's random generator
+    search.begin()                           # the loop notes the time and the random state
+    # 1. select: from the root, the action with the best UCT score (`uct_visited`, `uct_new`),
+    #    descending while it leads to an expanded node; the search's generator breaks ties
     picked = tree.select(search.rng)
-    if picked is None: return search.exhausted()           # every action spent: the search is over
+    if picked is None: return search.exhausted()   # every action spent: the search is over
     path, action, _ = picked
-    node, kind = tree.nodes[path[-1]], _LETTER[action[0]]  # kind: "generate", "improve" or "fix"
+    node, kind = tree.nodes[path[-1]], _LETTER[action[0]]   # "generate", "improve" or "fix"
     # 2. prompt: one LLM call with the node's generate / improve / fix prompt (20_prompts)
-    # 3. evaluate: the program in the answer, scored on the logged transitions (14_cwm; 0 if it raised)
+    # 3. evaluate: the answer's program, scored on the logged transitions (0 if it raised)
     c = search.call((path, action), kind, search.messages(node, kind))
-    # 4. expand: a child with the program's first lines, its score and actions; its type's value model learns
-    child = tree.grow(path, action, c.program, c.summary, critique=c.critique, call=c.call, tokens=c.tokens)
+    # 4. expand: a child with the program's first lines, its score and actions;
+    #    the value model of its type learns
+    child = tree.grow(path, action, c.program, c.summary, c.critique, c.call, c.tokens)
     # 5. back up: the child's value up the path to the root; a fix settles its bug chain
     tree.back_up(path, child)
-    return search.record(child, c)                         # the loop counts the call, writes the checkpoint
+    return search.record(child, c)           # the loop counts the call, writes the checkpoint
 
 # %% ../../nbs/22_gif_mcts.ipynb #cae7a791
 def exploration(
     n_parent: int,     # visits of the parent (>= 1)
-    n: int,            # visits of the child; for an untried action, its expanded same-type siblings k_t
+    # visits of the child; for an untried action, its expanded same-type siblings k_t
+    n: int,
     C: float = 0.1,    # exploration constant
     eps: float = 1.0,  # visit-count offset ε
 ) -> float:
@@ -70,7 +70,8 @@ def uct_new(
     C: float = 0.1,    # exploration constant
     eps: float = 1.0,  # visit-count offset
 ) -> float:
-    "UCT score of an untried action: clipped predicted value plus a bonus over `k_same` expanded same-type siblings."
+    """UCT score of an untried action: clipped predicted value plus a bonus over `k_same` expanded
+    same-type siblings."""
     return min(max(v_hat, 0.0), 1.0) + exploration(n_parent, k_same, C, eps)
 
 # %% ../../nbs/22_gif_mcts.ipynb #6cef623c
@@ -101,21 +102,25 @@ class GIFMCTSConfig:
     top_p: float | None = 0.8        # LLM nucleus sampling
     max_tokens: int | None = 1500    # completion cap per call (tokens)
     stop_at_fence: bool = True       # pass stop=["```"] when the pre-fill leaves a code block open
-    cot: bool | None = None          # paper prompts (reasoning sections) or code-first; None: by model (chat / base)
+    # paper prompts (reasoning sections) or code-first; None: by model (chat / base)
+    cot: bool | None = None
     contract: str | None = None      # interface rules shown in prompts; None: the CWM contract
     paper_compat: bool = False       # reproduce the original code (all fixes below off)
-    fix_terminal_reexpand: bool | None = None  # visited terminal nodes are not selectable (None: not paper_compat)
-    fix_terminal_value: bool | None = None     # a child's worth is reward + γ·value (None: not paper_compat)
-    fix_improve_perfect: bool | None = None    # improve only with a failing transition (None: not paper_compat)
-    fix_early_stop: bool | None = None         # stop on Evaluation.perfect, not `== 1.0` (None: not paper_compat)
-    fix_value_features: bool | None = None     # value model trained on selection-time features (None: not paper_compat)
-    fix_block_length: bool | None = None       # blocks of exactly L lines (None: not paper_compat)
+    # the fixes of the original's behaviour; None: on unless paper_compat
+    fix_terminal_reexpand: bool | None = None  # visited terminal nodes are not selectable
+    fix_terminal_value: bool | None = None     # a child's worth is reward + γ·value
+    fix_improve_perfect: bool | None = None    # improve only with a failing transition
+    fix_early_stop: bool | None = None         # stop on Evaluation.perfect, not `== 1.0`
+    fix_value_features: bool | None = None     # value model trained on selection-time features
+    fix_block_length: bool | None = None       # blocks of exactly L lines
 
     def __post_init__(self):
         if not (self.allow_generate or self.allow_improve):
             raise CwmNbError("GIFMCTSConfig: allow_generate and allow_improve are both False",
-                             "keep at least one of generate or improve (the ablations remove one at a time)")
-        if self.L < 1 or self.f < 0: raise CwmNbError(f"GIFMCTSConfig: L={self.L}, f={self.f}", "use L >= 1 and f >= 0")
+                             "keep at least one of generate or improve "
+                             "(the ablations remove one at a time)")
+        if self.L < 1 or self.f < 0:
+            raise CwmNbError(f"GIFMCTSConfig: L={self.L}, f={self.f}", "use L >= 1 and f >= 0")
 
 # %% ../../nbs/22_gif_mcts.ipynb #b84c3e37
 @patch
@@ -133,18 +138,23 @@ def max_fixes(self: GIFMCTSConfig) -> int:
 # %% ../../nbs/22_gif_mcts.ipynb #50071e8d
 @patch(as_prop=True)
 def bug_values(self: GIFMCTSConfig) -> list[float]:
-    "Temporary values of a buggy node indexed by fixes left: linspace(0, 0.99, f+1), [0.0] when f = 0 (paper, App. B)."
-    return [float(v) for v in np.linspace(0.0, 0.99, self.max_fixes + 1)] if self.max_fixes > 0 else [0.0]
+    """Temporary values of a buggy node indexed by fixes left: linspace(0, 0.99, f+1),
+    [0.0] when f = 0 (paper, App. B)."""
+    if self.max_fixes == 0: return [0.0]
+    return [float(v) for v in np.linspace(0.0, 0.99, self.max_fixes + 1)]
 
 # %% ../../nbs/22_gif_mcts.ipynb #8471bc54
 def node_state(
     program: str,       # the child's full program
     parent_state: str,  # the parent's state (program prefix); "" at the root
     L: int = 2,         # lines per block
-    exact: bool = True, # True: blocks of exactly L lines; False: the original count (one extra line per level)
+    # True: blocks of exactly L lines; False: the original count (one extra line per level)
+    exact: bool = True,
 ) -> tuple[str, int, bool]:  # (child state, number of new lines kept, terminal)
-    "Keep the first P+L lines of `program` as the child's state; terminal when fewer than L new lines exist."
-    P = (len(parent_state.split("\n")) if parent_state else 0) if exact else len(("\n" + parent_state).split("\n"))
+    """Keep the first P+L lines of `program` as the child's state; terminal when fewer than L new
+    lines exist."""
+    if exact: P = len(parent_state.split("\n")) if parent_state else 0
+    else: P = len(("\n" + parent_state).split("\n"))
     lines = program.split("\n")[:P + L]
     new = len(lines) - P
     return "\n".join(lines), new, new < L
@@ -152,7 +162,8 @@ def node_state(
 # %% ../../nbs/22_gif_mcts.ipynb #ffceed42
 @dataclass
 class LinearValueModel:
-    "Value of an untried action of one type from global and local value (paper, App. B); trained by SGD with lr 1/n."
+    """Value of an untried action of one type from global and local value (paper, App. B); trained
+    by SGD with lr 1/n."""
     w_G: float = 0.5   # weight of the global value
     w_L: float = 0.5   # weight of the local value
     n: float = 3.0     # 1/n is the next learning rate (starts at 1 + prior pseudo-count)
@@ -166,8 +177,10 @@ def predict(self: LinearValueModel, v_G: float, v_L: float | None) -> float:
 
 # %% ../../nbs/22_gif_mcts.ipynb #2c9e7c75
 @patch
-def update(self: LinearValueModel, v_G: float, v_L: float | None, target: float) -> tuple[float, float]:
-    "One SGD step on (prediction - target)^2; returns (prediction before the step, loss). No step when `v_L` is None."
+def update(self: LinearValueModel, v_G: float, v_L: float | None,
+           target: float) -> tuple[float, float]:
+    """One SGD step on (prediction - target)^2; returns (prediction before the step, loss). No step
+    when `v_L` is None."""
     pred = self.predict(v_G, v_L); loss = (pred - target) ** 2
     s = self.w_G + self.w_L
     if v_L is None or abs(s) < 1e-12: return pred, loss
@@ -180,33 +193,19 @@ def update(self: LinearValueModel, v_G: float, v_L: float | None, target: float)
 
 # %% ../../nbs/22_gif_mcts.ipynb #50fbdc3e
 @dataclass
-class Node:
+class Node(SearchNode):
     "One node of the GIF-MCTS tree (the original's `CodeStateNode`)."
-    id: int                        # index in the tree (creation order; the root is 0)
-    parent: int | None             # parent id (None for the root)
-    action: str                    # action that made it: "root", "g1", "i2", "f1", ...
-    action_type: str               # "root", "generate", "improve" or "fix"
-    depth: int = 0                 # number of actions from the root
     children: dict = field(default_factory=dict)  # action name -> child id, None while untried
     code: str = ""                 # state: the first lines of the program
-    program: str = ""              # the full program (the rollout)
-    score: float = 0.0             # evaluation score s in [0, 1] (0 for a program that raised)
     reward: float = 0.0            # s if terminal else 0
-    terminal: bool = False         # the program ended inside this node's block (or its bug chain died)
+    # the program ended inside this node's block (or its bug chain died)
+    terminal: bool = False
     bug: bool = False              # search flag: an unresolved bug (see Bug chains)
-    raised: bool = False           # the program raised when evaluated
     fixes_left: int = 0            # fix attempts left for this bug
     visits: int = 0                # visit count
     value_sum: float = 0.0         # sum of backed-up values
-    perfect: bool = False          # the evaluator called the program perfect
-    error: str | None = None       # condensed error (for the fix prompt)
-    failure: dict | None = None    # first failing transition (for the improve prompt)
-    evaluation: dict = field(default_factory=dict)  # the evaluator's full report (plain data)
-    critique: str | None = None    # the reasoning of an improve/fix answer (kept, never reused)
-    call: int | None = None        # the LLM call (simulation number, from 1) that made it
-    prompt_tokens: int = 0         # tokens of that call's prompt
-    completion_tokens: int = 0     # tokens of that call's completion
-    replaced: list = field(default_factory=list)  # paper_compat re-expansions: sha256 of overwritten programs
+    # paper_compat re-expansions: overwritten programs' sha256
+    replaced: list = field(default_factory=list)
 
 # %% ../../nbs/22_gif_mcts.ipynb #7742fd6a
 @patch
@@ -214,22 +213,20 @@ def value(self: Node) -> float:
     "Mean backed-up value; 0 when never visited."
     return self.value_sum / self.visits if self.visits else 0.0
 
-@patch(as_prop=True)
-def sha256(self: Node) -> str | None:
-    "Hex SHA-256 of the program text; None for a node without a program."
-    return hashlib.sha256(self.program.encode()).hexdigest() if self.program else None
-
 # %% ../../nbs/22_gif_mcts.ipynb #fde4fedd
 class SearchTree:
-    "State and rules of a GIF-MCTS tree: selection, expansion, value model, backpropagation, bug chains."
+    """State and rules of a GIF-MCTS tree: selection, expansion, value model, backpropagation, bug
+    chains."""
     def __init__(self, config: GIFMCTSConfig | None = None):
         self.config = cfg = config or GIFMCTSConfig()
         self.nodes: list[Node] = [Node(0, None, "root", "root", children={"g1": None}, visits=1,
                                        fixes_left=cfg.max_fixes)]
-        prior = {"generate": (cfg.v_g, cfg.c_g), "improve": (cfg.v_i, cfg.c_i), "fix": (cfg.v_f, cfg.c_f)}
+        prior = {"generate": (cfg.v_g, cfg.c_g), "improve": (cfg.v_i, cfg.c_i),
+                 "fix": (cfg.v_f, cfg.c_f)}
         self.models = {t: LinearValueModel(n=1.0 + c) for t, (v, c) in prior.items()}
         self.global_stats = {t: [v * c, float(c)] for t, (v, c) in prior.items()}  # [sum, count]
-        self.model_trace: list[dict] = []   # one row per expansion: type, v_G, v_L, prediction, target, loss
+        # one row per expansion: type, v_G, v_L, prediction, target, loss
+        self.model_trace: list[dict] = []
 
 # %% ../../nbs/22_gif_mcts.ipynb #e0e7a574
 @patch(as_prop=True)
@@ -240,7 +237,8 @@ def root(self: SearchTree) -> Node:
 # %% ../../nbs/22_gif_mcts.ipynb #5999e76f
 @patch
 def q(self: SearchTree, node: Node) -> float:
-    "A child's worth as its parent sees it: `reward + γ·value` (fix_terminal_value) or `value` (original)."
+    """A child's worth as its parent sees it: `reward + γ·value` (fix_terminal_value) or `value`
+    (original)."""
     if self.config.fix("fix_terminal_value"): return node.reward + self.config.gamma * node.value()
     return node.value()
 
@@ -262,7 +260,8 @@ def local_value(self: SearchTree, node: Node, t: str, exclude: int | None = None
 @patch
 def predicted_value(self: SearchTree, node: Node, t: str) -> float:
     "Clipped value-model prediction for an untried type-`t` action at `node`."
-    return min(max(self.models[t].predict(self.global_value(t), self.local_value(node, t)), 0.0), 1.0)
+    v = self.models[t].predict(self.global_value(t), self.local_value(node, t))
+    return min(max(v, 0.0), 1.0)
 
 # %% ../../nbs/22_gif_mcts.ipynb #e7a88617
 @patch
@@ -276,7 +275,8 @@ def selectable(self: SearchTree, cid: int | None) -> bool:
 # %% ../../nbs/22_gif_mcts.ipynb #75fab4c6
 @patch
 def scores(self: SearchTree, node: Node) -> dict[str, float]:
-    "UCT score of every selectable action of `node` (paper, App. B), in the order the actions were added."
+    """UCT score of every selectable action of `node` (paper, App. B), in the order the actions were
+    added."""
     cfg, out = self.config, {}
     for a, cid in node.children.items():
         if not self.selectable(cid): continue
@@ -292,13 +292,15 @@ def scores(self: SearchTree, node: Node) -> dict[str, float]:
 # %% ../../nbs/22_gif_mcts.ipynb #08e36fb6
 @patch
 def select(self: SearchTree, rng: np.random.Generator) -> tuple[list[int], str, int | None] | None:
-    "Descend from the root; returns (path of node ids, chosen action, child id or None if untried), or None when nothing is left."
+    """Descend from the root; returns (path of node ids, chosen action, child id or None if
+    untried), or None when nothing is left."""
     node, path = self.root, [0]
     while True:
         sc = self.scores(node)
         if not sc:
             if node.id == 0: return None
-            raise RuntimeError(f"node {node.id} was selected but has no selectable action")  # guarded by `selectable`
+            # guarded by `selectable`
+            raise RuntimeError(f"node {node.id} was selected but has no selectable action")
         best = max(sc.values())
         ties = [a for a, v in sc.items() if v == best]
         a = ties[0] if len(ties) == 1 else ties[int(rng.integers(len(ties)))]
@@ -315,13 +317,15 @@ def _actions(self: SearchTree, n: Node) -> dict:
     if n.bug: return {"f1": None} if cfg.bug_values[n.fixes_left] > 0 else {}
     acts = {}
     if cfg.allow_generate: acts["g1"] = None
-    if cfg.allow_improve and (n.failure is not None or not cfg.fix("fix_improve_perfect")): acts["i1"] = None
+    can_improve = n.failure is not None or not cfg.fix("fix_improve_perfect")
+    if cfg.allow_improve and can_improve: acts["i1"] = None
     return acts
 
 # %% ../../nbs/22_gif_mcts.ipynb #65b3ab45
 @patch
 def backprop(self: SearchTree, path: list[int], visit_only: bool = False, value: float = 0.0):
-    "Back up `value` from the last node of `path` to the root (the original's gif_mcts.py); visit-only keeps every mean."
+    """Back up `value` from the last node of `path` to the root (the original's gif_mcts.py);
+    visit-only keeps every mean."""
     for i in reversed(path):
         n = self.nodes[i]
         n.value_sum += n.value() if visit_only else value
@@ -331,7 +335,8 @@ def backprop(self: SearchTree, path: list[int], visit_only: bool = False, value:
 # %% ../../nbs/22_gif_mcts.ipynb #4b78615a
 @patch
 def chain(self: SearchTree, node: Node) -> list[Node]:
-    "`node` and its ancestors up to the first one not made by a fix (the program that first raised)."
+    """`node` and its ancestors up to the first one not made by a fix (the program that first
+    raised)."""
     out = [node]
     while out[-1].action_type == "fix": out.append(self.nodes[out[-1].parent])
     return out
@@ -342,57 +347,63 @@ def check_for_bugs(self: SearchTree, parent: Node, child: Node):
     "Settle the bug chain of `parent` after expanding `child` from it (paper, App. B)."
     if child.bug and child.fixes_left == 0:                 # 1. out of fixes: the branch is dead
         for n in self.chain(parent): n.value_sum, n.terminal = 0.0, True
-    elif child.bug:                                         # 2. still buggy: next lower temporary value
+    # 2. still buggy: next lower temporary value
+    elif child.bug:
         v = self.config.bug_values[child.fixes_left]
         for n in self.chain(parent): n.value_sum, n.bug = v * n.visits, False
-    else:                                                   # 3. fixed: the fix's worth replaces them
+    # 3. fixed: the fix's worth replaces them
+    else:
         v = self.q(child)
         for n in self.chain(parent): n.value_sum, n.bug = v * n.visits, False
 
 # %% ../../nbs/22_gif_mcts.ipynb #86073d8e
 @patch
 def _child_for(self: SearchTree, parent: Node, action: str) -> Node:
-    "The node the result of `action` at `parent` goes into: a new one, or the old one it overwrites (paper_compat)."
+    """The node the result of `action` at `parent` goes into: a new one, or the old one it
+    overwrites (paper_compat)."""
     t, cid = _LETTER[action[0]], parent.children[action]
-    if cid is not None:                               # paper_compat: re-expansion overwrites the node
+    # paper_compat: re-expansion overwrites the node
+    if cid is not None:
         child = self.nodes[cid]
         if child.program: child.replaced.append(child.sha256)
         return child
     if not parent.bug and not (t == "generate" and not self.config.allow_generate):
-        parent.children[f"{action[0]}{int(action[1:]) + 1}"] = None   # widen the parent with a fresh sibling
+        # widen the parent with a fresh sibling
+        parent.children[f"{action[0]}{int(action[1:]) + 1}"] = None
     child = Node(len(self.nodes), parent.id, action, t, depth=parent.depth + 1)
     self.nodes.append(child); parent.children[action] = child.id
     return child
 
 # %% ../../nbs/22_gif_mcts.ipynb #3f1dbea0
 @patch
-def _fill(self: SearchTree, child: Node, parent: Node, program: str, evaluation: dict, critique: str | None,
-          call: int | None, tokens: tuple[int, int]):
-    "Set the child's state, score, reward, flags, prompt data, fixes left, actions and temporary value."
-    cfg, bug = self.config, bool(evaluation["bug"])
-    s = 0.0 if bug else float(evaluation["accuracy"])
-    child.code, new_len, done = node_state(program, parent.code, cfg.L, exact=cfg.fix("fix_block_length"))
-    child.program, child.score, child.terminal = program, s, done
-    child.reward = s if done else 0.0
-    child.bug = child.raised = bug
-    child.perfect = bool(evaluation.get("perfect")) and not bug
-    child.error, child.failure = evaluation.get("error"), evaluation.get("failure")
-    child.evaluation = evaluation.get("evaluation", {})
-    child.critique, child.call = critique, call
-    child.prompt_tokens, child.completion_tokens = int(tokens[0]), int(tokens[1])
-    child.fixes_left = max(parent.fixes_left - 1, 0) if (bug and child.action_type == "fix") else cfg.max_fixes
+def _fill(self: SearchTree, child: Node, parent: Node, program: str, evaluation: dict,
+          critique: str | None, call: int | None, tokens: tuple[int, int]):
+    """Set the child's program, score and call (`SearchNode.fill`), state, reward, fixes left,
+    actions, value."""
+    cfg = self.config
+    child.fill(program, evaluation, critique, call, tokens)
+    exact = cfg.fix("fix_block_length")
+    child.code, _, child.terminal = node_state(program, parent.code, cfg.L, exact=exact)
+    child.reward = child.score if child.terminal else 0.0
+    child.bug = child.raised
+    fix_failed = child.bug and child.action_type == "fix"
+    child.fixes_left = max(parent.fixes_left - 1, 0) if fix_failed else cfg.max_fixes
     child.children = self._actions(child)
-    if bug and not done: child.value_sum += cfg.bug_values[child.fixes_left]  # the temporary value
+    # the temporary value of a program that raised
+    if child.bug and not child.terminal: child.value_sum += cfg.bug_values[child.fixes_left]
 
 # %% ../../nbs/22_gif_mcts.ipynb #cfe9827a
 @patch
 def _train(self: SearchTree, parent: Node, child: Node, call: int | None):
-    "One step of the child's type's value model towards its score, logged in `model_trace`; the global mean takes the score."
+    """One step of the child's type's value model towards its score, logged in `model_trace`; the
+    global mean takes the score."""
     t, s = child.action_type, child.score
     v_G = self.global_value(t)
-    v_L = self.local_value(parent, t, exclude=child.id if self.config.fix("fix_value_features") else None)
+    exclude = child.id if self.config.fix("fix_value_features") else None
+    v_L = self.local_value(parent, t, exclude=exclude)
     pred, loss = self.models[t].update(v_G, v_L, s)
-    self.model_trace.append(dict(call=call, type=t, v_G=v_G, v_L=v_L, prediction=pred, target=s, loss=loss))
+    self.model_trace.append(dict(call=call, type=t, v_G=v_G, v_L=v_L, prediction=pred, target=s,
+                                 loss=loss))
     self.global_stats[t][0] += s; self.global_stats[t][1] += 1
 
 # %% ../../nbs/22_gif_mcts.ipynb #003518fc
@@ -406,7 +417,8 @@ def grow(self: SearchTree,
          call: int | None = None,      # LLM call number
          tokens: tuple[int, int] = (0, 0),  # (prompt, completion) tokens of the call
         ) -> Node:
-    "Make (or, under paper_compat, remake) the child of `action`, fill it in, train its type's value model."
+    """Make (or, under paper_compat, remake) the child of `action`, fill it in, train its type's
+    value model."""
     parent = self.nodes[path[-1]]
     child = self._child_for(parent, action)
     self._fill(child, parent, program, evaluation, critique, call, tokens)
@@ -415,16 +427,20 @@ def grow(self: SearchTree,
 
 @patch
 def back_up(self: SearchTree, path: list[int], child: Node) -> Node:
-    "Back the child's value up `path` (visit-only for a program that raised), then settle the parent's bug chain."
-    self.backprop([*path, child.id], visit_only=child.raised, value=0.0 if child.terminal else child.score)
+    """Back the child's value up `path` (visit-only for a program that raised), then settle the
+    parent's bug chain."""
+    value = 0.0 if child.terminal else child.score
+    self.backprop([*path, child.id], visit_only=child.raised, value=value)
     parent = self.nodes[path[-1]]
     if parent.bug: self.check_for_bugs(parent, child)
     return child
 
 @patch
 def expand(self: SearchTree, path: list[int], action: str, program: str, evaluation: dict,
-           critique: str | None = None, call: int | None = None, tokens: tuple[int, int] = (0, 0)) -> Node:
-    "Fold one LLM result into the tree: `grow` the child, then `back_up` (steps 4 and 5 of `simulation`)."
+           critique: str | None = None, call: int | None = None,
+           tokens: tuple[int, int] = (0, 0)) -> Node:
+    """Fold one LLM result into the tree: `grow` the child, then `back_up` (steps 4 and 5 of
+    `simulation`)."""
     return self.back_up(path, self.grow(path, action, program, evaluation, critique, call, tokens))
 
 # %% ../../nbs/22_gif_mcts.ipynb #1aab8239
@@ -456,19 +472,26 @@ CHECKPOINT_FORMAT = "cwm-nb/gif-mcts-checkpoint/1"
 
 # %% ../../nbs/22_gif_mcts.ipynb #011e4de1
 class GIFMCTS(SearchLoop):
-    "GIF-MCTS search (paper, Sec. 4): `GIFMCTS(llm, evaluate, description, ...).run(budget) -> SearchResult`."
+    """GIF-MCTS search (paper, Sec. 4): `GIFMCTS(llm, evaluate, description, ...).run(budget) ->
+    SearchResult`."""
     method, label, checkpoint_format = "gif-mcts", "GIF-MCTS", CHECKPOINT_FORMAT
 
     def __init__(self,
-                 llm: Any,                              # object with .complete(messages, seed=, draw=, ...) -> .text, token counts
-                 evaluate: Callable[[str], Any],        # program source -> evaluation (accuracy, bug, error, failures, perfect)
-                 description: str,                      # the environment's description for the prompts
+                 # object with .complete(messages, seed=, draw=, ...) -> .text, token counts
+                 llm: Any,
+                 # program source -> evaluation (accuracy, bug, error, failures, perfect)
+                 evaluate: Callable[[str], Any],
+                 # the environment's description for the prompts
+                 description: str,
                  config: GIFMCTSConfig | None = None,   # hyperparameters (paper defaults)
-                 seed: int = 0,                         # seed of tie-breaking and of the LLM sampling
-                 checkpoint: str | Path | None = None,  # JSON file written after every simulation; resumed if present
+                 # seed of tie-breaking and of the LLM sampling
+                 seed: int = 0,
+                 # JSON file written after every simulation; resumed if present
+                 checkpoint: str | Path | None = None,
                  progress: bool = True,                 # show a tqdm progress bar
                 ):
-        super().__init__(llm, evaluate, description, config or GIFMCTSConfig(), seed, checkpoint, progress)
+        super().__init__(llm, evaluate, description, config or GIFMCTSConfig(), seed, checkpoint,
+                         progress)
 
     def _init_search(self): self.tree = SearchTree(self.config)
 
@@ -481,9 +504,11 @@ def node_at(self: GIFMCTS, where) -> Node:
 # %% ../../nbs/22_gif_mcts.ipynb #f014fb53
 @patch
 def step(self: GIFMCTS) -> Node | None:
-    "One simulation, `simulation(self)`: the loop's `run` calls it once per LLM call. None when nothing is left."
+    """One simulation, `simulation(self)`: the loop's `run` calls it once per LLM call. None when
+    nothing is left."""
     try: return simulation(self)
-    except BaseException:   # interrupted while selecting, before the call: put the random generator back too
+    # interrupted while selecting, before the call: put the random generator back too
+    except BaseException:
         if not self._step.get("calling"): self._interrupted(self._step["rng"], None)
         raise
 
@@ -494,7 +519,8 @@ def simulate(self: GIFMCTS) -> Node | None:
 
 @patch
 def stops(self: GIFMCTS, child: Node) -> bool:
-    "A perfect program ends the search (float-safe; `paper_compat`: only a best value of exactly 1.0)."
+    """A perfect program ends the search (float-safe; `paper_compat`: only a best value of exactly
+    1.0)."""
     return child.perfect if self.config.fix("fix_early_stop") else self.best_value == 1.0
 
 # %% ../../nbs/22_gif_mcts.ipynb #8740f438
@@ -508,16 +534,20 @@ def best_path(tree: dict, best_node: int | None) -> list[int]:
 
 # %% ../../nbs/22_gif_mcts.ipynb #e4b54a28
 def action_stats(tree: dict) -> dict:
-    "Counts and fractions of generate/improve/fix expansions and bugs, in the tree and on the best path (paper T7)."
+    """Counts and fractions of generate/improve/fix expansions and bugs, in the tree and on the best
+    path (paper T7)."""
     nodes = {n["id"]: n for n in tree["nodes"]}
     exp = [n for n in nodes.values() if n["action_type"] != "root"]
-    path = [nodes[i] for i in best_path(tree, tree.get("best_node")) if nodes[i]["action_type"] != "root"]
-    c, cp, total = Counter(n["action_type"] for n in exp), Counter(n["action_type"] for n in path), len(exp)
+    path = [nodes[i] for i in best_path(tree, tree.get("best_node"))]
+    path = [n for n in path if n["action_type"] != "root"]
+    c, cp, total = (Counter(n["action_type"] for n in exp), Counter(n["action_type"] for n in path),
+                    len(exp))
     out = dict(n_expansions=total, n_bugs=sum(bool(n["bug"]) for n in exp),
                tree_depth=max((n["depth"] for n in exp), default=0), best_path_length=len(path))
     for t in ACTION_TYPES:
         out[f"n_{t}"] = c[t]; out[f"frac_{t}"] = c[t] / total if total else 0.0
-        out[f"best_path_{t}"] = cp[t]; out[f"best_path_frac_{t}"] = cp[t] / len(path) if path else 0.0
+        out[f"best_path_{t}"] = cp[t]
+        out[f"best_path_frac_{t}"] = cp[t] / len(path) if path else 0.0
     return out
 
 # %% ../../nbs/22_gif_mcts.ipynb #67aed50c
@@ -525,10 +555,12 @@ def _node_row(tree: SearchTree, n: Node) -> dict:
     "One node of the exported tree (its program by sha256 only)."
     kids = [c for c in n.children.values() if c is not None]
     return dict(
-        id=n.id, parent=n.parent, action=n.action, action_type=n.action_type, depth=n.depth, call=n.call,
+        id=n.id, parent=n.parent, action=n.action, action_type=n.action_type, depth=n.depth,
+        call=n.call,
         visits=n.visits, value=n.value(), q=tree.q(n) if n.id else n.value(), reward=n.reward,
         terminal=n.terminal, bug=n.raised, bug_open=n.bug, fixes_left=n.fixes_left, score=n.score,
-        perfect=n.perfect, program_sha=n.sha256, n_lines=len(n.program.split("\n")) if n.program else 0,
+        perfect=n.perfect, program_sha=n.sha256,
+        n_lines=len(n.program.split("\n")) if n.program else 0,
         state_lines=len(n.code.split("\n")) if n.code else 0, children=kids,
         open_actions=[a for a, c in n.children.items() if c is None],
         n_children={t: sum(tree.nodes[c].action_type == t for c in kids) for t in ACTION_TYPES},
@@ -538,7 +570,8 @@ def _node_row(tree: SearchTree, n: Node) -> dict:
 # %% ../../nbs/22_gif_mcts.ipynb #c0c87e79
 @patch
 def export_tree(self: GIFMCTS) -> dict:
-    "The tree as JSON-safe data: the nodes reachable from the root, their programs by sha256, the best path, statistics."
+    """The tree as JSON-safe data: the nodes reachable from the root, their programs by sha256, the
+    best path, statistics."""
     tree, nodes, programs, seen, stack = self.tree, [], {}, [], [0]
     while stack:
         i = stack.pop(); seen.append(i)
@@ -547,9 +580,10 @@ def export_tree(self: GIFMCTS) -> dict:
         n = tree.nodes[i]
         if n.program: programs[n.sha256] = n.program
         nodes.append(_node_row(tree, n))
+    best = self.best_program
     out = dict(format="cwm-nb/gif-mcts-tree/1", root=0, nodes=nodes, programs=programs,
                best_node=self.best_node,
-               best_program_sha=hashlib.sha256(self.best_program.encode()).hexdigest() if self.best_program else None,
+               best_program_sha=hashlib.sha256(best.encode()).hexdigest() if best else None,
                best_path=best_path(dict(nodes=nodes), self.best_node),
                value_model={t: asdict(m) for t, m in tree.models.items()})
     out["stats"] = action_stats(out)
@@ -559,11 +593,13 @@ def export_tree(self: GIFMCTS) -> dict:
 @patch
 def _search_state(self: GIFMCTS) -> dict: return dict(tree=self.tree._raw_state())
 @patch
-def _restore_search(self: GIFMCTS, d: dict): self.tree = SearchTree.from_state_dict(d["tree"], self.config)
+def _restore_search(self: GIFMCTS, d: dict):
+    self.tree = SearchTree.from_state_dict(d["tree"], self.config)
 
 # %% ../../nbs/22_gif_mcts.ipynb #312ce5e0
 def tree_layout(tree: dict) -> dict[int, tuple[float, float]]:
-    "Tidy (x, y) positions: leaves at consecutive x in depth-first order, parents centred, y = -depth."
+    """Tidy (x, y) positions: leaves at consecutive x in depth-first order, parents centred, y =
+    -depth."""
     nodes = {n["id"]: n for n in tree["nodes"]}
     kids = {i: [c for c in n["children"] if c in nodes] for i, n in nodes.items()}
     pos, nxt, order, stack = {}, 0, [], [(tree.get("root", 0), False)]
@@ -579,12 +615,14 @@ def tree_layout(tree: dict) -> dict[int, tuple[float, float]]:
 
 # %% ../../nbs/22_gif_mcts.ipynb #2c703b79
 def tree_to_networkx(tree: dict):
-    "The exported tree as a `networkx.DiGraph` (node attributes = the exported fields; edge attribute `action`)."
+    """The exported tree as a `networkx.DiGraph` (node attributes = the exported fields; edge
+    attribute `action`)."""
     import networkx as nx
     g = nx.DiGraph()
     for n in tree["nodes"]: g.add_node(n["id"], **{k: v for k, v in n.items() if k != "id"})
     for n in tree["nodes"]:
-        if n["parent"] is not None and n["parent"] in g: g.add_edge(n["parent"], n["id"], action=n["action"])
+        if n["parent"] is not None and n["parent"] in g:
+            g.add_edge(n["parent"], n["id"], action=n["action"])
     return g
 
 # %% ../../nbs/22_gif_mcts.ipynb #63901ff4
@@ -594,7 +632,8 @@ def _draw_edges(ax, pos: dict, nodes: dict, on_path: set):
         if n["parent"] is not None and n["parent"] in pos:
             (x0, y0), (x1, y1) = pos[n["parent"]], pos[n["id"]]
             hot = n["id"] in on_path and n["parent"] in on_path
-            ax.plot([x0, x1], [y0, y1], color="tab:orange" if hot else "0.7", lw=2.5 if hot else 0.8, zorder=1)
+            ax.plot([x0, x1], [y0, y1], color="tab:orange" if hot else "0.7",
+                    lw=2.5 if hot else 0.8, zorder=1)
 
 # %% ../../nbs/22_gif_mcts.ipynb #5fc99cc6
 def plot_tree(
@@ -613,11 +652,12 @@ def plot_tree(
     for t, mk in markers.items():
         ids = [i for i, n in nodes.items() if n["action_type"] == t]
         if not ids: continue
-        sc = ax.scatter([pos[i][0] for i in ids], [pos[i][1] for i in ids], c=[nodes[i]["score"] for i in ids],
-                        cmap=cmap, vmin=0, vmax=1, marker=mk, s=60 if t != "root" else 160, edgecolors="k",
-                        linewidths=0.5, zorder=2)
+        sc = ax.scatter([pos[i][0] for i in ids], [pos[i][1] for i in ids],
+                        c=[nodes[i]["score"] for i in ids], cmap=cmap, vmin=0, vmax=1, marker=mk,
+                        s=60 if t != "root" else 160, edgecolors="k", linewidths=0.5, zorder=2)
     bugs = [i for i, n in nodes.items() if n["bug"]]
-    if bugs: ax.scatter([pos[i][0] for i in bugs], [pos[i][1] for i in bugs], marker="x", c="red", s=30, zorder=3)
+    if bugs: ax.scatter([pos[i][0] for i in bugs], [pos[i][1] for i in bugs], marker="x", c="red",
+                        s=30, zorder=3)
     if sc is not None: ax.figure.colorbar(sc, ax=ax, label="program score", fraction=0.04)
     handles = [Line2D([], [], ls="", marker=markers[t], color="0.4", label=t) for t in ACTION_TYPES]
     handles.append(Line2D([], [], ls="", marker="x", color="red", label="raised"))

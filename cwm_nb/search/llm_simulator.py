@@ -4,12 +4,20 @@
 
 # %% ../../nbs/24_llm_simulator.ipynb #584da10d
 from __future__ import annotations
-import math, re, statistics, time
+import csv, io, json, math, re, statistics, time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 import numpy as np
-from ..core import CwmNbError, data_dir, make_rng
+from ..core import CwmNbError, data_dir, make_rng, atomic_write_json, atomic_write_text
+from ..llm import client as L
+from ..sandbox.programs import ProgramError
+from ..sandbox.jobs import get_sandbox
+from ..sandbox.drivers import _obs_converter, _action_converter
+from ..bench.envs import describe_env, get_env_spec
+from ..bench.replay import ReplayBuffer, load_buffer
+from ..bench import cwm
+from ..bench.program_runs import buffer_data_key, condense_error
 
 # %% auto #0
 __all__ = ['OBS_HEADER', 'REWARD_HEADER', 'DONE_HEADER', 'DEFAULT_EXAMPLES', 'SYSTEM_PROMPT', 'PUBLISHED_T8', 'DEFAULT_CAPS',
@@ -86,9 +94,7 @@ def simulator_messages(
     description: str | None = None,  # the environment's description; default `describe_env(env)`
 ) -> list[dict]:
     "Chat messages asking an LLM to predict `(next_obs, reward, done)` of one transition (paper App. H). The last message is the pre-fill."
-    from cwm_nb.bench.envs import describe_env
     if buffer is None:
-        from cwm_nb.bench.replay import load_buffer
         buffer = load_buffer(env)
     _check_examples(examples, len(buffer), env)
     blocks = [format_transition(k + 1, buffer.obs[i], buffer.actions[i], _outcome(buffer, int(i)))
@@ -215,7 +221,6 @@ def time_llm_transition(
 ) -> dict:
     "Time one LLM-as-simulator call (seconds, `time.perf_counter`, HTTP included) and check its answer. Plain dict."
     if buffer is None:
-        from cwm_nb.bench.replay import load_buffer
         buffer = load_buffer(env)
     i, dim = int(transition_idx), obs_dim_of(buffer)
     ex, msgs = _query_prompt(env, buffer, i, n_examples, seed, description)
@@ -234,7 +239,6 @@ def time_llm_transition(
 # %% ../../nbs/24_llm_simulator.ipynb #a1a37f73
 def _time_transition(env, state: Callable, action: Callable, i: int, repeats: int) -> list[float]:
     "Seconds of `env.set_state(state()); env.step(action())`, `repeats` times, each on fresh copies (not timed)."
-    from cwm_nb.sandbox.programs import ProgramError
     clock, times = time.perf_counter, []
     for _ in range(repeats):
         o, a = state(), action()
@@ -248,8 +252,6 @@ def _time_transition(env, state: Callable, action: Callable, i: int, repeats: in
 # %% ../../nbs/24_llm_simulator.ipynb #92ab18ec
 def cwm_time_steps(namespace: dict, args: dict | None, data: dict) -> dict:
     "Sandbox driver: seconds of `set_state` + `step` per call, `{'seconds': [[s, ...] per transition]}`."
-    from cwm_nb.sandbox.programs import ProgramError
-    from cwm_nb.sandbox.drivers import _obs_converter, _action_converter
     args = args or {}
     Env = namespace.get("Environment")
     if Env is None or not callable(Env):
@@ -265,7 +267,6 @@ def cwm_time_steps(namespace: dict, args: dict | None, data: dict) -> dict:
 # %% ../../nbs/24_llm_simulator.ipynb #fd3f5e55
 def subset_buffer(buffer, indices):
     "A `ReplayBuffer` of the transitions `indices` of `buffer` (sorted, duplicates dropped), same meta."
-    from cwm_nb.bench.replay import ReplayBuffer
     idx = sorted(set(int(i) for i in indices))
     take = lambda col: col[idx] if isinstance(col, np.ndarray) else [col[i] for i in idx]
     nva = None if buffer.next_valid_actions is None else buffer.next_valid_actions[idx]
@@ -276,7 +277,6 @@ def subset_buffer(buffer, indices):
 # %% ../../nbs/24_llm_simulator.ipynb #7cf1b802
 def _timing_run(sandbox, program_source: str, buffer, idx: list[int], repeats: int):
     "The sandbox run of the `cwm_time_steps` driver on `idx` of `buffer`, re-sending the buffer once if it was lost."
-    from cwm_nb.bench.program_runs import buffer_data_key
     run = lambda key: sandbox.run(program_source, "cwm_nb.search.llm_simulator:cwm_time_steps",
                                   args={"indices": idx, "repeats": int(repeats)}, data_key=key)
     try: return run(buffer_data_key(sandbox, buffer))
@@ -287,7 +287,6 @@ def _timing_run(sandbox, program_source: str, buffer, idx: list[int], repeats: i
 # %% ../../nbs/24_llm_simulator.ipynb #1835751d
 def _correct_transitions(program_source: str, buffer, idx: list[int], sandbox):
     "(the Evaluation of the program on those transitions, one bool per entry of `idx`: predicted right)."
-    from cwm_nb.bench import cwm
     sub = subset_buffer(buffer, idx)
     ev = cwm.evaluate_program(program_source, sub, sandbox=sandbox, n_failures=len(sub))
     order = sorted(set(idx))
@@ -305,10 +304,7 @@ def time_cwm_transitions(
     sandbox=None,            # a cwm_nb.sandbox.jobs.Sandbox; default the shared `get_sandbox()`
 ) -> dict:
     "Seconds per CWM `set_state` + `step`, timed inside the sandbox, and whether it predicted those transitions. Plain dict."
-    from cwm_nb.bench import cwm
-    from cwm_nb.sandbox.jobs import get_sandbox
     if buffer is None:
-        from cwm_nb.bench.replay import load_buffer
         buffer = load_buffer(env)
     idx = [int(i) for i in transitions]
     if not idx or any(not 0 <= i < len(buffer) for i in idx):
@@ -317,7 +313,7 @@ def time_cwm_transitions(
     sandbox = sandbox or get_sandbox()
     res = _timing_run(sandbox, program_source, buffer, idx, repeats)
     if not res.ok:
-        return {"env": env, "ok": False, "error": cwm.condense_error(res.error, program_source), "indices": idx,
+        return {"env": env, "ok": False, "error": condense_error(res.error, program_source), "indices": idx,
                 "seconds": None, "per_transition": None, "correct": None, "isolation": res.isolation}
     per = [float(statistics.median(t)) for t in res.value["seconds"]]
     ev, correct = _correct_transitions(program_source, buffer, idx, sandbox)
@@ -337,7 +333,6 @@ def reference_program_path(env: str) -> Path:
 
 # %% ../../nbs/24_llm_simulator.ipynb #6626e854
 def _run_accuracy(rd: Path) -> float | None:
-    import json
     try:
         m = json.loads((rd/"metrics.json").read_text())
         if m.get("status") != "complete" or m.get("best_is_bug"): return None
@@ -347,7 +342,6 @@ def _run_accuracy(rd: Path) -> float | None:
 # %% ../../nbs/24_llm_simulator.ipynb #22853051
 def resolve_program(env: str, program_root: str | Path = "") -> tuple[str, str]:
     "`(source_text, where_from)` of the CWM to time for `env` (rules above). Raises `CwmNbError` on a bad path."
-    import json
     if not str(program_root or ""):
         p = reference_program_path(env); return p.read_text(), f"reference: {p.relative_to(data_dir().parent)}"
     root = Path(program_root).expanduser()
@@ -379,8 +373,6 @@ _SIM_SERVERS: dict = {}
 # %% ../../nbs/24_llm_simulator.ipynb #30a5464e
 def context_needed(envs: list[str], max_tokens: int = 0) -> int:
     "A context size (tokens, a power of two >= 4096) that fits the simulator prompt and answer of each of `envs`, estimated."
-    from cwm_nb.bench.envs import describe_env
-    from cwm_nb.bench.replay import load_buffer
     need = 0
     for env in envs:
         dim = obs_dim_of(load_buffer(env))
@@ -392,7 +384,6 @@ def context_needed(envs: list[str], max_tokens: int = 0) -> int:
 # %% ../../nbs/24_llm_simulator.ipynb #7911450f
 def simulator_llm(model: str = "embedded", base_url: str | None = None, *, n_ctx: int = 32768, **kw):
     "An uncached `LLM` for timing (`get_llm(..., cache=False)`); the embedded model gets a context of at least `n_ctx` tokens."
-    from cwm_nb.llm import client as L
     if model != "embedded" or base_url:
         return L.get_llm(model, base_url=base_url or None, cache=False, **kw)
     shared = L._EMBEDDED
@@ -451,8 +442,6 @@ def _speed_row(env: str, buf, q: list[int], recs: list[dict], c: dict, where: st
 # %% ../../nbs/24_llm_simulator.ipynb #02215bb5
 def _speed_queries(env: str, n_transitions: int, caps: dict, seed: int) -> tuple[str, Any, list[int]]:
     "(env, its buffer, sorted query indices). Raises `CwmNbError` for an environment without array observations."
-    from cwm_nb.bench.envs import get_env_spec
-    from cwm_nb.bench.replay import load_buffer
     spec = get_env_spec(env)
     if spec.obs_format != "array":
         raise CwmNbError(f"{env} has {spec.obs_format!r} observations; the simulator prompt handles array observations only",
@@ -491,7 +480,6 @@ def run_inference_speed(
 ) -> dict:
     "Time the LLM as simulator and a CWM on the same transitions of each environment; plain results (rows, records)."
     from tqdm import tqdm   # the text bar
-    from cwm_nb.bench.envs import describe_env
     if int(n_transitions) < 1: raise CwmNbError(f"n_transitions must be >= 1, got {n_transitions}", "pass e.g. 10")
     caps = DEFAULT_CAPS if caps is None else parse_caps(caps)
     plan = [_speed_queries(env, n_transitions, caps, seed) for env in envs]
@@ -534,8 +522,6 @@ def plot_speed(rows: list[dict], model: str = "LLM", ax=None):
 # %% ../../nbs/24_llm_simulator.ipynb #84ae9a88
 def write_results(result: dict, out: str | Path, params: dict | None = None) -> list[Path]:
     "Write `out/results.json` and `out/results.csv` atomically. Returns the paths."
-    import csv, io
-    from cwm_nb.core import atomic_write_json, atomic_write_text
     out = Path(out)
     paths = [atomic_write_json(out/"results.json", {**result, "params": params or {}})]
     buf = io.StringIO()

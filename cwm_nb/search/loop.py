@@ -15,7 +15,7 @@ from .prompts import (generate_messages, improve_messages, fix_messages, extract
 from ..llm.client import ContextWindowExceeded, RequestRefused, estimate_tokens
 
 # %% auto #0
-__all__ = ['evaluation_summary', 'FailedExpansion', 'SearchResult', 'SearchLoop', 'LLMCall']
+__all__ = ['evaluation_summary', 'FailedExpansion', 'SearchResult', 'SearchNode', 'SearchLoop', 'LLMCall']
 
 # %% ../../nbs/21_search_loop.ipynb #90079def
 def _plain(x: Any) -> Any:
@@ -97,6 +97,51 @@ class SearchResult:
 def to_dict(self: SearchResult) -> dict:
     "The result as plain data (JSON-ready)."
     return to_plain(asdict(self))
+
+# %% ../../nbs/21_search_loop.ipynb #ed4e3401
+@dataclass
+class SearchNode:
+    "One program a search holds: where it sits, its score, and the LLM call that wrote it."
+    id: int                        # index in creation order (the root is 0)
+    parent: int | None             # the node it was made from (None for the root)
+    action: str                    # "root", "g1", "i2", "f1": type letter, rank among siblings
+    action_type: str               # "root", "generate", "improve" or "fix"
+    depth: int = 0                 # actions from the root
+    call: int | None = None        # the LLM call (from 1) that made it
+    program: str = ""              # the full program
+    score: float = 0.0             # evaluation score in [0, 1] (0 for a program that raised)
+    raised: bool = False           # the program raised when evaluated
+    perfect: bool = False          # the evaluator called the program perfect
+    error: str | None = None       # condensed error (for the fix prompt)
+    failure: dict | None = None    # first failing transition (for the improve prompt)
+    evaluation: dict = field(default_factory=dict)  # the evaluator's full report (plain data)
+    critique: str | None = None    # the reasoning of an improve/fix answer (kept, never reused)
+    prompt_tokens: int = 0         # tokens of the call's prompt
+    completion_tokens: int = 0     # tokens of the call's completion
+
+# %% ../../nbs/21_search_loop.ipynb #d849646d
+@patch
+def fill(self: SearchNode,
+         program: str,                # the program the answer holds ("" for a failed expansion)
+         summary: dict,               # its `evaluation_summary`
+         critique: str | None,        # the reasoning of an improve or fix answer
+         call: int | None,            # the call's number (from 1)
+         tokens: tuple[int, int],     # (prompt, completion) tokens of the call
+        ):
+    "Record the scored program of one call in this node; a program that raised scores 0."
+    bug = bool(summary["bug"])
+    self.program, self.raised = program, bug
+    self.score = 0.0 if bug else float(summary["accuracy"])
+    self.perfect = bool(summary.get("perfect")) and not bug
+    self.error, self.failure = summary.get("error"), summary.get("failure")
+    self.evaluation = summary.get("evaluation", {})
+    self.critique, self.call = critique, call
+    self.prompt_tokens, self.completion_tokens = int(tokens[0]), int(tokens[1])
+
+@patch(as_prop=True)
+def sha256(self: SearchNode) -> str | None:
+    "Hex SHA-256 of the program text; None for a node without a program."
+    return hashlib.sha256(self.program.encode()).hexdigest() if self.program else None
 
 # %% ../../nbs/21_search_loop.ipynb #24738998
 class SearchLoop:

@@ -4,10 +4,12 @@
 
 # %% ../../nbs/20_prompts.ipynb #aa21c565
 from __future__ import annotations
-import re
+import ast, builtins, re
 from typing import Any
 from ..core import to_plain
 from ..llm.client import harmony_final
+from ..bench.envs import get_env_spec
+from ..bench.replay import world_is_stochastic
 
 # %% auto #0
 __all__ = ['SYSTEM_PROMPT', 'CWM_CONTRACT', 'RTFM_CONTRACT', 'DISTRIBUTION_NOTE', 'STOCHASTIC_CONTRACT', 'COMPACT_LEVELS',
@@ -90,10 +92,8 @@ def contract_for(
     stochastic: bool | None = None, # whether its steps are random; None: `cwm_nb.bench.replay.world_is_stochastic(env_name)`
 ) -> str:
     "The interface rules shown to the LLM for `env_name`: RTFM's, the stochastic one, or `CWM_CONTRACT`. Raises `CwmNbError` for an unknown name."
-    from cwm_nb.bench.envs import get_env_spec
     if getattr(get_env_spec(env_name), "valid_actions", False): return RTFM_CONTRACT
     if stochastic is None:
-        from cwm_nb.bench.replay import world_is_stochastic
         stochastic = world_is_stochastic(env_name)
     return STOCHASTIC_CONTRACT if stochastic else CWM_CONTRACT
 
@@ -425,7 +425,6 @@ _CODE_LINE = re.compile(r"^(?:[ \t]|[\]\)\}#@]|(?:if|elif|else|for|while|with|tr
 
 # %% ../../nbs/20_prompts.ipynb #b4e08e8f
 def _parses(code: str) -> bool:
-    import ast
     if len(code) > 500_000: return False
     try: ast.parse(code); return True
     except (SyntaxError, ValueError, RecursionError, MemoryError): return False
@@ -433,7 +432,6 @@ def _parses(code: str) -> bool:
 # %% ../../nbs/20_prompts.ipynb #587565ba
 def _docstring_then_code(text: str) -> bool:
     "True if `text` parses as Python whose statements are not just one string (a module docstring and a program)."
-    import ast
     if len(text) > 200_000: return False
     try: body = ast.parse(text).body
     except (SyntaxError, ValueError, RecursionError, MemoryError): return False
@@ -460,7 +458,6 @@ def defines_environment(
     code: str,  # python source
 ) -> bool:      # True if it defines class Environment with methods set_state and step
     "Whether `code` defines the CWM class: `class Environment` with `set_state` and `step` (by `ast`, never run)."
-    import ast
     try: tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError): return False
     for node in ast.walk(tree):
@@ -485,7 +482,6 @@ def _candidates(text: str, prefer=defines_environment) -> list[str]:
 # %% ../../nbs/20_prompts.ipynb #1e5d16d1
 def _names(code: str) -> tuple[set, set]:
     "(names read, names bound) anywhere in `code`; empty sets if it does not parse."
-    import ast
     try: tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError): return set(), set()
     read, bound = set(), set()
@@ -500,7 +496,6 @@ def _names(code: str) -> tuple[set, set]:
 # %% ../../nbs/20_prompts.ipynb #9a258bd9
 def _free_names(code: str) -> set:
     "Names `code` reads but never binds, builtins left out."
-    import builtins
     read, bound = _names(code)
     return read - bound - set(dir(builtins))
 
