@@ -34,9 +34,9 @@ def exported_names(package: str = "cwm_nb") -> dict[str, str]:
     "{name: module} of the names the package's modules export (`__all__`), for names only one module exports."
     import importlib, pkgutil
     pkg, where = importlib.import_module(package), {}
-    for m in pkgutil.iter_modules(pkg.__path__):
-        if m.name.startswith("_"): continue
-        for n in getattr(importlib.import_module(f"{package}.{m.name}"), "__all__", ()): where.setdefault(n, []).append(f"{package}.{m.name}")
+    for m in pkgutil.walk_packages(pkg.__path__, prefix=f"{package}."):   # the subpackages' modules too
+        if m.ispkg or m.name.rpartition(".")[2].startswith("_"): continue
+        for n in getattr(importlib.import_module(m.name), "__all__", ()): where.setdefault(n, []).append(m.name)
     return {n: ms[0] for n, ms in where.items() if len(ms) == 1}
 
 EXPORTED: dict[str, str] = {}
