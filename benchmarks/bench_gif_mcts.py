@@ -138,7 +138,7 @@ def main(argv=None):
 
     if a.model == "double": llm, llm_name = SleepLLM(a.latency), f"double sleeping {a.latency:.2f} s per call"
     else:
-        from cwm_nb.llm.client import get_llm
+        from cwm_nb.llm.models import get_llm
         llm, llm_name = get_llm(a.model, cache=False), a.model
 
     from cwm_nb.bench.envs import describe_env

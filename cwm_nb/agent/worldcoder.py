@@ -801,7 +801,7 @@ class WorldCoderAgent:
 @patch
 def ask(self: WorldCoderAgent, kind: str, messages: list[dict], temperature: float | None = None) -> str | None:
     "One numbered LLM call; None if the endpoint refused it. Raises `_BudgetSpent` past `llm_budget`."
-    from cwm_nb.llm.client import RequestRefused
+    from cwm_nb.llm.answers import RequestRefused
     if self.draw >= self.config.llm_budget: raise _BudgetSpent()
     self.draw += 1
     rec = CallRecord(self.draw, kind, self.env_name, self.episode)
@@ -1060,6 +1060,7 @@ def run_curriculum(
 # %% ../../nbs/34_agent.ipynb #4542d49d
 def scripted_llm(cache: str | Path | None = None):
     "The test double as an `LLM` named `scripted-worldcoder`, behind the response cache at `cache` if given."
-    from cwm_nb.llm.client import ScriptedLLM, CachedLLM
+    from cwm_nb.llm.demo import ScriptedLLM
+    from cwm_nb.llm.cache import CachedLLM
     llm = ScriptedLLM(WorldCoderTestDouble(tasks=TASKS), name="scripted-worldcoder")
     return CachedLLM(llm, cache) if cache else llm

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 from ..core import to_plain
-from ..llm.client import harmony_final
+from ..llm.answers import harmony_final
 
 # %% auto #0
 __all__ = ['SYSTEM_PROMPT', 'CWM_CONTRACT', 'RTFM_CONTRACT', 'DISTRIBUTION_NOTE', 'STOCHASTIC_CONTRACT', 'COMPACT_LEVELS',
