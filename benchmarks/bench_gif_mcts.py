@@ -117,7 +117,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--budget", type=int, default=20)
     p.add_argument("--latency", type=float, default=1.0, help="seconds per call of the LLM double")
-    p.add_argument("--model", default="double", help="'double' or a cwm_nb.llm.client model name such as 'embedded'")
+    p.add_argument("--model", default="double", help="'double' or a model name for cwm_nb.llm.models.get_llm such as 'embedded'")
     p.add_argument("--evaluator", default="auto", choices=["auto", "project", "own"])
     p.add_argument("--max-tokens", type=int, default=400)
     a = p.parse_args(argv)

@@ -1,4 +1,4 @@
-"""Integration tests of cwm_nb.llm.client: the embedded model over HTTP, seeded determinism, the response cache (also across
+"""Integration tests of cwm_nb.llm: the embedded model over HTTP, seeded determinism, the response cache (also across
 processes), retries against a local stand-in server, unreachable endpoints, the transformers backend on the GGUF
 weights, alias resolution, and that the server child never outlives its parent."""
 import http.server, json, multiprocessing as mp, socket, subprocess, sys, threading, time
@@ -231,7 +231,7 @@ def test_get_llm_embedded_uses_the_http_path_and_the_cache(embedded_llm, tmp_pat
 # ---------------------------------------------------------------- the server process
 CHILD = """
 import sys, time
-from cwm_nb.llm import EmbeddedServer
+from cwm_nb.llm.embedded import EmbeddedServer
 s = EmbeddedServer().start()
 print(s.proc.pid, s.log_path, flush=True)
 time.sleep(600)

@@ -776,7 +776,7 @@ class CallRecord:
 class WorldCoderAgent:
     "Algorithm 1 of the paper: act, log, synthesize under φ1 (and φ2), plan, over one or more environments."
     def __init__(self,
-                 llm,                           # an `LLM` (`cwm_nb.llm.client`); its response cache makes resumes free
+                 llm,                           # an `LLM` (`cwm_nb.llm.client.LLM`); its response cache makes resumes free
                  domain: Domain | str,          # "minigrid" or "sokoban"
                  config: AgentConfig | None = None,  # the knobs
                  seed: int = 0,                 # seed of the agent (ε, random actions, REx, examples) and of LLM sampling

@@ -12,7 +12,8 @@ from .answers import Completion
 __all__ = ['PRICES_PER_MTOK', 'price_of', 'Usage']
 
 # %% ../../nbs/01a_llm_accounting.ipynb #04e6950f
-#: USD per million (prompt, completion) tokens; OpenAI list prices as published in 2024. Override with `price=`.
+#: USD per million (prompt, completion) tokens; OpenAI list prices as published in 2024. Override
+#: with `price=`.
 PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
     "gpt-4-turbo": (10.0, 30.0),
     "gpt-4-turbo-2024-04-09": (10.0, 30.0),
@@ -22,7 +23,8 @@ PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
 
 # %% ../../nbs/01a_llm_accounting.ipynb #7bf58fa2
 def price_of(model: str) -> tuple[float, float] | None:
-    "USD per million (prompt, completion) tokens for an OpenAI model name (with or without `openai:`), or None."
+    """USD per million (prompt, completion) tokens for an OpenAI model name (with or without
+    `openai:`), or None."""
     return PRICES_PER_MTOK.get(model.split(":", 1)[1] if model.startswith("openai:") else model)
 
 # %% ../../nbs/01a_llm_accounting.ipynb #acd6107b
@@ -35,10 +37,15 @@ class Usage:
     completion_tokens: int = 0  # generated tokens of `calls`
     latency_s: float = 0.0      # summed wall time of `calls`, seconds
     cost_usd: float = 0.0       # summed cost of `calls` where the price is known, USD
-    retries: int = 0            # transient failures (408, 429, 5xx, timeouts, resets, error bodies) that were retried
-    estimated_calls: int = 0    # `calls` whose server reported no token counts (their tokens, and cost, are estimates)
-    server_restarts: int = 0    # deaths of the workbook's own model server (`EmbeddedServer`) it restarted to go on
-    refused: int = 0            # refusals (HTTP 400-class) left after the request's shape was corrected; a context-window refusal counts even when a shorter prompt then got an answer
+    # transient failures (408, 429, 5xx, timeouts, resets, error bodies) that were retried
+    retries: int = 0
+    # `calls` whose server reported no token counts (their tokens, and cost, are estimates)
+    estimated_calls: int = 0
+    # deaths of the workbook's own model server (`EmbeddedServer`) it restarted to go on
+    server_restarts: int = 0
+    # refusals (HTTP 400-class) left after the request's shape was corrected; a context-window
+    # refusal counts even when a shorter prompt then got an answer
+    refused: int = 0
 
 # %% ../../nbs/01a_llm_accounting.ipynb #deccc016
 @patch

@@ -21,22 +21,37 @@ class Completion:
     text: str                          # the answer (pre-fill + generated text)
     prompt_tokens: int = 0             # tokens in the prompt, as the backend counted them
     completion_tokens: int = 0         # tokens generated
-    latency_s: float = 0.0             # wall time of this call in seconds (a cache lookup for cached answers)
+    # wall time of this call in seconds (a cache lookup for cached answers)
+    latency_s: float = 0.0
     cached: bool = False               # True when the answer came from the response cache
     model: str = ""                    # name of the LLM that produced it (`LLM.name`)
     finish_reason: str | None = None   # "stop", "length", ... as the backend reported it
-    source: str = "content"            # where the server put the answer ("content", "reasoning_content", ...; see `message_text`)
-    tokens_estimated: bool = False     # the server reported no token counts: they are estimates from characters
-    cut: str = ""                      # finish_reason "length": why the answer was cut and what to do, in words
+    # where the server put the answer ("content", "reasoning_content", ...; see `message_text`)
+    source: str = "content"
+    # the server reported no token counts: they are estimates from characters
+    tokens_estimated: bool = False
+    # finish_reason "length": why the answer was cut and what to do, in words
+    cut: str = ""
 
 # %% ../../nbs/01_llm_answers.ipynb #0e067123
 class RequestRefused(CwmNbError):
     "The endpoint refused this request (HTTP 400-class); the same request cannot succeed."
-    def __init__(self, what: str, todo: str = "", *, status: int = 400, message: str = "", param: str | None = None,
-                 kind: str = "other", window: int | None = None, prompt_tokens: int | None = None):
+    def __init__(
+        self,
+        what: str,
+        todo: str = "",
+        *,
+        status: int = 400,
+        message: str = "",
+        param: str | None = None,
+        kind: str = "other",
+        window: int | None = None,
+        prompt_tokens: int | None = None
+    ):
         super().__init__(what, todo)
         self.status, self.message, self.param, self.kind = status, message, param, kind
-        self.window, self.prompt_tokens = window, prompt_tokens   # kind "context": what the endpoint said, if it did
+        # kind "context": what the endpoint said, if it did
+        self.window, self.prompt_tokens = window, prompt_tokens
 
 # %% ../../nbs/01_llm_answers.ipynb #5223b081
 class ContextWindowExceeded(RequestRefused):
@@ -46,30 +61,78 @@ class ContextWindowExceeded(RequestRefused):
 @patch
 def to_dict(self: RequestRefused) -> dict:
     "The refusal as a plain dict (as stored in the response cache)."
-    return dict(what=self.what, todo=self.todo, status=self.status, message=self.message, param=self.param,
-                kind=self.kind, window=self.window, prompt_tokens=self.prompt_tokens)
+    return dict(
+        what=self.what,
+        todo=self.todo,
+        status=self.status,
+        message=self.message,
+        param=self.param,
+        kind=self.kind,
+        window=self.window,
+        prompt_tokens=self.prompt_tokens,
+    )
 
 @patch(cls_method=True)
 def from_dict(cls: RequestRefused, d: dict) -> RequestRefused:
     kind = d.get("kind", "other")
     c = ContextWindowExceeded if kind == "context" else RequestRefused
-    return c(d["what"], d.get("todo", ""), **{k: d.get(k) for k in ("status", "message", "param", "window", "prompt_tokens")},
-             kind=kind)
+    return c(
+        d["what"],
+        d.get("todo", ""),
+        **{k: d.get(k) for k in ("status", "message", "param", "window", "prompt_tokens")},
+        kind=kind
+    )
 
 # %% ../../nbs/01_llm_answers.ipynb #0106ad0e
-_CONTEXT = re.compile(r"context[ _](?:length|window|size)|maximum context|too many tokens|prompt is too long|n_ctx"
-                      r"|exceeds? the (?:available )?context", re.I)
-_WINDOW = [re.compile(p, re.I) for p in (r"maximum context length is (\d+)", r"context (?:length|window|size) (?:of |is )?\(?(\d+)",
-                                          r"n_ctx\D{0,20}(\d+)", r"context size \((\d+) tokens\)")]
-_PROMPT = [re.compile(p, re.I) for p in (r"\((\d+) in the messages", r"(\d+) tokens? (?:in|from) (?:the |your )?(?:prompt|input|messages)",
-                                          r"request \((\d+) tokens\)", r"resulted in (\d+) tokens", r"prompt (?:has|is) (\d+) tokens")]
+_CONTEXT = re.compile(
+    r"context[ _](?:length|window|size)|maximum context|too many tokens|prompt is too long|n_ctx"
+    r"|exceeds? the (?:available )?context",
+    re.I,
+)
+_WINDOW = [
+    re.compile(p, re.I)
+    for p in (
+        r"maximum context length is (\d+)",
+        r"context (?:length|window|size) (?:of |is )?\(?(\d+)",
+        r"n_ctx\D{0,20}(\d+)",
+        r"context size \((\d+) tokens\)",
+    )
+]
+_PROMPT = [
+    re.compile(p, re.I)
+    for p in (
+        r"\((\d+) in the messages",
+        r"(\d+) tokens? (?:in|from) (?:the |your )?(?:prompt|input|messages)",
+        r"request \((\d+) tokens\)",
+        r"resulted in (\d+) tokens",
+        r"prompt (?:has|is) (\d+) tokens",
+    )
+]
 
 # %% ../../nbs/01_llm_answers.ipynb #cd2f08d2
-_PARAM = [re.compile(p, re.I) for p in (r"Unsupported parameter: '(\w+)'", r"Unsupported value: '(\w+)'",
-                                         r"Unrecognized request arguments? supplied: (\w+)", r"'(\w+)' is not supported",
-                                         r"\b(max_tokens|temperature|top_p|stop|seed|stream|continue_final_message) is not supported")]
-_KNOWN_PARAMS = ("max_tokens", "temperature", "top_p", "stop", "seed", "continue_final_message", "add_generation_prompt",
-                "stream")
+_PARAM = [
+    re.compile(p, re.I)
+    for p in (
+        r"Unsupported parameter: '(\w+)'",
+        r"Unsupported value: '(\w+)'",
+        r"Unrecognized request arguments? supplied: (\w+)",
+        r"'(\w+)' is not supported",
+        (
+            r"\b(max_tokens|temperature|top_p|stop|seed|stream|continue_final_message) is not"
+            r" supported"
+        ),
+    )
+]
+_KNOWN_PARAMS = (
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "stop",
+    "seed",
+    "continue_final_message",
+    "add_generation_prompt",
+    "stream",
+)
 
 # %% ../../nbs/01_llm_answers.ipynb #7e2f640c
 def _first_int(pats, text):
@@ -81,25 +144,49 @@ def _first_int(pats, text):
 def _refusal_kind(
     msg: str,           # the provider's error message
     param: str | None,  # the error's `param` field, if any
-) -> tuple[str, str | None]:  # ('context', 'parameter', 'prefill' or 'other'; the parameter refused)
+# ('context', 'parameter', 'prefill' or 'other'; the parameter refused)
+) -> tuple[str, str | None]:
     "What a refusal is about, read from the provider's message."
     if _CONTEXT.search(msg): return "context", param
-    named = param if param in _KNOWN_PARAMS else next((m.group(1) for p in _PARAM if (m := p.search(msg))), None)
+    named = (
+        param
+        if param in _KNOWN_PARAMS
+        else next((m.group(1) for p in _PARAM if (m := p.search(msg))), None)
+    )
     if named in _KNOWN_PARAMS: return "parameter", named
-    if re.search(r"prefill|(?:final|last|trailing) (?:message|turn).{0,40}assistant|assistant.{0,40}(?:final|last|trailing)", msg, re.I):
+    if re.search(
+        r"prefill|(?:final|last|trailing)"
+        r" (?:message|turn).{0,40}assistant|assistant.{0,40}(?:final|last|trailing)",
+        msg,
+        re.I,
+    ):
         return "prefill", param
     return "other", param
 
 # %% ../../nbs/01_llm_answers.ipynb #7e193d44
-_REFUSAL_TEXT = {   # kind: (what was refused, what to do)
-    "context": ("refused a prompt longer than its context window",
-                "the search shortens such prompts; with --endpoint-caps context=N the window is known beforehand"),
-    "parameter": ("refused the parameter {param!r}",
-                  "the request is corrected once and the correction kept; --endpoint-caps sets it beforehand"),
-    "prefill": ("refused the assistant pre-fill",
-                "the pre-fill is moved into the user turn; --endpoint-caps prefill=user does it beforehand"),
-    "other": ("refused the request",
-              "read the provider's message above; if it names a setting, change it (e.g. --endpoint-caps)"),
+_REFUSAL_TEXT = {  # kind: (what was refused, what to do)
+    "context": (
+        "refused a prompt longer than its context window",
+        (
+            "the search shortens such prompts; with --endpoint-caps context=N the window is known"
+            " beforehand"
+        ),
+    ),
+    "parameter": (
+        "refused the parameter {param!r}",
+        "the request is corrected once and the correction kept; --endpoint-caps sets it beforehand",
+    ),
+    "prefill": (
+        "refused the assistant pre-fill",
+        "the pre-fill is moved into the user turn; --endpoint-caps prefill=user does it beforehand",
+    ),
+    "other": (
+        "refused the request",
+        (
+            "read the provider's message above; if it names a setting, change it (e.g."
+            " --endpoint-caps)"
+        ),
+    ),
 }
 
 # %% ../../nbs/01_llm_answers.ipynb #534e4608
@@ -109,36 +196,51 @@ def classify_refusal(
     param: str | None = None, # the error's `param` field, if any
     where: str = "the LLM endpoint",  # who refused, for the error text
 ) -> RequestRefused:
-    "The refusal as `RequestRefused` of kind 'context', 'parameter', 'prefill' or 'other' (read from the message)."
+    """The refusal as `RequestRefused` of kind 'context', 'parameter', 'prefill' or 'other' (read
+    from the message)."""
     msg = str(message or "")
     kind, param = _refusal_kind(msg, param)
     what, todo = _REFUSAL_TEXT[kind]
     what = f"{where} {what.format(param=param)} (HTTP {status}): {msg[:300]}"
     kw = dict(status=status, message=msg, param=param, kind=kind)
     if kind == "context":
-        return ContextWindowExceeded(what, todo, window=_first_int(_WINDOW, msg), prompt_tokens=_first_int(_PROMPT, msg), **kw)
+        return ContextWindowExceeded(
+            what,
+            todo,
+            window=_first_int(_WINDOW, msg),
+            prompt_tokens=_first_int(_PROMPT, msg),
+            **kw,
+        )
     return RequestRefused(what, todo, **kw)
 
 # %% ../../nbs/01_llm_answers.ipynb #8a56a551
-class _NoAnswer(Exception): "An HTTP 200 without a usable answer: no choices (a router's error body), or one the server gave up on."
+class _NoAnswer(Exception):
+    """An HTTP 200 without a usable answer: no choices (a router's error body), or one the server
+    gave up on."""
 
 # %% ../../nbs/01_llm_answers.ipynb #d87f391b
-_HARMONY_SEGMENT = re.compile(r"<\|channel\|>\s*(\w+)[^<]*(?:<\|constrain\|>[^<]*)?<\|message\|>(.*?)"
-                              r"(?=<\|(?:end|return|call|start|channel)\|>|\Z)", re.S)
+_HARMONY_SEGMENT = re.compile(
+    r"<\|channel\|>\s*(\w+)[^<]*(?:<\|constrain\|>[^<]*)?<\|message\|>(.*?)"
+    r"(?=<\|(?:end|return|call|start|channel)\|>|\Z)",
+    re.S,
+)
 _HARMONY_TOKEN = re.compile(r"<\|(?:start|end|message|channel|return|call|constrain)\|>")
 _HARMONY_BARE = re.compile(r"\A\s*analysis(?P<analysis>.*?)assistantfinal(?P<final>.*)\Z", re.S)
 
 def harmony_final(
     text: str,  # an answer that may hold gpt-oss Harmony markup
-) -> tuple[str, str]:  # (the answer's text, which channel it was: "" when `text` holds no Harmony markup)
-    "The last `final` channel of Harmony markup (else the last `analysis` one); bare `analysis…assistantfinal…` too."
+# (the answer's text, which channel it was: "" when `text` holds no Harmony markup)
+) -> tuple[str, str]:
+    """The last `final` channel of Harmony markup (else the last `analysis` one); bare
+    `analysis…assistantfinal…` too."""
     if "<|message|>" in text:
         segs = [(m[1].lower(), m[2]) for m in _HARMONY_SEGMENT.finditer(text)]
         for want in ("final", "analysis", "commentary"):
             hit = [s for ch, s in segs if ch == want]
             if hit: return hit[-1].strip("\n"), f"{want} channel"
         return _HARMONY_TOKEN.sub("\n", text), "markers removed"
-    if m := _HARMONY_BARE.match(text): return m["final"].strip("\n"), "final channel (markers stripped)"
+    if m := _HARMONY_BARE.match(text):
+        return m["final"].strip("\n"), "final channel (markers stripped)"
     return text, ""
 
 # %% ../../nbs/01_llm_answers.ipynb #14c968ac
@@ -147,7 +249,8 @@ _THINKING_PARTS = ("thinking", "reasoning", "reasoning_text", "redacted_thinking
 def content_parts(
     parts: list,  # `message.content` given as a list of parts
 ) -> tuple[str, str]:  # (the text parts joined, the thinking parts joined)
-    "The text and the reasoning of content given as a list of `{type, text}` (or `{type, thinking}`) parts."
+    """The text and the reasoning of content given as a list of `{type, text}` (or `{type,
+    thinking}`) parts."""
     text, thinking = [], []
     for p in parts:
         if isinstance(p, str): text.append(p); continue
@@ -161,23 +264,30 @@ def content_parts(
 def tool_call_text(
     calls,  # `message.tool_calls` (a list of {type, function: {name, arguments}}), or None
 ) -> str:   # the longest string among the calls' arguments ("" if none)
-    "The code a model put in a tool call's arguments (a JSON object's longest string, or the raw arguments)."
+    """The code a model put in a tool call's arguments (a JSON object's longest string, or the raw
+    arguments)."""
     out = []
     for call in calls if isinstance(calls, list) else []:
         args = (call.get("function") or {}).get("arguments") if isinstance(call, dict) else None
         if not isinstance(args, str): continue
-        try: parsed = json.loads(args)
+        try:parsed = json.loads(args)
         except ValueError: parsed = args
-        out += [v for v in (parsed.values() if isinstance(parsed, dict) else [parsed]) if isinstance(v, str)]
+        out += [
+            v
+            for v in (parsed.values() if isinstance(parsed, dict) else [parsed])
+            if isinstance(v, str)
+        ]
     return max(out, key=len, default="")
 
 # %% ../../nbs/01_llm_answers.ipynb #2196ef82
 def message_text(
     msg: dict,  # `choices[0].message` of a chat answer, as JSON
 ) -> tuple[str, str]:  # (the answer's text, where it was found)
-    "The answer in a chat message wherever the server put it: content (string, parts, Harmony), else reasoning fields, else a tool call."
+    """The answer in a chat message wherever the server put it: content (string, parts, Harmony),
+    else reasoning fields, else a tool call."""
     content, source, thinking = msg.get("content"), "content", ""
-    if isinstance(content, list): (content, thinking), source = content_parts(content), "content parts"
+    if isinstance(content, list):
+        (content, thinking), source = content_parts(content), "content parts"
     content = content if isinstance(content, str) else ""
     text, channel = harmony_final(content)
     if channel: source += f", harmony {channel}"
@@ -203,14 +313,16 @@ def _join_delta(fields: dict, d: dict):
 
 def join_events(
     text: str,  # the body of a `text/event-stream` answer
-) -> dict:      # one answer body, as the server would have sent it unstreamed (plus "streamed": True)
-    "An answer body from server-sent events. Raises `_NoAnswer` (naming streaming) when no chunk holds data."
+# one answer body, as the server would have sent it unstreamed (plus "streamed": True)
+) -> dict:
+    """An answer body from server-sent events. Raises `_NoAnswer` (naming streaming) when no chunk
+    holds data."""
     fields, out_text, finish, usage, err, n = {}, "", None, None, None, 0
     for line in text.splitlines():
         data = line[5:].strip() if line.startswith("data:") else None
         if not data: continue
         if data == "[DONE]": break
-        try: chunk = json.loads(data)
+        try:chunk = json.loads(data)
         except ValueError: continue
         if not isinstance(chunk, dict): continue
         n, usage, err = n + 1, chunk.get("usage") or usage, chunk.get("error") or err
@@ -219,9 +331,17 @@ def join_events(
             finish = ch.get("finish_reason") or finish
             if isinstance(ch.get("text"), str): out_text += ch["text"]
             _join_delta(fields, ch.get("delta") or ch.get("message") or {})
-    if not n: raise _NoAnswer('the server answered with an event stream (streaming) that held no data, although the '
-                              'request said "stream": false')
-    choice = {"index": 0, "text": out_text, "message": {"role": "assistant", **fields}, "finish_reason": finish}
+    if not n:
+        raise _NoAnswer(
+            'the server answered with an event stream (streaming) that held no data, although the '
+            'request said "stream": false'
+        )
+    choice = {
+        "index": 0,
+        "text": out_text,
+        "message": {"role": "assistant", **fields},
+        "finish_reason": finish,
+    }
     return {"choices": [choice], "usage": usage, "error": err, "streamed": True}
 
 # %% ../../nbs/01_llm_answers.ipynb #f28d5b4b
@@ -234,29 +354,42 @@ def _count(u: dict, *keys: str) -> int | None:
 
 def read_usage(
     u,  # the answer's `usage` object (any naming), or None
-) -> tuple[int | None, int | None]:  # (prompt tokens, completion tokens); None where the server did not say
+# (prompt tokens, completion tokens); None where the server did not say
+) -> tuple[int | None, int | None]:
     "Prompt and completion tokens of a `usage` object in any naming."
     if not isinstance(u, dict): return None, None
     p = _count(u, "prompt_tokens", "input_tokens", "prompt_eval_count")
     c = _count(u, "completion_tokens", "output_tokens", "eval_count")
     for side, keys in (("p", ("prompt_tokens_details", "input_tokens_details")),
                        ("c", ("completion_tokens_details", "output_tokens_details"))):
-        d = next((u[k] for k in keys if isinstance(u.get(k), dict)), {})   # details alone: their parts summed
-        parts = [n for n in (_count(d, k) for k in ("text_tokens", "audio_tokens", "image_tokens", "reasoning_tokens")) if n is not None]
+        # details alone: their parts summed
+        d = next((u[k] for k in keys if isinstance(u.get(k), dict)), {})
+        parts = [
+            n
+            for n in (
+                _count(d, k)
+                for k in ("text_tokens", "audio_tokens", "image_tokens", "reasoning_tokens")
+            )
+            if n is not None
+        ]
         if parts and (p if side == "p" else c) is None:
-            if side == "p": p = sum(parts)
+            if side == "p":p = sum(parts)
             else: c = sum(parts)
     t = _count(u, "total_tokens")
     if c is None and p is not None and t is not None: c = max(0, t - p)
     return p, c
 
 # %% ../../nbs/01_llm_answers.ipynb #c893a98f
-_GAVE_UP = re.compile(r"error|filter|abort|cancel|safety|refus|block|prohibit|recitation|spii|interrupt|malformed", re.I)
+_GAVE_UP = re.compile(
+    r"error|filter|abort|cancel|safety|refus|block|prohibit|recitation|spii|interrupt|malformed",
+    re.I,
+)
 
 def gave_up(
     finish_reason,   # the answer's finish_reason
 ) -> bool:
-    "Whether `finish_reason` says the server gave up on the answer (not `stop`, `length`, `tool_calls`, ...)."
+    """Whether `finish_reason` says the server gave up on the answer (not `stop`, `length`,
+    `tool_calls`, ...)."""
     return isinstance(finish_reason, str) and bool(_GAVE_UP.search(finish_reason))
 
 # %% ../../nbs/01_llm_answers.ipynb #ccb4a9ff
@@ -264,28 +397,45 @@ def read_answer(
     body: dict,           # the answer's JSON body
     mode: str = "chat",   # "chat" or "completion"
 ) -> tuple[str, str, str | None]:  # (text, where it was found, finish_reason)
-    "The answer's text wherever the server put it. Raises `_NoAnswer` for no choices or an answer the server gave up on."
+    """The answer's text wherever the server put it. Raises `_NoAnswer` for no choices or an answer
+    the server gave up on."""
     choices, err = body.get("choices"), body.get("error")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         msg = err.get("message") if isinstance(err, dict) else err
-        raise _NoAnswer("HTTP 200 without an answer: " + str(msg or "the answer has no choices")[:300])
+        raise _NoAnswer(
+            "HTTP 200 without an answer: " + str(msg or "the answer has no choices")[:300]
+        )
     ch = choices[0]
-    text, source = (ch.get("text") or "", "text") if mode == "completion" else message_text(ch.get("message") or {})
+    text, source = (
+        (ch.get("text") or "", "text")
+        if mode == "completion"
+        else message_text(ch.get("message") or {})
+    )
     text = text if isinstance(text, str) else ""
     finish, err = ch.get("finish_reason"), ch.get("error") or err
-    native = ch.get("native_finish_reason")   # OpenRouter: the provider's own reason, where "stop" can hide a cut
+    # OpenRouter: the provider's own reason, where "stop" can hide a cut
+    native = ch.get("native_finish_reason")
     if isinstance(native, str) and finish in (None, "stop"):
-        finish = "length" if re.search(r"max_tokens|length", native, re.I) else native if gave_up(native) else finish
+        finish = (
+            "length"
+            if re.search(r"max_tokens|length", native, re.I)
+            else native if gave_up(native) else finish
+        )
     if gave_up(finish) or err:
         msg = err.get("message") if isinstance(err, dict) else err
-        raise _NoAnswer(f"the server gave up on the answer (finish_reason {finish!r}" + (f": {str(msg)[:200]}" if msg else "")
-                        + f"); its {len(text)} characters of partial text are not used")
+        raise _NoAnswer(
+            f"the server gave up on the answer (finish_reason {finish!r}"
+            + (f": {str(msg)[:200]}" if msg else "")
+            + f"); its {len(text)} characters of partial text are not used"
+        )
     return text, source + (" (event stream)" if body.get("streamed") else ""), finish
 
 # %% ../../nbs/01_llm_answers.ipynb #38819493
-CONTEXT_SETTINGS = {   # provider: how to give its server a larger context window
-    "ollama": "start Ollama with OLLAMA_CONTEXT_LENGTH=16384 (or set PARAMETER num_ctx 16384 in a Modelfile); "
-              "its OpenAI endpoint ignores num_ctx sent with a request",
+CONTEXT_SETTINGS = {  # provider: how to give its server a larger context window
+    "ollama": (
+        "start Ollama with OLLAMA_CONTEXT_LENGTH=16384 (or set PARAMETER num_ctx 16384 in a"
+        " Modelfile); its OpenAI endpoint ignores num_ctx sent with a request"
+    ),
     "llamacpp": "start llama-server with a larger -c / --ctx-size (e.g. -c 16384)",
     "vllm": "start vLLM with a larger --max-model-len (e.g. --max-model-len 16384)",
 }
@@ -294,23 +444,35 @@ def cut_by_server(
     c: Completion,      # an answer with finish_reason "length"
     cap: int | None,    # the completion cap the request asked for
 ) -> bool:
-    "Whether a limit of the server cut the answer, not the cap: it stopped below half the cap (reported counts only)."
+    """Whether a limit of the server cut the answer, not the cap: it stopped below half the cap
+    (reported counts only)."""
     return bool(cap) and c.completion_tokens < cap / 2 and not c.tokens_estimated
 
 def cut_reason(
     c: Completion,          # an answer with finish_reason "length"
     cap: int | None,        # the completion cap the request asked for
-    provider: str = "",     # "ollama", "llamacpp", "vllm", ...: whose setting to name ("" : all of them)
+    # "ollama", "llamacpp", "vllm", ...: whose setting to name ("" : all of them)
+    provider: str = "",
     prefill: str = "",      # the request's pre-fill (at the start of `c.text`)
 ) -> str:
-    "Why the answer was cut and what to do, in words: the server's context window, or the completion cap."
+    """Why the answer was cut and what to do, in words: the server's context window, or the
+    completion cap."""
     got = c.completion_tokens
     if cut_by_server(c, cap):
-        how = CONTEXT_SETTINGS.get(provider) or "; ".join(f"{k}: {v}" for k, v in CONTEXT_SETTINGS.items())
-        return (f"the answer was cut after {got} of the {cap} tokens asked for: the server's context window (about "
-                f"{c.prompt_tokens + got} tokens with the prompt) or a gateway's own cap ended it, not the completion cap, "
-                f"so --max-tokens cannot help; give the server a larger window ({how})")
+        how = CONTEXT_SETTINGS.get(provider) or "; ".join(
+            f"{k}: {v}" for k, v in CONTEXT_SETTINGS.items()
+        )
+        return (
+            f"the answer was cut after {got} of the {cap} tokens asked for: the server's context"
+            f" window (about {c.prompt_tokens + got} tokens with the prompt) or a gateway's own cap"
+            " ended it, not the completion cap, so --max-tokens cannot help; give the server a"
+            f" larger window ({how})"
+        )
     if not c.text[len(prefill):].strip():
-        return (f"the answer reached the completion cap ({cap} tokens) before any text (reasoning models spend hidden "
-                "tokens in it): raise the cap (cwm-nb run --max-tokens)")
-    return f"the answer reached the completion cap ({cap} tokens): raise it (cwm-nb run --max-tokens)"
+        return (
+            f"the answer reached the completion cap ({cap} tokens) before any text (reasoning"
+            " models spend hidden tokens in it): raise the cap (cwm-nb run --max-tokens)"
+        )
+    return (
+        f"the answer reached the completion cap ({cap} tokens): raise it (cwm-nb run --max-tokens)"
+    )

@@ -17,16 +17,23 @@ __all__ = ['ResponseCache', 'CachedLLM']
 
 # %% ../../nbs/01d_llm_cache.ipynb #3b631050
 def _set_up_db(c: sqlite3.Connection):
-    "WAL journal and the two tables (answers by key, what was learned per endpoint); waits for another process."
-    for attempt in range(600):   # switching a new file to WAL can report "locked" at once, without waiting
+    """WAL journal and the two tables (answers by key, what was learned per endpoint); waits for
+    another process."""
+    # switching a new file to WAL can report "locked" at once, without waiting
+    for attempt in range(600):
         try:
             c.execute("PRAGMA journal_mode=WAL"); c.execute("PRAGMA synchronous=NORMAL")
-            c.execute("CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
-                      "request TEXT NOT NULL, response TEXT NOT NULL, created REAL NOT NULL)")
-            c.execute("CREATE TABLE IF NOT EXISTS endpoints (name TEXT PRIMARY KEY, caps TEXT NOT NULL, "
-                      "adjustments TEXT NOT NULL, updated REAL NOT NULL)")
+            c.execute(
+                "CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, model TEXT NOT NULL,"
+                " request TEXT NOT NULL, response TEXT NOT NULL, created REAL NOT NULL)"
+            )
+            c.execute(
+                "CREATE TABLE IF NOT EXISTS endpoints (name TEXT PRIMARY KEY, caps TEXT NOT NULL, "
+                "adjustments TEXT NOT NULL, updated REAL NOT NULL)"
+            )
             return
-        except sqlite3.OperationalError as e:   # another process is setting the file up: wait for it
+        # another process is setting the file up: wait for it
+        except sqlite3.OperationalError as e:
             if "locked" not in str(e) or attempt == 599: raise
             time.sleep(0.1)
 
@@ -75,32 +82,47 @@ def put_refusal(self: ResponseCache, key: str, r: RequestRefused, request: dict)
 # %% ../../nbs/01d_llm_cache.ipynb #dfbc8f5c
 @patch
 def put_caps(self: ResponseCache, name: str, caps: dict, adjustments: list[str]):
-    "Remember what was learned about endpoint `name` (its `EndpointCaps` and the corrections, in words)."
+    """Remember what was learned about endpoint `name` (its `EndpointCaps` and the corrections, in
+    words)."""
     self._db().execute("INSERT OR REPLACE INTO endpoints VALUES (?, ?, ?, ?)",
                        (name, json.dumps(caps), json.dumps(list(adjustments)), time.time()))
 
 @patch
 def get_caps(self: ResponseCache, name: str) -> tuple[dict, list[str]] | None:
     "What `put_caps` stored for endpoint `name`, or None."
-    row = self._db().execute("SELECT caps, adjustments FROM endpoints WHERE name = ?", (name,)).fetchone()
+    row = (
+        self._db()
+        .execute("SELECT caps, adjustments FROM endpoints WHERE name = ?", (name,))
+        .fetchone()
+    )
     return (json.loads(row[0]), json.loads(row[1])) if row else None
 
 # %% ../../nbs/01d_llm_cache.ipynb #2bd411f3
 @patch
-def __len__(self: ResponseCache) -> int: return self._db().execute("SELECT COUNT(*) FROM completions").fetchone()[0]
+def __len__(self: ResponseCache) -> int:
+    return self._db().execute("SELECT COUNT(*) FROM completions").fetchone()[0]
 
 # %% ../../nbs/01d_llm_cache.ipynb #dba430cb
 class CachedLLM(LLM):
     "Wrap `inner` with the on-disk response cache; a cache hit costs no model call."
     def __init__(self,
                  inner: LLM,                     # the backend answering cache misses
-                 path: str | Path | None = None, # SQLite file; None: $CWM_NB_LLM_CACHE or cache_dir()/"llm_cache.sqlite"
+                 # SQLite file; None: $CWM_NB_LLM_CACHE or cache_dir()/"llm_cache.sqlite"
+                 path: str | Path | None = None,
                 ):
         super().__init__(inner.name)
         self.inner, self.price, self._cache_name = inner, inner.price, inner.cache_name
-        self.usage, self.caps, self.adjustments, self._lock = inner.usage, inner.caps, inner.adjustments, inner._lock
-        self.cache = ResponseCache(path or os.environ.get("CWM_NB_LLM_CACHE") or cache_dir()/"llm_cache.sqlite")
-        known = self.cache.get_caps(self.cache_name)   # what an earlier run learned about this endpoint
+        self.usage, self.caps, self.adjustments, self._lock = (
+            inner.usage,
+            inner.caps,
+            inner.adjustments,
+            inner._lock,
+        )
+        self.cache = ResponseCache(
+            path or os.environ.get("CWM_NB_LLM_CACHE") or cache_dir() / "llm_cache.sqlite"
+        )
+        # what an earlier run learned about this endpoint
+        known = self.cache.get_caps(self.cache_name)
         if known:
             for k, v in known[0].items():
                 if hasattr(self.caps, k): setattr(self.caps, k, v)

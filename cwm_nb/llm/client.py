@@ -9,8 +9,17 @@ from dataclasses import asdict, dataclass
 from urllib.parse import urlparse
 from fastcore.basics import patch
 from ..core import CwmNbError, derive_seed
-from .answers import (Completion, RequestRefused, _NoAnswer, classify_refusal, join_events,
-                                cut_by_server, cut_reason, read_answer, read_usage)
+from cwm_nb.llm.answers import (
+    Completion,
+    RequestRefused,
+    _NoAnswer,
+    classify_refusal,
+    join_events,
+    cut_by_server,
+    cut_reason,
+    read_answer,
+    read_usage,
+)
 from .accounting import Usage, price_of
 
 # %% auto #0
@@ -26,11 +35,19 @@ _log = logging.getLogger("cwm_nb.llm.client")
 ROLES = ("system", "user", "assistant")
 
 def check_messages(messages: list[dict]) -> list[dict]:
-    "Validate chat `messages` (non-empty list of {role, content} with role in `ROLES`, str content). Raises `ValueError`."
-    if not isinstance(messages, list) or not messages: raise ValueError("messages must be a non-empty list of dicts")
+    """Validate chat `messages` (non-empty list of {role, content} with role in `ROLES`, str
+    content). Raises `ValueError`."""
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("messages must be a non-empty list of dicts")
     for i, m in enumerate(messages):
-        if not isinstance(m, dict) or m.get("role") not in ROLES or not isinstance(m.get("content"), str):
-            raise ValueError(f"message {i} must be {{'role': one of {ROLES}, 'content': str}}, got {m!r:.200}")
+        if (
+            not isinstance(m, dict)
+            or m.get("role") not in ROLES
+            or not isinstance(m.get("content"), str)
+        ):
+            raise ValueError(
+                f"message {i} must be {{'role': one of {ROLES}, 'content': str}}, got {m!r:.200}"
+            )
     return messages
 
 # %% ../../nbs/01b_llm_client.ipynb #ea86d24c
@@ -40,7 +57,8 @@ def prefill_of(messages: list[dict]) -> str:
 
 # %% ../../nbs/01b_llm_client.ipynb #057f95b7
 def render_plain(messages: list[dict]) -> str:
-    "Render chat `messages` as one plain-text prompt: contents joined by blank lines, ending with the pre-fill (if any)."
+    """Render chat `messages` as one plain-text prompt: contents joined by blank lines, ending with
+    the pre-fill (if any)."""
     check_messages(messages)
     parts = [m["content"] for m in messages]
     if messages[-1]["role"] == "assistant": return "\n\n".join(parts)
@@ -52,23 +70,41 @@ PREFILL_MODES = ("continue", "user")
 # %% ../../nbs/01b_llm_client.ipynb #89a72bd2
 @dataclass
 class EndpointCaps:
-    "What one endpoint accepts; decides the shape of every request sent to it (see `shape_request`)."
-    prefill: str = "user"               # "continue": a trailing assistant message is continued in place; "user": moved into the user turn
-    stop: bool = True                   # accepts `stop` (False: the stop strings are applied here, to the answer)
-    max_tokens_param: str = "max_tokens"  # "max_tokens", or "max_completion_tokens" (OpenAI reasoning models)
-    sampling: bool = True               # accepts `temperature` and `top_p` (False: the model's defaults)
+    """What one endpoint accepts; decides the shape of every request sent to it (see
+    `shape_request`)."""
+    # "continue": a trailing assistant message is continued in place; "user": moved into the user
+    # turn
+    prefill: str = "user"
+    # accepts `stop` (False: the stop strings are applied here, to the answer)
+    stop: bool = True
+    # "max_tokens", or "max_completion_tokens" (OpenAI reasoning models)
+    max_tokens_param: str = "max_tokens"
+    # accepts `temperature` and `top_p` (False: the model's defaults)
+    sampling: bool = True
     seed: bool = True                   # accepts `seed`
-    stream: bool = True                 # accepts `"stream": false` (sent so that no server streams by default; False: left out)
+    # accepts `"stream": false` (sent so that no server streams by default; False: left out)
+    stream: bool = True
     context_tokens: int | None = None   # context window (prompt + answer), tokens; None: unknown
-    tokens_per_char: float | None = None  # prompt tokens per character, as the endpoint counted them (learned)
+    # prompt tokens per character, as the endpoint counted them (learned)
+    tokens_per_char: float | None = None
 
     def __post_init__(self):
-        if self.prefill not in PREFILL_MODES: raise CwmNbError(f"prefill must be one of {PREFILL_MODES}, got {self.prefill!r}", "use prefill=continue or prefill=user")
+        if self.prefill not in PREFILL_MODES:
+            raise CwmNbError(
+                f"prefill must be one of {PREFILL_MODES}, got {self.prefill!r}",
+                "use prefill=continue or prefill=user",
+            )
         if self.max_tokens_param not in ("max_tokens", "max_completion_tokens"):
-            raise CwmNbError(f"max_tokens_param must be max_tokens or max_completion_tokens, got {self.max_tokens_param!r}",
-                             "use max_tokens_param=max_completion_tokens for OpenAI reasoning models")
+            raise CwmNbError(
+                "max_tokens_param must be max_tokens or max_completion_tokens, got"
+                f" {self.max_tokens_param!r}",
+                "use max_tokens_param=max_completion_tokens for OpenAI reasoning models",
+            )
         if self.context_tokens is not None and self.context_tokens < 1:
-            raise CwmNbError(f"context_tokens must be positive, got {self.context_tokens}", "give the model's context window in tokens")
+            raise CwmNbError(
+                f"context_tokens must be positive, got {self.context_tokens}",
+                "give the model's context window in tokens",
+            )
 
 # %% ../../nbs/01b_llm_client.ipynb #b987bd89
 @patch
@@ -80,13 +116,19 @@ def to_dict(self: EndpointCaps) -> dict:
 _CAP_ALIASES = {"context": "context_tokens", "max_tokens": "max_tokens_param"}
 
 def _cap_value(k: str, v: str) -> bool | int | str:
-    "The value of capability `k` written as `v` (booleans yes/no, the context a number). Raises `CwmNbError`."
+    """The value of capability `k` written as `v` (booleans yes/no, the context a number). Raises
+    `CwmNbError`."""
     if k in ("stop", "sampling", "seed", "stream"):
         if v.lower() not in ("yes", "no", "true", "false", "1", "0"):
-            raise CwmNbError(f"endpoint capability {k} must be yes or no, got {v!r}", f"write {k}=yes or {k}=no")
+            raise CwmNbError(
+                f"endpoint capability {k} must be yes or no, got {v!r}", f"write {k}=yes or {k}=no"
+            )
         return v.lower() in ("yes", "true", "1")
     if k == "context_tokens":
-        if not v.isdigit(): raise CwmNbError(f"context must be a number of tokens, got {v!r}", "write e.g. context=8192")
+        if not v.isdigit():
+            raise CwmNbError(
+                f"context must be a number of tokens, got {v!r}", "write e.g. context=8192"
+            )
         return int(v)
     return v
 
@@ -95,47 +137,69 @@ def parse_caps(
     text: str,                        # e.g. "prefill=user,context=8192,stop=no"
     base: EndpointCaps | None = None, # the caps to override (None: the defaults)
 ) -> EndpointCaps:
-    "`base` with the fields named in `text` replaced. Raises `CwmNbError` naming a bad key or value."
+    """`base` with the fields named in `text` replaced. Raises `CwmNbError` naming a bad key or
+    value."""
     out = asdict(base or EndpointCaps())
     for item in filter(None, (s.strip() for s in (text or "").split(","))):
         k, sep, v = item.partition("=")
         k, v = _CAP_ALIASES.get(k.strip(), k.strip()), v.strip()
         if not sep or k not in out or k == "tokens_per_char":
-            raise CwmNbError(f"bad endpoint capability {item!r}",
-                             "use key=value pairs from prefill, stop, max_tokens_param, sampling, seed, stream, context "
-                             "(e.g. --endpoint-caps prefill=user,context=8192,stop=no)")
+            raise CwmNbError(
+                f"bad endpoint capability {item!r}",
+                "use key=value pairs from prefill, stop, max_tokens_param, sampling, seed, stream,"
+                " context (e.g. --endpoint-caps prefill=user,context=8192,stop=no)",
+            )
         out[k] = _cap_value(k, v)
     return EndpointCaps(**out)
 
 # %% ../../nbs/01b_llm_client.ipynb #a4de4c92
-CONTEXT_TOKENS: dict[str, int] = {   # published context windows, by model-name prefix (longest prefix wins)
-    "gpt-4-turbo": 128_000, "gpt-4o": 128_000, "gpt-4.1": 1_047_576, "gpt-5": 400_000,
-    "o1": 200_000, "o3": 200_000, "o4": 200_000,
-    "meta-llama/Meta-Llama-3-": 8_192, "meta-llama/Llama-3.1-": 131_072, "meta-llama/Llama-3.3-": 131_072,
+# published context windows, by model-name prefix (longest prefix wins)
+CONTEXT_TOKENS: dict[str, int] = {
+    "gpt-4-turbo": 128_000,
+    "gpt-4o": 128_000,
+    "gpt-4.1": 1_047_576,
+    "gpt-5": 400_000,
+    "o1": 200_000,
+    "o3": 200_000,
+    "o4": 200_000,
+    "meta-llama/Meta-Llama-3-": 8_192,
+    "meta-llama/Llama-3.1-": 131_072,
+    "meta-llama/Llama-3.3-": 131_072,
 }
-REASONING_MIN_TOKENS = 16_000   # default completion cap of reasoning models (their hidden reasoning counts in it)
+# default completion cap of reasoning models (their hidden reasoning counts in it)
+REASONING_MIN_TOKENS = 16_000
 
 # %% ../../nbs/01b_llm_client.ipynb #ca42d32d
 _REASONING = re.compile(r"^(?:o\d|gpt-5)(?!.*-chat)", re.I)
 
 def is_reasoning_model(model: str) -> bool:
-    "Whether `model` (a name as the provider knows it) is an OpenAI reasoning model: o1, o3, o4-mini, gpt-5, ..."
+    """Whether `model` (a name as the provider knows it) is an OpenAI reasoning model: o1, o3,
+    o4-mini, gpt-5, ..."""
     return bool(_REASONING.match(model.split(":", 1)[-1]))
 
 # %% ../../nbs/01b_llm_client.ipynb #26e4d859
 def caps_for(
-    provider: str,          # "openai", "vllm", "ollama", "llamacpp", "embedded", "" (any other server)
+    # "openai", "vllm", "ollama", "llamacpp", "embedded", "" (any other server)
+    provider: str,
     model: str,             # the model name as the server knows it
     mode: str = "chat",     # "chat" or "completion"
 ) -> EndpointCaps:
     "The capabilities a provider and model name imply (see the table above)."
-    ctx = max(((p, n) for p, n in CONTEXT_TOKENS.items() if model.startswith(p)), default=(None, None),
-              key=lambda pn: len(pn[0]))[1]
+    ctx = max(
+        ((p, n) for p, n in CONTEXT_TOKENS.items() if model.startswith(p)),
+        default=(None, None),
+        key=lambda pn: len(pn[0]),
+    )[1]
     if mode == "completion" or provider in ("vllm", "llamacpp", "embedded"):
         return EndpointCaps(prefill="continue", context_tokens=ctx)
     if provider == "openai" and is_reasoning_model(model):
-        return EndpointCaps(prefill="user", stop=False, max_tokens_param="max_completion_tokens", sampling=False,
-                            context_tokens=ctx)
+        return EndpointCaps(
+            prefill="user",
+            stop=False,
+            max_tokens_param="max_completion_tokens",
+            sampling=False,
+            context_tokens=ctx,
+        )
     return EndpointCaps(prefill="user", context_tokens=ctx)
 
 # %% ../../nbs/01b_llm_client.ipynb #ed511e26
@@ -144,19 +208,32 @@ def _ask_for_prefill(
     msgs: list[dict],   # the messages before it
 ) -> str | None:        # the words to add to the user turn (None: it already asks for the block)
     "What the user turn must ask for so that the answer starts as the pre-fill does."
-    if pre.count("```") % 2 == 1:              # it opens a code block: ask for the block, starting with its code
+    # it opens a code block: ask for the block, starting with its code
+    if pre.count("```") % 2 == 1:
         lang, _, code = pre[pre.rindex("```") + 3:].partition("\n")
         lang = lang.strip() or "python"
-        if not code.strip() and any(f"```{lang} code block" in m["content"] for m in msgs if m["role"] == "user"):
-            return None                        # the user turn already asks for the block; nothing more to say
+        if not code.strip() and any(
+            f"```{lang} code block" in m["content"] for m in msgs if m["role"] == "user"
+        ):
+            # the user turn already asks for the block; nothing more to say
+            return None
         ask = f"Give the complete program in one ```{lang} code block"
-        return ask + (f" that starts with these lines:\n\n```{lang}\n{code.strip(chr(10))}\n```" if code.strip() else ".")
-    return f"Start your answer with: {pre.strip()}" if "\n" not in pre.strip() else f"Start your answer with:\n\n{pre.strip()}"
+        return ask + (
+            f" that starts with these lines:\n\n```{lang}\n{code.strip(chr(10))}\n```"
+            if code.strip()
+            else "."
+        )
+    return (
+        f"Start your answer with: {pre.strip()}"
+        if "\n" not in pre.strip()
+        else f"Start your answer with:\n\n{pre.strip()}"
+    )
 
 # %% ../../nbs/01b_llm_client.ipynb #e9858785
 def prefill_to_user(
     messages: list[dict],  # chat messages ending with an assistant pre-fill
-) -> list[dict]:           # the messages without the pre-fill, the last user turn asking for it in words
+# the messages without the pre-fill, the last user turn asking for it in words
+) -> list[dict]:
     "Drop the trailing assistant pre-fill and ask for it in the last user turn instead."
     pre, msgs = prefill_of(messages), [dict(m) for m in messages[:-1]]
     if not pre: return [dict(m) for m in messages]
@@ -169,23 +246,31 @@ def prefill_to_user(
 
 # %% ../../nbs/01b_llm_client.ipynb #c2d5c16c
 _FENCE_LINE = re.compile(r"^[ \t]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)?(?:`{3,}|~{3,})[ \t]*(\S*)", re.M)
-_CODE_LIKE = re.compile(r"^(?:[ \t]+\S|(?:import|from|class|def|return|if|for|while|with|try|@)\b|[\w.\[\]]+\s*(?:=|\())")
+_CODE_LIKE = re.compile(
+    r"^(?:["
+    r" \t]+\S|(?:import|from|class|def|return|if|for|while|with|try|@)\b|[\w.\[\]]+\s*(?:=|\())"
+)
 
 def _opens_own_block(answer: str) -> bool:
-    "Whether a new-turn answer opens a code block of its own (rather than continuing the pre-filled one)."
+    """Whether a new-turn answer opens a code block of its own (rather than continuing the
+    pre-filled one)."""
     m = _FENCE_LINE.search(answer)
     if m is None: return False
-    if m.group(1): return True                                   # a fence with a language opens a block
+    # a fence with a language opens a block
+    if m.group(1): return True
     before = answer[:m.start()].strip("\n")
-    return not (before.strip() and _CODE_LIKE.match(before))     # code, then a bare fence: it closes the pre-filled block
+    # code, then a bare fence: it closes the pre-filled block
+    return not (before.strip() and _CODE_LIKE.match(before))
 
 # %% ../../nbs/01b_llm_client.ipynb #043bb8fb
 def join_prefill(
     prefill: str,  # the pre-fill that was moved into the user turn
     answer: str,   # the model's new turn
 ) -> str:          # the whole answer, as if the pre-fill had been continued
-    "The pre-fill in front of a new-turn answer; its open code block closed first if the answer opens its own."
-    if not prefill or (prefill.strip() and answer.lstrip().startswith(prefill.strip())): return answer
+    """The pre-fill in front of a new-turn answer; its open code block closed first if the answer
+    opens its own."""
+    if not prefill or (prefill.strip() and answer.lstrip().startswith(prefill.strip())):
+        return answer
     if prefill.count("```") % 2 == 1 and _opens_own_block(answer):
         return prefill.rstrip("\n") + "\n```\n\n" + answer
     return prefill + answer
@@ -197,7 +282,8 @@ class Request:
     messages: list[dict]      # the messages sent
     params: dict              # the sampling parameters sent (see `shape_request`)
     prefill: str = ""         # the caller's pre-fill
-    continued: bool = True    # the endpoint continues the pre-fill in place (False: the answer is a new turn)
+    # the endpoint continues the pre-fill in place (False: the answer is a new turn)
+    continued: bool = True
 
 # %% ../../nbs/01b_llm_client.ipynb #34cb1b27
 def shape_request(
@@ -209,7 +295,8 @@ def shape_request(
     pre, p, continued = prefill_of(messages), dict(params), True
     if pre and caps.prefill != "continue":
         messages, continued = prefill_to_user(messages), False
-        p["stop"] = []                                     # a stop meant for the continued block would cut the new turn
+        # a stop meant for the continued block would cut the new turn
+        p["stop"] = []
     if caps.max_tokens_param != "max_tokens" and "max_tokens" in p:
         p["max_completion_tokens"] = p.pop("max_tokens")
     if not caps.sampling:
@@ -226,22 +313,35 @@ def estimate_tokens(
 ) -> int:                                 # an upper estimate of the prompt's tokens
     "Prompt tokens of `messages`, estimated from their characters."
     chars = sum(len(m["content"]) for m in messages)
-    return math.ceil(chars * (tokens_per_char or 1 / 3) * (1.05 if tokens_per_char else 1.0)) + 8 * len(messages)
+    return math.ceil(
+        chars * (tokens_per_char or 1 / 3) * (1.05 if tokens_per_char else 1.0)
+    ) + 8 * len(messages)
 
 # %% ../../nbs/01b_llm_client.ipynb #132c3d4e
 def _learn_window(caps: EndpointCaps, r: RequestRefused, request_chars: int, request_tokens: int):
-    "After a context refusal: the window the message names, else just below the refused request's estimated size."
-    if r.prompt_tokens and request_chars: caps.tokens_per_char = max(caps.tokens_per_char or 0, r.prompt_tokens / request_chars)
+    """After a context refusal: the window the message names, else just below the refused request's
+    estimated size."""
+    if r.prompt_tokens and request_chars:
+        caps.tokens_per_char = max(caps.tokens_per_char or 0, r.prompt_tokens / request_chars)
     if r.window: caps.context_tokens = r.window
-    elif request_tokens > 1: caps.context_tokens = min(caps.context_tokens or request_tokens, request_tokens - 1)
+    elif request_tokens > 1:
+        caps.context_tokens = min(caps.context_tokens or request_tokens, request_tokens - 1)
 
 # %% ../../nbs/01b_llm_client.ipynb #90ec58da
 _PREFILL_FIX = ("prefill", "user", "pre-fill moved into the user turn")
 _SAMPLING_FIX = ("sampling", False, "temperature and top_p left to the model's defaults")
-_CORRECTIONS = {   # what was refused: (field of `EndpointCaps`, its corrected value, the change in words)
-    "prefill": _PREFILL_FIX, "continue_final_message": _PREFILL_FIX, "add_generation_prompt": _PREFILL_FIX,
-    "max_tokens": ("max_tokens_param", "max_completion_tokens", "max_tokens sent as max_completion_tokens"),
-    "temperature": _SAMPLING_FIX, "top_p": _SAMPLING_FIX,
+# what was refused: (field of `EndpointCaps`, its corrected value, the change in words)
+_CORRECTIONS = {
+    "prefill": _PREFILL_FIX,
+    "continue_final_message": _PREFILL_FIX,
+    "add_generation_prompt": _PREFILL_FIX,
+    "max_tokens": (
+        "max_tokens_param",
+        "max_completion_tokens",
+        "max_tokens sent as max_completion_tokens",
+    ),
+    "temperature": _SAMPLING_FIX,
+    "top_p": _SAMPLING_FIX,
     "stop": ("stop", False, "stop strings applied to the answer instead of sent"),
     "seed": ("seed", False, "seed not sent"),
     "stream": ("stream", False, "the stream key left out"),
@@ -252,38 +352,50 @@ def learn_from_refusal(
     caps: EndpointCaps,     # the endpoint's caps, changed in place
     r: RequestRefused,      # what it refused
     request_chars: int = 0, # characters of the refused prompt (to learn tokens per character)
-    request_tokens: int = 0,  # the refused request's estimated prompt tokens plus its completion cap
+    # the refused request's estimated prompt tokens plus its completion cap
+    request_tokens: int = 0,
 ) -> str | None:            # what changed in the request's shape (None: nothing to correct)
-    """Correct `caps` after refusal `r`: a parameter or pre-fill fixed (returned), or the context window learned
-    (None): the window the message names, else just below the refused request's estimated size."""
+    """Correct `caps` after refusal `r`: a parameter or pre-fill fixed (returned), or the context
+    window learned (None): the window the message names, else just below the refused request's
+    estimated size."""
     if r.kind == "context": return _learn_window(caps, r, request_chars, request_tokens)
     fix = _CORRECTIONS.get("prefill" if r.kind == "prefill" else r.param)
-    if fix is None or getattr(caps, fix[0]) == fix[1]: return None   # nothing to correct, or corrected already
+    # nothing to correct, or corrected already
+    if fix is None or getattr(caps, fix[0]) == fix[1]: return None
     setattr(caps, fix[0], fix[1])
     return fix[2]
 
 # %% ../../nbs/01b_llm_client.ipynb #669b4a3b
 def request_seed(seed: int, draw: int) -> int:
-    "The sampling seed sent to a backend for call number `draw` of a run seeded with `seed` (0 <= s < 2**31)."
+    """The sampling seed sent to a backend for call number `draw` of a run seeded with `seed` (0 <=
+    s < 2**31)."""
     return derive_seed(seed, "llm-draw", draw) % 2**31
 
 # %% ../../nbs/01b_llm_client.ipynb #6f53173a
 def cache_key(model: str, messages: list[dict], params: dict, seed: int, draw: int) -> str:
     "Hex SHA-256 of the canonical JSON of (model, messages, params, seed, draw)."
-    blob = json.dumps([model, messages, params, int(seed), int(draw)], sort_keys=True, ensure_ascii=False)
+    blob = json.dumps(
+        [model, messages, params, int(seed), int(draw)], sort_keys=True, ensure_ascii=False
+    )
     return hashlib.sha256(blob.encode()).hexdigest()
 
 # %% ../../nbs/01b_llm_client.ipynb #d96bce82
 class LLM:
-    "Base class: a named model that turns chat messages into a `Completion`, with `usage` accounting."
-    price: tuple[float, float] | None = None  # USD per million (prompt, completion) tokens, if known
-    cache = None                              # a `ResponseCache` consulted before `send` (set by `CachedLLM`)
-    counts_tokens = True                      # its prompt_tokens are a tokenizer's count (test doubles: False)
+    """Base class: a named model that turns chat messages into a `Completion`, with `usage`
+    accounting."""
+    # USD per million (prompt, completion) tokens, if known
+    price: tuple[float, float] | None = None
+    # a `ResponseCache` consulted before `send` (set by `CachedLLM`)
+    cache = None
+    # its prompt_tokens are a tokenizer's count (test doubles: False)
+    counts_tokens = True
 
     def __init__(self, name: str):
         self.name, self.usage, self._lock = name, Usage(), threading.Lock()
-        self.caps = EndpointCaps(prefill="continue")   # in-process backends continue a pre-fill in place
-        self.adjustments: list[str] = []               # corrections of the request shape learned from refusals
+        # in-process backends continue a pre-fill in place
+        self.caps = EndpointCaps(prefill="continue")
+        # corrections of the request shape learned from refusals
+        self.adjustments: list[str] = []
 
     def __repr__(self): return f"{type(self).__name__}({self.name!r})"
 
@@ -291,25 +403,31 @@ class LLM:
 @patch
 def sampling_params(self: LLM, max_tokens: int | None = None, temperature: float | None = None,
                     top_p: float | None = None, stop: list[str] | None = None) -> dict:
-    "The effective sampling parameters (defaults filled in) as a JSON-safe dict; part of the cache key."
+    """The effective sampling parameters (defaults filled in) as a JSON-safe dict; part of the cache
+    key."""
     return dict(max_tokens=max_tokens, temperature=temperature, top_p=top_p, stop=list(stop or []))
 
 # %% ../../nbs/01b_llm_client.ipynb #b59358fe
 @patch
 def complete(self: LLM,
-             messages: list[dict],              # chat messages; a trailing assistant message is a pre-fill
+             # chat messages; a trailing assistant message is a pre-fill
+             messages: list[dict],
              *,
              seed: int = 0,                     # the run's seed
-             draw: int = 0,                     # index of this call within the run (distinct draws, distinct samples)
+             # index of this call within the run (distinct draws, distinct samples)
+             draw: int = 0,
              max_tokens: int | None = None,     # cap on generated tokens (None: backend default)
              temperature: float | None = None,  # sampling temperature (None: backend default)
              top_p: float | None = None,        # nucleus sampling mass (None: backend default)
              stop: list[str] | None = None,     # stop strings (not included in the text)
             ) -> Completion:
-    """Answer `messages`; `text` starts with the pre-fill. Raises `ValueError` for malformed messages,
-    `RequestRefused` (`ContextWindowExceeded`) when the endpoint refuses this request, `CwmNbError` when it fails."""
+    """Answer `messages`; `text` starts with the pre-fill. Raises `ValueError` for malformed
+    messages, `RequestRefused` (`ContextWindowExceeded`) when the endpoint refuses this request,
+    `CwmNbError` when it fails."""
     check_messages(messages)
-    return self._answer(messages, self.sampling_params(max_tokens, temperature, top_p, stop), seed, draw)
+    return self._answer(
+        messages, self.sampling_params(max_tokens, temperature, top_p, stop), seed, draw
+    )
 
 # %% ../../nbs/01b_llm_client.ipynb #14238a16
 @patch
@@ -329,16 +447,25 @@ def _complete(self: LLM, messages: list[dict], params: dict, *, seed: int, draw:
 
 # %% ../../nbs/01b_llm_client.ipynb #cbfefcf2
 def _request_record(llm: LLM, req: Request, seed: int, draw: int) -> dict:
-    return dict(model=llm.name, endpoint=llm.cache_name, messages=req.messages, params=req.params, seed=seed, draw=draw)
+    return dict(
+        model=llm.name,
+        endpoint=llm.cache_name,
+        messages=req.messages,
+        params=req.params,
+        seed=seed,
+        draw=draw,
+    )
 
 # %% ../../nbs/01b_llm_client.ipynb #d94075e3
-#: Refusals that follow from the request and the endpoint alone, so the same request is refused again: cached.
+#: Refusals that follow from the request and the endpoint alone, so the same request is refused
+#: again: cached.
 #: Others (a content filter, a router's error) may not recur and are not.
 CACHED_REFUSALS = ("parameter", "prefill", "context")
 
 # %% ../../nbs/01b_llm_client.ipynb #0821917d
 def _learn(self: LLM, r: RequestRefused, req: Request) -> str | None:
-    "Learn from a refusal of `req` (`learn_from_refusal`); a correction is logged, kept in `adjustments` and remembered."
+    """Learn from a refusal of `req` (`learn_from_refusal`); a correction is logged, kept in
+    `adjustments` and remembered."""
     before = self.caps.to_dict()
     mt = req.params.get("max_tokens", req.params.get("max_completion_tokens")) or 0
     change = learn_from_refusal(self.caps, r, sum(len(m["content"]) for m in req.messages),
@@ -347,13 +474,16 @@ def _learn(self: LLM, r: RequestRefused, req: Request) -> str | None:
         self.adjustments.append(change)
         _log.warning("%s: %s (the endpoint said: %s)", self.name, change, r.message[:200])
     elif r.kind == "context" and self.caps.context_tokens:
-        _log.warning("%s: context window %d tokens (from a refusal)", self.name, self.caps.context_tokens)
+        _log.warning(
+            "%s: context window %d tokens (from a refusal)", self.name, self.caps.context_tokens
+        )
     self.remember_caps(before)
     return change
 
 # %% ../../nbs/01b_llm_client.ipynb #27cb473a
 def _remember_caps(self: LLM, before: dict | None = None):
-    "Store what was learned about the endpoint in the response cache, so that the next run starts from it."
+    """Store what was learned about the endpoint in the response cache, so that the next run starts
+    from it."""
     if self.cache is not None and self.caps.to_dict() != before:
         self.cache.put_caps(self.cache_name, self.caps.to_dict(), self.adjustments)
 
@@ -365,17 +495,26 @@ def _from_cache(self: LLM, hit: Completion, t0: float) -> Completion:
     return hit
 
 # %% ../../nbs/01b_llm_client.ipynb #0aaeff9f
-def _after_refusal(self: LLM, r: RequestRefused, req: Request, key: str | None, hit, seed: int, draw: int):
-    "Returns when the request's shape was corrected (send again); else raises `r` (named as replayed if cached)."
+def _after_refusal(
+    self: LLM, r: RequestRefused, req: Request, key: str | None, hit, seed: int, draw: int
+):
+    """Returns when the request's shape was corrected (send again); else raises `r` (named as
+    replayed if cached)."""
     if key and hit is None and r.kind in CACHED_REFUSALS:
         self.cache.put_refusal(key, r, _request_record(self, req, seed, draw))
     if _learn(self, r, req): return
     with self._lock: self.usage.refused += 1
     if hit is not None:
-        raise type(r)(r.what + " [replayed from the response cache: this same request was refused before]",
-                      r.todo + f"; to send it again, delete the cache file {self.cache.path} or point "
-                      "CWM_NB_LLM_CACHE elsewhere", **{k: getattr(r, k) for k in
-                      ("status", "message", "param", "kind", "window", "prompt_tokens")}) from None
+        raise type(r)(
+            r.what + " [replayed from the response cache: this same request was refused before]",
+            r.todo
+            + f"; to send it again, delete the cache file {self.cache.path} or point "
+            "CWM_NB_LLM_CACHE elsewhere",
+            **{
+                k: getattr(r, k)
+                for k in ("status", "message", "param", "kind", "window", "prompt_tokens")
+            },
+        ) from None
     raise r
 
 # %% ../../nbs/01b_llm_client.ipynb #f3d292ae
@@ -383,25 +522,36 @@ def _move_prefill(self: LLM):
     "Switch this endpoint to prefill=user, logged, kept in `adjustments` and remembered."
     before = self.caps.to_dict()
     self.caps.prefill = "user"
-    self.adjustments.append("pre-fill moved into the user turn (an empty answer cut at the stop: a new turn)")
+    self.adjustments.append(
+        "pre-fill moved into the user turn (an empty answer cut at the stop: a new turn)"
+    )
     _log.warning("%s: %s", self.name, self.adjustments[-1])
     self.remember_caps(before)
 
 # %% ../../nbs/01b_llm_client.ipynb #75f697ed
-def _accept(self: LLM, c: Completion, req: Request, key: str | None, seed: int, draw: int) -> Completion:
+def _accept(
+    self: LLM, c: Completion, req: Request, key: str | None, seed: int, draw: int
+) -> Completion:
     "Finish a fresh answer `c` to `req` and return it."
     cap = req.params.get("max_tokens", req.params.get("max_completion_tokens"))
     if c.finish_reason == "length":
-        c.cut = cut_reason(c, cap, getattr(getattr(self, "inner", self), "provider", ""), req.prefill)
+        c.cut = cut_reason(
+            c, cap, getattr(getattr(self, "inner", self), "provider", ""), req.prefill
+        )
         _log.warning("%s: %s", self.name, c.cut)
     if c.tokens_estimated and not self.usage.estimated_calls:
-        _log.warning("%s: the server reported no token counts; tokens (and cost) are estimated from characters "
-                     "(counted in usage.estimated_calls)", self.name)
+        _log.warning(
+            "%s: the server reported no token counts; tokens (and cost) are estimated from"
+            " characters (counted in usage.estimated_calls)",
+            self.name,
+        )
     if not req.continued: c.text = join_prefill(req.prefill, c.text)
     chars = sum(len(m["content"]) for m in req.messages)
-    if c.prompt_tokens and chars > 200 and self.counts_tokens and not c.tokens_estimated:   # the endpoint's own count: a better estimate
+    # the endpoint's own count: a better estimate
+    if c.prompt_tokens and chars > 200 and self.counts_tokens and not c.tokens_estimated:
         self.caps.tokens_per_char = max(self.caps.tokens_per_char or 0.0, c.prompt_tokens / chars)
-    server_cut = c.finish_reason == "length" and cut_by_server(c, cap)   # the server's window, not this request
+    # the server's window, not this request
+    server_cut = c.finish_reason == "length" and cut_by_server(c, cap)
     if key and not server_cut: self.cache.put(key, c, _request_record(self, req, seed, draw))
     with self._lock: self.usage.record(c, self.price)
     return c
@@ -410,7 +560,11 @@ def _accept(self: LLM, c: Completion, req: Request, key: str | None, seed: int, 
 def _answer(self: LLM, messages: list[dict], params: dict, seed: int, draw: int) -> Completion:
     for _ in range(8):                    # each pass answers, or corrects the shape after a refusal
         req = self.prepare(messages, params)
-        key = cache_key(self.cache_name, req.messages, req.params, seed, draw) if self.cache is not None else None
+        key = (
+            cache_key(self.cache_name, req.messages, req.params, seed, draw)
+            if self.cache is not None
+            else None
+        )
         t0 = time.perf_counter()
         hit = self.cache.get(key) if key else None
         try:
@@ -421,30 +575,49 @@ def _answer(self: LLM, messages: list[dict], params: dict, seed: int, draw: int)
             _after_refusal(self, r, req, key, hit, seed, draw)
             continue                          # the shape was corrected: send again
         c.latency_s, c.model = time.perf_counter() - t0, self.name
-        if self.answered_in_new_turn(req, c):   # nothing but the stop: the endpoint did not continue the pre-fill
+        # nothing but the stop: the endpoint did not continue the pre-fill
+        if self.answered_in_new_turn(req, c):
             _move_prefill(self)
             continue
         return _accept(self, c, req, key, seed, draw)
-    raise CwmNbError(f"{self.name} kept refusing the corrected requests", "set the endpoint's capabilities with --endpoint-caps")
+    raise CwmNbError(
+        f"{self.name} kept refusing the corrected requests",
+        "set the endpoint's capabilities with --endpoint-caps",
+    )
 
 # %% ../../nbs/01b_llm_client.ipynb #dbc81204
 def _answered_in_new_turn(self: LLM, req: Request, c: Completion) -> bool:
-    """Whether an endpoint asked to continue a pre-fill that opens a code block answered in a new turn instead:
-    nothing before the stop at the closing fence (a new turn opens with a fence). Chat endpoints only."""
-    if getattr(getattr(self, "inner", self), "mode", None) != "chat" or not (req.continued and req.prefill): return False
+    """Whether an endpoint asked to continue a pre-fill that opens a code block answered in a new
+    turn instead: nothing before the stop at the closing fence (a new turn opens with a fence).
+    Chat endpoints only."""
+    if getattr(getattr(self, "inner", self), "mode", None) != "chat" or not (
+        req.continued and req.prefill
+    ):
+        return False
     return (req.prefill.count("```") % 2 == 1 and "```" in req.params.get("stop", [])
             and not c.text[len(req.prefill):].strip() and c.finish_reason in (None, "stop"))
 
 # %% ../../nbs/01b_llm_client.ipynb #813351d4
 def _fits(self: LLM, messages: list[dict], max_tokens: int | None) -> bool | None:
-    "Whether the prompt plus `max_tokens` fits the known context window (None: the window is unknown)."
+    """Whether the prompt plus `max_tokens` fits the known context window (None: the window is
+    unknown)."""
     if not self.caps.context_tokens: return None
-    return estimate_tokens(messages, self.caps.tokens_per_char) + (max_tokens or 0) <= self.caps.context_tokens
+    return (
+        estimate_tokens(messages, self.caps.tokens_per_char) + (max_tokens or 0)
+        <= self.caps.context_tokens
+    )
 
-LLM._answer, LLM.learn, LLM.fits, LLM.answered_in_new_turn = _answer, _learn, _fits, _answered_in_new_turn
+LLM._answer, LLM.learn, LLM.fits, LLM.answered_in_new_turn = (
+    _answer,
+    _learn,
+    _fits,
+    _answered_in_new_turn,
+)
 LLM.remember_caps = _remember_caps
-LLM.cache_name = property(lambda self: getattr(self, "_cache_name", None) or self.name,
-                          doc="The endpoint's identity in the response cache: its name (and the URL of an HTTP endpoint)")
+LLM.cache_name = property(
+    lambda self: getattr(self, "_cache_name", None) or self.name,
+    doc="The endpoint's identity in the response cache: its name (and the URL of an HTTP endpoint)",
+)
 
 # %% ../../nbs/01b_llm_client.ipynb #9d87f00e
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
@@ -456,7 +629,8 @@ def is_local_url(url: str) -> bool:
 
 # %% ../../nbs/01b_llm_client.ipynb #7247fc6f
 def _retry_after(response) -> float | None:
-    "Seconds the server asks to wait (`retry-after-ms`, `retry-after` in seconds or as an HTTP date), or None."
+    """Seconds the server asks to wait (`retry-after-ms`, `retry-after` in seconds or as an HTTP
+    date), or None."""
     h = getattr(response, "headers", None) or {}
     try:
         if h.get("retry-after-ms"): return float(h["retry-after-ms"]) / 1000
@@ -485,64 +659,98 @@ def _param(e: Exception) -> str | None:
 
 # %% ../../nbs/01b_llm_client.ipynb #5fd6dadd
 def _retries_from_env() -> int:
-    "Retries per request: `$CWM_NB_LLM_RETRIES`, else 6. Raises `CwmNbError` if it is not a whole number."
+    """Retries per request: `$CWM_NB_LLM_RETRIES`, else 6. Raises `CwmNbError` if it is not a whole
+    number."""
     v = os.environ.get("CWM_NB_LLM_RETRIES", "").strip()
     if v and not (v.isascii() and v.isdigit()):
-        raise CwmNbError(f"CWM_NB_LLM_RETRIES={v!r} is not a whole number", "set it to the retries per request (e.g. 6), or unset it")
+        raise CwmNbError(
+            f"CWM_NB_LLM_RETRIES={v!r} is not a whole number",
+            "set it to the retries per request (e.g. 6), or unset it",
+        )
     return int(v) if v else 6
 
 def _api_key(api_key_env: str, base_url: str) -> str:
-    "The key in `$api_key_env`; a dummy key for a local server. Raises `CwmNbError` for a remote one without."
+    """The key in `$api_key_env`; a dummy key for a local server. Raises `CwmNbError` for a remote
+    one without."""
     key = os.environ.get(api_key_env)
     if key: return key
     if not is_local_url(base_url):
-        raise CwmNbError(f"no API key for {base_url}: the environment variable {api_key_env} is not set",
-                         f"export {api_key_env}=<your key> (the workbook reads the key from that variable)")
+        raise CwmNbError(
+            f"no API key for {base_url}: the environment variable {api_key_env} is not set",
+            f"export {api_key_env}=<your key> (the workbook reads the key from that variable)",
+        )
     return "sk-local-no-key"
 
 # %% ../../nbs/01b_llm_client.ipynb #b488397b
 class OpenAICompatibleLLM(LLM):
-    """An OpenAI-compatible HTTP endpoint (OpenAI, vLLM, Ollama, llama.cpp server, routers) in chat or completion
-    mode. Raises `CwmNbError` at construction if a remote endpoint has no key; `complete` raises `RequestRefused`
-    for a refused request and `CwmNbError` when the endpoint is unreachable, refuses the key or model, or keeps
-    failing after `max_retries` retries."""
+    """An OpenAI-compatible HTTP endpoint (OpenAI, vLLM, Ollama, llama.cpp server, routers) in chat
+    or completion mode. Raises `CwmNbError` at construction if a remote endpoint has no key;
+    `complete` raises `RequestRefused` for a refused request and `CwmNbError` when the endpoint
+    is unreachable, refuses the key or model, or keeps failing after `max_retries` retries."""
     def __init__(self,
-                 base_url: str,                        # e.g. "https://api.openai.com/v1", "http://127.0.0.1:8000/v1"
+                 # e.g. "https://api.openai.com/v1", "http://127.0.0.1:8000/v1"
+                 base_url: str,
                  model: str,                           # model name as the server knows it
-                 api_key_env: str = "OPENAI_API_KEY",  # environment variable holding the key (a dummy key is used for local servers)
-                 mode: str = "chat",                   # "chat" or "completion" (base models: plain-text prompt)
+                 # environment variable holding the key (a dummy key is used for local servers)
+                 api_key_env: str = "OPENAI_API_KEY",
+                 # "chat" or "completion" (base models: plain-text prompt)
+                 mode: str = "chat",
                  timeout_s: float = 600.0,             # per-request timeout, seconds
-                 max_retries: int | None = None,       # retries of what waiting can cure (see above); None: $CWM_NB_LLM_RETRIES or 6
-                 backoff_s: float = 1.0,               # first backoff wait, seconds; doubles each retry
-                 backoff_max_s: float = 60.0,          # cap on one backoff wait, seconds (a longer Retry-After wins)
-                 max_tokens: int = 4096,               # default cap on generated tokens (paper: 4096)
+                 # retries of what waiting can cure (see above); None: $CWM_NB_LLM_RETRIES or 6
+                 max_retries: int | None = None,
+                 # first backoff wait, seconds; doubles each retry
+                 backoff_s: float = 1.0,
+                 # cap on one backoff wait, seconds (a longer Retry-After wins)
+                 backoff_max_s: float = 60.0,
+                 # default cap on generated tokens (paper: 4096)
+                 max_tokens: int = 4096,
                  temperature: float = 0.6,             # default temperature (paper: 0.6)
                  top_p: float = 0.8,                   # default nucleus mass (paper: 0.8)
-                 price: tuple[float, float] | None = None,  # USD per million (prompt, completion) tokens; None: look up `model`
-                 provider: str = "",                   # "openai", "vllm", "ollama", "llamacpp" or "" (any): sets `caps` (`caps_for`)
-                 caps: EndpointCaps | str | None = None,  # capabilities, or overrides of the provider's in `parse_caps` form
-                 continue_prefill: bool | None = None, # shorthand for caps prefill=continue (True) or prefill=user (False)
+                 # USD per million (prompt, completion) tokens; None: look up `model`
+                 price: tuple[float, float] | None = None,
+                 # "openai", "vllm", "ollama", "llamacpp" or "" (any): sets `caps` (`caps_for`)
+                 provider: str = "",
+                 # capabilities, or overrides of the provider's in `parse_caps` form
+                 caps: EndpointCaps | str | None = None,
+                 # shorthand for caps prefill=continue (True) or prefill=user (False)
+                 continue_prefill: bool | None = None,
                  name: str | None = None,              # `LLM.name` (cache key); default `model`
                 ):
         import openai
-        if mode not in ("chat", "completion"): raise ValueError(f"mode must be 'chat' or 'completion', got {mode!r}")
+        if mode not in ("chat", "completion"):
+            raise ValueError(f"mode must be 'chat' or 'completion', got {mode!r}")
         super().__init__(name or model)
-        self.base_url, self.model, self.mode, self.timeout_s = base_url.rstrip("/"), model, mode, timeout_s
+        self.base_url, self.model, self.mode, self.timeout_s = (
+            base_url.rstrip("/"),
+            model,
+            mode,
+            timeout_s,
+        )
         self.provider = provider
         if max_retries is None: max_retries = _retries_from_env()
         self.max_retries, self.backoff_s, self.backoff_max_s = max_retries, backoff_s, backoff_max_s
         self.defaults = dict(max_tokens=max_tokens, temperature=temperature, top_p=top_p)
         self.price = price if price is not None else price_of(model)
-        self.caps = caps if isinstance(caps, EndpointCaps) else parse_caps(caps or "", caps_for(provider, model, mode))
-        self._cache_name = f"{self.name}@{self.base_url}"   # two servers serving the same name do not share answers
-        if continue_prefill is not None and mode == "chat": self.caps.prefill = "continue" if continue_prefill else "user"
+        self.caps = (
+            caps
+            if isinstance(caps, EndpointCaps)
+            else parse_caps(caps or "", caps_for(provider, model, mode))
+        )
+        # two servers serving the same name do not share answers
+        self._cache_name = f"{self.name}@{self.base_url}"
+        if continue_prefill is not None and mode == "chat":
+            self.caps.prefill = "continue" if continue_prefill else "user"
         key = _api_key(api_key_env, self.base_url)
         self.sleep = time.sleep  # replaceable in tests
-        self.client = openai.OpenAI(api_key=key, base_url=self.base_url, timeout=timeout_s, max_retries=0)
+        self.client = openai.OpenAI(
+            api_key=key, base_url=self.base_url, timeout=timeout_s, max_retries=0
+        )
 
 # %% ../../nbs/01b_llm_client.ipynb #c64983d1
 @patch
-def sampling_params(self: OpenAICompatibleLLM, max_tokens=None, temperature=None, top_p=None, stop=None) -> dict:
+def sampling_params(
+    self: OpenAICompatibleLLM, max_tokens=None, temperature=None, top_p=None, stop=None
+) -> dict:
     "The request's sampling settings, the endpoint's defaults filling what is None."
     d = self.defaults
     return dict(mode=self.mode, max_tokens=d["max_tokens"] if max_tokens is None else max_tokens,
@@ -552,15 +760,19 @@ def sampling_params(self: OpenAICompatibleLLM, max_tokens=None, temperature=None
 # %% ../../nbs/01b_llm_client.ipynb #5d51c5ae
 @patch
 def backoff(self: OpenAICompatibleLLM, attempt: int, retry_after: float | None = None) -> float:
-    "Seconds to wait before retry number `attempt` (0-based): exponential with jitter, at least `retry_after` (≤ 600 s)."
+    """Seconds to wait before retry number `attempt` (0-based): exponential with jitter, at least
+    `retry_after` (≤ 600 s)."""
     w = min(self.backoff_max_s, self.backoff_s * 2**attempt) * random.uniform(0.75, 1.25)
     return max(w, min(retry_after or 0.0, 600.0))
 
 # %% ../../nbs/01b_llm_client.ipynb #b32b15dd
 def _request_kwargs(self: OpenAICompatibleLLM, req: Request, seed: int) -> dict:
-    "The keyword arguments of the `openai` client's call for `req` (all but the prompt or messages)."
+    """The keyword arguments of the `openai` client's call for `req` (all but the prompt or
+    messages)."""
     p = req.params
-    kw = {k: p[k] for k in ("max_tokens", "max_completion_tokens", "temperature", "top_p") if k in p}
+    kw = {
+        k: p[k] for k in ("max_tokens", "max_completion_tokens", "temperature", "top_p") if k in p
+    }
     kw["model"] = self.model
     if not p.get("no_seed"): kw["seed"] = seed
     if not p.get("no_stream"): kw["stream"] = False   # some servers stream unless told not to
@@ -573,21 +785,34 @@ def _request_kwargs(self: OpenAICompatibleLLM, req: Request, seed: int) -> dict:
 _KEEPALIVE = re.compile(r"\A(?:[ \t]*(?::[^\n]*)?\r?\n)+")
 
 def _post(self: OpenAICompatibleLLM, req: Request, seed: int) -> dict:
-    "The endpoint's answer to `req` as a JSON body (an event stream joined into one). Raises `_NoAnswer` for neither."
+    """The endpoint's answer to `req` as a JSON body (an event stream joined into one). Raises
+    `_NoAnswer` for neither."""
     kw = _request_kwargs(self, req, seed)
     if self.mode == "completion":
-        raw = self.client.completions.with_raw_response.create(prompt=render_plain(req.messages), **kw)
+        raw = self.client.completions.with_raw_response.create(
+            prompt=render_plain(req.messages), **kw
+        )
     else:
         raw = self.client.chat.completions.with_raw_response.create(messages=req.messages, **kw)
-    text = _KEEPALIVE.sub("", raw.text)   # keep-alive comments before the JSON (OpenRouter's ": OPENROUTER PROCESSING")
-    if "event-stream" in raw.headers.get("content-type", "") or text.lstrip().startswith("data:"): return join_events(text)
-    if "html" in raw.headers.get("content-type", "") or re.match(r"\s*<(?:!doctype|html)", text, re.I):
-        raise CwmNbError(f"{self.base_url} answered HTTP 200 with an HTML page, not an API answer: {text[:120]!r}",
-                         "check --base-url: it must be the API (ending in /v1), not a web page; a proxy's sign-in page "
-                         "means its login or key is missing")
-    try: body = json.loads(text)
-    except ValueError: body = None
-    if not isinstance(body, dict): raise _NoAnswer(f"HTTP 200 without a JSON answer: {text[:200]!r}")
+    # keep-alive comments before the JSON (OpenRouter's ": OPENROUTER PROCESSING")
+    text = _KEEPALIVE.sub("", raw.text)
+    if "event-stream" in raw.headers.get("content-type", "") or text.lstrip().startswith("data:"):
+        return join_events(text)
+    if "html" in raw.headers.get("content-type", "") or re.match(
+        r"\s*<(?:!doctype|html)", text, re.I
+    ):
+        raise CwmNbError(
+            f"{self.base_url} answered HTTP 200 with an HTML page, not an API answer:"
+            f" {text[:120]!r}",
+            "check --base-url: it must be the API (ending in /v1), not a web page; a proxy's"
+            " sign-in page means its login or key is missing",
+        )
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        raise _NoAnswer(f"HTTP 200 without a JSON answer: {text[:200]!r}")
     return body
 
 def _request(self: OpenAICompatibleLLM, req: Request, seed: int) -> Completion:
@@ -600,13 +825,21 @@ def _request(self: OpenAICompatibleLLM, req: Request, seed: int) -> Completion:
     n_prompt, n_completion = read_usage(body.get("usage"))
     est = n_prompt is None or n_completion is None
     if n_prompt is None: n_prompt = estimate_tokens(req.messages, self.caps.tokens_per_char)
-    if n_completion is None: n_completion = math.ceil(len(text) / 3)   # estimate_tokens' ratio: a third of a token per character
-    return Completion(pre + text, prompt_tokens=n_prompt, completion_tokens=n_completion, finish_reason=finish,
-                      source=source, tokens_estimated=est)
+    # estimate_tokens' ratio: a third of a token per character
+    if n_completion is None: n_completion = math.ceil(len(text) / 3)
+    return Completion(
+        pre + text,
+        prompt_tokens=n_prompt,
+        completion_tokens=n_completion,
+        finish_reason=finish,
+        source=source,
+        tokens_estimated=est,
+    )
 
 # %% ../../nbs/01b_llm_client.ipynb #78485b0f
 def _connection_refused(e: BaseException) -> bool:
-    "Whether a connection error was a refused connection (nobody listens), not a reset or a dropped answer."
+    """Whether a connection error was a refused connection (nobody listens), not a reset or a
+    dropped answer."""
     seen = 0
     while e is not None and seen < 10:
         if isinstance(e, ConnectionRefusedError) or type(e).__name__ == "ConnectError": return True
@@ -615,36 +848,49 @@ def _connection_refused(e: BaseException) -> bool:
 
 # %% ../../nbs/01b_llm_client.ipynb #8eda998c
 def _status_error(e: Exception, where: str) -> tuple[str, float | None]:
-    "For a retryable `openai.APIStatusError`: (the error in words, the server's Retry-After). Raises for the others."
+    """For a retryable `openai.APIStatusError`: (the error in words, the server's Retry-After).
+    Raises for the others."""
     s = e.status_code
     if s in (401, 403):
-        raise CwmNbError(f"{where} refused the API key (HTTP {s}): {_short(e)}",
-                         "check that the key in the environment variable is valid for this endpoint") from e
+        raise CwmNbError(
+            f"{where} refused the API key (HTTP {s}): {_short(e)}",
+            "check that the key in the environment variable is valid for this endpoint",
+        ) from e
     if s == 404:
-        raise CwmNbError(f"{where} answered 404: {_short(e)}",
-                         "check the model name and that base_url ends with /v1 (list models at <base_url>/models)") from e
+        raise CwmNbError(
+            f"{where} answered 404: {_short(e)}",
+            "check the model name and that base_url ends with /v1 (list models at"
+            " <base_url>/models)",
+        ) from e
     if s in (400, 413, 422): raise classify_refusal(s, _short(e, 2000), _param(e), where) from e
     if s not in (408, 409, 425, 429) and s < 500:
-        raise CwmNbError(f"{where} rejected the request (HTTP {s}): {_short(e)}", "read the provider's message above") from e
+        raise CwmNbError(
+            f"{where} rejected the request (HTTP {s}): {_short(e)}",
+            "read the provider's message above",
+        ) from e
     return f"HTTP {s}: {_short(e)}", _retry_after(e.response)
 
 # %% ../../nbs/01b_llm_client.ipynb #e7a9e950
 def _unreachable(where: str, e: Exception) -> CwmNbError:
     "The error for an endpoint nobody listens at, saying how to start one."
-    return CwmNbError(f"cannot reach {where}: {e.__cause__ or e}",
-                      "start the server (e.g. `vllm serve MODEL`, `ollama serve`, `python -m llama_cpp.server "
-                      "--model FILE.gguf`), check the URL given as base_url / --base-url, or use the embedded "
-                      "model (--model embedded)")
+    return CwmNbError(
+        f"cannot reach {where}: {e.__cause__ or e}",
+        "start the server (e.g. `vllm serve MODEL`, `ollama serve`, `python -m llama_cpp.server "
+        "--model FILE.gguf`), check the URL given as base_url / --base-url, or use the embedded "
+        "model (--model embedded)",
+    )
 
 # %% ../../nbs/01b_llm_client.ipynb #afab2103
 def _revive_server(llm: LLM, grace_s: float = 1.0) -> bool:
-    """True when `llm.server` had died and runs again (restarted, counted in `usage.server_restarts`, `llm` pointed at it):
-    send the request again. False without a server of our own, or while it runs. Raises its `death_error` past its restarts."""
+    """True when `llm.server` had died and runs again (restarted, counted in
+    `usage.server_restarts`, `llm` pointed at it): send the request again. False without a server
+    of our own, or while it runs. Raises its `death_error` past its restarts."""
     srv = getattr(llm, "server", None)
     if srv is None: return False
     p = srv.proc
     if p is not None and p.poll() is None:
-        try: p.wait(grace_s)   # a connection dropped by a dying process: its exit follows within moments
+        # a connection dropped by a dying process: its exit follows within moments
+        try: p.wait(grace_s)
         except subprocess.TimeoutExpired: pass
     restarted = srv.restart()
     if restarted:
@@ -656,7 +902,8 @@ def _revive_server(llm: LLM, grace_s: float = 1.0) -> bool:
 
 # %% ../../nbs/01b_llm_client.ipynb #508d2338
 def _send(self: OpenAICompatibleLLM, req: Request, *, seed: int, draw: int) -> Completion:
-    "Send one prepared request and return its completion; retries transient errors, raises `RequestRefused` or `CwmNbError` saying what to do."
+    """Send one prepared request and return its completion; retries transient errors, raises
+    `RequestRefused` or `CwmNbError` saying what to do."""
     import openai
     where = f"the LLM endpoint {self.base_url} (model {self.model!r})"
     refused = attempt = 0
@@ -668,7 +915,8 @@ def _send(self: OpenAICompatibleLLM, req: Request, *, seed: int, draw: int) -> C
             if _revive_server(self): continue
             err = f"timed out after {self.timeout_s:g} s"
         except openai.APIConnectionError as e:
-            if _revive_server(self): refused = 0; continue   # our own server died and runs again: not the network
+            # our own server died and runs again: not the network
+            if _revive_server(self): refused = 0; continue
             if _connection_refused(e):   # nobody listens there
                 refused += 1
                 if refused > min(2, self.max_retries): raise _unreachable(where, e) from e
@@ -676,12 +924,15 @@ def _send(self: OpenAICompatibleLLM, req: Request, *, seed: int, draw: int) -> C
         except openai.APIStatusError as e: err, retry_after = _status_error(e, where)
         if attempt == self.max_retries: break
         wait = self.backoff(attempt, retry_after)
-        _log.warning("%s: %s; retry %d/%d in %.1f s", self.base_url, err, attempt + 1, self.max_retries, wait)
+        _log.warning("%s: %s; retry %d/%d in %.1f s", self.base_url, err, attempt + 1,
+                     self.max_retries, wait)
         with self._lock: self.usage.retries += 1
         self.sleep(wait)
         attempt += 1
-    raise CwmNbError(f"{where} kept failing after {self.max_retries + 1} attempts; last error: {err}",
-                     "wait and rerun the same command: answered calls are cached and the run resumes where it stopped; "
-                     f"or allow more retries (CWM_NB_LLM_RETRIES, now {self.max_retries}), or check the server's logs")
+    raise CwmNbError(
+        f"{where} kept failing after {self.max_retries + 1} attempts; last error: {err}",
+        "wait and rerun the same command: answered calls are cached and the run resumes where it "
+        f"stopped; or allow more retries (CWM_NB_LLM_RETRIES, now {self.max_retries}), or check "
+        "the server's logs")
 
 OpenAICompatibleLLM.send = _send

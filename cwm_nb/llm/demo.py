@@ -14,11 +14,13 @@ __all__ = ['ScriptedLLM']
 
 # %% ../../nbs/01c_llm_demo.ipynb #2cb73f75
 class ScriptedLLM(LLM):
-    "A demonstration model answering from a list (in call order) or a function `(messages, draw) -> str`."
+    """A demonstration model answering from a list (in call order) or a function `(messages, draw)
+    -> str`."""
     counts_tokens = False   # its token counts are words
 
     def __init__(self,
-                 answers: list[str] | Callable[[list[dict], int], str],  # the generated texts, or a function making them
+                 # the generated texts, or a function making them
+                 answers: list[str] | Callable[[list[dict], int], str],
                  name: str = "scripted",
                 ):
         super().__init__(name)

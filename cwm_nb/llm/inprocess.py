@@ -17,13 +17,16 @@ __all__ = ['TransformersLLM']
 class TransformersLLM(LLM):
     "A Hugging Face causal LM run in this process with `transformers` (the paper's Llama 3 path)."
     def __init__(self,
-                 model_id_or_dir: str | Path,       # Hub id (e.g. meta-llama/Meta-Llama-3-70B-Instruct) or local folder
-                 gguf_file: str | None = None,      # a GGUF file name inside `model_id_or_dir`, if loading from GGUF
+                 # Hub id (e.g. meta-llama/Meta-Llama-3-70B-Instruct) or local folder
+                 model_id_or_dir: str | Path,
+                 # a GGUF file name inside `model_id_or_dir`, if loading from GGUF
+                 gguf_file: str | None = None,
                  max_new_tokens: int = 1500,        # default cap on generated tokens (paper: 1500)
                  temperature: float = 1.0,          # default temperature (paper: 1.0)
                  top_k: int = 100,                  # top-k (paper: 100)
                  top_p: float = 0.8,                # default nucleus mass (paper: 0.8)
-                 dtype: str | None = None,          # torch dtype name; None: bfloat16 on GPU, float32 on CPU
+                 # torch dtype name; None: bfloat16 on GPU, float32 on CPU
+                 dtype: str | None = None,
                  use_chat_template: bool | None = None,  # None: use it when the tokenizer has one
                  name: str | None = None,           # `LLM.name`; default "hf:<id>[/<gguf>]"
                 ):
@@ -45,25 +48,35 @@ def load(self: TransformersLLM) -> TransformersLLM:
     kw = dict(gguf_file=self.gguf_file) if self.gguf_file else {}
     try:
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_id, **kw)
-        self.model = AutoModelForCausalLM.from_pretrained(self.model_id, dtype=dtype,
-                                                          **(dict(device_map="auto") if gpu else {}), **kw)
+        self.model = AutoModelForCausalLM.from_pretrained(
+            self.model_id, dtype=dtype, **(dict(device_map="auto") if gpu else {}), **kw
+        )
     except (OSError, ValueError) as e:
-        raise CwmNbError(f"cannot load the Hugging Face model {self.model_id!r}: {e}",
-                         "give a local folder (or folder + gguf_file) holding the weights; this machine has no "
-                         "access to the Hugging Face Hub, so Hub ids work only when already in the HF cache") from e
+        raise CwmNbError(
+            f"cannot load the Hugging Face model {self.model_id!r}: {e}",
+            "give a local folder (or folder + gguf_file) holding the weights; this machine has no "
+            "access to the Hugging Face Hub, so Hub ids work only when already in the HF cache",
+        ) from e
     self.model.eval()
-    if self.use_chat_template is None: self.use_chat_template = bool(getattr(self.tokenizer, "chat_template", None))
+    if self.use_chat_template is None:
+        self.use_chat_template = bool(getattr(self.tokenizer, "chat_template", None))
     return self
 
 # %% ../../nbs/01f_llm_inprocess.ipynb #8fb644ed
 @patch
-def sampling_params(self: TransformersLLM, max_tokens=None, temperature=None, top_p=None, stop=None) -> dict:
+def sampling_params(
+    self: TransformersLLM, max_tokens=None, temperature=None, top_p=None, stop=None
+) -> dict:
     "The request's sampling settings, the model's defaults filling what is None."
     d = self.defaults
-    return dict(max_tokens=d["max_tokens"] if max_tokens is None else max_tokens,
-                temperature=d["temperature"] if temperature is None else temperature,
-                top_p=d["top_p"] if top_p is None else top_p, top_k=self.top_k, stop=list(stop or []),
-                chat_template=self.use_chat_template)
+    return dict(
+        max_tokens=d["max_tokens"] if max_tokens is None else max_tokens,
+        temperature=d["temperature"] if temperature is None else temperature,
+        top_p=d["top_p"] if top_p is None else top_p,
+        top_k=self.top_k,
+        stop=list(stop or []),
+        chat_template=self.use_chat_template,
+    )
 
 # %% ../../nbs/01f_llm_inprocess.ipynb #acf2dd0c
 @patch
@@ -72,9 +85,11 @@ def prompt_text(self: TransformersLLM, messages: list[dict]) -> str:
     self.load()
     if not self.use_chat_template: return render_plain(messages)
     pre = prefill_of(messages)
-    text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=not pre,
-                                              continue_final_message=bool(pre))
-    if pre and not text.endswith(pre) and text.endswith(pre.rstrip()):  # the template cut trailing whitespace
+    text = self.tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=not pre, continue_final_message=bool(pre)
+    )
+    # the template cut trailing whitespace
+    if pre and not text.endswith(pre) and text.endswith(pre.rstrip()):
         text += pre[len(pre.rstrip()):]
     return text
 
@@ -82,9 +97,15 @@ def prompt_text(self: TransformersLLM, messages: list[dict]) -> str:
 @patch
 def _generate_kwargs(self: TransformersLLM, params: dict) -> dict:
     "Keyword arguments of `model.generate` for the sampling `params` (see `sampling_params`)."
-    gen = dict(max_new_tokens=params["max_tokens"], do_sample=params["temperature"] > 0, top_k=params["top_k"],
-               top_p=params["top_p"], num_return_sequences=1, num_beams=1,
-               pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id)
+    gen = dict(
+        max_new_tokens=params["max_tokens"],
+        do_sample=params["temperature"] > 0,
+        top_k=params["top_k"],
+        top_p=params["top_p"],
+        num_return_sequences=1,
+        num_beams=1,
+        pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+    )
     if params["temperature"] > 0: gen["temperature"] = params["temperature"]
     if params["stop"]: gen.update(stop_strings=params["stop"], tokenizer=self.tokenizer)
     return gen
@@ -106,5 +127,9 @@ def _complete(self: TransformersLLM, messages, params, *, seed, draw):
     finish = "length" if len(new) >= params["max_tokens"] else "stop"
     for s in params["stop"]:
         if s in text: text = text[:text.index(s)]; finish = "stop"
-    return Completion(prefill_of(messages) + text, prompt_tokens=n_prompt, completion_tokens=int(len(new)),
-                      finish_reason=finish)
+    return Completion(
+        prefill_of(messages) + text,
+        prompt_tokens=n_prompt,
+        completion_tokens=int(len(new)),
+        finish_reason=finish,
+    )

@@ -36,50 +36,70 @@ PROVIDER_URLS: dict[str, str] = {
 # %% ../../nbs/01g_llm_models.ipynb #ea2fd381
 @dataclass
 class ModelSpec:
-    "Where a model name leads: provider ('embedded', 'hf' or an OpenAI-compatible one), model and base URL."
+    """Where a model name leads: provider ('embedded', 'hf' or an OpenAI-compatible one), model and
+    base URL."""
     provider: str
     model: str
     base_url: str | None = None
 
 # %% ../../nbs/01g_llm_models.ipynb #5d6adf86
 def resolve_model(model: str, base_url: str | None = None) -> ModelSpec:
-    "Resolve an alias or `provider:name` (see `get_llm`). Raises `CwmNbError` listing the accepted forms."
+    """Resolve an alias or `provider:name` (see `get_llm`). Raises `CwmNbError` listing the accepted
+    forms."""
     name = MODEL_ALIASES.get(model.strip().lower(), model.strip())
     if name == "embedded": return ModelSpec("embedded", EMBEDDED_ALIAS)
     provider, sep, rest = name.partition(":")
     if sep and rest and provider in ("hf", *PROVIDER_URLS):
         if provider == "hf":
-            if base_url: return ModelSpec("vllm", rest, base_url)  # an HF id served by an OpenAI-compatible server
+            # an HF id served by an OpenAI-compatible server
+            if base_url: return ModelSpec("vllm", rest, base_url)
             return ModelSpec("hf", rest)
         return ModelSpec(provider, rest, base_url or PROVIDER_URLS[provider])
-    raise CwmNbError(f"unknown model {model!r}",
-                     f"use 'embedded', one of {', '.join(MODEL_ALIASES)}, or provider:name with provider one of "
-                     f"{', '.join([*PROVIDER_URLS, 'hf'])} (e.g. vllm:meta-llama/Meta-Llama-3-70B-Instruct with "
-                     "--base-url http://HOST:8000/v1, or hf:/path/to/model.gguf)")
+    raise CwmNbError(
+        f"unknown model {model!r}",
+        f"use 'embedded', one of {', '.join(MODEL_ALIASES)}, or provider:name with provider one of "
+        f"{', '.join([*PROVIDER_URLS, 'hf'])} (e.g. vllm:meta-llama/Meta-Llama-3-70B-Instruct with "
+        "--base-url http://HOST:8000/v1, or hf:/path/to/model.gguf)",
+    )
 
 # %% ../../nbs/01g_llm_models.ipynb #be1bf568
 def _backend(spec: ModelSpec, api_key_env: str, kw: dict) -> LLM:
-    "The `LLM` for `spec`: the embedded server, an in-process Hugging Face model, or an HTTP endpoint."
+    """The `LLM` for `spec`: the embedded server, an in-process Hugging Face model, or an HTTP
+    endpoint."""
     if spec.provider == "embedded": return embedded_llm(api_key_env=api_key_env, **kw)
     if spec.provider == "hf":
         p = Path(spec.model).expanduser()
         if p.suffix == ".gguf": return TransformersLLM(p.parent, gguf_file=p.name, **kw)
         return TransformersLLM(spec.model, **kw)
-    return OpenAICompatibleLLM(spec.base_url, spec.model, api_key_env=api_key_env, provider=spec.provider,
-                               name=kw.pop("name", f"{spec.provider}:{spec.model}"), **kw)
+    return OpenAICompatibleLLM(
+        spec.base_url,
+        spec.model,
+        api_key_env=api_key_env,
+        provider=spec.provider,
+        name=kw.pop("name", f"{spec.provider}:{spec.model}"),
+        **kw,
+    )
 
 # %% ../../nbs/01g_llm_models.ipynb #73c34711
-def get_llm(model: str | LLM = "embedded",     # alias, `provider:name`, or an `LLM` (returned as is)
-            base_url: str | None = None,       # URL of an OpenAI-compatible server (overrides the provider's default)
+# alias, `provider:name`, or an `LLM` (returned as is)
+def get_llm(model: str | LLM = "embedded",
+            # URL of an OpenAI-compatible server (overrides the provider's default)
+            base_url: str | None = None,
             api_key_env: str = "OPENAI_API_KEY",  # environment variable holding the API key
-            cache: bool | str | Path = True,   # wrap in the response cache (True: default file; a path: that file)
-            **kw,                              # passed to the backend (mode, timeout_s, max_retries, max_tokens, caps, ...)
+            # wrap in the response cache (True: default file; a path: that file)
+            cache: bool | str | Path = True,
+            # passed to the backend (mode, timeout_s, max_retries, max_tokens, caps, ...)
+            **kw,
            ) -> LLM:
-    "An `LLM` for `model`, wrapped in `CachedLLM` unless `cache=False`. Raises `CwmNbError` for unknown names."
+    """An `LLM` for `model`, wrapped in `CachedLLM` unless `cache=False`. Raises `CwmNbError` for
+    unknown names."""
     if isinstance(model, LLM): return model
     spec, caps = resolve_model(model, base_url), kw.pop("caps", None)
     if caps is not None and not isinstance(caps, (str, EndpointCaps)):
-        raise CwmNbError(f"caps must be a string or EndpointCaps, got {type(caps).__name__}", "pass e.g. caps='context=8192'")
+        raise CwmNbError(
+            f"caps must be a string or EndpointCaps, got {type(caps).__name__}",
+            "pass e.g. caps='context=8192'",
+        )
     llm = _backend(spec, api_key_env, kw)
     if caps: llm.caps = caps if isinstance(caps, EndpointCaps) else parse_caps(caps, llm.caps)
     if cache is False: return llm

@@ -224,7 +224,7 @@ def time_llm_transition(
     c = llm.complete(msgs, seed=seed, draw=i, max_tokens=cap, temperature=temperature, stop=["###"])
     seconds = time.perf_counter() - t0
     if c.cached: raise CwmNbError("the answer came from the LLM response cache, so its time means nothing",
-                                  "time an uncached model: cwm_nb.llm.client.get_llm(model, base_url=..., cache=False)")
+                                  "time an uncached model: cwm_nb.llm.models.get_llm(model, base_url=..., cache=False)")
     pred = parse_prediction(c.text, dim)
     return {"env": env, "index": i, "examples": ex, "seconds": seconds, "parsed": pred.ok,
             "parse_errors": list(pred.errors), **check_prediction(pred, buffer, i),
