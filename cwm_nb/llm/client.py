@@ -9,8 +9,8 @@ from dataclasses import asdict, dataclass
 from urllib.parse import urlparse
 from fastcore.basics import patch
 from ..core import CwmNbError, derive_seed
-from .answers import (Completion, RequestRefused, _NoAnswer, classify_refusal, cut_by_server,
-                                cut_reason, join_events, read_answer, read_usage)
+from .answers import (Completion, RequestRefused, _NoAnswer, classify_refusal,
+                                cut_by_server, cut_reason, join_events, read_answer, read_usage)
 from .accounting import Usage, price_of
 
 # %% auto #0
