@@ -44,12 +44,12 @@ def main_job(tmp: Path, budget: int, **faults) -> dict:
 
 def outside_share(latency: float, budget: int, tmp: Path) -> dict:
     from cwm_nb.bench import cwm, envs, replay
-    from cwm_nb.llm import client as L
+    from cwm_nb.llm.models import get_llm
     from cwm_nb.search.gif_mcts import GIFMCTS, GIFMCTSConfig
     from cwm_nb.sandbox.jobs import get_sandbox
     buf, sb = replay.load_buffer("Taxi-v3"), get_sandbox()
     with ProviderDouble("openai", answers="capable", latency=latency) as d:
-        llm = L.get_llm("openai:gpt-4o", base_url=d.base_url, cache=tmp/"share.sqlite")
+        llm = get_llm("openai:gpt-4o", base_url=d.base_url, cache=tmp/"share.sqlite")
         s = GIFMCTS(llm, lambda src: cwm.evaluate_program(src, buf, sandbox=sb), envs.describe_env("Taxi-v3"),
                     GIFMCTSConfig(), seed=0, checkpoint=tmp/"share.json", progress=False)
         t0 = time.perf_counter(); res = s.run(budget); total = time.perf_counter() - t0

@@ -117,7 +117,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--budget", type=int, default=20)
     p.add_argument("--latency", type=float, default=1.0, help="seconds per call of the LLM double")
-    p.add_argument("--model", default="double", help="'double' or a cwm_nb.llm.client model name such as 'embedded'")
+    p.add_argument("--model", default="double", help="'double' or a model name for cwm_nb.llm.models.get_llm such as 'embedded'")
     p.add_argument("--evaluator", default="auto", choices=["auto", "project", "own"])
     p.add_argument("--max-tokens", type=int, default=400)
     a = p.parse_args(argv)
@@ -138,7 +138,7 @@ def main(argv=None):
 
     if a.model == "double": llm, llm_name = SleepLLM(a.latency), f"double sleeping {a.latency:.2f} s per call"
     else:
-        from cwm_nb.llm.client import get_llm
+        from cwm_nb.llm.models import get_llm
         llm, llm_name = get_llm(a.model, cache=False), a.model
 
     from cwm_nb.bench.envs import describe_env

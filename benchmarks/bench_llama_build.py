@@ -77,7 +77,7 @@ def main():
     version = llama_build.pinned_version()
     builds = {"portable": a.portable or llama_build.build_wheel(version, llama_build.build_args(), nice=True),
               "native": a.native or llama_build.build_wheel(version, NATIVE_ARGS.split(), nice=True)}
-    from cwm_nb.llm.client import embedded_model_path
+    from cwm_nb.llm.embedded import embedded_model_path
     model = str(embedded_model_path())
     info = llama_build.cpu_info()
     cpu, flags = (info[0], info[1]) if info else (platform.processor(), set())

@@ -10,7 +10,8 @@ Prints per-side medians and the ratio workbook / direct (goal >= 0.9).
 Usage: .venv/bin/python benchmarks/bench_llm.py [--rounds 5] [--max-tokens 128]
 """
 import argparse, statistics, time
-from cwm_nb.llm import client as L
+from cwm_nb.llm.client import prefill_of, render_plain, request_seed
+from cwm_nb.llm.models import get_llm
 
 TASK = ("Below is the documentation of a reinforcement-learning environment. Write a Python class `Environment` "
         "with `set_state(obs)` and `step(action) -> (next_obs, reward, done)` that reproduces it exactly.\n\n"
@@ -29,7 +30,7 @@ def messages(round_: int) -> list[dict]:
 
 def main(rounds: int = 5, max_tokens: int = 128, seed: int = 0):
     from llama_cpp import Llama
-    wb = L.get_llm("embedded", cache=False, max_tokens=max_tokens)   # starts the server child
+    wb = get_llm("embedded", cache=False, max_tokens=max_tokens)   # starts the server child
     srv = wb.server
     direct = Llama(model_path=str(srv.model_path), n_threads=srv.n_threads, n_threads_batch=srv.n_threads,
                    n_ctx=srv.n_ctx, logits_all=False, verbose=False)
@@ -44,10 +45,10 @@ def main(rounds: int = 5, max_tokens: int = 128, seed: int = 0):
     def run_direct(r):
         msgs = messages(r)
         t0 = time.perf_counter()
-        out = direct.create_completion(L.render_plain(msgs), max_tokens=p["max_tokens"], temperature=p["temperature"],
-                                       top_p=p["top_p"], seed=L.request_seed(seed, r), **extra)
+        out = direct.create_completion(render_plain(msgs), max_tokens=p["max_tokens"], temperature=p["temperature"],
+                                       top_p=p["top_p"], seed=request_seed(seed, r), **extra)
         dt = time.perf_counter() - t0
-        return out["usage"]["completion_tokens"], out["usage"]["prompt_tokens"], dt, L.prefill_of(msgs) + out["choices"][0]["text"]
+        return out["usage"]["completion_tokens"], out["usage"]["prompt_tokens"], dt, prefill_of(msgs) + out["choices"][0]["text"]
 
     run_wb(-1); run_direct(-2)  # warm-up (page in the weights, start threads)
     rows, same = [], 0

@@ -17,7 +17,8 @@ Usage: .venv/bin/python benchmarks/bench_threads.py [--calls 4*cores] [--rounds 
 """
 import argparse, time
 from concurrent.futures import ThreadPoolExecutor
-from cwm_nb.llm import client as L
+from cwm_nb.llm.client import OpenAICompatibleLLM
+from cwm_nb.llm.embedded import EmbeddedServer, usable_cpus
 
 TASK = ("Write a Python class `Environment` with `set_state(obs)` and `step(action) -> (next_obs, reward, done)` "
         "for CartPole: a pole on a cart moving along a frictionless track; the observation is (cart position, cart "
@@ -33,9 +34,9 @@ def messages(i: int) -> list[dict]:
 
 def serve(servers: int, threads: int, calls: int, max_tokens: int) -> tuple[float, int]:
     "Start `servers` servers with `threads` threads each, spread `calls` calls over them; (wall s, generated tokens)."
-    srvs = [L.EmbeddedServer(n_threads=threads).start() for _ in range(servers)]
+    srvs = [EmbeddedServer(n_threads=threads).start() for _ in range(servers)]
     try:
-        llms = [L.OpenAICompatibleLLM(s.url, s.alias, mode="completion", timeout_s=3600.0, max_retries=0,
+        llms = [OpenAICompatibleLLM(s.url, s.alias, mode="completion", timeout_s=3600.0, max_retries=0,
                                       max_tokens=max_tokens, temperature=1.0, name=f"bench:{s.alias}") for s in srvs]
         for k, m in enumerate(llms): m.complete(messages(-1 - k), seed=0, draw=0)   # warm-up: page in the weights
         def worker(k):
@@ -49,7 +50,7 @@ def serve(servers: int, threads: int, calls: int, max_tokens: int) -> tuple[floa
 
 
 def main(calls: int = 0, rounds: int = 2, max_tokens: int = 128):
-    cores = L.usable_cpus()
+    cores = usable_cpus()
     calls = calls or 4 * cores                      # every server of B and C gets calls
     configs = [("A", 1, cores), ("B", cores, 1), ("C", cores, 2)]
     res = {tag: [0.0, 0] for tag, _, _ in configs}

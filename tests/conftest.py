@@ -12,8 +12,8 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def embedded_llm():
-    from cwm_nb.llm import client as L
-    model = L.embedded_llm(max_tokens=64)
+    from cwm_nb.llm.embedded import embedded_llm
+    model = embedded_llm(max_tokens=64)
     yield model
     model.server.stop()
 

@@ -16,7 +16,8 @@ from cwm_nb.agent.worldcoder import AgentConfig, ABLATIONS, WorldModel, get_doma
 from cwm_nb.agent.curriculum import run_curriculum
 from cwm_nb.agent.scripted import ScriptedWorldCoderModel, scripted_llm
 from cwm_nb.experiments.agent import run_agent
-from cwm_nb.llm.client import ScriptedLLM, CachedLLM
+from cwm_nb.llm.demo import ScriptedLLM
+from cwm_nb.llm.cache import CachedLLM
 from cwm_nb.agent.minigrid import MINIGRID_CURRICULUM
 
 ROOT = Path(__file__).resolve().parents[1]

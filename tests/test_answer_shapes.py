@@ -6,7 +6,7 @@ proves mechanisms; none of its numbers is a result."""
 from pathlib import Path
 import pytest
 from cwm_nb.bench import envs
-from cwm_nb.llm import client as L
+from cwm_nb.llm.models import get_llm
 from cwm_nb.search import prompts as P
 from cwm_nb.core import CwmNbError
 from cwm_nb.testing.provider_double import ProviderDouble, plant_mistake, planted_mistakes, reference_program
@@ -42,7 +42,7 @@ def test_the_program_is_found_wherever_the_server_put_it(mode, model, shape, sou
     found is recorded. Before: accuracy 0.0 (reasoning fields, Harmony), the analysis draft (harmony-draft), a
     TypeError (content parts), an empty answer (event stream)."""
     with ProviderDouble(mode, answers="capable", shape=shape) as d:
-        llm = L.get_llm(model, base_url=d.base_url, cache=tmp_path/"c.sqlite")
+        llm = get_llm(model, base_url=d.base_url, cache=tmp_path/"c.sqlite")
         c = llm.complete(generate(), max_tokens=3000)
     assert P.extract_code(c.text).strip("\n") == MISTAKEN.strip("\n")
     assert c.source == source and c.finish_reason == "stop"
@@ -52,7 +52,7 @@ def test_the_program_is_found_wherever_the_server_put_it(mode, model, shape, sou
 def test_every_request_says_stream_false_and_a_streaming_default_is_not_taken(tmp_path):
     """A server that streams unless told not to: the request says "stream": false and gets one JSON answer."""
     with ProviderDouble("openai", answers="capable", shape="event-stream") as d:
-        c = L.get_llm("openai:gpt-4o", base_url=d.base_url, cache=False).complete(generate())
+        c = get_llm("openai:gpt-4o", base_url=d.base_url, cache=False).complete(generate())
         sent = answered(d)[-1]["body"]
     assert sent["stream"] is False and c.source == "content"
     assert P.extract_code(c.text).strip("\n") == MISTAKEN.strip("\n")
@@ -63,11 +63,11 @@ def test_a_gateway_error_is_retried_counted_and_never_cached(tmp_path):
     5xx; only the healthy answer is cached. With no retries left the call fails, nothing is cached, and the same
     call made again asks the server again instead of replaying a fragment."""
     with ProviderDouble("openai", answers="capable", shape="gateway-error") as d:
-        llm = L.get_llm("openai:gpt-4o", base_url=d.base_url, cache=tmp_path/"g.sqlite", backoff_s=0.01)
+        llm = get_llm("openai:gpt-4o", base_url=d.base_url, cache=tmp_path/"g.sqlite", backoff_s=0.01)
         c = llm.complete(generate())
         assert (llm.usage.retries, llm.usage.calls, len(llm.cache)) == (1, 1, 1)
         assert c.finish_reason == "stop" and P.extract_code(c.text).strip("\n") == MISTAKEN.strip("\n")
-        once = L.get_llm("openai:gpt-4o", base_url=d.base_url, cache=tmp_path/"h.sqlite", max_retries=0)
+        once = get_llm("openai:gpt-4o", base_url=d.base_url, cache=tmp_path/"h.sqlite", max_retries=0)
         with pytest.raises(CwmNbError, match="gave up"):
             once.complete(generate())                               # request 3: a failed answer
         assert len(once.cache) == 0
@@ -81,7 +81,7 @@ def test_an_answer_cut_by_a_small_context_window_says_so(tmp_path):
     answer far below the cap: the reason names the window and how to raise it for Ollama, not --max-tokens; the cut
     answer is used but not cached."""
     with ProviderDouble("openai", answers="capable", shape="small-context", context_tokens=1280) as d:
-        llm = L.get_llm("ollama:qwen3", base_url=d.base_url, cache=tmp_path/"s.sqlite")
+        llm = get_llm("ollama:qwen3", base_url=d.base_url, cache=tmp_path/"s.sqlite")
         c = llm.complete(generate(), max_tokens=4096)
     assert c.finish_reason == "length" and c.completion_tokens == 208
     assert "context window" in c.cut and "OLLAMA_CONTEXT_LENGTH" in c.cut and "cannot help" in c.cut
@@ -92,7 +92,7 @@ def test_an_answer_cut_by_a_small_context_window_says_so(tmp_path):
 def test_usage_in_any_naming_and_estimated_where_none(shape, tmp_path):
     """input_tokens/output_tokens are read; no usage at all is estimated and said to be; the cost is never 0."""
     with ProviderDouble("openai", answers="capable", shape=shape) as d:
-        llm = L.get_llm("openai:gpt-4o", base_url=d.base_url, cache=False)
+        llm = get_llm("openai:gpt-4o", base_url=d.base_url, cache=False)
         c = llm.complete(generate())
     assert c.prompt_tokens > 500 and c.completion_tokens > 200 and llm.usage.cost_usd > 0
     assert (c.tokens_estimated, llm.usage.estimated_calls) == ((False, 0) if shape == "usage-input-output" else (True, 1))
@@ -109,7 +109,7 @@ MORE = [
 @pytest.mark.parametrize("shape,source,finish", MORE, ids=[m[0] for m in MORE])
 def test_more_shapes_give_the_program(shape, source, finish, tmp_path):
     with ProviderDouble("openai", answers="capable", shape=shape) as d:
-        c = L.get_llm("openai:gpt-4o", base_url=d.base_url, cache=tmp_path/"c.sqlite").complete(generate())
+        c = get_llm("openai:gpt-4o", base_url=d.base_url, cache=tmp_path/"c.sqlite").complete(generate())
     assert (c.source, c.finish_reason) == (source, finish)
     assert P.extract_code(c.text).strip("\n") == MISTAKEN.strip("\n")
 
@@ -118,14 +118,14 @@ def test_a_gateway_stop_over_a_native_max_tokens_is_a_cut_answer(tmp_path):
     """finish_reason "stop" with native_finish_reason "MAX_TOKENS" (reVrost/go-openrouter #43): the half answer is
     a `length` answer with its reason, not a finished one."""
     with ProviderDouble("openai", answers="capable", shape="native-finish-length") as d:
-        c = L.get_llm("openai:gpt-4o", base_url=d.base_url, cache=False).complete(generate(), max_tokens=1500)
+        c = get_llm("openai:gpt-4o", base_url=d.base_url, cache=False).complete(generate(), max_tokens=1500)
     assert c.finish_reason == "length" and "cannot help" in c.cut
 
 
 def test_an_html_page_at_http_200_stops_at_once_naming_the_base_url(tmp_path):
     """A proxy's sign-in page with HTTP 200 (sipeed/picoclaw #1075): one request, a clear error, nothing cached."""
     with ProviderDouble("openai", answers="capable", shape="html-page") as d:
-        llm = L.get_llm("openai:gpt-4o", base_url=d.base_url, cache=tmp_path/"c.sqlite")
+        llm = get_llm("openai:gpt-4o", base_url=d.base_url, cache=tmp_path/"c.sqlite")
         with pytest.raises(CwmNbError, match="HTML page") as e:
             llm.complete(generate())
         assert len(answered(d)) == 1 and len(llm.cache) == 0 and "--base-url" in e.value.todo

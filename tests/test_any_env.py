@@ -109,7 +109,7 @@ def test_a_run_that_cannot_start_writes_nothing(tmp_path):
 
 def test_search_on_ones_own_environment_records_what_it_was(tmp_path):
     from cwm_nb.experiments.runs import run_cwmb_search, plan_run, write_metrics
-    from cwm_nb.llm.client import ScriptedLLM
+    from cwm_nb.llm.demo import ScriptedLLM
     out = run_cwmb_search(env="toy_envs:Corridor", env_kwargs='{"length": 6}', model="scripted", budget=1,
                           out=tmp_path/"r", llm=ScriptedLLM(["```python\n" + CORRIDOR_CWM + "\n```\n"]),
                           plan_preset="quick", plan_episodes=2, progress=False)
@@ -191,7 +191,7 @@ def test_a_generated_spec_has_valid_action_masks_when_info_carries_them():
 def test_a_search_on_ones_own_environment_resumes_from_its_folder(tmp_path):
     "The same run again (same env, kwargs, seed) finds its checkpoint: no further LLM call; other kwargs are another folder."
     from cwm_nb.experiments.runs import run_cwmb_search
-    from cwm_nb.llm.client import ScriptedLLM
+    from cwm_nb.llm.demo import ScriptedLLM
     kw = dict(env="toy_envs:Corridor", env_kwargs='{"length": 6}', model="scripted", budget=1, out=tmp_path/"r",
               plan_preset="none", progress=False)
     first = run_cwmb_search(**kw, llm=ScriptedLLM(["```python\n" + CORRIDOR_CWM + "\n```\n"]))

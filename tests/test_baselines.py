@@ -16,7 +16,7 @@ from cwm_nb.search.baselines import (METHODS, RExRefinement, RExConfig, ZeroShot
                               beta_params, rex_select, make_search)
 from cwm_nb.core import CwmNbError, make_rng
 from cwm_nb.search.gif_mcts import GIFMCTS, plot_tree, plot_best_value, action_stats, tree_to_networkx
-from cwm_nb.llm.client import ScriptedLLM
+from cwm_nb.llm.demo import ScriptedLLM
 from cwm_nb.search.prompts import prefill_opens_code
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ mechanisms; none of its numbers is a result."""
 import hashlib, json, subprocess, sys
 from pathlib import Path
 import pytest
-from cwm_nb.llm import client as L
+from cwm_nb.llm.models import get_llm
 from cwm_nb.search import prompts as P
 from cwm_nb.core import CwmNbError
 from cwm_nb.testing.provider_double import ProviderDouble
@@ -112,12 +112,12 @@ def test_reasoning_model_parameters(tmp_path):
     """An OpenAI reasoning model refuses max_tokens, a non-default temperature/top_p and stop (HTTP 400). A known
     name is asked right the first time; an unknown one is corrected after one refusal and the correction kept."""
     with ProviderDouble("reasoning", answers="capable") as d:
-        known = L.get_llm("openai:o4-mini", base_url=d.base_url, cache=tmp_path/"a.sqlite", max_tokens=4000)
+        known = get_llm("openai:o4-mini", base_url=d.base_url, cache=tmp_path/"a.sqlite", max_tokens=4000)
         run = search(known, tmp=tmp_path/"a")
         assert run.metrics["accuracy"] == 1.0 and run.metrics["request_adjustments"] == []
         assert all(q["status"] == 200 for q in answered(d))
         n = len(answered(d))
-        other = L.get_llm("openai:house-reasoner", base_url=d.base_url, cache=tmp_path/"b.sqlite", max_tokens=4000)
+        other = get_llm("openai:house-reasoner", base_url=d.base_url, cache=tmp_path/"b.sqlite", max_tokens=4000)
         run = search(other, tmp=tmp_path/"b")
         assert run.metrics["accuracy"] == 1.0
         assert set(run.metrics["request_adjustments"]) == {"max_tokens sent as max_completion_tokens",
@@ -132,7 +132,7 @@ def test_llamacpp_thinking_template_refuses_the_prefill(tmp_path):
     """llama-server with a thinking template refuses a trailing assistant message; the pre-fill moves into the
     user turn once, and the answers' <think> drafts are not taken for the program."""
     with ProviderDouble("llamacpp-thinking", answers="capable") as d:
-        llm = L.get_llm("llamacpp:qwen3", base_url=d.base_url, cache=tmp_path/"c.sqlite")
+        llm = get_llm("llamacpp:qwen3", base_url=d.base_url, cache=tmp_path/"c.sqlite")
         run = search(llm, tmp=tmp_path/"r")
         statuses = [q["status"] for q in answered(d)]
     assert run.metrics["accuracy"] == 1.0
@@ -145,7 +145,7 @@ def test_small_context_window_shortens_prompts_and_a_resume_repeats_no_refusal(t
     a resumed search with a fresh LLM object replays the cached refusal instead of sending it again."""
     from cwm_nb.experiments.runs import run_cwmb_search
     with ProviderDouble("vllm", answers="capable", context_tokens=8192) as d:
-        mk = lambda: L.get_llm("vllm:house-model", base_url=d.base_url, cache=tmp_path/"v.sqlite")
+        mk = lambda: get_llm("vllm:house-model", base_url=d.base_url, cache=tmp_path/"v.sqlite")
         run = search(mk(), env="Humanoid-v4", method="worldcoder", budget=3, tmp=tmp_path/"h")
         first = answered(d)
         assert [q["status"] for q in first].count(400) >= 1 and run.metrics["compacted_calls"] >= 1
@@ -160,7 +160,7 @@ def test_small_context_window_shortens_prompts_and_a_resume_repeats_no_refusal(t
 
 def test_known_context_window_needs_no_refusal(tmp_path):
     with ProviderDouble("vllm", answers="capable", context_tokens=8192) as d:
-        llm = L.get_llm("vllm:meta-llama/Meta-Llama-3-70B-Instruct", base_url=d.base_url, cache=tmp_path/"k.sqlite")
+        llm = get_llm("vllm:meta-llama/Meta-Llama-3-70B-Instruct", base_url=d.base_url, cache=tmp_path/"k.sqlite")
         assert llm.caps.context_tokens == 8192
         run = search(llm, env="Humanoid-v4", method="gif-mcts", budget=2, tmp=tmp_path/"k")
         assert [q["status"] for q in answered(d)] == [200, 200] and run.metrics["llm_calls"] == 2
@@ -169,7 +169,7 @@ def test_known_context_window_needs_no_refusal(tmp_path):
 # ------------------------------------------------------------ faults that waiting cures, and those it does not
 def test_transient_faults_are_retried_and_counted(tmp_path):
     with ProviderDouble("openai", faults="408:2,429:1,503:1", error_body=2, reset=1, retry_after=0.05) as d:
-        llm = L.get_llm("openai:gpt-4o", base_url=d.base_url, cache=False, backoff_s=0.01, max_retries=8)
+        llm = get_llm("openai:gpt-4o", base_url=d.base_url, cache=False, backoff_s=0.01, max_retries=8)
         c = llm.complete([dict(role="user", content="hello")])
         assert c.text and llm.usage.retries == 7 and llm.usage.calls == 1
         assert [q["fault"] for q in answered(d)][:7] == ["status"] * 4 + ["error_body"] * 2 + ["reset"]
@@ -177,19 +177,19 @@ def test_transient_faults_are_retried_and_counted(tmp_path):
 
 def test_error_bodies_that_persist_and_fatal_statuses_give_clear_errors(tmp_path):
     with ProviderDouble("openai", error_body=50) as d:
-        llm = L.get_llm("openai:gpt-4o", base_url=d.base_url, cache=False, backoff_s=0.01, max_retries=2)
+        llm = get_llm("openai:gpt-4o", base_url=d.base_url, cache=False, backoff_s=0.01, max_retries=2)
         with pytest.raises(CwmNbError, match="HTTP 200 without an answer") as e:
             llm.complete([dict(role="user", content="hello")])
         assert "kept failing after 3 attempts" in str(e.value)
     with ProviderDouble("openai", api_key="right", models="gpt-4o") as d:
         with pytest.raises(CwmNbError, match="refused the API key"):
-            L.get_llm("openai:gpt-4o", base_url=d.base_url, cache=False).complete([dict(role="user", content="x")])
+            get_llm("openai:gpt-4o", base_url=d.base_url, cache=False).complete([dict(role="user", content="x")])
         assert len(answered(d)) == 1
 
 
 def test_unknown_model_stops_at_the_first_call(tmp_path, monkeypatch):
     with ProviderDouble("openai", models="gpt-4o") as d:
-        llm = L.get_llm("openai:gpt-5-nano", base_url=d.base_url, cache=False)
+        llm = get_llm("openai:gpt-5-nano", base_url=d.base_url, cache=False)
         with pytest.raises(CwmNbError, match="404"):
             search(llm, tmp=tmp_path)
         assert len(answered(d)) == 1
@@ -204,7 +204,7 @@ def test_every_answer_style_gives_the_program(tmp_path):
     msgs = P.improve_messages(desc, ref.replace(PLANTED["CartPole-v1"]["old"], PLANTED["CartPole-v1"]["new"]),
                               "(a failing transition)", contract=P.CWM_CONTRACT)
     with ProviderDouble("openai", answers="capable", style="rotate") as d:
-        llm = L.get_llm("openai:gpt-4o", base_url=d.base_url, cache=False)
+        llm = get_llm("openai:gpt-4o", base_url=d.base_url, cache=False)
         got = {}
         for draw in range(7):
             c = llm.complete(msgs, draw=draw)

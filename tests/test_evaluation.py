@@ -79,7 +79,7 @@ def test_rollouts_show_drift_that_single_steps_hide():
 def test_run_searches_on_its_part_and_reports_both(tmp_path):
     "New runs hold out a fifth of the episodes: the search's value is the search part's accuracy; metrics say both."
     from cwm_nb.experiments.runs import run_cwmb_search, write_metrics
-    from cwm_nb.llm.client import ScriptedLLM
+    from cwm_nb.llm.demo import ScriptedLLM
     answer = "```python\n" + CARTPOLE_PLANTED + "\n```\n"
     out = run_cwmb_search(env="CartPole-v1", model="scripted", budget=1, out=tmp_path, llm=ScriptedLLM([answer]),
                           plan_preset="none", progress=False)
@@ -101,7 +101,7 @@ def test_an_old_run_folder_resumes_as_the_paper_setting(tmp_path):
     from cwm_nb.experiments.runs import check_run_settings, run_cwmb_search
     from cwm_nb.experiments.runs import run_dir
     from cwm_nb.core import CwmNbError, atomic_write_json
-    from cwm_nb.llm.client import ScriptedLLM
+    from cwm_nb.llm.demo import ScriptedLLM
     answer = "```python\n" + CARTPOLE + "\n```\n"
     rd = run_dir(tmp_path, "cwmb", "CartPole-v1", "gif-mcts", "scripted", 0)
     old = dict(env="CartPole-v1", method="gif-mcts", model="scripted", budget=1, seed=0, paper_compat=False, max_tokens=1500,

@@ -247,7 +247,7 @@ def test_every_environment_runs_end_to_end_and_a_crashing_program_scores_zero(tm
     "All 19 environments through the same pipeline a `cwm-nb run` uses, with a scripted LLM whose program crashes."
     from cwm_nb.bench.envs import env_names
     from cwm_nb.experiments.runs import run_cwmb_search, write_metrics
-    from cwm_nb.llm.client import ScriptedLLM
+    from cwm_nb.llm.demo import ScriptedLLM
     for env in env_names():
         out = run_cwmb_search(env=env, model="scripted", budget=1, out=tmp_path, llm=ScriptedLLM([CRASH]),
                               plan_preset="none", progress=False)
@@ -259,7 +259,7 @@ def test_every_environment_runs_end_to_end_and_a_crashing_program_scores_zero(tm
 
 def test_run_puts_the_normalized_return_in_metrics(tmp_path):
     from cwm_nb.experiments.runs import plan_run, run_cwmb_search, write_metrics
-    from cwm_nb.llm.client import ScriptedLLM
+    from cwm_nb.llm.demo import ScriptedLLM
     good = "```python\n" + CARTPOLE_CWM.read_text() + "\n```\n"
     out = run_cwmb_search(env="CartPole-v1", model="scripted", budget=1, out=tmp_path, llm=ScriptedLLM([good]),
                           plan_preset="quick", plan_episodes=2, progress=False)

@@ -27,7 +27,7 @@ def cli(*args, timeout=900):
 def results(tmp_path_factory):
     "8 real runs: 2 environments x (GIF-MCTS, its no-fix ablation) x 2 seeds, budget 2, quick planning (2 episodes),\n    laid out as a sweep lays them out (`<results>/budget2/cwmb/...`)."
     from cwm_nb.experiments import runs as experiments
-    from cwm_nb.llm.client import ScriptedLLM
+    from cwm_nb.llm.demo import ScriptedLLM
     out = tmp_path_factory.mktemp("results")
     for env, method, answer in RUNS:
         for seed in (0, 1):

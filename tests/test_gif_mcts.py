@@ -375,7 +375,7 @@ def test_cot_choice_follows_the_model():
 
 
 def test_with_the_project_scripted_llm():
-    llm_mod = pytest.importorskip("cwm_nb.llm.client")
+    llm_mod = pytest.importorskip("cwm_nb.llm.demo")
     def ans(msgs, draw):
         code = body("perfect" if draw == 2 else "score=0.5")
         return code if prefill_opens_code(msgs) else "## Corrected program\n```python\n" + code + "```"

@@ -1,11 +1,16 @@
-"""Integration tests of cwm_nb.llm.client: the embedded model over HTTP, seeded determinism, the response cache (also across
+"""Integration tests of cwm_nb.llm: the embedded model over HTTP, seeded determinism, the response cache (also across
 processes), retries against a local stand-in server, unreachable endpoints, the transformers backend on the GGUF
 weights, alias resolution, and that the server child never outlives its parent."""
 import http.server, json, multiprocessing as mp, socket, subprocess, sys, threading, time
 from pathlib import Path
 import pytest
 from cwm_nb.core import CwmNbError
-from cwm_nb.llm import client as L
+from cwm_nb.llm.client import OpenAICompatibleLLM, render_plain, request_seed
+from cwm_nb.llm.demo import ScriptedLLM
+from cwm_nb.llm.cache import CachedLLM
+from cwm_nb.llm.embedded import EMBEDDED_ALIAS, EmbeddedServer, embedded_model_path
+from cwm_nb.llm.inprocess import TransformersLLM
+from cwm_nb.llm.models import ModelSpec, get_llm, resolve_model
 
 PREFILL = "```python\ndef square(x):\n"
 Q = [{"role": "system", "content": "You are an experienced Python developer."},
@@ -53,12 +58,12 @@ def closed_port():
 
 # ---------------------------------------------------------------- the embedded model over HTTP
 def test_embedded_model_answers_over_http(embedded_llm):
-    assert isinstance(embedded_llm, L.OpenAICompatibleLLM) and embedded_llm.mode == "completion"
+    assert isinstance(embedded_llm, OpenAICompatibleLLM) and embedded_llm.mode == "completion"
     assert embedded_llm.base_url.startswith("http://127.0.0.1:")
     c = embedded_llm.complete(Q, seed=0, draw=0, max_tokens=24)
     assert c.text.startswith(PREFILL) and len(c.text) > len(PREFILL)
     assert c.completion_tokens > 0 and c.prompt_tokens > 10 and not c.cached
-    assert c.model == embedded_llm.name == f"embedded:{L.EMBEDDED_ALIAS}"
+    assert c.model == embedded_llm.name == f"embedded:{EMBEDDED_ALIAS}"
 
 
 def test_seeded_sampling_is_deterministic_and_cache_makes_rerun_free(embedded_llm, tmp_path):
@@ -68,7 +73,7 @@ def test_seeded_sampling_is_deterministic_and_cache_makes_rerun_free(embedded_ll
     texts = {embedded_llm.complete(Q, seed=11, draw=d, max_tokens=24, temperature=1.0).text for d in range(1, 4)}
     assert len(texts) > 1    # other draws are other samples
 
-    cl = L.CachedLLM(embedded_llm, tmp_path/"cache.sqlite")   # shares the backend's account (`usage`)
+    cl = CachedLLM(embedded_llm, tmp_path/"cache.sqlite")   # shares the backend's account (`usage`)
     assert cl.usage is embedded_llm.usage
     before = embedded_llm.usage.copy()
     first = cl.complete(Q, seed=11, draw=0, max_tokens=24)
@@ -86,7 +91,7 @@ def test_seeded_sampling_is_deterministic_and_cache_makes_rerun_free(embedded_ll
 
 
 def _write_answers(path, worker, n):
-    llm = L.CachedLLM(L.ScriptedLLM(lambda m, d: f"w{worker} d{d}"), path)
+    llm = CachedLLM(ScriptedLLM(lambda m, d: f"w{worker} d{d}"), path)
     for d in range(n): llm.complete([{"role": "user", "content": f"q{worker}"}], draw=d)
 
 
@@ -97,7 +102,7 @@ def test_cache_is_shared_safely_between_processes(tmp_path):
     for p in procs: p.start()
     for p in procs: p.join(120)
     assert [p.exitcode for p in procs] == [0]*4
-    reader = L.CachedLLM(L.ScriptedLLM([]), path)  # an empty script raises if it is ever called
+    reader = CachedLLM(ScriptedLLM([]), path)  # an empty script raises if it is ever called
     assert len(reader.cache) == 4*n
     assert reader.complete([{"role": "user", "content": "q3"}], draw=7).text == "w3 d7"
     assert (reader.usage.calls, reader.usage.cached_calls) == (0, 1)
@@ -106,21 +111,21 @@ def test_cache_is_shared_safely_between_processes(tmp_path):
 # ---------------------------------------------------------------- retries and failures
 def test_rate_limit_is_retried_with_exponential_backoff():
     with Stub([(429, ERR("slow down")), (429, ERR("slow down")), (200, COMPLETION)]) as s:
-        llm = L.OpenAICompatibleLLM(s.url, "stub", mode="completion", backoff_s=0.05, price=(1.0, 2.0))
+        llm = OpenAICompatibleLLM(s.url, "stub", mode="completion", backoff_s=0.05, price=(1.0, 2.0))
         waits = []
         llm.sleep = lambda w: (waits.append(w), time.sleep(w))
         c = llm.complete(Q, seed=2, draw=5)
     assert len(s.requests) == 3 and s.paths == ["/v1/completions"]*3
     assert c.text == PREFILL + "    return x * x\n```" and c.finish_reason == "stop"
     assert 0.75*0.05 <= waits[0] <= 1.25*0.05 and 0.75*0.1 <= waits[1] <= 1.25*0.1
-    assert s.requests[-1]["prompt"] == L.render_plain(Q) and s.requests[-1]["seed"] == L.request_seed(2, 5)
+    assert s.requests[-1]["prompt"] == render_plain(Q) and s.requests[-1]["seed"] == request_seed(2, 5)
     assert (llm.usage.calls, llm.usage.retries, llm.usage.prompt_tokens, llm.usage.completion_tokens) == (1, 2, 30, 8)
     assert llm.usage.cost_usd == pytest.approx((30*1.0 + 8*2.0) / 1e6)
 
 
 def test_server_errors_give_up_after_the_retry_limit():
     with Stub([(500, ERR("boom"))]) as s:
-        llm = L.OpenAICompatibleLLM(s.url, "stub", max_retries=3, backoff_s=0.01)
+        llm = OpenAICompatibleLLM(s.url, "stub", max_retries=3, backoff_s=0.01)
         with pytest.raises(CwmNbError, match="kept failing after 4 attempts") as e:
             llm.complete(Q)
     assert len(s.requests) == 4 and s.url in str(e.value) and "boom" in str(e.value)
@@ -129,7 +134,7 @@ def test_server_errors_give_up_after_the_retry_limit():
 
 def test_timeouts_are_retried_then_reported():
     with Stub([(200, COMPLETION)], delay_s=1.0) as s:
-        llm = L.OpenAICompatibleLLM(s.url, "stub", mode="completion", timeout_s=0.2, max_retries=1, backoff_s=0.01)
+        llm = OpenAICompatibleLLM(s.url, "stub", mode="completion", timeout_s=0.2, max_retries=1, backoff_s=0.01)
         with pytest.raises(CwmNbError, match="timed out"):
             llm.complete(Q)
         assert len(s.requests) == 2
@@ -138,7 +143,7 @@ def test_timeouts_are_retried_then_reported():
 def test_client_errors_are_not_retried():
     with Stub([(401, ERR("bad key"))]) as s:
         with pytest.raises(CwmNbError, match="API key"):
-            L.OpenAICompatibleLLM(s.url, "stub", backoff_s=0.01).complete(Q)
+            OpenAICompatibleLLM(s.url, "stub", backoff_s=0.01).complete(Q)
         assert len(s.requests) == 1
 
 
@@ -146,14 +151,14 @@ def test_unreachable_endpoint_names_the_url():
     url = f"http://127.0.0.1:{closed_port()}/v1"
     t0 = time.monotonic()
     with pytest.raises(CwmNbError) as e:
-        L.OpenAICompatibleLLM(url, "m", backoff_s=0.01).complete(Q)
+        OpenAICompatibleLLM(url, "m", backoff_s=0.01).complete(Q)
     assert url in str(e.value) and "cannot reach" in str(e.value) and "--base-url" in str(e.value)
     assert time.monotonic() - t0 < 10
 
 
 def test_chat_mode_continues_the_prefill_where_the_endpoint_can():
     with Stub([(200, CHAT)]) as s:
-        c = L.OpenAICompatibleLLM(s.url, "stub", mode="chat", provider="vllm").complete(
+        c = OpenAICompatibleLLM(s.url, "stub", mode="chat", provider="vllm").complete(
             Q, max_tokens=50, temperature=0.3, stop=["\n\n"])
     req = s.requests[0]
     assert s.paths == ["/v1/chat/completions"] and req["messages"] == Q
@@ -164,7 +169,7 @@ def test_chat_mode_continues_the_prefill_where_the_endpoint_can():
 
 def test_chat_mode_moves_the_prefill_where_the_endpoint_starts_a_new_turn():
     with Stub([(200, CHAT)]) as s:
-        L.OpenAICompatibleLLM(s.url, "stub", mode="chat").complete(Q, stop=["```"])
+        OpenAICompatibleLLM(s.url, "stub", mode="chat").complete(Q, stop=["```"])
     req = s.requests[0]
     assert [m["role"] for m in req["messages"]] == ["system", "user"] and "stop" not in req
     assert req["messages"][1]["content"].endswith("starts with these lines:\n\n```python\ndef square(x):\n```")
@@ -173,14 +178,14 @@ def test_chat_mode_moves_the_prefill_where_the_endpoint_starts_a_new_turn():
 # ---------------------------------------------------------------- the transformers backend
 @pytest.mark.slow
 def test_transformers_backend_generates_from_the_gguf():
-    p = L.embedded_model_path()
-    hf = L.TransformersLLM(p.parent, gguf_file=p.name)
+    p = embedded_model_path()
+    hf = TransformersLLM(p.parent, gguf_file=p.name)
     a = hf.complete(Q, seed=3, draw=0, max_tokens=4)
     b = hf.complete(Q, seed=3, draw=0, max_tokens=4)
     assert a.text.startswith(PREFILL) and 0 < a.completion_tokens <= 4 and a.prompt_tokens > 10
     assert a.text == b.text
     assert hf.sampling_params()["top_k"] == 100 and hf.sampling_params()["max_tokens"] == 1500  # paper defaults
-    assert hf.prompt_text(Q) == L.render_plain(Q)  # this GGUF has no chat template
+    assert hf.prompt_text(Q) == render_plain(Q)  # this GGUF has no chat template
     # with a template, the pre-fill is continued in place (no end-of-turn marker after it)
     hf.tokenizer.chat_template = "{% for m in messages %}[{{ m['role'] }}]{{ m['content'] }}[/end]{% endfor %}"
     hf.use_chat_template = True
@@ -190,12 +195,12 @@ def test_transformers_backend_generates_from_the_gguf():
 
 # ---------------------------------------------------------------- names
 def test_aliases_and_provider_strings(monkeypatch, tmp_path):
-    R = L.resolve_model
-    assert R("gpt-4-turbo") == L.ModelSpec("openai", "gpt-4-turbo", "https://api.openai.com/v1")
+    R = resolve_model
+    assert R("gpt-4-turbo") == ModelSpec("openai", "gpt-4-turbo", "https://api.openai.com/v1")
     assert R("GPT-4o").model == "gpt-4o" and R("gpt-4o-mini").provider == "openai"
-    assert R("llama-3-70b") == L.ModelSpec("hf", "meta-llama/Meta-Llama-3-70B-Instruct")
+    assert R("llama-3-70b") == ModelSpec("hf", "meta-llama/Meta-Llama-3-70B-Instruct")
     assert R("llama-3-8b", base_url="http://gpu-box:8000/v1") == \
-        L.ModelSpec("vllm", "meta-llama/Meta-Llama-3-8B-Instruct", "http://gpu-box:8000/v1")
+        ModelSpec("vllm", "meta-llama/Meta-Llama-3-8B-Instruct", "http://gpu-box:8000/v1")
     assert R("vllm:org/m").base_url == "http://127.0.0.1:8000/v1"
     assert R("ollama:llama3").base_url == "http://127.0.0.1:11434/v1"
     assert R("llamacpp:g", "http://127.0.0.1:9/v1").base_url == "http://127.0.0.1:9/v1"
@@ -204,21 +209,21 @@ def test_aliases_and_provider_strings(monkeypatch, tmp_path):
     with pytest.raises(CwmNbError, match="unknown model"): R("foo:bar")
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with pytest.raises(CwmNbError, match="OPENAI_API_KEY"): L.get_llm("gpt-4o")
+    with pytest.raises(CwmNbError, match="OPENAI_API_KEY"): get_llm("gpt-4o")
     monkeypatch.setenv("MY_KEY", "sk-test")
-    llm = L.get_llm("gpt-4-turbo", api_key_env="MY_KEY", cache=tmp_path/"c.sqlite")
-    assert isinstance(llm, L.CachedLLM) and llm.cache.path == tmp_path/"c.sqlite"
+    llm = get_llm("gpt-4-turbo", api_key_env="MY_KEY", cache=tmp_path/"c.sqlite")
+    assert isinstance(llm, CachedLLM) and llm.cache.path == tmp_path/"c.sqlite"
     assert llm.inner.name == "openai:gpt-4-turbo" and llm.price == (10.0, 30.0)
-    local = L.get_llm("ollama:llama3", cache=False)       # a local server needs no key
-    assert isinstance(local, L.OpenAICompatibleLLM) and local.price is None
-    hf = L.get_llm("hf:/models/x/model.gguf", cache=False)  # not loaded until the first call
-    assert isinstance(hf, L.TransformersLLM) and (hf.model_id, hf.gguf_file) == ("/models/x", "model.gguf")
-    assert L.get_llm(hf) is hf
+    local = get_llm("ollama:llama3", cache=False)       # a local server needs no key
+    assert isinstance(local, OpenAICompatibleLLM) and local.price is None
+    hf = get_llm("hf:/models/x/model.gguf", cache=False)  # not loaded until the first call
+    assert isinstance(hf, TransformersLLM) and (hf.model_id, hf.gguf_file) == ("/models/x", "model.gguf")
+    assert get_llm(hf) is hf
 
 
 def test_get_llm_embedded_uses_the_http_path_and_the_cache(embedded_llm, tmp_path):
-    llm = L.get_llm("embedded", cache=tmp_path/"c.sqlite", max_tokens=8)
-    assert isinstance(llm.inner, L.OpenAICompatibleLLM) and llm.inner.server is embedded_llm.server
+    llm = get_llm("embedded", cache=tmp_path/"c.sqlite", max_tokens=8)
+    assert isinstance(llm.inner, OpenAICompatibleLLM) and llm.inner.server is embedded_llm.server
     a = llm.complete(Q, seed=1); b = llm.complete(Q, seed=1)
     assert a.text == b.text and (llm.usage.calls, llm.usage.cached_calls) == (1, 1)
 
@@ -226,7 +231,7 @@ def test_get_llm_embedded_uses_the_http_path_and_the_cache(embedded_llm, tmp_pat
 # ---------------------------------------------------------------- the server process
 CHILD = """
 import sys, time
-from cwm_nb.llm import EmbeddedServer
+from cwm_nb.llm.embedded import EmbeddedServer
 s = EmbeddedServer().start()
 print(s.proc.pid, s.log_path, flush=True)
 time.sleep(600)
@@ -255,7 +260,7 @@ def test_server_is_stopped_when_its_parent_is_killed():
 
 
 def test_context_manager_stops_the_server():
-    with L.EmbeddedServer() as s:
+    with EmbeddedServer() as s:
         pid = s.proc.pid
         import httpx
         assert httpx.get(f"{s.url}/models").status_code == 200

@@ -59,7 +59,7 @@ def test_query_is_formatted_like_the_examples(cartpole):
 def test_each_query_gets_its_own_prompt(cartpole):
     "The original overwrote the template on the first substitution, so later queries re-sent the first one."
     seen = []
-    from cwm_nb.llm.client import ScriptedLLM
+    from cwm_nb.llm.demo import ScriptedLLM
     def answer(messages, draw):
         seen.append(messages[1]["content"])
         return " [0, 0, 0, 0]\nReward: 1\nDone: False"

@@ -4,7 +4,9 @@ restarts, the error names the signal, the log and what to do. Answered calls sta
 import os, signal, threading, time
 from pathlib import Path
 import pytest
-from cwm_nb.llm import client as L
+from cwm_nb.llm.client import OpenAICompatibleLLM
+from cwm_nb.llm.cache import CachedLLM
+from cwm_nb.llm.embedded import EmbeddedServer
 from cwm_nb.core import CwmNbError
 
 LONG = [{"role": "user", "content": "Count from 1 to 500, one number per line."}]
@@ -13,10 +15,10 @@ SHORT = [{"role": "user", "content": "Say hello."}]
 
 def _llm(srv, cache):
     "The embedded model on `srv`, as `embedded_llm` makes it, in a response cache of its own."
-    base = L.OpenAICompatibleLLM(srv.url, srv.alias, mode="completion", timeout_s=600.0, max_retries=2,
+    base = OpenAICompatibleLLM(srv.url, srv.alias, mode="completion", timeout_s=600.0, max_retries=2,
                                  name=f"embedded:{srv.alias}", max_tokens=16)
     base.server = srv
-    return L.CachedLLM(base, cache)
+    return CachedLLM(base, cache)
 
 
 def _kill_during_next_request(srv, sig, delay_s=0.7):
@@ -28,7 +30,7 @@ def _kill_during_next_request(srv, sig, delay_s=0.7):
 
 @pytest.mark.slow
 def test_a_server_killed_mid_request_is_restarted_and_the_call_answered(tmp_path):
-    with L.EmbeddedServer(n_threads=1, max_restarts=1) as srv:
+    with EmbeddedServer(n_threads=1, max_restarts=1) as srv:
         llm = _llm(srv, tmp_path/"c.sqlite")
         first = llm.complete(SHORT, seed=0, draw=0)
         port = srv.port
@@ -49,7 +51,7 @@ def test_a_server_killed_mid_request_is_restarted_and_the_call_answered(tmp_path
 
 @pytest.mark.slow
 def test_a_server_dead_past_its_restarts_is_an_error_naming_signal_and_log(tmp_path):
-    srv = L.EmbeddedServer(n_threads=1, max_restarts=0).start()
+    srv = EmbeddedServer(n_threads=1, max_restarts=0).start()
     try:
         llm = _llm(srv, tmp_path/"c.sqlite")
         first = llm.complete(SHORT, seed=0, draw=0)
@@ -74,7 +76,7 @@ def _metrics_of_a_run_whose_server_dies_once(tmp_path, monkeypatch, run):
     from cwm_nb.experiments.runs import write_metrics
     import json
     monkeypatch.setenv("CWM_NB_LLM_CACHE", str(tmp_path/"c.sqlite"))
-    with L.EmbeddedServer(n_threads=1) as srv:
+    with EmbeddedServer(n_threads=1) as srv:
         llm = _llm(srv, tmp_path/"c.sqlite")
         def kill_after_first_call():
             while llm.usage.calls < 1: time.sleep(0.01)

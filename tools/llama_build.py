@@ -140,7 +140,7 @@ def install(venv: Path) -> dict:
 
 CHECK = """
 from llama_cpp import Llama
-from cwm_nb.llm.client import embedded_model_path
+from cwm_nb.llm.embedded import embedded_model_path
 m = Llama(str(embedded_model_path()), n_ctx=256, n_threads=1, verbose=False)
 out = m.create_completion("The capital of France is", max_tokens=1, temperature=0.0)
 print("one token:", repr(out["choices"][0]["text"]))

@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 from fastcore.basics import patch
 from ..core import data_dir
-from ..llm.client import ScriptedLLM, CachedLLM
+from ..llm.demo import ScriptedLLM
+from ..llm.cache import CachedLLM
 from .prompts import TASKS
 
 # %% auto #0

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, asdict
 from typing import Any, Sequence
 from fastcore.basics import patch
 from ..core import CwmNbError, make_rng
-from ..llm.client import RequestRefused
+from ..llm.answers import RequestRefused
 from .oo_state import (State, state_to_plain, state_from_plain, entity_api_source,
                                    render_diff)
 from .planning import (PlannerConfig, PlanResult, plan_with_model, predict_steps,

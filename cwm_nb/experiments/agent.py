@@ -58,13 +58,13 @@ def _check_settings(rd: Path, settings: dict) -> str:
 # %% ../../nbs/52_agent_experiments.ipynb #4241330e
 def make_llm(model: str, base_url: str = "", max_tokens: int = 1500):
     "The LLM of a run: `scripted` is the test double (behind the response cache), else `llm.get_llm`."
-    from cwm_nb.llm import client as llm_mod
+    from cwm_nb.llm.models import get_llm
     if model == "scripted":
         import os
         from cwm_nb.core import cache_dir
         return scripted_llm(os.environ.get("CWM_NB_LLM_CACHE") or cache_dir()/"llm_cache.sqlite")
-    if model == "embedded": return llm_mod.get_llm("embedded", max_tokens=max_tokens)
-    return llm_mod.get_llm(model, base_url=base_url or None)
+    if model == "embedded": return get_llm("embedded", max_tokens=max_tokens)
+    return get_llm(model, base_url=base_url or None)
 
 # %% ../../nbs/52_agent_experiments.ipynb #34fdb622
 def _write_programs(rd: Path, model: dict) -> list[str]:
@@ -333,11 +333,11 @@ def _cmd_ppo(a) -> int:
 # %% ../../nbs/52_agent_experiments.ipynb #adde1a1e
 def _cmd_agent(a) -> int:
     from cwm_nb.experiments.runs import run_notebook, run_lock
-    from cwm_nb.llm import client as llm_mod
+    from cwm_nb.llm.models import resolve_model
     if a.method == "ppo": return _cmd_ppo(a)
     s = agent_settings(a.domain, a.curriculum, a.model, a.seed, a.ablation, a.budget, a.max_episodes, a.planner,
                        a.max_tokens, a.base_url)
-    if a.model != "scripted": llm_mod.resolve_model(a.model, a.base_url or None)   # an unknown model fails before the kernel starts
+    if a.model != "scripted": resolve_model(a.model, a.base_url or None)   # an unknown model fails before the kernel starts
     rd = agent_run_dir(a.out, s["domain"], s["curriculum"], s["ablation"], s["model"], s["seed"])
     if a.force and rd.exists():
         with run_lock(rd): shutil.rmtree(rd)

@@ -236,11 +236,12 @@ def default_max_tokens(model: str) -> int:
     """Completion cap per call when none is given: 400 tokens for the small embedded model (its answers are short and
     slow), `llm.REASONING_MIN_TOKENS` for reasoning models (their hidden reasoning counts in the cap), the paper's 1500
     otherwise (GIF-MCTS paper, Table 5)."""
-    from cwm_nb.llm import client as llm_mod
+    from cwm_nb.llm.client import REASONING_MIN_TOKENS, is_reasoning_model
+    from cwm_nb.llm.models import resolve_model
     if model == "embedded": return 400
-    try: name = llm_mod.resolve_model(model).model
+    try: name = resolve_model(model).model
     except CwmNbError: name = model
-    return llm_mod.REASONING_MIN_TOKENS if llm_mod.is_reasoning_model(name) else 1500
+    return REASONING_MIN_TOKENS if is_reasoning_model(name) else 1500
 
 # %% ../../nbs/50_experiments.ipynb #405ab048
 def final_evaluation(
@@ -375,7 +376,8 @@ def run_cwmb_search(
     "Run one search on one CWMB environment and write `program.py`, `tree.json` into its run directory. Raises `CwmNbError` on bad input."
     from cwm_nb.bench import envs, replay, cwm
     from cwm_nb.search import prompts
-    from cwm_nb.llm import client as llm_mod
+    from cwm_nb.llm.client import parse_caps
+    from cwm_nb.llm.models import get_llm
     from cwm_nb.sandbox.jobs import get_sandbox
     buffer = str(buffer or "")
     check_params(dict(env=env, method=method, model=model, budget=budget, seed=seed, out=str(out),
@@ -383,7 +385,7 @@ def run_cwmb_search(
                       plan_preset=plan_preset, plan_episodes=plan_episodes, endpoint_caps=endpoint_caps,
                       holdout=holdout, holdout_seed=holdout_seed, env_kwargs=env_kwargs,
                       max_episode_steps=max_episode_steps, description=description))
-    llm_mod.parse_caps(endpoint_caps)   # a malformed --endpoint-caps is an error before any work
+    parse_caps(endpoint_caps)   # a malformed --endpoint-caps is an error before any work
     if method not in METHODS: raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
     spec = envs.resolve_env(env, env_kwargs, max_episode_steps, _read_description(description))  # errors before any work
     t0 = time.perf_counter()
@@ -402,7 +404,7 @@ def run_cwmb_search(
     atomic_write_json(rd/"settings.json", settings)
     description = envs.describe_env(spec)
     atomic_write_text(rd/"description.md", description)   # the text the model saw
-    if llm is None: llm = llm_mod.get_llm(model, base_url=base_url or None, caps=endpoint_caps or None)
+    if llm is None: llm = get_llm(model, base_url=base_url or None, caps=endpoint_caps or None)
     sandbox = get_sandbox()
     stochastic = replay.world_is_stochastic(env, buf)   # a random world: ranked by likelihood, asked for distributions
     metric = cwm.search_metric(stochastic, paper_compat)
@@ -607,7 +609,8 @@ def run_apps_search(
 ):
     "Run one search method over APPS problems into its run directory; returns an `apps_search.AppsRun` (metrics.json: `write_metrics`). Raises `CwmNbError` on bad input."
     from cwm_nb.apps import search as apps_search
-    from cwm_nb.llm import client as llm_mod
+    from cwm_nb.llm.client import parse_caps
+    from cwm_nb.llm.models import get_llm
     from cwm_nb.apps.problems import SPLIT_MODES, COMPARE_MODES
     settings = dict(data=str(data), problems=problems, method=method, model=model, budget=budget, seed=seed,
                     paper_compat=paper_compat, max_tokens=max_tokens, base_url=base_url, apps_mode=apps_mode,
@@ -616,7 +619,7 @@ def run_apps_search(
     if method not in METHODS: raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
     if apps_mode not in SPLIT_MODES: raise CwmNbError(f"unknown APPS mode {apps_mode!r}", f"use one of: {', '.join(SPLIT_MODES)}")
     if compare not in COMPARE_MODES: raise CwmNbError(f"unknown comparison {compare!r}", f"use one of: {', '.join(COMPARE_MODES)}")
-    llm_mod.parse_caps(endpoint_caps)
+    parse_caps(endpoint_caps)
     t0 = time.perf_counter()
     if max_tokens <= 0: settings["max_tokens"] = max_tokens = default_max_tokens(model)
     chosen = apps_search.select_problems(data, problems)   # a missing data path: an error before the run folder exists
@@ -625,7 +628,7 @@ def run_apps_search(
     rd.mkdir(parents=True, exist_ok=True)
     (rd/"metrics.json").unlink(missing_ok=True)
     atomic_write_json(rd/"settings.json", settings)
-    if llm is None: llm = llm_mod.get_llm(model, base_url=base_url or None, caps=endpoint_caps or None)
+    if llm is None: llm = get_llm(model, base_url=base_url or None, caps=endpoint_caps or None)
     run = apps_search.run_problems(chosen, rd, method, llm, budget=budget, seed=seed, apps_mode=apps_mode,
                                    compare=compare, paper_compat=paper_compat, max_tokens=max_tokens, progress=progress,
                                    meta=dict(model=model, data=str(data), problems=problems))
@@ -707,7 +710,9 @@ def _cmd_run(a) -> int:
         if v: raise CwmNbError(f"{flag} is for `cwm-nb run apps`, not {a.suite}", f"drop {flag}")
     a.budget = 10 if a.budget is None else a.budget
     from cwm_nb.bench import envs, replay
-    from cwm_nb.llm import client as llm_mod
+    from cwm_nb.llm.client import parse_caps
+    from cwm_nb.llm.embedded import embedded_threads
+    from cwm_nb.llm.models import resolve_model
     if a.suite == "rtfm":
         if a.env not in (None, "rtfm"):
             raise CwmNbError(f"`cwm-nb run rtfm` runs the RTFM environment, not {a.env!r}",
@@ -715,9 +720,9 @@ def _cmd_run(a) -> int:
         a.env = "rtfm"
     a.env = a.env or "CartPole-v1"
     spec = _cli_env(a)
-    llm_mod.resolve_model(a.model, a.base_url or None)   # an unknown model is an error before the kernel starts
-    llm_mod.parse_caps(a.endpoint_caps)                  # so is a malformed --endpoint-caps
-    llm_mod.embedded_threads()   # a set CWM_NB_THREADS that is not a positive integer: an error before the kernel starts
+    resolve_model(a.model, a.base_url or None)   # an unknown model is an error before the kernel starts
+    parse_caps(a.endpoint_caps)                  # so is a malformed --endpoint-caps
+    embedded_threads()   # a set CWM_NB_THREADS that is not a positive integer: an error before the kernel starts
     if a.method not in METHODS: raise CwmNbError(f"unknown method {a.method!r}", f"use one of: {', '.join(METHODS)}")
     buffer = str(Path(a.buffer).resolve()) if a.buffer else ""
     if buffer and not Path(buffer).exists():
@@ -757,7 +762,9 @@ def _cmd_run(a) -> int:
 def _cmd_run_apps(a) -> int:
     "`cwm-nb run apps`: check what can be checked cheaply, then run `nbs/experiments/apps.ipynb` in the run folder."
     from cwm_nb.apps import search as apps_search
-    from cwm_nb.llm import client as llm_mod
+    from cwm_nb.llm.client import parse_caps
+    from cwm_nb.llm.embedded import embedded_threads
+    from cwm_nb.llm.models import resolve_model
     from cwm_nb.apps.problems import PAPER_RANGE, AppsDataError
     if a.env: raise CwmNbError("`cwm-nb run apps` takes --data and --problems, not --env", "drop --env")
     if not a.data: raise CwmNbError("no APPS data given", "pass --data PATH (your copy of APPS: the release's folder, a .jsonl "
@@ -768,7 +775,7 @@ def _cmd_run_apps(a) -> int:
                             "download APPS yourself (nothing is downloaded for you) and pass its folder or file, or --data demo")
     problems = a.problems or ("0:6" if data == "demo" else f"{PAPER_RANGE[0]}:{PAPER_RANGE[1]}")
     apps_search.parse_problems(problems)
-    llm_mod.resolve_model(a.model, a.base_url or None); llm_mod.parse_caps(a.endpoint_caps); llm_mod.embedded_threads()
+    resolve_model(a.model, a.base_url or None); parse_caps(a.endpoint_caps); embedded_threads()
     if a.method not in METHODS: raise CwmNbError(f"unknown method {a.method!r}", f"use one of: {', '.join(METHODS)}")
     params = dict(data=data, problems=problems, method=a.method, model=a.model, budget=APPS_BUDGET if a.budget is None else a.budget,
                   seed=a.seed, out=str(Path(a.out).resolve()), base_url=a.base_url or "", paper_compat=a.paper_compat,

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core import CwmNbError, atomic_write_bytes
-from ..llm.client import usable_cpus
+from ..llm.embedded import usable_cpus
 from fastcore.basics import patch
 
 # %% auto #0
@@ -314,14 +314,15 @@ Job.__str__ = _job_str
 # %% ../../nbs/51_sweeps.ipynb #f409e57c
 def _methods_models(methods, models, base_url: str, endpoint_caps: str) -> tuple[list[str], list[str]]:
     "The method and model lists, each name checked, and `endpoint_caps` parsed. Raises `CwmNbError` naming a bad item."
-    from cwm_nb.llm import client as L
+    from cwm_nb.llm.client import parse_caps
+    from cwm_nb.llm.models import resolve_model
     from cwm_nb.search.baselines import METHODS
     method_list = _split(methods, "methods")
     for m in method_list:
         if m not in METHODS: raise CwmNbError(f"unknown method {m!r} in --methods", f"use some of: {', '.join(METHODS)}")
     model_list = _split(models, "models")
-    for m in model_list: L.resolve_model(m, base_url or None)   # CwmNbError names the model and the accepted forms
-    L.parse_caps(endpoint_caps)                                  # and a bad --endpoint-caps its item
+    for m in model_list: resolve_model(m, base_url or None)   # CwmNbError names the model and the accepted forms
+    parse_caps(endpoint_caps)                                  # and a bad --endpoint-caps its item
     return method_list, model_list
 
 # %% ../../nbs/51_sweeps.ipynb #56f6f7ec
@@ -720,7 +721,7 @@ def _start_sweep(jobs: list, out: Path, executor: str, workers: int | None, sche
     states = {j: job_state(j) for j in jobs}
     s = SweepSummary(total=len(jobs), skipped=[j for j in jobs if states[j] == "skip"])
     todo = deque(j for j in jobs if states[j] != "skip")
-    from cwm_nb.llm.client import embedded_threads
+    from cwm_nb.llm.embedded import embedded_threads
     embedded_threads()   # a set CWM_NB_THREADS that is not a positive integer: an error now, not in every job
     pool = make_pool(executor, workers, scheduler, out, slurm_partition, slurm_time, len(todo))   # may raise: nothing started yet
     out.mkdir(parents=True, exist_ok=True)

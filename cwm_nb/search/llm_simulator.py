@@ -229,7 +229,7 @@ def time_llm_transition(
     c = llm.complete(msgs, seed=seed, draw=i, max_tokens=cap, temperature=temperature, stop=["###"])
     seconds = time.perf_counter() - t0
     if c.cached: raise CwmNbError("the answer came from the LLM response cache, so its time means nothing",
-                                  "time an uncached model: cwm_nb.llm.client.get_llm(model, base_url=..., cache=False)")
+                                  "time an uncached model: cwm_nb.llm.models.get_llm(model, base_url=..., cache=False)")
     pred = parse_prediction(c.text, dim)
     return {"env": env, "index": i, "examples": ex, "seconds": seconds, "parsed": pred.ok,
             "parse_errors": list(pred.errors), **check_prediction(pred, buffer, i),
@@ -385,18 +385,15 @@ def context_needed(envs: list[str], max_tokens: int = 0) -> int:
 def simulator_llm(model: str = "embedded", base_url: str | None = None, *, n_ctx: int = 32768, **kw):
     "An uncached `LLM` for timing (`get_llm(..., cache=False)`); the embedded model gets a context of at least `n_ctx` tokens."
     if model != "embedded" or base_url:
-        return L.get_llm(model, base_url=base_url or None, cache=False, **kw)
-    shared = L._EMBEDDED
-    if shared is None or not shared.alive:
-        L.get_embedded_server(n_ctx=n_ctx)
-        shared = L._EMBEDDED
+        return models.get_llm(model, base_url=base_url or None, cache=False, **kw)
+    shared = embedded.get_embedded_server(n_ctx=n_ctx)   # the shared server, started with this context if none runs
     if shared.n_ctx >= n_ctx:
-        return L.get_llm("embedded", cache=False, **kw)
+        return models.get_llm("embedded", cache=False, **kw)
     srv = _SIM_SERVERS.get(n_ctx)
-    if srv is None or not srv.alive: srv = _SIM_SERVERS[n_ctx] = L.EmbeddedServer(n_ctx=n_ctx).start()
+    if srv is None or not srv.alive: srv = _SIM_SERVERS[n_ctx] = embedded.EmbeddedServer(n_ctx=n_ctx).start()
     # no retries: a timed-out call is recorded as a failure instead of being sent again and timed twice
     opts = dict(dict(mode="completion", timeout_s=3600.0, max_retries=0, name=f"embedded:{srv.alias}"), **kw)
-    out = L.OpenAICompatibleLLM(srv.url, srv.alias, max_tokens=opts.pop("max_tokens", 512), **opts)
+    out = client.OpenAICompatibleLLM(srv.url, srv.alias, max_tokens=opts.pop("max_tokens", 512), **opts)
     out.server = srv
     return out
 

@@ -12,7 +12,8 @@ from fastcore.basics import patch
 from ..core import CwmNbError, to_plain, atomic_write_json, make_rng
 from .prompts import (generate_messages, improve_messages, fix_messages, extract_code, parse_answer,
                             prefill_opens_code, CWM_CONTRACT, PROGRAM_START, MAX_COMPACT)
-from ..llm.client import ContextWindowExceeded, RequestRefused, estimate_tokens
+from ..llm.answers import ContextWindowExceeded, RequestRefused
+from ..llm.client import estimate_tokens
 
 # %% auto #0
 __all__ = ['evaluation_summary', 'FailedExpansion', 'SearchResult', 'SearchNode', 'SearchLoop', 'LLMCall']

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast, builtins, re
 from typing import Any
 from ..core import to_plain
-from ..llm.client import harmony_final
+from ..llm.answers import harmony_final
 from ..bench.envs import get_env_spec
 from ..bench.replay import world_is_stochastic
 

@@ -76,7 +76,8 @@ def scripted_demo_llm(
     name: str = "scripted-apps",  # the model name the double reports (in results and the response cache)
 ):
     "A `ScriptedLLM` test double answering prompts about the shipped APPS problems as `provider_double.apps_demo_answer`."
-    from cwm_nb.llm.client import ScriptedLLM, prefill_of
+    from cwm_nb.llm.demo import ScriptedLLM
+    from cwm_nb.llm.client import prefill_of
     from cwm_nb.testing.provider_double import apps_demo_answer, continue_prefill
     def answer(messages: list[dict], draw: int) -> str:
         prompt = "\n\n".join(m["content"] for m in messages if m["role"] == "user")
