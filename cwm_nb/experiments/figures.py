@@ -4,11 +4,18 @@
 
 # %% ../../nbs/53_figures.ipynb #c2198feb
 from __future__ import annotations
-import json, math
+import argparse, importlib.util, json, math, numbers, os, warnings
 from pathlib import Path
 from typing import Any, NamedTuple
+import numpy as np
 
 from ..core import CwmNbError, atomic_write_json, atomic_write_text, data_dir
+from ..bench.envs import paper_order
+from ..search import gif_mcts
+from .sweeps import find_run_dirs
+from .agent import agent_figures
+from .notebooks import run_notebook
+from .runs import save_figure
 
 # %% auto #0
 __all__ = ['PAPER', 'OURS', 'PUBLISHED_FILES', 'RUN_KEY', 'ABLATIONS', 'ACTION_STATS', 'PAPER_APPS', 'APPS_TABLES',
@@ -59,7 +66,6 @@ def effective_return(
     index: "pd.DataFrame",   # the results index (`cwm_nb.experiments.sweeps.build_index`)
 ) -> "pd.Series":
     "R per run as the paper aggregates it: 0 when planned but no runnable program (all raised), NaN when undefined (oracle return = random return) or not planned."
-    import numpy as np
     r, ro, rr = _num(index["normalized_return"]), _num(index["return_oracle"]), _num(index["return_random"])
     planned = index["plan_preset"].fillna("none").astype(str).isin(["quick", "paper"])
     undefined = ro.notna() & rr.notna() & (ro == rr)
@@ -126,7 +132,6 @@ def _note_table(note: str) -> "pd.DataFrame":
 # %% ../../nbs/53_figures.ipynb #975b9692
 def _sem(x) -> float:
     "Standard error of the mean (ddof 1) of the non-NaN values; NaN with fewer than 2."
-    import numpy as np
     x = np.asarray([v for v in x if v == v], dtype=float)
     return float(x.std(ddof=1)/math.sqrt(len(x))) if len(x) > 1 else float("nan")
 
@@ -179,7 +184,6 @@ _ORDER = {OURS: 0, PAPER: 1, "discrete": 0, "continuous": 1, "accuracy": 0, "R":
 # %% ../../nbs/53_figures.ipynb #1090b233
 def _order_key(ix):
     "Sort key of one index level: ours before the paper, discrete before continuous, methods in registry order, numbers by value, other text alphabetically."
-    import numbers
     strs = sorted({str(v) for v in ix if v not in _ORDER and not isinstance(v, numbers.Number)})
     def f(v):
         if v in _ORDER: return float(_ORDER[v])
@@ -280,7 +284,6 @@ def table_per_env(
 ) -> Table:
     "Paper Tables 10/11 layout: rows the 18 CWMB environments (paper order); columns (source, method, model, budget, metric in accuracy/R)."
     import pandas as pd
-    from cwm_nb.bench.envs import paper_order
     if agg not in ("first", "mean"): raise CwmNbError(f"unknown aggregation {agg!r}", "use agg='first' or agg='mean'")
     runs = _runs(index, "cwmb")
     cols = {}
@@ -349,7 +352,7 @@ def table_action_stats(
     method: str = "gif-mcts",  # the method whose trees are described
 ) -> Table:
     "Paper Table 7 layout: rows the statistics (percentages, lengths in expansions), columns (source, action kind, model, budget); mean over runs."
-    import pandas as pd, numpy as np
+    import pandas as pd
     runs = _runs(index, "cwmb")
     runs = runs[runs["method"] == method] if len(runs) else runs
     cols = {}
@@ -387,7 +390,6 @@ def table_returns(
 ) -> Table:
     "Paper Table 12 layout: rows the CWMB environments (paper order), columns (source, policy, model, budget) of mean returns."
     import pandas as pd
-    from cwm_nb.bench.envs import paper_order
     runs = _runs(index, "cwmb")
     cols = {}
     if len(runs):
@@ -418,6 +420,7 @@ def table_stochastic(
 ) -> Table:
     "Rows the random environments of the results, columns (method, model, budget, metric): accuracy, outcome probability, log-likelihood."
     import pandas as pd
+    # start-up time of `cwm-nb --help` (the CLI imports this module): replay buffers load when this table is made
     from cwm_nb.bench.replay import world_is_stochastic
     runs = _runs(index, "cwmb")
     cap = ("Random environments: the best program's accuracy, outcome probability (mean probability of the logged "
@@ -596,7 +599,7 @@ def plot_best_value_vs_calls(
     out_root: str | Path | None = None,  # results folder (to read curves missing from the index)
 ):
     "Figure: best value so far against LLM calls, mean over runs ± one standard error per method and model; one panel per action space."
-    import matplotlib.pyplot as plt, numpy as np
+    import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
     curves = _curves(index, out_root)
     panels = [p for p in ("discrete actions", "continuous actions", "RTFM") if any(c[0] == p for c in curves)]
@@ -635,7 +638,6 @@ def plot_search_tree(
 ):
     "Figure of one run's search tree (`tree.json`, drawn by `gif_mcts.plot_tree`); a figure with a note when there is none."
     import matplotlib.pyplot as plt
-    from cwm_nb.search import gif_mcts
     rd = run_dir or best_run(index)
     f = Path(out_root)/rd/"tree.json" if rd else None
     fig, ax = plt.subplots(figsize=(9, 4.5))
@@ -675,8 +677,7 @@ def plot_rollout_errors(
     metric: str = "state_error",         # "state_error" (normalised per dimension) or "reward_error"
 ):
     "Figure: open-loop rollout error against horizon, one panel per environment, one line per method and model and part."
-    import matplotlib.pyplot as plt, numpy as np, warnings
-    from cwm_nb.bench.envs import paper_order
+    import matplotlib.pyplot as plt
     pts = [p for p in (_rollout_points(index, out_root) if out_root is not None else []) if p[4] == metric]
     envs = [e for e in [*paper_order(), "rtfm"] if any(p[0] == e for p in pts)]
     envs += sorted({p[0] for p in pts} - set(envs))   # environments outside the benchmark, after it
@@ -714,7 +715,6 @@ COUNT_COLUMNS = ("seeds", "envs", "R envs", "runs", "problems")
 # %% ../../nbs/53_figures.ipynb #21109765
 def _fmt_cell(v, count: bool = False) -> str:
     "One table cell as text: n/a for missing, integers for counts, two decimals for other numbers."
-    import numbers
     if v is None or (isinstance(v, float) and v != v): return "n/a"
     if isinstance(v, numbers.Number) and not isinstance(v, bool): return f"{v:.0f}" if count else f"{v:.2f}"
     return str(v)
@@ -744,7 +744,6 @@ def write_table(
 ) -> list[Path]:
     """Write `<stem>.csv`, `<stem>.tex` and `<stem>.md` atomically; returns the three paths.
     Raises `CwmNbError` if jinja2 (pandas' LaTeX writer) or tabulate (its Markdown writer) is missing."""
-    import importlib.util
     for mod, what in (("jinja2", "LaTeX"), ("tabulate", "Markdown")):
         if importlib.util.find_spec(mod) is None:
             raise CwmNbError(f"pandas needs {mod} to write {what} tables",
@@ -784,9 +783,7 @@ def make_all(
 ) -> dict[str, list[Path]]:
     "Write every table (csv, tex, md; the APPS ones when there are APPS runs) and figure (png + pdf) and `manifest.json` into `out`; returns {name: written paths}."
     import matplotlib.pyplot as plt
-    from cwm_nb.experiments.runs import save_figure
     if index is None:
-        from cwm_nb.experiments import sweeps
         index = sweeps.build_index(results)
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     written = {}
@@ -805,7 +802,6 @@ def make_all(
                       ("rollout_state_errors", plot_rollout_errors(index, results, "state_error")),
                       ("rollout_reward_errors", plot_rollout_errors(index, results, "reward_error"))):
         written[stem] = save_figure(fig, out/stem); plt.close(fig)
-    from cwm_nb.experiments.agent import agent_figures
     written.update(agent_figures(results, out))   # the WorldCoder agent's figures, when `results` holds agent runs
     atomic_write_json(out/"manifest.json", dict(results=str(results), published=published, n_runs=len(index),
                                                 files={k: [str(p) for p in v] for k, v in written.items()}))
@@ -813,18 +809,15 @@ def make_all(
 
 # %% ../../nbs/53_figures.ipynb #68a0c72f
 def _cmd_figures(a) -> int:
-    from cwm_nb.experiments.runs import run_notebook
     res = Path(a.results)
     if not res.is_dir():
         raise CwmNbError(f"results folder {res} " + ("is a file, not a folder" if res.exists() else "not found"),
                          "pass the --out folder of `cwm-nb run` or `cwm-nb sweep`")
-    from cwm_nb.experiments.sweeps import find_run_dirs
     if not find_run_dirs(res):   # `cwm-nb run` folders and a sweep's budget<B>/ folders alike
         raise CwmNbError(f"{res} holds no runs", f"run `cwm-nb run cwmb ... --out {res}` or `cwm-nb sweep ... --out {res}` first")
     out = Path(a.out).resolve()
     try: out.mkdir(parents=True, exist_ok=True)
     except OSError as e: raise CwmNbError(f"cannot create --out {out}: {e.strerror}", "pass a folder you can write to as --out") from None
-    import os
     if not os.access(out, os.W_OK): raise CwmNbError(f"cannot write to --out {out}", "pass a folder you can write to as --out")
     nb = run_notebook("paper_figures", dict(results=str(res.resolve()), out=str(out), published=not a.no_published),
                       out/"paper_figures.ipynb")
@@ -836,7 +829,6 @@ def _cmd_figures(a) -> int:
 # %% ../../nbs/53_figures.ipynb #a10567ce
 def add_cli(sub) -> None:
     "Add the `figures` sub-command to the `cwm-nb` sub-parsers `sub`."
-    import argparse
     f = sub.add_parser("figures", help="the paper's tables and figures from a results folder, beside the published numbers",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     f.add_argument("results", help="results folder (the --out of `cwm-nb run` / `cwm-nb sweep`)")

@@ -8,8 +8,17 @@ import json, math, os, re, sys, threading, time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import argparse, ctypes, io, logging, platform, signal, subprocess
+from collections import deque
 from ..core import CwmNbError, atomic_write_bytes
-from ..llm.client import usable_cpus
+from ..llm import client as llm_mod
+from ..llm.client import embedded_threads, usable_cpus
+from ..bench import envs as bench_envs
+from ..search import gif_mcts
+from ..search.baselines import METHODS
+from . import runs
+from .runs import (DEFAULT_PLAN_PRESET, PLAN_PRESETS, apps_run_dir, check_holdout,
+                                     check_run_settings, default_max_tokens, is_complete)
 from fastcore.basics import patch
 
 # %% auto #0
@@ -68,8 +77,7 @@ def _num(x) -> float:
 
 # %% ../../nbs/51_sweeps.ipynb #124377df
 def _action_kind(env: str) -> str:
-    from cwm_nb.bench import envs
-    try: return envs.get_env_spec(env).action_kind
+    try: return bench_envs.get_env_spec(env).action_kind
     except CwmNbError: return "unknown"
 
 # %% ../../nbs/51_sweeps.ipynb #6c067a36
@@ -100,7 +108,6 @@ def _tree_stats(rd: Path) -> dict:
     tree = _read_json(rd/"tree.json")
     stats = (tree or {}).get("stats")
     if tree and not stats:
-        from cwm_nb.search import gif_mcts
         try: stats = gif_mcts.action_stats(tree)
         except (KeyError, TypeError, ValueError): stats = None
     return {k: _num((stats or {}).get(k)) for k in _TREE_COLS}
@@ -111,7 +118,6 @@ def index_row(rd: Path, out: Path) -> dict:
     rd = Path(rd)
     s = _read_json(rd/"settings.json") or {}
     m = _read_json(rd/"metrics.json") or {}
-    from cwm_nb.experiments.runs import is_complete
     complete = is_complete(rd)   # metrics for the budget settings.json asks for
     rel = rd.relative_to(out)
     parts = rel.parts   # [..., suite, env, method, model, seed<k>]
@@ -163,7 +169,6 @@ def build_index(out: str | Path, cache: dict | None = None):
 # %% ../../nbs/51_sweeps.ipynb #c88b9812
 def write_index(out: str | Path, df=None, cache: dict | None = None) -> Path:
     "Write the results index of `out` (built now unless `df` is given) to `<out>/index.parquet`, atomically. Returns the path."
-    import io
     out = Path(out)
     if df is None: df = build_index(out, cache)
     b = io.BytesIO(); df.to_parquet(b, index=False)
@@ -175,7 +180,6 @@ def load_index(
     write: bool = True,  # rewrite a stale `<out>/index.parquet`; False: build the index in memory and write nothing
 ):
     "Read `<out>/index.parquet`, rebuilding it first (rewritten, or in memory) if it is missing or older than a run's files."
-    import io
     import pandas as pd
     out = Path(out)
     f = out/INDEX_NAME
@@ -213,20 +217,19 @@ def expand_envs(
     max_episode_steps: int | None = None,  # their time limit
 ) -> list[str]:
     "Environment names from a comma list of names and groups (`all`, `discrete`, `continuous`). Raises `CwmNbError` naming an unknown item."
-    from cwm_nb.bench import envs as E
     out, variant = [], bool(env_kwargs) or bool(max_episode_steps)
     for x in _split(envs, "envs"):
         if variant and x in ENV_GROUPS:
             raise CwmNbError(f"--env-kwargs and --max-episode-steps do not apply to the group {x!r}",
                              "name gymnasium ids or entry points in --envs, or drop the arguments")
-        if variant: names = [E.resolve_env(x, env_kwargs, max_episode_steps).name]   # a variant: a session spec of its own
+        if variant: names = [bench_envs.resolve_env(x, env_kwargs, max_episode_steps).name]   # a variant: a session spec of its own
         elif x in ENV_GROUPS:
-            names = [n for n in E.cwmb_names() if x == "all" or E.get_env_spec(n).action_kind == x]
-        elif x in E.env_names(): names = [x]
-        elif ":" in x or E._session_spec(x) or E._registered_id(x): names = [E.get_env_spec(x).name]   # any gymnasium env
+            names = [n for n in bench_envs.cwmb_names() if x == "all" or bench_envs.get_env_spec(n).action_kind == x]
+        elif x in bench_envs.env_names(): names = [x]
+        elif ":" in x or bench_envs._session_spec(x) or bench_envs._registered_id(x): names = [bench_envs.get_env_spec(x).name]   # any gymnasium env
         else:
             raise CwmNbError(f"unknown environment {x!r} in --envs",
-                             f"use names from `cwm-nb envs` ({', '.join(E.env_names())}), a group ({', '.join(ENV_GROUPS)}), "
+                             f"use names from `cwm-nb envs` ({', '.join(bench_envs.env_names())}), a group ({', '.join(ENV_GROUPS)}), "
                              "a registered gymnasium id or an entry point module:attr")
         out += [n for n in names if n not in out]
     return out
@@ -263,9 +266,8 @@ def opts(self: Job) -> dict:
 # %% ../../nbs/51_sweeps.ipynb #8f4c480f
 @patch(as_prop=True)
 def run_dir(self: Job) -> Path:
-    "The job's run folder, as `cwm-nb run` names it (`experiments.run_dir`)."
-    from cwm_nb.experiments.runs import run_dir
-    return run_dir(self.root, self.suite, self.env, self.method, self.model, self.seed, self.opts["paper_compat"])
+    "The job's run folder, as `cwm-nb run` names it (`runs.run_dir`)."
+    return runs.run_dir(self.root, self.suite, self.env, self.method, self.model, self.seed, self.opts["paper_compat"])
 
 # %% ../../nbs/51_sweeps.ipynb #c30286d1
 @patch(as_prop=True)
@@ -314,20 +316,17 @@ Job.__str__ = _job_str
 # %% ../../nbs/51_sweeps.ipynb #f409e57c
 def _methods_models(methods, models, base_url: str, endpoint_caps: str) -> tuple[list[str], list[str]]:
     "The method and model lists, each name checked, and `endpoint_caps` parsed. Raises `CwmNbError` naming a bad item."
-    from cwm_nb.llm import client as L
-    from cwm_nb.search.baselines import METHODS
     method_list = _split(methods, "methods")
     for m in method_list:
         if m not in METHODS: raise CwmNbError(f"unknown method {m!r} in --methods", f"use some of: {', '.join(METHODS)}")
     model_list = _split(models, "models")
-    for m in model_list: L.resolve_model(m, base_url or None)   # CwmNbError names the model and the accepted forms
-    L.parse_caps(endpoint_caps)                                  # and a bad --endpoint-caps its item
+    for m in model_list: llm_mod.resolve_model(m, base_url or None)   # CwmNbError names the model and the accepted forms
+    llm_mod.parse_caps(endpoint_caps)                               # and a bad --endpoint-caps its item
     return method_list, model_list
 
 # %% ../../nbs/51_sweeps.ipynb #56f6f7ec
 def _check_existing(jobs: list) -> None:
     "Raise `CwmNbError` if a job's existing run folder was made with other settings (before any job starts)."
-    from cwm_nb.experiments.runs import check_run_settings
     for j in jobs:
         try: check_run_settings(j.run_dir, j.run_settings())
         except CwmNbError as e:   # `cwm-nb sweep` has no --force: say what to do with the folder instead
@@ -353,8 +352,6 @@ def plan_sweep(
     max_episode_steps: int | None = None,  # their time limit (`cwm-nb run --max-episode-steps`)
 ) -> list[Job]:
     "Every job of the sweep, validated (names, numbers, the settings of existing run folders). Raises `CwmNbError` naming the first bad item."
-    from cwm_nb.bench import envs as E
-    from cwm_nb.experiments.runs import DEFAULT_PLAN_PRESET, PLAN_PRESETS, check_holdout, default_max_tokens
     plan_preset = plan_preset or DEFAULT_PLAN_PRESET
     if holdout is not None: check_holdout(holdout)   # before anything else: a bad value must not fail late, inside a run
     env_list = expand_envs(envs, env_kwargs, max_episode_steps)
@@ -375,7 +372,7 @@ def plan_sweep(
                     if holdout is not None: st["holdout"] = check_holdout(holdout)
                     if holdout_seed is not None: st["holdout_seed"] = int(holdout_seed)
                     for seed in seed_list:
-                        jobs.append(Job(E.get_env_spec(env).suite, env, method, model, B, seed, out/f"budget{B}",
+                        jobs.append(Job(bench_envs.get_env_spec(env).suite, env, method, model, B, seed, out/f"budget{B}",
                                         tuple(st.items())))
     _check_existing(jobs)   # a clash with an existing folder: error now, before any job starts
     return jobs
@@ -383,7 +380,6 @@ def plan_sweep(
 # %% ../../nbs/51_sweeps.ipynb #bc86561e
 def job_state(job: Job) -> str:
     "'new', 'skip' (complete with the same settings) or 'resume' for `job`'s run folder."
-    from cwm_nb.experiments.runs import check_run_settings
     return check_run_settings(job.run_dir, job.run_settings())
 
 # %% ../../nbs/51_sweeps.ipynb #e109dbce
@@ -394,8 +390,7 @@ class AppsJob(Job):
 # %% ../../nbs/51_sweeps.ipynb #83d5fca2
 @patch(as_prop=True)
 def run_dir(self: AppsJob) -> Path:
-    "The job's run folder, as `cwm-nb run apps` names it (`experiments.apps_run_dir`)."
-    from cwm_nb.experiments.runs import apps_run_dir
+    "The job's run folder, as `cwm-nb run apps` names it (`runs.apps_run_dir`)."
     o = self.opts
     return apps_run_dir(self.root, self.env, self.method, self.model, self.seed, o["paper_compat"], o["apps_mode"], o["compare"])
 
@@ -428,6 +423,7 @@ def apps_chunks(
     chunk: int = 10, # problems per job
 ) -> list[str]:
     "The selection cut into `--problems` values of at most `chunk` positions each. Raises `CwmNbError` on bad input."
+    # start-up time of `cwm-nb --help` (the CLI imports this module): the APPS harness loads when an APPS sweep is planned
     from cwm_nb.apps.search import parse_problems
     if chunk < 1: raise CwmNbError(f"--chunk must be at least 1, got {chunk}", "pass the number of problems per job, e.g. --chunk 10")
     sel = parse_problems(problems)
@@ -452,8 +448,7 @@ def plan_apps_sweep(
     endpoint_caps: str = "",      # what the endpoint accepts
 ) -> list[AppsJob]:
     "Every job of an APPS sweep, validated like `plan_sweep`. Raises `CwmNbError` naming the first bad item."
-    from cwm_nb.apps.problems import SPLIT_MODES, COMPARE_MODES
-    from cwm_nb.experiments.runs import default_max_tokens
+    from cwm_nb.apps.problems import COMPARE_MODES, SPLIT_MODES   # start-up time of `cwm-nb --help`, as above
     parts = apps_chunks(problems, chunk)
     method_list, model_list = _methods_models(methods, models, base_url, endpoint_caps)
     if apps_mode not in SPLIT_MODES: raise CwmNbError(f"unknown APPS mode {apps_mode!r}", f"use one of: {', '.join(SPLIT_MODES)}")
@@ -472,7 +467,7 @@ def plan_apps_sweep(
     return jobs
 
 # %% ../../nbs/51_sweeps.ipynb #f5ccaa8c
-_JOB_MAIN = "import sys; from cwm_nb.experiments.runs import main; sys.exit(main(sys.argv[1:]))"
+_JOB_MAIN = "import sys; from cwm_nb.experiments.cli import main; sys.exit(main(sys.argv[1:]))"
 
 # %% ../../nbs/51_sweeps.ipynb #16c47394
 _LIVE: set = set()   # Popen objects of the jobs this process is running (stopped on Ctrl-C / SIGTERM)
@@ -483,7 +478,6 @@ _STOPPING = threading.Event()   # set while a sweep in this process stops: no ne
 def _die_with_parent():
     "preexec_fn: SIGTERM this child when the thread that started it dies (Linux; a no-op elsewhere)."
     try:
-        import ctypes, signal
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))   # PR_SET_PDEATHSIG = 1
     except Exception: pass
 
@@ -524,7 +518,6 @@ def run_job(argv: list[str], log: str, env: dict | None = None, jobs_here: int |
     """Run `cwm-nb <argv>` with this machine's Python, output to `log`. Returns `{"returncode", "tail", "log", "wall_s",
     "host"}` (`tail`: the last 20 lines of the log). Blocks until the job ends. Unless `CWM_NB_THREADS` is set (in
     `env` or here), the job gets `job_threads(jobs_here)` threads for its embedded model."""
-    import platform, subprocess
     env = {**os.environ, **(env or {})}
     if not env.get("CWM_NB_THREADS", "").strip(): env["CWM_NB_THREADS"] = str(job_threads(jobs_here))
     log = Path(log); log.parent.mkdir(parents=True, exist_ok=True)
@@ -567,7 +560,6 @@ class _DaskPool:
     "A Dask distributed client: of a scheduler at `scheduler`, or of a LocalCluster of `workers` processes."
     name = "dask"
     def __init__(self, workers: int | None, scheduler: str = ""):
-        import logging
         from distributed import Client, LocalCluster
         self.cluster = None
         if scheduler: self._connect(workers, scheduler); return
@@ -607,7 +599,6 @@ def submit(self: _DaskPool, job: Job):
 @patch
 def close(self: _DaskPool):
     "Close the client (and the local cluster), quietly."
-    import logging
     for n in ("distributed", "tornado", "asyncio"): logging.getLogger(n).setLevel(logging.CRITICAL)
     try: self.client.close()
     finally:
@@ -704,7 +695,6 @@ def _record(s: SweepSummary, j: Job, h, state: str) -> None:
 # %% ../../nbs/51_sweeps.ipynb #2e1a0c9a
 def _stop_sweep(pool, inflight: dict, jobs: list, out: Path, cache: dict) -> None:
     "On Ctrl-C / SIGTERM: stop the running jobs, write the index, and say how to continue."
-    from cwm_nb.experiments.runs import is_complete
     print(f"\nsweep: stopping {len(inflight)} running job(s)...", file=sys.stderr)
     pool.abort(list(inflight))
     idx = write_index(out, cache=cache)
@@ -716,11 +706,9 @@ def _stop_sweep(pool, inflight: dict, jobs: list, out: Path, cache: dict) -> Non
 def _start_sweep(jobs: list, out: Path, executor: str, workers: int | None, scheduler: str, slurm_partition: str,
                  slurm_time: int):
     "The summary, each job's state, the jobs to run (a deque) and the executor; prints what the sweep will do."
-    from collections import deque
     states = {j: job_state(j) for j in jobs}
     s = SweepSummary(total=len(jobs), skipped=[j for j in jobs if states[j] == "skip"])
     todo = deque(j for j in jobs if states[j] != "skip")
-    from cwm_nb.llm.client import embedded_threads
     embedded_threads()   # a set CWM_NB_THREADS that is not a positive integer: an error now, not in every job
     pool = make_pool(executor, workers, scheduler, out, slurm_partition, slurm_time, len(todo))   # may raise: nothing started yet
     out.mkdir(parents=True, exist_ok=True)
@@ -760,7 +748,6 @@ def run_sweep(
     progress: bool = True,       # text progress bar on stderr
 ) -> SweepSummary:
     "Run `jobs`, skipping complete ones; write `<out>/index.parquet` after each job. Raises `CwmNbError` on bad input, `KeyboardInterrupt` after stopping cleanly on Ctrl-C / SIGTERM."
-    import signal
     from tqdm import tqdm
     out = Path(out).resolve()
     t0 = time.perf_counter()
@@ -809,7 +796,6 @@ def _add_executor_args(w) -> None:
 # %% ../../nbs/51_sweeps.ipynb #7a5ef04e
 def _add_run_args(w, plan_presets) -> None:
     "`cwm-nb sweep`'s settings of each run, as `cwm-nb run` takes them, and the APPS selection."
-    from cwm_nb.experiments.runs import DEFAULT_PLAN_PRESET   # the preset of `cwm-nb run` and `cwm-nb plan` too
     w.add_argument("--plan-preset", default=DEFAULT_PLAN_PRESET, choices=plan_presets, help="planning after each search")
     w.add_argument("--plan-episodes", type=int, default=10, help="real episodes per policy of that planning")
     w.add_argument("--max-tokens", type=int, default=0, help="completion cap per call; 0: 400 for embedded, else 1500")
@@ -830,7 +816,6 @@ def _add_run_args(w, plan_presets) -> None:
 
 # %% ../../nbs/51_sweeps.ipynb #6f107807
 def _cmd_sweep(a) -> int:
-    from cwm_nb.experiments.runs import check_holdout
     if a.holdout is not None: check_holdout(a.holdout)   # checked first: a bad value would otherwise fail inside each run
     if a.suite == "apps": return _cmd_sweep_apps(a)
     if a.suite not in ("cwmb", "rtfm"):
@@ -856,8 +841,9 @@ def _cmd_sweep(a) -> int:
 # %% ../../nbs/51_sweeps.ipynb #3de094da
 def _cmd_sweep_apps(a) -> int:
     "`cwm-nb sweep apps`: one `cwm-nb run apps` job per chunk of problems, method, model, budget and seed."
+    # start-up time of `cwm-nb --help`, as in `apps_chunks`
     from cwm_nb.apps.problems import PAPER_RANGE
-    from cwm_nb.apps.search import data_path
+    from cwm_nb.apps.search import data_path   # (same reason)
     if a.envs: raise CwmNbError("`cwm-nb sweep apps` takes --data and --problems, not --envs", "drop --envs")
     if not a.data: raise CwmNbError("no APPS data given", "pass --data PATH (your copy of APPS) or --data demo (the six shipped problems)")
     data = "demo" if a.data == "demo" else str(Path(a.data).expanduser().resolve())
@@ -886,9 +872,7 @@ def _cmd_index(a) -> int:
 
 # %% ../../nbs/51_sweeps.ipynb #2a7ca8b2
 def add_cli(sub) -> None:
-    "Add the `sweep` and `index` sub-commands to the `cwm-nb` sub-parsers `sub` (`experiments.build_parser` calls this)."
-    import argparse
-    from cwm_nb.experiments.runs import PLAN_PRESETS
+    "Add the `sweep` and `index` sub-commands to the `cwm-nb` sub-parsers `sub` (`cli.build_parser` calls this)."
     w = sub.add_parser("sweep", help="run a grid of experiments (envs x methods x models x budgets x seeds) on local "
                        "workers, Dask or SLURM", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     w.add_argument("suite", help="cwmb (any --envs, rtfm included), rtfm, or apps (--data, --problems, --chunk)")
