@@ -304,7 +304,7 @@ def agent_figures(results: str | Path, out: str | Path) -> dict[str, list[Path]]
         written["agent_sokoban_by_boxes"] = save_figure(fig, out/"agent_sokoban_by_boxes"); plt.close(fig)
     return written
 
-# %% ../../nbs/52_agent_experiments.ipynb #c5bd417d
+# %% ../../nbs/52_agent_experiments.ipynb #94d12b6a
 def _report_agent_run(m: dict, rd) -> None:
     "Print a finished agent run's measures (stdout)."
     for e in m["envs_results"]:
@@ -325,7 +325,7 @@ def _cmd_ppo(a) -> int:
     print(f"results: {m['run_dir']}")
     return 0
 
-# %% ../../nbs/52_agent_experiments.ipynb #adde1a1e
+# %% ../../nbs/52_agent_experiments.ipynb #2e1c27b6
 def _cmd_agent(a) -> int:
     if a.method == "ppo": return _cmd_ppo(a)
     s = agent_settings(a.domain, a.curriculum, a.model, a.seed, a.ablation, a.budget, a.max_episodes, a.planner,
@@ -348,7 +348,7 @@ def _cmd_agent(a) -> int:
     _report_agent_run(json.loads((rd/"metrics.json").read_text()), rd)
     return 0
 
-# %% ../../nbs/52_agent_experiments.ipynb #6d21075b
+# %% ../../nbs/52_agent_experiments.ipynb #d2962e7a
 def add_cli(sub) -> None:
     "Add the `agent` sub-command to the `cwm-nb` sub-parsers `sub`."
     p = sub.add_parser("agent", help="run the WorldCoder agent (or its PPO baseline) on a curriculum",

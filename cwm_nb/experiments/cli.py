@@ -18,9 +18,11 @@ __all__ = ['CLI_MODULES', 'add_env_args', 'add_run_cli', 'add_eval_cli', 'add_pl
 
 # %% ../../nbs/55_cli.ipynb #f89c4daa
 def _command(name: str):
-    "The function `name` of `experiments.commands` that carries out a sub-command, imported when it runs."
+    """The function `name` of `experiments.commands` that carries out a sub-command, imported when
+    it runs."""
     def run(a) -> int:
-        # start-up time of `cwm-nb --help`: the commands load the benchmark (environments, buffers, scoring, APPS)
+        # start-up time of `cwm-nb --help`: the commands load the benchmark (environments,
+        # buffers, scoring, APPS)
         from cwm_nb.experiments import commands
         return getattr(commands, name)(a)
     run.__name__ = run.__qualname__ = name
@@ -29,79 +31,124 @@ def _command(name: str):
 # %% ../../nbs/55_cli.ipynb #d94433ba
 def add_env_args(p, description: bool = False) -> None:
     "Add the options that make an environment outside the benchmark to parser `p`."
-    p.add_argument("--env-kwargs", default="", help="JSON object of keyword arguments of a gymnasium id or entry point")
-    p.add_argument("--max-episode-steps", type=int, default=0, help="time limit of a gymnasium id or entry point (0: its own)")
-    if description: p.add_argument("--description", default="", help="text file given to the model instead of the generated description")
+    p.add_argument("--env-kwargs", default="",
+                   help="JSON object of keyword arguments of a gymnasium id or entry point")
+    p.add_argument("--max-episode-steps", type=int, default=0,
+                   help="time limit of a gymnasium id or entry point (0: its own)")
+    if description:
+        p.add_argument("--description", default="",
+                       help="text file given to the model instead of the generated description")
 
 # %% ../../nbs/55_cli.ipynb #76925fb6
 def add_run_cli(sub) -> None:
     "Add `cwm-nb run` (suites cwmb, rtfm, apps) to the `cwm-nb` sub-parsers `sub`."
-    r = sub.add_parser("run", help="run one experiment notebook with papermill", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    r.add_argument("suite", help="benchmark suite: cwmb (any --env), rtfm (same as --env rtfm) or apps (--data, --problems)")
-    r.add_argument("--env", default=None, help="benchmark environment (`cwm-nb envs` lists them), a registered gymnasium id, or an entry point module:attr; default CartPole-v1")
+    r = sub.add_parser("run", help="run one experiment notebook with papermill",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    r.add_argument("suite",
+                   help="benchmark suite: cwmb (any --env), rtfm (same as --env rtfm) or apps "
+                        "(--data, --problems)")
+    r.add_argument("--env", default=None,
+                   help="benchmark environment (`cwm-nb envs` lists them), a registered gymnasium "
+                        "id, or an entry point module:attr; default CartPole-v1")
     r.add_argument("--method", default="gif-mcts", choices=METHODS, help="search method")
-    r.add_argument("--model", default="embedded", help="embedded | alias (gpt-4-turbo, llama-3-70b, ...) | provider:name | hf:<id or folder>")
-    r.add_argument("--base-url", default="", help="OpenAI-compatible endpoint for provider:name models")
-    r.add_argument("--endpoint-caps", default="", help="what the endpoint accepts, overriding the provider's defaults: "
-                   "comma list of prefill=continue|user, stop=yes|no, max_tokens_param=max_tokens|max_completion_tokens, "
-                   "sampling=yes|no, seed=yes|no, context=TOKENS (see the guide, nbs/guide.ipynb, 'Models')")
-    r.add_argument("--budget", type=int, default=None, help="LLM calls (per problem for apps); default 10, apps 20 (the paper's)")
+    r.add_argument("--model", default="embedded",
+                   help="embedded | alias (gpt-4-turbo, llama-3-70b, ...) | provider:name | hf:<id "
+                        "or folder>")
+    r.add_argument("--base-url", default="",
+                   help="OpenAI-compatible endpoint for provider:name models")
+    r.add_argument("--endpoint-caps", default="",
+                   help="what the endpoint accepts, overriding the provider's defaults: "
+                   "comma list of prefill=continue|user, stop=yes|no, "
+                   "max_tokens_param=max_tokens|max_completion_tokens, "
+                   "sampling=yes|no, seed=yes|no, context=TOKENS (see the guide, nbs/guide.ipynb, "
+                   "'Models')")
+    r.add_argument("--budget", type=int, default=None,
+                   help="LLM calls (per problem for apps); default 10, apps 20 (the paper's)")
     r.add_argument("--seed", type=int, default=0, help="seed of the search and of LLM sampling")
     r.add_argument("--out", default="results", help="results root")
-    r.add_argument("--max-tokens", type=int, default=0, help="completion cap per call; 0: 400 for embedded, 16000 for "
+    r.add_argument("--max-tokens", type=int, default=0,
+                   help="completion cap per call; 0: 400 for embedded, 16000 for "
                    "reasoning models (o1, o3, o4, gpt-5: hidden reasoning counts in it), else 1500")
-    r.add_argument("--paper-compat", action="store_true", help="reproduce the original code's behaviour (see the guide, nbs/guide.ipynb, 'Where this differs from the original code')")
-    r.add_argument("--buffer", default="", help="replay buffer folder or paper pickle (*.pkl); default: the shipped buffer")
+    r.add_argument("--paper-compat", action="store_true",
+                   help="reproduce the original code's behaviour (see the guide, nbs/guide.ipynb, "
+                        "'Where this differs from the original code')")
+    r.add_argument("--buffer", default="",
+                   help="replay buffer folder or paper pickle (*.pkl); default: the shipped buffer")
     r.add_argument("--plan-preset", default=DEFAULT_PLAN_PRESET, choices=PLAN_PRESETS,
-                   help="planner preset for the normalized return after the search (paper: the paper's parameters, "
+                   help="planner preset for the normalized return after the search (paper: the "
+                        "paper's parameters, "
                    "15_planning; hours per MuJoCo env on 2 cores)")
-    r.add_argument("--plan-episodes", type=int, default=10, help="real episodes per policy for the normalized return")
-    r.add_argument("--holdout", type=float, default=None, help="fraction of the buffer's episodes held out from the search, "
-                   f"in [0, 1) (0: the paper's setting); default {DEFAULT_HOLDOUT} for a new run, 0 with --paper-compat, "
+    r.add_argument("--plan-episodes", type=int, default=10,
+                   help="real episodes per policy for the normalized return")
+    r.add_argument("--holdout", type=float, default=None,
+                   help="fraction of the buffer's episodes held out from the search, "
+                   f"in [0, 1) (0: the paper's setting); default {DEFAULT_HOLDOUT} for a new run, "
+                   "0 with --paper-compat, "
                    "the folder's own on resume")
     r.add_argument("--holdout-seed", type=int, default=0, help="seed of the held-out episodes")
-    r.add_argument("--force", action="store_true", help="delete this run's folder (checkpoint included) and start over")
-    r.add_argument("--data", default="", help="apps: your copy of APPS (release folder, .jsonl or parquet files), or demo (data/apps_demo)")
-    r.add_argument("--problems", default="", help="apps: positions START:STOP or a comma list; default 3000:4000 (the paper's), demo: 0:6")
+    r.add_argument("--force", action="store_true",
+                   help="delete this run's folder (checkpoint included) and start over")
+    r.add_argument("--data", default="",
+                   help="apps: your copy of APPS (release folder, .jsonl or parquet files), or "
+                        "demo (data/apps_demo)")
+    r.add_argument("--problems", default="",
+                   help="apps: positions START:STOP or a comma list; default 3000:4000 (the "
+                        "paper's), demo: 0:6")
     r.add_argument("--apps-mode", default="held_out", choices=("held_out", "paper"),
-                   help="apps: held_out hides part of each problem's tests from the search (a problem is solved only if all pass); paper: the search sees all tests (pass@B)")
+                   help="apps: held_out hides part of each problem's tests from the search (a "
+                        "problem is solved only if all pass); paper: the search sees all tests "
+                        "(pass@B)")
     r.add_argument("--compare", default="strict", choices=("strict", "apps_compat"),
-                   help="apps: output comparison of the search and the headline (both are reported)")
+                   help="apps: output comparison of the search and the headline "
+                   "(both are reported)")
     add_env_args(r, description=True)
     r.set_defaults(fn=_command("_cmd_run"))
 
 # %% ../../nbs/55_cli.ipynb #09d0162c
 def add_eval_cli(sub) -> None:
     "Add `cwm-nb eval-program` to the `cwm-nb` sub-parsers `sub`."
-    e = sub.add_parser("eval-program", help="score a program file on an environment's replay buffer")
+    e = sub.add_parser("eval-program",
+                       help="score a program file on an environment's replay buffer")
     e.add_argument("program", help="Python file defining class Environment")
-    e.add_argument("--env", required=True, help="benchmark environment, gymnasium id, or entry point module:attr")
-    e.add_argument("--buffer", default=None, help="replay buffer folder or paper pickle (*.pkl); default: the shipped buffer")
-    e.add_argument("--paper-compat", action="store_true", help="score with the original code's rules")
+    e.add_argument("--env", required=True,
+                   help="benchmark environment, gymnasium id, or entry point module:attr")
+    e.add_argument("--buffer", default=None,
+                   help="replay buffer folder or paper pickle (*.pkl); default: the shipped buffer")
+    e.add_argument("--paper-compat", action="store_true",
+                   help="score with the original code's rules")
     e.add_argument("--json", action="store_true", help="print the evaluation as one JSON object")
-    e.add_argument("--rollouts", action="store_true", help="also roll the program out open loop from each episode start "
+    e.add_argument("--rollouts", action="store_true",
+                   help="also roll the program out open loop from each episode start "
                    "and print the errors at K = 1, 5, 20 and the episode's end")
-    e.add_argument("--holdout", type=float, default=0.0, help="fraction of the episodes, in [0, 1), to split off and score apart "
+    e.add_argument("--holdout", type=float, default=0.0,
+                   help="fraction of the episodes, in [0, 1), to split off and score apart "
                    "(0: no split, the whole buffer is one part)")
     e.add_argument("--holdout-seed", type=int, default=0, help="seed of the held-out episodes")
-    e.add_argument("--no-determinism", action="store_true", help="skip the determinism check (four more runs of the program)")
+    e.add_argument("--no-determinism", action="store_true",
+                   help="skip the determinism check (four more runs of the program)")
     add_env_args(e)
     e.set_defaults(fn=_command("_cmd_eval"))
 
 # %% ../../nbs/55_cli.ipynb #85205dae
 def add_plan_cli(sub) -> None:
     "Add `cwm-nb plan` to the `cwm-nb` sub-parsers `sub`."
-    pl = sub.add_parser("plan", help="plan with a program on the real environment: returns and normalized return",
-                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    pl.add_argument("--env", required=True, help="benchmark environment, gymnasium id, or entry point module:attr")
+    pl = sub.add_parser("plan",
+                        help="plan with a program on the real environment: returns and normalized "
+                             "return", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    pl.add_argument("--env", required=True,
+                    help="benchmark environment, gymnasium id, or entry point module:attr")
     pl.add_argument("--program", required=True, help="Python file defining class Environment")
     pl.add_argument("--episodes", type=int, default=10, help="real episodes per policy")
     pl.add_argument("--preset", default=DEFAULT_PLAN_PRESET, choices=("paper", "quick"),
-                    help="planner parameters (paper: the paper's, 15_planning; hours per MuJoCo env on 2 cores)")
+                    help="planner parameters (paper: the paper's, 15_planning; hours per MuJoCo "
+                         "env on 2 cores)")
     pl.add_argument("--seed", type=int, default=0, help="seed of the episodes and planners")
-    pl.add_argument("--buffer", default=None, help="buffer the program's accuracy is reported on; default: the shipped buffer")
-    pl.add_argument("--out", default="results", help="results root; the result goes to <out>/plan/<env>/")
-    pl.add_argument("--paper-compat", action="store_true", help="the original code's behaviour (scoring, oracle RNG)")
+    pl.add_argument("--buffer", default=None, help="buffer the program's accuracy is reported on; "
+                    "default: the shipped buffer")
+    pl.add_argument("--out", default="results",
+                    help="results root; the result goes to <out>/plan/<env>/")
+    pl.add_argument("--paper-compat", action="store_true",
+                    help="the original code's behaviour (scoring, oracle RNG)")
     pl.add_argument("--json", action="store_true", help="print the result as one JSON line")
     add_env_args(pl)
     pl.set_defaults(fn=_command("_cmd_plan"))
@@ -111,19 +158,27 @@ def add_collect_cli(sub) -> None:
     "Add `cwm-nb collect` to the `cwm-nb` sub-parsers `sub`."
     c = sub.add_parser("collect", help="collect an environment's replay buffer (13_replay), seeded",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    c.add_argument("--env", required=True, help="benchmark environment, gymnasium id, or entry point module:attr")
-    c.add_argument("--seed", type=int, default=0, help="collection seed (the shipped buffers use 0)")
-    c.add_argument("--out", default=None, help="buffer folder to write; default: data/buffers/<env> for seed 0 (the shipped "
-                   "buffer, rewritten identically), the cache folder <cache>/buffers/<env>-seed<S> for other seeds")
+    c.add_argument("--env", required=True,
+                   help="benchmark environment, gymnasium id, or entry point module:attr")
+    c.add_argument("--seed", type=int, default=0,
+                   help="collection seed (the shipped buffers use 0)")
+    c.add_argument("--out", default=None,
+                   help="buffer folder to write; default: data/buffers/<env> for seed 0 (the "
+                        "shipped "
+                   "buffer, rewritten identically), the cache folder <cache>/buffers/<env>-seed<S> "
+                   "for other seeds")
     add_env_args(c)
-    c.add_argument("--episodes", type=int, default=0, help="environments outside the benchmark: random episodes (0: 10)")
-    c.add_argument("--max-steps", type=int, default=0, help="environments outside the benchmark: episode cap (0: 100)")
+    c.add_argument("--episodes", type=int, default=0,
+                   help="environments outside the benchmark: random episodes (0: 10)")
+    c.add_argument("--max-steps", type=int, default=0,
+                   help="environments outside the benchmark: episode cap (0: 100)")
     c.set_defaults(fn=_command("_cmd_collect"))
 
 # %% ../../nbs/55_cli.ipynb #13a14032
 def add_envs_cli(sub) -> None:
     "Add `cwm-nb envs` to the `cwm-nb` sub-parsers `sub`."
-    v = sub.add_parser("envs", help="list the benchmark environments"); v.set_defaults(fn=_command("_cmd_envs"))
+    v = sub.add_parser("envs", help="list the benchmark environments")
+    v.set_defaults(fn=_command("_cmd_envs"))
 
 # %% ../../nbs/55_cli.ipynb #7d8e5890
 CLI_MODULES = (sweeps, figures, agent)   # modules whose `add_cli(sub)` adds their sub-commands
@@ -131,22 +186,30 @@ CLI_MODULES = (sweeps, figures, agent)   # modules whose `add_cli(sub)` adds the
 # %% ../../nbs/55_cli.ipynb #2781a0e8
 def build_parser() -> argparse.ArgumentParser:
     "The `cwm-nb` argument parser."
-    p = argparse.ArgumentParser(prog="cwm-nb", description="Code World Models workbook: LLM-written world models of RL environments, searched and scored.",
+    p = argparse.ArgumentParser(prog="cwm-nb",
+                                description="Code World Models workbook: LLM-written world models "
+                                            "of RL environments, searched and scored.",
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     for add in (add_run_cli, add_eval_cli, add_plan_cli, add_collect_cli, add_envs_cli): add(sub)
     for m in CLI_MODULES: m.add_cli(sub)   # sub-commands of other notebooks
-    iso = dict(choices=("auto", "bwrap", "landlock", "none"), help="sandbox for generated code (sets CWM_NB_ISOLATION for this "
+    iso = dict(choices=("auto", "bwrap", "landlock", "none"),
+               help="sandbox for generated code (sets CWM_NB_ISOLATION for this "
                "command and its workers; auto: bwrap, else landlock, else refuse; see the guide)")
     p.add_argument("--isolation", default=None, **iso)
-    for s in sub.choices.values(): s.add_argument("--isolation", default=argparse.SUPPRESS, **iso)   # also after the sub-command
+    for s in sub.choices.values():
+        # also after the sub-command
+        s.add_argument("--isolation", default=argparse.SUPPRESS, **iso)
     return p
 
 # %% ../../nbs/55_cli.ipynb #1f98b63e
 def main(argv: Sequence[str] | None = None) -> int:
-    "Entry point of `cwm-nb`. Returns the exit status (2 for a user error, printed without a traceback)."
+    """Entry point of `cwm-nb`. Returns the exit status (2 for a user error, printed without a
+    traceback)."""
     a = build_parser().parse_args(argv)
-    if a.isolation: os.environ["CWM_NB_ISOLATION"] = a.isolation   # every sandbox of this process and its children
+    if a.isolation:
+        # every sandbox of this process and its children
+        os.environ["CWM_NB_ISOLATION"] = a.isolation
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # no task tracebacks after Ctrl-C
     try:
         return a.fn(a)
@@ -154,7 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cwm-nb: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # e.g. an --out that is a file or not writable
-        print(f"cwm-nb: error: {e.strerror or e}: {e.filename or ''}\n  What to do: check the paths you passed "
+        print(f"cwm-nb: error: {e.strerror or e}: {e.filename or ''}\n  What to do: check the "
+              "paths you passed "
               "(--out must be a writable folder)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

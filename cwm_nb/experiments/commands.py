@@ -13,9 +13,9 @@ from ..bench import collect, cwm, envs, planning, replay
 from ..search.baselines import METHODS
 from ..apps import search as apps_search
 from ..apps.problems import PAPER_RANGE, AppsDataError
-from .runs import (APPS_BUDGET, APPS_PARAMS, apps_run_dir, check_holdout, check_params,
-                                     check_run_settings, default_max_tokens, resolve_holdout, run_dir, run_lock,
-                                     safe_name)
+from .runs import (APPS_BUDGET, APPS_PARAMS, apps_run_dir, check_holdout,
+                                     check_params, check_run_settings, default_max_tokens,
+                                     resolve_holdout, run_dir, run_lock, safe_name)
 from .notebooks import run_notebook
 from .metrics import _PLAN_KEYS, _env_identity, _read_description, rollout_scale
 
@@ -27,50 +27,69 @@ def _fmt(x, spec=".2f") -> str: return "n/a" if x is None else format(x, spec)
 
 # %% ../../nbs/54_commands.ipynb #aeaa3e0e
 def _returns_line(m: dict) -> str:
-    line = (f"normalized return R {_fmt(m.get('normalized_return'), '.3f')}  (returns: CWM {_fmt(m.get('return_cwm'))}, "
-            f"random {_fmt(m.get('return_random'))}, oracle {_fmt(m.get('return_oracle'))}; {m.get('plan_preset')} preset, "
+    line = (f"normalized return R {_fmt(m.get('normalized_return'), '.3f')}  (returns: CWM "
+            f"{_fmt(m.get('return_cwm'))}, "
+            f"random {_fmt(m.get('return_random'))}, oracle {_fmt(m.get('return_oracle'))}; "
+            f"{m.get('plan_preset')} preset, "
             f"{m.get('plan_episodes')} episodes)")
     return line + (f"  [{m['planning_note']}]" if m.get("planning_note") else "")
 
 # %% ../../nbs/54_commands.ipynb #37b069f7
 def _heldout_line(m: dict) -> str:
-    "One line: held-out accuracy (or why there is none) and the determinism flag (or why it is not checked) of a run's metrics."
+    """One line: held-out accuracy (or why there is none) and the determinism flag (or why it is not
+    checked) of a run's metrics."""
     h, hold, n = m.get("heldout_accuracy"), m.get("holdout", 0), m.get("n_heldout_transitions")
     eps = len(m.get("heldout_episodes") or [])
     if h is not None:
-        held = f"held-out accuracy {h:.4f}  exact replay {m.get('heldout_exact_replay') or 0:.4f} on {n} transitions of {eps} episodes"
+        held = (f"held-out accuracy {h:.4f}  exact replay {m.get('heldout_exact_replay') or 0:.4f} "
+                f"on {n} transitions of {eps} episodes")
     elif not hold: held = "nothing held out (holdout 0: the paper's setting)"
-    elif not n: held = f"nothing held out ({m.get('holdout_note') or 'the buffer has too few episodes'})"
-    else: held = f"held-out part ({n} transitions of {eps} episodes) not scored: the search has no program"
-    det = {True: "deterministic", False: "NOT deterministic", None: "determinism not checked"}[m.get("deterministic")]
+    elif not n:
+        held = f"nothing held out ({m.get('holdout_note') or 'the buffer has too few episodes'})"
+    else:
+        held = (f"held-out part ({n} transitions of {eps} episodes) not scored: "
+                "the search has no program")
+    det = {True: "deterministic", False: "NOT deterministic",
+           None: "determinism not checked"}[m.get("deterministic")]
     if m.get("deterministic") is None:
         skip = m.get("determinism_not_checked")
-        det += (f" (the {skip['pass']} pass on the {skip['part']} part hit a limit: {skip['error']})" if skip
+        det += (f" (the {skip['pass']} pass on the {skip['part']} part hit a limit: "
+                f"{skip['error']})" if skip
                 else " (no runnable program)" if m.get("best_is_bug") else "")
     return f"{held}; {det}"
 
 # %% ../../nbs/54_commands.ipynb #bb686879
 def _embedded_note(model: str, apps: bool = False) -> list[str]:
-    "Closing lines of a run with `model` (`apps`: of an APPS run): for the embedded model, what it is for, what to expect, how to use a capable one."
+    """Closing lines of a run with `model` (`apps`: of an APPS run): for the embedded model, what it
+    is for, what to expect, how to use a capable one."""
     if model != "embedded": return []
-    expect = (["  it is far too small to solve programming problems. A strict accuracy of 0 (programs that fail the tests or",
+    expect = ([("  it is far too small to solve programming problems. A strict accuracy of 0 "
+                "(programs that fail the tests or"),
                "  do not run) is its expected result, not a broken install."] if apps else
-              ["  it is far too small to write a world model. Programs that do not run (\"every program raised\", or the prompt's",
-               "  own skeleton as the best program) are its expected result, not a broken install."])
-    return ["note: the embedded model (Gemma 3 270M, on this machine) is here to show that the whole workbook runs offline;",
-            *expect,
-            "  For real " + ("results" if apps else "world models") + " use a capable model: --model gpt-4o (key in OPENAI_API_KEY), or a server of yours,",
-            "  e.g. --model vllm:NAME --base-url http://HOST:8000/v1 (any OpenAI-compatible endpoint; see Models in nbs/guide.ipynb)."]
+              [("  it is far too small to write a world model. Programs that do not run "
+                "(\"every program raised\", or the prompt's"),
+               ("  own skeleton as the best program) are its expected result, "
+                "not a broken install.")])
+    return ["note: the embedded model (Gemma 3 270M, on this machine) is here to show that the "
+            "whole workbook runs offline;", *expect,
+            "  For real " + ("results" if apps else "world models")
+            + " use a capable model: --model gpt-4o (key in OPENAI_API_KEY), or a server of yours,",
+            "  e.g. --model vllm:NAME --base-url http://HOST:8000/v1 (any OpenAI-compatible "
+            "endpoint; see Models in nbs/guide.ipynb)."]
 
 # %% ../../nbs/54_commands.ipynb #434a0713
 def _cli_env(a):
-    "The `EnvSpec` of a command line's --env, --env-kwargs, --max-episode-steps and --description: resolved once, here."
+    """The `EnvSpec` of a command line's --env, --env-kwargs, --max-episode-steps and --description:
+    resolved once, here."""
     return envs.resolve_env(a.env, getattr(a, "env_kwargs", ""), getattr(a, "max_episode_steps", 0),
                             _read_description(getattr(a, "description", "")))
 
 def _cmd_run(a) -> int:
     if a.suite == "apps": return _cmd_run_apps(a)
-    if a.suite not in ("cwmb", "rtfm"): raise CwmNbError(f"unknown suite {a.suite!r}", "use `cwm-nb run cwmb --env X` (X from `cwm-nb envs`, a gymnasium id or `module:attr`), `cwm-nb run rtfm` or `cwm-nb run apps --data PATH`")
+    if a.suite not in ("cwmb", "rtfm"):
+        raise CwmNbError(f"unknown suite {a.suite!r}",
+                         "use `cwm-nb run cwmb --env X` (X from `cwm-nb envs`, a gymnasium id or "
+                         "`module:attr`), `cwm-nb run rtfm` or `cwm-nb run apps --data PATH`")
     for flag, v in (("--data", a.data), ("--problems", a.problems)):
         if v: raise CwmNbError(f"{flag} is for `cwm-nb run apps`, not {a.suite}", f"drop {flag}")
     a.budget = 10 if a.budget is None else a.budget
@@ -81,37 +100,53 @@ def _cmd_run(a) -> int:
         a.env = "rtfm"
     a.env = a.env or "CartPole-v1"
     spec = _cli_env(a)
-    llm_mod.resolve_model(a.model, a.base_url or None)   # an unknown model is an error before the kernel starts
+    # an unknown model is an error before the kernel starts
+    llm_mod.resolve_model(a.model, a.base_url or None)
     llm_mod.parse_caps(a.endpoint_caps)                  # so is a malformed --endpoint-caps
-    llm_mod.embedded_threads()   # a set CWM_NB_THREADS that is not a positive integer: an error before the kernel starts
-    if a.method not in METHODS: raise CwmNbError(f"unknown method {a.method!r}", f"use one of: {', '.join(METHODS)}")
+    # a set CWM_NB_THREADS that is not a positive integer: an error before the kernel starts
+    llm_mod.embedded_threads()
+    if a.method not in METHODS:
+        raise CwmNbError(f"unknown method {a.method!r}", f"use one of: {', '.join(METHODS)}")
     buffer = str(Path(a.buffer).resolve()) if a.buffer else ""
     if buffer and not Path(buffer).exists():
-        raise CwmNbError(f"replay buffer {a.buffer} not found", "pass a buffer folder (transitions.npz + meta.json) or a paper pickle (*.pkl)")
-    replay.load_buffer(spec, buffer or None)   # a malformed or foreign buffer is an error before the kernel starts
+        raise CwmNbError(f"replay buffer {a.buffer} not found",
+                         "pass a buffer folder (transitions.npz + meta.json) or a paper pickle "
+                         "(*.pkl)")
+    # a malformed or foreign buffer is an error before the kernel starts
+    replay.load_buffer(spec, buffer or None)
     params = dict(env=a.env, method=a.method, model=a.model, budget=a.budget, seed=a.seed,
-                  out=str(Path(a.out).resolve()), base_url=a.base_url or "", paper_compat=a.paper_compat,
+                  out=str(Path(a.out).resolve()), base_url=a.base_url or "",
+                  paper_compat=a.paper_compat,
                   max_tokens=a.max_tokens or default_max_tokens(a.model), buffer=buffer,
-                  plan_preset=a.plan_preset, plan_episodes=a.plan_episodes, endpoint_caps=a.endpoint_caps,
-                  holdout=-1.0 if a.holdout is None else check_holdout(a.holdout), holdout_seed=a.holdout_seed,
+                  plan_preset=a.plan_preset, plan_episodes=a.plan_episodes,
+                  endpoint_caps=a.endpoint_caps,
+                  holdout=-1.0 if a.holdout is None else check_holdout(a.holdout),
+                  holdout_seed=a.holdout_seed,
                   env_kwargs=a.env_kwargs, max_episode_steps=a.max_episode_steps or 0,
                   description=str(Path(a.description).resolve()) if a.description else "")
     check_params(params)
     rd = run_dir(a.out, spec.suite, spec.name, a.method, a.model, a.seed, a.paper_compat)
-    params["holdout"] = resolve_holdout(rd, params["holdout"], a.paper_compat)   # as settings.json will say
+    # as settings.json will say
+    params["holdout"] = resolve_holdout(rd, params["holdout"], a.paper_compat)
     with run_lock(rd):   # one process per run folder
         if a.force and rd.exists():
             shutil.rmtree(rd); print(f"--force: deleted {rd}", file=sys.stderr)
         if check_run_settings(rd, {k: v for k, v in params.items() if k != "out"}) == "skip":
-            print(f"complete run found, skipped: {rd} (use --force to start it over)", file=sys.stderr)
+            print(f"complete run found, skipped: {rd} (use --force to start it over)",
+                  file=sys.stderr)
             return 0
-        print(f"running {a.method} on {a.env} with {a.model} (budget {a.budget}, seed {a.seed}) -> {rd}", file=sys.stderr)
+        print(f"running {a.method} on {a.env} with {a.model} (budget {a.budget}, seed {a.seed}) -> "
+              f"{rd}", file=sys.stderr)
         run_notebook("cwmb", params, rd/"notebook.ipynb")
     m = json.loads((rd/"metrics.json").read_text())
-    if m.get("best_is_bug"): print(f"every program raised; the best one's error: {m.get('best_error')}")
-    print(f"accuracy {m['accuracy']:.4f}  exact replay {m['exact_replay']:.4f}  LLM calls {m['llm_calls']} "
-          f"(model {m['model_calls']}, cached {m['cached_calls']})  tokens {m['prompt_tokens']}+{m['completion_tokens']}"
-          + (f" (estimates: no token counts from the server for {m['estimated_token_calls']} of the calls)"
+    if m.get("best_is_bug"):
+        print(f"every program raised; the best one's error: {m.get('best_error')}")
+    print(f"accuracy {m['accuracy']:.4f}  exact replay {m['exact_replay']:.4f}  LLM calls "
+          f"{m['llm_calls']} "
+          f"(model {m['model_calls']}, cached {m['cached_calls']})  tokens "
+          f"{m['prompt_tokens']}+{m['completion_tokens']}"
+          + (f" (estimates: no token counts from the server for {m['estimated_token_calls']} of "
+             "the calls)"
              if m.get("estimated_token_calls") else ""))
     print(_heldout_line(m))
     if m.get("plan_preset", "none") != "none": print(_returns_line(m))
@@ -121,74 +156,105 @@ def _cmd_run(a) -> int:
 
 # %% ../../nbs/54_commands.ipynb #ed419ca0
 def _cmd_run_apps(a) -> int:
-    "`cwm-nb run apps`: check what can be checked cheaply, then run `nbs/experiments/apps.ipynb` in the run folder."
-    if a.env: raise CwmNbError("`cwm-nb run apps` takes --data and --problems, not --env", "drop --env")
-    if not a.data: raise CwmNbError("no APPS data given", "pass --data PATH (your copy of APPS: the release's folder, a .jsonl "
-                                    "file or the parquet files of the Hugging Face export) or --data demo (the six shipped problems)")
+    """`cwm-nb run apps`: check what can be checked cheaply, then run `nbs/experiments/apps.ipynb`
+    in the run folder."""
+    if a.env:
+        raise CwmNbError("`cwm-nb run apps` takes --data and --problems, not --env", "drop --env")
+    if not a.data:
+        raise CwmNbError("no APPS data given",
+                         "pass --data PATH (your copy of APPS: the release's folder, a .jsonl "
+                                    "file or the parquet files of the Hugging Face export) or "
+                                    "--data demo (the six shipped problems)")
     data = "demo" if a.data == "demo" else str(Path(a.data).expanduser().resolve())
     if not apps_search.data_path(data).exists():
         raise AppsDataError(f"the APPS data path {a.data} does not exist",
-                            "download APPS yourself (nothing is downloaded for you) and pass its folder or file, or --data demo")
+                            "download APPS yourself (nothing is downloaded for you) and pass its "
+                            "folder or file, or --data demo")
     problems = a.problems or ("0:6" if data == "demo" else f"{PAPER_RANGE[0]}:{PAPER_RANGE[1]}")
     apps_search.parse_problems(problems)
-    llm_mod.resolve_model(a.model, a.base_url or None); llm_mod.parse_caps(a.endpoint_caps); llm_mod.embedded_threads()
-    if a.method not in METHODS: raise CwmNbError(f"unknown method {a.method!r}", f"use one of: {', '.join(METHODS)}")
-    params = dict(data=data, problems=problems, method=a.method, model=a.model, budget=APPS_BUDGET if a.budget is None else a.budget,
-                  seed=a.seed, out=str(Path(a.out).resolve()), base_url=a.base_url or "", paper_compat=a.paper_compat,
-                  max_tokens=a.max_tokens or default_max_tokens(a.model), apps_mode=a.apps_mode, compare=a.compare,
-                  endpoint_caps=a.endpoint_caps)
+    llm_mod.resolve_model(a.model, a.base_url
+                          or None); llm_mod.parse_caps(a.endpoint_caps); llm_mod.embedded_threads()
+    if a.method not in METHODS:
+        raise CwmNbError(f"unknown method {a.method!r}", f"use one of: {', '.join(METHODS)}")
+    params = dict(data=data, problems=problems, method=a.method, model=a.model,
+                  budget=APPS_BUDGET if a.budget is None else a.budget,
+                  seed=a.seed, out=str(Path(a.out).resolve()), base_url=a.base_url or "",
+                  paper_compat=a.paper_compat,
+                  max_tokens=a.max_tokens or default_max_tokens(a.model), apps_mode=a.apps_mode,
+                  compare=a.compare, endpoint_caps=a.endpoint_caps)
     check_params(params, APPS_PARAMS)
-    rd = apps_run_dir(a.out, problems, a.method, a.model, a.seed, a.paper_compat, a.apps_mode, a.compare)
+    rd = apps_run_dir(a.out, problems, a.method, a.model, a.seed, a.paper_compat, a.apps_mode,
+                      a.compare)
     with run_lock(rd):
         if a.force and rd.exists():
             shutil.rmtree(rd); print(f"--force: deleted {rd}", file=sys.stderr)
         if check_run_settings(rd, {k: v for k, v in params.items() if k != "out"}) == "skip":
-            print(f"complete run found, skipped: {rd} (use --force to start it over)", file=sys.stderr)
+            print(f"complete run found, skipped: {rd} (use --force to start it over)",
+                  file=sys.stderr)
             return 0
-        print(f"running {a.method} on APPS problems {problems} of {a.data} with {a.model} (budget {params['budget']} per problem, "
-              f"seed {a.seed}, {a.apps_mode} tests, {a.compare} comparison) -> {rd}", file=sys.stderr)
+        print(f"running {a.method} on APPS problems {problems} of {a.data} with {a.model} (budget "
+              f"{params['budget']} per problem, "
+              f"seed {a.seed}, {a.apps_mode} tests, {a.compare} comparison) -> {rd}",
+              file=sys.stderr)
         run_notebook("apps", params, rd/"notebook.ipynb")
     m = json.loads((rd/"metrics.json").read_text())
     se = m.get("strict_accuracy_se")
-    print(f"strict accuracy {m['strict_accuracy']:.4f}" + (f" ± {se:.4f}" if se is not None else "") +
-          f" ({m['evaluation']}, {m['compare']} comparison; strict {m['strict_accuracy_strict']:.4f}, apps_compat "
-          f"{m['strict_accuracy_apps_compat']:.4f}) on {m['n_problems']} problems; test case average {m['test_case_average']:.4f}")
-    print(f"LLM calls {m['llm_calls']} (model {m['model_calls']}, cached {m['cached_calls']})  tokens "
+    print(f"strict accuracy {m['strict_accuracy']:.4f}" + (f" ± {se:.4f}" if se is not None
+                                                           else "") +
+          f" ({m['evaluation']}, {m['compare']} comparison; strict "
+          f"{m['strict_accuracy_strict']:.4f}, apps_compat "
+          f"{m['strict_accuracy_apps_compat']:.4f}) on {m['n_problems']} problems; test case "
+          f"average {m['test_case_average']:.4f}")
+    print(f"LLM calls {m['llm_calls']} (model {m['model_calls']}, cached {m['cached_calls']})  "
+          "tokens "
           f"{m['prompt_tokens']}+{m['completion_tokens']}")
-    for pid, why in list((m.get("errors") or {}).items())[:5]: print(f"problem {pid} could not be used: {why}")
+    for pid, why in list((m.get("errors") or {}).items())[:5]:
+        print(f"problem {pid} could not be used: {why}")
     for line in _embedded_note(a.model, apps=True): print(line)
     print(f"results: {rd}")
     return 0
 
 # %% ../../nbs/54_commands.ipynb #dc1377e3
 def _determinism_text(d: dict, asked: bool = True) -> str:
-    "What the determinism check of evaluation `d` (`Evaluation.to_dict()`) found, or why it did not run."
+    """What the determinism check of evaluation `d` (`Evaluation.to_dict()`) found, or why it did
+    not run."""
     if not asked: return "determinism not checked (--no-determinism)"
     if d.get("bug"): return "determinism not checked (the program failed on its first run)"
     skip = (d.get("determinism") or {}).get("not_checked")
     if d.get("deterministic") is None:
-        return f"determinism not checked (the {skip['pass']} pass hit a limit: {skip['error']})" if skip else "determinism not checked"
-    if d["deterministic"]: return f"deterministic ({', '.join((d.get('determinism') or {}).get('passes') or ['all'])} passes agree)"
+        if not skip: return "determinism not checked"
+        return f"determinism not checked (the {skip['pass']} pass hit a limit: {skip['error']})"
+    if d["deterministic"]:
+        passes = (d.get("determinism") or {}).get("passes") or ["all"]
+        return f"deterministic ({', '.join(passes)} passes agree)"
     f = d["determinism"]["first_difference"]
     return (f"NOT deterministic: the {f['pass']} pass differs first at transition {f['index']} "
-            f"(first run {f['first']}, then {f['second']}{'; ' + f['error'] if f.get('error') else ''})")
+            f"(first run {f['first']}, then "
+            f"{f['second']}{'; ' + f['error'] if f.get('error') else ''})")
 
 # %% ../../nbs/54_commands.ipynb #85f4f80e
 def _rollout_table(r: dict) -> list[str]:
-    "Lines of a small table: per horizon, rollouts, alive, state error, reward error, done disagreement."
+    """Lines of a small table: per horizon, rollouts, alive, state error, reward error, done
+    disagreement."""
     fmt = lambda v, s=".3g": "n/a" if v is None else format(v, s)
-    lines = [f"  {'horizon':>8s} {'rollouts':>8s} {'alive':>6s} {'state err':>10s} {'reward err':>10s} {'done disagrees':>14s}"]
+    lines = [f"  {'horizon':>8s} {'rollouts':>8s} {'alive':>6s} {'state err':>10s} "
+             f"{'reward err':>10s} {'done disagrees':>14s}"]
     for k, h in r["horizons"].items():
-        lines.append(f"  {k:>8s} {h['rollouts']:8d} {fmt(h['alive'], '.2f'):>6s} {fmt(h['state_error']):>10s} "
+        lines.append(f"  {k:>8s} {h['rollouts']:8d} {fmt(h['alive'], '.2f'):>6s} "
+                     f"{fmt(h['state_error']):>10s} "
                      f"{fmt(h['reward_error']):>10s} {fmt(h['done_disagreement'], '.2f'):>14s}")
-    return lines + [f"  (state error: {r['state_distance']}; rollouts from each episode start on the logged actions)"]
+    return lines + [f"  (state error: {r['state_distance']}; rollouts from each episode start on "
+                    "the logged actions)"]
 
 # %% ../../nbs/54_commands.ipynb #1fdcae43
 def _read_program(path: str) -> str:
     p = Path(path)
-    if not p.is_file(): raise CwmNbError(f"program file {p} not found", "pass the path of a Python file defining class Environment")
+    if not p.is_file():
+        raise CwmNbError(f"program file {p} not found",
+                         "pass the path of a Python file defining class Environment")
     try: return p.read_text()
-    except UnicodeDecodeError: raise CwmNbError(f"{p} is not a UTF-8 text file", "pass a Python source file") from None
+    except UnicodeDecodeError:
+        raise CwmNbError(f"{p} is not a UTF-8 text file", "pass a Python source file") from None
 
 # %% ../../nbs/54_commands.ipynb #c5d1999a
 def _cmd_eval(a) -> int:
@@ -196,58 +262,80 @@ def _cmd_eval(a) -> int:
     source = _read_program(a.program)
     buf = replay.load_buffer(spec, a.buffer)
     split = replay.split_by_episode(buf, check_holdout(a.holdout), a.holdout_seed)
-    parts = {"search": split.search} | ({"heldout": split.heldout} if split.heldout is not None else {})
-    scale = rollout_scale(buf) if a.rollouts else None   # both parts' state errors in the whole buffer's units
-    metric = cwm.search_metric(replay.world_is_stochastic(spec.name, buf), a.paper_compat)   # as a search would rank it
-    evs = {p: cwm.evaluate_program(source, b, paper_compat=a.paper_compat, determinism=not a.no_determinism,
-                                   rollouts=a.rollouts, rollout_scale=scale, value_metric=metric).to_dict()
+    parts = {"search": split.search} | ({"heldout": split.heldout} if split.heldout is not None
+                                        else {})
+    # both parts' state errors in the whole buffer's units
+    scale = rollout_scale(buf) if a.rollouts else None
+    # as a search would rank it
+    metric = cwm.search_metric(replay.world_is_stochastic(spec.name, buf), a.paper_compat)
+    evs = {p: cwm.evaluate_program(source, b, paper_compat=a.paper_compat,
+                                   determinism=not a.no_determinism, rollouts=a.rollouts,
+                                   rollout_scale=scale, value_metric=metric).to_dict()
            for p, b in parts.items()}
     if a.json:
         d = evs["search"]
         if a.holdout > 0: d = {**d, "heldout": evs.get("heldout"), **split.info()}
         print(json.dumps(d)); return 0
     for p, d in evs.items():
-        what = "" if a.holdout == 0 else (f" [search part: episodes {split.search_episodes}]" if p == "search"
-                                         else f" [held-out part: episodes {split.heldout_episodes}]")
-        print(f"{spec.name}{what}: accuracy {d['accuracy']:.4f} (paper-weighted), mean {d['mean_accuracy']:.4f}, "
-              f"exact replay {d['exact_replay']:.4f} on {d['n_transitions']} transitions; outcome probability "
+        what = ("" if a.holdout == 0 else f" [search part: episodes {split.search_episodes}]"
+                if p == "search" else f" [held-out part: episodes {split.heldout_episodes}]")
+        print(f"{spec.name}{what}: accuracy {d['accuracy']:.4f} (paper-weighted), mean "
+              f"{d['mean_accuracy']:.4f}, "
+              f"exact replay {d['exact_replay']:.4f} on {d['n_transitions']} transitions; outcome "
+              "probability "
               f"{d['outcome_probability']:.4f}, log-likelihood {d['log_likelihood']:.3f} "
-              f"({'its step_distribution' if d.get('distribution') else 'step as a point mass'}); {_determinism_text(d, not a.no_determinism)}")
+              f"({'its step_distribution' if d.get('distribution') else 'step as a point mass'}); "
+              f"{_determinism_text(d, not a.no_determinism)}")
         if d.get("error"): print(f"error: {d['error']}")
-        for f in d.get("failures", [])[:3]: print(f"first failures: transition {f['index']}: expected {f['expected']} got {f['predicted']}")
-        if d.get("rollouts"): print("\n".join(["open-loop rollouts:"] + _rollout_table(d["rollouts"])))
+        for f in d.get("failures", [])[:3]:
+            print(f"first failures: transition {f['index']}: expected {f['expected']} got "
+                  f"{f['predicted']}")
+        if d.get("rollouts"):
+            print("\n".join(["open-loop rollouts:"] + _rollout_table(d["rollouts"])))
     if split.note: print(f"note: {split.note}")
     return 0
 
 # %% ../../nbs/54_commands.ipynb #fa65f9a5
 def _cmd_plan(a) -> int:
     spec = _cli_env(a)
-    if a.episodes < 1: raise CwmNbError(f"--episodes must be at least 1, got {a.episodes}", "pass --episodes 1 or more")
+    if a.episodes < 1:
+        raise CwmNbError(f"--episodes must be at least 1, got {a.episodes}",
+                         "pass --episodes 1 or more")
     source = _read_program(a.program)
     buf = replay.load_buffer(spec, a.buffer)
     tag = f"-buf{buf.fingerprint()[:8]}" if a.buffer else ""
-    stem = f"{Program(source).sha256[:12]}-{a.preset}-e{a.episodes}-seed{a.seed}{tag}" + ("-paper-compat" if a.paper_compat else "")
+    stem = (f"{Program(source).sha256[:12]}-{a.preset}-e{a.episodes}-seed{a.seed}{tag}"
+            + ("-paper-compat" if a.paper_compat else ""))
     dest = Path(a.out)/"plan"/safe_name(spec.name)/f"{stem}.json"
-    dest.parent.mkdir(parents=True, exist_ok=True)       # an unwritable --out fails now, not after hours of planning
-    if not os.access(dest.parent, os.W_OK): raise CwmNbError(f"cannot write to {dest.parent}", "pass a writable --out")
+    # an unwritable --out fails now, not after hours of planning
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if not os.access(dest.parent, os.W_OK):
+        raise CwmNbError(f"cannot write to {dest.parent}", "pass a writable --out")
     ev = cwm.evaluate_program(source, buf, paper_compat=a.paper_compat)
     pr = planning.evaluate_planning(spec, source, episodes=a.episodes, preset=a.preset, seed=a.seed,
                                     paper_compat=a.paper_compat, progress=not a.json).to_dict()
-    res = dict(env=spec.name, **_env_identity(spec), program=str(Path(a.program).resolve()), program_sha256=Program(source).sha256,
-               preset=a.preset, episodes=a.episodes, seed=a.seed, paper_compat=a.paper_compat,
-               **{k: pr.get(k) for k in _PLAN_KEYS}, accuracy=ev.accuracy, program_error=ev.error,
-               decisions=pr.get("decisions"), fallbacks=pr.get("fallbacks"), fallback_kinds=pr.get("fallback_kinds"),
+    res = dict(env=spec.name, **_env_identity(spec), program=str(Path(a.program).resolve()),
+               program_sha256=Program(source).sha256, preset=a.preset, episodes=a.episodes,
+               seed=a.seed, paper_compat=a.paper_compat, **{k: pr.get(k) for k in _PLAN_KEYS},
+               accuracy=ev.accuracy, program_error=ev.error, decisions=pr.get("decisions"),
+               fallbacks=pr.get("fallbacks"), fallback_kinds=pr.get("fallback_kinds"),
                abandoned=pr.get("abandoned"), buffer=a.buffer or "shipped", planning=pr)
     path = atomic_write_json(dest, res)
-    if a.json: print(json.dumps(to_plain({k: v for k, v in res.items() if k != "planning"} | {"stored": str(path)})))
+    if a.json:
+        print(json.dumps(to_plain({k: v for k,
+                                   v in res.items() if k != "planning"} | {"stored": str(path)})))
     else:
-        print(f"{spec.name}: " + _returns_line(dict(res, plan_preset=a.preset, plan_episodes=a.episodes,
+        print(f"{spec.name}: " + _returns_line(dict(res, plan_preset=a.preset,
+                                                    plan_episodes=a.episodes,
                                                  planning_note=pr.get("reason"))))
-        print(f"accuracy on the buffer {ev.accuracy:.4f}" + (f"; the program raised: {ev.error}" if ev.bug else ""))
+        print(f"accuracy on the buffer {ev.accuracy:.4f}" + (f"; the program raised: {ev.error}"
+                                                             if ev.bug else ""))
         if pr.get("fallbacks"):
             kinds = ", ".join(f"{k} {v}" for k, v in (pr.get("fallback_kinds") or {}).items())
-            print(f"warning: {pr['fallbacks']} of {pr['decisions']} planning decisions failed and were played with random "
-                  f"actions ({kinds})" + ("; the program was given up after repeated failures" if pr.get("abandoned") else ""))
+            print(f"warning: {pr['fallbacks']} of {pr['decisions']} planning decisions failed and "
+                  "were played with random "
+                  f"actions ({kinds})" + ("; the program was given up after repeated failures"
+                                          if pr.get("abandoned") else ""))
         print(f"stored: {path}")
     return 0
 
@@ -255,15 +343,20 @@ def _cmd_plan(a) -> int:
 def _cmd_collect(a) -> int:
     spec = _cli_env(a)
     if a.out and Path(a.out).exists() and any(Path(a.out).iterdir()):
-        try: other = json.loads((Path(a.out)/replay.META_NAME).read_text()).get("meta", {}).get("env")
+        try:
+            other = json.loads((Path(a.out)/replay.META_NAME).read_text()).get("meta",
+                                                                               {}).get("env")
         except (OSError, ValueError, AttributeError): other = None
         if other != spec.name:
-            raise CwmNbError(f"{a.out} is not empty and does not hold a {a.env} buffer" + (f" (it holds {other})" if other else ""),
-                             "pass an empty or new folder as --out (an existing buffer of the same environment is replaced)")
+            raise CwmNbError(f"{a.out} is not empty and does not hold a {a.env} buffer"
+                             + (f" (it holds {other})" if other else ""),
+                             "pass an empty or new folder as --out (an existing buffer of the same "
+                             "environment is replaced)")
     plan = None
     if getattr(a, "episodes", 0) or getattr(a, "max_steps", 0):
         if spec.suite != "gym":
-            raise CwmNbError(f"{spec.name}'s buffer has its own collection plan", "drop --episodes and --max-steps")
+            raise CwmNbError(f"{spec.name}'s buffer has its own collection plan",
+                             "drop --episodes and --max-steps")
         plan = replay.generated_plan(a.episodes or 10, a.max_steps or 100)
     collect.collect_main(spec, a.seed, a.out, plan=plan)
     return 0
@@ -274,5 +367,6 @@ def _cmd_envs(a) -> int:
     head = list(table[0])
     rows = [[str(r[k]) for k in head] for r in table]
     w = [max(len(x) for x in col) for col in zip(head, *rows)]
-    for r in [head, ["-"*x for x in w], *rows]: print("  ".join(c.ljust(x) for c, x in zip(r, w)).rstrip())
+    for r in [head, ["-"*x for x in w], *rows]:
+        print("  ".join(c.ljust(x) for c, x in zip(r, w)).rstrip())
     return 0

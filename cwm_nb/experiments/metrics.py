@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 import numpy as np
 
-from ..core import CwmNbError, Program, atomic_write_json, atomic_write_text, provenance, to_plain
+from ..core import (CwmNbError, Program, atomic_write_json, atomic_write_text, provenance,
+                         to_plain)
 from ..llm import client as llm_mod
 from ..sandbox.jobs import get_sandbox
 from ..bench import cwm, envs, planning, replay
@@ -18,8 +19,9 @@ from ..search import baselines, gif_mcts, prompts
 from ..search.baselines import METHODS
 from ..apps import search as apps_search
 from ..apps.problems import COMPARE_MODES, SPLIT_MODES
-from .runs import (APPS_BUDGET, APPS_PARAMS, DEFAULT_PLAN_PRESET, apps_run_dir, check_params,
-                                     check_run_settings, default_max_tokens, resolve_holdout, run_dir)
+from .runs import (APPS_BUDGET, APPS_PARAMS, DEFAULT_PLAN_PRESET, apps_run_dir,
+                                     check_params, check_run_settings, default_max_tokens,
+                                     resolve_holdout, run_dir)
 
 # %% auto #0
 __all__ = ['RunOutput', 'final_evaluation', 'rollout_scale', 'heldout_metrics', 'run_cwmb_search', 'plan_run', 'plot_run',
@@ -37,15 +39,17 @@ class RunOutput:
     planning: dict | None = None   # `planning.json` once `plan_run` has run
 
 # %% ../../nbs/50b_metrics.ipynb #f85cc223
-def _make_method(method: str, llm, evaluate, description: str, seed: int, checkpoint: Path, paper_compat: bool,
-                 max_tokens: int, progress: bool, contract: str | None = None):
+def _make_method(method: str, llm, evaluate, description: str, seed: int, checkpoint: Path,
+                 paper_compat: bool, max_tokens: int, progress: bool, contract: str | None = None):
     "Build the search object for `method` (see `cwm_nb.search.baselines.make_search`)."
-    return baselines.make_search(method, llm, evaluate, description, seed=seed, checkpoint=checkpoint,
-                                 paper_compat=paper_compat, max_tokens=max_tokens, progress=progress, contract=contract)
+    return baselines.make_search(method, llm, evaluate, description, seed=seed,
+                                 checkpoint=checkpoint, paper_compat=paper_compat,
+                                 max_tokens=max_tokens, progress=progress, contract=contract)
 
 # %% ../../nbs/50b_metrics.ipynb #3c30a249
 def _no_program_reason(tree: dict) -> str:
-    "Why a search holds no program: the first failed call's reason (a refusal, a prompt that could not fit, ...)."
+    """Why a search holds no program: the first failed call's reason (a refusal, a prompt that could
+    not fit, ...)."""
     errors = [n.get("error") for n in tree.get("nodes", []) if n.get("error")]
     return f"no program; the first call's failure: {errors[0]}" if errors else "no program"
 
@@ -56,93 +60,123 @@ def final_evaluation(
     *,
     paper_compat: bool = False, # the original's scoring rules
     sandbox=None,               # a cwm_nb.sandbox.jobs.Sandbox
-    buffer=None,                # the whole buffer: its per-dimension std scales the rollout state errors of both parts
-    value_metric: str = "accuracy",  # the search's program value (`cwm.search_metric`), recorded with the scores
-) -> tuple:                     # (Evaluation on the search part or None, on the held-out part or None)
+    # the whole buffer: its per-dimension std scales the rollout state errors of both parts
+    buffer=None,
+    # the search's program value (`cwm.search_metric`), recorded with the scores
+    value_metric: str = "accuracy",
+# (Evaluation on the search part or None, on the held-out part or None)
+) -> tuple:
     "Score the final program on both parts, each with the determinism check and open-loop rollouts."
     if not program: return None, None
     scale = rollout_scale(buffer) if buffer is not None else None
-    ev = lambda b: cwm.evaluate_program(program, b, paper_compat=paper_compat, sandbox=sandbox, determinism=True,
-                                        rollouts=True, rollout_scale=scale, value_metric=value_metric)
+    ev = lambda b: cwm.evaluate_program(program, b, paper_compat=paper_compat, sandbox=sandbox,
+                                        determinism=True, rollouts=True, rollout_scale=scale,
+                                        value_metric=value_metric)
     return ev(split.search), (ev(split.heldout) if split.heldout is not None else None)
 
 # %% ../../nbs/50b_metrics.ipynb #0ced6045
 def rollout_scale(buffer):
-    "`cwm.state_scale` of a buffer with array observations (the rollout state errors' units), else None."
+    """`cwm.state_scale` of a buffer with array observations (the rollout state errors' units), else
+    None."""
     return cwm.state_scale(buffer) if cwm.buffer_format(buffer)[0] == "array" else None
 
 # %% ../../nbs/50b_metrics.ipynb #b804431b
 def heldout_metrics(final, held) -> dict:
-    """The metrics.json keys of the held-out part, determinism and rollouts (None where there is nothing to report).
-    `deterministic`: False if a scored part differs, None if a part was not checked (it hit a limit), else True."""
+    """The metrics.json keys of the held-out part, determinism and rollouts (None where there is
+    nothing to report). `deterministic`: False if a scored part differs, None if a part was not
+    checked (it hit a limit), else True."""
     part = lambda e, k: getattr(e, k) if e is not None else None
-    parts = [(p, e) for p, e in (("search", final), ("heldout", held)) if e is not None and not e.bug]
+    parts = [(p, e) for p,
+             e in (("search", final), ("heldout", held)) if e is not None and not e.bug]
     verdicts = [e.deterministic for _, e in parts]
-    diff = next(({"part": p, **e.determinism["first_difference"]} for p, e in parts if e.deterministic is False), None)
+    diff = next(({"part": p, **e.determinism["first_difference"]} for p,
+                 e in parts if e.deterministic is False), None)
     skipped = next(({"part": p, **e.determinism["not_checked"]} for p, e in parts
                     if e.determinism and e.determinism.get("not_checked")), None)
     det = False if diff else (True if verdicts and all(v is True for v in verdicts) else None)
-    return dict(heldout_accuracy=part(held, "accuracy"), heldout_mean_accuracy=part(held, "mean_accuracy"),
-                heldout_exact_replay=part(held, "exact_replay"), heldout_components=part(held, "components"),
+    return dict(heldout_accuracy=part(held, "accuracy"),
+                heldout_mean_accuracy=part(held, "mean_accuracy"),
+                heldout_exact_replay=part(held, "exact_replay"),
+                heldout_components=part(held, "components"),
                 heldout_is_bug=part(held, "bug"), heldout_error=part(held, "error"),
-                heldout_outcome_probability=part(held, "outcome_probability"), heldout_log_likelihood=part(held, "log_likelihood"),
+                heldout_outcome_probability=part(held, "outcome_probability"),
+                heldout_log_likelihood=part(held, "log_likelihood"),
                 deterministic=det, nondeterminism=diff, determinism_not_checked=skipped,
                 rollouts={"search": part(final, "rollouts"), "heldout": part(held, "rollouts")})
 
 # %% ../../nbs/50b_metrics.ipynb #fd931c9c
 def _llm_endpoint(llm) -> dict:
-    "How `llm`'s requests were adjusted to its endpoint, and the endpoint's capabilities (None if it has none)."
+    """How `llm`'s requests were adjusted to its endpoint, and the endpoint's capabilities (None if
+    it has none)."""
     return dict(request_adjustments=list(getattr(llm, "adjustments", [])),
-                endpoint_caps=llm.caps.to_dict() if hasattr(getattr(llm, "caps", None), "to_dict") else None)
+                endpoint_caps=llm.caps.to_dict() if hasattr(getattr(llm, "caps", None),
+                                                            "to_dict") else None)
 
 # %% ../../nbs/50b_metrics.ipynb #00ee0d0c
 def _usage_metrics(res, llm) -> dict:
-    "LLM calls, tokens, retries, refusals, server restarts and cost (USD) of search result `res`; `session_*` counts are this process's."
+    """LLM calls, tokens, retries, refusals, server restarts and cost (USD) of search result `res`;
+    `session_*` counts are this process's."""
     u = llm.usage
-    return dict(llm_calls=res.llm_calls, model_calls=res.llm_calls - res.cached_calls - res.failed_calls,
-                cached_calls=res.cached_calls, failed_calls=res.failed_calls, compacted_calls=res.compacted_calls,
-                session_model_calls=u.calls, session_cached_calls=u.cached_calls,   # this process only (a resumed run)
+    return dict(llm_calls=res.llm_calls,
+                model_calls=res.llm_calls - res.cached_calls - res.failed_calls,
+                cached_calls=res.cached_calls, failed_calls=res.failed_calls,
+                compacted_calls=res.compacted_calls,
+                # this process only (a resumed run)
+                session_model_calls=u.calls, session_cached_calls=u.cached_calls,
                 prompt_tokens=res.prompt_tokens, completion_tokens=res.completion_tokens,
-                retries=res.spent.get("retries", 0), refused=res.spent.get("refused", 0),   # every session of the run
-                server_restarts=res.spent.get("server_restarts", 0),   # deaths of the embedded server, restarted (01_llm)
-                cost_usd=round(res.spent.get("cost_usd", 0.0), 6) if getattr(llm, "price", None) else None,
-                estimated_token_calls=res.spent.get("estimated_calls", 0),   # calls whose server reported no tokens
-                **_llm_endpoint(llm))
+                # every session of the run
+                retries=res.spent.get("retries", 0), refused=res.spent.get("refused", 0),
+                # deaths of the embedded server, restarted (01_llm)
+                server_restarts=res.spent.get("server_restarts", 0),
+                cost_usd=round(res.spent.get("cost_usd", 0.0), 6) if getattr(llm, "price",
+                                                                             None) else None,
+                # calls whose server reported no tokens
+                estimated_token_calls=res.spent.get("estimated_calls", 0), **_llm_endpoint(llm))
 
 # %% ../../nbs/50b_metrics.ipynb #6003b64d
 def _score_metrics(res, final, buf) -> dict:
-    "Scores of the best program on the search part (`final`; None: no program) and the best value per LLM call."
+    """Scores of the best program on the search part (`final`; None: no program) and the best value
+    per LLM call."""
     return dict(best_is_bug=bool(final.bug) if final else True,
-                best_error=final.error if final and res.best_program else _no_program_reason(res.tree),
-                accuracy=final.accuracy if final else 0.0, mean_accuracy=final.mean_accuracy if final else 0.0,
+                best_error=final.error if final and res.best_program
+                else _no_program_reason(res.tree), accuracy=final.accuracy if final else 0.0,
+                mean_accuracy=final.mean_accuracy if final else 0.0,
                 exact_replay=final.exact_replay if final else 0.0,
                 components=final.components if final else {}, best_value=res.best_value,
                 outcome_probability=final.outcome_probability if final else 0.0,
-                log_likelihood=final.log_likelihood if final else None, value_metric=final.value_metric if final else None,
-                stochastic=_stochastic(buf),
+                log_likelihood=final.log_likelihood if final else None,
+                value_metric=final.value_metric if final else None, stochastic=_stochastic(buf),
                 best_value_per_call=list(res.best_value_per_call), n_transitions=len(buf))
 
 def _stochastic(buf) -> bool | None:
-    "Whether the run's world is random (`replay.world_is_stochastic` of its buffer), for metrics.json and the results index."
+    """Whether the run's world is random (`replay.world_is_stochastic` of its buffer), for
+    metrics.json and the results index."""
     return replay.world_is_stochastic(buffer=buf) if hasattr(buf, "meta") else None
 
 # %% ../../nbs/50b_metrics.ipynb #21f3c7b4
 def _env_identity(spec) -> dict:
-    "What tells two environments of one name apart in metrics and the results index: id, entry point, kwargs, time limit."
-    return dict(env_id=spec.gym_id or spec.entry_point, entry_point=spec.entry_point, env_kwargs=spec.make_kwargs,
+    """What tells two environments of one name apart in metrics and the results index: id, entry
+    point, kwargs, time limit."""
+    return dict(env_id=spec.gym_id or spec.entry_point, entry_point=spec.entry_point,
+                env_kwargs=spec.make_kwargs,
                 max_episode_steps=spec.max_episode_steps, action_kind=spec.action_kind)
 
-def _cwmb_metrics(spec, s: dict, res, llm, final, held, split, buf, sandbox, eval_s: float, t0: float) -> dict:
-    "The `metrics.json` of a CWMB search with settings `s`, as plain JSON; `eval_s` and the times are seconds."
+def _cwmb_metrics(spec, s: dict, res, llm, final, held, split, buf, sandbox, eval_s: float,
+                  t0: float) -> dict:
+    """The `metrics.json` of a CWMB search with settings `s`, as plain JSON; `eval_s` and the times
+    are seconds."""
     return to_plain(dict(
-        suite=spec.suite, **{k: s[k] for k in ("method", "model", "budget", "seed", "paper_compat")}, env=spec.name,
+        suite=spec.suite,
+        **{k: s[k] for k in ("method", "model", "budget", "seed", "paper_compat")}, env=spec.name,
         **_usage_metrics(res, llm), max_tokens=s["max_tokens"], **_score_metrics(res, final, buf),
         **split.info(), **heldout_metrics(final, held), final_eval_s=round(eval_s, 3),
-        program_sha256=Program(res.best_program or "").sha256, sandbox=sandbox.isolation, isolation=sandbox.isolation,
+        program_sha256=Program(res.best_program or "").sha256, sandbox=sandbox.isolation,
+        isolation=sandbox.isolation,
         buffer=s["buffer"] or "shipped", buffer_fingerprint=buf.fingerprint()[:16],
         wall_s=round(time.perf_counter() - t0, 3),
         search_s=round(sum(getattr(res, "timing", {}).values()), 3),
-        **_env_identity(spec), provenance=provenance()))   # cwm-nb version, git commit, library versions (00_core)
+        # cwm-nb version, git commit, library versions (00_core)
+        **_env_identity(spec), provenance=provenance()))
 
 # %% ../../nbs/50b_metrics.ipynb #68106077
 def _read_description(path: str) -> str | None:
@@ -150,8 +184,11 @@ def _read_description(path: str) -> str | None:
     if not path: return None
     try: text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as e:
-        raise CwmNbError(f"cannot read the description file {path} ({type(e).__name__})", "pass a UTF-8 text file to --description") from None
-    if not text.strip(): raise CwmNbError(f"the description file {path} is empty", "write the environment's description into it")
+        raise CwmNbError(f"cannot read the description file {path} ({type(e).__name__})",
+                         "pass a UTF-8 text file to --description") from None
+    if not text.strip():
+        raise CwmNbError(f"the description file {path} is empty",
+                         "write the environment's description into it")
     return text
 
 def run_cwmb_search(
@@ -162,59 +199,79 @@ def run_cwmb_search(
     seed: int = 0,               # seed of the search and of the LLM sampling
     out: str | Path = "results", # results root
     base_url: str = "",          # OpenAI-compatible endpoint for `provider:name` models
-    paper_compat: bool = False,  # the original code's behaviour (guide, "Where this differs from the original code") instead of the fixes
-    max_tokens: int = 0,         # completion cap per LLM call (tokens); 0: 400 for the embedded model, else the paper's 1500
-    buffer: str | Path = "",     # replay buffer: one of our buffer folders or a paper pickle; "": the shipped buffer
-    plan_preset: str = DEFAULT_PLAN_PRESET,  # planner preset for the normalized return after the search (`plan_run`), or "none"
+    # the original code's behaviour (guide, "Where this differs from the original code") instead of
+    # the fixes
+    paper_compat: bool = False,
+    # completion cap per LLM call (tokens); 0: 400 for the embedded model, else the paper's 1500
+    max_tokens: int = 0,
+    # replay buffer: one of our buffer folders or a paper pickle; "": the shipped buffer
+    buffer: str | Path = "",
+    # planner preset for the normalized return after the search (`plan_run`), or "none"
+    plan_preset: str = DEFAULT_PLAN_PRESET,
     plan_episodes: int = 10,     # episodes of each planner for the normalized return
-    endpoint_caps: str = "",     # overrides of the endpoint's capabilities, `llm.parse_caps` form (e.g. "context=8192")
-    holdout: float = -1.0,       # fraction of episodes held out from the search; -1: `resolve_holdout` (0.2 new, 0 paper_compat)
-    holdout_seed: int = 0,       # seed of the held-out episodes (the same for every method and model)
-    env_kwargs: str = "",        # JSON object of the environment's keyword arguments (not for benchmark names)
+    # overrides of the endpoint's capabilities, `llm.parse_caps` form (e.g. "context=8192")
+    endpoint_caps: str = "",
+    # fraction of episodes held out from the search; -1: `resolve_holdout` (0.2 new, 0 paper_compat)
+    holdout: float = -1.0,
+    # seed of the held-out episodes (the same for every method and model)
+    holdout_seed: int = 0,
+    # JSON object of the environment's keyword arguments (not for benchmark names)
+    env_kwargs: str = "",
     max_episode_steps: int = 0,  # time limit of the environment (steps); 0: its registration's
-    description: str = "",       # a text file whose content the model is given instead of the generated description
+    # a text file whose content the model is given instead of the generated description
+    description: str = "",
     llm=None,                    # an `LLM` to use instead of resolving `model` (tests)
     progress: bool = True,       # show a progress bar
 ) -> RunOutput:
-    "Run one search on one CWMB environment and write `program.py`, `tree.json` into its run directory. Raises `CwmNbError` on bad input."
+    """Run one search on one CWMB environment and write `program.py`, `tree.json` into its run
+    directory. Raises `CwmNbError` on bad input."""
     buffer = str(buffer or "")
     check_params(dict(env=env, method=method, model=model, budget=budget, seed=seed, out=str(out),
-                      base_url=base_url, paper_compat=paper_compat, max_tokens=max_tokens, buffer=buffer,
-                      plan_preset=plan_preset, plan_episodes=plan_episodes, endpoint_caps=endpoint_caps,
-                      holdout=holdout, holdout_seed=holdout_seed, env_kwargs=env_kwargs,
-                      max_episode_steps=max_episode_steps, description=description))
+                      base_url=base_url, paper_compat=paper_compat, max_tokens=max_tokens,
+                      buffer=buffer, plan_preset=plan_preset, plan_episodes=plan_episodes,
+                      endpoint_caps=endpoint_caps, holdout=holdout, holdout_seed=holdout_seed,
+                      env_kwargs=env_kwargs, max_episode_steps=max_episode_steps,
+                      description=description))
     llm_mod.parse_caps(endpoint_caps)   # a malformed --endpoint-caps is an error before any work
-    if method not in METHODS: raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
-    spec = envs.resolve_env(env, env_kwargs, max_episode_steps, _read_description(description))  # errors before any work
+    if method not in METHODS:
+        raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
+    # errors before any work
+    spec = envs.resolve_env(env, env_kwargs, max_episode_steps, _read_description(description))
     t0 = time.perf_counter()
     if max_tokens <= 0: max_tokens = default_max_tokens(model)
     rd = run_dir(out, spec.suite, spec.name, method, model, seed, paper_compat)
-    settings = dict(env=env, method=method, model=model, budget=budget, seed=seed, paper_compat=paper_compat,
-                    max_tokens=max_tokens, base_url=base_url, buffer=buffer, plan_preset=plan_preset,
-                    plan_episodes=plan_episodes, endpoint_caps=endpoint_caps,
-                    holdout=resolve_holdout(rd, holdout, paper_compat), holdout_seed=int(holdout_seed),
-                    env_kwargs=env_kwargs, max_episode_steps=int(max_episode_steps), description=description)
+    settings = dict(env=env, method=method, model=model, budget=budget, seed=seed,
+                    paper_compat=paper_compat, max_tokens=max_tokens, base_url=base_url,
+                    buffer=buffer, plan_preset=plan_preset, plan_episodes=plan_episodes,
+                    endpoint_caps=endpoint_caps, holdout=resolve_holdout(rd, holdout, paper_compat),
+                    holdout_seed=int(holdout_seed), env_kwargs=env_kwargs,
+                    max_episode_steps=int(max_episode_steps), description=description)
     check_run_settings(rd, settings)
-    buf = replay.load_buffer(spec, buffer or None)   # a bad --buffer is an error before the run folder exists
+    # a bad --buffer is an error before the run folder exists
+    buf = replay.load_buffer(spec, buffer or None)
     split = replay.split_by_episode(buf, settings["holdout"], settings["holdout_seed"])
     rd.mkdir(parents=True, exist_ok=True)
-    (rd/"metrics.json").unlink(missing_ok=True)   # a continued run is not complete until its new metrics are written
+    # a continued run is not complete until its new metrics are written
+    (rd/"metrics.json").unlink(missing_ok=True)
     atomic_write_json(rd/"settings.json", settings)
     description = envs.describe_env(spec)
     atomic_write_text(rd/"description.md", description)   # the text the model saw
-    if llm is None: llm = llm_mod.get_llm(model, base_url=base_url or None, caps=endpoint_caps or None)
+    if llm is None:
+        llm = llm_mod.get_llm(model, base_url=base_url or None, caps=endpoint_caps or None)
     sandbox = get_sandbox()
-    stochastic = replay.world_is_stochastic(env, buf)   # a random world: ranked by likelihood, asked for distributions
+    # a random world: ranked by likelihood, asked for distributions
+    stochastic = replay.world_is_stochastic(env, buf)
     metric = cwm.search_metric(stochastic, paper_compat)
-    evaluate = lambda source: cwm.evaluate_program(source, split.search, paper_compat=paper_compat, sandbox=sandbox,
-                                                   value_metric=metric)
-    contract = prompts.RTFM_CONTRACT if spec.valid_actions else (prompts.STOCHASTIC_CONTRACT if stochastic else None)
-    search = _make_method(method, llm, evaluate, description, seed, rd/"checkpoint.json", paper_compat,
-                          max_tokens, progress, contract)
+    evaluate = lambda source: cwm.evaluate_program(source, split.search, paper_compat=paper_compat,
+                                                   sandbox=sandbox, value_metric=metric)
+    contract = prompts.RTFM_CONTRACT if spec.valid_actions else (prompts.STOCHASTIC_CONTRACT
+                                                                 if stochastic else None)
+    search = _make_method(method, llm, evaluate, description, seed, rd/"checkpoint.json",
+                          paper_compat, max_tokens, progress, contract)
     res = search.run(budget)
     te = time.perf_counter()
-    final, held = final_evaluation(res.best_program, split, paper_compat=paper_compat, sandbox=sandbox, buffer=buf,
-                                   value_metric=metric)
+    final, held = final_evaluation(res.best_program, split, paper_compat=paper_compat,
+                                   sandbox=sandbox, buffer=buf, value_metric=metric)
     eval_s = time.perf_counter() - te
     atomic_write_text(rd/"program.py", res.best_program or "")
     atomic_write_json(rd/"tree.json", res.tree)
@@ -227,18 +284,21 @@ _PLAN_KEYS = ("normalized_return", "return_cwm", "return_random", "return_oracle
 # %% ../../nbs/50b_metrics.ipynb #6f2a2da5
 def plan_run(
     out: RunOutput,              # a finished search (`run_cwmb_search`)
-    preset: str = DEFAULT_PLAN_PRESET,  # planner preset of `cwm_nb.bench.planning` ("paper", "quick"), or "none" to skip
+    # planner preset of `cwm_nb.bench.planning` ("paper", "quick"), or "none" to skip
+    preset: str = DEFAULT_PLAN_PRESET,
     episodes: int = 10,          # real episodes per policy (paper: 10)
     progress: bool = True,       # progress bar over episodes
 ) -> dict:
-    "Plan with the run's best program; write `planning.json` and return the metrics keys (R of paper eq. 3, mean returns per episode). Raises `CwmNbError` on a bad preset."
+    """Plan with the run's best program; write `planning.json` and return the metrics keys (R of
+    paper eq. 3, mean returns per episode). Raises `CwmNbError` on a bad preset."""
     check_params(dict(plan_preset=preset, plan_episodes=episodes))
     m = out.metrics
     res = dict(plan_preset=preset, plan_episodes=episodes, **{k: None for k in _PLAN_KEYS})
     if preset == "none": return {**res, "planning_note": "planning skipped (plan_preset='none')"}
     runnable = bool(out.best_program) and not m.get("best_is_bug", True)
-    pr = planning.evaluate_planning(m["env"], out.best_program if runnable else None, episodes=episodes,
-                                    preset=preset, seed=int(m["seed"]), paper_compat=bool(m.get("paper_compat")),
+    pr = planning.evaluate_planning(m["env"], out.best_program if runnable else None,
+                                    episodes=episodes, preset=preset, seed=int(m["seed"]),
+                                    paper_compat=bool(m.get("paper_compat")),
                                     progress=progress).to_dict()
     atomic_write_json(out.run_dir/"planning.json", pr)
     res.update({k: pr.get(k) for k in _PLAN_KEYS})
@@ -252,26 +312,33 @@ def plan_run(
 
 # %% ../../nbs/50b_metrics.ipynb #dca3ecdb
 def plot_run(out: RunOutput, title: str | None = None):
-    "A matplotlib Figure: best value per LLM call, the search tree, and (after `plan_run`) the returns per episode."
+    """A matplotlib Figure: best value per LLM call, the search tree, and (after `plan_run`) the
+    returns per episode."""
     import matplotlib.pyplot as plt
     if out.planning:
-        fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(15, 4), gridspec_kw=dict(width_ratios=[1, 1.6, 0.9]))
+        fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(15, 4),
+                                         gridspec_kw=dict(width_ratios=[1, 1.6, 0.9]))
         plot_returns(out.planning, ax=a3)
-    else: fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw=dict(width_ratios=[1, 1.6]))
+    else:
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw=dict(width_ratios=[1, 1.6]))
     gif_mcts.plot_best_value(out.metrics["best_value_per_call"], ax=a1)
     gif_mcts.plot_tree(out.tree, ax=a2)
     m = out.metrics
-    fig.suptitle(title or f"{m['method']} on {m['env']} — {m['model']}, budget {m['budget']}, seed {m['seed']}")
+    fig.suptitle(title
+                 or f"{m['method']} on {m['env']} — {m['model']}, budget {m['budget']}, seed "
+                    f"{m['seed']}")
     fig.tight_layout()
     return fig
 
 # %% ../../nbs/50b_metrics.ipynb #37d9b44a
 def plot_returns(planning: dict, ax=None):
-    "Mean return (bar) and each episode's return (dots) of the random, CWM and oracle policies of a `planning.json`."
+    """Mean return (bar) and each episode's return (dots) of the random, CWM and oracle policies of
+    a `planning.json`."""
     import matplotlib.pyplot as plt
     if ax is None: _, ax = plt.subplots(figsize=(4, 4))
     rng = np.random.default_rng(0)
-    for i, (k, label, c) in enumerate((("random", "random", "0.6"), ("cwm", "CWM", "C0"), ("oracle", "oracle", "C2"))):
+    for i, (k, label, c) in enumerate((("random", "random", "0.6"), ("cwm", "CWM", "C0"),
+                             ("oracle", "oracle", "C2"))):
         eps = [r for r in (planning.get(f"returns_{k}") or []) if r is not None]
         mean = planning.get(f"return_{k}")
         if mean is not None: ax.bar(i, mean, color=c, alpha=0.5, width=0.6)
@@ -284,20 +351,24 @@ def plot_returns(planning: dict, ax=None):
 
 # %% ../../nbs/50b_metrics.ipynb #416e8e7a
 def plot_run_rollouts(out: RunOutput):
-    "A matplotlib Figure of the final program's rollout errors by step, search and held-out parts (`cwm.plot_rollouts`)."
+    """A matplotlib Figure of the final program's rollout errors by step, search and held-out parts
+    (`cwm.plot_rollouts`)."""
     m = out.metrics
     r = m.get("rollouts") or {}
     return cwm.plot_rollouts({"search part": r.get("search"), "held-out part": r.get("heldout")},
-                         f"open-loop rollouts of the best program: {m['method']} on {m['env']}, seed {m['seed']}")
+                         f"open-loop rollouts of the best program: {m['method']} on {m['env']}, "
+                         f"seed {m['seed']}")
 
 # %% ../../nbs/50b_metrics.ipynb #5a20767a
 def write_metrics(out: RunOutput, **extra) -> Path:
     "Write `metrics.json` (with `status: complete`) — the last step of a run."
-    return atomic_write_json(out.run_dir/"metrics.json", {**out.metrics, **extra, "status": "complete"})
+    return atomic_write_json(out.run_dir/"metrics.json",
+                             {**out.metrics, **extra, "status": "complete"})
 
 # %% ../../nbs/50b_metrics.ipynb #9b853536
 def run_apps_search(
-    data: str = "demo",          # the user's APPS copy (folder, .jsonl or parquet), or "demo" for data/apps_demo
+    # the user's APPS copy (folder, .jsonl or parquet), or "demo" for data/apps_demo
+    data: str = "demo",
     problems: str = "3000:4000", # positions: "START:STOP" or a comma list (the paper's: 3000:4000)
     method: str = "gif-mcts",    # search method
     model: str = "embedded",     # model alias, `provider:name`, or `embedded`
@@ -306,35 +377,48 @@ def run_apps_search(
     out: str | Path = "results", # results root
     base_url: str = "",          # OpenAI-compatible endpoint for `provider:name` models
     paper_compat: bool = False,  # the original code's search behaviour
-    max_tokens: int = 0,         # completion cap per call; 0: the model's default (`default_max_tokens`)
-    apps_mode: str = "held_out", # "held_out": the search sees part of each problem's tests; "paper": all, pass@B
-    compare: str = "strict",     # output comparison the search and the headline use: "strict" or "apps_compat"
+    # completion cap per call; 0: the model's default (`default_max_tokens`)
+    max_tokens: int = 0,
+    # "held_out": the search sees part of each problem's tests; "paper": all, pass@B
+    apps_mode: str = "held_out",
+    # output comparison the search and the headline use: "strict" or "apps_compat"
+    compare: str = "strict",
     endpoint_caps: str = "",     # overrides of the endpoint's capabilities (`llm.parse_caps` form)
     llm=None,                    # an `LLM` to use instead of resolving `model` (tests)
     progress: bool = True,       # progress bars
 ):
-    "Run one search method over APPS problems into its run directory; returns an `apps_search.AppsRun` (metrics.json: `write_metrics`). Raises `CwmNbError` on bad input."
-    settings = dict(data=str(data), problems=problems, method=method, model=model, budget=budget, seed=seed,
-                    paper_compat=paper_compat, max_tokens=max_tokens, base_url=base_url, apps_mode=apps_mode,
-                    compare=compare, endpoint_caps=endpoint_caps)
+    """Run one search method over APPS problems into its run directory; returns an
+    `apps_search.AppsRun` (metrics.json: `write_metrics`). Raises `CwmNbError` on bad input."""
+    settings = dict(data=str(data), problems=problems, method=method, model=model, budget=budget,
+                    seed=seed, paper_compat=paper_compat, max_tokens=max_tokens, base_url=base_url,
+                    apps_mode=apps_mode, compare=compare, endpoint_caps=endpoint_caps)
     check_params(dict(settings, out=str(out)), APPS_PARAMS)
-    if method not in METHODS: raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
-    if apps_mode not in SPLIT_MODES: raise CwmNbError(f"unknown APPS mode {apps_mode!r}", f"use one of: {', '.join(SPLIT_MODES)}")
-    if compare not in COMPARE_MODES: raise CwmNbError(f"unknown comparison {compare!r}", f"use one of: {', '.join(COMPARE_MODES)}")
+    if method not in METHODS:
+        raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
+    if apps_mode not in SPLIT_MODES:
+        raise CwmNbError(f"unknown APPS mode {apps_mode!r}",
+                         f"use one of: {', '.join(SPLIT_MODES)}")
+    if compare not in COMPARE_MODES:
+        raise CwmNbError(f"unknown comparison {compare!r}",
+                         f"use one of: {', '.join(COMPARE_MODES)}")
     llm_mod.parse_caps(endpoint_caps)
     t0 = time.perf_counter()
     if max_tokens <= 0: settings["max_tokens"] = max_tokens = default_max_tokens(model)
-    chosen = apps_search.select_problems(data, problems)   # a missing data path: an error before the run folder exists
+    # a missing data path: an error before the run folder exists
+    chosen = apps_search.select_problems(data, problems)
     rd = apps_run_dir(out, problems, method, model, seed, paper_compat, apps_mode, compare)
     check_run_settings(rd, settings)
     rd.mkdir(parents=True, exist_ok=True)
     (rd/"metrics.json").unlink(missing_ok=True)
     atomic_write_json(rd/"settings.json", settings)
-    if llm is None: llm = llm_mod.get_llm(model, base_url=base_url or None, caps=endpoint_caps or None)
-    run = apps_search.run_problems(chosen, rd, method, llm, budget=budget, seed=seed, apps_mode=apps_mode,
-                                   compare=compare, paper_compat=paper_compat, max_tokens=max_tokens, progress=progress,
+    if llm is None:
+        llm = llm_mod.get_llm(model, base_url=base_url or None, caps=endpoint_caps or None)
+    run = apps_search.run_problems(chosen, rd, method, llm, budget=budget, seed=seed,
+                                   apps_mode=apps_mode, compare=compare, paper_compat=paper_compat,
+                                   max_tokens=max_tokens, progress=progress,
                                    meta=dict(model=model, data=str(data), problems=problems))
     u = llm.usage
-    run.metrics.update(session_model_calls=u.calls, session_cached_calls=u.cached_calls, **_llm_endpoint(llm),
+    run.metrics.update(session_model_calls=u.calls, session_cached_calls=u.cached_calls,
+                       **_llm_endpoint(llm),
                        wall_s=round(time.perf_counter() - t0, 3), provenance=provenance())
     return run

@@ -18,31 +18,40 @@ __all__ = ['INJECTED_MARK', 'KERNEL_NAME', 'assigned_names', 'check_param_names'
 def assigned_names(
     src: str,   # source of a code cell
 ) -> list[str]:  # assigned names, in order, without repeats; [] for text that is not Python
-    "Names the top-level statements of `src` assign (`x = ...`, `x: int = ...`): the parameters of a `parameters` cell."
+    """Names the top-level statements of `src` assign (`x = ...`, `x: int = ...`): the parameters of
+    a `parameters` cell."""
     try: body = ast.parse(src).body
     except SyntaxError: return []
     names = []
     for node in body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, ast.AnnAssign) else [])
         names += [t.id for t in targets if isinstance(t, ast.Name) and t.id not in names]
     return names
 
 # %% ../../nbs/50a_notebooks.ipynb #f1cbf13a
 def check_param_names(
-    passed,                       # names given (papermill `-p NAME`, or the keys of `run_notebook`'s params)
+    # names given (papermill `-p NAME`, or the keys of `run_notebook`'s params)
+    passed,
     declared: Sequence[str],      # names the notebook's `parameters` cell defines
     where: str = "this notebook", # the notebook, for the message
 ) -> None:
-    "Raise `CwmNbError` for a passed name `declared` lacks, listing the declared ones. papermill's own `PAPERMILL_*` paths pass."
-    unknown = [k for k in passed if k not in declared and not k.startswith("PAPERMILL_")]   # (papermill --inject-paths)
+    """Raise `CwmNbError` for a passed name `declared` lacks, listing the declared ones. papermill's
+    own `PAPERMILL_*` paths pass."""
+    # (papermill --inject-paths)
+    unknown = [k for k in passed if k not in declared and not k.startswith("PAPERMILL_")]
     if not unknown: return
     if not declared:
-        raise CwmNbError(f"{where} has no cell tagged `parameters`, so {', '.join(map(repr, unknown))} would not reach it",
-                         "tag the cell of parameters `parameters` (nbdev_clean keeps tags only when settings.ini's "
+        raise CwmNbError(f"{where} has no cell tagged `parameters`, so "
+                         f"{', '.join(map(repr, unknown))} would not reach it",
+                         "tag the cell of parameters `parameters` (nbdev_clean keeps tags only "
+                         "when settings.ini's "
                          "allowed_cell_metadata_keys lists `tags`)")
-    named = [f"{k!r}" + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(k, declared, 1)) else "")
+    named = [f"{k!r}" + (f" (did you mean {m[0]!r}?)"
+                         if (m := difflib.get_close_matches(k, declared, 1)) else "")
              for k in unknown]
-    raise CwmNbError(f"{where} does not define the parameter{'s' * (len(unknown) > 1)} {', '.join(named)}; "
+    raise CwmNbError(f"{where} does not define the parameter{'s' * (len(unknown) > 1)} "
+                     f"{', '.join(named)}; "
                      "papermill alone would only warn and run with the default",
                      f"pass only parameters it defines: {', '.join(declared)}")
 
@@ -50,19 +59,24 @@ def check_param_names(
 def notebook_params(
     path: str | Path,   # an .ipynb file
 ) -> list[str]:         # [] when no cell is tagged `parameters`
-    "Names the cell tagged `parameters` of notebook `path` assigns: the parameters papermill can set."
+    """Names the cell tagged `parameters` of notebook `path` assigns: the parameters papermill can
+    set."""
     import nbformat
     cell = next((c for c in nbformat.read(path, as_version=4).cells
                  if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])), None)
     return assigned_names(cell.source) if cell else []
 
 # %% ../../nbs/50a_notebooks.ipynb #85dcce2f
-INJECTED_MARK = "# Parameters"   # first line of the cell papermill injects (its Python translator's comment)
+# first line of the cell papermill injects (its Python translator's comment)
+INJECTED_MARK = "# Parameters"
 
 def reject_unknown_params(
-    history: Sequence[str] | None = None,   # the cell inputs the kernel ran, in order; None: IPython's `In`
-) -> list[str]:                             # the injected names, all defined ([] when papermill injected none)
-    "In an experiment notebook, after its `parameters` cell: raise `CwmNbError` for an injected name that cell does not define."
+    # the cell inputs the kernel ran, in order; None: IPython's `In`
+    history: Sequence[str] | None = None,
+# the injected names, all defined ([] when papermill injected none)
+) -> list[str]:
+    """In an experiment notebook, after its `parameters` cell: raise `CwmNbError` for an injected
+    name that cell does not define."""
     __tracebackhide__ = True   # IPython's traceback skips this frame
     if history is None:
         from IPython import get_ipython
@@ -76,11 +90,13 @@ def reject_unknown_params(
     return []
 
 # %% ../../nbs/50a_notebooks.ipynb #35c47c6c
-KERNEL_NAME = "cwm-nb"   # the kernel experiment notebooks run in: this interpreter, whatever kernelspecs exist
+# the kernel experiment notebooks run in: this interpreter, whatever kernelspecs exist
+KERNEL_NAME = "cwm-nb"
 
 # %% ../../nbs/50a_notebooks.ipynb #ff2a8e1e
 def kernel_spec():
-    "The kernel experiment notebooks run in: ipykernel started by this interpreter (`sys.executable`)."
+    """The kernel experiment notebooks run in: ipykernel started by this interpreter
+    (`sys.executable`)."""
     from jupyter_client.kernelspec import KernelSpec
     return KernelSpec(argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
                       display_name=f"cwm-nb ({sys.executable})", language="python")
@@ -88,7 +104,8 @@ def kernel_spec():
 # %% ../../nbs/50a_notebooks.ipynb #4f2390d0
 @functools.cache
 def kernel_manager_class() -> type:
-    "A jupyter_client kernel manager class that starts `kernel_spec()` whatever kernel name it is given."
+    """A jupyter_client kernel manager class that starts `kernel_spec()` whatever kernel name it is
+    given."""
     from jupyter_client import AsyncKernelManager   # nbclient's default kernel manager
 
     class OwnInterpreterKernelManager(AsyncKernelManager):
@@ -98,7 +115,8 @@ def kernel_manager_class() -> type:
             return self._kernel_spec
 
         @property
-        def ipykernel(self) -> bool: return True   # so nbclient keeps IPython's history in memory, as for python3
+        # so nbclient keeps IPython's history in memory, as for python3
+        def ipykernel(self) -> bool: return True
 
     return OwnInterpreterKernelManager
 
@@ -106,7 +124,8 @@ def kernel_manager_class() -> type:
 def _name_kernel(notebook) -> None:
     "nbclient hook: record in the executed notebook the kernel it runs in."
     spec = kernel_spec()
-    notebook.metadata["kernelspec"] = {"name": KERNEL_NAME, "display_name": spec.display_name, "language": "python"}
+    notebook.metadata["kernelspec"] = {"name": KERNEL_NAME, "display_name": spec.display_name,
+                                       "language": "python"}
 
 # %% ../../nbs/50a_notebooks.ipynb #1d7457df
 def experiments_dir() -> Path:
@@ -121,20 +140,26 @@ def run_notebook(
     stream: bool = True,  # stream the kernel's stdout/stderr to this process's stderr
     cwd: str | Path | None = None,  # working directory of the kernel
 ) -> Path:
-    "Execute `nbs/experiments/<name>.ipynb` with papermill; atomic on `output`. Raises `CwmNbError` if it fails."
+    """Execute `nbs/experiments/<name>.ipynb` with papermill; atomic on `output`. Raises
+    `CwmNbError` if it fails."""
     import papermill as pm
     src = experiments_dir()/f"{name}.ipynb"
-    if not src.exists(): raise CwmNbError(f"experiment notebook {src} not found", "reinstall the project from its repository")
-    check_param_names(params, notebook_params(src), f"experiments/{name}.ipynb")   # papermill would only warn
+    if not src.exists():
+        raise CwmNbError(f"experiment notebook {src} not found",
+                         "reinstall the project from its repository")
+    # papermill would only warn
+    check_param_names(params, notebook_params(src), f"experiments/{name}.ipynb")
     output = Path(output); output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(f".{output.stem}.partial{output.suffix}")
     try:
-        pm.execute_notebook(str(src), str(tmp), parameters=params, kernel_name=KERNEL_NAME, language="python",
-                            kernel_manager_class=kernel_manager_class(), on_notebook_start=_name_kernel,
-                            progress_bar=False, stdout_file=sys.stderr if stream else None,
-                            stderr_file=sys.stderr if stream else None, cwd=str(cwd) if cwd else None)
+        pm.execute_notebook(str(src), str(tmp), parameters=params, kernel_name=KERNEL_NAME,
+                            language="python", kernel_manager_class=kernel_manager_class(),
+                            on_notebook_start=_name_kernel, progress_bar=False,
+                            stdout_file=sys.stderr if stream else None,
+                            stderr_file=sys.stderr if stream else None,
+                            cwd=str(cwd) if cwd else None)
     except pm.PapermillExecutionError as e:
-        raise CwmNbError(f"the experiment notebook failed in cell {e.exec_count}: {e.ename}: {e.evalue}",
-                         f"open {tmp} to see the failing cell") from None
+        raise CwmNbError(f"the experiment notebook failed in cell {e.exec_count}: {e.ename}: "
+                         f"{e.evalue}", f"open {tmp} to see the failing cell") from None
     os.replace(tmp, output)
     return output

@@ -18,7 +18,8 @@ __all__ = ['RUN_SETTINGS', 'OLD_SETTINGS', 'DEFAULT_HOLDOUT', 'CWMB_PARAMS', 'PL
 
 # %% ../../nbs/50_runs.ipynb #31ad7d16
 def safe_name(name: str) -> str:
-    "A folder-safe version of a model or environment name: anything but letters, digits, `.`, `_`, `-` becomes `_`."
+    """A folder-safe version of a model or environment name: anything but letters, digits, `.`, `_`,
+    `-` becomes `_`."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "_"
 
 # %% ../../nbs/50_runs.ipynb #3a8b4cf8
@@ -30,49 +31,62 @@ def run_dir(out: str | Path, suite: str, env: str, method: str, model: str, seed
 
 # %% ../../nbs/50_runs.ipynb #0d5a74c4
 def is_complete(rd: Path) -> bool:
-    "True when `rd/metrics.json` says the run finished, for the budget `rd/settings.json` asks for (a continuation to a larger budget that was interrupted is not complete)."
+    """True when `rd/metrics.json` says the run finished, for the budget `rd/settings.json` asks for
+    (a continuation to a larger budget that was interrupted is not complete)."""
     try:
         m = json.loads((Path(rd)/"metrics.json").read_text())
         if m.get("status") != "complete": return False
-        want = json.loads((Path(rd)/"settings.json").read_text()).get("budget") if (Path(rd)/"settings.json").exists() else None
+        s = Path(rd)/"settings.json"
+        want = json.loads(s.read_text()).get("budget") if s.exists() else None
         return want is None or m.get("budget") == want
     except (OSError, ValueError): return False
 
 # %% ../../nbs/50_runs.ipynb #23199f64
-RUN_SETTINGS = ("env", "method", "model", "paper_compat", "max_tokens", "base_url", "buffer", "plan_preset",
-                "plan_episodes", "endpoint_caps", "data", "problems", "apps_mode", "compare",
-                "holdout", "holdout_seed", "env_kwargs", "max_episode_steps", "description")
+RUN_SETTINGS = ("env", "method", "model", "paper_compat", "max_tokens", "base_url", "buffer",
+                "plan_preset", "plan_episodes", "endpoint_caps", "data", "problems", "apps_mode",
+                "compare", "holdout", "holdout_seed", "env_kwargs", "max_episode_steps",
+                "description")
 
 # %% ../../nbs/50_runs.ipynb #5defc866
-OLD_SETTINGS = {"holdout": 0.0, "holdout_seed": 0}   # what a folder written before a setting existed did
+# what a folder written before a setting existed did
+OLD_SETTINGS = {"holdout": 0.0, "holdout_seed": 0}
 
 # %% ../../nbs/50_runs.ipynb #b4f6d0ac
 def _holds_work(rd: Path) -> bool:
-    "Whether run folder `rd` holds anything a run made besides its settings (a checkpoint, results, sub-folders)."
+    """Whether run folder `rd` holds anything a run made besides its settings (a checkpoint,
+    results, sub-folders)."""
     return any(p.name != "settings.json" and not p.name.startswith(".") for p in Path(rd).iterdir())
 
 # %% ../../nbs/50_runs.ipynb #3500e260
 def check_run_settings(rd: Path, params: dict) -> str:
-    "What to do with run folder `rd` for `params`: 'new', 'skip' (complete, same settings) or 'resume'. Raises `CwmNbError` on a clash."
+    """What to do with run folder `rd` for `params`: 'new', 'skip' (complete, same settings) or
+    'resume'. Raises `CwmNbError` on a clash."""
     f = Path(rd)/"settings.json"
     if not f.exists(): return "new"
     try: old = json.loads(f.read_text())
-    except ValueError: raise CwmNbError(f"{f} is not valid JSON", f"delete {rd} or rerun with --force") from None
-    old = {**{k: v for k, v in OLD_SETTINGS.items() if k not in old}, **old}   # a missing key: the old behaviour
+    except ValueError:
+        raise CwmNbError(f"{f} is not valid JSON", f"delete {rd} or rerun with --force") from None
+    # a missing key: the old behaviour
+    old = {**{k: v for k, v in OLD_SETTINGS.items() if k not in old}, **old}
     clash = [k for k in RUN_SETTINGS if k in old and k in params and old[k] != params[k]]
-    if "budget" in old and params.get("budget", old["budget"]) < old["budget"]: clash.append("budget")
-    if clash and not _holds_work(rd):   # nothing was answered yet (e.g. a mistyped --base-url): start it anew
+    if "budget" in old and params.get("budget", old["budget"]) < old["budget"]:
+        clash.append("budget")
+    # nothing was answered yet (e.g. a mistyped --base-url): start it anew
+    if clash and not _holds_work(rd):
         return "new"
     if clash:
         was = ", ".join(f"{k}={old.get(k)!r}" for k in clash)
         now = ", ".join(f"{k}={params.get(k)!r}" for k in clash)
         raise CwmNbError(f"{rd} holds a run made with {was}; this one asks for {now}",
-                         "pass another --out to keep both, or --force to delete that run and start over")
-    if is_complete(rd) and params.get("budget", old.get("budget")) == old.get("budget"): return "skip"
+                         "pass another --out to keep both, or --force to delete that run and start "
+                         "over")
+    if is_complete(rd) and params.get("budget", old.get("budget")) == old.get("budget"):
+        return "skip"
     return "resume"
 
 # %% ../../nbs/50_runs.ipynb #fc9af1d2
-DEFAULT_HOLDOUT = 0.2   # fraction of episodes a new run holds out from its search (0 under paper_compat)
+# fraction of episodes a new run holds out from its search (0 under paper_compat)
+DEFAULT_HOLDOUT = 0.2
 
 # %% ../../nbs/50_runs.ipynb #5ce4c1f8
 def resolve_holdout(
@@ -80,7 +94,8 @@ def resolve_holdout(
     holdout: float,             # the fraction asked for; -1 (or None): not given
     paper_compat: bool = False, # the original's behaviour: nothing held out unless asked
 ) -> float:
-    "The held-out fraction of the run in `rd`: as given; else the folder's own (0 if its settings predate it); else the default."
+    """The held-out fraction of the run in `rd`: as given; else the folder's own (0 if its settings
+    predate it); else the default."""
     if holdout is not None and holdout >= 0: return float(holdout)
     f = Path(rd)/"settings.json"
     if f.exists():
@@ -93,70 +108,86 @@ def check_holdout(
     value,                      # the held-out fraction a command line gave
     flag: str = "--holdout",    # the flag, for the message
 ) -> float:
-    "`value` as a float if it is a fraction of the episodes in [0, 1). Raises `CwmNbError` saying which values are allowed."
+    """`value` as a float if it is a fraction of the episodes in [0, 1). Raises `CwmNbError` saying
+    which values are allowed."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
         raise CwmNbError(f"{flag} must be a fraction of the episodes in [0, 1), got {value!r}",
-                         f"pass e.g. {flag} 0.2 (a fifth of the episodes held out) or {flag} 0 (the paper's setting: none)")
+                         f"pass e.g. {flag} 0.2 (a fifth of the episodes held out) or {flag} 0 "
+                         "(the paper's setting: none)")
     return float(value)
 
 # %% ../../nbs/50_runs.ipynb #d0054e33
-CWMB_PARAMS: dict[str, type | tuple] = dict(env=str, method=str, model=str, budget=int, seed=int, out=str,
-                                            base_url=str, paper_compat=bool, max_tokens=int, buffer=str,
-                                            plan_preset=str, plan_episodes=int, endpoint_caps=str,
-                                            holdout=float, holdout_seed=int, env_kwargs=str,
-                                            max_episode_steps=int, description=str)
+CWMB_PARAMS: dict[str, type | tuple] = dict(
+    env=str, method=str, model=str, budget=int, seed=int, out=str, base_url=str, paper_compat=bool,
+    max_tokens=int, buffer=str, plan_preset=str, plan_episodes=int, endpoint_caps=str,
+    holdout=float, holdout_seed=int, env_kwargs=str, max_episode_steps=int, description=str)
 
 # %% ../../nbs/50_runs.ipynb #6ef072f9
 PLAN_PRESETS = ("paper", "quick", "none")   # "none": no planning after the search
-# "quick", defined once in 15_planning: `cwm-nb run`, `plan`, `sweep` and `evaluate_planning` plan with it unless told
+# "quick", defined once in 15_planning: `cwm-nb run`, `plan`, `sweep` and `evaluate_planning`
+# plan with it unless told
 DEFAULT_PLAN_PRESET = planning.DEFAULT_PLAN_PRESET
 
 # %% ../../nbs/50_runs.ipynb #92a61344
 def check_params(params: dict, schema: dict = CWMB_PARAMS) -> dict:
-    "Check that each parameter has the type of `schema` (bools are not ints). Raises `CwmNbError` naming the parameter."
+    """Check that each parameter has the type of `schema` (bools are not ints). Raises `CwmNbError`
+    naming the parameter."""
     for k, v in params.items():
-        if k not in schema: raise CwmNbError(f"unknown notebook parameter {k!r}", f"use one of: {', '.join(schema)}")
+        if k not in schema:
+            raise CwmNbError(f"unknown notebook parameter {k!r}",
+                             f"use one of: {', '.join(schema)}")
         t = schema[k]
-        ok = (isinstance(v, t) or (t is float and type(v) is int)) and not (t in (int, float) and isinstance(v, bool))
+        ok = (isinstance(v, t) or (t is float and type(v) is int)) and not (t in (int, float)
+                                                                            and isinstance(v, bool))
         if not ok:
-            raise CwmNbError(f"notebook parameter {k!r} must be {t.__name__}, got {type(v).__name__} {v!r}",
-                             f"pass it as a {t.__name__}, e.g. `cwm-nb run ... --{k.replace('_', '-')} <value>`, "
+            raise CwmNbError(f"notebook parameter {k!r} must be {t.__name__}, got "
+                             f"{type(v).__name__} {v!r}",
+                             f"pass it as a {t.__name__}, e.g. `cwm-nb run ... "
+                             f"--{k.replace('_', '-')} <value>`, "
                              f"or papermill `-p {k} <value>` without quotes")
     if "budget" in params and params["budget"] < 1:
-        raise CwmNbError(f"budget must be at least 1, got {params['budget']}", "pass --budget 1 or more")
+        raise CwmNbError(f"budget must be at least 1, got {params['budget']}",
+                         "pass --budget 1 or more")
     if "seed" in params and params["seed"] < 0:   # a folder `seed-1` would read as seed 1
         raise CwmNbError(f"seed must be 0 or more, got {params['seed']}", "pass --seed 0 or more")
     if params.get("plan_preset", DEFAULT_PLAN_PRESET) not in PLAN_PRESETS:
-        raise CwmNbError(f"unknown planning preset {params['plan_preset']!r}", f"use one of: {', '.join(PLAN_PRESETS)}")
+        raise CwmNbError(f"unknown planning preset {params['plan_preset']!r}",
+                         f"use one of: {', '.join(PLAN_PRESETS)}")
     if "holdout" in params and not (params["holdout"] == -1 or 0 <= params["holdout"] < 1):
-        raise CwmNbError(f"holdout must be in [0, 1) (or -1 for the default), got {params['holdout']}",
+        raise CwmNbError("holdout must be in [0, 1) (or -1 for the default), got "
+                         f"{params['holdout']}",
                          "pass e.g. --holdout 0.2, or --holdout 0 for the paper's setting")
     if "plan_episodes" in params and params["plan_episodes"] < 1:
-        raise CwmNbError(f"plan_episodes must be at least 1, got {params['plan_episodes']}", "pass --plan-episodes 1 or more")
+        raise CwmNbError(f"plan_episodes must be at least 1, got {params['plan_episodes']}",
+                         "pass --plan-episodes 1 or more")
     return params
 
 # %% ../../nbs/50_runs.ipynb #35214732
-APPS_PARAMS: dict[str, type] = dict(data=str, problems=str, method=str, model=str, budget=int, seed=int, out=str,
-                                    base_url=str, paper_compat=bool, max_tokens=int, apps_mode=str, compare=str,
-                                    endpoint_caps=str)
+APPS_PARAMS: dict[str, type] = dict(
+    data=str, problems=str, method=str, model=str, budget=int, seed=int, out=str, base_url=str,
+    paper_compat=bool, max_tokens=int, apps_mode=str, compare=str, endpoint_caps=str)
 
 # %% ../../nbs/50_runs.ipynb #2870af61
 APPS_BUDGET = 20   # LLM calls per problem in the paper's Table 1
 
 # %% ../../nbs/50_runs.ipynb #d662bc0e
-def apps_run_dir(out: str | Path, problems: str, method: str, model: str, seed: int, paper_compat: bool = False,
+def apps_run_dir(out: str | Path, problems: str, method: str, model: str, seed: int,
+                 paper_compat: bool = False,
                  apps_mode: str = "held_out", compare: str = "strict") -> Path:
-    "Directory of one APPS run: `<out>/apps/<problems>/<method>[-paper-split][-apps-compat][-paper-compat]/<model>/seed<k>`."
-    # start-up time of `cwm-nb --help`: the CLI imports this module, and the APPS harness is not needed there
+    """Directory of one APPS run:
+    `<out>/apps/<problems>/<method>[-paper-split][-apps-compat][-paper-compat]/<model>/seed<k>`."""
+    # start-up time of `cwm-nb --help`: the CLI imports this module, and the APPS harness is not
+    # needed there
     from cwm_nb.apps.search import problems_label
-    m = method + ("-paper-split" if apps_mode == "paper" else "") + ("-apps-compat" if compare == "apps_compat" else "")
+    m = (method + ("-paper-split" if apps_mode == "paper" else "")
+         + ("-apps-compat" if compare == "apps_compat" else ""))
     return run_dir(out, "apps", problems_label(problems), m, model, seed, paper_compat)
 
 # %% ../../nbs/50_runs.ipynb #e601be26
 def default_max_tokens(model: str) -> int:
-    """Completion cap per call when none is given: 400 tokens for the small embedded model (its answers are short and
-    slow), `llm.REASONING_MIN_TOKENS` for reasoning models (their hidden reasoning counts in the cap), the paper's 1500
-    otherwise (GIF-MCTS paper, Table 5)."""
+    """Completion cap per call when none is given: 400 tokens for the small embedded model (its
+    answers are short and slow), `llm.REASONING_MIN_TOKENS` for reasoning models (their hidden
+    reasoning counts in the cap), the paper's 1500 otherwise (GIF-MCTS paper, Table 5)."""
     if model == "embedded": return 400
     try: name = llm_mod.resolve_model(model).model
     except CwmNbError: name = model
@@ -165,13 +196,16 @@ def default_max_tokens(model: str) -> int:
 # %% ../../nbs/50_runs.ipynb #d4c8f6f9
 @contextlib.contextmanager
 def run_lock(rd: Path):
-    "Hold an exclusive lock for run folder `rd` (file `.<name>.lock` beside it, so `--force` can delete the folder; released when the process ends). Raises `CwmNbError` if another process holds it."
+    """Hold an exclusive lock for run folder `rd` (file `.<name>.lock` beside it, so `--force` can
+    delete the folder; released when the process ends). Raises `CwmNbError` if another process
+    holds it."""
     rd.parent.mkdir(parents=True, exist_ok=True)
     with open(rd.parent/f".{rd.name}.lock", "w") as f:
         try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise CwmNbError(f"another cwm-nb process is running in {rd}",
-                             "wait for it to finish (a finished run is skipped, a killed one resumes), or pass another --out") from None
+                             "wait for it to finish (a finished run is skipped, a killed one "
+                             "resumes), or pass another --out") from None
         yield
 
 # %% ../../nbs/50_runs.ipynb #f5b2d0ef
