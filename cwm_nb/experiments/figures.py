@@ -12,6 +12,7 @@ import numpy as np
 from ..core import CwmNbError, atomic_write_json, atomic_write_text, data_dir
 from ..bench.envs import paper_order
 from ..search import gif_mcts
+from . import sweeps
 from .sweeps import find_run_dirs
 from .agent import agent_figures
 from .notebooks import run_notebook
