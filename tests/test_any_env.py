@@ -108,7 +108,7 @@ def test_a_run_that_cannot_start_writes_nothing(tmp_path):
 
 
 def test_search_on_ones_own_environment_records_what_it_was(tmp_path):
-    from cwm_nb.experiments.runs import run_cwmb_search, plan_run, write_metrics
+    from cwm_nb.experiments.metrics import run_cwmb_search, plan_run, write_metrics
     from cwm_nb.llm.demo import ScriptedLLM
     out = run_cwmb_search(env="toy_envs:Corridor", env_kwargs='{"length": 6}', model="scripted", budget=1,
                           out=tmp_path/"r", llm=ScriptedLLM(["```python\n" + CORRIDOR_CWM + "\n```\n"]),
@@ -156,7 +156,7 @@ def test_a_registered_spec_reaches_a_child_process(tmp_path):
 
 def test_the_own_environment_notebook_runs_the_whole_path(tmp_path):
     "nbs/experiments/own_env.ipynb under papermill: an env defined in the notebook, registered, searched, scored, planned."
-    from cwm_nb.experiments.runs import run_notebook
+    from cwm_nb.experiments.notebooks import run_notebook
     run_notebook("own_env", dict(out=str(tmp_path/"r"), seed=0, budget=1, plan_episodes=2), tmp_path/"nb.ipynb", stream=False)
     m = json.loads((tmp_path/"r"/"gym"/"lights"/"gif-mcts"/"scripted"/"seed0"/"metrics.json").read_text())
     assert (m["env"], m["entry_point"], m["accuracy"], m["status"]) == ("lights", "__main__:Lights", 1.0, "complete")
@@ -190,7 +190,7 @@ def test_a_generated_spec_has_valid_action_masks_when_info_carries_them():
 
 def test_a_search_on_ones_own_environment_resumes_from_its_folder(tmp_path):
     "The same run again (same env, kwargs, seed) finds its checkpoint: no further LLM call; other kwargs are another folder."
-    from cwm_nb.experiments.runs import run_cwmb_search
+    from cwm_nb.experiments.metrics import run_cwmb_search
     from cwm_nb.llm.demo import ScriptedLLM
     kw = dict(env="toy_envs:Corridor", env_kwargs='{"length": 6}', model="scripted", budget=1, out=tmp_path/"r",
               plan_preset="none", progress=False)

@@ -10,7 +10,8 @@ from cwm_nb.apps.problems import demo_problems, evaluate_solution, problem_from_
 from cwm_nb.apps.search import AppsTask, run_problems, select_problems, solve_problem
 from cwm_nb.testing.doubles import scripted_demo_llm
 from cwm_nb.core import CwmNbError, data_dir
-from cwm_nb.experiments.runs import apps_run_dir, run_apps_search
+from cwm_nb.experiments.runs import apps_run_dir
+from cwm_nb.experiments.metrics import run_apps_search
 from cwm_nb.llm.demo import ScriptedLLM
 from cwm_nb.llm.client import prefill_of
 from cwm_nb.testing.provider_double import ProviderDouble

@@ -103,7 +103,7 @@ def test_outage_mid_run_resumes_without_repeating_a_request(tmp_path, cache_env)
 
 # ------------------------------------------------------------ request shapes learned from refusals
 def search(llm, env="CartPole-v1", method="worldcoder", budget=4, tmp=None, **kw):
-    from cwm_nb.experiments.runs import run_cwmb_search
+    from cwm_nb.experiments.metrics import run_cwmb_search
     return run_cwmb_search(env=env, method=method, model="test-double", budget=budget, out=str(tmp),
                            plan_preset="none", llm=llm, progress=False, **kw)
 
@@ -143,7 +143,7 @@ def test_small_context_window_shortens_prompts_and_a_resume_repeats_no_refusal(t
     """Humanoid's improve prompt (~35,000 characters) against an 8,192-token vLLM server whose window the
     workbook does not know: the first refusal teaches the window, the prompts are shortened, the search goes on;
     a resumed search with a fresh LLM object replays the cached refusal instead of sending it again."""
-    from cwm_nb.experiments.runs import run_cwmb_search
+    from cwm_nb.experiments.metrics import run_cwmb_search
     with ProviderDouble("vllm", answers="capable", context_tokens=8192) as d:
         mk = lambda: get_llm("vllm:house-model", base_url=d.base_url, cache=tmp_path/"v.sqlite")
         run = search(mk(), env="Humanoid-v4", method="worldcoder", budget=3, tmp=tmp_path/"h")

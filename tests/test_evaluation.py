@@ -78,7 +78,7 @@ def test_rollouts_show_drift_that_single_steps_hide():
 
 def test_run_searches_on_its_part_and_reports_both(tmp_path):
     "New runs hold out a fifth of the episodes: the search's value is the search part's accuracy; metrics say both."
-    from cwm_nb.experiments.runs import run_cwmb_search, write_metrics
+    from cwm_nb.experiments.metrics import run_cwmb_search, write_metrics
     from cwm_nb.llm.demo import ScriptedLLM
     answer = "```python\n" + CARTPOLE_PLANTED + "\n```\n"
     out = run_cwmb_search(env="CartPole-v1", model="scripted", budget=1, out=tmp_path, llm=ScriptedLLM([answer]),
@@ -98,7 +98,8 @@ def test_run_searches_on_its_part_and_reports_both(tmp_path):
 
 def test_an_old_run_folder_resumes_as_the_paper_setting(tmp_path):
     "A run folder whose settings.json predates held-out parts resumes with nothing held out; paper_compat holds none out."
-    from cwm_nb.experiments.runs import check_run_settings, run_cwmb_search
+    from cwm_nb.experiments.runs import check_run_settings
+    from cwm_nb.experiments.metrics import run_cwmb_search
     from cwm_nb.experiments.runs import run_dir
     from cwm_nb.core import CwmNbError, atomic_write_json
     from cwm_nb.llm.demo import ScriptedLLM
@@ -194,7 +195,7 @@ def test_a_pass_that_runs_out_of_time_is_not_checked():
 
 def test_final_evaluation_scales_both_parts_by_the_whole_buffer():
     from cwm_nb.bench.rollouts import rollout_errors, state_scale
-    from cwm_nb.experiments.runs import final_evaluation
+    from cwm_nb.experiments.metrics import final_evaluation
     sys.path.insert(0, str(ROOT/"tests"))
     from test_planning import PENDULUM_FLIPPED
     buf = load_buffer("Pendulum-v1")

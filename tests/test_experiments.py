@@ -135,7 +135,7 @@ def papermill(*args, cwd):
 def test_papermill_by_hand_refuses_a_parameter_the_notebook_does_not_define(nb, tmp_path):
     "papermill alone only warns (`Passed unknown parameter`) and runs with the defaults; each experiment notebook stops."
     import nbformat
-    from cwm_nb.experiments.runs import notebook_params
+    from cwm_nb.experiments.notebooks import notebook_params
     declared = notebook_params(nb)
     typo = declared[0][:-1] + "x"   # e.g. `enx` for `env`
     r = papermill(nb, tmp_path/"out.ipynb", "-p", typo, "1", cwd=tmp_path)
@@ -144,7 +144,7 @@ def test_papermill_by_hand_refuses_a_parameter_the_notebook_does_not_define(nb, 
     assert "pass only parameters it defines: " + ", ".join(declared) in r.stderr
     done = [c for c in nbformat.read(tmp_path/"out.ipynb", as_version=4).cells if c.cell_type == "code" and c.execution_count]
     assert [c.source.split("\n")[0] for c in done] == [done[0].source.split("\n")[0], "# Parameters",
-                                                        "from cwm_nb.experiments.runs import reject_unknown_params"]
+                                                        "from cwm_nb.experiments.notebooks import reject_unknown_params"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.ipynb"]   # nothing ran that could write or spend
 
 def test_papermill_by_hand_refuses_values_an_untagged_parameters_cell_would_override(tmp_path):
@@ -159,7 +159,8 @@ def test_papermill_by_hand_refuses_values_an_untagged_parameters_cell_would_over
 
 def test_run_notebook_refuses_an_unknown_parameter_before_papermill_starts(tmp_path):
     from cwm_nb.core import CwmNbError
-    from cwm_nb.experiments.runs import CWMB_PARAMS, run_notebook
+    from cwm_nb.experiments.runs import CWMB_PARAMS
+    from cwm_nb.experiments.notebooks import run_notebook
     with pytest.raises(CwmNbError) as e:
         run_notebook("cwmb", dict(budgt=1, out=str(tmp_path)), tmp_path/"run"/"nb.ipynb", stream=False)
     assert "experiments/cwmb.ipynb does not define the parameter 'budgt' (did you mean 'budget'?)" in str(e.value)
@@ -170,22 +171,22 @@ def test_plan_run_and_sweep_share_one_default_planning_preset(tmp_path):
     """One definition (`DEFAULT_PLAN_PRESET`, 15_planning): the CLI defaults, the Python defaults (the library's
     `evaluate_planning` too) and the CWMB notebook's parameter."""
     import ast, inspect, papermill as pm
-    from cwm_nb.experiments import runs as experiments, sweeps
+    from cwm_nb.experiments import cli, metrics, runs, sweeps
     from cwm_nb.bench import oracle, planning
-    p = experiments.build_parser()
+    p = cli.build_parser()
     presets = {"plan": p.parse_args(["plan", "--env", "CartPole-v1", "--program", "x.py"]).preset,
                "run": p.parse_args(["run", "cwmb"]).plan_preset, "sweep": p.parse_args(["sweep", "cwmb"]).plan_preset,
-               "run_cwmb_search": inspect.signature(experiments.run_cwmb_search).parameters["plan_preset"].default,
-               "plan_run": inspect.signature(experiments.plan_run).parameters["preset"].default,
+               "run_cwmb_search": inspect.signature(metrics.run_cwmb_search).parameters["plan_preset"].default,
+               "plan_run": inspect.signature(metrics.plan_run).parameters["preset"].default,
                "evaluate_planning": inspect.signature(oracle.evaluate_planning).parameters["preset"].default,
                "cwmb.ipynb": ast.literal_eval(pm.inspect_notebook(str(ROOT/"nbs"/"experiments"/"cwmb.ipynb"))["plan_preset"]["default"])}
-    assert presets == dict.fromkeys(presets, experiments.DEFAULT_PLAN_PRESET) and experiments.DEFAULT_PLAN_PRESET == "quick"
-    assert experiments.DEFAULT_PLAN_PRESET is planning.DEFAULT_PLAN_PRESET
+    assert presets == dict.fromkeys(presets, runs.DEFAULT_PLAN_PRESET) and runs.DEFAULT_PLAN_PRESET == "quick"
+    assert runs.DEFAULT_PLAN_PRESET is planning.DEFAULT_PLAN_PRESET
     assert {j.opts["plan_preset"] for j in sweeps.plan_sweep(tmp_path, envs="CartPole-v1")} == {"quick"}
 
 def test_wrong_parameter_type_is_a_clear_error(tmp_path):
     from cwm_nb.core import CwmNbError
-    from cwm_nb.experiments.runs import run_notebook
+    from cwm_nb.experiments.notebooks import run_notebook
     with pytest.raises(CwmNbError, match="must be int"):
         run_notebook("cwmb", dict(budget="3", out=str(tmp_path)), tmp_path/"nb.ipynb", stream=False)
     assert not (tmp_path/"nb.ipynb").exists()
@@ -246,7 +247,7 @@ CRASH = "```python\nclass Environment:\n    def __init__(self):\n        raise R
 def test_every_environment_runs_end_to_end_and_a_crashing_program_scores_zero(tmp_path):
     "All 19 environments through the same pipeline a `cwm-nb run` uses, with a scripted LLM whose program crashes."
     from cwm_nb.bench.envs import env_names
-    from cwm_nb.experiments.runs import run_cwmb_search, write_metrics
+    from cwm_nb.experiments.metrics import run_cwmb_search, write_metrics
     from cwm_nb.llm.demo import ScriptedLLM
     for env in env_names():
         out = run_cwmb_search(env=env, model="scripted", budget=1, out=tmp_path, llm=ScriptedLLM([CRASH]),
@@ -258,7 +259,7 @@ def test_every_environment_runs_end_to_end_and_a_crashing_program_scores_zero(tm
         assert (out.run_dir/"program.py").read_text().count("no model here") == 1
 
 def test_run_puts_the_normalized_return_in_metrics(tmp_path):
-    from cwm_nb.experiments.runs import plan_run, run_cwmb_search, write_metrics
+    from cwm_nb.experiments.metrics import plan_run, run_cwmb_search, write_metrics
     from cwm_nb.llm.demo import ScriptedLLM
     good = "```python\n" + CARTPOLE_CWM.read_text() + "\n```\n"
     out = run_cwmb_search(env="CartPole-v1", model="scripted", budget=1, out=tmp_path, llm=ScriptedLLM([good]),
@@ -320,7 +321,7 @@ def test_experiment_notebook_runs_in_this_interpreter_whatever_kernelspecs(hosti
     "A `python3` kernelspec of another interpreter on JUPYTER_PATH does not decide where an experiment notebook runs."
     import nbformat
     import cwm_nb
-    from cwm_nb.experiments import runs as experiments
+    from cwm_nb.experiments import notebooks
     argv = {"exits": ["/bin/sh", "-c", "echo 'not the cwm-nb interpreter' >&2; exit 3", "{connection_file}"],
             "system-python": ["/usr/bin/python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"]}[hostile]
     if hostile == "system-python" and not Path(argv[0]).exists(): pytest.skip("no /usr/bin/python3 on this machine")
@@ -337,9 +338,9 @@ def test_experiment_notebook_runs_in_this_interpreter_whatever_kernelspecs(hosti
                                           "json.dump({'executable': sys.executable, 'package': cwm_nb.__file__}, open(out, 'w'))")]
     (tmp_path/"nbs").mkdir()
     nbformat.write(nb, tmp_path/"nbs"/"where.ipynb")
-    monkeypatch.setattr(experiments, "experiments_dir", lambda: tmp_path/"nbs")
-    done = experiments.run_notebook("where", dict(out=str(tmp_path/"where.json")), tmp_path/"run"/"where.ipynb", stream=False)
+    monkeypatch.setattr(notebooks, "experiments_dir", lambda: tmp_path/"nbs")
+    done = notebooks.run_notebook("where", dict(out=str(tmp_path/"where.json")), tmp_path/"run"/"where.ipynb", stream=False)
     ran = json.loads((tmp_path/"where.json").read_text())
     assert ran == {"executable": sys.executable, "package": cwm_nb.__file__}
     meta = nbformat.read(done, as_version=4).metadata
-    assert meta.kernelspec.name == experiments.KERNEL_NAME and sys.executable in meta.kernelspec.display_name
+    assert meta.kernelspec.name == notebooks.KERNEL_NAME and sys.executable in meta.kernelspec.display_name

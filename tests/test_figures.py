@@ -26,15 +26,15 @@ def cli(*args, timeout=900):
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     "8 real runs: 2 environments x (GIF-MCTS, its no-fix ablation) x 2 seeds, budget 2, quick planning (2 episodes),\n    laid out as a sweep lays them out (`<results>/budget2/cwmb/...`)."
-    from cwm_nb.experiments import runs as experiments
+    from cwm_nb.experiments import metrics
     from cwm_nb.llm.demo import ScriptedLLM
     out = tmp_path_factory.mktemp("results")
     for env, method, answer in RUNS:
         for seed in (0, 1):
-            run = experiments.run_cwmb_search(env=env, method=method, model="scripted", budget=2, seed=seed, out=out/"budget2",
+            run = metrics.run_cwmb_search(env=env, method=method, model="scripted", budget=2, seed=seed, out=out/"budget2",
                                               llm=ScriptedLLM(lambda messages, draw, a=answer: a),
                                               plan_preset="quick", plan_episodes=2, progress=False)
-            experiments.write_metrics(run, **experiments.plan_run(run, preset="quick", episodes=2, progress=False))
+            metrics.write_metrics(run, **metrics.plan_run(run, preset="quick", episodes=2, progress=False))
     return out
 
 def metrics(out, env, method, seed):

@@ -145,7 +145,7 @@ def cache_env(tmp_path_factory, model_cache, monkeypatch):   # conftest's, but s
 
 
 def test_inference_speed_notebook_with_the_embedded_model(tmp_path, cache_env):
-    from cwm_nb.experiments.runs import run_notebook
+    from cwm_nb.experiments.notebooks import run_notebook
     out = tmp_path/"speed"
     nb = run_notebook("inference_speed", dict(envs="CartPole-v1", n_transitions=1, max_tokens=48, repeats=5,
                                               out=str(out)), out/"notebook.ipynb", stream=False)

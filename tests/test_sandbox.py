@@ -565,7 +565,7 @@ def test_isolation_reaches_a_papermill_kernel(tmp_path, monkeypatch):
     "The variable reaches the kernel of a papermill run (how `cwm-nb run` executes the experiment notebooks)."
     _skip_unavailable("landlock")
     import nbformat, papermill as pm
-    from cwm_nb.experiments.runs import KERNEL_NAME
+    from cwm_nb.experiments.notebooks import KERNEL_NAME
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("from cwm_nb.sandbox.jobs import Sandbox\nwith Sandbox() as sb:\n    print(sb.isolation)")]
     nbformat.write(nb, tmp_path/"in.ipynb")
@@ -578,7 +578,7 @@ def test_cli_isolation_option_reaches_eval_program_json(tmp_path):
     "`cwm-nb eval-program --json --isolation landlock`: the record names the mode that ran."
     _skip_unavailable("landlock")
     prog = Path(__file__).resolve().parents[1]/"data"/"programs"/"CartPole-v1.py"
-    p = subprocess.run([sys.executable, "-c", "import sys; from cwm_nb.experiments.runs import main; sys.exit(main(sys.argv[1:]))",
+    p = subprocess.run([sys.executable, "-c", "import sys; from cwm_nb.experiments.cli import main; sys.exit(main(sys.argv[1:]))",
                         "eval-program", str(prog), "--env", "CartPole-v1", "--json", "--no-determinism", "--isolation", "landlock"],
                        capture_output=True, text=True, timeout=120, env={**os.environ, "CWM_NB_ISOLATION": "bwrap"})
     assert p.returncode == 0, p.stderr

@@ -73,7 +73,7 @@ def test_a_server_dead_past_its_restarts_is_an_error_naming_signal_and_log(tmp_p
 
 def _metrics_of_a_run_whose_server_dies_once(tmp_path, monkeypatch, run):
     "The `metrics.json` of `run(llm)` (a run's output) on the embedded server, killed (SIGKILL) after the first call."
-    from cwm_nb.experiments.runs import write_metrics
+    from cwm_nb.experiments.metrics import write_metrics
     import json
     monkeypatch.setenv("CWM_NB_LLM_CACHE", str(tmp_path/"c.sqlite"))
     with EmbeddedServer(n_threads=1) as srv:
@@ -91,7 +91,7 @@ def _metrics_of_a_run_whose_server_dies_once(tmp_path, monkeypatch, run):
 
 @pytest.mark.slow
 def test_a_restart_during_a_run_is_counted_in_its_metrics(tmp_path, monkeypatch):
-    from cwm_nb.experiments.runs import run_cwmb_search
+    from cwm_nb.experiments.metrics import run_cwmb_search
     metrics = _metrics_of_a_run_whose_server_dies_once(tmp_path, monkeypatch, lambda llm: run_cwmb_search(
         "CartPole-v1", "gif-mcts", "embedded", budget=3, seed=0, out=tmp_path/"results", max_tokens=48,
         plan_preset="none", llm=llm, progress=False))
@@ -100,7 +100,7 @@ def test_a_restart_during_a_run_is_counted_in_its_metrics(tmp_path, monkeypatch)
 
 @pytest.mark.slow
 def test_a_restart_during_an_apps_run_is_counted_in_its_metrics(tmp_path, monkeypatch):
-    from cwm_nb.experiments.runs import run_apps_search
+    from cwm_nb.experiments.metrics import run_apps_search
     metrics = _metrics_of_a_run_whose_server_dies_once(tmp_path, monkeypatch, lambda llm: run_apps_search(
         "demo", "0:1", "gif-mcts", "embedded", budget=3, out=tmp_path/"results", max_tokens=48, llm=llm, progress=False))
     assert metrics["server_restarts"] == 1 and metrics["llm_calls"] == 3   # counted per problem, over every session

@@ -227,7 +227,7 @@ def test_cem_scores_a_plan_on_the_mean_of_drawn_outcomes():
 def test_a_run_on_a_random_world_records_the_value_it_ranked_by(tmp_path):
     "metrics.json's value_metric is what the search ranked by (likelihood on Blackjack), and best_value is that value."
     import math
-    from cwm_nb.experiments.runs import run_cwmb_search
+    from cwm_nb.experiments.metrics import run_cwmb_search
     from cwm_nb.llm.demo import ScriptedLLM
     good = "```python\n" + source("Blackjack-v1") + "\n```\n"   # the scripted model (a test double) answers the reference
     out = run_cwmb_search(env="Blackjack-v1", model="scripted", budget=1, out=tmp_path, llm=ScriptedLLM([good]),

@@ -4,15 +4,22 @@
 
 # %% ../../nbs/52_agent_experiments.ipynb #87bd2a16
 from __future__ import annotations
-import json, shutil, sys, time
+import argparse, itertools, json, os, shutil, sys, time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
-from ..core import CwmNbError, atomic_write_json, atomic_write_text, provenance
-from ..agent.worldcoder import ABLATIONS, AgentConfig, DOMAINS, get_domain, resolve_curriculum
+from ..core import (CwmNbError, atomic_write_json, atomic_write_text, cache_dir, derive_seed,
+                         provenance)
+from ..llm import client as llm_mod
+from ..sandbox import jobs as sandbox_jobs
+from ..agent.worldcoder import ABLATIONS, AgentConfig, DOMAINS, SOKOBAN_ENVS, WorldCoderAgent, WorldModel, get_domain, make_env, resolve_curriculum
 from ..agent.curriculum import run_curriculum
 from ..agent.scripted import scripted_llm
 from ..agent.planning import PLANNERS, PlannerConfig
+from ..agent.sokoban import SokobanEnv
+from ..agent.rl import train_ppo
+from .runs import run_lock, safe_name, save_figure
+from .notebooks import run_notebook
 
 # %% auto #0
 __all__ = ['AGENT_SETTINGS', 'RUN_GROUP', 'agent_run_dir', 'make_llm', 'agent_settings', 'agent_config', 'run_agent', 'run_ppo',
@@ -25,7 +32,6 @@ AGENT_SETTINGS = ("domain", "curriculum", "envs", "ablation", "model", "seed", "
 
 def agent_run_dir(out: str | Path, domain: str, curriculum: str, ablation: str, model: str, seed: int) -> Path:
     "`<out>/agent/<domain>-<curriculum>/<ablation>/<model>/seed<seed>` (names made folder-safe)."
-    from cwm_nb.experiments.runs import safe_name
     return Path(out)/"agent"/safe_name(f"{domain}-{curriculum}")/safe_name(ablation)/safe_name(model)/f"seed{int(seed)}"
 
 # %% ../../nbs/52_agent_experiments.ipynb #4930efb6
@@ -58,10 +64,7 @@ def _check_settings(rd: Path, settings: dict) -> str:
 # %% ../../nbs/52_agent_experiments.ipynb #4241330e
 def make_llm(model: str, base_url: str = "", max_tokens: int = 1500):
     "The LLM of a run: `scripted` is the test double (behind the response cache), else `llm.get_llm`."
-    from cwm_nb.llm.models import get_llm
     if model == "scripted":
-        import os
-        from cwm_nb.core import cache_dir
         return scripted_llm(os.environ.get("CWM_NB_LLM_CACHE") or cache_dir()/"llm_cache.sqlite")
     if model == "embedded": return get_llm("embedded", max_tokens=max_tokens)
     return get_llm(model, base_url=base_url or None)
@@ -102,8 +105,7 @@ def agent_config(s: dict) -> AgentConfig:
 # %% ../../nbs/52_agent_experiments.ipynb #8c4a459a
 def _isolation() -> str | None:
     "The mode of the shared sandbox that ran the agent's programs (`03_sandbox`), None if none was started."
-    from cwm_nb.sandbox import jobs as sandbox
-    return sandbox._shared.isolation if sandbox._shared is not None else None
+    return sandbox_jobs._shared.isolation if sandbox_jobs._shared is not None else None
 
 def _run_metrics(s: dict, rd: Path, res, llm, files: list[str], t0: float) -> dict:
     "The content of `metrics.json` for settings `s` and the `AgentResult` `res`."
@@ -131,7 +133,6 @@ def run_agent(
 ) -> dict:
     "One agent run in its folder (resumed if partial, skipped if complete); returns `metrics.json`'s content."
     s = agent_settings(**kw)
-    from cwm_nb.experiments.runs import run_lock
     rd = agent_run_dir(out, s["domain"], s["curriculum"], s["ablation"], s["model"], s["seed"])
     with run_lock(rd):
         if force and rd.exists(): shutil.rmtree(rd)
@@ -151,8 +152,6 @@ def run_agent(
 def run_ppo(out: str | Path = "results", domain: str = "minigrid", curriculum: str = "default", steps: int = 100_000,
             seed: int = 0, force: bool = False) -> dict:
     "PPO on every environment of a curriculum for `steps` steps each; returns `metrics.json`'s content."
-    from cwm_nb.agent.rl import train_ppo
-    from cwm_nb.experiments.runs import run_lock
     dom = get_domain(domain)
     envs = resolve_curriculum(dom, curriculum)
     s = dict(suite="agent", method="ppo", domain=domain, curriculum=curriculum, envs=envs, ablation="ppo", model="ppo",
@@ -202,11 +201,11 @@ def plot_success_vs_steps(runs: list[dict], ax=None):
     for m in runs:
         if m.get("method") == "ppo":
             for r in m["ppo"]:
-                xs = [0] + [s for s, _ in r["curve"]]; ys = [0] + list(__import__("itertools").accumulate(int(ok) for _, ok in r["curve"]))
+                xs = [0] + [s for s, _ in r["curve"]]; ys = [0] + list(itertools.accumulate(int(ok) for _, ok in r["curve"]))
                 ax.plot(xs, ys, "--", label=f"PPO {r['env']}")
         else:
             xs = [0] + [e["total_steps"] for e in m["episodes"]]
-            ys = [0] + list(__import__("itertools").accumulate(int(e["success"]) for e in m["episodes"]))
+            ys = [0] + list(itertools.accumulate(int(e["success"]) for e in m["episodes"]))
             ax.plot(xs, ys, label=f"{_label(m)} seed {m['seed']}")
     ax.set_xscale("symlog"); ax.set_xlabel("environment steps"); ax.set_ylabel("successful episodes")
     ax.legend(fontsize=6); return ax.figure
@@ -263,8 +262,6 @@ def plot_transfer(runs: list[dict], ax=None):
 # %% ../../nbs/52_agent_experiments.ipynb #d61572cc
 def sokoban_by_boxes(m: dict, boxes=(1, 2, 3, 4), levels: int = 10, seed: int = 0, sandbox=None) -> dict:
     "Share of fresh Sokoban levels with k boxes that the run's final programs plan to a solution, per k."
-    from cwm_nb.agent.worldcoder import WorldModel, WorldCoderAgent, make_env, SOKOBAN_ENVS
-    from cwm_nb.core import derive_seed
     rd = Path(m["run_dir"])
     rewards = json.loads((rd/"programs"/"rewards.json").read_text())
     t = (rd/"programs"/"transition.py").read_text() if (rd/"programs"/"transition.py").exists() else None
@@ -272,7 +269,7 @@ def sokoban_by_boxes(m: dict, boxes=(1, 2, 3, 4), levels: int = 10, seed: int = 
     ag.model = WorldModel(t, rewards)
     out = {}
     for k in boxes:
-        env = __import__("cwm_nb.agent.sokoban", fromlist=["SokobanEnv"]).SokobanEnv(num_boxes=k)
+        env = SokobanEnv(num_boxes=k)
         ok = 0
         for i in range(levels):
             s, info = env.reset(seed=derive_seed(seed, "boxes", k, i) % 2**31)
@@ -288,7 +285,6 @@ def sokoban_by_boxes(m: dict, boxes=(1, 2, 3, 4), levels: int = 10, seed: int = 
 def agent_figures(results: str | Path, out: str | Path) -> dict[str, list[Path]]:
     "Write the agent figures (png + pdf) and tables (csv, md) of `results` into `out`; {} when there are no agent runs."
     import matplotlib.pyplot as plt
-    from cwm_nb.experiments.runs import save_figure
     runs = agent_runs(results)
     if not runs: return {}
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
@@ -309,7 +305,7 @@ def agent_figures(results: str | Path, out: str | Path) -> dict[str, list[Path]]
         written["agent_sokoban_by_boxes"] = save_figure(fig, out/"agent_sokoban_by_boxes"); plt.close(fig)
     return written
 
-# %% ../../nbs/52_agent_experiments.ipynb #c5bd417d
+# %% ../../nbs/52_agent_experiments.ipynb #94d12b6a
 def _report_agent_run(m: dict, rd) -> None:
     "Print a finished agent run's measures (stdout)."
     for e in m["envs_results"]:
@@ -330,10 +326,8 @@ def _cmd_ppo(a) -> int:
     print(f"results: {m['run_dir']}")
     return 0
 
-# %% ../../nbs/52_agent_experiments.ipynb #adde1a1e
+# %% ../../nbs/52_agent_experiments.ipynb #2e1c27b6
 def _cmd_agent(a) -> int:
-    from cwm_nb.experiments.runs import run_notebook, run_lock
-    from cwm_nb.llm.models import resolve_model
     if a.method == "ppo": return _cmd_ppo(a)
     s = agent_settings(a.domain, a.curriculum, a.model, a.seed, a.ablation, a.budget, a.max_episodes, a.planner,
                        a.max_tokens, a.base_url)
@@ -355,10 +349,9 @@ def _cmd_agent(a) -> int:
     _report_agent_run(json.loads((rd/"metrics.json").read_text()), rd)
     return 0
 
-# %% ../../nbs/52_agent_experiments.ipynb #6d21075b
+# %% ../../nbs/52_agent_experiments.ipynb #d2962e7a
 def add_cli(sub) -> None:
     "Add the `agent` sub-command to the `cwm-nb` sub-parsers `sub`."
-    import argparse
     p = sub.add_parser("agent", help="run the WorldCoder agent (or its PPO baseline) on a curriculum",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("domain", help=f"one of: {', '.join(DOMAINS)}")

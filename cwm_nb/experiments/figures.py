@@ -4,11 +4,20 @@
 
 # %% ../../nbs/53_figures.ipynb #c2198feb
 from __future__ import annotations
-import json, math
+import argparse, importlib.util, json, math, numbers, os, warnings
 from pathlib import Path
 from typing import Any, NamedTuple
+import numpy as np
 
 from ..core import CwmNbError, atomic_write_json, atomic_write_text, data_dir
+from ..bench.envs import paper_order
+from ..bench import rollouts
+from ..search import gif_mcts
+from . import sweeps
+from .sweeps import find_run_dirs
+from .agent import agent_figures
+from .notebooks import run_notebook
+from .runs import save_figure
 
 # %% auto #0
 __all__ = ['PAPER', 'OURS', 'PUBLISHED_FILES', 'RUN_KEY', 'ABLATIONS', 'ACTION_STATS', 'PAPER_APPS', 'APPS_TABLES',
@@ -18,21 +27,21 @@ __all__ = ['PAPER', 'OURS', 'PUBLISHED_FILES', 'RUN_KEY', 'ABLATIONS', 'ACTION_S
            'table_apps', 'table_apps_by_source', 'plot_best_value_vs_calls', 'best_run', 'plot_search_tree',
            'plot_rollout_errors', 'write_table', 'styled', 'make_all', 'add_cli']
 
-# %% ../../nbs/53_figures.ipynb #7996c113
+# %% ../../nbs/53_figures.ipynb #179cac87
 PAPER, OURS = "paper (published)", "ours"   # labels of the two sources in every table
 
-# %% ../../nbs/53_figures.ipynb #9b50e932
+# %% ../../nbs/53_figures.ipynb #fc179854
 PUBLISHED_FILES = {"T2": "t2_cwmb_main.csv", "T3": "t3_rtfm.csv", "T6": "t6_ablation.csv", "T7": "t7_action_stats.csv",
                    "T8": "t8_inference_speed.csv", "T10": "t10_t11_per_env.csv", "T11": "t10_t11_per_env.csv",
                    "T12": "t12_raw_returns.csv",
                    "T1": "t1_apps.csv", "E": "appe_apps_sources.csv"}
 
-# %% ../../nbs/53_figures.ipynb #7939a72e
+# %% ../../nbs/53_figures.ipynb #2d670c7b
 def published_dir() -> Path:
     "Folder of the paper's published numbers (`data/paper_results`)."
     return data_dir()/"paper_results"
 
-# %% ../../nbs/53_figures.ipynb #c4a0d86d
+# %% ../../nbs/53_figures.ipynb #db322b09
 def load_published(
     table: str,   # paper table: T2, T3, T6, T7, T8, T10, T11 or T12
 ) -> "pd.DataFrame":
@@ -49,17 +58,16 @@ def load_published(
     df["model"] = df["model"].fillna("")
     return df
 
-# %% ../../nbs/53_figures.ipynb #f030cd54
+# %% ../../nbs/53_figures.ipynb #15ab1939
 def _num(s) -> "pd.Series":
     import pandas as pd
     return pd.to_numeric(s, errors="coerce").astype(float)
 
-# %% ../../nbs/53_figures.ipynb #ca6a63d9
+# %% ../../nbs/53_figures.ipynb #f399ff4e
 def effective_return(
     index: "pd.DataFrame",   # the results index (`cwm_nb.experiments.sweeps.build_index`)
 ) -> "pd.Series":
     "R per run as the paper aggregates it: 0 when planned but no runnable program (all raised), NaN when undefined (oracle return = random return) or not planned."
-    import numpy as np
     r, ro, rr = _num(index["normalized_return"]), _num(index["return_oracle"]), _num(index["return_random"])
     planned = index["plan_preset"].fillna("none").astype(str).isin(["quick", "paper"])
     undefined = ro.notna() & rr.notna() & (ro == rr)
@@ -67,16 +75,16 @@ def effective_return(
     r = r.where(~(planned & bug), 0.0)
     return r.where(planned & ~undefined, np.nan)
 
-# %% ../../nbs/53_figures.ipynb #900d6355
+# %% ../../nbs/53_figures.ipynb #fd73429b
 def method_label(index: "pd.DataFrame") -> "pd.Series":
     "Method name per run, with `-paper-compat` appended for runs with the original code's behaviour."
     pc = index["paper_compat"].fillna(False).astype(bool)
     return index["method"].where(~pc, index["method"].astype(str) + "-paper-compat")
 
-# %% ../../nbs/53_figures.ipynb #bfb6e713
+# %% ../../nbs/53_figures.ipynb #93b6ab2d
 RUN_KEY = ("suite", "env", "method", "model", "budget", "seed", "paper_compat", "holdout")   # what makes two runs the same run
 
-# %% ../../nbs/53_figures.ipynb #37f69a31
+# %% ../../nbs/53_figures.ipynb #eac3e4a8
 def dedupe_runs(df: "pd.DataFrame") -> "pd.DataFrame":
     "One row per `RUN_KEY` (a missing holdout is 0): of a run found in several folders, the one whose `run_dir` sorts first."
     key = [k for k in RUN_KEY if k in df.columns]
@@ -86,7 +94,7 @@ def dedupe_runs(df: "pd.DataFrame") -> "pd.DataFrame":
     if "holdout" in k.columns: k["holdout"] = _num(k["holdout"]).fillna(0.0)   # (an index from before held-out parts)
     return df[~k.astype(str).duplicated(keep="first")]
 
-# %% ../../nbs/53_figures.ipynb #ef6c3185
+# %% ../../nbs/53_figures.ipynb #c9079cc7
 def _runs(index, suite: str | None = "cwmb"):
     "Complete runs of `suite` (None: all suites), each counted once (`dedupe_runs`), with the method label, effective R and numeric accuracy."
     df = dedupe_runs(index[index["status"] == "complete"])
@@ -103,7 +111,7 @@ def _runs(index, suite: str | None = "cwmb"):
     else: df["R_eff"] = []
     return df
 
-# %% ../../nbs/53_figures.ipynb #0fde5573
+# %% ../../nbs/53_figures.ipynb #76e583ce
 def _partial_note(index, suite: str | None = "cwmb") -> str:
     d = index if suite is None else index[index["suite"] == suite]
     n = int((d["status"] != "complete").sum())
@@ -112,25 +120,24 @@ def _partial_note(index, suite: str | None = "cwmb") -> str:
     return ((f" {n} partial run(s) (not finished) are left out." if n else "") +
             (f" {dup} run(s) found a second time (the same settings in another folder) are counted once." if dup else ""))
 
-# %% ../../nbs/53_figures.ipynb #a7e2c084
+# %% ../../nbs/53_figures.ipynb #f4c858dc
 class Table(NamedTuple):
     "A table in a paper table's layout and the caption that says how its numbers were made."
     df: Any        # pandas DataFrame
     caption: str
 
-# %% ../../nbs/53_figures.ipynb #927517d7
+# %% ../../nbs/53_figures.ipynb #f190bac8
 def _note_table(note: str) -> "pd.DataFrame":
     import pandas as pd
     return pd.DataFrame({"note": [note]})
 
-# %% ../../nbs/53_figures.ipynb #975b9692
+# %% ../../nbs/53_figures.ipynb #ca124d5a
 def _sem(x) -> float:
     "Standard error of the mean (ddof 1) of the non-NaN values; NaN with fewer than 2."
-    import numpy as np
     x = np.asarray([v for v in x if v == v], dtype=float)
     return float(x.std(ddof=1)/math.sqrt(len(x))) if len(x) > 1 else float("nan")
 
-# %% ../../nbs/53_figures.ipynb #aab69334
+# %% ../../nbs/53_figures.ipynb #f030cd54
 def _aggregate(df, keys: list[str], err: str = "seeds") -> "pd.DataFrame":
     "Per `keys`: per seed the mean over environments, then mean ± standard error over seeds (`err='seeds'`) or over environments (`err='envs'`, after averaging seeds per environment)."
     import pandas as pd
@@ -151,17 +158,17 @@ def _aggregate(df, keys: list[str], err: str = "seeds") -> "pd.DataFrame":
                             "held-out accuracy ±": _sem(src["held"]) if h else float("nan")}))
     return pd.DataFrame(rows)
 
-# %% ../../nbs/53_figures.ipynb #f80c862b
+# %% ../../nbs/53_figures.ipynb #ca6a63d9
 def _check_err(err: str):
     if err not in ("seeds", "envs"): raise CwmNbError(f"unknown error bar {err!r}", "use err='seeds' or err='envs'")
 
-# %% ../../nbs/53_figures.ipynb #ebff28bf
+# %% ../../nbs/53_figures.ipynb #900d6355
 _RULES = ("Accuracy is the weighted transition accuracy (0 for a run whose every program raised). R is the normalized "
           "return (paper eq. 3); a run with no runnable CWM (every program raised, R None in its metrics) counts as R = 0, "
           "as the paper counts it; where R is undefined (oracle return = random return, e.g. MountainCar, Acrobot) or "
           "the run was not planned with, it is left out of the R mean, as in the paper.")
 
-# %% ../../nbs/53_figures.ipynb #06288cd0
+# %% ../../nbs/53_figures.ipynb #aadd1c50
 def _err_text(err: str) -> str:
     return ("Per seed the mean over environments, then mean ± standard error over seeds (± n/a with one seed)."
             if err == "seeds" else "Mean over environments (seeds averaged per environment) ± standard error over environments.") + (
@@ -169,17 +176,16 @@ def _err_text(err: str) -> str:
             "one-seed GPT-4 rows it cannot be a spread over seeds (for accuracy it matches a standard error over "
             "environments).")
 
-# %% ../../nbs/53_figures.ipynb #3172fb9c
+# %% ../../nbs/53_figures.ipynb #75950e4c
 _METHOD_ORDER = ("gif-mcts", "worldcoder", "zero-shot-cot", "gif-mcts-no-generate", "gif-mcts-no-improve", "gif-mcts-no-fix")
 
-# %% ../../nbs/53_figures.ipynb #3499cde2
+# %% ../../nbs/53_figures.ipynb #466710f0
 _ORDER = {OURS: 0, PAPER: 1, "discrete": 0, "continuous": 1, "accuracy": 0, "R": 1, "llama-3-70b": 0, "gpt-4-turbo": 1,
           **{m: i for i, m in enumerate(_METHOD_ORDER)}, **{m + "-paper-compat": i + 0.5 for i, m in enumerate(_METHOD_ORDER)}}
 
-# %% ../../nbs/53_figures.ipynb #1090b233
+# %% ../../nbs/53_figures.ipynb #ef6c3185
 def _order_key(ix):
     "Sort key of one index level: ours before the paper, discrete before continuous, methods in registry order, numbers by value, other text alphabetically."
-    import numbers
     strs = sorted({str(v) for v in ix if v not in _ORDER and not isinstance(v, numbers.Number)})
     def f(v):
         if v in _ORDER: return float(_ORDER[v])
@@ -187,16 +193,16 @@ def _order_key(ix):
         return 1e9 + strs.index(str(v))
     return ix.map(f)
 
-# %% ../../nbs/53_figures.ipynb #7eb82ea8
+# %% ../../nbs/53_figures.ipynb #0fde5573
 def _sorted(df, axis: int = 0):
     "`df` sorted along `axis` with `_order_key` on every level."
     return df.sort_index(axis=axis, key=_order_key, sort_remaining=True)
 
-# %% ../../nbs/53_figures.ipynb #0b943eb3
+# %% ../../nbs/53_figures.ipynb #aeabd97c
 _MAIN_COLS = ["accuracy", "accuracy ±", "held-out accuracy", "held-out accuracy ±", "R", "R ±", "seeds", "envs", "R envs",
               "plan preset"]
 
-# %% ../../nbs/53_figures.ipynb #330405bc
+# %% ../../nbs/53_figures.ipynb #a7e2c084
 def _published_agg(table: str, keys: list[str], group_col: str | None = "action_kind") -> "pd.DataFrame":
     "The paper's aggregate rows of `table` (T2, T3, T6) in the layout of `_aggregate`."
     import pandas as pd
@@ -215,7 +221,7 @@ def _published_agg(table: str, keys: list[str], group_col: str | None = "action_
         rows.append(row)
     return pd.DataFrame(rows)
 
-# %% ../../nbs/53_figures.ipynb #4ae7d217
+# %% ../../nbs/53_figures.ipynb #927517d7
 def _with_source(ours, paper, keys: list[str], published: bool):
     "Stack ours (and the paper's rows when `published`) under a leading `source` index level."
     import pandas as pd
@@ -224,7 +230,7 @@ def _with_source(ours, paper, keys: list[str], published: bool):
     parts = {k: (d.set_index(keys) if keys[0] in d.columns else d) for k, d in parts.items()}
     return pd.concat(parts, names=["source"])
 
-# %% ../../nbs/53_figures.ipynb #4a8f290d
+# %% ../../nbs/53_figures.ipynb #975b9692
 _HELDOUT = ("Accuracy is measured on the transitions the search saw: the whole buffer for runs with holdout 0 (the "
             "paper's setting, the one to compare with the paper's rows), the search part of the buffer otherwise. Held-out "
             "accuracy is the same score on the episodes the search never saw (n/a where nothing was held out), reported, "
@@ -232,7 +238,7 @@ _HELDOUT = ("Accuracy is measured on the transitions the search saw: the whole b
             "0), so runs with different held-out parts are never pooled; within a row, accuracy and held-out accuracy "
             "are averaged over the same runs, a run with no runnable program counting 0 in both.")
 
-# %% ../../nbs/53_figures.ipynb #48929e00
+# %% ../../nbs/53_figures.ipynb #642c2627
 def table_main(
     index: "pd.DataFrame",   # the results index (`cwm_nb.experiments.sweeps.build_index`)
     published: bool = True,  # add the paper's Table 2 rows, labelled "paper (published)"
@@ -253,7 +259,7 @@ def table_main(
     df = _with_source(ours if ours is not None else pd.DataFrame(), paper, keys, published)
     return Table(_sorted(df[_MAIN_COLS]), cap)
 
-# %% ../../nbs/53_figures.ipynb #f7e5efaa
+# %% ../../nbs/53_figures.ipynb #21e8a233
 def table_rtfm(
     index: "pd.DataFrame",   # the results index
     published: bool = True,  # add the paper's Table 3 rows
@@ -272,7 +278,7 @@ def table_rtfm(
     df = _with_source(ours, paper, keys, published)
     return Table(_sorted(df[["accuracy", "accuracy ±", "R", "R ±", "seeds", "plan preset"]]), cap)
 
-# %% ../../nbs/53_figures.ipynb #9596e517
+# %% ../../nbs/53_figures.ipynb #ebff28bf
 def table_per_env(
     index: "pd.DataFrame",   # the results index
     published: bool = True,  # add the paper's Tables 10 (Llama 3 70B, first seed) and 11 (GPT-4 Turbo) as columns
@@ -280,7 +286,6 @@ def table_per_env(
 ) -> Table:
     "Paper Tables 10/11 layout: rows the 18 CWMB environments (paper order); columns (source, method, model, budget, metric in accuracy/R)."
     import pandas as pd
-    from cwm_nb.bench.envs import paper_order
     if agg not in ("first", "mean"): raise CwmNbError(f"unknown aggregation {agg!r}", "use agg='first' or agg='mean'")
     runs = _runs(index, "cwmb")
     cols = {}
@@ -302,10 +307,10 @@ def table_per_env(
     df.index.name = "env"
     return Table(_sorted(df, axis=1), cap)
 
-# %% ../../nbs/53_figures.ipynb #8d0829d7
+# %% ../../nbs/53_figures.ipynb #b620597b
 ABLATIONS = ("gif-mcts", "gif-mcts-no-generate", "gif-mcts-no-improve", "gif-mcts-no-fix")
 
-# %% ../../nbs/53_figures.ipynb #432fd112
+# %% ../../nbs/53_figures.ipynb #3172fb9c
 def _by_kind(agg, keys: list[str]) -> "pd.DataFrame":
     "Move `action_kind` from the rows of an `_aggregate` frame to a column level."
     import pandas as pd
@@ -316,7 +321,7 @@ def _by_kind(agg, keys: list[str]) -> "pd.DataFrame":
     kinds = [k for k in ("discrete", "continuous") if k in df.columns.get_level_values(0)]
     return df.reindex(columns=pd.MultiIndex.from_product([kinds, cols]))
 
-# %% ../../nbs/53_figures.ipynb #e9fc2c8d
+# %% ../../nbs/53_figures.ipynb #1090b233
 def table_ablation(
     index: "pd.DataFrame",   # the results index
     published: bool = True,  # add the paper's Table 6 rows (Llama 3 70B, B = 50, one seed)
@@ -338,18 +343,18 @@ def table_ablation(
     paper = _by_kind(_published_agg("T6", keys), keys) if published else None
     return Table(_sorted(_with_source(ours, paper, keys, published)), cap)
 
-# %% ../../nbs/53_figures.ipynb #be3d7f2e
+# %% ../../nbs/53_figures.ipynb #9838d38e
 ACTION_STATS = ("pct_generate", "pct_improve", "pct_fix", "best_path_length", "best_path_pct_generate",
                 "best_path_pct_improve", "best_path_pct_fix", "tree_depth")
 
-# %% ../../nbs/53_figures.ipynb #8e41db34
+# %% ../../nbs/53_figures.ipynb #0b943eb3
 def table_action_stats(
     index: "pd.DataFrame",   # the results index
     published: bool = True,  # add the paper's Table 7 columns
     method: str = "gif-mcts",  # the method whose trees are described
 ) -> Table:
     "Paper Table 7 layout: rows the statistics (percentages, lengths in expansions), columns (source, action kind, model, budget); mean over runs."
-    import pandas as pd, numpy as np
+    import pandas as pd
     runs = _runs(index, "cwmb")
     runs = runs[runs["method"] == method] if len(runs) else runs
     cols = {}
@@ -380,14 +385,13 @@ def table_action_stats(
     df.index.name = "statistic"
     return Table(_sorted(df, axis=1), cap)
 
-# %% ../../nbs/53_figures.ipynb #1fbbbb32
+# %% ../../nbs/53_figures.ipynb #4ae7d217
 def table_returns(
     index: "pd.DataFrame",   # the results index
     published: bool = True,  # add the paper's Table 12 columns
 ) -> Table:
     "Paper Table 12 layout: rows the CWMB environments (paper order), columns (source, policy, model, budget) of mean returns."
     import pandas as pd
-    from cwm_nb.bench.envs import paper_order
     runs = _runs(index, "cwmb")
     cols = {}
     if len(runs):
@@ -411,13 +415,14 @@ def table_returns(
     df.index.name = "env"
     return Table(df, cap)
 
-# %% ../../nbs/53_figures.ipynb #f6adb579
+# %% ../../nbs/53_figures.ipynb #48929e00
 def table_stochastic(
     index: "pd.DataFrame",   # the results index
     published: bool = True,  # (no published numbers: the paper has none)
 ) -> Table:
     "Rows the random environments of the results, columns (method, model, budget, metric): accuracy, outcome probability, log-likelihood."
     import pandas as pd
+    # start-up time of `cwm-nb --help` (the CLI imports this module): replay buffers load when this table is made
     from cwm_nb.bench.replay import world_is_stochastic
     runs = _runs(index, "cwmb")
     cap = ("Random environments: the best program's accuracy, outcome probability (mean probability of the logged "
@@ -439,7 +444,7 @@ def table_stochastic(
     df.index.name = "env"
     return Table(df, cap)
 
-# %% ../../nbs/53_figures.ipynb #15eb6463
+# %% ../../nbs/53_figures.ipynb #f7e5efaa
 def table_other_envs(
     index: "pd.DataFrame",   # the results index
     published: bool = True,  # unused: the paper has no numbers for these environments
@@ -458,14 +463,14 @@ def table_other_envs(
                                 seeds=("seed", "nunique"))
     return Table(df, cap)
 
-# %% ../../nbs/53_figures.ipynb #553d6269
+# %% ../../nbs/53_figures.ipynb #0aa79c60
 _APPS_NUM = ("perfect_strict", "perfect_apps_compat", "test_case_average_strict", "test_case_average_apps_compat", "llm_calls")
 
-# %% ../../nbs/53_figures.ipynb #4967cd74
+# %% ../../nbs/53_figures.ipynb #a735bae2
 _APPS_COLS = ("run_dir", "data", "method", "model", "budget", "seed", "evaluation", "compare", "problem_id", "source",
               "status", *_APPS_NUM)
 
-# %% ../../nbs/53_figures.ipynb #38877343
+# %% ../../nbs/53_figures.ipynb #9596e517
 def apps_problem_results(
     index: "pd.DataFrame",   # the results index
     results: str | Path,     # the results folder the index describes
@@ -490,10 +495,10 @@ def apps_problem_results(
     df = pd.DataFrame(rows, columns=list(_APPS_COLS))
     return df.drop_duplicates(["data", "method", "model", "budget", "seed", "evaluation", "compare", "problem_id"], keep="first")
 
-# %% ../../nbs/53_figures.ipynb #b033d372
+# %% ../../nbs/53_figures.ipynb #a11e3ac3
 _APPS_KEYS = ["data", "method", "model", "budget", "evaluation", "comparison"]
 
-# %% ../../nbs/53_figures.ipynb #56810c9f
+# %% ../../nbs/53_figures.ipynb #1600f05e
 def _apps_agg(df, keys: list[str]) -> "pd.DataFrame":
     "Per `keys`: per problem the mean over seeds, then percentages over problems with the standard error of the headline."
     import pandas as pd
@@ -510,10 +515,10 @@ def _apps_agg(df, keys: list[str]) -> "pd.DataFrame":
                                           "problems": len(per), "seeds": g["seed"].nunique(), "calls per problem": per["calls"].mean()}))
     return pd.DataFrame(rows)
 
-# %% ../../nbs/53_figures.ipynb #869a3e2c
+# %% ../../nbs/53_figures.ipynb #432fd112
 PAPER_APPS = "APPS test 3000-3999"   # the paper's problem set: the 1,000 competition problems of the APPS test split
 
-# %% ../../nbs/53_figures.ipynb #0e5648d2
+# %% ../../nbs/53_figures.ipynb #3844f6a0
 def table_apps(
     index: "pd.DataFrame",   # the results index
     results: str | Path,     # the results folder (each APPS run's problems.jsonl is read)
@@ -546,7 +551,7 @@ def table_apps(
             "seeds", "calls per problem"]
     return Table(_sorted(out.reindex(columns=cols)), cap)
 
-# %% ../../nbs/53_figures.ipynb #a99301e2
+# %% ../../nbs/53_figures.ipynb #48850969
 def table_apps_by_source(
     index: "pd.DataFrame",   # the results index
     results: str | Path,     # the results folder
@@ -573,10 +578,10 @@ def table_apps_by_source(
     out = _with_source(ours, paper, keys, published)
     return Table(_sorted(out.reindex(columns=["problems", "strict accuracy (%)", "±"])), cap)
 
-# %% ../../nbs/53_figures.ipynb #7276578e
+# %% ../../nbs/53_figures.ipynb #0221fc04
 APPS_TABLES = {"t1_apps": table_apps, "t1_apps_by_source": table_apps_by_source}
 
-# %% ../../nbs/53_figures.ipynb #3017a67a
+# %% ../../nbs/53_figures.ipynb #8e41db34
 def _curves(index, out_root) -> list:
     "(panel, label, values) per complete run; reads metrics.json when the index has no curve."
     res = []
@@ -590,13 +595,13 @@ def _curves(index, out_root) -> list:
         res.append((panel, f"{r.method} ({r.model}, B={r.budget})", [float(x) for x in v]))
     return res
 
-# %% ../../nbs/53_figures.ipynb #46a7e610
+# %% ../../nbs/53_figures.ipynb #18f097a5
 def plot_best_value_vs_calls(
     index: "pd.DataFrame",        # the results index
     out_root: str | Path | None = None,  # results folder (to read curves missing from the index)
 ):
     "Figure: best value so far against LLM calls, mean over runs ± one standard error per method and model; one panel per action space."
-    import matplotlib.pyplot as plt, numpy as np
+    import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
     curves = _curves(index, out_root)
     panels = [p for p in ("discrete actions", "continuous actions", "RTFM") if any(c[0] == p for c in curves)]
@@ -618,7 +623,7 @@ def plot_best_value_vs_calls(
     fig.tight_layout()
     return fig
 
-# %% ../../nbs/53_figures.ipynb #7ef66a14
+# %% ../../nbs/53_figures.ipynb #1fbbbb32
 def best_run(index: "pd.DataFrame", method: str = "gif-mcts") -> str | None:
     "`run_dir` of the complete `method` run with the highest best value (ties: more LLM calls), or None."
     runs = _runs(index, None)
@@ -627,7 +632,7 @@ def best_run(index: "pd.DataFrame", method: str = "gif-mcts") -> str | None:
     runs = runs.assign(_bv=_num(runs["best_value"]).fillna(-1), _calls=_num(runs["llm_calls"]).fillna(0))
     return str(runs.sort_values(["_bv", "_calls"], ascending=False, kind="stable").iloc[0]["run_dir"])
 
-# %% ../../nbs/53_figures.ipynb #6635b8a2
+# %% ../../nbs/53_figures.ipynb #27ab6067
 def plot_search_tree(
     index: "pd.DataFrame",         # the results index
     out_root: str | Path,          # the results folder the index describes
@@ -635,7 +640,6 @@ def plot_search_tree(
 ):
     "Figure of one run's search tree (`tree.json`, drawn by `gif_mcts.plot_tree`); a figure with a note when there is none."
     import matplotlib.pyplot as plt
-    from cwm_nb.search import gif_mcts
     rd = run_dir or best_run(index)
     f = Path(out_root)/rd/"tree.json" if rd else None
     fig, ax = plt.subplots(figsize=(9, 4.5))
@@ -650,10 +654,10 @@ def plot_search_tree(
     fig.tight_layout()
     return fig
 
-# %% ../../nbs/53_figures.ipynb #44f88da8
-ROLLOUT_KEYS = ("1", "5", "20", "end")   # the horizons of `cwm.ROLLOUT_HORIZONS`, as metrics.json names them
+# %% ../../nbs/53_figures.ipynb #d902d035
+ROLLOUT_KEYS = ("1", "5", "20", "end")   # the horizons of `rollouts.ROLLOUT_HORIZONS`, as metrics.json names them
 
-# %% ../../nbs/53_figures.ipynb #afd3e587
+# %% ../../nbs/53_figures.ipynb #15eb6463
 def _rollout_points(index, out_root) -> list:
     "(env, label, part, [error at each of ROLLOUT_KEYS or NaN], metric) per complete run, part and metric, from metrics.json."
     res = []
@@ -668,15 +672,14 @@ def _rollout_points(index, out_root) -> list:
                             [float(y) if isinstance(y, (int, float)) else float("nan") for y in ys], metric))
     return res
 
-# %% ../../nbs/53_figures.ipynb #7a74151b
+# %% ../../nbs/53_figures.ipynb #4721b583
 def plot_rollout_errors(
     index: "pd.DataFrame",               # the results index
     out_root: str | Path | None = None,  # the results folder (metrics.json of each run)
     metric: str = "state_error",         # "state_error" (normalised per dimension) or "reward_error"
 ):
     "Figure: open-loop rollout error against horizon, one panel per environment, one line per method and model and part."
-    import matplotlib.pyplot as plt, numpy as np, warnings
-    from cwm_nb.bench.envs import paper_order
+    import matplotlib.pyplot as plt
     pts = [p for p in (_rollout_points(index, out_root) if out_root is not None else []) if p[4] == metric]
     envs = [e for e in [*paper_order(), "rtfm"] if any(p[0] == e for p in pts)]
     envs += sorted({p[0] for p in pts} - set(envs))   # environments outside the benchmark, after it
@@ -701,30 +704,29 @@ def plot_rollout_errors(
     fig.tight_layout()
     return fig
 
-# %% ../../nbs/53_figures.ipynb #6f34be9e
+# %% ../../nbs/53_figures.ipynb #64340107
 def _latex_escape(s: str) -> str:
     "Escape LaTeX's special characters in plain text (captions); ± becomes $\\pm$."
     s = s.replace("\\", r"\textbackslash ")
     for ch in "&%$#_": s = s.replace(ch, "\\" + ch)
     return s.replace("~", r"\textasciitilde ").replace("^", r"\textasciicircum ").replace("±", r"$\pm$")
 
-# %% ../../nbs/53_figures.ipynb #5c6e8995
+# %% ../../nbs/53_figures.ipynb #a1e26685
 COUNT_COLUMNS = ("seeds", "envs", "R envs", "runs", "problems")
 
-# %% ../../nbs/53_figures.ipynb #21109765
+# %% ../../nbs/53_figures.ipynb #93f0436f
 def _fmt_cell(v, count: bool = False) -> str:
     "One table cell as text: n/a for missing, integers for counts, two decimals for other numbers."
-    import numbers
     if v is None or (isinstance(v, float) and v != v): return "n/a"
     if isinstance(v, numbers.Number) and not isinstance(v, bool): return f"{v:.0f}" if count else f"{v:.2f}"
     return str(v)
 
-# %% ../../nbs/53_figures.ipynb #708daa33
+# %% ../../nbs/53_figures.ipynb #4967cd74
 def _md_text(v) -> str:
     "Text for a Markdown table cell or paragraph: one line, pipes escaped."
     return " ".join(str(v).split()).replace("|", "\\|")
 
-# %% ../../nbs/53_figures.ipynb #59d8312a
+# %% ../../nbs/53_figures.ipynb #30c51cfa
 def _markdown(d: "pd.DataFrame") -> str:
     "`d` (cells already text) as a GitHub Markdown table; multi-level names joined with ' / ', empty levels left out."
     def name(c):
@@ -736,7 +738,7 @@ def _markdown(d: "pd.DataFrame") -> str:
     flat = flat.reset_index().map(_md_text)
     return flat.to_markdown(index=False, tablefmt="github", disable_numparse=True)
 
-# %% ../../nbs/53_figures.ipynb #f90ad505
+# %% ../../nbs/53_figures.ipynb #56810c9f
 def write_table(
     df: "pd.DataFrame",     # the table
     stem: str | Path,       # output path without suffix
@@ -744,7 +746,6 @@ def write_table(
 ) -> list[Path]:
     """Write `<stem>.csv`, `<stem>.tex` and `<stem>.md` atomically; returns the three paths.
     Raises `CwmNbError` if jinja2 (pandas' LaTeX writer) or tabulate (its Markdown writer) is missing."""
-    import importlib.util
     for mod, what in (("jinja2", "LaTeX"), ("tabulate", "Markdown")):
         if importlib.util.find_spec(mod) is None:
             raise CwmNbError(f"pandas needs {mod} to write {what} tables",
@@ -761,7 +762,7 @@ def write_table(
     return [csv, atomic_write_text(stem.with_suffix(".tex"), tex.replace("±", r"$\pm$")),
             atomic_write_text(stem.with_suffix(".md"), md)]
 
-# %% ../../nbs/53_figures.ipynb #e9c06541
+# %% ../../nbs/53_figures.ipynb #0e5648d2
 def styled(t: Table):
     "A pandas Styler of `t.df`: caption on top, counts without decimals, other numbers with two, n/a for missing."
     def fmt_col(c):
@@ -770,12 +771,12 @@ def styled(t: Table):
     return t.df.style.format({c: fmt_col(c) for c in t.df.columns}).set_caption(t.caption).set_table_styles(
         [dict(selector="caption", props="caption-side: top; text-align: left; font-style: italic;")])
 
-# %% ../../nbs/53_figures.ipynb #485a07a9
+# %% ../../nbs/53_figures.ipynb #94cd9ad7
 TABLES = {"t2_cwmb_main": table_main, "t3_rtfm": table_rtfm, "t6_ablation": table_ablation,
           "t7_action_stats": table_action_stats, "t10_t11_per_env": table_per_env, "t12_raw_returns": table_returns,
           "stochastic_scores": table_stochastic}
 
-# %% ../../nbs/53_figures.ipynb #6da074e8
+# %% ../../nbs/53_figures.ipynb #51063958
 def make_all(
     results: str | Path,            # results folder (`cwm-nb run`/`sweep` --out)
     out: str | Path,                # folder for the tables and figures
@@ -784,9 +785,7 @@ def make_all(
 ) -> dict[str, list[Path]]:
     "Write every table (csv, tex, md; the APPS ones when there are APPS runs) and figure (png + pdf) and `manifest.json` into `out`; returns {name: written paths}."
     import matplotlib.pyplot as plt
-    from cwm_nb.experiments.runs import save_figure
     if index is None:
-        from cwm_nb.experiments import sweeps
         index = sweeps.build_index(results)
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     written = {}
@@ -805,26 +804,22 @@ def make_all(
                       ("rollout_state_errors", plot_rollout_errors(index, results, "state_error")),
                       ("rollout_reward_errors", plot_rollout_errors(index, results, "reward_error"))):
         written[stem] = save_figure(fig, out/stem); plt.close(fig)
-    from cwm_nb.experiments.agent import agent_figures
     written.update(agent_figures(results, out))   # the WorldCoder agent's figures, when `results` holds agent runs
     atomic_write_json(out/"manifest.json", dict(results=str(results), published=published, n_runs=len(index),
                                                 files={k: [str(p) for p in v] for k, v in written.items()}))
     return written
 
-# %% ../../nbs/53_figures.ipynb #68a0c72f
+# %% ../../nbs/53_figures.ipynb #46a7e610
 def _cmd_figures(a) -> int:
-    from cwm_nb.experiments.runs import run_notebook
     res = Path(a.results)
     if not res.is_dir():
         raise CwmNbError(f"results folder {res} " + ("is a file, not a folder" if res.exists() else "not found"),
                          "pass the --out folder of `cwm-nb run` or `cwm-nb sweep`")
-    from cwm_nb.experiments.sweeps import find_run_dirs
     if not find_run_dirs(res):   # `cwm-nb run` folders and a sweep's budget<B>/ folders alike
         raise CwmNbError(f"{res} holds no runs", f"run `cwm-nb run cwmb ... --out {res}` or `cwm-nb sweep ... --out {res}` first")
     out = Path(a.out).resolve()
     try: out.mkdir(parents=True, exist_ok=True)
     except OSError as e: raise CwmNbError(f"cannot create --out {out}: {e.strerror}", "pass a folder you can write to as --out") from None
-    import os
     if not os.access(out, os.W_OK): raise CwmNbError(f"cannot write to --out {out}", "pass a folder you can write to as --out")
     nb = run_notebook("paper_figures", dict(results=str(res.resolve()), out=str(out), published=not a.no_published),
                       out/"paper_figures.ipynb")
@@ -833,10 +828,9 @@ def _cmd_figures(a) -> int:
     print(f"notebook: {nb}")
     return 0
 
-# %% ../../nbs/53_figures.ipynb #a10567ce
+# %% ../../nbs/53_figures.ipynb #e4fef5a8
 def add_cli(sub) -> None:
     "Add the `figures` sub-command to the `cwm-nb` sub-parsers `sub`."
-    import argparse
     f = sub.add_parser("figures", help="the paper's tables and figures from a results folder, beside the published numbers",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     f.add_argument("results", help="results folder (the --out of `cwm-nb run` / `cwm-nb sweep`)")

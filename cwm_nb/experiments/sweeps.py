@@ -8,8 +8,18 @@ import json, math, os, re, sys, threading, time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import argparse, ctypes, io, logging, platform, signal, subprocess
+from collections import deque
 from ..core import CwmNbError, atomic_write_bytes
-from ..llm.embedded import usable_cpus
+from ..llm import client as llm_mod
+from ..llm.embedded import embedded_threads, usable_cpus
+from ..bench import envs as bench_envs
+from ..llm.models import resolve_model
+from ..search import gif_mcts
+from ..search.baselines import METHODS
+from . import runs
+from .runs import (DEFAULT_PLAN_PRESET, PLAN_PRESETS, apps_run_dir, check_holdout,
+                                     check_run_settings, default_max_tokens, is_complete)
 from fastcore.basics import patch
 
 # %% auto #0
@@ -17,10 +27,10 @@ __all__ = ['INDEX_NAME', 'INDEX_COLUMNS', 'ENV_GROUPS', 'EXECUTORS', 'find_run_d
            'load_index', 'expand_envs', 'Job', 'plan_sweep', 'job_state', 'AppsJob', 'apps_chunks', 'plan_apps_sweep',
            'job_threads', 'run_job', 'make_pool', 'SweepSummary', 'run_sweep', 'add_cli']
 
-# %% ../../nbs/51_sweeps.ipynb #fe79ef3e
+# %% ../../nbs/51_sweeps.ipynb #5175e078
 INDEX_NAME = "index.parquet"
 
-# %% ../../nbs/51_sweeps.ipynb #4b10e20e
+# %% ../../nbs/51_sweeps.ipynb #1b336b27
 INDEX_COLUMNS = (
     "run_dir", "suite", "env", "action_kind", "method", "model", "budget", "seed", "paper_compat", "status",
     "accuracy", "mean_accuracy", "exact_replay", "best_value", "best_is_bug", "llm_calls", "model_calls",
@@ -31,20 +41,20 @@ INDEX_COLUMNS = (
     "failed_calls", "retries", "refused", "server_restarts", "cost_usd", "env_id", "entry_point", "env_kwargs",
     "outcome_probability", "log_likelihood", "stochastic")
 
-# %% ../../nbs/51_sweeps.ipynb #3f3250ab
+# %% ../../nbs/51_sweeps.ipynb #0299a077
 _FLOAT_COLS = ("accuracy", "mean_accuracy", "exact_replay", "best_value", "llm_calls", "model_calls", "cached_calls",
                "prompt_tokens", "completion_tokens", "wall_s", "plan_episodes", "normalized_return", "return_cwm",
                "return_random", "return_oracle", "heldout_accuracy", "heldout_exact_replay", "failed_calls", "retries",
                "refused", "server_restarts", "cost_usd", "outcome_probability", "log_likelihood")
 
-# %% ../../nbs/51_sweeps.ipynb #f204f8aa
+# %% ../../nbs/51_sweeps.ipynb #fe79ef3e
 _TREE_COLS = ("n_generate", "n_improve", "n_fix", "tree_depth", "best_path_length", "best_path_generate",
               "best_path_improve", "best_path_fix")
 
-# %% ../../nbs/51_sweeps.ipynb #5d56e06a
+# %% ../../nbs/51_sweeps.ipynb #f204f8aa
 _SEED_DIR = re.compile(r"^seed\d+$")
 
-# %% ../../nbs/51_sweeps.ipynb #48a8bdbf
+# %% ../../nbs/51_sweeps.ipynb #06e99c02
 def find_run_dirs(out: str | Path) -> list[Path]:
     "Run folders below `out` (a `seed<k>` folder holding `settings.json`), sorted; hidden folders are skipped."
     out, found = Path(out), []
@@ -54,25 +64,24 @@ def find_run_dirs(out: str | Path) -> list[Path]:
             found.append(Path(dirpath)); dirnames[:] = []   # nothing below a run folder is another run
     return sorted(found)
 
-# %% ../../nbs/51_sweeps.ipynb #aa3d8ecf
+# %% ../../nbs/51_sweeps.ipynb #89decd59
 def _read_json(p: Path):
     try: return json.loads(p.read_text())
     except (OSError, ValueError): return None
 
-# %% ../../nbs/51_sweeps.ipynb #17beb237
+# %% ../../nbs/51_sweeps.ipynb #8376f08d
 def _num(x) -> float:
     "A float, NaN for None / missing / non-numbers (bools count as 0/1)."
     if isinstance(x, bool): return float(x)
     if isinstance(x, (int, float)): return float(x)
     return math.nan
 
-# %% ../../nbs/51_sweeps.ipynb #124377df
+# %% ../../nbs/51_sweeps.ipynb #aa3d8ecf
 def _action_kind(env: str) -> str:
-    from cwm_nb.bench import envs
-    try: return envs.get_env_spec(env).action_kind
+    try: return bench_envs.get_env_spec(env).action_kind
     except CwmNbError: return "unknown"
 
-# %% ../../nbs/51_sweeps.ipynb #6c067a36
+# %% ../../nbs/51_sweeps.ipynb #6835db32
 def _complete_scores(m: dict, s: dict) -> dict:
     "The score columns of a complete run from its metrics `m` (settings `s` fill a missing plan preset)."
     row = {k: _num(m.get(k)) for k in _FLOAT_COLS}
@@ -81,7 +90,7 @@ def _complete_scores(m: dict, s: dict) -> dict:
     row["best_value_per_call"] = [_num(v) for v in m.get("best_value_per_call") or []]
     return row
 
-# %% ../../nbs/51_sweeps.ipynb #45842482
+# %% ../../nbs/51_sweeps.ipynb #0afa764f
 def _partial_scores(rd: Path, s: dict) -> dict:
     "The score columns of a partial run folder `rd` (settings `s`): from its checkpoint, NaN where none exists yet."
     c = _read_json(rd/"checkpoint.json") or {}
@@ -94,24 +103,22 @@ def _partial_scores(rd: Path, s: dict) -> dict:
     row["best_value_per_call"] = [_num(v) for v in c.get("best_value_per_call") or []]
     return row
 
-# %% ../../nbs/51_sweeps.ipynb #4e52f324
+# %% ../../nbs/51_sweeps.ipynb #3751297c
 def _tree_stats(rd: Path) -> dict:
     "The tree columns (`_TREE_COLS`) of a complete run folder `rd`: `tree.json`'s stats, else computed; NaN without a tree."
     tree = _read_json(rd/"tree.json")
     stats = (tree or {}).get("stats")
     if tree and not stats:
-        from cwm_nb.search import gif_mcts
         try: stats = gif_mcts.action_stats(tree)
         except (KeyError, TypeError, ValueError): stats = None
     return {k: _num((stats or {}).get(k)) for k in _TREE_COLS}
 
-# %% ../../nbs/51_sweeps.ipynb #97c14660
+# %% ../../nbs/51_sweeps.ipynb #ed86ebca
 def index_row(rd: Path, out: Path) -> dict:
     "One row of the results index for run folder `rd` (see `INDEX_COLUMNS`); `run_dir` is relative to `out`."
     rd = Path(rd)
     s = _read_json(rd/"settings.json") or {}
     m = _read_json(rd/"metrics.json") or {}
-    from cwm_nb.experiments.runs import is_complete
     complete = is_complete(rd)   # metrics for the budget settings.json asks for
     rel = rd.relative_to(out)
     parts = rel.parts   # [..., suite, env, method, model, seed<k>]
@@ -132,12 +139,12 @@ def index_row(rd: Path, out: Path) -> dict:
     row.update(_tree_stats(rd) if complete else {k: math.nan for k in _TREE_COLS})
     return row
 
-# %% ../../nbs/51_sweeps.ipynb #27c8d5f7
+# %% ../../nbs/51_sweeps.ipynb #39dd8859
 def _mtime(p: Path) -> float:
     try: return p.stat().st_mtime_ns
     except OSError: return 0
 
-# %% ../../nbs/51_sweeps.ipynb #cd71dbaf
+# %% ../../nbs/51_sweeps.ipynb #168d2cdd
 def build_index(out: str | Path, cache: dict | None = None):
     """The results index of `out` as a `pandas.DataFrame`, one row per run folder, columns `INDEX_COLUMNS`.
     `cache` (a dict the caller keeps) reuses the rows of folders whose files did not change since the last call."""
@@ -160,22 +167,20 @@ def build_index(out: str | Path, cache: dict | None = None):
         df[k] = df[k].astype("str")   # pandas' string dtype (what `read_parquet` gives back); missing = NaN
     return df
 
-# %% ../../nbs/51_sweeps.ipynb #c88b9812
+# %% ../../nbs/51_sweeps.ipynb #f59e1580
 def write_index(out: str | Path, df=None, cache: dict | None = None) -> Path:
     "Write the results index of `out` (built now unless `df` is given) to `<out>/index.parquet`, atomically. Returns the path."
-    import io
     out = Path(out)
     if df is None: df = build_index(out, cache)
     b = io.BytesIO(); df.to_parquet(b, index=False)
     return atomic_write_bytes(out/INDEX_NAME, b.getvalue())
 
-# %% ../../nbs/51_sweeps.ipynb #15a342e3
+# %% ../../nbs/51_sweeps.ipynb #cd71dbaf
 def load_index(
     out: str | Path,     # results folder
     write: bool = True,  # rewrite a stale `<out>/index.parquet`; False: build the index in memory and write nothing
 ):
     "Read `<out>/index.parquet`, rebuilding it first (rewritten, or in memory) if it is missing or older than a run's files."
-    import io
     import pandas as pd
     out = Path(out)
     f = out/INDEX_NAME
@@ -190,11 +195,11 @@ def load_index(
     df["best_value_per_call"] = df["best_value_per_call"].map(lambda v: [float(x) for x in v] if v is not None else [])
     return df
 
-# %% ../../nbs/51_sweeps.ipynb #fac6e723
+# %% ../../nbs/51_sweeps.ipynb #15a342e3
 ENV_GROUPS = ("all", "discrete", "continuous")
 EXECUTORS = ("local", "dask", "slurm")
 
-# %% ../../nbs/51_sweeps.ipynb #45ca33dc
+# %% ../../nbs/51_sweeps.ipynb #7dd4191b
 def _split(items, what: str) -> list[str]:
     "Comma-separated text (or a list of such) as a list without blanks or repeats, in order."
     if isinstance(items, str): items = [items]
@@ -206,32 +211,31 @@ def _split(items, what: str) -> list[str]:
     if not out: raise CwmNbError(f"no {what} given", f"pass at least one, e.g. --{what} ...")
     return out
 
-# %% ../../nbs/51_sweeps.ipynb #57fb92d3
+# %% ../../nbs/51_sweeps.ipynb #db7c139f
 def expand_envs(
     envs: str | list[str],                 # comma list of names, groups, gymnasium ids and entry points
     env_kwargs: dict | str | None = None,  # keyword arguments for each gymnasium id or entry point (`resolve_env`)
     max_episode_steps: int | None = None,  # their time limit
 ) -> list[str]:
     "Environment names from a comma list of names and groups (`all`, `discrete`, `continuous`). Raises `CwmNbError` naming an unknown item."
-    from cwm_nb.bench import envs as E
     out, variant = [], bool(env_kwargs) or bool(max_episode_steps)
     for x in _split(envs, "envs"):
         if variant and x in ENV_GROUPS:
             raise CwmNbError(f"--env-kwargs and --max-episode-steps do not apply to the group {x!r}",
                              "name gymnasium ids or entry points in --envs, or drop the arguments")
-        if variant: names = [E.resolve_env(x, env_kwargs, max_episode_steps).name]   # a variant: a session spec of its own
+        if variant: names = [bench_envs.resolve_env(x, env_kwargs, max_episode_steps).name]   # a variant: a session spec of its own
         elif x in ENV_GROUPS:
-            names = [n for n in E.cwmb_names() if x == "all" or E.get_env_spec(n).action_kind == x]
-        elif x in E.env_names(): names = [x]
-        elif ":" in x or E._session_spec(x) or E._registered_id(x): names = [E.get_env_spec(x).name]   # any gymnasium env
+            names = [n for n in bench_envs.cwmb_names() if x == "all" or bench_envs.get_env_spec(n).action_kind == x]
+        elif x in bench_envs.env_names(): names = [x]
+        elif ":" in x or bench_envs._session_spec(x) or bench_envs._registered_id(x): names = [bench_envs.get_env_spec(x).name]   # any gymnasium env
         else:
             raise CwmNbError(f"unknown environment {x!r} in --envs",
-                             f"use names from `cwm-nb envs` ({', '.join(E.env_names())}), a group ({', '.join(ENV_GROUPS)}), "
+                             f"use names from `cwm-nb envs` ({', '.join(bench_envs.env_names())}), a group ({', '.join(ENV_GROUPS)}), "
                              "a registered gymnasium id or an entry point module:attr")
         out += [n for n in names if n not in out]
     return out
 
-# %% ../../nbs/51_sweeps.ipynb #f4cd28e3
+# %% ../../nbs/51_sweeps.ipynb #1176e643
 def _ints(items, what: str, low: int) -> list[int]:
     out = []
     for x in _split(items, what):
@@ -241,7 +245,7 @@ def _ints(items, what: str, low: int) -> list[int]:
         if v not in out: out.append(v)
     return out
 
-# %% ../../nbs/51_sweeps.ipynb #96203044
+# %% ../../nbs/51_sweeps.ipynb #13c65972
 @dataclass(frozen=True)
 class Job:
     "One run of a sweep. `root` is the `--out` of its `cwm-nb run` (`<out>/budget<B>`)."
@@ -254,26 +258,25 @@ class Job:
     root: Path
     settings: tuple = ()   # the other run settings as (key, value) pairs: paper_compat, max_tokens, base_url, plan_*
 
-# %% ../../nbs/51_sweeps.ipynb #07a9c765
+# %% ../../nbs/51_sweeps.ipynb #45ca33dc
 @patch(as_prop=True)
 def opts(self: Job) -> dict:
     "The job's settings as a dict."
     return dict(self.settings)
 
-# %% ../../nbs/51_sweeps.ipynb #8f4c480f
+# %% ../../nbs/51_sweeps.ipynb #57fb92d3
 @patch(as_prop=True)
 def run_dir(self: Job) -> Path:
-    "The job's run folder, as `cwm-nb run` names it (`experiments.run_dir`)."
-    from cwm_nb.experiments.runs import run_dir
-    return run_dir(self.root, self.suite, self.env, self.method, self.model, self.seed, self.opts["paper_compat"])
+    "The job's run folder, as `cwm-nb run` names it (`runs.run_dir`)."
+    return runs.run_dir(self.root, self.suite, self.env, self.method, self.model, self.seed, self.opts["paper_compat"])
 
-# %% ../../nbs/51_sweeps.ipynb #c30286d1
+# %% ../../nbs/51_sweeps.ipynb #f4cd28e3
 @patch(as_prop=True)
 def log(self: Job) -> Path:
     "Where the job's output goes: `seed<k>.sweep.log` beside the run folder."
     return self.run_dir.parent/f"{self.run_dir.name}.sweep.log"
 
-# %% ../../nbs/51_sweeps.ipynb #30c50dde
+# %% ../../nbs/51_sweeps.ipynb #96203044
 @patch
 def run_settings(self: Job) -> dict:
     "What `cwm-nb run` writes to `settings.json` for this job (compared by `experiments.check_run_settings`)."
@@ -285,7 +288,7 @@ def run_settings(self: Job) -> dict:
            ({"holdout": o["holdout"]} if o.get("holdout") is not None else {}) | \
            ({"holdout_seed": o.get("holdout_seed", 0)} if o.get("holdout") is not None or "holdout_seed" in o else {})
 
-# %% ../../nbs/51_sweeps.ipynb #e7283b1e
+# %% ../../nbs/51_sweeps.ipynb #1b01fd10
 @patch
 def shared_flags(self: Job) -> list[str]:
     "The flags every kind of job passes alike: the endpoint, its capabilities, `--paper-compat`."
@@ -294,7 +297,7 @@ def shared_flags(self: Job) -> list[str]:
             (["--endpoint-caps", o["endpoint_caps"]] if o.get("endpoint_caps") else []) +
             (["--paper-compat"] if o["paper_compat"] else []))
 
-# %% ../../nbs/51_sweeps.ipynb #b10ff92b
+# %% ../../nbs/51_sweeps.ipynb #22a0a996
 @patch
 def argv(self: Job) -> list[str]:
     "Arguments of the job's `cwm-nb` command."
@@ -307,34 +310,30 @@ def argv(self: Job) -> list[str]:
     if o.get("holdout") is not None or "holdout_seed" in o: a += ["--holdout-seed", str(o.get("holdout_seed", 0))]
     return a + self.shared_flags()
 
-# %% ../../nbs/51_sweeps.ipynb #edbf49fc
+# %% ../../nbs/51_sweeps.ipynb #741a5974
 def _job_str(self): return f"{self.method} on {self.env} with {self.model}, budget {self.budget}, seed {self.seed}"
 Job.__str__ = _job_str
 
-# %% ../../nbs/51_sweeps.ipynb #f409e57c
+# %% ../../nbs/51_sweeps.ipynb #f96f3d06
 def _methods_models(methods, models, base_url: str, endpoint_caps: str) -> tuple[list[str], list[str]]:
     "The method and model lists, each name checked, and `endpoint_caps` parsed. Raises `CwmNbError` naming a bad item."
-    from cwm_nb.llm.client import parse_caps
-    from cwm_nb.llm.models import resolve_model
-    from cwm_nb.search.baselines import METHODS
     method_list = _split(methods, "methods")
     for m in method_list:
         if m not in METHODS: raise CwmNbError(f"unknown method {m!r} in --methods", f"use some of: {', '.join(METHODS)}")
     model_list = _split(models, "models")
     for m in model_list: resolve_model(m, base_url or None)   # CwmNbError names the model and the accepted forms
-    parse_caps(endpoint_caps)                                  # and a bad --endpoint-caps its item
+    llm_mod.parse_caps(endpoint_caps)                               # and a bad --endpoint-caps its item
     return method_list, model_list
 
-# %% ../../nbs/51_sweeps.ipynb #56f6f7ec
+# %% ../../nbs/51_sweeps.ipynb #02854d5c
 def _check_existing(jobs: list) -> None:
     "Raise `CwmNbError` if a job's existing run folder was made with other settings (before any job starts)."
-    from cwm_nb.experiments.runs import check_run_settings
     for j in jobs:
         try: check_run_settings(j.run_dir, j.run_settings())
         except CwmNbError as e:   # `cwm-nb sweep` has no --force: say what to do with the folder instead
             raise CwmNbError(e.what, f"pass another --out to keep both, or delete {j.run_dir} to run it afresh") from None
 
-# %% ../../nbs/51_sweeps.ipynb #a592a196
+# %% ../../nbs/51_sweeps.ipynb #969cb83f
 def plan_sweep(
     out: str | Path,              # results folder of the sweep
     envs: str | list = "all",     # comma list of environments and groups (`expand_envs`)
@@ -354,8 +353,6 @@ def plan_sweep(
     max_episode_steps: int | None = None,  # their time limit (`cwm-nb run --max-episode-steps`)
 ) -> list[Job]:
     "Every job of the sweep, validated (names, numbers, the settings of existing run folders). Raises `CwmNbError` naming the first bad item."
-    from cwm_nb.bench import envs as E
-    from cwm_nb.experiments.runs import DEFAULT_PLAN_PRESET, PLAN_PRESETS, check_holdout, default_max_tokens
     plan_preset = plan_preset or DEFAULT_PLAN_PRESET
     if holdout is not None: check_holdout(holdout)   # before anything else: a bad value must not fail late, inside a run
     env_list = expand_envs(envs, env_kwargs, max_episode_steps)
@@ -376,31 +373,29 @@ def plan_sweep(
                     if holdout is not None: st["holdout"] = check_holdout(holdout)
                     if holdout_seed is not None: st["holdout_seed"] = int(holdout_seed)
                     for seed in seed_list:
-                        jobs.append(Job(E.get_env_spec(env).suite, env, method, model, B, seed, out/f"budget{B}",
+                        jobs.append(Job(bench_envs.get_env_spec(env).suite, env, method, model, B, seed, out/f"budget{B}",
                                         tuple(st.items())))
     _check_existing(jobs)   # a clash with an existing folder: error now, before any job starts
     return jobs
 
-# %% ../../nbs/51_sweeps.ipynb #bc86561e
+# %% ../../nbs/51_sweeps.ipynb #41876703
 def job_state(job: Job) -> str:
     "'new', 'skip' (complete with the same settings) or 'resume' for `job`'s run folder."
-    from cwm_nb.experiments.runs import check_run_settings
     return check_run_settings(job.run_dir, job.run_settings())
 
-# %% ../../nbs/51_sweeps.ipynb #e109dbce
+# %% ../../nbs/51_sweeps.ipynb #1ce92219
 @dataclass(frozen=True)
 class AppsJob(Job):
     "One APPS run of a sweep: `env` is its problem selection (`--problems`), the settings hold data, apps_mode, compare."
 
-# %% ../../nbs/51_sweeps.ipynb #83d5fca2
+# %% ../../nbs/51_sweeps.ipynb #42f9f3a5
 @patch(as_prop=True)
 def run_dir(self: AppsJob) -> Path:
-    "The job's run folder, as `cwm-nb run apps` names it (`experiments.apps_run_dir`)."
-    from cwm_nb.experiments.runs import apps_run_dir
+    "The job's run folder, as `cwm-nb run apps` names it (`runs.apps_run_dir`)."
     o = self.opts
     return apps_run_dir(self.root, self.env, self.method, self.model, self.seed, o["paper_compat"], o["apps_mode"], o["compare"])
 
-# %% ../../nbs/51_sweeps.ipynb #e955a159
+# %% ../../nbs/51_sweeps.ipynb #d6a6e700
 @patch
 def run_settings(self: AppsJob) -> dict:
     "What `cwm-nb run apps` writes to `settings.json` for this job."
@@ -409,7 +404,7 @@ def run_settings(self: AppsJob) -> dict:
                 seed=self.seed, paper_compat=o["paper_compat"], max_tokens=o["max_tokens"], base_url=o["base_url"],
                 apps_mode=o["apps_mode"], compare=o["compare"], endpoint_caps=o.get("endpoint_caps", ""))
 
-# %% ../../nbs/51_sweeps.ipynb #2bca5482
+# %% ../../nbs/51_sweeps.ipynb #80411d64
 @patch
 def argv(self: AppsJob) -> list[str]:
     "Arguments of the job's `cwm-nb run apps` command."
@@ -419,23 +414,24 @@ def argv(self: AppsJob) -> list[str]:
          str(o["max_tokens"]), "--apps-mode", o["apps_mode"], "--compare", o["compare"]]
     return a + self.shared_flags()
 
-# %% ../../nbs/51_sweeps.ipynb #7075594f
+# %% ../../nbs/51_sweeps.ipynb #bc8d1089
 def _apps_job_str(self): return f"{self.method} on APPS problems {self.env} with {self.model}, budget {self.budget}, seed {self.seed}"
 AppsJob.__str__ = _apps_job_str
 
-# %% ../../nbs/51_sweeps.ipynb #3b043b3a
+# %% ../../nbs/51_sweeps.ipynb #f5215f64
 def apps_chunks(
     problems: str,   # positions START:STOP or a comma list (`apps_search.parse_problems`)
     chunk: int = 10, # problems per job
 ) -> list[str]:
     "The selection cut into `--problems` values of at most `chunk` positions each. Raises `CwmNbError` on bad input."
+    # start-up time of `cwm-nb --help` (the CLI imports this module): the APPS harness loads when an APPS sweep is planned
     from cwm_nb.apps.search import parse_problems
     if chunk < 1: raise CwmNbError(f"--chunk must be at least 1, got {chunk}", "pass the number of problems per job, e.g. --chunk 10")
     sel = parse_problems(problems)
     if isinstance(sel, tuple): return [f"{s}:{min(s + chunk, sel[1])}" for s in range(sel[0], sel[1], chunk)]
     return [",".join(map(str, sel[i:i + chunk])) for i in range(0, len(sel), chunk)]
 
-# %% ../../nbs/51_sweeps.ipynb #896d8926
+# %% ../../nbs/51_sweeps.ipynb #30f4c283
 def plan_apps_sweep(
     out: str | Path,              # results folder of the sweep
     data: str,                    # the user's APPS copy (absolute path), or "demo"
@@ -453,8 +449,7 @@ def plan_apps_sweep(
     endpoint_caps: str = "",      # what the endpoint accepts
 ) -> list[AppsJob]:
     "Every job of an APPS sweep, validated like `plan_sweep`. Raises `CwmNbError` naming the first bad item."
-    from cwm_nb.apps.problems import SPLIT_MODES, COMPARE_MODES
-    from cwm_nb.experiments.runs import default_max_tokens
+    from cwm_nb.apps.problems import COMPARE_MODES, SPLIT_MODES   # start-up time of `cwm-nb --help`, as above
     parts = apps_chunks(problems, chunk)
     method_list, model_list = _methods_models(methods, models, base_url, endpoint_caps)
     if apps_mode not in SPLIT_MODES: raise CwmNbError(f"unknown APPS mode {apps_mode!r}", f"use one of: {', '.join(SPLIT_MODES)}")
@@ -472,28 +467,27 @@ def plan_apps_sweep(
     _check_existing(jobs)
     return jobs
 
-# %% ../../nbs/51_sweeps.ipynb #f5ccaa8c
-_JOB_MAIN = "import sys; from cwm_nb.experiments.runs import main; sys.exit(main(sys.argv[1:]))"
+# %% ../../nbs/51_sweeps.ipynb #e109dbce
+_JOB_MAIN = "import sys; from cwm_nb.experiments.cli import main; sys.exit(main(sys.argv[1:]))"
 
-# %% ../../nbs/51_sweeps.ipynb #16c47394
+# %% ../../nbs/51_sweeps.ipynb #a6a3d84f
 _LIVE: set = set()   # Popen objects of the jobs this process is running (stopped on Ctrl-C / SIGTERM)
 _LIVE_LOCK = threading.Lock()
 _STOPPING = threading.Event()   # set while a sweep in this process stops: no new job starts
 
-# %% ../../nbs/51_sweeps.ipynb #c22b28e5
+# %% ../../nbs/51_sweeps.ipynb #83d5fca2
 def _die_with_parent():
     "preexec_fn: SIGTERM this child when the thread that started it dies (Linux; a no-op elsewhere)."
     try:
-        import ctypes, signal
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))   # PR_SET_PDEATHSIG = 1
     except Exception: pass
 
-# %% ../../nbs/51_sweeps.ipynb #7c87f44f
+# %% ../../nbs/51_sweeps.ipynb #9a6b6c15
 def _tail(path: Path, n: int = 20) -> str:
     try: return "\n".join(Path(path).read_text(errors="replace").splitlines()[-n:])
     except OSError: return ""
 
-# %% ../../nbs/51_sweeps.ipynb #44f81f7e
+# %% ../../nbs/51_sweeps.ipynb #48f643b0
 def _stop_live(grace: float = 10.0):
     "SIGTERM every job process this process started, SIGKILL what is left after `grace` seconds."
     with _LIVE_LOCK: _STOPPING.set(); procs = list(_LIVE)
@@ -507,7 +501,7 @@ def _stop_live(grace: float = 10.0):
             try: p.kill()
             except OSError: pass
 
-# %% ../../nbs/51_sweeps.ipynb #e4456fdf
+# %% ../../nbs/51_sweeps.ipynb #3b043b3a
 def job_threads(
     jobs_here: int | None = None,  # jobs sharing this machine's CPUs; None: a Dask worker's thread count, else 1
 ) -> int:
@@ -520,12 +514,11 @@ def job_threads(
         except Exception: jobs_here = 1   # not on a Dask worker: a job of its own (SLURM) or one process
     return max(1, usable_cpus() // max(1, int(jobs_here)))
 
-# %% ../../nbs/51_sweeps.ipynb #401f8584
+# %% ../../nbs/51_sweeps.ipynb #896d8926
 def run_job(argv: list[str], log: str, env: dict | None = None, jobs_here: int | None = None) -> dict:
     """Run `cwm-nb <argv>` with this machine's Python, output to `log`. Returns `{"returncode", "tail", "log", "wall_s",
     "host"}` (`tail`: the last 20 lines of the log). Blocks until the job ends. Unless `CWM_NB_THREADS` is set (in
     `env` or here), the job gets `job_threads(jobs_here)` threads for its embedded model."""
-    import platform, subprocess
     env = {**os.environ, **(env or {})}
     if not env.get("CWM_NB_THREADS", "").strip(): env["CWM_NB_THREADS"] = str(job_threads(jobs_here))
     log = Path(log); log.parent.mkdir(parents=True, exist_ok=True)
@@ -545,12 +538,12 @@ def run_job(argv: list[str], log: str, env: dict | None = None, jobs_here: int |
     return dict(returncode=rc, tail=_tail(log), log=str(log), wall_s=round(time.perf_counter() - t0, 3),
                 host=platform.node())
 
-# %% ../../nbs/51_sweeps.ipynb #3065f3f2
+# %% ../../nbs/51_sweeps.ipynb #c639c9f7
 def _env_vars() -> dict:
     "The sweep's `CWM_NB_*` variables (caches, threads), passed to every job wherever it runs; blank ones are left out."
     return {k: v for k, v in os.environ.items() if k.startswith("CWM_NB_") and v.strip()}
 
-# %% ../../nbs/51_sweeps.ipynb #5bcfe5e9
+# %% ../../nbs/51_sweeps.ipynb #3034f268
 class _LocalPool:
     "Threads in this process, each running one job process at a time."
     name = "local"
@@ -563,12 +556,11 @@ class _LocalPool:
     def abort(self, handles): _stop_live(); self.pool.shutdown(wait=True, cancel_futures=True)
     def close(self): self.pool.shutdown(wait=True)
 
-# %% ../../nbs/51_sweeps.ipynb #c8bf4aac
+# %% ../../nbs/51_sweeps.ipynb #f5ccaa8c
 class _DaskPool:
     "A Dask distributed client: of a scheduler at `scheduler`, or of a LocalCluster of `workers` processes."
     name = "dask"
     def __init__(self, workers: int | None, scheduler: str = ""):
-        import logging
         from distributed import Client, LocalCluster
         self.cluster = None
         if scheduler: self._connect(workers, scheduler); return
@@ -578,7 +570,7 @@ class _DaskPool:
         self.slots = workers
         self.describe = f"a local Dask cluster of {workers} worker process{'es' * (workers != 1)} ({self.cluster.scheduler_address})"
 
-# %% ../../nbs/51_sweeps.ipynb #31f9e685
+# %% ../../nbs/51_sweeps.ipynb #68aaa74b
 @patch
 def _connect(self: _DaskPool, workers: int | None, scheduler: str):
     "Connect to the scheduler at `scheduler`; `slots` is `workers` or the cluster's threads. Raises `CwmNbError`."
@@ -596,7 +588,7 @@ def _connect(self: _DaskPool, workers: int | None, scheduler: str):
     self.slots = workers or n
     self.describe = f"the Dask scheduler {scheduler} ({len(self.client.nthreads())} workers, {n} threads)"
 
-# %% ../../nbs/51_sweeps.ipynb #ee118c8c
+# %% ../../nbs/51_sweeps.ipynb #42fea391
 @patch
 def submit(self: _DaskPool, job: Job):
     "One `client.submit(run_job, ...)` under a unique key."
@@ -604,17 +596,16 @@ def submit(self: _DaskPool, job: Job):
     return self.client.submit(run_job, job.argv(), str(job.log), _env_vars(), here, pure=False,
                               key=f"cwm-nb-{job.suite}-{job.env}-{job.method}-{job.model}-b{job.budget}-s{job.seed}-{os.urandom(3).hex()}")
 
-# %% ../../nbs/51_sweeps.ipynb #fe25d1b3
+# %% ../../nbs/51_sweeps.ipynb #667fa776
 @patch
 def close(self: _DaskPool):
     "Close the client (and the local cluster), quietly."
-    import logging
     for n in ("distributed", "tornado", "asyncio"): logging.getLogger(n).setLevel(logging.CRITICAL)
     try: self.client.close()
     finally:
         if self.cluster is not None: self.cluster.close()
 
-# %% ../../nbs/51_sweeps.ipynb #af125fb6
+# %% ../../nbs/51_sweeps.ipynb #c36755c5
 @patch
 def abort(self: _DaskPool, handles):
     "Cancel the running jobs' futures, then close."
@@ -622,7 +613,7 @@ def abort(self: _DaskPool, handles):
     except Exception: pass
     self.close()
 
-# %% ../../nbs/51_sweeps.ipynb #bc708e9e
+# %% ../../nbs/51_sweeps.ipynb #e8ccfd13
 class _SubmititPool:
     "submitit's AutoExecutor: SLURM when `sbatch` exists, else submitit's local executor."
     name = "slurm"
@@ -639,14 +630,14 @@ class _SubmititPool:
                          "so the jobs run as local processes")
     def close(self): pass
 
-# %% ../../nbs/51_sweeps.ipynb #cd69b2fd
+# %% ../../nbs/51_sweeps.ipynb #401f8584
 @patch
 def submit(self: _SubmititPool, job: Job):
     "One `sbatch` job (or local process) running `run_job`."
     here = self.slots if self.cluster != "slurm" else None    # submitit's local fallback shares this machine
     return self.ex.submit(run_job, job.argv(), str(job.log), _env_vars(), here)
 
-# %% ../../nbs/51_sweeps.ipynb #26447192
+# %% ../../nbs/51_sweeps.ipynb #ac1a2d94
 @patch
 def abort(self: _SubmititPool, handles):
     "Cancel the submitted jobs and stop the local processes."
@@ -655,7 +646,7 @@ def abort(self: _SubmititPool, handles):
         except Exception: pass
     _stop_live()
 
-# %% ../../nbs/51_sweeps.ipynb #847c823c
+# %% ../../nbs/51_sweeps.ipynb #3065f3f2
 def make_pool(executor: str, workers: int | None, scheduler: str = "", out: Path | None = None,
               slurm_partition: str = "", slurm_time: int = 720, jobs: int | None = None):
     "The executor object for `executor` (`EXECUTORS`). Raises `CwmNbError` for an unknown name or an unreachable scheduler."
@@ -669,7 +660,7 @@ def make_pool(executor: str, workers: int | None, scheduler: str = "", out: Path
     if executor == "dask": return _DaskPool(workers if scheduler else n, scheduler)
     return _SubmititPool(n, Path(out or ".")/".submitit", slurm_partition, slurm_time)
 
-# %% ../../nbs/51_sweeps.ipynb #26a5f1f9
+# %% ../../nbs/51_sweeps.ipynb #f4545413
 @dataclass
 class SweepSummary:
     "What a sweep did. `failed`: one dict per failed job (job, returncode, log, tail)."
@@ -692,7 +683,7 @@ class SweepSummary:
         if self.index: lines.append(f"index: {self.index}")
         return "\n".join(lines)
 
-# %% ../../nbs/51_sweeps.ipynb #99e185cc
+# %% ../../nbs/51_sweeps.ipynb #dd0bee6b
 def _record(s: SweepSummary, j: Job, h, state: str) -> None:
     "Count job `j`, whose future `h` is done, in summary `s`: ran (and resumed if its `state` was 'resume') or failed."
     try: r = h.result()   # `run_job`'s dict
@@ -702,10 +693,9 @@ def _record(s: SweepSummary, j: Job, h, state: str) -> None:
         if state == "resume": s.resumed.append(j)
     else: s.failed.append(dict(job=j, **r))
 
-# %% ../../nbs/51_sweeps.ipynb #2e1a0c9a
+# %% ../../nbs/51_sweeps.ipynb #c8bf4aac
 def _stop_sweep(pool, inflight: dict, jobs: list, out: Path, cache: dict) -> None:
     "On Ctrl-C / SIGTERM: stop the running jobs, write the index, and say how to continue."
-    from cwm_nb.experiments.runs import is_complete
     print(f"\nsweep: stopping {len(inflight)} running job(s)...", file=sys.stderr)
     pool.abort(list(inflight))
     idx = write_index(out, cache=cache)
@@ -713,15 +703,13 @@ def _stop_sweep(pool, inflight: dict, jobs: list, out: Path, cache: dict) -> Non
     print(f"sweep interrupted: {n_c} of {len(jobs)} runs are complete, the others resume where they stopped; "
           f"rerun the same command to continue (index: {idx})", file=sys.stderr)
 
-# %% ../../nbs/51_sweeps.ipynb #faa91c8d
+# %% ../../nbs/51_sweeps.ipynb #d0abbdc6
 def _start_sweep(jobs: list, out: Path, executor: str, workers: int | None, scheduler: str, slurm_partition: str,
                  slurm_time: int):
     "The summary, each job's state, the jobs to run (a deque) and the executor; prints what the sweep will do."
-    from collections import deque
     states = {j: job_state(j) for j in jobs}
     s = SweepSummary(total=len(jobs), skipped=[j for j in jobs if states[j] == "skip"])
     todo = deque(j for j in jobs if states[j] != "skip")
-    from cwm_nb.llm.embedded import embedded_threads
     embedded_threads()   # a set CWM_NB_THREADS that is not a positive integer: an error now, not in every job
     pool = make_pool(executor, workers, scheduler, out, slurm_partition, slurm_time, len(todo))   # may raise: nothing started yet
     out.mkdir(parents=True, exist_ok=True)
@@ -731,7 +719,7 @@ def _start_sweep(jobs: list, out: Path, executor: str, workers: int | None, sche
           f"on {pool.describe} -> {out}", file=sys.stderr)
     return s, states, todo, pool
 
-# %% ../../nbs/51_sweeps.ipynb #adc59c95
+# %% ../../nbs/51_sweeps.ipynb #ba2643bd
 def _drive_sweep(pool, todo, inflight: dict, s: SweepSummary, states: dict, out: Path, cache: dict, bar) -> None:
     "Keep `pool.slots` jobs in flight until `todo` is empty; record each finished job and rewrite the index."
     last_draw = time.monotonic()
@@ -749,7 +737,7 @@ def _drive_sweep(pool, todo, inflight: dict, s: SweepSummary, states: dict, out:
         s.index = write_index(out, cache=cache)
     bar.set_postfix(running=0, failed=len(s.failed))
 
-# %% ../../nbs/51_sweeps.ipynb #003edf62
+# %% ../../nbs/51_sweeps.ipynb #fccef492
 def run_sweep(
     jobs: list[Job],             # from `plan_sweep`
     out: str | Path,             # the sweep's results folder (index.parquet goes here)
@@ -761,7 +749,6 @@ def run_sweep(
     progress: bool = True,       # text progress bar on stderr
 ) -> SweepSummary:
     "Run `jobs`, skipping complete ones; write `<out>/index.parquet` after each job. Raises `CwmNbError` on bad input, `KeyboardInterrupt` after stopping cleanly on Ctrl-C / SIGTERM."
-    import signal
     from tqdm import tqdm
     out = Path(out).resolve()
     t0 = time.perf_counter()
@@ -785,7 +772,7 @@ def run_sweep(
     s.wall_s = time.perf_counter() - t0
     return s
 
-# %% ../../nbs/51_sweeps.ipynb #91c4eb1f
+# %% ../../nbs/51_sweeps.ipynb #ef2112b1
 def _add_grid_args(w) -> None:
     "`cwm-nb sweep`'s grid: --envs, --methods, --models, --budgets, --seeds, --out."
     w.add_argument("--envs", default=None, help="comma list of environments (`cwm-nb envs`) and groups all, discrete, "
@@ -797,7 +784,7 @@ def _add_grid_args(w) -> None:
     w.add_argument("--seeds", default="0", help="comma list of seeds")
     w.add_argument("--out", default="results", help="results folder of the sweep (index.parquet goes here)")
 
-# %% ../../nbs/51_sweeps.ipynb #d026d1e2
+# %% ../../nbs/51_sweeps.ipynb #bc708e9e
 def _add_executor_args(w) -> None:
     "`cwm-nb sweep`'s executor: --executor, --workers, --scheduler, --slurm-partition, --slurm-time."
     w.add_argument("--executor", default="local", help=f"one of {', '.join(EXECUTORS)}")
@@ -807,10 +794,9 @@ def _add_executor_args(w) -> None:
     w.add_argument("--slurm-partition", default="", help="SLURM partition for --executor slurm")
     w.add_argument("--slurm-time", type=int, default=720, help="SLURM time limit per job, minutes")
 
-# %% ../../nbs/51_sweeps.ipynb #7a5ef04e
+# %% ../../nbs/51_sweeps.ipynb #c7ae22df
 def _add_run_args(w, plan_presets) -> None:
     "`cwm-nb sweep`'s settings of each run, as `cwm-nb run` takes them, and the APPS selection."
-    from cwm_nb.experiments.runs import DEFAULT_PLAN_PRESET   # the preset of `cwm-nb run` and `cwm-nb plan` too
     w.add_argument("--plan-preset", default=DEFAULT_PLAN_PRESET, choices=plan_presets, help="planning after each search")
     w.add_argument("--plan-episodes", type=int, default=10, help="real episodes per policy of that planning")
     w.add_argument("--max-tokens", type=int, default=0, help="completion cap per call; 0: 400 for embedded, else 1500")
@@ -829,9 +815,8 @@ def _add_run_args(w, plan_presets) -> None:
     w.add_argument("--apps-mode", default="held_out", choices=("held_out", "paper"), help="apps: which tests the search sees (see run)")
     w.add_argument("--compare", default="strict", choices=("strict", "apps_compat"), help="apps: output comparison (see run)")
 
-# %% ../../nbs/51_sweeps.ipynb #6f107807
+# %% ../../nbs/51_sweeps.ipynb #e850c2bf
 def _cmd_sweep(a) -> int:
-    from cwm_nb.experiments.runs import check_holdout
     if a.holdout is not None: check_holdout(a.holdout)   # checked first: a bad value would otherwise fail inside each run
     if a.suite == "apps": return _cmd_sweep_apps(a)
     if a.suite not in ("cwmb", "rtfm"):
@@ -854,11 +839,12 @@ def _cmd_sweep(a) -> int:
     print(s.report())
     return 1 if s.failed else 0
 
-# %% ../../nbs/51_sweeps.ipynb #3de094da
+# %% ../../nbs/51_sweeps.ipynb #800b60de
 def _cmd_sweep_apps(a) -> int:
     "`cwm-nb sweep apps`: one `cwm-nb run apps` job per chunk of problems, method, model, budget and seed."
+    # start-up time of `cwm-nb --help`, as in `apps_chunks`
     from cwm_nb.apps.problems import PAPER_RANGE
-    from cwm_nb.apps.search import data_path
+    from cwm_nb.apps.search import data_path   # (same reason)
     if a.envs: raise CwmNbError("`cwm-nb sweep apps` takes --data and --problems, not --envs", "drop --envs")
     if not a.data: raise CwmNbError("no APPS data given", "pass --data PATH (your copy of APPS) or --data demo (the six shipped problems)")
     data = "demo" if a.data == "demo" else str(Path(a.data).expanduser().resolve())
@@ -875,7 +861,7 @@ def _cmd_sweep_apps(a) -> int:
     print(s.report())
     return 1 if s.failed else 0
 
-# %% ../../nbs/51_sweeps.ipynb #7b032fe3
+# %% ../../nbs/51_sweeps.ipynb #7a550dd5
 def _cmd_index(a) -> int:
     out = Path(a.results)
     if not out.is_dir(): raise CwmNbError(f"results folder {out} not found", "pass the --out folder of your runs or sweep")
@@ -885,11 +871,9 @@ def _cmd_index(a) -> int:
     print(f"{len(df)} runs ({n_c} complete, {len(df) - n_c} partial) -> {p}")
     return 0
 
-# %% ../../nbs/51_sweeps.ipynb #2a7ca8b2
+# %% ../../nbs/51_sweeps.ipynb #f409abbc
 def add_cli(sub) -> None:
-    "Add the `sweep` and `index` sub-commands to the `cwm-nb` sub-parsers `sub` (`experiments.build_parser` calls this)."
-    import argparse
-    from cwm_nb.experiments.runs import PLAN_PRESETS
+    "Add the `sweep` and `index` sub-commands to the `cwm-nb` sub-parsers `sub` (`cli.build_parser` calls this)."
     w = sub.add_parser("sweep", help="run a grid of experiments (envs x methods x models x budgets x seeds) on local "
                        "workers, Dask or SLURM", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     w.add_argument("suite", help="cwmb (any --envs, rtfm included), rtfm, or apps (--data, --problems, --chunk)")
