@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 from ..core import (CwmNbError, atomic_write_json, atomic_write_text, cache_dir, derive_seed,
                          provenance)
-from ..llm import client as llm_mod
+from ..llm.models import get_llm, resolve_model
 from ..sandbox import jobs as sandbox_jobs
 from ..agent.worldcoder import ABLATIONS, AgentConfig, DOMAINS, SOKOBAN_ENVS, WorldCoderAgent, WorldModel, get_domain, make_env, resolve_curriculum
 from ..agent.curriculum import run_curriculum

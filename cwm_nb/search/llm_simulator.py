@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 import numpy as np
 from ..core import CwmNbError, data_dir, make_rng, atomic_write_json, atomic_write_text
-from ..llm import client as L
+from ..llm import client, embedded, models
 from ..sandbox.programs import ProgramError
 from ..sandbox.jobs import get_sandbox
 from ..sandbox.drivers import _obs_converter, _action_converter
