@@ -6,9 +6,10 @@ import json, os, re, shutil, signal, subprocess, sys, time
 from pathlib import Path
 import pytest
 
-from cwm_nb.apps.problems import demo_problems, evaluate_solution, problem_from_fields, split_tests
+from cwm_nb.apps.problems import demo_problems, problem_from_fields, split_tests
+from cwm_nb.apps.harness import evaluate_solution
 from cwm_nb.apps.search import AppsTask, run_problems, select_problems, solve_problem
-from cwm_nb.testing.doubles import scripted_demo_llm
+from cwm_nb.apps.demo import scripted_demo_llm
 from cwm_nb.core import CwmNbError, data_dir
 from cwm_nb.experiments.runs import apps_run_dir, run_apps_search
 from cwm_nb.llm.client import ScriptedLLM, prefill_of

@@ -608,7 +608,8 @@ def run_apps_search(
     "Run one search method over APPS problems into its run directory; returns an `apps_search.AppsRun` (metrics.json: `write_metrics`). Raises `CwmNbError` on bad input."
     from cwm_nb.apps import search as apps_search
     from cwm_nb.llm import client as llm_mod
-    from cwm_nb.apps.problems import SPLIT_MODES, COMPARE_MODES
+    from cwm_nb.apps.problems import SPLIT_MODES
+    from cwm_nb.apps.harness import COMPARE_MODES
     settings = dict(data=str(data), problems=problems, method=method, model=model, budget=budget, seed=seed,
                     paper_compat=paper_compat, max_tokens=max_tokens, base_url=base_url, apps_mode=apps_mode,
                     compare=compare, endpoint_caps=endpoint_caps)

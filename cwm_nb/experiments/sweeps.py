@@ -452,7 +452,8 @@ def plan_apps_sweep(
     endpoint_caps: str = "",      # what the endpoint accepts
 ) -> list[AppsJob]:
     "Every job of an APPS sweep, validated like `plan_sweep`. Raises `CwmNbError` naming the first bad item."
-    from cwm_nb.apps.problems import SPLIT_MODES, COMPARE_MODES
+    from cwm_nb.apps.problems import SPLIT_MODES
+    from cwm_nb.apps.harness import COMPARE_MODES
     from cwm_nb.experiments.runs import default_max_tokens
     parts = apps_chunks(problems, chunk)
     method_list, model_list = _methods_models(methods, models, base_url, endpoint_caps)

@@ -714,7 +714,7 @@ def _classify(hdr: dict, limits: SandboxLimits) -> dict:
 
 # %% ../../nbs/03_sandbox.ipynb #6879100f
 _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); sys.dont_write_bytecode = True; "
-         "from cwm_nb.sandbox.jobs import _server_main; _server_main()")
+         "from cwm_nb.sandbox.fork_server import _server_main; _server_main()")
 _uid_counter = iter(range(1 << 30))
 
 # %% ../../nbs/03_sandbox.ipynb #c8885c62
