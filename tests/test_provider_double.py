@@ -1,4 +1,4 @@
-"""The provider test double (nbs/90_provider_double.ipynb) over real HTTP: one double per mode, a handful of
+"""The provider test double (nbs/90c_provider_double.ipynb) over real HTTP: one double per mode, a handful of
 requests each with httpx and the `openai` client. Checks that each mode and each fault behaves as the notebook
 documents, and that the scripted capable model answers generate and improve prompts differently."""
 import json, os, subprocess, sys, textwrap, time

@@ -105,7 +105,7 @@ def find_apps_problem(
 def shows_apps_program(
     prompt: str,    # the prompt (user messages joined)
     problem,        # the `apps.AppsProblem` it is about
-    own: tuple = (),  # the double's programs for it: a block that only starts one of them is a partial program
+    own: tuple = (),  # the model's programs for it: a block that only starts one of them is a partial program
 ) -> bool:
     "True if `prompt` holds a python block that is a whole solution of `problem` (not its starter code, not the start of `own`)."
     norm = lambda code: "\n".join(l.rstrip() for l in textwrap.dedent(code or "").split("\n")).strip("\n")
@@ -167,7 +167,7 @@ def continue_prefill(
 
 # %% ../../nbs/40c_apps_demo.ipynb #a0ea1b9d
 def scripted_demo_llm(
-    name: str = "scripted-apps",  # the model name the double reports (in results and the response cache)
+    name: str = "scripted-apps",  # the model name it reports (in results and the response cache)
 ):
     "A `ScriptedLLM` answering prompts about the shipped APPS problems with `apps_demo_answer`."
     def answer(messages: list[dict], draw: int) -> str:
