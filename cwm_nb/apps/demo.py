@@ -105,7 +105,7 @@ def find_apps_problem(
 def shows_apps_program(
     prompt: str,    # the prompt (user messages joined)
     problem,        # the `apps.AppsProblem` it is about
-    own: tuple = (),  # the model's programs for it: a block that only starts one of them is a partial program
+    own: tuple = (),  # the model's programs for it (a block that only starts one is partial)
 ) -> bool:
     "True if `prompt` holds a python block that is a whole solution of `problem` (not its starter code, not the start of `own`)."
     norm = lambda code: "\n".join(l.rstrip() for l in textwrap.dedent(code or "").split("\n")).strip("\n")
@@ -139,7 +139,8 @@ def apps_demo_answer(
                 "The program does not do what the statement asks; I rewrote it from the statement.")
                 + "\n\n## Plan\n\n- Produce exactly the output the statement specifies.\n\n## Corrected program")
         closing = "This version gives exactly the expected output on the failing test."
-        return ScriptedAnswer(write(head, correct, closing), "improve", where, style, correct, correct, what, closing)
+        return ScriptedAnswer(write(head, correct, closing), "improve", where, style, correct, correct, what,
+                              closing)
     program = wrong or correct
     head = f"Here is a solution of {where} ({p.question.strip().splitlines()[0]})."
     closing = "It reads the input and writes the answer in the format the statement asks for."

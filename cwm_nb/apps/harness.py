@@ -9,9 +9,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 from fastcore.basics import patch
 from ..core import CwmNbError, data_dir
-from ..sandbox.fork_server import (PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, _children, _close_fds_except,
-                                       _needed_paths, _prctl, _write_all)
-from ..sandbox.jobs import PROGRAM_FILENAME, describe_exception, get_sandbox, make_error, strict_plain
+from ..sandbox.fork_server import (PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, _children,
+                                       _close_fds_except, _needed_paths, _prctl, _write_all)
+from ..sandbox.jobs import (PROGRAM_FILENAME, describe_exception, get_sandbox, make_error,
+                                 strict_plain)
 from .problems import KINDS, AppsProblem
 
 # %% auto #0
@@ -429,7 +430,7 @@ def _tests_in_job(args: dict, data: Any, source: str, in_job: bool) -> dict:
 
 # %% ../../nbs/40a_apps_harness.ipynb #721eadb6
 def run_tests(namespace: dict, args: dict, data: Any) -> dict:
-    "Sandbox driver `cwm_nb.apps.harness:run_tests`: its `before_exec` hook runs the tests, so this body is never reached."
+    "Sandbox driver `cwm_nb.apps.harness:run_tests`: its `before_exec` hook runs the tests; never reached."
     raise RuntimeError("run_tests works only through its before_exec hook (cwm_nb.sandbox.jobs calls it first)")
 
 run_tests.before_exec = _tests_in_job
@@ -696,7 +697,8 @@ def evaluate_solution(
     if _has_code(source):
         sb = sandbox or get_sandbox()
         limits = replace(sb.limits, wall_s=problem_s + HARNESS_MARGIN_S, cpu_s=math.ceil(problem_s + HARNESS_MARGIN_S))
-        raws = _raw_tests(ev, sb.run(source, "cwm_nb.apps.harness:run_tests", args, limits=limits), len(idx))
+        r = sb.run(source, "cwm_nb.apps.harness:run_tests", args, limits=limits)
+        raws = _raw_tests(ev, r, len(idx))
     else: raws = [{"status": "no_code"}] * len(idx)
     ev.wall_s, first, private = time.perf_counter() - t0, None, []
     for k, (i, raw, e) in enumerate(zip(idx, raws, exp)):

@@ -13,9 +13,10 @@ from ..core import CwmNbError, atomic_write_json, atomic_write_text, data_dir, m
 from ..sandbox.jobs import get_sandbox
 from ..search.baselines import make_search
 from .problems import AppsDataError, AppsProblem, SPLIT_MODES, load_apps, split_tests
-from .harness import AppsEvaluation, COMPARE_MODES, SHOW_CHARS, evaluate_solution, _selected_tests
-from .prompts import (apps_fix_messages, apps_generate_messages, apps_improve_messages, apps_prefill,
-                                 apps_task_rule, choose_failure, looks_like_apps_solution)
+from .harness import (AppsEvaluation, COMPARE_MODES, SHOW_CHARS, evaluate_solution,
+                                 _selected_tests)
+from .prompts import (apps_fix_messages, apps_generate_messages, apps_improve_messages,
+                                 apps_prefill, apps_task_rule, choose_failure, looks_like_apps_solution)
 
 # %% auto #0
 __all__ = ['PAPER_SPEC', 'AppsTask', 'SearchEvaluation', 'search_evaluator', 'solve_problem', 'parse_problems', 'problems_label',

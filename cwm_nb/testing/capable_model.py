@@ -8,7 +8,8 @@ import ast, functools, json, sys, textwrap
 from pathlib import Path
 from ..core import data_dir
 from ..bench.envs import REGISTRY, describe_env
-from ..apps.demo import NO_PROGRAM_ANSWER, ScriptedAnswer, apps_demo_answer, fence_block, read_fences
+from ..apps.demo import (NO_PROGRAM_ANSWER, ScriptedAnswer, apps_demo_answer, fence_block,
+                              read_fences)
 
 # %% auto #0
 __all__ = ['PLANTED_MISTAKES_FILE', 'BUILTIN_MISTAKES', 'DRAFT_PROGRAM', 'ECHO_ANSWER', 'UNKNOWN_ENV_ANSWER', 'find_env',
@@ -177,7 +178,8 @@ def capable_answer(
     "What the scripted capable model answers: a mistaken program to generate, the correct one to improve or fix (world models, or the shipped APPS problems)."
     env = find_env(prompt)
     if env is None:
-        apps = apps_demo_answer(prompt, write=functools.partial(styled_answer, style=style), style=style)
+        write = functools.partial(styled_answer, style=style)
+        apps = apps_demo_answer(prompt, write=write, style=style)
         return apps or ScriptedAnswer(UNKNOWN_ENV_ANSWER, "unknown_env", style=style)
     correct = reference_program(env, folder)
     if correct is None: return ScriptedAnswer(NO_PROGRAM_ANSWER.format(env=env), "no_program", env, style)

@@ -8,8 +8,9 @@ import hashlib, json, threading, time
 from dataclasses import dataclass, field
 from fastcore.basics import patch
 from ..apps.demo import ScriptedAnswer, continue_prefill, fence_block, read_fences
-from .provider_options import (STYLES, DoubleOptions, approx_tokens, canonical_sha256, content_text,
-                                             error_body, fault_error, fault_plan, prompt_tokens)
+from .provider_options import (STYLES, DoubleOptions, approx_tokens, canonical_sha256,
+                                             content_text, error_body, fault_error, fault_plan,
+                                             prompt_tokens)
 from .capable_model import DRAFT_PROGRAM, ECHO_ANSWER, capable_answer, think_block
 
 # %% auto #0
