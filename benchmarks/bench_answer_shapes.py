@@ -41,7 +41,7 @@ RUNS = {
     "event-stream-always": ("openai", "openai:gpt-4o", {}),
     "usage-input-output": ("openai", "openai:gpt-4o", {}),
     "usage-none": ("openai", "openai:gpt-4o", {}),
-    # five more, from public reports (the double's table in 90_provider_double names them)
+    # five more, from public reports (the double's table in 90b_provider_replies names them)
     "tool-call": ("openai", "openai:gpt-oss-20b", {}),
     "keepalive-comments": ("openai", "openai:gpt-4o", {}),
     "html-page": ("openai", "openai:gpt-4o", {}),

@@ -17,7 +17,7 @@ from pathlib import Path
 
 def bare_run(path: str, problem) -> float:
     "Seconds for running every test of `problem` as `python file` with the input on stdin, plus the comparison."
-    from cwm_nb.apps.problems import strict_match
+    from cwm_nb.apps.harness import strict_match
     t = time.perf_counter()
     for inp, exp in zip(problem.inputs, problem.outputs):
         r = subprocess.run([sys.executable, path], input=inp, capture_output=True, text=True, timeout=4)
@@ -26,7 +26,7 @@ def bare_run(path: str, problem) -> float:
 
 
 def sandboxed_run(source: str, problem, sandbox) -> float:
-    from cwm_nb.apps.problems import evaluate_solution
+    from cwm_nb.apps.harness import evaluate_solution
     t = time.perf_counter()
     ev = evaluate_solution(source, problem, sandbox=sandbox)
     dt = time.perf_counter() - t

@@ -9,7 +9,8 @@ from cwm_nb.bench import envs
 from cwm_nb.llm.models import get_llm
 from cwm_nb.search import prompts as P
 from cwm_nb.core import CwmNbError
-from cwm_nb.testing.provider_double import ProviderDouble, plant_mistake, planted_mistakes, reference_program
+from cwm_nb.testing.provider_double import ProviderDouble
+from cwm_nb.testing.capable_model import plant_mistake, planted_mistakes, reference_program
 
 CORRECT = reference_program("CartPole-v1")
 MISTAKEN = plant_mistake(CORRECT, planted_mistakes()["CartPole-v1"])

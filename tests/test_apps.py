@@ -6,7 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cwm_nb.apps.problems import AppsDataError, AppsEvaluation, AppsProblem, apps_compat_rule, apps_compat_value_match, apps_fix_messages, apps_generate_messages, apps_improve_messages, apps_metrics, apps_prefill, choose_failure, demo_problems, evaluate_solution, load_apps, looks_like_apps_solution, outputs_match, problem_from_fields, split_tests, strict_match, strict_value_match
+from cwm_nb.apps.problems import AppsDataError, AppsProblem, demo_problems, load_apps, problem_from_fields, split_tests
+from cwm_nb.apps.harness import AppsEvaluation, apps_compat_rule, apps_compat_value_match, apps_metrics, evaluate_solution, outputs_match, strict_match, strict_value_match
+from cwm_nb.apps.prompts import apps_fix_messages, apps_generate_messages, apps_improve_messages, apps_prefill, choose_failure, looks_like_apps_solution
 from cwm_nb.core import CwmNbError, data_dir
 
 pytestmark = pytest.mark.timeout(300)

@@ -1,14 +1,15 @@
 """APPS searches (cwm_nb.apps.search, `cwm-nb run apps`, `cwm-nb sweep apps`, Table 1 of `cwm-nb figures`) on the six
-shipped problems (data/apps_demo) with test doubles: a scripted model in process and the provider test double over
-HTTP, both writing an almost-right program to a generate prompt and the reference solution to an improve or fix
-prompt. The doubles prove mechanisms; none of their numbers is a result. One slow test runs the embedded model."""
+shipped problems (data/apps_demo) with scripted models: the demonstration model in process and the provider test double
+over HTTP, both writing an almost-right program to a generate prompt and the reference solution to an improve or fix
+prompt. They prove mechanisms; none of their numbers is a result. One slow test runs the embedded model."""
 import json, os, re, shutil, signal, subprocess, sys, time
 from pathlib import Path
 import pytest
 
-from cwm_nb.apps.problems import demo_problems, evaluate_solution, problem_from_fields, split_tests
+from cwm_nb.apps.problems import demo_problems, problem_from_fields, split_tests
+from cwm_nb.apps.harness import evaluate_solution
 from cwm_nb.apps.search import AppsTask, run_problems, select_problems, solve_problem
-from cwm_nb.testing.doubles import scripted_demo_llm
+from cwm_nb.apps.demo import scripted_demo_llm
 from cwm_nb.core import CwmNbError, data_dir
 from cwm_nb.experiments.runs import apps_run_dir
 from cwm_nb.experiments.metrics import run_apps_search

@@ -1,4 +1,4 @@
-"""The provider test double (nbs/90_provider_double.ipynb) over real HTTP: one double per mode, a handful of
+"""The provider test double (nbs/90c_provider_double.ipynb) over real HTTP: one double per mode, a handful of
 requests each with httpx and the `openai` client. Checks that each mode and each fault behaves as the notebook
 documents, and that the scripted capable model answers generate and improve prompts differently."""
 import json, os, subprocess, sys, textwrap, time
@@ -7,10 +7,11 @@ import httpx
 import openai
 import pytest
 from cwm_nb.bench.envs import describe_env
-from cwm_nb.testing.provider_double import (
-    DRAFT_PROGRAM, ECHO_ANSWER, LLAMACPP_PREFILL_REJECTED, NO_PROGRAM_ANSWER, STYLES, TEMPLATE_PREFILL_CONFLICT,
-    VLLM_PREFILL_CONFLICT, ProviderDouble, approx_tokens, canonical_sha256, fenced_blocks, plant_mistake,
-    planted_mistakes, prompt_tokens, reference_program)
+from cwm_nb.testing.capable_model import DRAFT_PROGRAM, ECHO_ANSWER, plant_mistake, planted_mistakes, reference_program
+from cwm_nb.testing.provider_replies import LLAMACPP_PREFILL_REJECTED, TEMPLATE_PREFILL_CONFLICT, VLLM_PREFILL_CONFLICT
+from cwm_nb.apps.demo import NO_PROGRAM_ANSWER, read_fences
+from cwm_nb.testing.provider_options import STYLES, approx_tokens, canonical_sha256, prompt_tokens
+from cwm_nb.testing.provider_double import ProviderDouble
 
 ROOT = Path(__file__).resolve().parents[1]
 CARTPOLE = describe_env("CartPole-v1")
@@ -35,7 +36,7 @@ def content(r):
 
 
 def python_blocks(text):
-    return [textwrap.dedent(code) for info, code in fenced_blocks(text.replace("\r\n", "\n"))[0] if info == "python"]
+    return [textwrap.dedent(code) for info, code in read_fences(text.replace("\r\n", "\n"))[0] if info == "python"]
 
 
 def child_env():

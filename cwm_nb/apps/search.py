@@ -10,10 +10,13 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 from fastcore.basics import patch
 from ..core import CwmNbError, atomic_write_json, atomic_write_text, data_dir, make_rng, to_plain
-from .problems import (AppsEvaluation, AppsProblem, COMPARE_MODES, SHOW_CHARS, SPLIT_MODES, PAPER_RANGE,
-                         apps_fix_messages, apps_generate_messages, apps_improve_messages, apps_prefill, apps_task_rule,
-                         choose_failure, evaluate_solution, load_apps, looks_like_apps_solution, split_tests)
-from ..testing.doubles import scripted_demo_llm   # re-exported: the scripted APPS model, a test double (91_doubles)
+from ..sandbox.jobs import get_sandbox
+from ..search.baselines import make_search
+from .problems import AppsDataError, AppsProblem, SPLIT_MODES, load_apps, split_tests
+from .harness import (AppsEvaluation, COMPARE_MODES, SHOW_CHARS, evaluate_solution,
+                                 _selected_tests)
+from .prompts import (apps_fix_messages, apps_generate_messages, apps_improve_messages,
+                                 apps_prefill, apps_task_rule, choose_failure, looks_like_apps_solution)
 
 # %% auto #0
 __all__ = ['PAPER_SPEC', 'AppsTask', 'SearchEvaluation', 'search_evaluator', 'solve_problem', 'parse_problems', 'problems_label',
@@ -119,7 +122,6 @@ def search_evaluator(
     problem_s: float = 10.0,    # whole-problem cap, seconds (paper: 10)
 ) -> Callable[[str], SearchEvaluation]:
     "A function program source -> `SearchEvaluation` on `tests`, for `make_search`. Raises `CwmNbError` for bad tests or settings at once."
-    from cwm_nb.apps.problems import _selected_tests
     tests = _selected_tests("", problem, list(tests), mode, per_test_s, problem_s)   # checked now, not at the first program
     def evaluate(source: str) -> SearchEvaluation:
         ev = evaluate_solution(source, problem, tests, mode, sandbox, per_test_s=per_test_s, problem_s=problem_s)
@@ -173,7 +175,6 @@ def _search_and_score(problem: AppsProblem, method: str, llm: Any, folder: Path,
                       compare: str, paper_compat: bool, max_tokens: int | None, sandbox, per_test_s: float,
                       problem_s: float, progress: bool):
     "Search on `split.search` (checkpoint in `folder`), then score the best program on every test: (search result, final)."
-    from cwm_nb.search.baselines import make_search
     task = AppsTask(problem)
     evaluate = search_evaluator(problem, split.search, mode=compare, seed=seed, sandbox=sandbox, per_test_s=per_test_s,
                                 problem_s=problem_s)
@@ -269,7 +270,6 @@ def select_problems(
     split: str = "test",  # which split
 ) -> list[AppsProblem]:
     "The selected problems in position order; malformed ones kept with `error` set. Raises `AppsDataError` for a missing path or positions that do not exist."
-    from cwm_nb.apps.problems import AppsDataError
     sel, path = parse_problems(spec), data_path(data)
     if isinstance(sel, tuple): return load_apps(path, split, sel[0], sel[1], on_error="keep")
     got = {p.position: p for p in load_apps(path, split, sel[0], sel[-1] + 1, on_error="keep")}
@@ -373,7 +373,6 @@ def run_problems(
 ) -> AppsRun:
     "Solve `problems` in turn into `<run_dir>/problems/<id>/`; write `problems.jsonl`; return the run with its metrics."
     from tqdm import tqdm
-    from cwm_nb.sandbox.jobs import get_sandbox
     run_dir, t0 = Path(run_dir), time.perf_counter()
     sandbox, results = get_sandbox(), []
     bar = tqdm(problems, desc=f"APPS {method}", unit="problem", disable=not progress, leave=False)

@@ -19,7 +19,8 @@ from ..llm.models import get_llm
 from ..search import baselines, gif_mcts, prompts
 from ..search.baselines import METHODS
 from ..apps import search as apps_search
-from ..apps.problems import COMPARE_MODES, SPLIT_MODES
+from ..apps.harness import COMPARE_MODES
+from ..apps.problems import SPLIT_MODES
 from .runs import (APPS_BUDGET, APPS_PARAMS, DEFAULT_PLAN_PRESET, apps_run_dir,
                                      check_params, check_run_settings, default_max_tokens,
                                      resolve_holdout, run_dir)

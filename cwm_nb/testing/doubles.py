@@ -4,12 +4,11 @@
 
 # %% ../../nbs/91_doubles.ipynb #5fb3c629
 from __future__ import annotations
-from typing import Any
+from ..search.prompts import prefill_opens_code
 
 # %% auto #0
-__all__ = ['body', 'fake_evaluate', 'as_answer', 'RecordingLLM', 'ToySearchConfig', 'scripted_demo_llm', 'AgentDouble',
-           'CorridorModel', 'CoinModel', 'FlakyEndModel', 'FakeSandbox', 'LimitsRecordingSandbox', 'FakeSession',
-           'constant_push_planner']
+__all__ = ['body', 'fake_evaluate', 'as_answer', 'RecordingLLM', 'ToySearchConfig', 'AgentDouble', 'CorridorModel', 'CoinModel',
+           'FlakyEndModel', 'FakeSandbox', 'LimitsRecordingSandbox', 'FakeSession', 'constant_push_planner']
 
 # %% ../../nbs/91_doubles.ipynb #9a9f5766
 from dataclasses import dataclass
@@ -42,7 +41,6 @@ def as_answer(
     code: str,             # the program the double writes
 ) -> str:
     "What a model writes: code closing a pre-filled block, or reasoning, then the corrected program (a double of a model's answer)."
-    from cwm_nb.search.prompts import prefill_opens_code   # 20_prompts comes later in the workbook
     if prefill_opens_code(messages): return code + "```"
     return "The step is wrong.\n## Corrected program\n```python\n" + code + "```"
 
@@ -70,22 +68,6 @@ class ToySearchConfig:
     stop_at_fence: bool = True       # stop at the closing fence of a pre-filled code block
     cot: bool | None = None          # reasoning-section prompts; None: by model
     contract: str | None = None      # interface rules of the prompts; None: the CWM contract
-
-# %% ../../nbs/91_doubles.ipynb #a0ea1b9d
-def scripted_demo_llm(
-    name: str = "scripted-apps",  # the model name the double reports (in results and the response cache)
-):
-    "A `ScriptedLLM` test double answering prompts about the shipped APPS problems as `provider_double.apps_demo_answer`."
-    from cwm_nb.llm.demo import ScriptedLLM
-    from cwm_nb.llm.client import prefill_of
-    from cwm_nb.testing.provider_double import apps_demo_answer, continue_prefill
-    def answer(messages: list[dict], draw: int) -> str:
-        prompt = "\n\n".join(m["content"] for m in messages if m["role"] == "user")
-        ans = apps_demo_answer(prompt)
-        if ans is None: return "I do not know this problem."
-        pre = prefill_of(messages)
-        return continue_prefill(pre, ans) if pre else ans.text
-    return ScriptedLLM(answer, name=name)
 
 # %% ../../nbs/91_doubles.ipynb #d4eca2c6
 from ..core import make_rng
