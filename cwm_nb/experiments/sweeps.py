@@ -449,8 +449,8 @@ def plan_apps_sweep(
     endpoint_caps: str = "",      # what the endpoint accepts
 ) -> list[AppsJob]:
     "Every job of an APPS sweep, validated like `plan_sweep`. Raises `CwmNbError` naming the first bad item."
-    from cwm_nb.apps.harness import COMPARE_MODES
-    from cwm_nb.apps.problems import SPLIT_MODES   # start-up time of `cwm-nb --help`, as above
+    from cwm_nb.apps.harness import COMPARE_MODES   # start-up time of `cwm-nb --help`, as above
+    from cwm_nb.apps.problems import SPLIT_MODES   # (same reason)
     parts = apps_chunks(problems, chunk)
     method_list, model_list = _methods_models(methods, models, base_url, endpoint_caps)
     if apps_mode not in SPLIT_MODES: raise CwmNbError(f"unknown APPS mode {apps_mode!r}", f"use one of: {', '.join(SPLIT_MODES)}")
