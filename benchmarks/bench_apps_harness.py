@@ -1,7 +1,7 @@
 """APPS harness overhead per test: the sandboxed harness against a bare `subprocess.run` of the same program.
 
 Measured side by side in one run (interleaved rounds, medians):
-  sandboxed : cwm_nb.apps.problems.evaluate_solution(source, problem): one sandbox job per evaluation, one forked
+  sandboxed : cwm_nb.apps.harness.evaluate_solution(source, problem): one sandbox job per evaluation, one forked
               process per test, outputs judged in this process (strict and apps_compat)
   bare      : for each test, subprocess.run([sys.executable, file], input=..., capture_output=True, timeout=4)
               and the same strict comparison, without any sandbox
