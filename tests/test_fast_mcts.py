@@ -142,12 +142,14 @@ def test_planning_sessions_search_in_the_compiled_loop(sandbox):
     assert steps["generic"] == 25 and steps["default"] > 25, steps
 
 
-def test_a_build_of_another_source_is_refused(tmp_path):
-    "A copy of the package whose fast_mcts.py changed after the build: planning falls back, with one warning."
+@pytest.mark.parametrize("edited", ["fast_mcts.py", "planning.py"])
+def test_a_build_of_another_source_is_refused(tmp_path, edited):
+    """A copy of the package whose fast_mcts.py, or planning.py (the UCT rule the loop compiles), changed after the
+    build: planning falls back to the generic search, which calls the edited rule, with one warning."""
     pkg = tmp_path/"cwm_nb"
     shutil.copytree(ROOT/"cwm_nb", pkg, ignore=shutil.ignore_patterns("__pycache__"))
     assert list((pkg/"bench").glob("_fast_mcts*.so")), "the compiled loop is not built (see the first test)"
-    (pkg/"bench"/"fast_mcts.py").write_text((pkg/"bench"/"fast_mcts.py").read_text() + "\n# edited after the build\n")
+    (pkg/"bench"/edited).write_text((pkg/"bench"/edited).read_text() + "\n# edited after the build\n")
     code = ("import warnings, cwm_nb\nwarnings.simplefilter('always')\nassert cwm_nb.__file__.startswith(%r)\n"
             "from cwm_nb.bench import fast_mcts, plan_driver\n"
             "with warnings.catch_warnings(record=True) as w:\n"
