@@ -226,6 +226,18 @@ def test_search_finds_a_function_by_name(server, page):
     assert not page.problems, page.problems
 
 @needs_chromium
+def test_the_method_notebooks_code_fits_the_page(server, page):
+    """The method notebooks keep code lines within 100 characters so that the page shows them without scrolling
+    sideways: no code cell of theirs overflows its box at 1280 px (the page fixture's width) or 1920 px."""
+    for width in (1280, 1920):
+        page.set_viewport_size({"width": width, "height": 900})
+        for stem in ("14_cwm", "15_planning", "22_gif_mcts", "23_baselines", "34_agent"):
+            page.goto(server + f"{stem}.html")
+            over = page.evaluate("""() => [...document.querySelectorAll('div.cell_input pre')]
+                .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent.split('\\n')[0])""")
+            assert not over, (width, stem, over[:3])
+
+@needs_chromium
 def test_screenshots_of_the_landing_page_a_notebook_and_an_experiment(server, page):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shots = {"landing.png": ("index.html", None), "notebook-14_cwm.png": ("14_cwm.html", None),

@@ -69,7 +69,7 @@ class _Run:
         # earlier sessions'; the LLM's at start
         self.usage0, self.llm_usage0 = dict.fromkeys(_USAGE_KEYS, 0), _llm_usage(llm)
 
-# server_restarts: of the embedded model's server (01_llm)
+# server_restarts: of the embedded model's server (01e_llm_embedded)
 _USAGE_KEYS = ("calls", "cached_calls", "server_restarts")
 
 def _llm_usage(llm) -> dict | None:

@@ -92,7 +92,7 @@ def _apps_demo() -> tuple[dict, dict]:
 # %% ../../nbs/40c_apps_demo.ipynb #70f171b4
 def find_apps_problem(
     prompt: str,  # the prompt (user messages joined)
-):                # an `apps.AppsProblem` of data/apps_demo, or None
+):                # an `apps.problems.AppsProblem` of data/apps_demo, or None
     "The shipped APPS problem whose statement `prompt` holds: whole, else most of its long lines."
     problems = _apps_demo()[0]
     for p in problems.values():
@@ -105,7 +105,7 @@ def find_apps_problem(
 # %% ../../nbs/40c_apps_demo.ipynb #8a1b8846
 def shows_apps_program(
     prompt: str,    # the prompt (user messages joined)
-    problem,        # the `apps.AppsProblem` it is about
+    problem,        # the `apps.problems.AppsProblem` it is about
     own: tuple = (),  # the model's programs for it (a block that only starts one is partial)
 ) -> bool:
     "True if `prompt` holds a python block that is a whole solution of `problem` (not its starter code, not the start of `own`)."

@@ -150,7 +150,7 @@ def _search_fields(res) -> dict:
                 cached_calls=res.cached_calls, failed_calls=res.failed_calls, prompt_tokens=res.prompt_tokens,
                 completion_tokens=res.completion_tokens, stop_reason=res.stop_reason, search_value=res.best_value,
                 best_value_per_call=list(res.best_value_per_call),
-                server_restarts=res.spent.get("server_restarts", 0),   # of the embedded model's server (01_llm), every session
+                server_restarts=res.spent.get("server_restarts", 0),   # of the embedded model's server (01e_llm_embedded), every session
                 program_sha256=hashlib.sha256((res.best_program or "").encode()).hexdigest())
 
 # %% ../../nbs/41_apps_search.ipynb #68fb084e

@@ -500,9 +500,9 @@ def __call__(self: _CwmDecider, obs, info, t) -> _Decision:
 # %% ../../nbs/15b_oracle.ipynb #850422ad
 def _code_version() -> str:
     import importlib.util, gymnasium, cwm_nb
-    try: src = b"".join(Path(importlib.util.find_spec(f"cwm_nb.{m}").origin).read_bytes()
-                        for m in ("planning", "plan_driver", "oracle"))   # the planning code, in its three modules
-    except Exception: src = b""
+    # the planning code, in its three modules (a module that cannot be found is a bug: it raises)
+    src = b"".join(Path(importlib.util.find_spec(f"cwm_nb.bench.{m}").origin).read_bytes()
+                   for m in ("planning", "plan_driver", "oracle"))
     try: import mujoco; mj = mujoco.__version__
     except Exception: mj = None
     return json.dumps([cwm_nb.__version__, gymnasium.__version__, mj, hashlib.sha256(src).hexdigest()[:16]])

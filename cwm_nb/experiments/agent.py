@@ -63,7 +63,7 @@ def _check_settings(rd: Path, settings: dict) -> str:
 
 # %% ../../nbs/52_agent_experiments.ipynb #4241330e
 def make_llm(model: str, base_url: str = "", max_tokens: int = 1500):
-    "The LLM of a run: `scripted` is the test double (behind the response cache), else `llm.get_llm`."
+    "The LLM of a run: `scripted` is the scripted demonstration model (behind the response cache), else `llm.models.get_llm`."
     if model == "scripted":
         return scripted_llm(os.environ.get("CWM_NB_LLM_CACHE") or cache_dir()/"llm_cache.sqlite")
     if model == "embedded": return get_llm("embedded", max_tokens=max_tokens)
@@ -117,7 +117,7 @@ def _run_metrics(s: dict, rd: Path, res, llm, files: list[str], t0: float) -> di
                 llm_calls=len(res.calls), refused_calls=sum(1 for c in res.calls if c["refused"]),
                 prompt_tokens=sum(c["prompt_tokens"] for c in res.calls), completion_tokens=sum(c["completion_tokens"] for c in res.calls),
                 model_calls=usage.get("calls"), cached_calls=usage.get("cached_calls"),
-                server_restarts=usage.get("server_restarts", 0),   # of the embedded model's server (01_llm)
+                server_restarts=usage.get("server_restarts", 0),   # of the embedded model's server (01e_llm_embedded)
                 calls_by_kind={k: sum(1 for c in res.calls if c["kind"] == k) for k in sorted({c["kind"] for c in res.calls})},
                 syntheses=len(res.syntheses), env_steps=steps, wall_s=res.stats["wall_s"], session_wall_s=round(time.perf_counter() - t0, 3),
                 agent_s_per_step=(res.stats["wall_s"] - llm_s) / steps if steps else None, planner_stats=res.stats,
@@ -189,7 +189,7 @@ def _label(m: dict) -> str:
     if "," in cur or len(envs) == 1: cur = "→".join(e.replace("MiniGrid-", "") for e in envs)   # environments named: shown
     cur = f"{m.get('domain', '')} {cur}"
     if m.get("method") == "ppo": return f"PPO, {cur}, {m.get('steps')} steps"
-    name = m["model"] + (" (test double)" if m["model"] == "scripted" else "")
+    name = m["model"] + (" (demonstration)" if m["model"] == "scripted" else "")
     return (f"{name}, {m['ablation']}, {cur}, {m.get('planner')}, budget {m.get('llm_budget')}, "
             f"max {m.get('max_episodes')} episodes")
 
@@ -314,7 +314,7 @@ def _report_agent_run(m: dict, rd) -> None:
               f"10 in a row: episode {e['solved_episode']}, step {e['solved_steps']}; LLM calls {e['llm_calls']}")
     print(f"LLM calls {m['llm_calls']} (model {m['model_calls']}, cached {m['cached_calls']}), tokens "
           f"{m['prompt_tokens']}+{m['completion_tokens']}, wall {m['wall_s']:.1f} s"
-          + (" [the scripted test double: not a result]" if m["model"] == "scripted" else ""))
+          + (" [the scripted demonstration model: not a result]" if m["model"] == "scripted" else ""))
     print(f"results: {rd}")
 
 def _cmd_ppo(a) -> int:
@@ -357,7 +357,7 @@ def add_cli(sub) -> None:
     p.add_argument("domain", help=f"one of: {', '.join(DOMAINS)}")
     p.add_argument("--curriculum", default="default", help="a curriculum name of the domain (minigrid: default, test; "
                    "sokoban: default, teleporter) or comma-separated environment names")
-    p.add_argument("--model", default="embedded", help="embedded | alias | provider:name | scripted (the test double)")
+    p.add_argument("--model", default="embedded", help="embedded | alias | provider:name | scripted (the scripted demonstration model)")
     p.add_argument("--base-url", default="", help="OpenAI-compatible endpoint for provider:name models")
     p.add_argument("--seed", type=int, default=0, help="run seed (agent and LLM sampling)")
     p.add_argument("--out", default="results", help="results root")

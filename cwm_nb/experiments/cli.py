@@ -156,7 +156,7 @@ def add_plan_cli(sub) -> None:
 # %% ../../nbs/55_cli.ipynb #9e9cca31
 def add_collect_cli(sub) -> None:
     "Add `cwm-nb collect` to the `cwm-nb` sub-parsers `sub`."
-    c = sub.add_parser("collect", help="collect an environment's replay buffer (13_replay), seeded",
+    c = sub.add_parser("collect", help="collect an environment's replay buffer (16_collect), seeded",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     c.add_argument("--env", required=True,
                    help="benchmark environment, gymnasium id, or entry point module:attr")

@@ -128,7 +128,7 @@ def _usage_metrics(res, llm) -> dict:
                 prompt_tokens=res.prompt_tokens, completion_tokens=res.completion_tokens,
                 # every session of the run
                 retries=res.spent.get("retries", 0), refused=res.spent.get("refused", 0),
-                # deaths of the embedded server, restarted (01_llm)
+                # deaths of the embedded server, restarted (01e_llm_embedded)
                 server_restarts=res.spent.get("server_restarts", 0),
                 cost_usd=round(res.spent.get("cost_usd", 0.0), 6) if getattr(llm, "price",
                                                                              None) else None,
@@ -211,7 +211,7 @@ def run_cwmb_search(
     # planner preset for the normalized return after the search (`plan_run`), or "none"
     plan_preset: str = DEFAULT_PLAN_PRESET,
     plan_episodes: int = 10,     # episodes of each planner for the normalized return
-    # overrides of the endpoint's capabilities, `llm.parse_caps` form (e.g. "context=8192")
+    # overrides of the endpoint's capabilities, `llm.client.parse_caps` form (e.g. "context=8192")
     endpoint_caps: str = "",
     # fraction of episodes held out from the search; -1: `resolve_holdout` (0.2 new, 0 paper_compat)
     holdout: float = -1.0,
@@ -385,7 +385,7 @@ def run_apps_search(
     apps_mode: str = "held_out",
     # output comparison the search and the headline use: "strict" or "apps_compat"
     compare: str = "strict",
-    endpoint_caps: str = "",     # overrides of the endpoint's capabilities (`llm.parse_caps` form)
+    endpoint_caps: str = "",     # overrides of the endpoint's capabilities (`llm.client.parse_caps` form)
     llm=None,                    # an `LLM` to use instead of resolving `model` (tests)
     progress: bool = True,       # progress bars
 ):

@@ -187,7 +187,7 @@ def apps_run_dir(out: str | Path, problems: str, method: str, model: str, seed: 
 # %% ../../nbs/50_runs.ipynb #e601be26
 def default_max_tokens(model: str) -> int:
     """Completion cap per call when none is given: 400 tokens for the small embedded model (its
-    answers are short and slow), `llm.REASONING_MIN_TOKENS` for reasoning models (their hidden
+    answers are short and slow), `llm.client.REASONING_MIN_TOKENS` for reasoning models (their hidden
     reasoning counts in the cap), the paper's 1500 otherwise (GIF-MCTS paper, Table 5)."""
     if model == "embedded": return 400
     try: name = resolve_model(model).model

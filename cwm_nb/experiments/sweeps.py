@@ -279,7 +279,7 @@ def log(self: Job) -> Path:
 # %% ../../nbs/51_sweeps.ipynb #96203044
 @patch
 def run_settings(self: Job) -> dict:
-    "What `cwm-nb run` writes to `settings.json` for this job (compared by `experiments.check_run_settings`)."
+    "What `cwm-nb run` writes to `settings.json` for this job (compared by `runs.check_run_settings`)."
     o = self.opts
     return dict(env=self.env, method=self.method, model=self.model, budget=self.budget, seed=self.seed,
                 paper_compat=o["paper_compat"], max_tokens=o["max_tokens"], base_url=o["base_url"], buffer="",
@@ -338,15 +338,15 @@ def plan_sweep(
     out: str | Path,              # results folder of the sweep
     envs: str | list = "all",     # comma list of environments and groups (`expand_envs`)
     methods: str | list = "gif-mcts",  # comma list of methods (`baselines.METHODS`)
-    models: str | list = "embedded",   # comma list of models (see `llm.resolve_model`)
+    models: str | list = "embedded",   # comma list of models (see `llm.models.resolve_model`)
     budgets: str | list = "10",   # comma list of budgets (LLM calls per run)
     seeds: str | list = "0",      # comma list of seeds
     paper_compat: bool = False,   # the original code's behaviour (guide, "Where this differs from the original code")
-    max_tokens: int = 0,          # completion cap per call; 0: the per-model default (`experiments.default_max_tokens`)
+    max_tokens: int = 0,          # completion cap per call; 0: the per-model default (`runs.default_max_tokens`)
     base_url: str = "",           # OpenAI-compatible endpoint for provider:name models
-    plan_preset: str = "",        # planning after each search ("paper", "quick", "none"); "": `experiments.DEFAULT_PLAN_PRESET`
+    plan_preset: str = "",        # planning after each search ("paper", "quick", "none"); "": `runs.DEFAULT_PLAN_PRESET`
     plan_episodes: int = 10,      # episodes per policy of that planning
-    endpoint_caps: str = "",      # what the endpoint accepts (`llm.parse_caps` form), as `cwm-nb run --endpoint-caps`
+    endpoint_caps: str = "",      # what the endpoint accepts (`llm.client.parse_caps` form), as `cwm-nb run --endpoint-caps`
     holdout: float | None = None, # held-out fraction of each run (`cwm-nb run --holdout`), in [0, 1); None: each run's default
     holdout_seed: int | None = None,  # seed of each run's held-out episodes (`cwm-nb run --holdout-seed`); None: 0
     env_kwargs: dict | str | None = None,  # keyword arguments of every gymnasium id or entry point in `envs` (`cwm-nb run --env-kwargs`)
