@@ -2,7 +2,7 @@
 module and inside functions apart), its cycles, imports of the test doubles, module sizes, and names written in
 strings (`"cwm_nb.bench.plan_driver:plan_driver"`). `tests/test_nbdev_gates.py` checks the layout with these;
 `python tools/layout.py` prints the measures."""
-import ast, importlib.util, re, sys
+import ast, functools, importlib.util, re, sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -14,8 +14,9 @@ def module_name(path: Path) -> str:
     parts = path.relative_to(PKG.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
+@functools.cache
 def modules() -> dict[str, Path]:
-    "Every module of the package but nbdev's generated index, by dotted name."
+    "Every module of the package but nbdev's generated index, by dotted name (read once per process)."
     return {module_name(p): p for p in sorted(PKG.rglob("*.py")) if p.name != "_modidx.py"}
 
 def subpackages() -> list[str]:
@@ -27,7 +28,7 @@ def _resolve(mod: str, node: ast.ImportFrom | ast.Import, known: set[str]) -> li
         return [a.name for a in node.names if a.name in known]
     base = node.module or ""
     if node.level:
-        pkg = mod.split(".") if Path(modules()[mod]).name == "__init__.py" else mod.split(".")[:-1]
+        pkg = mod.split(".") if modules()[mod].name == "__init__.py" else mod.split(".")[:-1]
         pkg = pkg[:len(pkg) - node.level + 1]
         base = ".".join(pkg + ([base] if base else []))
     if not base.startswith("cwm_nb"): return []
@@ -96,18 +97,23 @@ def named_in_strings(paths) -> list[tuple[str, str, str | None]]:
     return out
 
 def _defines(mod: str, attr: str) -> bool:
+    return attr in _top_names(mod)
+
+@functools.cache
+def _top_names(mod: str) -> frozenset:
+    "The names `mod` binds at its top (definitions, assignments, imports); empty if there is no such module."
     path = modules().get(mod)
-    if path is None: return False
+    if path is None: return frozenset()
     tree = ast.parse(path.read_text())
     names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node in tree.body: names.add(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node in tree.body:
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)): names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
                 names |= {x.id for x in ast.walk(t) if isinstance(x, ast.Name)}
-        elif isinstance(node, (ast.Import, ast.ImportFrom)) and node in tree.body:
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-    return attr in names
+    return frozenset(names)
 
 def unresolved(found) -> list[tuple[str, str]]:
     """The names in strings that do not resolve: a module that is not there, or a `module:attr` whose module does not
