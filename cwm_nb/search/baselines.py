@@ -18,9 +18,9 @@ from .loop import SearchLoop, SearchNode
 from .gif_mcts import ACTION_TYPES, action_stats, best_path
 
 # %% auto #0
-__all__ = ['CHECKPOINT_FORMAT', 'SELECT_RULES', 'COT_OPENER', 'GIF_MCTS_ABLATIONS', 'METHODS', 'rex_plan', 'rex_update',
-           'cot_plan', 'beta_params', 'rex_select', 'ProgramNode', 'ProgramSearch', 'RExConfig', 'RExRefinement',
-           'cot_messages', 'ZeroShotCoTConfig', 'ZeroShotCoT', 'make_search']
+__all__ = ['CHECKPOINT_FORMAT', 'SELECT_RULES', 'COT_OPENER', 'GIF_MCTS_ABLATIONS', 'METHOD_CONFIGS', 'METHODS', 'rex_plan',
+           'rex_update', 'cot_plan', 'beta_params', 'rex_select', 'ProgramNode', 'ProgramSearch', 'RExConfig',
+           'RExRefinement', 'cot_messages', 'ZeroShotCoTConfig', 'ZeroShotCoT', 'method_config', 'make_search']
 
 # %% ../../nbs/23_baselines.ipynb #ec8e314b
 def rex_plan(
@@ -341,18 +341,26 @@ GIF_MCTS_ABLATIONS: dict[str, dict] = {
     "gif-mcts-no-improve": dict(allow_improve=False),
     "gif-mcts-no-fix": dict(allow_fix=False),
 }
-METHODS: tuple[str, ...] = ("gif-mcts", "worldcoder", "zero-shot-cot", *GIF_MCTS_ABLATIONS)
+# each method's search class, config class, and the config fields its name fixes (the ablations)
+METHOD_CONFIGS: dict[str, tuple[type, type, dict]] = {
+    "gif-mcts": (gif_mcts.GIFMCTS, gif_mcts.GIFMCTSConfig, {}),
+    "worldcoder": (RExRefinement, RExConfig, {}),
+    "zero-shot-cot": (ZeroShotCoT, ZeroShotCoTConfig, {}),
+    **{m: (gif_mcts.GIFMCTS, gif_mcts.GIFMCTSConfig, kw) for m, kw in GIF_MCTS_ABLATIONS.items()},
+}
+METHODS: tuple[str, ...] = tuple(METHOD_CONFIGS)
 
 # %% ../../nbs/23_baselines.ipynb #f234ebbc
-def _method_config(method: str, paper_compat: bool, max_tokens: int | None,
-                   contract: str | None) -> tuple[type, Any]:
-    "The search class of `method` and its config. Raises `CwmNbError` for an unknown method."
+def method_config(method: str, paper_compat: bool, max_tokens: int | None,
+                   contract: str | None, options: dict | None = None) -> tuple[type, Any]:
+    """The search class of `method` and its config; `options` (field name -> value) override the
+    run's `paper_compat`, `max_tokens` and `contract` and the method's defaults. Raises `CwmNbError`
+    for an unknown method or a value its config refuses."""
+    if method not in METHOD_CONFIGS:
+        raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
+    cls, config, fixed = METHOD_CONFIGS[method]
     kw = dict(paper_compat=paper_compat, max_tokens=max_tokens, contract=contract)
-    if method == "gif-mcts" or method in GIF_MCTS_ABLATIONS:
-        return gif_mcts.GIFMCTS, gif_mcts.GIFMCTSConfig(**kw, **GIF_MCTS_ABLATIONS.get(method, {}))
-    if method == "worldcoder": return RExRefinement, RExConfig(**kw)
-    if method == "zero-shot-cot": return ZeroShotCoT, ZeroShotCoTConfig(**kw)
-    raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
+    return cls, config(**{**kw, **fixed, **(options or {})})
 
 # %% ../../nbs/23_baselines.ipynb #af0946df
 def make_search(
@@ -369,10 +377,11 @@ def make_search(
     contract: str | None = None,        # interface rules shown in prompts; None: the CWM contract
     # another task's prompts and answer rule (`SearchLoop.task`, e.g. APPS); None: the CWM task
     task=None,
+    options: dict | None = None,        # config fields to set (`cwm-nb run --set`), name -> value
 ):
     """Build the search object of `method`; `.run(budget)` returns a `SearchResult`
     (21_search_loop). Raises `CwmNbError` for an unknown method."""
-    cls, cfg = _method_config(method, paper_compat, max_tokens, contract)
+    cls, cfg = method_config(method, paper_compat, max_tokens, contract, options)
     search = cls(llm, evaluate, description, config=cfg, seed=seed, checkpoint=checkpoint,
                  progress=progress)
     search.task = task
