@@ -271,7 +271,7 @@ def _broken_copy(tmp_path) -> Path:
 
 def test_unusable_problems_are_errors_of_their_own_and_the_run_goes_on(tmp_path):
     data = _broken_copy(tmp_path)
-    run = run_apps_search(str(data), "0:6", "worldcoder", "scripted", budget=4, out=tmp_path/"out", llm=scripted_demo_llm(),
+    run = run_apps_search(str(data), problems="0:6", method="worldcoder", model="scripted", budget=4, out=tmp_path/"out", llm=scripted_demo_llm(),
                           progress=False)
     m = run.metrics
     assert (m["n_problems"], m["n_errors"], m["n_solved"]) == (6, 2, 4) and m["strict_accuracy"] == pytest.approx(4 / 6)
@@ -350,7 +350,7 @@ def test_sweep_over_a_problem_range_then_table_1(openai_double, tmp_path):
 @pytest.mark.slow
 def test_embedded_model_on_one_problem(embedded_llm, tmp_path):
     "The embedded model (a small local model, not a result) runs the APPS search mechanics: 2 calls on 1 problem."
-    run = run_apps_search("demo", "0:1", "gif-mcts", "embedded", budget=2, out=tmp_path, llm=embedded_llm, max_tokens=96,
+    run = run_apps_search("demo", problems="0:1", method="gif-mcts", model="embedded", budget=2, out=tmp_path, llm=embedded_llm, max_tokens=96,
                           progress=False)
     r = run.results[0]
     assert r["status"] == "ok" and 1 <= r["llm_calls"] <= 2 and r["prompt_tokens"] > 0

@@ -159,8 +159,10 @@ def test_papermill_by_hand_refuses_values_an_untagged_parameters_cell_would_over
 
 def test_run_notebook_refuses_an_unknown_parameter_before_papermill_starts(tmp_path):
     from cwm_nb.core import CwmNbError
-    from cwm_nb.experiments.runs import CWMB_PARAMS
+    from dataclasses import fields
+    from cwm_nb.experiments.definition import CWMBSettings
     from cwm_nb.experiments.notebooks import run_notebook
+    CWMB_PARAMS = [f.name for f in fields(CWMBSettings)] + ["options"]
     with pytest.raises(CwmNbError) as e:
         run_notebook("cwmb", dict(budgt=1, out=str(tmp_path)), tmp_path/"run"/"nb.ipynb", stream=False)
     assert "experiments/cwmb.ipynb does not define the parameter 'budgt' (did you mean 'budget'?)" in str(e.value)
@@ -168,27 +170,32 @@ def test_run_notebook_refuses_an_unknown_parameter_before_papermill_starts(tmp_p
     assert list(tmp_path.iterdir()) == []   # papermill writes its output notebook first thing: it never started
 
 def test_plan_run_and_sweep_share_one_default_planning_preset(tmp_path):
-    """One definition (`DEFAULT_PLAN_PRESET`, 15_planning): the CLI defaults, the Python defaults (the library's
-    `evaluate_planning` too) and the CWMB notebook's parameter."""
+    """One definition (`DEFAULT_PLAN_PRESET`, 15_planning): the run's settings (whence the CLI's and the CWMB
+    notebook's defaults), `cwm-nb plan`, sweeps and the library's `evaluate_planning`."""
     import ast, inspect, papermill as pm
-    from cwm_nb.experiments import cli, metrics, runs, sweeps
+    from cwm_nb.experiments import cli, sweeps
+    from cwm_nb.experiments.definition import CWMBSettings, define_run
     from cwm_nb.bench import oracle, planning
     p = cli.build_parser()
     presets = {"plan": p.parse_args(["plan", "--env", "CartPole-v1", "--program", "x.py"]).preset,
-               "run": p.parse_args(["run", "cwmb"]).plan_preset, "sweep": p.parse_args(["sweep", "cwmb"]).plan_preset,
-               "run_cwmb_search": inspect.signature(metrics.run_cwmb_search).parameters["plan_preset"].default,
-               "plan_run": inspect.signature(metrics.plan_run).parameters["preset"].default,
+               "sweep": p.parse_args(["sweep", "cwmb"]).plan_preset, "settings": CWMBSettings().plan_preset,
+               "run": define_run("cwmb").planner_preset().name,
                "evaluate_planning": inspect.signature(oracle.evaluate_planning).parameters["preset"].default,
                "cwmb.ipynb": ast.literal_eval(pm.inspect_notebook(str(ROOT/"nbs"/"experiments"/"cwmb.ipynb"))["plan_preset"]["default"])}
-    assert presets == dict.fromkeys(presets, runs.DEFAULT_PLAN_PRESET) and runs.DEFAULT_PLAN_PRESET == "quick"
-    assert runs.DEFAULT_PLAN_PRESET is planning.DEFAULT_PLAN_PRESET
+    assert presets == dict.fromkeys(presets, planning.DEFAULT_PLAN_PRESET) and planning.DEFAULT_PLAN_PRESET == "quick"
     assert {j.opts["plan_preset"] for j in sweeps.plan_sweep(tmp_path, envs="CartPole-v1")} == {"quick"}
+
+def test_parameters_cells_are_made_from_the_settings():
+    "Each experiment notebook's `parameters` cell is `definition.parameters_cell` (tools/params_cells.py writes it)."
+    sys.path.insert(0, str(ROOT/"tools"))
+    import params_cells
+    assert params_cells.stale() == [], "run python tools/params_cells.py"
 
 def test_wrong_parameter_type_is_a_clear_error(tmp_path):
     from cwm_nb.core import CwmNbError
     from cwm_nb.experiments.notebooks import run_notebook
     with pytest.raises(CwmNbError, match="must be int"):
-        run_notebook("cwmb", dict(budget="3", out=str(tmp_path)), tmp_path/"nb.ipynb", stream=False)
+        run_notebook("cwmb", dict(budget="three", out=str(tmp_path)), tmp_path/"nb.ipynb", stream=False)
     assert not (tmp_path/"nb.ipynb").exists()
 
 
@@ -287,7 +294,11 @@ def test_bad_run_input_is_refused_before_the_kernel_starts(tmp_path):
     from cwm_nb.bench.replay import default_buffer_path
     cases = [("run", "rtfm", "--env", "CartPole-v1"),                                   # rtfm runs RTFM only
              ("run", "cwmb", "--model", "no-such-model"),                               # unknown model
-             ("run", "cwmb", "--env", "CartPole-v1", "--buffer", default_buffer_path("Taxi-v3"))]  # another env's buffer
+             ("run", "cwmb", "--env", "CartPole-v1", "--buffer", default_buffer_path("Taxi-v3")),  # another env's buffer
+             ("run", "cwmb", "--set", "Cx=1"),                                          # unknown option
+             ("run", "cwmb", "--set", "C=high"),                                        # bad value
+             ("run", "cwmb", "--set", "gamma=0.5"),                                     # a name in two parts
+             ("run", "cwmb", "--plan-preset", "none", "--set", "planner.c_uct=2")]      # an option of no part it uses
     for args in cases:
         t0 = time.time()
         r = cli(*args, "--out", tmp_path/"r")

@@ -102,5 +102,5 @@ def test_a_restart_during_a_run_is_counted_in_its_metrics(tmp_path, monkeypatch)
 def test_a_restart_during_an_apps_run_is_counted_in_its_metrics(tmp_path, monkeypatch):
     from cwm_nb.experiments.metrics import run_apps_search
     metrics = _metrics_of_a_run_whose_server_dies_once(tmp_path, monkeypatch, lambda llm: run_apps_search(
-        "demo", "0:1", "gif-mcts", "embedded", budget=3, out=tmp_path/"results", max_tokens=48, llm=llm, progress=False))
+        "demo", problems="0:1", method="gif-mcts", model="embedded", budget=3, out=tmp_path/"results", max_tokens=48, llm=llm, progress=False))
     assert metrics["server_restarts"] == 1 and metrics["llm_calls"] == 3   # counted per problem, over every session

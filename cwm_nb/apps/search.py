@@ -173,13 +173,14 @@ def _saved_result(folder: Path) -> dict | None:
 # %% ../../nbs/41_apps_search.ipynb #d1125257
 def _search_and_score(problem: AppsProblem, method: str, llm: Any, folder: Path, split, *, budget: int, seed: int,
                       compare: str, paper_compat: bool, max_tokens: int | None, sandbox, per_test_s: float,
-                      problem_s: float, progress: bool):
+                      problem_s: float, progress: bool, options: dict | None = None):
     "Search on `split.search` (checkpoint in `folder`), then score the best program on every test: (search result, final)."
     task = AppsTask(problem)
     evaluate = search_evaluator(problem, split.search, mode=compare, seed=seed, sandbox=sandbox, per_test_s=per_test_s,
                                 problem_s=problem_s)
     search = make_search(method, llm, evaluate, task.description, seed=seed, checkpoint=folder/"checkpoint.json",
-                         paper_compat=paper_compat, max_tokens=max_tokens, progress=progress, task=task)
+                         paper_compat=paper_compat, max_tokens=max_tokens, progress=progress, task=task,
+                         options=options)
     res = search.run(budget)
     final = evaluate_solution(res.best_program or "", problem, None, compare, sandbox, per_test_s=per_test_s,
                               problem_s=problem_s)   # every test, in one job under one whole-problem cap
@@ -203,6 +204,7 @@ def solve_problem(
     per_test_s: float = 4.0,     # per-test timeout, seconds (paper: 4)
     problem_s: float = 10.0,     # whole-problem cap per evaluation, seconds (paper: 10)
     progress: bool = False,      # the search's own progress bar
+    options: dict | None = None, # the method's config fields to set (`cwm-nb run apps --set`)
 ) -> dict:
     "Search a program for `problem` and score it on all its tests; returns (and writes) its result. Raises `CwmNbError` for bad settings."
     if apps_mode not in SPLIT_MODES: raise CwmNbError(f"unknown APPS mode {apps_mode!r}", f"use one of {SPLIT_MODES}")
@@ -219,7 +221,7 @@ def solve_problem(
     split = split_tests(problem, apps_mode, search_fraction, seed)
     res, final = _search_and_score(problem, method, llm, folder, split, budget=budget, seed=seed, compare=compare,
                                    paper_compat=paper_compat, max_tokens=max_tokens, sandbox=sandbox,
-                                   per_test_s=per_test_s, problem_s=problem_s, progress=progress)
+                                   per_test_s=per_test_s, problem_s=problem_s, progress=progress, options=options)
     held_out = [] if split.overlap else list(split.final)
     atomic_write_text(folder/"program.py", res.best_program or "")
     atomic_write_json(folder/"tree.json", res.tree, indent=None)
@@ -370,6 +372,7 @@ def run_problems(
     per_test_s: float = 4.0,     # per-test timeout, seconds (paper: 4)
     problem_s: float = 10.0,     # whole-problem cap per evaluation, seconds (paper: 10)
     progress: bool = True,       # a progress bar over problems
+    options: dict | None = None, # the method's config fields to set (`cwm-nb run apps --set`)
 ) -> AppsRun:
     "Solve `problems` in turn into `<run_dir>/problems/<id>/`; write `problems.jsonl`; return the run with its metrics."
     from tqdm import tqdm
@@ -380,7 +383,7 @@ def run_problems(
         results.append(solve_problem(p, method, llm, run_dir/"problems"/p.problem_id, budget=budget, seed=seed,
                                      apps_mode=apps_mode, compare=compare, search_fraction=search_fraction,
                                      paper_compat=paper_compat, max_tokens=max_tokens, sandbox=sandbox,
-                                     per_test_s=per_test_s, problem_s=problem_s))
+                                     per_test_s=per_test_s, problem_s=problem_s, options=options))
         bar.set_postfix(solved=sum(bool(r.get("perfect")) for r in results))
     atomic_write_text(run_dir/"problems.jsonl", "".join(json.dumps(to_plain(r)) + "\n" for r in results))
     metrics = dict(suite="apps", method=method, budget=budget, seed=seed, apps_mode=apps_mode, compare=compare,

@@ -5,16 +5,18 @@
 # %% ../../nbs/55_cli.ipynb #bd83fca0
 from __future__ import annotations
 import argparse, logging, os, sys
-from typing import Sequence
+from typing import Literal, Sequence, get_args, get_origin
 
 from ..core import CwmNbError
 from ..search.baselines import METHODS
-from .runs import DEFAULT_HOLDOUT, DEFAULT_PLAN_PRESET, PLAN_PRESETS
+from ..bench.planning import DEFAULT_PLAN_PRESET
+from .definition import SUITE_SETTINGS, options_of
+from .runs import DEFAULT_HOLDOUT
 from . import agent, figures, sweeps
 
 # %% auto #0
-__all__ = ['CLI_MODULES', 'add_env_args', 'add_run_cli', 'add_eval_cli', 'add_plan_cli', 'add_collect_cli', 'add_envs_cli',
-           'build_parser', 'main']
+__all__ = ['CLI_MODULES', 'add_env_args', 'add_setting_flags', 'add_run_cli', 'add_eval_cli', 'add_plan_cli', 'add_collect_cli',
+           'add_envs_cli', 'build_parser', 'main']
 
 # %% ../../nbs/55_cli.ipynb #f89c4daa
 def _command(name: str):
@@ -40,68 +42,42 @@ def add_env_args(p, description: bool = False) -> None:
                        help="text file given to the model instead of the generated description")
 
 # %% ../../nbs/55_cli.ipynb #76925fb6
+def add_setting_flags(p) -> None:
+    """Add one flag per setting of every suite (`definition.SUITE_SETTINGS`) to parser `p`: its
+    name, choices and help come from the field and its comment. A flag not given is absent from the
+    parsed arguments (the definition's default holds)."""
+    seen = {}
+    for suite, cls in SUITE_SETTINGS.items():
+        for o in options_of(cls, "run"):
+            seen.setdefault(o.name, []).append((suite, o))
+    for name, per in seen.items():
+        o = per[0][1]
+        defaults = "; ".join(f"{s}: {x.default!r}" for s, x in per) if len(
+            {repr(x.default) for _, x in per}) > 1 else repr(o.default)
+        only = "" if len(per) == len(SUITE_SETTINGS) else f"{per[0][0]} only; "
+        kw = dict(default=argparse.SUPPRESS, help=f"{only}{o.doc} (default {defaults})")
+        if o.type is bool: kw["action"] = argparse.BooleanOptionalAction
+        elif get_origin(o.type) is Literal: kw["choices"] = get_args(o.type)
+        else: kw["metavar"] = o.type.__name__.upper()
+        p.add_argument("--" + name.replace("_", "-"), dest=name, **kw)
+
 def add_run_cli(sub) -> None:
     "Add `cwm-nb run` (suites cwmb, rtfm, apps) to the `cwm-nb` sub-parsers `sub`."
     r = sub.add_parser("run", help="run one experiment notebook with papermill",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    r.add_argument("suite",
+                       description="One run: the suite's settings as flags, the method's and the "
+                       "planner's options with --set (`cwm-nb methods` lists them).")
+    r.add_argument("suite", nargs="?", default=None,
                    help="benchmark suite: cwmb (any --env), rtfm (same as --env rtfm) or apps "
-                        "(--data, --problems)")
-    r.add_argument("--env", default=None,
-                   help="benchmark environment (`cwm-nb envs` lists them), a registered gymnasium "
-                        "id, or an entry point module:attr; default CartPole-v1")
-    r.add_argument("--method", default="gif-mcts", choices=METHODS, help="search method")
-    r.add_argument("--model", default="embedded",
-                   help="embedded | alias (gpt-4-turbo, llama-3-70b, ...) | provider:name | hf:<id "
-                        "or folder>")
-    r.add_argument("--base-url", default="",
-                   help="OpenAI-compatible endpoint for provider:name models")
-    r.add_argument("--endpoint-caps", default="",
-                   help="what the endpoint accepts, overriding the provider's defaults: "
-                   "comma list of prefill=continue|user, stop=yes|no, "
-                   "max_tokens_param=max_tokens|max_completion_tokens, "
-                   "sampling=yes|no, seed=yes|no, context=TOKENS (see the guide, nbs/guide.ipynb, "
-                   "'Models')")
-    r.add_argument("--budget", type=int, default=None,
-                   help="LLM calls (per problem for apps); default 10, apps 20 (the paper's)")
-    r.add_argument("--seed", type=int, default=0, help="seed of the search and of LLM sampling")
-    r.add_argument("--out", default="results", help="results root")
-    r.add_argument("--max-tokens", type=int, default=0,
-                   help="completion cap per call; 0: 400 for embedded, 16000 for "
-                   "reasoning models (o1, o3, o4, gpt-5: hidden reasoning counts in it), else 1500")
-    r.add_argument("--paper-compat", action="store_true",
-                   help="reproduce the original code's behaviour (see the guide, nbs/guide.ipynb, "
-                        "'Where this differs from the original code')")
-    r.add_argument("--buffer", default="",
-                   help="replay buffer folder or paper pickle (*.pkl); default: the shipped buffer")
-    r.add_argument("--plan-preset", default=DEFAULT_PLAN_PRESET, choices=PLAN_PRESETS,
-                   help="planner preset for the normalized return after the search (paper: the "
-                        "paper's parameters, "
-                   "15_planning; hours per MuJoCo env on 2 cores)")
-    r.add_argument("--plan-episodes", type=int, default=10,
-                   help="real episodes per policy for the normalized return")
-    r.add_argument("--holdout", type=float, default=None,
-                   help="fraction of the buffer's episodes held out from the search, "
-                   f"in [0, 1) (0: the paper's setting); default {DEFAULT_HOLDOUT} for a new run, "
-                   "0 with --paper-compat, "
-                   "the folder's own on resume")
-    r.add_argument("--holdout-seed", type=int, default=0, help="seed of the held-out episodes")
+                        "(--data, --problems); may be left out with --from")
+    add_setting_flags(r)
+    r.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="set an option of the method or the planner (repeatable), e.g. --set C=5 "
+                        "--set planner.gamma=0.9; `none` sets an optional one to None")
+    r.add_argument("--from", dest="from_", default=None, metavar="SETTINGS_JSON",
+                   help="repeat the run a RUN_DIR/settings.json records (flags and --set given "
+                        "here change it)")
     r.add_argument("--force", action="store_true",
                    help="delete this run's folder (checkpoint included) and start over")
-    r.add_argument("--data", default="",
-                   help="apps: your copy of APPS (release folder, .jsonl or parquet files), or "
-                        "demo (data/apps_demo)")
-    r.add_argument("--problems", default="",
-                   help="apps: positions START:STOP or a comma list; default 3000:4000 (the "
-                        "paper's), demo: 0:6")
-    r.add_argument("--apps-mode", default="held_out", choices=("held_out", "paper"),
-                   help="apps: held_out hides part of each problem's tests from the search (a "
-                        "problem is solved only if all pass); paper: the search sees all tests "
-                        "(pass@B)")
-    r.add_argument("--compare", default="strict", choices=("strict", "apps_compat"),
-                   help="apps: output comparison of the search and the headline "
-                   "(both are reported)")
-    add_env_args(r, description=True)
     r.set_defaults(fn=_command("_cmd_run"))
 
 # %% ../../nbs/55_cli.ipynb #09d0162c
@@ -176,9 +152,14 @@ def add_collect_cli(sub) -> None:
 
 # %% ../../nbs/55_cli.ipynb #13a14032
 def add_envs_cli(sub) -> None:
-    "Add `cwm-nb envs` to the `cwm-nb` sub-parsers `sub`."
+    "Add `cwm-nb envs` and `cwm-nb methods` to the `cwm-nb` sub-parsers `sub`."
     v = sub.add_parser("envs", help="list the benchmark environments")
     v.set_defaults(fn=_command("_cmd_envs"))
+    m = sub.add_parser("methods", help="list the search methods and their options (--set NAME=VALUE)")
+    m.add_argument("methods", nargs="*", help="methods to list (default: gif-mcts, worldcoder, "
+                   "zero-shot-cot)")
+    m.add_argument("--apps", action="store_true", help="as options of an APPS run (no planner)")
+    m.set_defaults(fn=_command("_cmd_methods"))
 
 # %% ../../nbs/55_cli.ipynb #7d8e5890
 CLI_MODULES = (sweeps, figures, agent)   # modules whose `add_cli(sub)` adds their sub-commands

@@ -14,16 +14,18 @@ from ..llm.models import resolve_model
 from ..llm.embedded import embedded_threads
 from ..bench import oracle
 from ..search.baselines import METHODS
+from dataclasses import fields, replace
 from ..apps import search as apps_search
-from ..apps.problems import PAPER_RANGE, AppsDataError
-from .runs import (APPS_BUDGET, APPS_PARAMS, apps_run_dir, check_holdout,
-                                     check_params, check_run_settings, default_max_tokens,
-                                     resolve_holdout, run_dir, run_lock, safe_name)
+from ..apps.problems import AppsDataError
+from .definition import (SUITE_SETTINGS, RunDefinition, define_run,
+                                           options_listing, split_assignments)
+from .runs import (check_holdout, check_run_settings, definition_dir,
+                                     resolve_holdout, run_lock, safe_name)
 from .notebooks import run_notebook
 from .metrics import _PLAN_KEYS, _env_identity, _read_description, rollout_scale
 
 # %% auto #0
-__all__ = []
+__all__ = ['notebook_parameters']
 
 # %% ../../nbs/54_commands.ipynb #4994d8cc
 def _fmt(x, spec=".2f") -> str: return "n/a" if x is None else format(x, spec)
@@ -82,65 +84,100 @@ def _embedded_note(model: str, apps: bool = False) -> list[str]:
 
 # %% ../../nbs/54_commands.ipynb #434a0713
 def _cli_env(a):
-    """The `EnvSpec` of a command line's --env, --env-kwargs, --max-episode-steps and --description:
-    resolved once, here."""
+    """The `EnvSpec` of a command line's --env, --env-kwargs, --max-episode-steps and --description
+    (or a run's settings with those fields): resolved once, here."""
     return envs.resolve_env(a.env, getattr(a, "env_kwargs", ""), getattr(a, "max_episode_steps", 0),
                             _read_description(getattr(a, "description", "")))
 
-def _cmd_run(a) -> int:
-    if a.suite == "apps": return _cmd_run_apps(a)
-    if a.suite not in ("cwmb", "rtfm"):
-        raise CwmNbError(f"unknown suite {a.suite!r}",
+# settings that are paths: made absolute here (the notebook runs in the run folder)
+_PATHS = ("out", "buffer", "description", "data")
+
+def _read_record(path: str) -> dict:
+    "The `settings.json` that `--from` names. Raises `CwmNbError` if it cannot be read."
+    try: rec = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise CwmNbError(f"cannot read the run settings {path} ({type(e).__name__})",
+                         "pass --from RUN_DIR/settings.json of a run") from None
+    if not isinstance(rec, dict):
+        raise CwmNbError(f"{path} is not a run's settings", "pass --from RUN_DIR/settings.json")
+    return rec
+
+def _cli_definition(a) -> RunDefinition:
+    """The run a `cwm-nb run` command line asks for: the `--from` record, then the flags given, then
+    `--set`; checked once (`define_run`). Raises `CwmNbError` for a flag the suite does not take."""
+    base, options, suite = {}, {}, a.suite
+    if getattr(a, "from_", None):
+        rec = _read_record(a.from_)
+        rsuite = rec.get("suite") or ("apps" if "apps_mode" in rec else "cwmb")
+        suite = suite or rsuite
+        if (suite == "apps") != (rsuite == "apps"):
+            raise CwmNbError(f"{a.from_} is the settings of a {rsuite} run, not {suite}",
+                             f"run `cwm-nb run --from {a.from_}` without the suite")
+        own = {f.name for f in fields(SUITE_SETTINGS[rsuite])}
+        base = {k: v for k, v in rec.items() if k in own and k != "out"}
+        options = rec.get("options") or {}
+    if not suite:
+        raise CwmNbError("no suite given", "run `cwm-nb run cwmb|rtfm|apps ...` or pass --from")
+    cls = SUITE_SETTINGS.get("apps" if suite == "apps" else "cwmb")
+    if suite not in ("cwmb", "rtfm", "apps"):
+        raise CwmNbError(f"unknown suite {suite!r}",
                          "use `cwm-nb run cwmb --env X` (X from `cwm-nb envs`, a gymnasium id or "
                          "`module:attr`), `cwm-nb run rtfm` or `cwm-nb run apps --data PATH`")
-    for flag, v in (("--data", a.data), ("--problems", a.problems)):
-        if v: raise CwmNbError(f"{flag} is for `cwm-nb run apps`, not {a.suite}", f"drop {flag}")
-    a.budget = 10 if a.budget is None else a.budget
-    if a.suite == "rtfm":
-        if a.env not in (None, "rtfm"):
-            raise CwmNbError(f"`cwm-nb run rtfm` runs the RTFM environment, not {a.env!r}",
-                             f"drop --env, or run `cwm-nb run cwmb --env {a.env}`")
-        a.env = "rtfm"
-    a.env = a.env or "CartPole-v1"
-    spec = _cli_env(a)
+    own = {f.name for f in fields(cls)}
+    given = {k: v for k, v in vars(a).items() if k in _SETTING_FLAGS}
+    for k in given:
+        if k not in own:
+            where = "cwm-nb run apps" if k in {f.name for f in fields(SUITE_SETTINGS["apps"])} \
+                else "cwm-nb run cwmb"
+            raise CwmNbError(f"--{k.replace('_', '-')} is for `{where}`, not {suite}",
+                             f"drop --{k.replace('_', '-')}")
+    if suite == "rtfm" and given.get("env", "rtfm") != "rtfm":
+        raise CwmNbError(f"`cwm-nb run rtfm` runs the RTFM environment, not {given['env']!r}",
+                         f"drop --env, or run `cwm-nb run cwmb --env {given['env']}`")
+    settings = {**base, **given}
+    for k in _PATHS:
+        if settings.get(k) and not (k == "data" and settings[k] == "demo"):
+            settings[k] = str(Path(settings[k]).expanduser().resolve())
+    return define_run(suite, settings, {**options, **split_assignments(getattr(a, "set", None))})
+
+# every suite's setting, as `cwm-nb run` flags
+_SETTING_FLAGS = {f.name for c in SUITE_SETTINGS.values() for f in fields(c)}
+
+def notebook_parameters(d: RunDefinition) -> dict:
+    "The experiment notebook's parameters for run `d`: its settings and its options."
+    return {**{f.name: getattr(d.settings, f.name) for f in fields(d.settings)},
+            "options": dict(d.options)}
+
+def _cmd_run(a) -> int:
+    d = _cli_definition(a)
+    if d.suite == "apps": return _cmd_run_apps(d, getattr(a, "force", False))
+    s = d.settings
+    spec = _cli_env(s)
     # an unknown model is an error before the kernel starts
-    resolve_model(a.model, a.base_url or None)
-    llm_mod.parse_caps(a.endpoint_caps)                  # so is a malformed --endpoint-caps
+    resolve_model(s.model, s.base_url or None)
+    llm_mod.parse_caps(s.endpoint_caps)                  # so is a malformed --endpoint-caps
     # a set CWM_NB_THREADS that is not a positive integer: an error before the kernel starts
     embedded_threads()
-    if a.method not in METHODS:
-        raise CwmNbError(f"unknown method {a.method!r}", f"use one of: {', '.join(METHODS)}")
-    buffer = str(Path(a.buffer).resolve()) if a.buffer else ""
-    if buffer and not Path(buffer).exists():
-        raise CwmNbError(f"replay buffer {a.buffer} not found",
+    if s.buffer and not Path(s.buffer).exists():
+        raise CwmNbError(f"replay buffer {s.buffer} not found",
                          "pass a buffer folder (transitions.npz + meta.json) or a paper pickle "
                          "(*.pkl)")
     # a malformed or foreign buffer is an error before the kernel starts
-    replay.load_buffer(spec, buffer or None)
-    params = dict(env=a.env, method=a.method, model=a.model, budget=a.budget, seed=a.seed,
-                  out=str(Path(a.out).resolve()), base_url=a.base_url or "",
-                  paper_compat=a.paper_compat,
-                  max_tokens=a.max_tokens or default_max_tokens(a.model), buffer=buffer,
-                  plan_preset=a.plan_preset, plan_episodes=a.plan_episodes,
-                  endpoint_caps=a.endpoint_caps,
-                  holdout=-1.0 if a.holdout is None else check_holdout(a.holdout),
-                  holdout_seed=a.holdout_seed,
-                  env_kwargs=a.env_kwargs, max_episode_steps=a.max_episode_steps or 0,
-                  description=str(Path(a.description).resolve()) if a.description else "")
-    check_params(params)
-    rd = run_dir(a.out, spec.suite, spec.name, a.method, a.model, a.seed, a.paper_compat)
+    replay.load_buffer(spec, s.buffer or None)
+    rd = definition_dir(d, spec)
     # as settings.json will say
-    params["holdout"] = resolve_holdout(rd, params["holdout"], a.paper_compat)
+    d = replace(d, settings=replace(s, holdout=resolve_holdout(rd, s.holdout, s.paper_compat)))
     with run_lock(rd):   # one process per run folder
-        if a.force and rd.exists():
+        if getattr(a, "force", False) and rd.exists():
             shutil.rmtree(rd); print(f"--force: deleted {rd}", file=sys.stderr)
-        if check_run_settings(rd, {k: v for k, v in params.items() if k != "out"}) == "skip":
+        if check_run_settings(rd, d.record()) == "skip":
             print(f"complete run found, skipped: {rd} (use --force to start it over)",
                   file=sys.stderr)
             return 0
-        print(f"running {a.method} on {a.env} with {a.model} (budget {a.budget}, seed {a.seed}) -> "
-              f"{rd}", file=sys.stderr)
-        run_notebook("cwmb", params, rd/"notebook.ipynb")
+        opts = "".join(f", {k}={v}" for k, v in d.options.items())
+        print(f"running {s.method} on {s.env} with {s.model} (budget {s.budget}, seed {s.seed}"
+              f"{opts}) -> {rd}", file=sys.stderr)
+        run_notebook("cwmb", notebook_parameters(d), rd/"notebook.ipynb")
     m = json.loads((rd/"metrics.json").read_text())
     if m.get("best_is_bug"):
         print(f"every program raised; the best one's error: {m.get('best_error')}")
@@ -153,53 +190,35 @@ def _cmd_run(a) -> int:
              if m.get("estimated_token_calls") else ""))
     print(_heldout_line(m))
     if m.get("plan_preset", "none") != "none": print(_returns_line(m))
-    for line in _embedded_note(a.model): print(line)
+    for line in _embedded_note(s.model): print(line)
     print(f"results: {rd}")
     return 0
 
 # %% ../../nbs/54_commands.ipynb #ed419ca0
-def _cmd_run_apps(a) -> int:
-    """`cwm-nb run apps`: check what can be checked cheaply, then run `nbs/experiments/apps.ipynb`
-    in the run folder."""
-    if a.env:
-        raise CwmNbError("`cwm-nb run apps` takes --data and --problems, not --env", "drop --env")
-    if not a.data:
-        raise CwmNbError("no APPS data given",
-                         "pass --data PATH (your copy of APPS: the release's folder, a .jsonl "
-                                    "file or the parquet files of the Hugging Face export) or "
-                                    "--data demo (the six shipped problems)")
-    data = "demo" if a.data == "demo" else str(Path(a.data).expanduser().resolve())
-    if not apps_search.data_path(data).exists():
-        raise AppsDataError(f"the APPS data path {a.data} does not exist",
+def _cmd_run_apps(d: RunDefinition, force: bool = False) -> int:
+    """`cwm-nb run apps` for the checked run `d`: check what can be checked cheaply, then run
+    `nbs/experiments/apps.ipynb` in the run folder (`force`: delete it first)."""
+    s = d.settings
+    if not apps_search.data_path(s.data).exists():
+        raise AppsDataError(f"the APPS data path {s.data} does not exist",
                             "download APPS yourself (nothing is downloaded for you) and pass its "
                             "folder or file, or --data demo")
-    problems = a.problems or ("0:6" if data == "demo" else f"{PAPER_RANGE[0]}:{PAPER_RANGE[1]}")
-    apps_search.parse_problems(problems)
-    resolve_model(a.model, a.base_url
-                          or None); llm_mod.parse_caps(a.endpoint_caps); embedded_threads()
-    if a.method not in METHODS:
-        raise CwmNbError(f"unknown method {a.method!r}", f"use one of: {', '.join(METHODS)}")
-    params = dict(data=data, problems=problems, method=a.method, model=a.model,
-                  budget=APPS_BUDGET if a.budget is None else a.budget,
-                  seed=a.seed, out=str(Path(a.out).resolve()), base_url=a.base_url or "",
-                  paper_compat=a.paper_compat,
-                  max_tokens=a.max_tokens or default_max_tokens(a.model), apps_mode=a.apps_mode,
-                  compare=a.compare, endpoint_caps=a.endpoint_caps)
-    check_params(params, APPS_PARAMS)
-    rd = apps_run_dir(a.out, problems, a.method, a.model, a.seed, a.paper_compat, a.apps_mode,
-                      a.compare)
+    apps_search.parse_problems(s.problems)
+    resolve_model(s.model, s.base_url or None); llm_mod.parse_caps(s.endpoint_caps)
+    embedded_threads()
+    rd = definition_dir(d)
     with run_lock(rd):
-        if a.force and rd.exists():
+        if force and rd.exists():
             shutil.rmtree(rd); print(f"--force: deleted {rd}", file=sys.stderr)
-        if check_run_settings(rd, {k: v for k, v in params.items() if k != "out"}) == "skip":
+        if check_run_settings(rd, d.record()) == "skip":
             print(f"complete run found, skipped: {rd} (use --force to start it over)",
                   file=sys.stderr)
             return 0
-        print(f"running {a.method} on APPS problems {problems} of {a.data} with {a.model} (budget "
-              f"{params['budget']} per problem, "
-              f"seed {a.seed}, {a.apps_mode} tests, {a.compare} comparison) -> {rd}",
+        print(f"running {s.method} on APPS problems {s.problems} of {s.data} with {s.model} "
+              f"(budget {s.budget} per problem, seed {s.seed}, {s.apps_mode} tests, {s.compare} "
+              f"comparison{''.join(f', {k}={v}' for k, v in d.options.items())}) -> {rd}",
               file=sys.stderr)
-        run_notebook("apps", params, rd/"notebook.ipynb")
+        run_notebook("apps", notebook_parameters(d), rd/"notebook.ipynb")
     m = json.loads((rd/"metrics.json").read_text())
     se = m.get("strict_accuracy_se")
     print(f"strict accuracy {m['strict_accuracy']:.4f}" + (f" ± {se:.4f}" if se is not None
@@ -213,7 +232,7 @@ def _cmd_run_apps(a) -> int:
           f"{m['prompt_tokens']}+{m['completion_tokens']}")
     for pid, why in list((m.get("errors") or {}).items())[:5]:
         print(f"problem {pid} could not be used: {why}")
-    for line in _embedded_note(a.model, apps=True): print(line)
+    for line in _embedded_note(s.model, apps=True): print(line)
     print(f"results: {rd}")
     return 0
 
@@ -372,4 +391,12 @@ def _cmd_envs(a) -> int:
     w = [max(len(x) for x in col) for col in zip(head, *rows)]
     for r in [head, ["-"*x for x in w], *rows]:
         print("  ".join(c.ljust(x) for c, x in zip(r, w)).rstrip())
+    return 0
+
+# %% ../../nbs/54_commands.ipynb #e7409f10
+def _cmd_methods(a) -> int:
+    "`cwm-nb methods [METHOD ...]`: each method's options, the planner's, and the names to prefix."
+    bad = [m for m in a.methods if m not in METHODS]
+    if bad: raise CwmNbError(f"unknown method {bad[0]!r}", f"use some of: {', '.join(METHODS)}")
+    print(options_listing(a.methods or None, "apps" if a.apps else "cwmb"))
     return 0

@@ -5,7 +5,7 @@
 # %% ../../nbs/50b_metrics.ipynb #1e6e120e
 from __future__ import annotations
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 import numpy as np
@@ -17,13 +17,9 @@ from ..sandbox.jobs import get_sandbox
 from ..bench import cwm, envs, oracle, planning, program_runs, replay, rollouts
 from ..llm.models import get_llm
 from ..search import baselines, gif_mcts, prompts
-from ..search.baselines import METHODS
 from ..apps import search as apps_search
-from ..apps.harness import COMPARE_MODES
-from ..apps.problems import SPLIT_MODES
-from .runs import (APPS_BUDGET, APPS_PARAMS, DEFAULT_PLAN_PRESET, apps_run_dir,
-                                     check_params, check_run_settings, default_max_tokens,
-                                     resolve_holdout, run_dir)
+from .definition import RunDefinition, define_run
+from .runs import check_run_settings, definition_dir, resolve_holdout
 
 # %% auto #0
 __all__ = ['RunOutput', 'final_evaluation', 'rollout_scale', 'heldout_metrics', 'run_cwmb_search', 'plan_run', 'plot_run',
@@ -39,14 +35,18 @@ class RunOutput:
     best_program: str
     search: Any = None
     planning: dict | None = None   # `planning.json` once `plan_run` has run
+    definition: RunDefinition | None = None   # the run, checked (`definition.define_run`)
 
 # %% ../../nbs/50b_metrics.ipynb #f85cc223
-def _make_method(method: str, llm, evaluate, description: str, seed: int, checkpoint: Path,
-                 paper_compat: bool, max_tokens: int, progress: bool, contract: str | None = None):
-    "Build the search object for `method` (see `cwm_nb.search.baselines.make_search`)."
-    return baselines.make_search(method, llm, evaluate, description, seed=seed,
-                                 checkpoint=checkpoint, paper_compat=paper_compat,
-                                 max_tokens=max_tokens, progress=progress, contract=contract)
+def _definition(suite: str, definition, options, settings: dict) -> RunDefinition:
+    """`definition` if it is one; else the run of `settings` (keywords of a library call, paths as
+    text; a text `definition` is the first setting, the environment or the APPS data) and `options`,
+    checked (`define_run`)."""
+    if isinstance(definition, RunDefinition): return definition
+    if definition is not None:
+        settings = {{"apps": "data", "cwmb": "env"}[suite]: str(definition), **settings}
+    settings = {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()}
+    return define_run(suite, settings, options)
 
 # %% ../../nbs/50b_metrics.ipynb #3c30a249
 def _no_program_reason(tree: dict) -> str:
@@ -165,9 +165,10 @@ def _env_identity(spec) -> dict:
 
 def _cwmb_metrics(spec, s: dict, res, llm, final, held, split, buf, sandbox, eval_s: float,
                   t0: float) -> dict:
-    """The `metrics.json` of a CWMB search with settings `s`, as plain JSON; `eval_s` and the times
-    are seconds."""
-    return to_plain(dict(
+    """The `metrics.json` of a CWMB search with the resolved run `s` (`RunDefinition.record`), as
+    plain JSON; `eval_s` and the times are seconds. The tree's counts (`stats`) come along."""
+    stats = {k: v for k, v in (res.tree.get("stats") or {}).items() if isinstance(v, (int, float))}
+    return to_plain(dict(**stats,
         suite=spec.suite,
         **{k: s[k] for k in ("method", "model", "budget", "seed", "paper_compat")}, env=spec.name,
         **_usage_metrics(res, llm), max_tokens=s["max_tokens"], **_score_metrics(res, final, buf),
@@ -178,7 +179,8 @@ def _cwmb_metrics(spec, s: dict, res, llm, final, held, split, buf, sandbox, eva
         wall_s=round(time.perf_counter() - t0, 3),
         search_s=round(sum(getattr(res, "timing", {}).values()), 3),
         # cwm-nb version, git commit, library versions (00_core)
-        **_env_identity(spec), provenance=provenance()))
+        **_env_identity(spec), provenance=provenance(),
+        options=s["options"], code=s["code"]["fingerprint"], definition=s))
 
 # %% ../../nbs/50b_metrics.ipynb #68106077
 def _read_description(path: str) -> str | None:
@@ -194,91 +196,58 @@ def _read_description(path: str) -> str | None:
     return text
 
 def run_cwmb_search(
-    env: str = "CartPole-v1",    # benchmark environment name (`cwm-nb envs` lists them)
-    method: str = "gif-mcts",    # search method
-    model: str = "embedded",     # model alias, `provider:name`, or `embedded`
-    budget: int = 10,            # LLM calls the search may spend
-    seed: int = 0,               # seed of the search and of the LLM sampling
-    out: str | Path = "results", # results root
-    base_url: str = "",          # OpenAI-compatible endpoint for `provider:name` models
-    # the original code's behaviour (guide, "Where this differs from the original code") instead of
-    # the fixes
-    paper_compat: bool = False,
-    # completion cap per LLM call (tokens); 0: 400 for the embedded model, else the paper's 1500
-    max_tokens: int = 0,
-    # replay buffer: one of our buffer folders or a paper pickle; "": the shipped buffer
-    buffer: str | Path = "",
-    # planner preset for the normalized return after the search (`plan_run`), or "none"
-    plan_preset: str = DEFAULT_PLAN_PRESET,
-    plan_episodes: int = 10,     # episodes of each planner for the normalized return
-    # overrides of the endpoint's capabilities, `llm.client.parse_caps` form (e.g. "context=8192")
-    endpoint_caps: str = "",
-    # fraction of episodes held out from the search; -1: `resolve_holdout` (0.2 new, 0 paper_compat)
-    holdout: float = -1.0,
-    # seed of the held-out episodes (the same for every method and model)
-    holdout_seed: int = 0,
-    # JSON object of the environment's keyword arguments (not for benchmark names)
-    env_kwargs: str = "",
-    max_episode_steps: int = 0,  # time limit of the environment (steps); 0: its registration's
-    # a text file whose content the model is given instead of the generated description
-    description: str = "",
-    llm=None,                    # an `LLM` to use instead of resolving `model` (tests)
+    # a checked run (`define_run`, `notebook_definition`), or None: the run of `**settings`
+    definition: RunDefinition | str | None = None,
+    *,
+    options=None,                # with `**settings`: method and planner options (`--set` items or dict)
+    llm=None,                    # an `LLM` to use instead of resolving the model (tests)
     progress: bool = True,       # show a progress bar
+    **settings,                  # `CWMBSettings` fields (env, method, model, budget, ...)
 ) -> RunOutput:
-    """Run one search on one CWMB environment and write `program.py`, `tree.json` into its run
-    directory. Raises `CwmNbError` on bad input."""
-    buffer = str(buffer or "")
-    check_params(dict(env=env, method=method, model=model, budget=budget, seed=seed, out=str(out),
-                      base_url=base_url, paper_compat=paper_compat, max_tokens=max_tokens,
-                      buffer=buffer, plan_preset=plan_preset, plan_episodes=plan_episodes,
-                      endpoint_caps=endpoint_caps, holdout=holdout, holdout_seed=holdout_seed,
-                      env_kwargs=env_kwargs, max_episode_steps=max_episode_steps,
-                      description=description))
-    llm_mod.parse_caps(endpoint_caps)   # a malformed --endpoint-caps is an error before any work
-    if method not in METHODS:
-        raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
+    """Run one search on one environment and write `settings.json` (the resolved run), `program.py`
+    and `tree.json` into its run folder. Raises `CwmNbError` on bad input, before any work."""
+    d = _definition("cwmb", definition, options, settings)
+    s = d.settings
     # errors before any work
-    spec = envs.resolve_env(env, env_kwargs, max_episode_steps, _read_description(description))
+    spec = envs.resolve_env(s.env, s.env_kwargs, s.max_episode_steps, _read_description(s.description))
+    llm_mod.parse_caps(s.endpoint_caps)   # a malformed --endpoint-caps is an error before any work
     t0 = time.perf_counter()
-    if max_tokens <= 0: max_tokens = default_max_tokens(model)
-    rd = run_dir(out, spec.suite, spec.name, method, model, seed, paper_compat)
-    settings = dict(env=env, method=method, model=model, budget=budget, seed=seed,
-                    paper_compat=paper_compat, max_tokens=max_tokens, base_url=base_url,
-                    buffer=buffer, plan_preset=plan_preset, plan_episodes=plan_episodes,
-                    endpoint_caps=endpoint_caps, holdout=resolve_holdout(rd, holdout, paper_compat),
-                    holdout_seed=int(holdout_seed), env_kwargs=env_kwargs,
-                    max_episode_steps=int(max_episode_steps), description=description)
-    check_run_settings(rd, settings)
+    rd = definition_dir(d, spec)
+    d = replace(d, settings=replace(s, holdout=resolve_holdout(rd, s.holdout, s.paper_compat)))
+    s, record = d.settings, d.record()
+    check_run_settings(rd, record)
     # a bad --buffer is an error before the run folder exists
-    buf = replay.load_buffer(spec, buffer or None)
-    split = replay.split_by_episode(buf, settings["holdout"], settings["holdout_seed"])
+    buf = replay.load_buffer(spec, s.buffer or None)
+    split = replay.split_by_episode(buf, s.holdout, s.holdout_seed)
     rd.mkdir(parents=True, exist_ok=True)
     # a continued run is not complete until its new metrics are written
     (rd/"metrics.json").unlink(missing_ok=True)
-    atomic_write_json(rd/"settings.json", settings)
+    atomic_write_json(rd/"settings.json", record)
     description = envs.describe_env(spec)
     atomic_write_text(rd/"description.md", description)   # the text the model saw
     if llm is None:
-        llm = get_llm(model, base_url=base_url or None, caps=endpoint_caps or None)
+        llm = get_llm(s.model, base_url=s.base_url or None, caps=s.endpoint_caps or None)
     sandbox = get_sandbox()
     # a random world: ranked by likelihood, asked for distributions
-    stochastic = replay.world_is_stochastic(env, buf)
-    metric = cwm.search_metric(stochastic, paper_compat)
-    evaluate = lambda source: cwm.evaluate_program(source, split.search, paper_compat=paper_compat,
+    stochastic = replay.world_is_stochastic(s.env, buf)
+    metric = cwm.search_metric(stochastic, s.paper_compat)
+    evaluate = lambda source: cwm.evaluate_program(source, split.search, paper_compat=s.paper_compat,
                                                    sandbox=sandbox, value_metric=metric)
     contract = prompts.RTFM_CONTRACT if spec.valid_actions else (prompts.STOCHASTIC_CONTRACT
                                                                  if stochastic else None)
-    search = _make_method(method, llm, evaluate, description, seed, rd/"checkpoint.json",
-                          paper_compat, max_tokens, progress, contract)
-    res = search.run(budget)
+    search = baselines.make_search(s.method, llm, evaluate, description, seed=s.seed,
+                                   checkpoint=rd/"checkpoint.json", paper_compat=s.paper_compat,
+                                   max_tokens=d.max_tokens, progress=progress, contract=contract,
+                                   options=d.method_options)
+    res = search.run(s.budget)
     te = time.perf_counter()
-    final, held = final_evaluation(res.best_program, split, paper_compat=paper_compat,
+    final, held = final_evaluation(res.best_program, split, paper_compat=s.paper_compat,
                                    sandbox=sandbox, buffer=buf, value_metric=metric)
     eval_s = time.perf_counter() - te
     atomic_write_text(rd/"program.py", res.best_program or "")
     atomic_write_json(rd/"tree.json", res.tree)
-    metrics = _cwmb_metrics(spec, settings, res, llm, final, held, split, buf, sandbox, eval_s, t0)
-    return RunOutput(rd, metrics, res.tree, res.best_program or "", res)
+    metrics = _cwmb_metrics(spec, record, res, llm, final, held, split, buf, sandbox, eval_s, t0)
+    return RunOutput(rd, metrics, res.tree, res.best_program or "", res, definition=d)
 
 # %% ../../nbs/50b_metrics.ipynb #86fd05e3
 _PLAN_KEYS = ("normalized_return", "return_cwm", "return_random", "return_oracle")
@@ -286,16 +255,24 @@ _PLAN_KEYS = ("normalized_return", "return_cwm", "return_random", "return_oracle
 # %% ../../nbs/50b_metrics.ipynb #6f2a2da5
 def plan_run(
     out: RunOutput,              # a finished search (`run_cwmb_search`)
-    # planner preset of `cwm_nb.bench.planning` ("paper", "quick"), or "none" to skip
-    preset: str = DEFAULT_PLAN_PRESET,
-    episodes: int = 10,          # real episodes per policy (paper: 10)
+    # planner preset ("paper", "quick", a `PlanningPreset`) or "none"; None: the run's own, with its
+    # planner options (`RunDefinition.planner_preset`)
+    preset: str | planning.PlanningPreset | None = None,
+    episodes: int | None = None, # real episodes per policy (paper: 10); None: the run's own
     progress: bool = True,       # progress bar over episodes
 ) -> dict:
     """Plan with the run's best program; write `planning.json` and return the metrics keys (R of
     paper eq. 3, mean returns per episode). Raises `CwmNbError` on a bad preset."""
-    check_params(dict(plan_preset=preset, plan_episodes=episodes))
-    m = out.metrics
-    res = dict(plan_preset=preset, plan_episodes=episodes, **{k: None for k in _PLAN_KEYS})
+    d, m = out.definition, out.metrics
+    if preset is None:
+        preset = (d.planner_preset() or "none") if d else planning.DEFAULT_PLAN_PRESET
+    if episodes is None: episodes = d.settings.plan_episodes if d else 10
+    if episodes < 1:
+        raise CwmNbError(f"plan_episodes must be at least 1, got {episodes}", "pass 1 or more")
+    if preset != "none": preset = planning.get_preset(preset)
+    # the index's plan_preset: the preset's own name (its options are columns of their own)
+    name = "none" if preset == "none" else preset.name.split("+")[0]
+    res = dict(plan_preset=name, plan_episodes=episodes, **{k: None for k in _PLAN_KEYS})
     if preset == "none": return {**res, "planning_note": "planning skipped (plan_preset='none')"}
     runnable = bool(out.best_program) and not m.get("best_is_bug", True)
     pr = oracle.evaluate_planning(m["env"], out.best_program if runnable else None,
@@ -369,58 +346,37 @@ def write_metrics(out: RunOutput, **extra) -> Path:
 
 # %% ../../nbs/50b_metrics.ipynb #9b853536
 def run_apps_search(
-    # the user's APPS copy (folder, .jsonl or parquet), or "demo" for data/apps_demo
-    data: str = "demo",
-    problems: str = "3000:4000", # positions: "START:STOP" or a comma list (the paper's: 3000:4000)
-    method: str = "gif-mcts",    # search method
-    model: str = "embedded",     # model alias, `provider:name`, or `embedded`
-    budget: int = APPS_BUDGET,   # LLM calls per problem
-    seed: int = 0,               # seed of the searches, the LLM sampling and the test split
-    out: str | Path = "results", # results root
-    base_url: str = "",          # OpenAI-compatible endpoint for `provider:name` models
-    paper_compat: bool = False,  # the original code's search behaviour
-    # completion cap per call; 0: the model's default (`default_max_tokens`)
-    max_tokens: int = 0,
-    # "held_out": the search sees part of each problem's tests; "paper": all, pass@B
-    apps_mode: str = "held_out",
-    # output comparison the search and the headline use: "strict" or "apps_compat"
-    compare: str = "strict",
-    endpoint_caps: str = "",     # overrides of the endpoint's capabilities (`llm.client.parse_caps` form)
-    llm=None,                    # an `LLM` to use instead of resolving `model` (tests)
+    # a checked APPS run (`define_run("apps", ...)`, `notebook_definition`), or None: `**settings`
+    definition: RunDefinition | str | None = None,
+    *,
+    options=None,                # with `**settings`: the method's options (`--set` items or dict)
+    llm=None,                    # an `LLM` to use instead of resolving the model (tests)
     progress: bool = True,       # progress bars
+    **settings,                  # `AppsSettings` fields (data, problems, method, model, budget, ...)
 ):
-    """Run one search method over APPS problems into its run directory; returns an
+    """Run one search method over APPS problems into its run folder; returns an
     `apps_search.AppsRun` (metrics.json: `write_metrics`). Raises `CwmNbError` on bad input."""
-    settings = dict(data=str(data), problems=problems, method=method, model=model, budget=budget,
-                    seed=seed, paper_compat=paper_compat, max_tokens=max_tokens, base_url=base_url,
-                    apps_mode=apps_mode, compare=compare, endpoint_caps=endpoint_caps)
-    check_params(dict(settings, out=str(out)), APPS_PARAMS)
-    if method not in METHODS:
-        raise CwmNbError(f"unknown method {method!r}", f"use one of: {', '.join(METHODS)}")
-    if apps_mode not in SPLIT_MODES:
-        raise CwmNbError(f"unknown APPS mode {apps_mode!r}",
-                         f"use one of: {', '.join(SPLIT_MODES)}")
-    if compare not in COMPARE_MODES:
-        raise CwmNbError(f"unknown comparison {compare!r}",
-                         f"use one of: {', '.join(COMPARE_MODES)}")
-    llm_mod.parse_caps(endpoint_caps)
+    d = _definition("apps", definition, options, settings)
+    s, record = d.settings, d.record()
+    llm_mod.parse_caps(s.endpoint_caps)
     t0 = time.perf_counter()
-    if max_tokens <= 0: settings["max_tokens"] = max_tokens = default_max_tokens(model)
     # a missing data path: an error before the run folder exists
-    chosen = apps_search.select_problems(data, problems)
-    rd = apps_run_dir(out, problems, method, model, seed, paper_compat, apps_mode, compare)
-    check_run_settings(rd, settings)
+    chosen = apps_search.select_problems(s.data, s.problems)
+    rd = definition_dir(d)
+    check_run_settings(rd, record)
     rd.mkdir(parents=True, exist_ok=True)
     (rd/"metrics.json").unlink(missing_ok=True)
-    atomic_write_json(rd/"settings.json", settings)
+    atomic_write_json(rd/"settings.json", record)
     if llm is None:
-        llm = get_llm(model, base_url=base_url or None, caps=endpoint_caps or None)
-    run = apps_search.run_problems(chosen, rd, method, llm, budget=budget, seed=seed,
-                                   apps_mode=apps_mode, compare=compare, paper_compat=paper_compat,
-                                   max_tokens=max_tokens, progress=progress,
-                                   meta=dict(model=model, data=str(data), problems=problems))
+        llm = get_llm(s.model, base_url=s.base_url or None, caps=s.endpoint_caps or None)
+    run = apps_search.run_problems(chosen, rd, s.method, llm, budget=s.budget, seed=s.seed,
+                                   apps_mode=s.apps_mode, compare=s.compare,
+                                   paper_compat=s.paper_compat, max_tokens=d.max_tokens,
+                                   progress=progress, options=d.method_options,
+                                   meta=dict(model=s.model, data=s.data, problems=s.problems))
     u = llm.usage
     run.metrics.update(session_model_calls=u.calls, session_cached_calls=u.cached_calls,
-                       **_llm_endpoint(llm),
-                       wall_s=round(time.perf_counter() - t0, 3), provenance=provenance())
+                       **_llm_endpoint(llm), wall_s=round(time.perf_counter() - t0, 3),
+                       provenance=provenance(), options=record["options"],
+                       code=record["code"]["fingerprint"], definition=record)
     return run

@@ -5,14 +5,16 @@
 # %% ../../nbs/50a_notebooks.ipynb #f6c32c16
 from __future__ import annotations
 import ast, difflib, functools, os, sys
+from dataclasses import fields
 from pathlib import Path
 from typing import Sequence
 
 from ..core import CwmNbError, project_root
+from .definition import SUITE_SETTINGS, RunDefinition, define_run
 
 # %% auto #0
 __all__ = ['INJECTED_MARK', 'KERNEL_NAME', 'assigned_names', 'check_param_names', 'notebook_params', 'reject_unknown_params',
-           'kernel_spec', 'kernel_manager_class', 'experiments_dir', 'run_notebook']
+           'notebook_definition', 'kernel_spec', 'kernel_manager_class', 'experiments_dir', 'run_notebook']
 
 # %% ../../nbs/50a_notebooks.ipynb #8342f800
 def assigned_names(
@@ -89,6 +91,23 @@ def reject_unknown_params(
             return injected
     return []
 
+# %% ../../nbs/50a_notebooks.ipynb #37a1f8be
+def notebook_definition(
+    suite: str = "cwmb",      # the notebook's suite: "cwmb" or "apps"
+    namespace: dict | None = None,  # where the parameters are; None: the running notebook's
+) -> RunDefinition:
+    """In an experiment notebook, after its `parameters` cell: refuse an injected name the cell does not
+    define (`reject_unknown_params`), then check the parameters as one run (`define_run`: the
+    settings of `suite`, and `options`). Raises `CwmNbError`."""
+    __tracebackhide__ = True
+    if namespace is None:
+        reject_unknown_params()
+        from IPython import get_ipython
+        namespace = get_ipython().user_ns
+    own = [f.name for f in fields(SUITE_SETTINGS[suite])]
+    return define_run(suite, {k: namespace[k] for k in own if k in namespace},
+                      namespace.get("options") or {})
+
 # %% ../../nbs/50a_notebooks.ipynb #35c47c6c
 # the kernel experiment notebooks run in: this interpreter, whatever kernelspecs exist
 KERNEL_NAME = "cwm-nb"
@@ -159,6 +178,8 @@ def run_notebook(
                             stderr_file=sys.stderr if stream else None,
                             cwd=str(cwd) if cwd else None)
     except pm.PapermillExecutionError as e:
+        if "\n  What to do: " in e.evalue:   # the notebook refused its input: say it as the library does
+            raise CwmNbError(*e.evalue.split("\n  What to do: ", 1)) from None
         raise CwmNbError(f"the experiment notebook failed in cell {e.exec_count}: {e.ename}: "
                          f"{e.evalue}", f"open {tmp} to see the failing cell") from None
     os.replace(tmp, output)

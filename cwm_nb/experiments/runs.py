@@ -8,14 +8,11 @@ import contextlib, fcntl, io, json, re
 from pathlib import Path
 
 from ..core import CwmNbError, atomic_write_bytes
-from ..llm import client as llm_mod
-from ..bench import planning
-from ..llm.models import resolve_model
+from .definition import RunDefinition, code_changes, options_label
 
 # %% auto #0
-__all__ = ['RUN_SETTINGS', 'OLD_SETTINGS', 'DEFAULT_HOLDOUT', 'CWMB_PARAMS', 'PLAN_PRESETS', 'DEFAULT_PLAN_PRESET', 'APPS_PARAMS',
-           'APPS_BUDGET', 'safe_name', 'run_dir', 'is_complete', 'check_run_settings', 'resolve_holdout',
-           'check_holdout', 'check_params', 'apps_run_dir', 'default_max_tokens', 'run_lock', 'save_figure']
+__all__ = ['UNCOMPARED', 'OLD_SETTINGS', 'DEFAULT_HOLDOUT', 'safe_name', 'run_dir', 'is_complete', 'check_run_settings',
+           'resolve_holdout', 'check_holdout', 'apps_run_dir', 'definition_dir', 'run_lock', 'save_figure']
 
 # %% ../../nbs/50_runs.ipynb #31ad7d16
 def safe_name(name: str) -> str:
@@ -25,10 +22,12 @@ def safe_name(name: str) -> str:
 
 # %% ../../nbs/50_runs.ipynb #3a8b4cf8
 def run_dir(out: str | Path, suite: str, env: str, method: str, model: str, seed: int,
-            paper_compat: bool = False) -> Path:
-    "Directory of one run: `<out>/<suite>/<env>/<method>[-paper-compat]/<model>/seed<seed>`."
-    m = method + ("-paper-compat" if paper_compat else "")
-    return Path(out)/suite/safe_name(env)/safe_name(m)/safe_name(model)/f"seed{int(seed)}"
+            paper_compat: bool = False, options: dict | None = None) -> Path:
+    """Directory of one run: `<out>/<suite>/<env>/<method>[-paper-compat][+NAME=VALUE...]/<model>/
+    seed<seed>`, the method and planner options it sets in the method's folder name
+    (`definition.options_label`)."""
+    m = safe_name(method + ("-paper-compat" if paper_compat else "")) + options_label(options or {})
+    return Path(out)/suite/safe_name(env)/m/safe_name(model)/f"seed{int(seed)}"
 
 # %% ../../nbs/50_runs.ipynb #0d5a74c4
 def is_complete(rd: Path) -> bool:
@@ -43,10 +42,9 @@ def is_complete(rd: Path) -> bool:
     except (OSError, ValueError): return False
 
 # %% ../../nbs/50_runs.ipynb #23199f64
-RUN_SETTINGS = ("env", "method", "model", "paper_compat", "max_tokens", "base_url", "buffer",
-                "plan_preset", "plan_episodes", "endpoint_caps", "data", "problems", "apps_mode",
-                "compare", "holdout", "holdout_seed", "env_kwargs", "max_episode_steps",
-                "description")
+# record keys (`RunDefinition.record`) a folder is not tied to: a larger budget continues the search; the
+# configs follow from the settings and options, the code is compared on its own
+UNCOMPARED = ("budget", "method_config", "planner", "code", "definition", "suite")
 
 # %% ../../nbs/50_runs.ipynb #5defc866
 # what a folder written before a setting existed did
@@ -59,9 +57,12 @@ def _holds_work(rd: Path) -> bool:
     return any(p.name != "settings.json" and not p.name.startswith(".") for p in Path(rd).iterdir())
 
 # %% ../../nbs/50_runs.ipynb #3500e260
-def check_run_settings(rd: Path, params: dict) -> str:
-    """What to do with run folder `rd` for `params`: 'new', 'skip' (complete, same settings) or
-    'resume'. Raises `CwmNbError` on a clash."""
+def check_run_settings(
+    rd: Path,        # a run folder
+    params: dict,    # the run's record (`RunDefinition.record`), or some of its keys
+) -> str:            # "new", "skip" (complete, same settings and code) or "resume"
+    """What to do with run folder `rd` for `params`. Raises `CwmNbError` on a clash of settings, or
+    when the folder's run was made by other code, naming what differs."""
     f = Path(rd)/"settings.json"
     if not f.exists(): return "new"
     try: old = json.loads(f.read_text())
@@ -69,11 +70,12 @@ def check_run_settings(rd: Path, params: dict) -> str:
         raise CwmNbError(f"{f} is not valid JSON", f"delete {rd} or rerun with --force") from None
     # a missing key: the old behaviour
     old = {**{k: v for k, v in OLD_SETTINGS.items() if k not in old}, **old}
-    clash = [k for k in RUN_SETTINGS if k in old and k in params and old[k] != params[k]]
+    clash = [k for k in params if k not in UNCOMPARED and k in old and old[k] != params[k]]
     if "budget" in old and params.get("budget", old["budget"]) < old["budget"]:
         clash.append("budget")
+    changed = code_changes(old.get("code"), params["code"]) if "code" in params else []
     # nothing was answered yet (e.g. a mistyped --base-url): start it anew
-    if clash and not _holds_work(rd):
+    if (clash or changed) and not _holds_work(rd):
         return "new"
     if clash:
         was = ", ".join(f"{k}={old.get(k)!r}" for k in clash)
@@ -81,6 +83,10 @@ def check_run_settings(rd: Path, params: dict) -> str:
         raise CwmNbError(f"{rd} holds a run made with {was}; this one asks for {now}",
                          "pass another --out to keep both, or --force to delete that run and start "
                          "over")
+    if changed:
+        raise CwmNbError(f"{rd} holds a run made by other code: {', '.join(changed)} changed since",
+                         "pass --force to delete that run and make it again with this code, or "
+                         "another --out to keep both")
     if is_complete(rd) and params.get("budget", old.get("budget")) == old.get("budget"):
         return "skip"
     return "resume"
@@ -117,82 +123,32 @@ def check_holdout(
                          "(the paper's setting: none)")
     return float(value)
 
-# %% ../../nbs/50_runs.ipynb #d0054e33
-CWMB_PARAMS: dict[str, type | tuple] = dict(
-    env=str, method=str, model=str, budget=int, seed=int, out=str, base_url=str, paper_compat=bool,
-    max_tokens=int, buffer=str, plan_preset=str, plan_episodes=int, endpoint_caps=str,
-    holdout=float, holdout_seed=int, env_kwargs=str, max_episode_steps=int, description=str)
-
-# %% ../../nbs/50_runs.ipynb #6ef072f9
-PLAN_PRESETS = ("paper", "quick", "none")   # "none": no planning after the search
-# "quick", defined once in 15_planning: `cwm-nb run`, `plan`, `sweep` and `evaluate_planning`
-# plan with it unless told
-DEFAULT_PLAN_PRESET = planning.DEFAULT_PLAN_PRESET
-
-# %% ../../nbs/50_runs.ipynb #92a61344
-def check_params(params: dict, schema: dict = CWMB_PARAMS) -> dict:
-    """Check that each parameter has the type of `schema` (bools are not ints). Raises `CwmNbError`
-    naming the parameter."""
-    for k, v in params.items():
-        if k not in schema:
-            raise CwmNbError(f"unknown notebook parameter {k!r}",
-                             f"use one of: {', '.join(schema)}")
-        t = schema[k]
-        ok = (isinstance(v, t) or (t is float and type(v) is int)) and not (t in (int, float)
-                                                                            and isinstance(v, bool))
-        if not ok:
-            raise CwmNbError(f"notebook parameter {k!r} must be {t.__name__}, got "
-                             f"{type(v).__name__} {v!r}",
-                             f"pass it as a {t.__name__}, e.g. `cwm-nb run ... "
-                             f"--{k.replace('_', '-')} <value>`, "
-                             f"or papermill `-p {k} <value>` without quotes")
-    if "budget" in params and params["budget"] < 1:
-        raise CwmNbError(f"budget must be at least 1, got {params['budget']}",
-                         "pass --budget 1 or more")
-    if "seed" in params and params["seed"] < 0:   # a folder `seed-1` would read as seed 1
-        raise CwmNbError(f"seed must be 0 or more, got {params['seed']}", "pass --seed 0 or more")
-    if params.get("plan_preset", DEFAULT_PLAN_PRESET) not in PLAN_PRESETS:
-        raise CwmNbError(f"unknown planning preset {params['plan_preset']!r}",
-                         f"use one of: {', '.join(PLAN_PRESETS)}")
-    if "holdout" in params and not (params["holdout"] == -1 or 0 <= params["holdout"] < 1):
-        raise CwmNbError("holdout must be in [0, 1) (or -1 for the default), got "
-                         f"{params['holdout']}",
-                         "pass e.g. --holdout 0.2, or --holdout 0 for the paper's setting")
-    if "plan_episodes" in params and params["plan_episodes"] < 1:
-        raise CwmNbError(f"plan_episodes must be at least 1, got {params['plan_episodes']}",
-                         "pass --plan-episodes 1 or more")
-    return params
-
-# %% ../../nbs/50_runs.ipynb #35214732
-APPS_PARAMS: dict[str, type] = dict(
-    data=str, problems=str, method=str, model=str, budget=int, seed=int, out=str, base_url=str,
-    paper_compat=bool, max_tokens=int, apps_mode=str, compare=str, endpoint_caps=str)
-
-# %% ../../nbs/50_runs.ipynb #2870af61
-APPS_BUDGET = 20   # LLM calls per problem in the paper's Table 1
-
 # %% ../../nbs/50_runs.ipynb #d662bc0e
 def apps_run_dir(out: str | Path, problems: str, method: str, model: str, seed: int,
-                 paper_compat: bool = False,
-                 apps_mode: str = "held_out", compare: str = "strict") -> Path:
+                 paper_compat: bool = False, apps_mode: str = "held_out",
+                 compare: str = "strict", options: dict | None = None) -> Path:
     """Directory of one APPS run:
-    `<out>/apps/<problems>/<method>[-paper-split][-apps-compat][-paper-compat]/<model>/seed<k>`."""
+    `<out>/apps/<problems>/<method>[-paper-split][-apps-compat][-paper-compat][+options]/<model>/
+    seed<k>`."""
     # start-up time of `cwm-nb --help`: the CLI imports this module, and the APPS harness is not
     # needed there
     from cwm_nb.apps.search import problems_label
     m = (method + ("-paper-split" if apps_mode == "paper" else "")
          + ("-apps-compat" if compare == "apps_compat" else ""))
-    return run_dir(out, "apps", problems_label(problems), m, model, seed, paper_compat)
+    return run_dir(out, "apps", problems_label(problems), m, model, seed, paper_compat, options)
 
-# %% ../../nbs/50_runs.ipynb #e601be26
-def default_max_tokens(model: str) -> int:
-    """Completion cap per call when none is given: 400 tokens for the small embedded model (its
-    answers are short and slow), `llm.client.REASONING_MIN_TOKENS` for reasoning models (their hidden
-    reasoning counts in the cap), the paper's 1500 otherwise (GIF-MCTS paper, Table 5)."""
-    if model == "embedded": return 400
-    try: name = resolve_model(model).model
-    except CwmNbError: name = model
-    return llm_mod.REASONING_MIN_TOKENS if llm_mod.is_reasoning_model(name) else 1500
+# %% ../../nbs/50_runs.ipynb #081da23d
+def definition_dir(
+    d: RunDefinition,   # a checked run (`definition.define_run`)
+    spec=None,          # its environment's `EnvSpec` (`envs.resolve_env`); APPS runs need none
+) -> Path:
+    "The run folder of `d`: `run_dir` (an environment's run) or `apps_run_dir`, options included."
+    s = d.settings
+    if d.suite == "apps":
+        return apps_run_dir(s.out, s.problems, s.method, s.model, s.seed, s.paper_compat,
+                            s.apps_mode, s.compare, d.options)
+    return run_dir(s.out, spec.suite, spec.name, s.method, s.model, s.seed, s.paper_compat,
+                   d.options)
 
 # %% ../../nbs/50_runs.ipynb #d4c8f6f9
 @contextlib.contextmanager

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/51_sweeps.ipynb #af95417b
 from __future__ import annotations
-import json, math, os, re, sys, threading, time
+import itertools, json, math, os, re, sys, threading, time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,14 +18,17 @@ from ..llm.models import resolve_model
 from ..search import gif_mcts
 from ..search.baselines import METHODS
 from . import runs
-from .runs import (DEFAULT_PLAN_PRESET, PLAN_PRESETS, apps_run_dir, check_holdout,
-                                     check_run_settings, default_max_tokens, is_complete)
+from ..bench.planning import DEFAULT_PLAN_PRESET
+from .definition import (PLAN_PRESETS, define_run, default_max_tokens,
+                                           find_option, run_options, split_assignments)
+from .runs import (check_holdout, check_run_settings, definition_dir,
+                                     is_complete, resolve_holdout)
 from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['INDEX_NAME', 'INDEX_COLUMNS', 'ENV_GROUPS', 'EXECUTORS', 'find_run_dirs', 'index_row', 'build_index', 'write_index',
-           'load_index', 'expand_envs', 'Job', 'plan_sweep', 'job_state', 'AppsJob', 'apps_chunks', 'plan_apps_sweep',
-           'job_threads', 'run_job', 'make_pool', 'SweepSummary', 'run_sweep', 'add_cli']
+           'load_index', 'expand_envs', 'Job', 'option_grid', 'plan_sweep', 'job_state', 'AppsJob', 'apps_chunks',
+           'plan_apps_sweep', 'job_threads', 'run_job', 'make_pool', 'SweepSummary', 'run_sweep', 'add_cli']
 
 # %% ../../nbs/51_sweeps.ipynb #5175e078
 INDEX_NAME = "index.parquet"
@@ -39,7 +42,7 @@ INDEX_COLUMNS = (
     "n_generate", "n_improve", "n_fix", "tree_depth", "best_path_length", "best_path_generate",
     "best_path_improve", "best_path_fix", "holdout", "heldout_accuracy", "heldout_exact_replay", "deterministic",
     "failed_calls", "retries", "refused", "server_restarts", "cost_usd", "env_id", "entry_point", "env_kwargs",
-    "outcome_probability", "log_likelihood", "stochastic")
+    "outcome_probability", "log_likelihood", "stochastic", "code", "options")
 
 # %% ../../nbs/51_sweeps.ipynb #0299a077
 _FLOAT_COLS = ("accuracy", "mean_accuracy", "exact_replay", "best_value", "llm_calls", "model_calls", "cached_calls",
@@ -137,7 +140,19 @@ def index_row(rd: Path, out: Path) -> dict:
                stochastic=m.get("stochastic"))
     row.update(_complete_scores(m, s) if complete else _partial_scores(rd, s))
     row.update(_tree_stats(rd) if complete else {k: math.nan for k in _TREE_COLS})
+    # the code that made it and the options it set ("" and {} for folders made before them)
+    row.update(code=(s.get("code") or {}).get("fingerprint", ""),
+               options=json.dumps(s.get("options") or {}, sort_keys=True),
+               **{f"_{k}": v for k, v in _option_values(s).items()})
     return row
+
+def _option_values(s: dict) -> dict:
+    """Every method and planner option of a run's settings by its qualified name, defaults included
+    (`method_config`, `planner` of the record): a varied option's column needs each run's value."""
+    out = {f"method.{k}": v for k, v in (s.get("method_config") or {}).items()}
+    for part in ("mcts", "cem"):
+        out.update({f"planner.{k}": v for k, v in ((s.get("planner") or {}).get(part) or {}).items()})
+    return out
 
 # %% ../../nbs/51_sweeps.ipynb #39dd8859
 def _mtime(p: Path) -> float:
@@ -157,13 +172,18 @@ def build_index(out: str | Path, cache: dict | None = None):
         row = index_row(rd, out)
         if cache is not None: cache[rd] = (sig, row)
         rows.append(row)
-    df = pd.DataFrame(rows, columns=list(INDEX_COLUMNS))
+    # a column per option that some run sets and whose values differ between runs
+    named = sorted({k for r in rows for k in json.loads(r["options"])})
+    extra = [k for k in named if len({json.dumps(r.get(f"_{k}")) for r in rows}) > 1]
+    for r in rows:
+        for k in extra: r[k] = r.get(f"_{k}")
+    df = pd.DataFrame(rows, columns=[*INDEX_COLUMNS, *extra])
     for k in (*_FLOAT_COLS, *_TREE_COLS, "holdout"): df[k] = df[k].astype("float64")
     df["deterministic"] = df["deterministic"].astype("boolean")
     df["budget"] = df["budget"].astype("int64"); df["seed"] = df["seed"].astype("int64")
     df["paper_compat"] = df["paper_compat"].astype(bool)
     df["best_is_bug"] = df["best_is_bug"].astype("boolean")
-    for k in ("run_dir", "suite", "env", "action_kind", "method", "model", "status", "plan_preset"):
+    for k in ("run_dir", "suite", "env", "action_kind", "method", "model", "status", "plan_preset", "code", "options"):
         df[k] = df[k].astype("str")   # pandas' string dtype (what `read_parquet` gives back); missing = NaN
     return df
 
@@ -257,6 +277,7 @@ class Job:
     seed: int
     root: Path
     settings: tuple = ()   # the other run settings as (key, value) pairs: paper_compat, max_tokens, base_url, plan_*
+    options: tuple = ()    # method and planner options it sets: (`--set` name, value) pairs
 
 # %% ../../nbs/51_sweeps.ipynb #45ca33dc
 @patch(as_prop=True)
@@ -265,10 +286,18 @@ def opts(self: Job) -> dict:
     return dict(self.settings)
 
 # %% ../../nbs/51_sweeps.ipynb #57fb92d3
+@patch
+def definition(self: Job):
+    "The job's run, checked as `cwm-nb run` checks it (`definition.define_run`)."
+    o = {k: v for k, v in self.opts.items() if k != "holdout" or v is not None}
+    return define_run(self.suite if self.suite == "apps" else "cwmb",
+                      dict(env=self.env, method=self.method, model=self.model, budget=self.budget,
+                           seed=self.seed, out=str(self.root), **o), dict(self.options))
+
 @patch(as_prop=True)
 def run_dir(self: Job) -> Path:
-    "The job's run folder, as `cwm-nb run` names it (`runs.run_dir`)."
-    return runs.run_dir(self.root, self.suite, self.env, self.method, self.model, self.seed, self.opts["paper_compat"])
+    "The job's run folder, as `cwm-nb run` names it (`runs.definition_dir`), options included."
+    return definition_dir(self.definition(), bench_envs.get_env_spec(self.env))
 
 # %% ../../nbs/51_sweeps.ipynb #f4cd28e3
 @patch(as_prop=True)
@@ -279,14 +308,11 @@ def log(self: Job) -> Path:
 # %% ../../nbs/51_sweeps.ipynb #96203044
 @patch
 def run_settings(self: Job) -> dict:
-    "What `cwm-nb run` writes to `settings.json` for this job (compared by `runs.check_run_settings`)."
-    o = self.opts
-    return dict(env=self.env, method=self.method, model=self.model, budget=self.budget, seed=self.seed,
-                paper_compat=o["paper_compat"], max_tokens=o["max_tokens"], base_url=o["base_url"], buffer="",
-                endpoint_caps=o.get("endpoint_caps", ""),
-                plan_preset=o["plan_preset"], plan_episodes=o["plan_episodes"]) | \
-           ({"holdout": o["holdout"]} if o.get("holdout") is not None else {}) | \
-           ({"holdout_seed": o.get("holdout_seed", 0)} if o.get("holdout") is not None or "holdout_seed" in o else {})
+    """What `cwm-nb run` writes to `settings.json` for this job (its `RunDefinition.record`, the
+    held-out fraction resolved as the run resolves it; compared by `runs.check_run_settings`)."""
+    r = self.definition().record()
+    if "holdout" in r: r["holdout"] = resolve_holdout(self.run_dir, r["holdout"], r["paper_compat"])
+    return r
 
 # %% ../../nbs/51_sweeps.ipynb #1b01fd10
 @patch
@@ -308,7 +334,7 @@ def argv(self: Job) -> list[str]:
          "--plan-episodes", str(o["plan_episodes"])]
     if o.get("holdout") is not None: a += ["--holdout", str(o["holdout"])]
     if o.get("holdout") is not None or "holdout_seed" in o: a += ["--holdout-seed", str(o.get("holdout_seed", 0))]
-    return a + self.shared_flags()
+    return a + self.shared_flags() + [f"--set={k}={v}" for k, v in self.options]
 
 # %% ../../nbs/51_sweeps.ipynb #741a5974
 def _job_str(self): return f"{self.method} on {self.env} with {self.model}, budget {self.budget}, seed {self.seed}"
@@ -333,6 +359,36 @@ def _check_existing(jobs: list) -> None:
         except CwmNbError as e:   # `cwm-nb sweep` has no --force: say what to do with the folder instead
             raise CwmNbError(e.what, f"pass another --out to keep both, or delete {j.run_dir} to run it afresh") from None
 
+# %% ../../nbs/51_sweeps.ipynb #ed74de94
+def option_grid(
+    options,              # `--set NAME=V1,V2` items, or a dict NAME -> list of values (or one value)
+    methods: list[str],   # the sweep's methods
+    suite: str = "cwmb",  # "cwmb" or "apps"
+    plan_preset: str = DEFAULT_PLAN_PRESET,  # the planner preset (its options' defaults)
+    note=None,            # where to say which options a method ignores; None: stderr
+) -> dict[str, list[tuple]]:   # method -> its combinations, each a tuple of (name, value) pairs
+    """Each method's combinations of the option values it has (product over options, in order).
+    Raises `CwmNbError` for an option no method has, or a grid axis (`--envs`...) given as one."""
+    grid = {k: v if isinstance(v, list) else [x.strip() for x in str(v).split(",") if x.strip()]
+            for k, v in split_assignments(options or {}).items()}
+    out, used = {}, set()
+    for m in methods:
+        mine = []
+        for name, values in grid.items():
+            try: opt = find_option(name, run_options(suite, m, plan_preset), m)
+            except CwmNbError as e:
+                if "more than one part" in e.what: raise
+                print(f"sweep: {name} is not an option of {m}: ignored there", file=note or sys.stderr)
+                continue
+            if opt.part == "run" and opt.name in ("env", "method", "model", "budget", "seed", "out"):
+                raise CwmNbError(f"--set {name} is a grid axis of the sweep",
+                                 f"use --{opt.name}s (or --out) instead")
+            used.add(name); mine.append([(name, v) for v in values])
+        out[m] = [tuple(c) for c in itertools.product(*mine)]
+    if grid and not used:   # the message of the first method, which lists its options
+        find_option(next(iter(grid)), run_options(suite, methods[0], plan_preset), methods[0])
+    return out
+
 # %% ../../nbs/51_sweeps.ipynb #969cb83f
 def plan_sweep(
     out: str | Path,              # results folder of the sweep
@@ -351,6 +407,7 @@ def plan_sweep(
     holdout_seed: int | None = None,  # seed of each run's held-out episodes (`cwm-nb run --holdout-seed`); None: 0
     env_kwargs: dict | str | None = None,  # keyword arguments of every gymnasium id or entry point in `envs` (`cwm-nb run --env-kwargs`)
     max_episode_steps: int | None = None,  # their time limit (`cwm-nb run --max-episode-steps`)
+    options=None,                 # option grid: `--set NAME=V1,V2` items or a dict NAME -> values (`option_grid`)
 ) -> list[Job]:
     "Every job of the sweep, validated (names, numbers, the settings of existing run folders). Raises `CwmNbError` naming the first bad item."
     plan_preset = plan_preset or DEFAULT_PLAN_PRESET
@@ -362,7 +419,7 @@ def plan_sweep(
     if plan_episodes < 1: raise CwmNbError(f"--plan-episodes must be at least 1, got {plan_episodes}", "pass 1 or more")
     if max_tokens < 0: raise CwmNbError(f"--max-tokens must not be negative, got {max_tokens}", "pass 0 (the model's default) or a positive cap")
     out = Path(out).resolve()
-    jobs = []
+    jobs, grid = [], option_grid(options, method_list, "cwmb", plan_preset)
     for B in budget_list:
         for env in env_list:
             for method in method_list:
@@ -373,8 +430,8 @@ def plan_sweep(
                     if holdout is not None: st["holdout"] = check_holdout(holdout)
                     if holdout_seed is not None: st["holdout_seed"] = int(holdout_seed)
                     for seed in seed_list:
-                        jobs.append(Job(bench_envs.get_env_spec(env).suite, env, method, model, B, seed, out/f"budget{B}",
-                                        tuple(st.items())))
+                        jobs += [Job(bench_envs.get_env_spec(env).suite, env, method, model, B, seed, out/f"budget{B}",
+                                     tuple(st.items()), combo) for combo in grid[method]]
     _check_existing(jobs)   # a clash with an existing folder: error now, before any job starts
     return jobs
 
@@ -389,20 +446,23 @@ class AppsJob(Job):
     "One APPS run of a sweep: `env` is its problem selection (`--problems`), the settings hold data, apps_mode, compare."
 
 # %% ../../nbs/51_sweeps.ipynb #42f9f3a5
+@patch
+def definition(self: AppsJob):
+    "The job's APPS run, checked as `cwm-nb run apps` checks it (`env` is its problem selection)."
+    return define_run("apps", dict(problems=self.env, method=self.method, model=self.model,
+                                   budget=self.budget, seed=self.seed, out=str(self.root),
+                                   **self.opts), dict(self.options))
+
 @patch(as_prop=True)
 def run_dir(self: AppsJob) -> Path:
-    "The job's run folder, as `cwm-nb run apps` names it (`runs.apps_run_dir`)."
-    o = self.opts
-    return apps_run_dir(self.root, self.env, self.method, self.model, self.seed, o["paper_compat"], o["apps_mode"], o["compare"])
+    "The job's run folder, as `cwm-nb run apps` names it (`runs.definition_dir`)."
+    return definition_dir(self.definition())
 
 # %% ../../nbs/51_sweeps.ipynb #d6a6e700
 @patch
 def run_settings(self: AppsJob) -> dict:
     "What `cwm-nb run apps` writes to `settings.json` for this job."
-    o = self.opts
-    return dict(data=o["data"], problems=self.env, method=self.method, model=self.model, budget=self.budget,
-                seed=self.seed, paper_compat=o["paper_compat"], max_tokens=o["max_tokens"], base_url=o["base_url"],
-                apps_mode=o["apps_mode"], compare=o["compare"], endpoint_caps=o.get("endpoint_caps", ""))
+    return self.definition().record()
 
 # %% ../../nbs/51_sweeps.ipynb #80411d64
 @patch
@@ -412,7 +472,7 @@ def argv(self: AppsJob) -> list[str]:
     a = ["run", "apps", "--data", o["data"], "--problems", self.env, "--method", self.method, "--model", self.model,
          "--budget", str(self.budget), "--seed", str(self.seed), "--out", str(self.root), "--max-tokens",
          str(o["max_tokens"]), "--apps-mode", o["apps_mode"], "--compare", o["compare"]]
-    return a + self.shared_flags()
+    return a + self.shared_flags() + [f"--set={k}={v}" for k, v in self.options]
 
 # %% ../../nbs/51_sweeps.ipynb #bc8d1089
 def _apps_job_str(self): return f"{self.method} on APPS problems {self.env} with {self.model}, budget {self.budget}, seed {self.seed}"
@@ -447,6 +507,7 @@ def plan_apps_sweep(
     apps_mode: str = "held_out",  # "held_out" or "paper"
     compare: str = "strict",      # "strict" or "apps_compat"
     endpoint_caps: str = "",      # what the endpoint accepts
+    options=None,                 # option grid (`option_grid`)
 ) -> list[AppsJob]:
     "Every job of an APPS sweep, validated like `plan_sweep`. Raises `CwmNbError` naming the first bad item."
     from cwm_nb.apps.harness import COMPARE_MODES   # start-up time of `cwm-nb --help`, as above
@@ -457,6 +518,7 @@ def plan_apps_sweep(
     if compare not in COMPARE_MODES: raise CwmNbError(f"unknown comparison {compare!r}", f"use one of: {', '.join(COMPARE_MODES)}")
     if max_tokens < 0: raise CwmNbError(f"--max-tokens must not be negative, got {max_tokens}", "pass 0 (the model's default) or a positive cap")
     out, jobs = Path(out).resolve(), []
+    grid = option_grid(options, method_list, "apps")
     for B in _ints(budgets, "budgets", 1):
         for part in parts:
             for method in method_list:
@@ -464,7 +526,8 @@ def plan_apps_sweep(
                     st = dict(data=str(data), paper_compat=bool(paper_compat), max_tokens=max_tokens or default_max_tokens(model),
                               base_url=base_url or "", apps_mode=apps_mode, compare=compare)
                     if endpoint_caps: st["endpoint_caps"] = endpoint_caps
-                    jobs += [AppsJob("apps", part, method, model, B, s, out/f"budget{B}", tuple(st.items())) for s in _ints(seeds, "seeds", 0)]
+                    jobs += [AppsJob("apps", part, method, model, B, s, out/f"budget{B}", tuple(st.items()), combo)
+                             for s in _ints(seeds, "seeds", 0) for combo in grid[method]]
     _check_existing(jobs)
     return jobs
 
@@ -810,6 +873,9 @@ def _add_run_args(w, plan_presets) -> None:
     w.add_argument("--env-kwargs", default="", help="JSON keyword arguments for every gymnasium id or entry point in --envs")
     w.add_argument("--max-episode-steps", type=int, default=None, help="their time limit (steps)")
     w.add_argument("--no-progress", action="store_true", help="no progress bar")
+    w.add_argument("--set", action="append", default=[], metavar="NAME=V1,V2",
+                   help="an option of the methods or the planner and its values, a grid axis of its own "
+                        "(repeatable; `cwm-nb methods` lists them), e.g. --set C=0.1,1,5")
     w.add_argument("--data", default="", help="apps: your copy of APPS, or demo (data/apps_demo)")
     w.add_argument("--problems", default="", help="apps: positions START:STOP or a comma list; default 3000:4000, demo: 0:6")
     w.add_argument("--chunk", type=int, default=10, help="apps: problems per job")
@@ -834,7 +900,8 @@ def _cmd_sweep(a) -> int:
     jobs = plan_sweep(a.out, envs, a.methods, a.models, a.budgets or "10", a.seeds, paper_compat=a.paper_compat,
                       max_tokens=a.max_tokens, base_url=a.base_url, plan_preset=a.plan_preset,
                       plan_episodes=a.plan_episodes, endpoint_caps=a.endpoint_caps, holdout=a.holdout,
-                      holdout_seed=a.holdout_seed, env_kwargs=a.env_kwargs or None, max_episode_steps=a.max_episode_steps)
+                      holdout_seed=a.holdout_seed, env_kwargs=a.env_kwargs or None, max_episode_steps=a.max_episode_steps,
+                      options=a.set)
     s = run_sweep(jobs, a.out, a.executor, a.workers or None, a.scheduler, a.slurm_partition, a.slurm_time,
                   progress=not a.no_progress)
     print(s.report())
@@ -856,7 +923,7 @@ def _cmd_sweep_apps(a) -> int:
     problems = a.problems or ("0:6" if data == "demo" else f"{PAPER_RANGE[0]}:{PAPER_RANGE[1]}")
     jobs = plan_apps_sweep(a.out, data, problems, a.chunk, a.methods, a.models, a.budgets or "20", a.seeds,
                            paper_compat=a.paper_compat, max_tokens=a.max_tokens, base_url=a.base_url,
-                           apps_mode=a.apps_mode, compare=a.compare, endpoint_caps=a.endpoint_caps)
+                           apps_mode=a.apps_mode, compare=a.compare, endpoint_caps=a.endpoint_caps, options=a.set)
     s = run_sweep(jobs, a.out, a.executor, a.workers or None, a.scheduler, a.slurm_partition, a.slurm_time,
                   progress=not a.no_progress)
     print(s.report())
