@@ -12,6 +12,7 @@ from ..llm import client as llm_mod
 from ..bench import collect, cwm, envs, planning, replay
 from ..llm.models import resolve_model
 from ..llm.embedded import embedded_threads
+from ..llm.accounting import diagnosis_lines
 from ..bench import oracle
 from ..search.baselines import METHODS
 from ..apps import search as apps_search
@@ -153,6 +154,7 @@ def _cmd_run(a) -> int:
              if m.get("estimated_token_calls") else ""))
     print(_heldout_line(m))
     if m.get("plan_preset", "none") != "none": print(_returns_line(m))
+    for line in diagnosis_lines(m.get("diagnoses") or []): print(line)
     for line in _embedded_note(a.model): print(line)
     print(f"results: {rd}")
     return 0
@@ -213,6 +215,7 @@ def _cmd_run_apps(a) -> int:
           f"{m['prompt_tokens']}+{m['completion_tokens']}")
     for pid, why in list((m.get("errors") or {}).items())[:5]:
         print(f"problem {pid} could not be used: {why}")
+    for line in diagnosis_lines(m.get("diagnoses") or []): print(line)
     for line in _embedded_note(a.model, apps=True): print(line)
     print(f"results: {rd}")
     return 0
