@@ -89,6 +89,14 @@ def _metrics_of_a_run_whose_server_dies_once(tmp_path, monkeypatch, run):
     return json.loads((out.run_dir/"metrics.json").read_text())
 
 
+def _restart_is_diagnosed(metrics: dict):
+    "The restart is among the run's diagnoses, with what to do, and so among the closing lines a command prints."
+    from cwm_nb.llm.accounting import diagnosis_lines
+    [dx] = [d for d in metrics["diagnoses"] if d["kind"] == "server_restarts"]
+    assert dx["count"] == 1 and "restarted 1 time" in dx["what"] and "free memory" in dx["do"]
+    assert f"warning: {dx['what']}" in diagnosis_lines(metrics["diagnoses"])
+
+
 @pytest.mark.slow
 def test_a_restart_during_a_run_is_counted_in_its_metrics(tmp_path, monkeypatch):
     from cwm_nb.experiments.metrics import run_cwmb_search
@@ -96,6 +104,7 @@ def test_a_restart_during_a_run_is_counted_in_its_metrics(tmp_path, monkeypatch)
         "CartPole-v1", "gif-mcts", "embedded", budget=3, seed=0, out=tmp_path/"results", max_tokens=48,
         plan_preset="none", llm=llm, progress=False))
     assert metrics["server_restarts"] == 1 and metrics["llm_calls"] == 3
+    _restart_is_diagnosed(metrics)
 
 
 @pytest.mark.slow
@@ -104,3 +113,4 @@ def test_a_restart_during_an_apps_run_is_counted_in_its_metrics(tmp_path, monkey
     metrics = _metrics_of_a_run_whose_server_dies_once(tmp_path, monkeypatch, lambda llm: run_apps_search(
         "demo", problems="0:1", method="gif-mcts", model="embedded", budget=3, out=tmp_path/"results", max_tokens=48, llm=llm, progress=False))
     assert metrics["server_restarts"] == 1 and metrics["llm_calls"] == 3   # counted per problem, over every session
+    _restart_is_diagnosed(metrics)

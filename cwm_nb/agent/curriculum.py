@@ -9,6 +9,7 @@ from dataclasses import dataclass, asdict
 from pathlib import Path
 from typing import Sequence
 from ..core import CwmNbError, atomic_write_json, derive_seed
+from ..llm.accounting import DIAGNOSED_COUNTS
 from .worldcoder import (AgentConfig, CallRecord, ReplayData, WorldCoderAgent,
                                      WorldModel, get_domain,
                                      make_env, play_episode, resolve_curriculum)
@@ -69,19 +70,20 @@ class _Run:
         # earlier sessions'; the LLM's at start
         self.usage0, self.llm_usage0 = dict.fromkeys(_USAGE_KEYS, 0), _llm_usage(llm)
 
-# server_restarts: of the embedded model's server (01e_llm_embedded)
-_USAGE_KEYS = ("calls", "cached_calls", "server_restarts")
+# and the refusals, cut answers and server restarts `usage_diagnoses` reads (01a_llm_accounting)
+_USAGE_KEYS = ("calls", "cached_calls", *DIAGNOSED_COUNTS)
 
 def _llm_usage(llm) -> dict | None:
-    "The calls, cached calls and server restarts the LLM has counted (None: it counts none)."
+    "The `_USAGE_KEYS` counts of the LLM so far (None: it counts none)."
     u = getattr(llm, "usage", None)
     return None if u is None else {k: int(getattr(u, k, 0) or 0) for k in _USAGE_KEYS}
 
 def _run_usage(run: _Run, llm) -> dict | None:
-    "Calls, cached calls and server restarts of the run: earlier sessions' plus this one's."
+    "The `_USAGE_KEYS` counts of the run: earlier sessions' plus this one's."
     now, at0 = _llm_usage(llm), run.llm_usage0
     if now is None or at0 is None: return None
-    return {k: run.usage0[k] + now[k] - at0[k] for k in _USAGE_KEYS}
+    # (a checkpoint from before a count was kept: 0)
+    return {k: run.usage0.get(k, 0) + now[k] - at0[k] for k in _USAGE_KEYS}
 
 def _record_episode(agent: WorldCoderAgent, run: _Run, row: dict, name: str, success: bool,
                     steps: int,

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 from fastcore.basics import patch
 from ..core import CwmNbError, atomic_write_json, atomic_write_text, data_dir, make_rng, to_plain
+from ..llm.accounting import DIAGNOSED_COUNTS
 from ..sandbox.jobs import get_sandbox
 from ..search.baselines import make_search
 from .problems import AppsDataError, AppsProblem, SPLIT_MODES, load_apps, split_tests
@@ -150,7 +151,8 @@ def _search_fields(res) -> dict:
                 cached_calls=res.cached_calls, failed_calls=res.failed_calls, prompt_tokens=res.prompt_tokens,
                 completion_tokens=res.completion_tokens, stop_reason=res.stop_reason, search_value=res.best_value,
                 best_value_per_call=list(res.best_value_per_call),
-                server_restarts=res.spent.get("server_restarts", 0),   # of the embedded model's server (01e_llm_embedded), every session
+                # refusals, cut answers, server restarts (01a_llm_accounting), every session
+                **{k: res.spent.get(k, 0) for k in DIAGNOSED_COUNTS},
                 program_sha256=hashlib.sha256((res.best_program or "").encode()).hexdigest())
 
 # %% ../../nbs/41_apps_search.ipynb #68fb084e
@@ -350,7 +352,8 @@ def apps_run_metrics(
         mean_search_value=sum(r.get("search_value", 0.0) for r in ok) / len(rs),
         llm_calls=total("llm_calls"), model_calls=total("model_calls"), cached_calls=total("cached_calls"),
         failed_calls=total("failed_calls"), prompt_tokens=total("prompt_tokens"), completion_tokens=total("completion_tokens"),
-        server_restarts=total("server_restarts"),   # restarts of the embedded model's server, over every session
+        # refusals, cut answers, server restarts, over every session
+        **{k: total(k) for k in DIAGNOSED_COUNTS},
         calls_per_problem=total("llm_calls") / max(1, len(ok)), search_s=round(sum(r.get("search_s") or 0 for r in ok), 3),
         by_source=_by_source(rs, compare))
 

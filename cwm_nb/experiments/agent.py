@@ -11,6 +11,8 @@ from typing import Any
 from ..core import (CwmNbError, atomic_write_json, atomic_write_text, cache_dir, derive_seed,
                          provenance)
 from ..llm.models import get_llm, resolve_model
+from ..llm.accounting import DIAGNOSED_COUNTS, diagnosis_lines, usage_diagnoses
+from ..llm.client import provider_of
 from ..sandbox import jobs as sandbox_jobs
 from ..agent.worldcoder import ABLATIONS, AgentConfig, DOMAINS, SOKOBAN_ENVS, WorldCoderAgent, WorldModel, get_domain, make_env, resolve_curriculum
 from ..agent.curriculum import run_curriculum
@@ -117,7 +119,9 @@ def _run_metrics(s: dict, rd: Path, res, llm, files: list[str], t0: float) -> di
                 llm_calls=len(res.calls), refused_calls=sum(1 for c in res.calls if c["refused"]),
                 prompt_tokens=sum(c["prompt_tokens"] for c in res.calls), completion_tokens=sum(c["completion_tokens"] for c in res.calls),
                 model_calls=usage.get("calls"), cached_calls=usage.get("cached_calls"),
-                server_restarts=usage.get("server_restarts", 0),   # of the embedded model's server (01e_llm_embedded)
+                # refusals, cut answers, server restarts, and what to do (01a_llm_accounting)
+                **{k: usage.get(k, 0) for k in DIAGNOSED_COUNTS}, llm_provider=provider_of(llm),
+                diagnoses=usage_diagnoses(usage, provider_of(llm)),
                 calls_by_kind={k: sum(1 for c in res.calls if c["kind"] == k) for k in sorted({c["kind"] for c in res.calls})},
                 syntheses=len(res.syntheses), env_steps=steps, wall_s=res.stats["wall_s"], session_wall_s=round(time.perf_counter() - t0, 3),
                 agent_s_per_step=(res.stats["wall_s"] - llm_s) / steps if steps else None, planner_stats=res.stats,
@@ -315,6 +319,7 @@ def _report_agent_run(m: dict, rd) -> None:
     print(f"LLM calls {m['llm_calls']} (model {m['model_calls']}, cached {m['cached_calls']}), tokens "
           f"{m['prompt_tokens']}+{m['completion_tokens']}, wall {m['wall_s']:.1f} s"
           + (" [the scripted demonstration model: not a result]" if m["model"] == "scripted" else ""))
+    for line in diagnosis_lines(m.get("diagnoses") or []): print(line)
     print(f"results: {rd}")
 
 def _cmd_ppo(a) -> int:

@@ -12,6 +12,7 @@ from ..llm import client as llm_mod
 from ..bench import collect, cwm, envs, planning, replay
 from ..llm.models import resolve_model
 from ..llm.embedded import embedded_threads
+from ..llm.accounting import diagnosis_lines
 from ..bench import oracle
 from ..search.baselines import METHODS
 from dataclasses import fields, replace
@@ -190,6 +191,7 @@ def _cmd_run(a) -> int:
              if m.get("estimated_token_calls") else ""))
     print(_heldout_line(m))
     if m.get("plan_preset", "none") != "none": print(_returns_line(m))
+    for line in diagnosis_lines(m.get("diagnoses") or []): print(line)
     for line in _embedded_note(s.model): print(line)
     print(f"results: {rd}")
     return 0
@@ -232,6 +234,7 @@ def _cmd_run_apps(d: RunDefinition, force: bool = False) -> int:
           f"{m['prompt_tokens']}+{m['completion_tokens']}")
     for pid, why in list((m.get("errors") or {}).items())[:5]:
         print(f"problem {pid} could not be used: {why}")
+    for line in diagnosis_lines(m.get("diagnoses") or []): print(line)
     for line in _embedded_note(s.model, apps=True): print(line)
     print(f"results: {rd}")
     return 0

@@ -13,6 +13,7 @@ import numpy as np
 from ..core import (CwmNbError, Program, atomic_write_json, atomic_write_text, provenance,
                          to_plain)
 from ..llm import client as llm_mod
+from ..llm.accounting import DIAGNOSED_COUNTS, usage_diagnoses
 from ..sandbox.jobs import get_sandbox
 from ..bench import cwm, envs, oracle, planning, program_runs, replay, rollouts
 from ..llm.models import get_llm
@@ -108,11 +109,12 @@ def heldout_metrics(final, held) -> dict:
 
 # %% ../../nbs/50b_metrics.ipynb #fd931c9c
 def _llm_endpoint(llm) -> dict:
-    """How `llm`'s requests were adjusted to its endpoint, and the endpoint's capabilities (None if
-    it has none)."""
+    """How `llm`'s requests were adjusted to its endpoint, the endpoint's capabilities (None if
+    it has none) and its kind of server ("ollama", "vllm", ...; "" if unknown)."""
     return dict(request_adjustments=list(getattr(llm, "adjustments", [])),
                 endpoint_caps=llm.caps.to_dict() if hasattr(getattr(llm, "caps", None),
-                                                            "to_dict") else None)
+                                                            "to_dict") else None,
+                llm_provider=llm_mod.provider_of(llm))
 
 # %% ../../nbs/50b_metrics.ipynb #00ee0d0c
 def _usage_metrics(res, llm) -> dict:
@@ -127,9 +129,9 @@ def _usage_metrics(res, llm) -> dict:
                 session_model_calls=u.calls, session_cached_calls=u.cached_calls,
                 prompt_tokens=res.prompt_tokens, completion_tokens=res.completion_tokens,
                 # every session of the run
-                retries=res.spent.get("retries", 0), refused=res.spent.get("refused", 0),
-                # deaths of the embedded server, restarted (01e_llm_embedded)
-                server_restarts=res.spent.get("server_restarts", 0),
+                retries=res.spent.get("retries", 0),
+                # refusals, cut answers, restarts of the embedded server (01a_llm_accounting)
+                **{k: res.spent.get(k, 0) for k in DIAGNOSED_COUNTS},
                 cost_usd=round(res.spent.get("cost_usd", 0.0), 6) if getattr(llm, "price",
                                                                              None) else None,
                 # calls whose server reported no tokens
@@ -340,9 +342,11 @@ def plot_run_rollouts(out: RunOutput):
 
 # %% ../../nbs/50b_metrics.ipynb #5a20767a
 def write_metrics(out: RunOutput, **extra) -> Path:
-    "Write `metrics.json` (with `status: complete`) — the last step of a run."
-    return atomic_write_json(out.run_dir/"metrics.json",
-                             {**out.metrics, **extra, "status": "complete"})
+    """Write `metrics.json` (with `status: complete` and the run's `diagnoses`) — the last step
+    of a run."""
+    m = {**out.metrics, **extra}
+    return atomic_write_json(out.run_dir/"metrics.json", {
+        **m, "diagnoses": usage_diagnoses(m, m.get("llm_provider", "")), "status": "complete"})
 
 # %% ../../nbs/50b_metrics.ipynb #9b853536
 def run_apps_search(

@@ -6,10 +6,10 @@
 from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from fastcore.basics import patch
-from .answers import Completion
+from .answers import Completion, context_advice, cut_by_server
 
 # %% auto #0
-__all__ = ['PRICES_PER_MTOK', 'price_of', 'Usage']
+__all__ = ['PRICES_PER_MTOK', 'DIAGNOSED_COUNTS', 'price_of', 'Usage', 'usage_diagnoses', 'diagnosis_lines']
 
 # %% ../../nbs/01a_llm_accounting.ipynb #04e6950f
 #: USD per million (prompt, completion) tokens; OpenAI list prices as published in 2024. Override
@@ -46,11 +46,26 @@ class Usage:
     # refusals (HTTP 400-class) left after the request's shape was corrected; a context-window
     # refusal counts even when a shorter prompt then got an answer
     refused: int = 0
+    # of `refused`: prompts longer than the context window (the search shortens them)
+    refused_context: int = 0
+    # answers a limit of the server cut short, its context window or a gateway's own cap, not
+    # the completion cap (`cut_by_server`)
+    server_cut: int = 0
+    # answers that reached the completion cap, cached ones included
+    cap_cut: int = 0
 
 # %% ../../nbs/01a_llm_accounting.ipynb #deccc016
 @patch
-def record(self: Usage, c: Completion, price: tuple[float, float] | None = None):
-    "Add one completion; `cached` ones only bump `cached_calls`."
+def record(
+    self: Usage,
+    c: Completion,
+    price: tuple[float, float] | None = None,  # USD per million (prompt, completion) tokens
+    cap: int | None = None,  # the completion cap `c` was asked with (tells the cuts apart)
+):
+    "Add one completion; `cached` ones only bump `cached_calls` (and `cap_cut`)."
+    if c.finish_reason == "length":
+        by_server = cut_by_server(c, cap)
+        self.server_cut += by_server; self.cap_cut += not by_server
     if c.cached: self.cached_calls += 1; return
     self.calls += 1; self.estimated_calls += int(c.tokens_estimated)
     self.prompt_tokens += c.prompt_tokens; self.completion_tokens += c.completion_tokens
@@ -70,3 +85,55 @@ def __sub__(self: Usage, other: Usage) -> Usage:
 def to_dict(self: Usage) -> dict:
     "The counts as a plain dict."
     return asdict(self)
+
+# %% ../../nbs/01a_llm_accounting.ipynb #ef6b6cb6
+#: The `Usage` counts a run sums over its sessions for `usage_diagnoses` (metrics.json keeps them
+#: under these names).
+DIAGNOSED_COUNTS = ("refused", "refused_context", "server_cut", "cap_cut", "server_restarts")
+
+def _times(n: int, one: str) -> str: return f"{n} {one}{'' if n == 1 else 's'}"
+
+def usage_diagnoses(
+    counts: dict,        # a run's `Usage` counts by field name (missing ones: 0), e.g. its metrics
+    provider: str = "",  # the server's kind ("ollama", "vllm", ...): whose setting to name
+) -> list[dict]:         # {kind, count, what, do} per kind of trouble; [] when nothing went wrong
+    """What went wrong with a run's model answers and what to do: answers cut by the server or
+    by the cap, refused requests, restarts of the model server."""
+    n = lambda k: int(counts.get(k) or 0)
+    window = context_advice(provider)
+    found = [
+        ("server_cut", n("server_cut"),
+         f"{_times(n('server_cut'), 'answer')} cut short by the server's context window (or a"
+         " gateway's own cap), far below the completion cap: a program cut there is unfinished"
+         " (e.g. SyntaxError: '(' was never closed)",
+         f"give the server a larger context window: {window}. Then run again with --force: cut"
+         " answers are not cached, so they are asked again. --max-tokens cannot help"),
+        ("refused_context", n("refused_context"),
+         f"the endpoint refused {_times(n('refused_context'), 'prompt')} longer than its context"
+         " window; a shortened prompt shows the model less of the task",
+         f"give the server a larger context window: {window}. Or name the window with"
+         " --endpoint-caps context=N, so that prompts are shortened before they are sent"),
+        ("refused", n("refused") - n("refused_context"),
+         f"the endpoint refused {_times(n('refused') - n('refused_context'), 'request')} (HTTP"
+         " 400-class) that no correction of the request's shape fixed; they gave no program",
+         "read the endpoint's message in the run's notebook (failed_request in tree.json); if it"
+         " names a setting, change it (e.g. --endpoint-caps)"),
+        ("cap_cut", n("cap_cut"),
+         f"{_times(n('cap_cut'), 'answer')} reached the completion cap: a program cut there is"
+         " unfinished",
+         "raise the cap with --max-tokens (reasoning models spend hidden tokens in it)"),
+        ("server_restarts", n("server_restarts"),
+         f"the model server died and was restarted {_times(n('server_restarts'), 'time')}; the"
+         " run went on",
+         "the run's notebook names each death's cause and log; if it keeps dying, free memory or"
+         " run fewer workers, or use another model (--model, --base-url)"),
+    ]
+    return [dict(kind=k, count=c, what=w, do=d) for k, c, w, d in found if c > 0]
+
+# %% ../../nbs/01a_llm_accounting.ipynb #66e74a09
+def diagnosis_lines(
+    diagnoses: list[dict],  # `usage_diagnoses` entries (a run's metrics.json `diagnoses`)
+) -> list[str]:             # two lines per entry: what went wrong, then what to do
+    "The closing lines a command prints for a run's diagnoses."
+    return [line for d in diagnoses
+            for line in (f"warning: {d['what']}", f"  What to do: {d['do']}")]

@@ -12,7 +12,7 @@ from ..core import CwmNbError
 # %% auto #0
 __all__ = ['CONTEXT_SETTINGS', 'Completion', 'RequestRefused', 'ContextWindowExceeded', 'classify_refusal', 'harmony_final',
            'content_parts', 'tool_call_text', 'message_text', 'join_events', 'read_usage', 'gave_up', 'read_answer',
-           'cut_by_server', 'cut_reason']
+           'context_advice', 'cut_by_server', 'cut_reason']
 
 # %% ../../nbs/01_llm_answers.ipynb #e521b5a0
 @dataclass
@@ -440,6 +440,14 @@ CONTEXT_SETTINGS = {  # provider: how to give its server a larger context window
     "vllm": "start vLLM with a larger --max-model-len (e.g. --max-model-len 16384)",
 }
 
+def context_advice(
+    provider: str = "",   # "ollama", "llamacpp", "vllm", ...; "" or another: all of them
+) -> str:
+    "How to give `provider`'s server a larger context window, in words (`CONTEXT_SETTINGS`)."
+    return CONTEXT_SETTINGS.get(provider) or "; ".join(
+        f"{k}: {v}" for k, v in CONTEXT_SETTINGS.items()
+    )
+
 def cut_by_server(
     c: Completion,      # an answer with finish_reason "length"
     cap: int | None,    # the completion cap the request asked for
@@ -459,14 +467,11 @@ def cut_reason(
     completion cap."""
     got = c.completion_tokens
     if cut_by_server(c, cap):
-        how = CONTEXT_SETTINGS.get(provider) or "; ".join(
-            f"{k}: {v}" for k, v in CONTEXT_SETTINGS.items()
-        )
         return (
             f"the answer was cut after {got} of the {cap} tokens asked for: the server's context"
             f" window (about {c.prompt_tokens + got} tokens with the prompt) or a gateway's own cap"
             " ended it, not the completion cap, so --max-tokens cannot help; give the server a"
-            f" larger window ({how})"
+            f" larger window ({context_advice(provider)})"
         )
     if not c.text[len(prefill):].strip():
         return (

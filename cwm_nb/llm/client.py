@@ -17,7 +17,7 @@ from .accounting import Usage, price_of
 __all__ = ['ROLES', 'PREFILL_MODES', 'CONTEXT_TOKENS', 'REASONING_MIN_TOKENS', 'CACHED_REFUSALS', 'LOCAL_HOSTS', 'check_messages',
            'prefill_of', 'render_plain', 'EndpointCaps', 'parse_caps', 'is_reasoning_model', 'caps_for',
            'prefill_to_user', 'join_prefill', 'Request', 'shape_request', 'estimate_tokens', 'learn_from_refusal',
-           'request_seed', 'cache_key', 'LLM', 'is_local_url', 'OpenAICompatibleLLM']
+           'request_seed', 'cache_key', 'LLM', 'provider_of', 'is_local_url', 'OpenAICompatibleLLM']
 
 # %% ../../nbs/01b_llm_client.ipynb #1b562286
 _log = logging.getLogger("cwm_nb.llm.client")
@@ -494,7 +494,8 @@ def _after_refusal(
     if key and hit is None and r.kind in CACHED_REFUSALS:
         self.cache.put_refusal(key, r, _request_record(self, req, seed, draw))
     if _learn(self, r, req): return
-    with self._lock: self.usage.refused += 1
+    with self._lock:
+        self.usage.refused += 1; self.usage.refused_context += r.kind == "context"
     if hit is not None:
         raise type(r)(
             r.what + " [replayed from the response cache: this same request was refused before]",
@@ -519,6 +520,12 @@ def _move_prefill(self: LLM):
     _log.warning("%s: %s", self.name, self.adjustments[-1])
     self.remember_caps(before)
 
+# %% ../../nbs/01b_llm_client.ipynb #98d80487
+def provider_of(llm) -> str:
+    """The kind of server behind `llm` ("ollama", "vllm", ...; a wrapper's inner model's); '' if
+    unknown."""
+    return getattr(getattr(llm, "inner", llm), "provider", "") or ""
+
 # %% ../../nbs/01b_llm_client.ipynb #75f697ed
 def _accept(
     self: LLM, c: Completion, req: Request, key: str | None, seed: int, draw: int
@@ -526,9 +533,7 @@ def _accept(
     "Finish a fresh answer `c` to `req` and return it."
     cap = req.params.get("max_tokens", req.params.get("max_completion_tokens"))
     if c.finish_reason == "length":
-        c.cut = cut_reason(
-            c, cap, getattr(getattr(self, "inner", self), "provider", ""), req.prefill
-        )
+        c.cut = cut_reason(c, cap, provider_of(self), req.prefill)
         _log.warning("%s: %s", self.name, c.cut)
     if c.tokens_estimated and not self.usage.estimated_calls:
         _log.warning(
@@ -544,7 +549,7 @@ def _accept(
     # the server's window, not this request
     server_cut = c.finish_reason == "length" and cut_by_server(c, cap)
     if key and not server_cut: self.cache.put(key, c, _request_record(self, req, seed, draw))
-    with self._lock: self.usage.record(c, self.price)
+    with self._lock: self.usage.record(c, self.price, cap)
     return c
 
 # %% ../../nbs/01b_llm_client.ipynb #1d07114e

@@ -13,6 +13,7 @@ from ..core import CwmNbError, to_plain, atomic_write_json, make_rng
 from .prompts import (generate_messages, improve_messages, fix_messages, extract_code, parse_answer,
                             prefill_opens_code, CWM_CONTRACT, PROGRAM_START, MAX_COMPACT)
 from ..llm.answers import ContextWindowExceeded, RequestRefused
+from ..llm.accounting import DIAGNOSED_COUNTS
 from ..llm.client import estimate_tokens
 
 # %% auto #0
@@ -68,10 +69,14 @@ def _default_cot(llm: Any) -> bool:
     return not ("embedded" in name or "270m" in name)
 
 # %% ../../nbs/21_search_loop.ipynb #59a3d420
+# what a search sums over its sessions: the retries, cost, calls with estimated tokens, and the
+# counts `usage_diagnoses` reads (refusals, cut answers, server restarts; 01a_llm_accounting)
+_SPENT = ("retries", "cost_usd", "estimated_calls", *DIAGNOSED_COUNTS)
+
 def _usage(llm: Any) -> dict:
-    "The retries, refusals, cost, calls with estimated tokens and server restarts an LLM's `usage` has counted so far (zeros for objects without one)."
+    "The `_SPENT` counts an LLM's `usage` has counted so far (zeros for objects without one)."
     u = getattr(llm, "usage", None)
-    return {k: getattr(u, k, 0) or 0 for k in ("retries", "refused", "cost_usd", "estimated_calls", "server_restarts")}
+    return {k: getattr(u, k, 0) or 0 for k in _SPENT}
 
 # %% ../../nbs/21_search_loop.ipynb #3f56bc71
 @dataclass
@@ -186,7 +191,8 @@ def _init_accounts(self: SearchLoop):
     self.value_per_call: list[float] = []; self.best_value_per_call: list[float] = []
     self.calls = self.cached_calls = self.prompt_tokens = self.completion_tokens = 0
     self.failed_calls = self.compacted_calls = self.refused_in_a_row = 0
-    self.spent = dict(retries=0, refused=0, cost_usd=0.0, estimated_calls=0, server_restarts=0)   # the LLM's usage deltas, summed over sessions
+    # the LLM's usage deltas, summed over sessions
+    self.spent = dict(dict.fromkeys(_SPENT, 0), cost_usd=0.0)
     self.stop_reason: str | None = None
     self.timing = dict(llm_s=0.0, evaluate_s=0.0, search_s=0.0, checkpoint_s=0.0)
 
