@@ -8,7 +8,7 @@ import itertools, json, math, os, re, sys, threading, time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import argparse, ctypes, io, logging, platform, signal, subprocess
+import argparse, ctypes, io, logging, platform, shutil, signal, subprocess
 from collections import deque
 from ..core import CwmNbError, atomic_write_bytes
 from ..llm import client as llm_mod
@@ -352,12 +352,17 @@ def _methods_models(methods, models, base_url: str, endpoint_caps: str) -> tuple
     return method_list, model_list
 
 # %% ../../nbs/51_sweeps.ipynb #02854d5c
-def _check_existing(jobs: list) -> None:
-    "Raise `CwmNbError` if a job's existing run folder was made with other settings (before any job starts)."
+def _check_existing(jobs: list, force: bool = False) -> None:
+    """Raise `CwmNbError` if a job's existing run folder was made with other settings or other code
+    (before any job starts); with `force`, delete such a folder instead, saying so."""
     for j in jobs:
         try: check_run_settings(j.run_dir, j.run_settings())
-        except CwmNbError as e:   # `cwm-nb sweep` has no --force: say what to do with the folder instead
-            raise CwmNbError(e.what, f"pass another --out to keep both, or delete {j.run_dir} to run it afresh") from None
+        except CwmNbError as e:
+            if not force:
+                raise CwmNbError(e.what, "pass --force to delete that run and make it again, another "
+                                 f"--out to keep both, or delete {j.run_dir}") from None
+            shutil.rmtree(j.run_dir, ignore_errors=True)
+            print(f"--force: deleted {j.run_dir} ({e.what})", file=sys.stderr)
 
 # %% ../../nbs/51_sweeps.ipynb #ed74de94
 def option_grid(
@@ -408,6 +413,7 @@ def plan_sweep(
     env_kwargs: dict | str | None = None,  # keyword arguments of every gymnasium id or entry point in `envs` (`cwm-nb run --env-kwargs`)
     max_episode_steps: int | None = None,  # their time limit (`cwm-nb run --max-episode-steps`)
     options=None,                 # option grid: `--set NAME=V1,V2` items or a dict NAME -> values (`option_grid`)
+    force: bool = False,          # delete a job's folder made with other settings or code (else: an error)
 ) -> list[Job]:
     "Every job of the sweep, validated (names, numbers, the settings of existing run folders). Raises `CwmNbError` naming the first bad item."
     plan_preset = plan_preset or DEFAULT_PLAN_PRESET
@@ -432,7 +438,7 @@ def plan_sweep(
                     for seed in seed_list:
                         jobs += [Job(bench_envs.get_env_spec(env).suite, env, method, model, B, seed, out/f"budget{B}",
                                      tuple(st.items()), combo) for combo in grid[method]]
-    _check_existing(jobs)   # a clash with an existing folder: error now, before any job starts
+    _check_existing(jobs, force)   # a clash with an existing folder: error now, before any job starts
     return jobs
 
 # %% ../../nbs/51_sweeps.ipynb #41876703
@@ -508,6 +514,7 @@ def plan_apps_sweep(
     compare: str = "strict",      # "strict" or "apps_compat"
     endpoint_caps: str = "",      # what the endpoint accepts
     options=None,                 # option grid (`option_grid`)
+    force: bool = False,          # delete a job's folder made with other settings or code
 ) -> list[AppsJob]:
     "Every job of an APPS sweep, validated like `plan_sweep`. Raises `CwmNbError` naming the first bad item."
     from cwm_nb.apps.harness import COMPARE_MODES   # start-up time of `cwm-nb --help`, as above
@@ -528,7 +535,7 @@ def plan_apps_sweep(
                     if endpoint_caps: st["endpoint_caps"] = endpoint_caps
                     jobs += [AppsJob("apps", part, method, model, B, s, out/f"budget{B}", tuple(st.items()), combo)
                              for s in _ints(seeds, "seeds", 0) for combo in grid[method]]
-    _check_existing(jobs)
+    _check_existing(jobs, force)
     return jobs
 
 # %% ../../nbs/51_sweeps.ipynb #e109dbce
@@ -873,6 +880,8 @@ def _add_run_args(w, plan_presets) -> None:
     w.add_argument("--env-kwargs", default="", help="JSON keyword arguments for every gymnasium id or entry point in --envs")
     w.add_argument("--max-episode-steps", type=int, default=None, help="their time limit (steps)")
     w.add_argument("--no-progress", action="store_true", help="no progress bar")
+    w.add_argument("--force", action="store_true", help="delete the run folders made with other settings or "
+                   "other code (they are named first) and make those runs again")
     w.add_argument("--set", action="append", default=[], metavar="NAME=V1,V2",
                    help="an option of the methods or the planner and its values, a grid axis of its own "
                         "(repeatable; `cwm-nb methods` lists them), e.g. --set C=0.1,1,5")
@@ -901,7 +910,7 @@ def _cmd_sweep(a) -> int:
                       max_tokens=a.max_tokens, base_url=a.base_url, plan_preset=a.plan_preset,
                       plan_episodes=a.plan_episodes, endpoint_caps=a.endpoint_caps, holdout=a.holdout,
                       holdout_seed=a.holdout_seed, env_kwargs=a.env_kwargs or None, max_episode_steps=a.max_episode_steps,
-                      options=a.set)
+                      options=a.set, force=a.force)
     s = run_sweep(jobs, a.out, a.executor, a.workers or None, a.scheduler, a.slurm_partition, a.slurm_time,
                   progress=not a.no_progress)
     print(s.report())
@@ -923,7 +932,7 @@ def _cmd_sweep_apps(a) -> int:
     problems = a.problems or ("0:6" if data == "demo" else f"{PAPER_RANGE[0]}:{PAPER_RANGE[1]}")
     jobs = plan_apps_sweep(a.out, data, problems, a.chunk, a.methods, a.models, a.budgets or "20", a.seeds,
                            paper_compat=a.paper_compat, max_tokens=a.max_tokens, base_url=a.base_url,
-                           apps_mode=a.apps_mode, compare=a.compare, endpoint_caps=a.endpoint_caps, options=a.set)
+                           apps_mode=a.apps_mode, compare=a.compare, endpoint_caps=a.endpoint_caps, options=a.set, force=a.force)
     s = run_sweep(jobs, a.out, a.executor, a.workers or None, a.scheduler, a.slurm_partition, a.slurm_time,
                   progress=not a.no_progress)
     print(s.report())
