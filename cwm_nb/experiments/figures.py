@@ -4,7 +4,7 @@
 
 # %% ../../nbs/53_figures.ipynb #c2198feb
 from __future__ import annotations
-import argparse, importlib.util, json, math, numbers, os, warnings
+import argparse, importlib.util, json, math, numbers, os, sys, textwrap, warnings
 from pathlib import Path
 from typing import Any, NamedTuple
 import numpy as np
@@ -14,18 +14,21 @@ from ..bench.envs import paper_order
 from ..bench import rollouts
 from ..search import gif_mcts
 from . import sweeps
+from .definition import options_label
+from .index_options import OPTION_PARTS, code_note, option_value, paper_setting
+from .index_options import parse_options, varied_options
 from .sweeps import find_run_dirs
 from .agent import agent_figures
 from .notebooks import run_notebook
 from .runs import save_figure
 
 # %% auto #0
-__all__ = ['PAPER', 'OURS', 'PUBLISHED_FILES', 'RUN_KEY', 'ABLATIONS', 'ACTION_STATS', 'PAPER_APPS', 'APPS_TABLES',
+__all__ = ['PAPER', 'OURS', 'PUBLISHED_FILES', 'RUN_KEY', 'ABLATIONS', 'NO_OPTIONS', 'ACTION_STATS', 'PAPER_APPS', 'APPS_TABLES',
            'ROLLOUT_KEYS', 'COUNT_COLUMNS', 'TABLES', 'published_dir', 'load_published', 'effective_return',
            'method_label', 'dedupe_runs', 'Table', 'table_main', 'table_rtfm', 'table_per_env', 'table_ablation',
-           'table_action_stats', 'table_returns', 'table_stochastic', 'table_other_envs', 'apps_problem_results',
-           'table_apps', 'table_apps_by_source', 'plot_best_value_vs_calls', 'best_run', 'plot_search_tree',
-           'plot_rollout_errors', 'write_table', 'styled', 'make_all', 'add_cli']
+           'table_options', 'plot_options', 'table_action_stats', 'table_returns', 'table_stochastic',
+           'table_other_envs', 'apps_problem_results', 'table_apps', 'table_apps_by_source', 'plot_best_value_vs_calls',
+           'best_run', 'plot_search_tree', 'plot_rollout_errors', 'write_table', 'styled', 'make_all', 'add_cli']
 
 # %% ../../nbs/53_figures.ipynb #179cac87
 PAPER, OURS = "paper (published)", "ours"   # labels of the two sources in every table
@@ -76,32 +79,48 @@ def effective_return(
     return r.where(planned & ~undefined, np.nan)
 
 # %% ../../nbs/53_figures.ipynb #fd73429b
-def method_label(index: "pd.DataFrame") -> "pd.Series":
-    "Method name per run, with `-paper-compat` appended for runs with the original code's behaviour."
+def method_label(
+    index: "pd.DataFrame",   # the results index
+    shown: tuple = (),       # option columns a table shows apart: left out of the label
+) -> "pd.Series":
+    """Method name per run: `-paper-compat` appended for runs with the original code's behaviour,
+    then the options the run sets but those `shown` (`definition.options_label`: `gif-mcts+C=5`)."""
     pc = index["paper_compat"].fillna(False).astype(bool)
-    return index["method"].where(~pc, index["method"].astype(str) + "-paper-compat")
+    m = index["method"].where(~pc, index["method"].astype(str) + "-paper-compat")
+    if "options" not in index.columns: return m
+    return m + index["options"].map(
+        lambda o: options_label({k: v for k, v in parse_options(o).items() if k not in shown}))
 
 # %% ../../nbs/53_figures.ipynb #93b6ab2d
-RUN_KEY = ("suite", "env", "method", "model", "budget", "seed", "paper_compat", "holdout")   # what makes two runs the same run
+# what makes two runs the same run (and the index's option columns)
+RUN_KEY = ("suite", "env", "method", "model", "budget", "seed", "paper_compat", "holdout",
+           "options")
 
 # %% ../../nbs/53_figures.ipynb #eac3e4a8
 def dedupe_runs(df: "pd.DataFrame") -> "pd.DataFrame":
-    "One row per `RUN_KEY` (a missing holdout is 0): of a run found in several folders, the one whose `run_dir` sorts first."
+    """One row per `RUN_KEY` and option column (a missing holdout is 0, missing options none): of a
+    run found in several folders, the one whose `run_dir` sorts first."""
     key = [k for k in RUN_KEY if k in df.columns]
+    key += [c for c in df.columns if str(c).startswith(OPTION_PARTS)]
     if not len(df) or not key: return df
     df = df.sort_values("run_dir") if "run_dir" in df.columns else df
     k = df[key].copy()
     if "holdout" in k.columns: k["holdout"] = _num(k["holdout"]).fillna(0.0)   # (an index from before held-out parts)
+    if "options" in k.columns:
+        k["options"] = k["options"].map(lambda o: json.dumps(parse_options(o), sort_keys=True))
+    for c in k.columns:
+        if str(c).startswith(OPTION_PARTS): k[c] = k[c].map(option_value)
     return df[~k.astype(str).duplicated(keep="first")]
 
 # %% ../../nbs/53_figures.ipynb #c9079cc7
-def _runs(index, suite: str | None = "cwmb"):
+def _runs(index, suite: str | None = "cwmb", shown: tuple = ()):
     "Complete runs of `suite` (None: all suites), each counted once (`dedupe_runs`), with the method label, effective R and numeric accuracy."
     df = dedupe_runs(index[index["status"] == "complete"])
     if suite is not None: df = df[df["suite"] == suite]
     df = df.copy()
     if len(df):
-        df["method"], df["R_eff"], df["accuracy"] = method_label(df), effective_return(df), _num(df["accuracy"])
+        df["method"], df["R_eff"] = method_label(df, shown), effective_return(df)
+        df["accuracy"] = _num(df["accuracy"])
         df["budget"], df["seed"] = _num(df["budget"]).fillna(0).astype(int), _num(df["seed"]).fillna(0).astype(int)
         for c in ("holdout", "heldout_accuracy"):   # (an index made before held-out parts existed: holdout 0, none)
             df[c] = _num(df[c]) if c in df.columns else float("nan")
@@ -111,14 +130,25 @@ def _runs(index, suite: str | None = "cwmb"):
     else: df["R_eff"] = []
     return df
 
+# %% ../../nbs/53_figures.ipynb #d0120e83
+def _title_code_versions(fig, runs) -> None:
+    "Lay `fig` out, titled with `code_note` when `runs` mix code versions."
+    note = code_note(runs).strip()
+    if note: fig.suptitle(textwrap.fill(note, 110), fontsize="small", color="firebrick")
+    fig.tight_layout()
+
 # %% ../../nbs/53_figures.ipynb #76e583ce
 def _partial_note(index, suite: str | None = "cwmb") -> str:
+    "What a caption says of the runs of `suite`: partial, found twice, of several code versions."
     d = index if suite is None else index[index["suite"] == suite]
     n = int((d["status"] != "complete").sum())
     c = d[d["status"] == "complete"]
-    dup = len(c) - len(dedupe_runs(c))
-    return ((f" {n} partial run(s) (not finished) are left out." if n else "") +
-            (f" {dup} run(s) found a second time (the same settings in another folder) are counted once." if dup else ""))
+    once = dedupe_runs(c)
+    dup = len(c) - len(once)
+    return ((f" {n} partial run(s) (not finished) are left out." if n else "")
+            + (f" {dup} run(s) found a second time (the same settings in another folder) are "
+               "counted once." if dup else "")
+            + code_note(once))
 
 # %% ../../nbs/53_figures.ipynb #f4c858dc
 class Table(NamedTuple):
@@ -152,6 +182,7 @@ def _aggregate(df, keys: list[str], err: str = "seeds") -> "pd.DataFrame":
             row["holdout"] = ", ".join(f"{x:g}" for x in sorted(set(g["holdout"]))) if "holdout" in g.columns else "0"
         rows.append(dict(row, **{"accuracy": per_seed["acc"].mean(), "accuracy ±": _sem(src["acc"]),
                             "R": per_seed["R"].mean(), "R ±": _sem(src["R"]), "seeds": g["seed"].nunique(),
+                            "runs": len(g),
                             "envs": g["env"].nunique(), "R envs": int(per_env["R"].notna().sum()),
                             "plan preset": ", ".join(sorted(set(g["plan_preset"].dropna().astype(str)))),
                             "held-out accuracy": per_seed["held"].mean() if h else float("nan"),
@@ -343,6 +374,100 @@ def table_ablation(
     paper = _by_kind(_published_agg("T6", keys), keys) if published else None
     return Table(_sorted(_with_source(ours, paper, keys, published)), cap)
 
+# %% ../../nbs/53_figures.ipynb #868f8f08
+NO_OPTIONS = ("no option varies across the complete runs: a sweep over an option's values makes an "
+              "ablation (e.g. `cwm-nb sweep ... --set C=0.1,1,5`)")
+
+def _option_runs(index):
+    "The complete runs outside APPS (`_runs`, values by `option_value`) and the options that vary."
+    done = index[(index["status"] == "complete") & (index["suite"].astype(str) != "apps")]
+    opts = varied_options(done)
+    runs = _runs(done, None, shown=tuple(opts))
+    for o in opts: runs[o] = runs[o].map(option_value)
+    return runs, opts
+
+# %% ../../nbs/53_figures.ipynb #00cb8f2c
+def table_options(
+    index: "pd.DataFrame",   # the results index, with a column per option that varies
+    published: bool = True,  # add the paper's rows for its configuration of our methods
+    err: str = "seeds",      # "seeds" or "envs", as in `table_main`
+) -> Table:
+    """Ablation table of the options that vary across the runs: rows (action kind, method, model,
+    budget, each varied option's value, source); columns accuracy, held-out accuracy and R (where
+    present) with ±, runs, seeds, environments. A note when no option varies."""
+    import pandas as pd
+    _check_err(err)
+    runs, opts = _option_runs(index)
+    cap = (f"Options varied across the runs: {', '.join(opts) or 'none'}. One row per action "
+           "space, method, model, budget and option values ('default': the index does not know the "
+           f"run's value). {_err_text(err)} {_RULES}"
+           + _partial_note(index[index["suite"].astype(str) != "apps"], None))
+    if published:
+        cap += (f" Rows '{PAPER}': the paper's configuration of the method (its defaults, the "
+                "paper's planner, nothing held out), quoted: Table 2 for GIF-MCTS and WorldCoder "
+                "(Llama 3 70B: 3 seeds, GPT-4 Turbo: 1 seed), Table 6 for the ablations (1 seed); "
+                "n/a: the method has no such option.")
+    if not opts: return Table(_note_table(NO_OPTIONS), cap)
+    keys = ["action_kind", "method", "model", "budget", *opts]
+    if "run.holdout" not in opts and runs["holdout"].nunique() > 1: keys.append("holdout")
+    parts = [_aggregate(runs, keys, err).assign(source=OURS)]
+    if published:
+        ours = {m.split("+")[0].removesuffix("-paper-compat") for m in runs["method"]}
+        t6 = _published_agg("T6", keys)
+        p = pd.concat([_published_agg("T2", keys), t6[t6["method"] != "gif-mcts"]])
+        p = p[p["method"].isin(ours) & p["action_kind"].isin(set(runs["action_kind"]))]
+        for o in opts: p[o] = [paper_setting(o, m) for m in p["method"]]
+        parts.append(p.assign(source=PAPER))
+    df = pd.concat(parts, ignore_index=True).set_index([*keys, "source"])
+    cols = ["accuracy", "accuracy ±", "held-out accuracy", "held-out accuracy ±", "R", "R ±",
+            "runs", "seeds", "envs", "R envs", "plan preset"]
+    cols = [c for c in cols if df[c].notna().any()]   # no held-out part, no R: no column
+    return Table(_sorted(df[cols]), cap)
+
+# %% ../../nbs/53_figures.ipynb #181f96dd
+def plot_options(
+    index: "pd.DataFrame",   # the results index, with a column per option that varies
+    by: str = "auto",        # lines per "env", per action space ("group"); "auto": env up to 4 envs
+):
+    """Figure: accuracy (and R where runs have it) against each varied option's value, one row of
+    panels per option; mean ± standard error over seeds (`_aggregate`). Raises `CwmNbError` for an
+    unknown `by`."""
+    import matplotlib.pyplot as plt
+    if by not in ("auto", "env", "group"):
+        raise CwmNbError(f"unknown grouping by={by!r}", "use by='auto', 'env' or 'group'")
+    runs, opts = _option_runs(index)
+    ms = [("accuracy", "accuracy")]
+    if runs["R_eff"].notna().any(): ms.append(("R", "normalized return R"))
+    fig, axes = plt.subplots(max(1, len(opts)), len(ms), squeeze=False,
+                             figsize=(5.5 * len(ms), 3.6 * max(1, len(opts))))
+    if not opts:
+        axes[0, 0].text(0.5, 0.5, textwrap.fill(NO_OPTIONS, 60), ha="center", va="center")
+        axes[0, 0].set_axis_off(); return fig
+    group = "env" if by == "env" or (by == "auto" and runs["env"].nunique() <= 4) else "action_kind"
+    for row, o in zip(axes, opts):
+        others = [p for p in opts if p != o]
+        # numbers by value, then text ('default', True/False, ...)
+        vals = sorted(set(runs[o]), key=lambda v: (0, v) if _is_number(v) else (1, str(v)))
+        num = all(map(_is_number, vals))
+        pos = {v: v if num else i for i, v in enumerate(vals)}
+        for key, g in runs.groupby(["method", "model", "budget", group, *others], sort=True):
+            a = _aggregate(g, [o]).assign(x=lambda d: d[o].map(pos)).sort_values("x")
+            label = f"{key[0]} ({key[1]}, B={key[2]}), {key[3]}" + "".join(
+                f", {p.removeprefix('method.')}={v}" for p, v in zip(others, key[4:]))
+            for ax, (col, _) in zip(row, ms):
+                ax.errorbar(a["x"], a[col], yerr=a[f"{col} ±"].fillna(0.0), marker="o", ms=4,
+                            capsize=3, label=label)
+        for ax, (_, name) in zip(row, ms):
+            ax.set(xlabel=o, ylabel=f"{name} (mean ± s.e.)", title=f"{name} against {o}")
+            if num and min(vals) > 0 and max(vals) >= 20 * min(vals): ax.set_xscale("log")
+            ax.set_xticks(list(pos.values()), [f"{v:g}" if num else str(v) for v in vals])
+            ax.minorticks_off()
+            ax.grid(alpha=0.3); ax.legend(fontsize="x-small")
+    _title_code_versions(fig, runs)
+    return fig
+
+def _is_number(v) -> bool: return isinstance(v, numbers.Number) and not isinstance(v, bool)
+
 # %% ../../nbs/53_figures.ipynb #9838d38e
 ACTION_STATS = ("pct_generate", "pct_improve", "pct_fix", "best_path_length", "best_path_pct_generate",
                 "best_path_pct_improve", "best_path_pct_fix", "tree_depth")
@@ -485,6 +610,8 @@ def apps_problem_results(
             lines = (Path(results)/rd/"problems.jsonl").read_text().splitlines()
         except (OSError, ValueError): continue
         method = s["method"] + ("-paper-compat" if s.get("paper_compat") else "")
+        # options set: another configuration, another row
+        method += options_label(parse_options(s.get("options")))
         ev = f"pass@{s['budget']}" if s.get("apps_mode") == "paper" else "held-out"
         for line in lines:
             r = json.loads(line)
@@ -620,7 +747,7 @@ def plot_best_value_vs_calls(
             ax.fill_between(x, m - se, m + se, alpha=0.2)
         ax.set(xlabel="LLM calls", ylabel="best value (mean ± s.e. over runs)", ylim=(0, 1.02), title=p)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True)); ax.grid(alpha=0.3); ax.legend(fontsize="small")
-    fig.tight_layout()
+    _title_code_versions(fig, _runs(index, None))
     return fig
 
 # %% ../../nbs/53_figures.ipynb #1fbbbb32
@@ -701,7 +828,7 @@ def plot_rollout_errors(
         ax.set(title=env, xlabel="rollout horizon K (steps)", ylabel=metric.replace("_", " "))
         ax.legend(fontsize="x-small")
     for ax in list(axes.flat)[len(envs):]: ax.set_axis_off()
-    fig.tight_layout()
+    _title_code_versions(fig, _runs(index, None))
     return fig
 
 # %% ../../nbs/53_figures.ipynb #64340107
@@ -783,7 +910,9 @@ def make_all(
     published: bool = True,         # put the paper's numbers beside ours
     index: "pd.DataFrame | None" = None,  # the results index; None: `sweeps.build_index(results)`
 ) -> dict[str, list[Path]]:
-    "Write every table (csv, tex, md; the APPS ones when there are APPS runs) and figure (png + pdf) and `manifest.json` into `out`; returns {name: written paths}."
+    """Write every table (csv, tex, md; the APPS ones when there are APPS runs, the options one when
+    an option varies) and figure (png + pdf) and `manifest.json` (with notes and warnings) into
+    `out`; returns {name: written paths}."""
     import matplotlib.pyplot as plt
     if index is None:
         index = sweeps.build_index(results)
@@ -804,9 +933,17 @@ def make_all(
                       ("rollout_state_errors", plot_rollout_errors(index, results, "state_error")),
                       ("rollout_reward_errors", plot_rollout_errors(index, results, "reward_error"))):
         written[stem] = save_figure(fig, out/stem); plt.close(fig)
+    notes = [] if _option_runs(index)[1] else [NO_OPTIONS]
+    if not notes:   # an option varies: its ablation table and plot
+        t = table_options(index, published=published)
+        written["t_options"] = write_table(t.df, out/"t_options", t.caption)
+        fig = plot_options(index)
+        written["options"] = save_figure(fig, out/"options"); plt.close(fig)
+    mix = code_note(_runs(index, None), "the runs mix").strip()
     written.update(agent_figures(results, out))   # the WorldCoder agent's figures, when `results` holds agent runs
-    atomic_write_json(out/"manifest.json", dict(results=str(results), published=published, n_runs=len(index),
-                                                files={k: [str(p) for p in v] for k, v in written.items()}))
+    files = {k: [str(p) for p in v] for k, v in written.items()}
+    atomic_write_json(out/"manifest.json", dict(results=str(results), published=published,
+                      n_runs=len(index), files=files, notes=notes, warnings=[mix] if mix else []))
     return written
 
 # %% ../../nbs/53_figures.ipynb #46a7e610
@@ -823,8 +960,10 @@ def _cmd_figures(a) -> int:
     if not os.access(out, os.W_OK): raise CwmNbError(f"cannot write to --out {out}", "pass a folder you can write to as --out")
     nb = run_notebook("paper_figures", dict(results=str(res.resolve()), out=str(out), published=not a.no_published),
                       out/"paper_figures.ipynb")
-    files = json.loads((out/"manifest.json").read_text())["files"]
-    for name, paths in files.items(): print(f"{name}: " + "  ".join(paths))
+    man = json.loads((out/"manifest.json").read_text())
+    for name, paths in man["files"].items(): print(f"{name}: " + "  ".join(paths))
+    for n in man.get("notes", []): print(f"note: {n}")
+    for w in man.get("warnings", []): print(f"warning: {w}", file=sys.stderr)
     print(f"notebook: {nb}")
     return 0
 
