@@ -239,6 +239,7 @@ def calls_done(
         except (OSError, ValueError): return 0
     rd = Path(run_dir)
     if not (rd/"problems").is_dir(): return min(held(rd), budget)
+    # a problem's stored result counts as `solve_problem` reuses it (41_apps_search)
     return sum(budget if apps_search._reusable(apps_search._saved_result(f), budget)
                else min(held(f), budget) for f in (rd/"problems").iterdir() if f.is_dir())
 
