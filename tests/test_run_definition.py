@@ -108,3 +108,12 @@ def test_a_folder_written_before_definitions_still_resumes(tmp_path):
     assert check_run_settings(tmp_path, record) == "resume"
     atomic_write_json(tmp_path/"metrics.json", {"status": "complete", "budget": 3})
     assert check_run_settings(tmp_path, record) == "skip"
+
+
+def test_a_dry_run_lists_the_grid_and_estimates_it_without_running(tmp_path):
+    r = cli("sweep", "cwmb", "--envs", "CartPole-v1", "--methods", "gif-mcts,worldcoder", "--models", "gpt-4o",
+            "--budgets", 20, "--set", "C=0.1,5", "--dry-run", "--out", tmp_path/"grid")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "gif-mcts on CartPole-v1 with gpt-4o, budget 20, seed 0, C=5" in r.stdout
+    assert "4 runs: 4 new, 0 to resume, 0 complete; ~80 calls" in r.stdout and "$" in r.stdout
+    assert not (tmp_path/"grid").exists()   # nothing ran, no folder was made

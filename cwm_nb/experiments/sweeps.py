@@ -19,7 +19,8 @@ from ..search import gif_mcts
 from ..search.baselines import METHODS
 from . import runs
 from ..bench.planning import DEFAULT_PLAN_PRESET
-from .definition import (PLAN_PRESETS, define_run, default_max_tokens,
+from .estimate import calls_done, estimate_table, format_estimate
+from .definition import (PLAN_PRESETS, AppsSettings, define_run, default_max_tokens,
                                            find_option, run_options, split_assignments)
 from .runs import (check_holdout, check_run_settings, definition_dir,
                                      is_complete, resolve_holdout)
@@ -28,7 +29,7 @@ from fastcore.basics import patch
 # %% auto #0
 __all__ = ['INDEX_NAME', 'INDEX_COLUMNS', 'ENV_GROUPS', 'EXECUTORS', 'find_run_dirs', 'index_row', 'build_index', 'write_index',
            'load_index', 'expand_envs', 'Job', 'option_grid', 'plan_sweep', 'job_state', 'AppsJob', 'apps_chunks',
-           'plan_apps_sweep', 'job_threads', 'run_job', 'make_pool', 'SweepSummary', 'run_sweep', 'add_cli']
+           'plan_apps_sweep', 'job_threads', 'run_job', 'make_pool', 'SweepSummary', 'run_sweep', 'dry_run', 'add_cli']
 
 # %% ../../nbs/51_sweeps.ipynb #5175e078
 INDEX_NAME = "index.parquet"
@@ -337,7 +338,7 @@ def argv(self: Job) -> list[str]:
     return a + self.shared_flags() + [f"--set={k}={v}" for k, v in self.options]
 
 # %% ../../nbs/51_sweeps.ipynb #741a5974
-def _job_str(self): return f"{self.method} on {self.env} with {self.model}, budget {self.budget}, seed {self.seed}"
+def _job_str(self): return f"{self.method} on {self.env} with {self.model}, budget {self.budget}, seed {self.seed}" + "".join(f", {k}={v}" for k, v in self.options)
 Job.__str__ = _job_str
 
 # %% ../../nbs/51_sweeps.ipynb #f96f3d06
@@ -481,7 +482,7 @@ def argv(self: AppsJob) -> list[str]:
     return a + self.shared_flags() + [f"--set={k}={v}" for k, v in self.options]
 
 # %% ../../nbs/51_sweeps.ipynb #bc8d1089
-def _apps_job_str(self): return f"{self.method} on APPS problems {self.env} with {self.model}, budget {self.budget}, seed {self.seed}"
+def _apps_job_str(self): return f"{self.method} on APPS problems {self.env} with {self.model}, budget {self.budget}, seed {self.seed}" + "".join(f", {k}={v}" for k, v in self.options)
 AppsJob.__str__ = _apps_job_str
 
 # %% ../../nbs/51_sweeps.ipynb #f5215f64
@@ -880,6 +881,8 @@ def _add_run_args(w, plan_presets) -> None:
     w.add_argument("--env-kwargs", default="", help="JSON keyword arguments for every gymnasium id or entry point in --envs")
     w.add_argument("--max-episode-steps", type=int, default=None, help="their time limit (steps)")
     w.add_argument("--no-progress", action="store_true", help="no progress bar")
+    w.add_argument("--dry-run", action="store_true", help="list the runs the grid makes (new, complete, to resume) "
+                   "and estimate the calls, tokens and cost of those to make; nothing runs")
     w.add_argument("--force", action="store_true", help="delete the run folders made with other settings or "
                    "other code (they are named first) and make those runs again")
     w.add_argument("--set", action="append", default=[], metavar="NAME=V1,V2",
@@ -890,6 +893,14 @@ def _add_run_args(w, plan_presets) -> None:
     w.add_argument("--chunk", type=int, default=10, help="apps: problems per job")
     w.add_argument("--apps-mode", default="held_out", choices=("held_out", "paper"), help="apps: which tests the search sees (see run)")
     w.add_argument("--compare", default="strict", choices=("strict", "apps_compat"), help="apps: output comparison (see run)")
+
+# %% ../../nbs/51_sweeps.ipynb #0ddb6f6a
+def dry_run(jobs: list) -> int:
+    """`cwm-nb sweep --dry-run`: print each run of `jobs` with its state (new, complete, to resume) and the
+    estimated calls, tokens and cost of those still to make (`estimate.estimate_table`); no call is made."""
+    rows = [(str(j), job_state(j), j.definition(), calls_done(j.run_dir, j.budget)) for j in jobs]
+    print(format_estimate(estimate_table(rows)))
+    return 0
 
 # %% ../../nbs/51_sweeps.ipynb #e850c2bf
 def _cmd_sweep(a) -> int:
@@ -911,6 +922,7 @@ def _cmd_sweep(a) -> int:
                       plan_episodes=a.plan_episodes, endpoint_caps=a.endpoint_caps, holdout=a.holdout,
                       holdout_seed=a.holdout_seed, env_kwargs=a.env_kwargs or None, max_episode_steps=a.max_episode_steps,
                       options=a.set, force=a.force)
+    if a.dry_run: return dry_run(jobs)
     s = run_sweep(jobs, a.out, a.executor, a.workers or None, a.scheduler, a.slurm_partition, a.slurm_time,
                   progress=not a.no_progress)
     print(s.report())
@@ -920,7 +932,6 @@ def _cmd_sweep(a) -> int:
 def _cmd_sweep_apps(a) -> int:
     "`cwm-nb sweep apps`: one `cwm-nb run apps` job per chunk of problems, method, model, budget and seed."
     # start-up time of `cwm-nb --help`, as in `apps_chunks`
-    from cwm_nb.apps.problems import PAPER_RANGE
     from cwm_nb.apps.search import data_path   # (same reason)
     if a.envs: raise CwmNbError("`cwm-nb sweep apps` takes --data and --problems, not --envs", "drop --envs")
     if not a.data: raise CwmNbError("no APPS data given", "pass --data PATH (your copy of APPS) or --data demo (the six shipped problems)")
@@ -929,10 +940,11 @@ def _cmd_sweep_apps(a) -> int:
         raise CwmNbError(f"the APPS data path {a.data} does not exist", "download APPS yourself and pass its folder or file, or --data demo")
     if Path(a.out).exists() and not Path(a.out).is_dir():
         raise CwmNbError(f"--out {a.out} is a file, not a folder", "pass a folder for the sweep's results (it is made if missing)")
-    problems = a.problems or ("0:6" if data == "demo" else f"{PAPER_RANGE[0]}:{PAPER_RANGE[1]}")
+    problems = AppsSettings(data=data, problems=a.problems).problems   # its default: the data's
     jobs = plan_apps_sweep(a.out, data, problems, a.chunk, a.methods, a.models, a.budgets or "20", a.seeds,
                            paper_compat=a.paper_compat, max_tokens=a.max_tokens, base_url=a.base_url,
                            apps_mode=a.apps_mode, compare=a.compare, endpoint_caps=a.endpoint_caps, options=a.set, force=a.force)
+    if a.dry_run: return dry_run(jobs)
     s = run_sweep(jobs, a.out, a.executor, a.workers or None, a.scheduler, a.slurm_partition, a.slurm_time,
                   progress=not a.no_progress)
     print(s.report())
