@@ -25,7 +25,12 @@ from fastcore.basics import patch
 # %% auto #0
 __all__ = ['INDEX_NAME', 'INDEX_COLUMNS', 'ENV_GROUPS', 'EXECUTORS', 'find_run_dirs', 'index_row', 'build_index', 'write_index',
            'load_index', 'expand_envs', 'Job', 'plan_sweep', 'job_state', 'AppsJob', 'apps_chunks', 'plan_apps_sweep',
-           'job_threads', 'run_job', 'make_pool', 'SweepSummary', 'run_sweep', 'add_cli']
+           'job_threads', 'run_job', 'run_payload', 'make_pool', 'SweepSummary', 'run_sweep', 'add_cli']
+
+# %% ../../nbs/51_sweeps.ipynb #edb1accf
+import dataclasses
+# the inputs a job carries by content; following a SLURM job without accounting
+from . import remote
 
 # %% ../../nbs/51_sweeps.ipynb #5175e078
 INDEX_NAME = "index.parquet"
@@ -257,6 +262,7 @@ class Job:
     seed: int
     root: Path
     settings: tuple = ()   # the other run settings as (key, value) pairs: paper_compat, max_tokens, base_url, plan_*
+    inputs: tuple = ()     # (path, `remote.CarriedInput`): files the job writes at path first
 
 # %% ../../nbs/51_sweeps.ipynb #45ca33dc
 @patch(as_prop=True)
@@ -282,7 +288,8 @@ def run_settings(self: Job) -> dict:
     "What `cwm-nb run` writes to `settings.json` for this job (compared by `runs.check_run_settings`)."
     o = self.opts
     return dict(env=self.env, method=self.method, model=self.model, budget=self.budget, seed=self.seed,
-                paper_compat=o["paper_compat"], max_tokens=o["max_tokens"], base_url=o["base_url"], buffer="",
+                paper_compat=o["paper_compat"], max_tokens=o["max_tokens"], base_url=o["base_url"],
+                buffer=o.get("buffer", ""), description=o.get("description", ""),
                 endpoint_caps=o.get("endpoint_caps", ""),
                 plan_preset=o["plan_preset"], plan_episodes=o["plan_episodes"]) | \
            ({"holdout": o["holdout"]} if o.get("holdout") is not None else {}) | \
@@ -302,17 +309,30 @@ def shared_flags(self: Job) -> list[str]:
 def argv(self: Job) -> list[str]:
     "Arguments of the job's `cwm-nb` command."
     o = self.opts
-    a = ["run", self.suite, "--env", self.env, "--method", self.method, "--model", self.model,
+    # (a gymnasium environment outside the benchmark runs as `cwm-nb run cwmb`; its folder is under gym/)
+    a = ["run", "cwmb" if self.suite == "gym" else self.suite, "--env", self.env, "--method", self.method, "--model", self.model,
          "--budget", str(self.budget), "--seed", str(self.seed), "--out", str(self.root),
          "--max-tokens", str(o["max_tokens"]), "--plan-preset", o["plan_preset"],
          "--plan-episodes", str(o["plan_episodes"])]
     if o.get("holdout") is not None: a += ["--holdout", str(o["holdout"])]
     if o.get("holdout") is not None or "holdout_seed" in o: a += ["--holdout-seed", str(o.get("holdout_seed", 0))]
+    # copies under <out>/.inputs
+    a += [x for k in ("buffer", "description") if o.get(k) for x in (f"--{k}", o[k])]
     return a + self.shared_flags()
 
 # %% ../../nbs/51_sweeps.ipynb #741a5974
 def _job_str(self): return f"{self.method} on {self.env} with {self.model}, budget {self.budget}, seed {self.seed}"
 Job.__str__ = _job_str
+
+# %% ../../nbs/51_sweeps.ipynb #0233d219
+@patch
+def payload(self: Job) -> dict:
+    "The job's whole definition as JSON-able data: command, log, environment specs, carried inputs."
+    # (an APPS job's `env` is its problems)
+    spec = bench_envs.get_env_spec(self.env) if self.suite != "apps" else None
+    specs = {spec.name: bench_envs.spec_to_plain(spec)} if spec and spec.suite == "gym" else {}
+    return dict(argv=self.argv(), log=str(self.log), env_specs=specs,
+                inputs=[dict(path=p, **c.to_plain()) for p, c in self.inputs])
 
 # %% ../../nbs/51_sweeps.ipynb #f96f3d06
 def _methods_models(methods, models, base_url: str, endpoint_caps: str) -> tuple[list[str], list[str]]:
@@ -333,6 +353,14 @@ def _check_existing(jobs: list) -> None:
         except CwmNbError as e:   # `cwm-nb sweep` has no --force: say what to do with the folder instead
             raise CwmNbError(e.what, f"pass another --out to keep both, or delete {j.run_dir} to run it afresh") from None
 
+# %% ../../nbs/51_sweeps.ipynb #b838a4f1
+def _carry(jobs: list, out: Path, buffer: str = "", description: str = "") -> list:
+    "`jobs` carrying the user's --buffer and --description. Raises `CwmNbError` (`carry_files`)."
+    if not (buffer or description): return jobs
+    paths, inputs = remote.carry_files(sorted({j.env for j in jobs}), out, buffer, description)
+    return [dataclasses.replace(j, settings=tuple({**j.opts, **paths}.items()), inputs=inputs)
+            for j in jobs]
+
 # %% ../../nbs/51_sweeps.ipynb #969cb83f
 def plan_sweep(
     out: str | Path,              # results folder of the sweep
@@ -351,6 +379,8 @@ def plan_sweep(
     holdout_seed: int | None = None,  # seed of each run's held-out episodes (`cwm-nb run --holdout-seed`); None: 0
     env_kwargs: dict | str | None = None,  # keyword arguments of every gymnasium id or entry point in `envs` (`cwm-nb run --env-kwargs`)
     max_episode_steps: int | None = None,  # their time limit (`cwm-nb run --max-episode-steps`)
+    buffer: str = "",             # replay buffer of the sweep's one environment, carried (`_carry`)
+    description: str = "",        # text file the model gets instead of the generated one, carried
 ) -> list[Job]:
     "Every job of the sweep, validated (names, numbers, the settings of existing run folders). Raises `CwmNbError` naming the first bad item."
     plan_preset = plan_preset or DEFAULT_PLAN_PRESET
@@ -375,6 +405,7 @@ def plan_sweep(
                     for seed in seed_list:
                         jobs.append(Job(bench_envs.get_env_spec(env).suite, env, method, model, B, seed, out/f"budget{B}",
                                         tuple(st.items())))
+    jobs = _carry(jobs, out, buffer, description)
     _check_existing(jobs)   # a clash with an existing folder: error now, before any job starts
     return jobs
 
@@ -539,10 +570,23 @@ def run_job(argv: list[str], log: str, env: dict | None = None, jobs_here: int |
     return dict(returncode=rc, tail=_tail(log), log=str(log), wall_s=round(time.perf_counter() - t0, 3),
                 host=platform.node())
 
+# %% ../../nbs/51_sweeps.ipynb #ea075043
+def run_payload(
+    payload: dict,                 # `Job.payload()`
+    env: dict | None = None,       # further environment variables of the job (`_env_vars`)
+    jobs_here: int | None = None,  # jobs sharing this machine's CPUs (`job_threads`)
+) -> dict:
+    "Write the job's carried inputs, then `run_job` it with its own environment specs (its result)."
+    for d in payload.get("inputs", ()): remote.write_input(remote.input_from_plain(d), d["path"])
+    env = {**(env or {}), bench_envs.SESSION_ENV_VAR: json.dumps(payload.get("env_specs") or {})}
+    return run_job(payload["argv"], payload["log"], env, jobs_here)
+
 # %% ../../nbs/51_sweeps.ipynb #c639c9f7
 def _env_vars() -> dict:
-    "The sweep's `CWM_NB_*` variables (caches, threads), passed to every job wherever it runs; blank ones are left out."
-    return {k: v for k, v in os.environ.items() if k.startswith("CWM_NB_") and v.strip()}
+    """The sweep's `CWM_NB_*` variables (caches, threads), passed to every job wherever it runs;
+    blank ones are left out, and so is `$CWM_NB_ENVS` (a job carries its specs, `Job.payload`)."""
+    return {k: v for k, v in os.environ.items()
+            if k.startswith("CWM_NB_") and k != bench_envs.SESSION_ENV_VAR and v.strip()}
 
 # %% ../../nbs/51_sweeps.ipynb #3034f268
 class _LocalPool:
@@ -553,7 +597,8 @@ class _LocalPool:
         self.slots = workers
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cwm-nb-job")
         self.describe = f"the local executor with {workers} worker{'s' * (workers != 1)}"
-    def submit(self, job: Job): return self.pool.submit(run_job, job.argv(), str(job.log), _env_vars(), self.slots)
+    def submit(self, job: Job):
+        return self.pool.submit(run_payload, job.payload(), _env_vars(), self.slots)
     def abort(self, handles): _stop_live(); self.pool.shutdown(wait=True, cancel_futures=True)
     def close(self): self.pool.shutdown(wait=True)
 
@@ -592,9 +637,9 @@ def _connect(self: _DaskPool, workers: int | None, scheduler: str):
 # %% ../../nbs/51_sweeps.ipynb #42fea391
 @patch
 def submit(self: _DaskPool, job: Job):
-    "One `client.submit(run_job, ...)` under a unique key."
+    "One `client.submit(run_payload, ...)` under a unique key."
     here = self.slots if self.cluster is not None else None   # a local cluster's workers share this machine
-    return self.client.submit(run_job, job.argv(), str(job.log), _env_vars(), here, pure=False,
+    return self.client.submit(run_payload, job.payload(), _env_vars(), here, pure=False,
                               key=f"cwm-nb-{job.suite}-{job.env}-{job.method}-{job.model}-b{job.budget}-s{job.seed}-{os.urandom(3).hex()}")
 
 # %% ../../nbs/51_sweeps.ipynb #667fa776
@@ -626,7 +671,11 @@ class _SubmititPool:
         self.ex.update_parameters(**params)
         self.slots = workers
         self.cluster = self.ex.cluster
-        self.describe = (f"SLURM via submitit ({workers} jobs at a time)" if self.cluster == "slurm" else
+        # no controller: an error now; no `sacct`: jobs followed through `squeue`
+        self.accounting = self.cluster != "slurm" or remote.slurm_accounting()
+        watch = "" if self.accounting else "; no accounting, jobs followed with squeue"
+        slurm = f"SLURM via submitit ({workers} jobs at a time{watch})"
+        self.describe = (slurm if self.cluster == "slurm" else
                          f"submitit's {self.cluster} executor ({workers} jobs at a time): no SLURM on this machine, "
                          "so the jobs run as local processes")
     def close(self): pass
@@ -634,9 +683,10 @@ class _SubmititPool:
 # %% ../../nbs/51_sweeps.ipynb #401f8584
 @patch
 def submit(self: _SubmititPool, job: Job):
-    "One `sbatch` job (or local process) running `run_job`."
+    "One `sbatch` job (or local process) running `run_payload`."
     here = self.slots if self.cluster != "slurm" else None    # submitit's local fallback shares this machine
-    return self.ex.submit(run_job, job.argv(), str(job.log), _env_vars(), here)
+    h = self.ex.submit(run_payload, job.payload(), _env_vars(), here)
+    return h if self.accounting else remote.QueueWatchedJob(h)
 
 # %% ../../nbs/51_sweeps.ipynb #ac1a2d94
 @patch
@@ -809,6 +859,10 @@ def _add_run_args(w, plan_presets) -> None:
     w.add_argument("--holdout-seed", type=int, default=None, help="seed of each run's held-out episodes; default: `cwm-nb run`'s (0)")
     w.add_argument("--env-kwargs", default="", help="JSON keyword arguments for every gymnasium id or entry point in --envs")
     w.add_argument("--max-episode-steps", type=int, default=None, help="their time limit (steps)")
+    w.add_argument("--buffer", default="", help="replay buffer folder or paper pickle of the "
+                   "sweep's one environment; read now, each job carries it")
+    w.add_argument("--description", default="", help="text file the model gets instead of the "
+                   "generated description (one environment); read now, each job carries it")
     w.add_argument("--no-progress", action="store_true", help="no progress bar")
     w.add_argument("--data", default="", help="apps: your copy of APPS, or demo (data/apps_demo)")
     w.add_argument("--problems", default="", help="apps: positions START:STOP or a comma list; default 3000:4000, demo: 0:6")
@@ -834,7 +888,9 @@ def _cmd_sweep(a) -> int:
     jobs = plan_sweep(a.out, envs, a.methods, a.models, a.budgets or "10", a.seeds, paper_compat=a.paper_compat,
                       max_tokens=a.max_tokens, base_url=a.base_url, plan_preset=a.plan_preset,
                       plan_episodes=a.plan_episodes, endpoint_caps=a.endpoint_caps, holdout=a.holdout,
-                      holdout_seed=a.holdout_seed, env_kwargs=a.env_kwargs or None, max_episode_steps=a.max_episode_steps)
+                      holdout_seed=a.holdout_seed, env_kwargs=a.env_kwargs or None,
+                      max_episode_steps=a.max_episode_steps, buffer=a.buffer,
+                      description=a.description)
     s = run_sweep(jobs, a.out, a.executor, a.workers or None, a.scheduler, a.slurm_partition, a.slurm_time,
                   progress=not a.no_progress)
     print(s.report())
@@ -847,6 +903,8 @@ def _cmd_sweep_apps(a) -> int:
     from cwm_nb.apps.problems import PAPER_RANGE
     from cwm_nb.apps.search import data_path   # (same reason)
     if a.envs: raise CwmNbError("`cwm-nb sweep apps` takes --data and --problems, not --envs", "drop --envs")
+    if a.buffer or a.description:
+        raise CwmNbError("--buffer and --description are for cwmb and rtfm sweeps", "drop them")
     if not a.data: raise CwmNbError("no APPS data given", "pass --data PATH (your copy of APPS) or --data demo (the six shipped problems)")
     data = "demo" if a.data == "demo" else str(Path(a.data).expanduser().resolve())
     if not data_path(data).exists():
