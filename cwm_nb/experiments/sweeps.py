@@ -310,7 +310,8 @@ def argv(self: Job) -> list[str]:
     "Arguments of the job's `cwm-nb` command."
     o = self.opts
     # (a gymnasium environment outside the benchmark runs as `cwm-nb run cwmb`; its folder is under gym/)
-    a = ["run", "cwmb" if self.suite == "gym" else self.suite, "--env", self.env, "--method", self.method, "--model", self.model,
+    suite = "cwmb" if self.suite == "gym" else self.suite
+    a = ["run", suite, "--env", self.env, "--method", self.method, "--model", self.model,
          "--budget", str(self.budget), "--seed", str(self.seed), "--out", str(self.root),
          "--max-tokens", str(o["max_tokens"]), "--plan-preset", o["plan_preset"],
          "--plan-episodes", str(o["plan_episodes"])]
