@@ -19,8 +19,9 @@ def ratio(a: float, b: float) -> str:
 
 
 def main(results: str = "results") -> int:
-    from cwm_nb.experiments import sweeps, figures
-    ix = sweeps.load_index(results)
+    from cwm_nb.experiments import figures
+    from cwm_nb.experiments.index import load_index
+    ix = load_index(results)
     ix = figures.dedupe_runs(ix[(ix["status"] == "complete") & ix["method"].isin(METHODS) & ~ix["paper_compat"]]).copy()
     if not len(ix):
         print(f"no complete runs of {', '.join(METHODS)} under {results}; run the README's sweep first")

@@ -42,7 +42,8 @@ def main():
     ap.add_argument("--llm-cache", default="", help="response cache file to use (default: <cache>/bench_sweep/llm_cache.sqlite)")
     args = ap.parse_args()
     from cwm_nb.core import cache_dir
-    from cwm_nb.experiments.sweeps import load_index, plan_sweep
+    from cwm_nb.experiments.index import load_index
+    from cwm_nb.experiments.sweeps import plan_sweep
     n_runs = len(plan_sweep(tempfile.mkdtemp(), args.envs, args.methods, "embedded", "1", args.seeds))
     llm_cache = Path(args.llm_cache) if args.llm_cache else cache_dir()/"bench_sweep"/"llm_cache.sqlite"
     llm_cache.parent.mkdir(parents=True, exist_ok=True)

@@ -121,7 +121,7 @@ def test_search_on_ones_own_environment_records_what_it_was(tmp_path):
     planning = plan_run(out, preset="quick", episodes=2, progress=False)
     assert planning["normalized_return"] == pytest.approx(1.0)
     write_metrics(out, **planning)
-    from cwm_nb.experiments.sweeps import build_index
+    from cwm_nb.experiments.index import build_index
     from cwm_nb.experiments.figures import table_other_envs
     row = build_index(tmp_path/"r").iloc[0]
     assert (row.suite, row.env, row.env_id, row.env_kwargs, row.action_kind) == \

@@ -49,8 +49,8 @@ def figures_out(results):
     return fig, r.stdout
 
 def test_index_of_the_runs(results):
-    from cwm_nb.experiments import sweeps
-    idx = sweeps.build_index(results)
+    from cwm_nb.experiments.index import build_index
+    idx = build_index(results)
     assert len(idx) == 8 and (idx.status == "complete").all()
     assert set(idx.method) == {"gif-mcts", "gif-mcts-no-fix"} and set(idx.seed) == {0, 1}
 

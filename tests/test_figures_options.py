@@ -1,6 +1,6 @@
 """`cwm-nb figures` on a sweep over an option: the ablation table and plot grouped by the varied
 option, the warning when the runs mix code versions, the note when no option varies. The results
-index is typed in here (made-up numbers, the columns `sweeps.build_index` gives: `options`, `code`,
+index is typed in here (made-up numbers, the columns `index.build_index` gives: `options`, `code`,
 one column per varied option)."""
 import json
 from argparse import Namespace
@@ -9,7 +9,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
-from cwm_nb.experiments import figures, sweeps
+from cwm_nb.experiments import figures
+from cwm_nb.experiments.index import INDEX_COLUMNS
 
 ENVS = (("CartPole-v1", "discrete", 0.6), ("Pendulum-v1", "continuous", 0.2))
 
@@ -20,7 +21,7 @@ def sweep_index(values=(0.5, 2.0, 8.0), codes=("c0ffee000001",)) -> pd.DataFrame
     for i, c in enumerate(values):
         for env, kind, base in ENVS:
             for seed in (0, 1):
-                row = dict.fromkeys(sweeps.INDEX_COLUMNS)
+                row = dict.fromkeys(INDEX_COLUMNS)
                 row.update(run_dir=f"budget3/cwmb/{env}/gif-mcts+C={c:g}/m/seed{seed}",
                            suite="cwmb", env=env, action_kind=kind, method="gif-mcts", model="m",
                            budget=3, seed=seed, paper_compat=False, status="complete", holdout=0.2,

@@ -1,6 +1,7 @@
 """End to end: `cwm-nb sweep` with the real embedded model and real papermill runs, on the local executor, a Dask
-LocalCluster, an external `dask scheduler` + `dask worker`, and submitit; a sweep killed half-way and rerun; the
-results index; bad input refused before anything starts.
+LocalCluster, an external `dask scheduler` + `dask worker` (whose jobs carry their whole definition: a generated
+environment, a buffer and a description file), and submitit; a sweep killed half-way and rerun; the results index;
+bad input refused before anything starts. A real SLURM is in test_slurm.py.
 
 The tests share one LLM response cache (module fixture): the first sweep asks the model, the later ones test the
 orchestration and get the same prompts answered from the cache. Each run uses budget 1, no planning after the search
@@ -109,29 +110,99 @@ def _free_port() -> int:
     return port
 
 
-def test_dask_external_scheduler_and_worker(tmp_path, shared_env):
+@pytest.fixture(scope="module")
+def dask_cluster(tmp_path_factory):
+    """A real Dask cluster of two processes, `dask scheduler` and `dask worker` (2 threads), on 127.0.0.1; its address.
+    The worker stands in for another machine: its own working directory, and no `CWM_NB_*` variable (no
+    `$CWM_NB_ENVS`, no caches) in its environment, so a job has only what it carries."""
+    d = tmp_path_factory.mktemp("dask")
+    (d/"worker-home").mkdir()
     port = _free_port()
     addr = f"tcp://127.0.0.1:{port}"
+    bare = {k: v for k, v in os.environ.items() if not k.startswith("CWM_NB_")}
     procs = [subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-                              stdout=subprocess.DEVNULL, stderr=open(tmp_path/"scheduler.log", "w"),
-                              env=shared_env, start_new_session=True)]
+                              stdout=subprocess.DEVNULL, stderr=open(d/"scheduler.log", "w"), env=bare,
+                              start_new_session=True)]
     try:
         time.sleep(3)
         procs.append(subprocess.Popen([DASK, "worker", addr, "--nworkers", "1", "--nthreads", "2", "--no-dashboard",
                                        "--host", "127.0.0.1"], stdout=subprocess.DEVNULL,
-                                      stderr=open(tmp_path/"worker.log", "w"), env=shared_env, start_new_session=True))
-        out = tmp_path/"remote"
-        r = cli("sweep", "cwmb", "--envs", "CartPole-v1", "--methods", ",".join(METHODS), "--models", "embedded",
-                "--budgets", 1, "--seeds", 0, *SHORT, "--executor", "dask", "--scheduler", addr, "--out", out,
-                env=shared_env)
-        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-        assert f"the Dask scheduler {addr} (1 workers, 2 threads)" in r.stdout + r.stderr
-        check_complete_and_indexed(out, 2, envs=("CartPole-v1",), seeds=(0,))
+                                      stderr=open(d/"worker.log", "w"), env=bare, cwd=d/"worker-home",
+                                      start_new_session=True))
+        yield addr
     finally:
         for p in reversed(procs):
             os.killpg(p.pid, signal.SIGTERM)
             try: p.wait(30)
             except subprocess.TimeoutExpired: os.killpg(p.pid, signal.SIGKILL); p.wait()
+
+
+def test_dask_external_scheduler_and_worker(tmp_path, shared_env, dask_cluster):
+    out = tmp_path/"remote"
+    r = cli("sweep", "cwmb", "--envs", "CartPole-v1", "--methods", ",".join(METHODS), "--models", "embedded",
+            "--budgets", 1, "--seeds", 0, *SHORT, "--executor", "dask", "--scheduler", dask_cluster, "--out", out,
+            env=shared_env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert f"the Dask scheduler {dask_cluster} (1 workers, 2 threads)" in r.stdout + r.stderr
+    check_complete_and_indexed(out, 2, envs=("CartPole-v1",), seeds=(0,))
+
+
+# A sweep planned in one process, its user's files deleted, then run on the worker of `dask_cluster`.
+PLAN_DELETE_RUN = """
+import json, shutil, sys
+from cwm_nb.experiments.sweeps import plan_sweep, run_sweep
+out, scheduler, base_url, more = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+jobs = plan_sweep(out, "FrozenLake-v1", "gif-mcts", "openai:gpt-4o", "1", "0,1", base_url=base_url,
+                  plan_preset="none", env_kwargs='{"is_slippery": false}', buffer="user/buffer",
+                  description="user/lake.md", **more)
+shutil.rmtree("user")   # the paths the user gave are gone once the sweep is planned
+s = run_sweep(jobs, out, "dask", scheduler=scheduler, progress=False)
+print(s.report())
+sys.exit(1 if s.failed else 0)
+"""
+# further `plan_sweep` arguments of that sweep: run options, e.g. a grid over GIF-MCTS's exploration constant
+PLAN_OPTIONS: dict = {"options": ["C=0.1,5"]}
+N_VALUES = 2   # runs per seed that PLAN_OPTIONS makes
+LAKE_KW = '{"is_slippery": false}'
+
+
+def test_a_job_carries_its_definition_to_a_dask_worker(tmp_path, dask_cluster):
+    """A generated environment (FrozenLake-v1 with keyword arguments), a buffer and a description file reach a Dask
+    worker by content: the worker has another working directory and no `$CWM_NB_ENVS`, and the user's files are
+    deleted before the first job is submitted."""
+    from cwm_nb.bench.replay import ReplayBuffer
+    from cwm_nb.experiments.runs import is_complete
+    from cwm_nb.experiments.index import find_run_dirs, load_index
+    from cwm_nb.testing.provider_double import ProviderDouble
+    here = tmp_path/"submitter"; (here/"user").mkdir(parents=True)
+    r = cli("collect", "--env", "FrozenLake-v1", "--env-kwargs", LAKE_KW, "--episodes", 5, "--out", here/"user"/"buffer")
+    assert r.returncode == 0, r.stderr[-2000:]
+    fingerprint = ReplayBuffer.load(here/"user"/"buffer").fingerprint()[:16]
+    lake = "A frozen lake of 4 x 4 tiles; the ice is not slippery here. Marker: carried-7f3a.\n"
+    (here/"user"/"lake.md").write_text(lake)
+    out = tmp_path/"sweep"
+    env = {k: v for k, v in os.environ.items() if k != "CWM_NB_ENVS"}
+    with ProviderDouble("openai", answers="capable", idle_timeout=600) as d:
+        r = subprocess.run([sys.executable, "-c", PLAN_DELETE_RUN, str(out), dask_cluster, d.base_url,
+                            json.dumps(PLAN_OPTIONS)], capture_output=True, text=True, cwd=here, env=env, timeout=1200)
+        prompts = [json.dumps(q.get("body")) for q in d.requests()]
+    n = 2 * N_VALUES
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert not (here/"user").exists() and f"{n} ran" in r.stdout and "0 failed" in r.stdout, r.stdout
+    rds = find_run_dirs(out)
+    assert len(rds) == n and all(is_complete(rd) for rd in rds)
+    for rd in rds:
+        s, m = json.loads((rd/"settings.json").read_text()), json.loads((rd/"metrics.json").read_text())
+        assert {Path(s["buffer"]).parent.parent, Path(s["description"]).parent.parent} == {out/".inputs"}
+        assert (m["env_id"], m["env_kwargs"], m["buffer_fingerprint"]) == ("FrozenLake-v1", {"is_slippery": False},
+                                                                           fingerprint)
+        assert (rd/"description.md").read_text() == lake
+    assert len(prompts) == n and all("carried-7f3a" in p for p in prompts)   # the description reached the model
+    # the option grid reached each job's search
+    ran_with = sorted(json.loads((rd/"checkpoint.json").read_text())["config"]["C"] for rd in rds)
+    assert ran_with == [0.1, 0.1, 5.0, 5.0], ran_with
+    df = load_index(out)
+    assert len(df) == n and set(df.status) == {"complete"} and set(df.env_kwargs) == {'{"is_slippery": false}'}
 
 
 @pytest.mark.parametrize("executor", ["local", "dask"])
@@ -166,10 +237,26 @@ def test_killed_sweep_reruns_only_the_missing_runs(tmp_path, shared_env, executo
         assert (rd.parent/f"{rd.name}.sweep.log").read_text().count("=== ") == 2
 
 
+SLURM_COMMANDS = ("srun", "sbatch", "squeue", "sinfo", "scontrol", "scancel", "sacct", "salloc")
+
+
+def path_without_slurm(tmp_path) -> str:
+    "This PATH as on a machine without SLURM: each folder holding SLURM's commands is replaced by links to its others."
+    links, dirs = tmp_path/"bin-without-slurm", []
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        if not (d and Path(d, "srun").exists()): dirs.append(d); continue
+        links.mkdir(exist_ok=True)
+        for f in Path(d).iterdir():
+            if f.name not in SLURM_COMMANDS and not (links/f.name).exists(): (links/f.name).symlink_to(f)
+        if str(links) not in dirs: dirs.append(str(links))
+    return os.pathsep.join(dirs)
+
+
 def test_submitit_executor_falls_back_to_local_processes(tmp_path, shared_env):
     out = tmp_path/"submitit"
     r = cli("sweep", "cwmb", "--envs", "CartPole-v1", "--methods", "gif-mcts", "--budgets", 1, "--seeds", 0, *SHORT,
-            "--executor", "slurm", "--slurm-time", 30, "--out", out, env=shared_env)
+            "--executor", "slurm", "--slurm-time", 30, "--out", out,
+            env={**shared_env, "PATH": path_without_slurm(tmp_path)})
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     assert "no SLURM on this machine" in r.stdout + r.stderr
     assert any((out/".submitit").rglob("*_submitted.pkl"))   # submitit's own job files
@@ -196,7 +283,7 @@ def test_bad_sweep_input_is_refused_before_anything_starts(tmp_path, args, expec
 def test_index_command_and_load_index_rebuild(tmp_path):
     from cwm_nb.core import atomic_write_json
     from cwm_nb.experiments.runs import run_dir
-    from cwm_nb.experiments.sweeps import load_index
+    from cwm_nb.experiments.index import load_index
     rd = run_dir(tmp_path, "cwmb", "Pendulum-v1", "gif-mcts", "embedded", 3)
     atomic_write_json(rd/"settings.json", dict(env="Pendulum-v1", method="gif-mcts", model="embedded", budget=4, seed=3,
                                                paper_compat=False, plan_preset="quick", plan_episodes=2))
@@ -224,3 +311,22 @@ def test_a_sweep_takes_env_kwargs_for_gymnasium_ids(tmp_path):
     r = subprocess.run([cli, "sweep", "cwmb", "--envs", "discrete", "--env-kwargs", '{"is_slippery": false}',
                         "--out", str(tmp_path/"s")], capture_output=True, text=True, timeout=300)
     assert r.returncode != 0 and "do not apply to the group 'discrete'" in r.stderr, r.stderr[-1500:]
+
+
+def test_run_folders_of_older_settings_are_skipped_resumed_and_indexed(tmp_path):
+    """Run folders whose settings.json predates held-out parts, description files and carried inputs: the same grid
+    planned again skips the complete one, resumes the partial one, and the index reads both."""
+    from cwm_nb.core import atomic_write_json
+    from cwm_nb.experiments.index import build_index
+    from cwm_nb.experiments.sweeps import job_state, plan_sweep
+    grid = (tmp_path, "CartPole-v1", "gif-mcts", "embedded", "1", "0,1")
+    jobs = plan_sweep(*grid, plan_preset="none")
+    old = dict(env="CartPole-v1", method="gif-mcts", model="embedded", budget=1, paper_compat=False, max_tokens=400,
+               base_url="", buffer="", plan_preset="none", plan_episodes=10)
+    for j in jobs: atomic_write_json(j.run_dir/"settings.json", {**old, "seed": j.seed})
+    atomic_write_json(jobs[0].run_dir/"metrics.json", dict(suite="cwmb", env="CartPole-v1", budget=1, seed=0,
+                                                           status="complete", accuracy=0.5, best_is_bug=False))
+    atomic_write_json(jobs[1].run_dir/"checkpoint.json", dict(calls=0, best_value=0.0))
+    assert [job_state(j) for j in plan_sweep(*grid, plan_preset="none")] == ["skip", "resume"]
+    df = build_index(tmp_path)
+    assert list(df.status) == ["complete", "partial"] and df.accuracy[0] == 0.5 and list(df.holdout) == [0.0, 0.0]

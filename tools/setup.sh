@@ -2,7 +2,8 @@
 # Set up cwm-nb on a fresh machine: the sandbox tool (bubblewrap), a virtual environment at .venv, the project
 # installed into it in editable mode, and a Jupyter kernel named `cwm-nb` that runs .venv's interpreter.
 # `--dev` adds the test, notebook and docs tools (nbdev, pytest, torch, Sphinx with MyST-NB, Playwright) and,
-# as root, Debian's Chromium for the docs site's browser test. Safe to run again: it only installs what is missing.
+# as root, Debian's Chromium for the docs site's browser test and Debian's SLURM (slurmctld, slurmd, munge) for the
+# SLURM tests. Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dev=""; extras=""
@@ -25,6 +26,16 @@ command -v bwrap >/dev/null 2>&1 ||
 if [ -n "$dev" ] && ! command -v chromium >/dev/null 2>&1; then
   apt_install chromium "headless browser for the docs site's test" "the browser tests of tests/test_docs.py will be skipped." ||
     echo "setup: warning: installing chromium failed; the browser tests of tests/test_docs.py will be skipped." >&2
+fi
+
+# A one-node SLURM that tests/test_slurm.py starts itself (its daemons run as root): Debian's slurmctld, slurmd and munge.
+if [ -n "$dev" ]; then
+  for pair in slurmctld:slurmctld slurmd:slurmd munge:munged; do
+    pkg=${pair%%:*}; prog=${pair#*:}
+    command -v "$prog" >/dev/null 2>&1 || [ -x "/usr/sbin/$prog" ] ||
+      apt_install "$pkg" "a one-node SLURM for the sweep tests" "the SLURM tests of tests/test_slurm.py will be skipped." ||
+      echo "setup: warning: installing $pkg failed; the SLURM tests of tests/test_slurm.py will be skipped." >&2
+  done
 fi
 
 # The compiled MCTS loop (setup.py) needs the Python headers; Debian's python3 has them in python3-dev.

@@ -808,9 +808,13 @@ def _remember(spec: EnvSpec) -> EnvSpec:
     "Keep a generated `spec` under its name for this session and its child processes. Raises `CwmNbError` on a clash."
     import json, os
     if spec.suite != "gym": return spec
-    if (old := _session_spec(spec.name)) is not None and old != spec:
+    from dataclasses import replace
+    old = _session_spec(spec.name)
+    # the prompts' description is not the environment's identity (`resolve_env` gives it another)
+    if old is not None and replace(old, description=spec.description) != spec:
         raise CwmNbError(f"another environment is already registered as {spec.name!r} in this session",
                          "give this one another name (register_env(..., name=...))")
+    if old is not None: return spec
     _SESSION[spec.name] = spec
     os.environ[SESSION_ENV_VAR] = json.dumps({n: spec_to_plain(s) for n, s in _SESSION.items()})
     return spec

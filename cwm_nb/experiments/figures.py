@@ -13,11 +13,10 @@ from ..core import CwmNbError, atomic_write_json, atomic_write_text, data_dir
 from ..bench.envs import paper_order
 from ..bench import rollouts
 from ..search import gif_mcts
-from . import sweeps
 from .definition import options_label
 from .index_options import OPTION_PARTS, code_note, option_value, paper_setting
 from .index_options import parse_options, varied_options
-from .sweeps import find_run_dirs
+from .index import INDEX_COLUMNS, build_index, find_run_dirs
 from .agent import agent_figures
 from .notebooks import run_notebook
 from .runs import save_figure
@@ -68,7 +67,7 @@ def _num(s) -> "pd.Series":
 
 # %% ../../nbs/53_figures.ipynb #f399ff4e
 def effective_return(
-    index: "pd.DataFrame",   # the results index (`cwm_nb.experiments.sweeps.build_index`)
+    index: "pd.DataFrame",   # the results index (`cwm_nb.experiments.index.build_index`)
 ) -> "pd.Series":
     "R per run as the paper aggregates it: 0 when planned but no runnable program (all raised), NaN when undefined (oracle return = random return) or not planned."
     r, ro, rr = _num(index["normalized_return"]), _num(index["return_oracle"]), _num(index["return_random"])
@@ -271,7 +270,7 @@ _HELDOUT = ("Accuracy is measured on the transitions the search saw: the whole b
 
 # %% ../../nbs/53_figures.ipynb #642c2627
 def table_main(
-    index: "pd.DataFrame",   # the results index (`cwm_nb.experiments.sweeps.build_index`)
+    index: "pd.DataFrame",   # the results index (`cwm_nb.experiments.index.build_index`)
     published: bool = True,  # add the paper's Table 2 rows, labelled "paper (published)"
     err: str = "seeds",      # "seeds": ± is the standard error over seeds; "envs": over environments
 ) -> Table:
@@ -908,14 +907,14 @@ def make_all(
     results: str | Path,            # results folder (`cwm-nb run`/`sweep` --out)
     out: str | Path,                # folder for the tables and figures
     published: bool = True,         # put the paper's numbers beside ours
-    index: "pd.DataFrame | None" = None,  # the results index; None: `sweeps.build_index(results)`
+    index: "pd.DataFrame | None" = None,  # the results index; None: `index.build_index(results)`
 ) -> dict[str, list[Path]]:
     """Write every table (csv, tex, md; the APPS ones when there are APPS runs, the options one when
     an option varies) and figure (png + pdf) and `manifest.json` (with notes and warnings) into
     `out`; returns {name: written paths}."""
     import matplotlib.pyplot as plt
     if index is None:
-        index = sweeps.build_index(results)
+        index = build_index(results)
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     written = {}
     for stem, fn in TABLES.items():
