@@ -20,7 +20,8 @@ from ..apps.problems import PAPER_RANGE
 __all__ = ['PLAN_PRESETS', 'APPS_BUDGET', 'GRID_AXES', 'SUITE_SETTINGS', 'DEFINITION_FORMAT', 'CODE_PARTS', 'field_docs',
            'Option', 'options_of', 'CWMBSettings', 'AppsSettings', 'run_options', 'find_option', 'parse_value',
            'check_types', 'split_assignments', 'RunDefinition', 'default_max_tokens', 'options_label', 'define_run',
-           'code_fingerprint', 'code_changes', 'definition_from_record', 'parameters_cell', 'options_listing']
+           'code_fingerprint', 'code_changes', 'definition_from_record', 'parameters_cell', 'options_table',
+           'options_listing', 'add_option_flag', 'add_run_flags']
 
 # %% ../../nbs/50_run_definition.ipynb #3700dec1
 def _class_source(cls: type) -> str | None:
@@ -203,6 +204,7 @@ def find_option(
     name: str,                # a field name, bare (`C`) or with its part (`planner.gamma`)
     options: list[Option],    # the run's options (`run_options`)
     method: str = "",         # the run's method, for the message
+    listing: str = "cwm-nb methods",  # the command that lists the options, for the message
 ) -> Option:
     """The option `name` names. A bare name must belong to one part only. Raises `CwmNbError` for an
     unknown or ambiguous name, listing the options."""
@@ -218,7 +220,7 @@ def find_option(
     own = ", ".join(o.name for o in options if o.part == "method")
     raise CwmNbError(f"unknown option {name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""),
                      f"{method or 'the method'}'s options: {own}; the planner's: planner.NAME "
-                     "(`cwm-nb methods` lists them all, with what each does)")
+                     f"(`{listing}` lists them all, with what each does)")
 
 # %% ../../nbs/50_run_definition.ipynb #a79273d9
 @functools.cache
@@ -461,12 +463,12 @@ def definition_from_record(
 
 # %% ../../nbs/50_run_definition.ipynb #2e32ca67
 def parameters_cell(
-    suite: str = "cwmb",   # "cwmb" or "apps"
+    suite: str | type = "cwmb",   # "cwmb", "apps", or a settings dataclass (`AgentSettings`)
 ) -> str:
     """The source of an experiment notebook's `parameters` cell, made from the suite's settings: one
     line per field (default and comment), then `options`. `tests/test_experiments_nb.py` keeps each
     notebook's cell equal to it (`tools/params_cells.py` writes it)."""
-    opts = options_of(SUITE_SETTINGS[suite], "run")
+    opts = options_of(SUITE_SETTINGS[suite] if isinstance(suite, str) else suite, "run")
     head = [f"{o.name}: {_annotation_text(o)} = {o.default!r}" for o in opts]
     w = max(map(len, head))
     lines = [f"{h.ljust(w)}  # {o.doc}" for h, o in zip(head, opts)]
@@ -476,6 +478,20 @@ def parameters_cell(
 
 def _annotation_text(o: Option) -> str:
     return "str" if get_origin(o.type) is Literal else o.type.__name__
+
+# %% ../../nbs/50_run_definition.ipynb #25a9bf2b
+def options_table(
+    opts: list[Option],   # the options to list
+    prefix: str = "",     # put before each name (e.g. `planner.`)
+) -> list[str]:           # one line per option
+    "Lines of an options listing: each option's name, type, default (a long text clipped) and comment."
+    def shown(v):
+        v = _label_value(v)
+        return v if len(v) <= 12 else repr(v[:9] + "...")
+    w = max(len(prefix + o.name) for o in opts)
+    t = max(len(o.type_name) for o in opts)
+    return [f"  {(prefix + o.name).ljust(w)}  {o.type_name.ljust(t)}  "
+            f"{shown(o.default):<9}  {o.doc}" for o in opts]
 
 # %% ../../nbs/50_run_definition.ipynb #aa3a3f5c
 def options_listing(
@@ -487,14 +503,6 @@ def options_listing(
     methods = list(methods or [m for m in METHODS if METHOD_CONFIGS[m][2] == {}])
     run = {o.name for o in options_of(SUITE_SETTINGS[suite], "run")}
     rows, meaning = [], {}
-    def shown(v):   # a default as the listing shows it (a long text clipped)
-        v = _label_value(v)
-        return v if len(v) <= 12 else repr(v[:9] + "...")
-    def table(opts, prefix=""):
-        w = max(len(prefix + o.name) for o in opts)
-        t = max(len(o.type_name) for o in opts)
-        return [f"  {(prefix + o.name).ljust(w)}  {o.type_name.ljust(t)}  "
-                f"{shown(o.default):<9}  {o.doc}" for o in opts]
     planner = [o for o in run_options(suite, methods[0]) if o.part == "planner"]
     pnames = {o.name for o in planner}
     for m in methods:
@@ -502,11 +510,11 @@ def options_listing(
         opts = options_of(cfg, "method", fixed)
         abl = [a for a, (_, c, f) in METHOD_CONFIGS.items() if c is cfg and f]
         rows += [f"{m} ({cfg.__name__}" + (f"; ablations {', '.join(abl)}" if abl else "") + "):"]
-        rows += table(opts)
+        rows += options_table(opts)
         for o in opts: meaning.setdefault(o.name, {})[m] = (o.doc, o.default)
     if planner:
         rows += ["planner (write planner.NAME; defaults of the quick preset; MCTS for discrete "
-                 "actions, CEM for continuous):"] + table(planner, "planner.")
+                 "actions, CEM for continuous):"] + options_table(planner, "planner.")
     shared = sorted(n for n in meaning if n in pnames or n in run)
     rows += ["", "Names in two parts take the part as a prefix: "
              + ", ".join(f"{n} (method.{n} or {'planner' if n in pnames else 'run'}.{n})"
@@ -518,3 +526,34 @@ def options_listing(
         rows += [f"  {n}: " + "; ".join(f"{m}: {doc}" for m, (doc, _) in d.items())
                  for n, d in sorted(differ.items())]
     return "\n".join(rows)
+
+# %% ../../nbs/50_run_definition.ipynb #9a0f8add
+import argparse
+
+def add_option_flag(
+    p,                        # an `argparse` parser
+    o: Option,                # the option: a field of a settings dataclass
+    help: str | None = None,  # its help; None: its comment and default
+    aliases: tuple = (),      # other flags that set it (e.g. `--budget`)
+) -> None:
+    """Add the flag `--NAME` of option `o` to parser `p`: the choices of a `Literal`, `--x/--no-x` for
+    a bool, the type as metavar otherwise; not given, it is absent from the parsed arguments."""
+    kw = dict(default=argparse.SUPPRESS,
+              help=f"{o.doc} (default {o.default!r})" if help is None else help)
+    if o.type is bool: kw["action"] = argparse.BooleanOptionalAction
+    elif get_origin(o.type) is Literal: kw["choices"] = get_args(o.type)
+    else: kw["metavar"] = o.type.__name__.upper()
+    p.add_argument("--" + o.name.replace("_", "-"), *aliases, dest=o.name, **kw)
+
+def add_run_flags(
+    p,              # an `argparse` parser of a command that makes one run
+    set_help: str,  # what `--set` sets, with an example
+) -> None:
+    "Add `--set NAME=VALUE` (repeatable), `--from SETTINGS_JSON` and `--force` to parser `p`."
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help=f"{set_help}; `none` sets an optional one to None")
+    p.add_argument("--from", dest="from_", default=None, metavar="SETTINGS_JSON",
+                   help="repeat the run a RUN_DIR/settings.json records (flags and --set given "
+                        "here change it)")
+    p.add_argument("--force", action="store_true",
+                   help="delete this run's folder (checkpoint included) and start over")
