@@ -2,7 +2,8 @@
 52_agent_experiments): the reference programs against the real environments, the curriculum Empty -> DoorKey -> Unlock
 with the scripted capable model (`ScriptedWorldCoderModel`, a demonstration whose numbers are not results),
 the optimism ablation failing where the agent succeeds, resume after a kill and after an LLM outage without repeating a
-call, bad input, and one end-to-end run with the embedded model (slow)."""
+call, the run's one definition (`--set` options reaching `AgentConfig` and `PlannerConfig`, bad ones refused before any
+work, `--from`, the code fingerprint, old folders), bad input, and one end-to-end run with the embedded model (slow)."""
 import json, os, subprocess, sys
 from pathlib import Path
 import numpy as np
@@ -207,13 +208,116 @@ def test_the_scripted_model_is_a_demonstration_of_the_product():
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# one definition of a run (issue 33): `cwm-nb agent ... --set NAME=VALUE`, `--from`, the code fingerprint
+EMPTY = ["agent", "minigrid", "--curriculum", "MiniGrid-Empty-5x5-v0", "--model", "scripted"]
+
+def _main(*args) -> int:
+    "`cwm-nb ARGS` in this process (its errors: exit status 2 and a message on stderr)."
+    from cwm_nb.experiments.cli import main
+    return main([str(a) for a in args])
+
+
+def test_set_epsilon_reaches_the_agents_config_through_the_command_line(tmp_path, monkeypatch, capsys):
+    "The option goes through papermill into the notebook's run: the folder, settings.json and the agent's own config."
+    from cwm_nb.experiments.definition import code_fingerprint
+    monkeypatch.setenv("CWM_NB_LLM_CACHE", str(tmp_path/"cache.sqlite"))
+    assert _main(*EMPTY, "--max-episodes", 12, "--set", "epsilon=0.1", "--out", tmp_path/"r") == 0
+    rd = tmp_path/"r"/"agent"/"minigrid-MiniGrid-Empty-5x5-v0"/"none+epsilon=0.1"/"scripted"/"seed0"
+    s, m = json.loads((rd/"settings.json").read_text()), json.loads((rd/"metrics.json").read_text())
+    assert s["options"] == m["options"] == {"method.epsilon": 0.1}
+    assert s["method_config"]["epsilon"] == 0.1 and s["method_config"]["planner"]["planner"] == "bfs"
+    assert s["max_episodes"] == s["method_config"]["max_episodes"] == 12 and s["llm_budget"] == 300
+    assert s["code"] == m["code"] == code_fingerprint("agent") and m["status"] == "complete"
+    ran = json.loads((rd/"checkpoint.json").read_text())["identity"]["config"]   # what `run_curriculum` ran with
+    assert ran["epsilon"] == 0.1 and ran == s["method_config"]
+    assert "none+epsilon=0.1" in capsys.readouterr().err
+    # the record repeats the run: found complete, not run again
+    assert _main("agent", "--from", rd/"settings.json", "--out", tmp_path/"r") == 0
+    assert capsys.readouterr().err.startswith(f"complete run found, skipped: {rd}")
+
+
+@pytest.mark.parametrize("item,message", [
+    ("epsilon=lots", "option method.epsilon must be float, got 'lots'"),
+    ("epsilon=1.5", "epsilon=1.5\n  What to do: use 0 <= epsilon <= 1"),   # AgentConfig's own check
+    ("epsilom=0.1", "unknown option 'epsilom' (did you mean 'epsilon'?)"),
+    ("planner.max_depth=0", "PlannerConfig.max_depth must be at least 1"),
+    ("planner.nope=1", "unknown option 'planner.nope'")])
+def test_a_bad_option_is_refused_before_any_work(tmp_path, capsys, item, message):
+    assert _main(*EMPTY, "--set", item, "--out", tmp_path) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    if "unknown" in message: assert "`cwm-nb methods --agent` lists them all" in err
+    assert list(tmp_path.iterdir()) == []   # no folder, no notebook, no call
+
+
+def test_the_ppo_baseline_takes_no_agent_option(tmp_path, capsys):
+    assert _main("agent", "minigrid", "--method", "ppo", "--set", "epsilon=0.1", "--out", tmp_path) == 2
+    assert "the PPO baseline has no option method.epsilon" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_agents_options_are_listed(capsys):
+    assert _main("methods", "--agent") == 0
+    out = capsys.readouterr().out
+    for line in ("  epsilon ", "  planner.max_depth ", "  phi1_scope ", "C is REx's prior strength"):
+        assert line in out
+    assert "  llm_budget " not in out and "  planner.planner " not in out   # settings, with flags of their own
+
+
+def test_planner_max_depth_reaches_the_planner(tmp_path, monkeypatch):
+    import cwm_nb.agent.worldcoder as W
+    depths, real = [], W.plan_with_model
+    monkeypatch.setattr(W, "plan_with_model", lambda *a, **kw: depths.append(a[7].max_depth) or real(*a, **kw))
+    m = run_agent(tmp_path, llm=scripted_llm(tmp_path/"c.sqlite"), domain="minigrid", curriculum="MiniGrid-Empty-5x5-v0",
+                  model="scripted", max_episodes=3, options=["planner.max_depth=10"], progress=False)
+    assert Path(m["run_dir"]).parent.parent.name == "none+planner.max_depth=10"
+    assert m["method_config"]["planner"]["max_depth"] == 10 and m["options"] == {"planner.max_depth": 10}
+    assert depths and set(depths) == {10}   # every search of the run
+
+
+def test_a_rerun_after_a_code_edit_is_refused_unless_forced(tmp_path, capsys):
+    kw = dict(domain="minigrid", curriculum="MiniGrid-Empty-5x5-v0", model="scripted", max_episodes=2, progress=False)
+    m = run_agent(tmp_path, llm=scripted_llm(tmp_path/"c.sqlite"), **kw)
+    rd = Path(m["run_dir"])
+    s = json.loads((rd/"settings.json").read_text())   # as if made before an edit of agent.worldcoder and an export
+    s["code"] = dict(fingerprint="0" * 12, modules={**s["code"]["modules"], "cwm_nb.agent.worldcoder": "0" * 12})
+    (rd/"settings.json").write_text(json.dumps(s))
+    assert _main(*EMPTY, "--max-episodes", 2, "--out", tmp_path) == 2
+    err = capsys.readouterr().err
+    assert f"{rd} holds a run made by other code: cwm_nb.agent.worldcoder changed since" in err and "--force" in err
+    with pytest.raises(CwmNbError, match="cwm_nb.agent.worldcoder changed since"):
+        run_agent(tmp_path, llm=scripted_llm(tmp_path/"c.sqlite"), **kw)
+    again = run_agent(tmp_path, llm=scripted_llm(tmp_path/"c.sqlite"), force=True, **kw)
+    assert again["code"]["fingerprint"] != "0" * 12 and again["status"] == "complete"
+
+
+def test_an_old_agent_folder_resumes(tmp_path):
+    "A folder written before runs recorded their options, configs and code (no such keys) resumes without a new call."
+    kw = dict(domain="minigrid", curriculum="MiniGrid-Empty-5x5-v0", model="scripted", max_episodes=12, progress=False)
+    boom = _Fails(scripted_llm(tmp_path/"c.sqlite"), 2, CwmNbError("the endpoint is down", "rerun to resume"))
+    with pytest.raises(CwmNbError, match="the endpoint is down"):
+        run_agent(tmp_path, llm=boom, **kw)
+    rd = tmp_path/"agent"/"minigrid-MiniGrid-Empty-5x5-v0"/"none"/"scripted"/"seed0"
+    s = json.loads((rd/"settings.json").read_text())
+    old = {k: v for k, v in s.items() if k not in ("options", "method_config", "code", "definition")}
+    (rd/"settings.json").write_text(json.dumps(old))
+    m = run_agent(tmp_path, llm=scripted_llm(tmp_path/"c.sqlite"), **kw)
+    assert m["status"] == "complete" and m["cached_calls"] >= 1 and m["model_calls"] + m["cached_calls"] == m["llm_calls"]
+    # complete, in the old format: skipped
+    (rd/"settings.json").write_text(json.dumps(old))
+    (rd/"metrics.json").write_text(json.dumps({k: v for k, v in m.items() if k not in ("options", "code")}))
+    llm = scripted_llm(tmp_path/"c2.sqlite")
+    assert run_agent(tmp_path, llm=llm, **kw)["llm_calls"] == m["llm_calls"] and llm.inner.n_answered == 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # bad input
 def test_unknown_environment_and_settings():
     with pytest.raises(CwmNbError, match="unknown minigrid environment 'MiniGrid-Nope-v0'"):
         run_curriculum(scripted_llm(), "minigrid", ["MiniGrid-Nope-v0"], progress=False)
-    with pytest.raises(CwmNbError, match="unknown domain"):
+    with pytest.raises(CwmNbError, match="setting domain must be 'minigrid' | 'sokoban', got 'atari'"):
         run_agent("unused", domain="atari")
-    with pytest.raises(CwmNbError, match="unknown ablation"):
+    with pytest.raises(CwmNbError, match="setting ablation must be 'none' | 'no-optimism'"):
         run_agent("unused", domain="minigrid", ablation="no-brain")
     r = subprocess.run([CLI, "agent", "minigrid", "--curriculum", "MiniGrid-Nope-v0", "--model", "scripted"],
                        capture_output=True, text=True, timeout=120, cwd=ROOT)

@@ -1,6 +1,7 @@
 """Write the `parameters` cell of each experiment notebook from its suite's settings (`definition.parameters_cell`).
 
-Run after adding or changing a field of `CWMBSettings` or `AppsSettings` (nbs/50_run_definition.ipynb);
+Run after adding or changing a field of `CWMBSettings` or `AppsSettings` (nbs/50_run_definition.ipynb) or of
+`AgentSettings` (nbs/52_agent_experiments.ipynb);
 tests/test_experiments.py fails while a cell differs. `--check` only reports.
 """
 import sys
@@ -9,9 +10,12 @@ from pathlib import Path
 import nbformat
 
 from cwm_nb.experiments.definition import parameters_cell
+from cwm_nb.experiments.agent import AgentSettings
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = {"cwmb": ROOT/"nbs"/"experiments"/"cwmb.ipynb", "apps": ROOT/"nbs"/"experiments"/"apps.ipynb"}
+# a suite's name, or its settings dataclass -> its notebook
+NOTEBOOKS = {"cwmb": ROOT/"nbs"/"experiments"/"cwmb.ipynb", "apps": ROOT/"nbs"/"experiments"/"apps.ipynb",
+             AgentSettings: ROOT/"nbs"/"experiments"/"worldcoder.ipynb"}
 
 
 def stale() -> list[Path]:

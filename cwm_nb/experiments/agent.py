@@ -5,63 +5,72 @@
 # %% ../../nbs/52_agent_experiments.ipynb #87bd2a16
 from __future__ import annotations
 import argparse, itertools, json, os, shutil, sys, time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
+from fastcore.basics import patch
 from ..core import (CwmNbError, atomic_write_json, atomic_write_text, cache_dir, derive_seed,
                          provenance)
 from ..llm.models import get_llm, resolve_model
 from ..llm.accounting import DIAGNOSED_COUNTS, diagnosis_lines, usage_diagnoses
 from ..llm.client import provider_of
 from ..sandbox import jobs as sandbox_jobs
-from ..agent.worldcoder import ABLATIONS, AgentConfig, DOMAINS, SOKOBAN_ENVS, WorldCoderAgent, WorldModel, get_domain, make_env, resolve_curriculum
+from ..agent.worldcoder import (ABLATIONS, AgentConfig, DOMAINS, WorldCoderAgent, WorldModel,
+                                     get_domain, resolve_curriculum)
 from ..agent.curriculum import run_curriculum
 from ..agent.scripted import scripted_llm
 from ..agent.planning import PLANNERS, PlannerConfig
 from ..agent.sokoban import SokobanEnv
 from ..agent.rl import train_ppo
-from .runs import run_lock, safe_name, save_figure
+from .definition import (DEFINITION_FORMAT, Option, add_option_flag,
+                                           add_run_flags, code_fingerprint, find_option,
+                                           options_label, options_of, options_table, parse_value,
+                                           split_assignments)
+from .runs import (_holds_work, check_run_settings, run_lock, safe_name,
+                                     save_figure)
 from .notebooks import run_notebook
 
 # %% auto #0
-__all__ = ['AGENT_SETTINGS', 'RUN_GROUP', 'agent_run_dir', 'make_llm', 'agent_settings', 'agent_config', 'run_agent', 'run_ppo',
-           'agent_runs', 'plot_success_vs_steps', 'plot_calls_vs_episodes', 'transfer_table', 'plot_transfer',
-           'sokoban_by_boxes', 'agent_figures', 'add_cli']
+__all__ = ['SETTING_FIELDS', 'PPO_SETTINGS', 'RUN_GROUP', 'FLAG_ALIASES', 'agent_run_dir', 'make_llm', 'AgentSettings',
+           'agent_options', 'agent_options_listing', 'AgentDefinition', 'define_agent_run', 'notebook_agent_run',
+           'run_agent', 'run_ppo', 'agent_runs', 'plot_success_vs_steps', 'plot_calls_vs_episodes', 'transfer_table',
+           'plot_transfer', 'sokoban_by_boxes', 'agent_figures', 'add_cli']
 
 # %% ../../nbs/52_agent_experiments.ipynb #4e81fd85
-AGENT_SETTINGS = ("domain", "curriculum", "envs", "ablation", "model", "seed", "llm_budget", "max_episodes", "planner",
-                  "max_tokens", "base_url", "method", "steps")
-
-def agent_run_dir(out: str | Path, domain: str, curriculum: str, ablation: str, model: str, seed: int) -> Path:
-    "`<out>/agent/<domain>-<curriculum>/<ablation>/<model>/seed<seed>` (names made folder-safe)."
-    return Path(out)/"agent"/safe_name(f"{domain}-{curriculum}")/safe_name(ablation)/safe_name(model)/f"seed{int(seed)}"
+def agent_run_dir(
+    out: str | Path,      # results root
+    domain: str,          # minigrid | sokoban
+    curriculum: str,      # the curriculum's name or its environments, comma-separated
+    ablation: str,        # the ablation ("ppo" for a PPO run)
+    model: str,           # the model ("ppo" for a PPO run)
+    seed: int,            # run seed
+    options: dict | None = None,  # the options the run sets (`AgentDefinition.options`)
+) -> Path:
+    """`<out>/agent/<domain>-<curriculum>/<ablation>[+NAME=VALUE...]/<model>/seed<seed>`, names made
+    folder-safe, the options as `definition.options_label` writes them."""
+    ablation = safe_name(ablation) + options_label(options or {})
+    return (Path(out)/"agent"/safe_name(f"{domain}-{curriculum}")/ablation/safe_name(model)
+            /f"seed{int(seed)}")
 
 # %% ../../nbs/52_agent_experiments.ipynb #4930efb6
-def _holds_agent_work(rd: Path) -> bool:
-    "Whether run folder `rd` holds results, or a checkpoint with an LLM call or an environment step."
-    if (rd/"metrics.json").exists(): return True
-    try: c = json.loads((rd/"checkpoint.json").read_text())
-    except OSError: return False
-    except ValueError: return True   # unreadable: keep it for the user to look at
-    return bool(c.get("calls") or c.get("episodes") or c.get("draw"))
-
-def _check_settings(rd: Path, settings: dict) -> str:
-    "'new', 'skip' (complete with the same settings) or 'resume'. Raises `CwmNbError` when the folder holds another run."
-    f = rd/"settings.json"
-    if not f.exists(): return "new"
-    try: old = json.loads(f.read_text())
-    except ValueError: raise CwmNbError(f"{f} is not valid JSON", f"delete {rd} or rerun with --force") from None
-    clash = [k for k in AGENT_SETTINGS if k in old and k in settings and old[k] != settings[k]]
-    if clash and not _holds_agent_work(rd):   # nothing done yet: the new settings replace the old
-        (rd/"checkpoint.json").unlink(missing_ok=True)
-        return "new"
-    if clash:
-        raise CwmNbError(f"{rd} holds a run made with " + ", ".join(f"{k}={old.get(k)!r}" for k in clash) +
-                         "; this one asks for " + ", ".join(f"{k}={settings.get(k)!r}" for k in clash),
-                         "pass another --out to keep both, or --force to delete that run and start over")
+def _check_agent_folder(
+    rd: Path,    # an agent run folder
+    rec: dict,   # the run's record (`AgentDefinition.record`)
+) -> str:        # "new", "skip" (complete, same settings, options and code) or "resume"
+    """What to do with agent run folder `rd` for `rec`: `runs.check_run_settings`, with the
+    planner's name compared and a run stopped by its LLM budget complete. Raises `CwmNbError` on a
+    clash of settings or options, or when other code made the folder's run."""
+    state = check_run_settings(rd, rec)
+    if state == "new": return state
+    old = json.loads((rd/"settings.json").read_text()).get("planner", rec.get("planner"))
+    if old != rec.get("planner"):
+        if not _holds_work(rd): return "new"
+        raise CwmNbError(f"{rd} holds a run made with planner={old!r}; this one asks for "
+                         f"planner={rec.get('planner')!r}", "pass another --out to keep both, or "
+                         "--force to delete that run and start over")
     try: done = json.loads((rd/"metrics.json").read_text()).get("status") in ("complete", "budget")
     except (OSError, ValueError): done = False
-    return "skip" if done else "resume"
+    return "skip" if done else state
 
 # %% ../../nbs/52_agent_experiments.ipynb #4241330e
 def make_llm(model: str, base_url: str = "", max_tokens: int = 1500):
@@ -70,6 +79,160 @@ def make_llm(model: str, base_url: str = "", max_tokens: int = 1500):
         return scripted_llm(os.environ.get("CWM_NB_LLM_CACHE") or cache_dir()/"llm_cache.sqlite")
     if model == "embedded": return get_llm("embedded", max_tokens=max_tokens)
     return get_llm(model, base_url=base_url or None)
+
+# %% ../../nbs/52_agent_experiments.ipynb #a6b497b5
+@dataclass
+class AgentSettings:
+    "The settings of one `cwm-nb agent` run (`experiments/worldcoder.ipynb`); 0: AgentConfig's."
+    domain: Literal[tuple(DOMAINS)] = "minigrid"   # the agent's world: minigrid | sokoban
+    # a curriculum (minigrid: default, test; sokoban: default, teleporter) or environments
+    curriculum: str = "default"
+    # the agent, or the PPO baseline (extra `rl`)
+    method: Literal["worldcoder", "ppo"] = "worldcoder"
+    # embedded | alias | provider:name | scripted (the scripted demonstration model)
+    model: str = "embedded"
+    seed: int = 0                 # run seed (agent and LLM sampling)
+    out: str = "results"          # results root
+    base_url: str = ""            # OpenAI-compatible endpoint for provider:name models
+    # no-optimism: φ2 off; prompt4reward: rewards only guessed; no-transfer: each env from scratch
+    ablation: Literal[tuple(ABLATIONS)] = "none"
+    # LLM calls of the whole run; 0: 300 (the release's 200, × 1.5 with a curriculum)
+    llm_budget: int = 0
+    max_episodes: int = 0         # episodes per environment before giving up; 0: 1000
+    # the search: bfs (the paper's small domains) or mcts (the release's)
+    planner: Literal[PLANNERS] = "bfs"
+    max_tokens: int = 0           # completion cap per LLM call; 0: 400 embedded, else 1500
+    steps: int = 100_000          # PPO: environment steps per environment
+
+    def __post_init__(self):
+        for k in ("seed", "llm_budget", "max_episodes", "max_tokens"):
+            if getattr(self, k) < 0:
+                raise CwmNbError(f"{k} must be 0 or more, got {getattr(self, k)!r}",
+                                 f"pass --{k.replace('_', '-')} 0 or more")
+        if self.steps < 1:
+            raise CwmNbError(f"steps must be at least 1, got {self.steps!r}",
+                             "pass --steps 1 or more")
+
+# %% ../../nbs/52_agent_experiments.ipynb #bb072890
+# the fields of `AgentConfig` and `PlannerConfig` that are settings of the run: one name each
+SETTING_FIELDS = ("llm_budget", "max_episodes", "max_tokens", "planner")
+
+def _scalar(o: Option) -> bool:
+    "Whether option `o` holds one number, flag or text (not a config or a table)."
+    kinds = [a for a in get_args(o.type) or (o.type,) if a is not type(None)]
+    return all(a in (int, float, bool, str) for a in kinds)
+
+def agent_options(
+    ablation: str = "none",   # the run's ablation: its fields are the defaults of the agent's
+) -> list[Option]:
+    """Every option of an agent run: its settings (part "run"), the fields of `AgentConfig`
+    ("method") and of its `PlannerConfig` ("planner") that hold one value, less `SETTING_FIELDS`."""
+    own = lambda opts: [o for o in opts if _scalar(o) and o.name not in SETTING_FIELDS]
+    return (options_of(AgentSettings, "run")
+            + own(options_of(AgentConfig, "method", ABLATIONS[ablation]))
+            + own(options_of(PlannerConfig, "planner")))
+
+# %% ../../nbs/52_agent_experiments.ipynb #83a2b81c
+def agent_options_listing() -> str:
+    """What `cwm-nb methods --agent` prints: the options of `AgentConfig` and of its `PlannerConfig`
+    (name, type, default, what it does), and the config fields that are settings."""
+    part = lambda p: [o for o in agent_options() if o.part == p]
+    return "\n".join(
+        ["the WorldCoder agent (AgentConfig, 34_agent): --set NAME=VALUE"]
+        + options_table(part("method"))
+        + ["its planner (PlannerConfig, 33_agent_planning): --set planner.NAME=VALUE"]
+        + options_table(part("planner"), "planner.")
+        + ["", "llm_budget, max_episodes and max_tokens of AgentConfig and planner of "
+           "PlannerConfig are the run's settings:",
+           "  --budget, --max-episodes, --max-tokens, --planner (`cwm-nb agent --help`).",
+           "C is REx's prior strength here (WorldCoder, App. F), not GIF-MCTS's UCT constant."])
+
+# %% ../../nbs/52_agent_experiments.ipynb #b5439e54
+@dataclass
+class AgentDefinition:
+    """One agent run, checked: its settings (0s resolved), its curriculum's environments, and the
+    `AgentConfig` and `PlannerConfig` options it sets (non-default only). Make it with
+    `define_agent_run`."""
+    settings: AgentSettings
+    envs: list                    # the environments of the curriculum, in order
+    # "method.NAME" / "planner.NAME" -> value: the options this run sets, non-default only
+    options: dict = field(default_factory=dict)
+
+@patch
+def config(self: AgentDefinition) -> AgentConfig:
+    """The `AgentConfig` the agent runs with: the ablation's fields, the options, then the settings
+    that are config fields (`SETTING_FIELDS`). Raises `CwmNbError` for a value a config refuses."""
+    s, o = self.settings, self.options
+    part = lambda p: {q.split(".", 1)[1]: v for q, v in o.items() if q.startswith(p + ".")}
+    return AgentConfig(**{**ABLATIONS[s.ablation], **part("method")}, llm_budget=s.llm_budget,
+                       max_episodes=s.max_episodes, max_tokens=s.max_tokens,
+                       planner=PlannerConfig(planner=s.planner, **part("planner")))
+
+# %% ../../nbs/52_agent_experiments.ipynb #078882b6
+def define_agent_run(
+    # `AgentSettings` fields (typed, or command-line text); missing: the default
+    settings: dict | None = None,
+    options=None,                  # `--set` items ("NAME=VALUE" list) or a dict NAME -> value
+) -> AgentDefinition:
+    """The one check of an agent run. Settings and options are found by name alike (`--set seed=3`
+    sets a setting). 0 for `llm_budget`, `max_episodes` or `max_tokens` becomes `AgentConfig`'s
+    default (400 tokens for the embedded model). No model is loaded. Raises `CwmNbError` (unknown
+    name, bad value, a config that refuses it)."""
+    typed, given = {}, {}
+    for k, v in {**dict(settings or {}), **split_assignments(options)}.items():
+        o = find_option(k, agent_options(), "the agent", "cwm-nb methods --agent")
+        if o.part == "run": typed[o.name] = parse_value(o, v, "setting")
+        else: given[o.qualified] = parse_value(o, v)
+    s, d = AgentSettings(**typed), AgentConfig()
+    if s.method == "ppo" and given:
+        raise CwmNbError(f"the PPO baseline has no option {next(iter(given))}",
+                         "drop --set, or run the agent (--method worldcoder)")
+    s = replace(s, llm_budget=s.llm_budget or d.llm_budget,
+                max_episodes=s.max_episodes or d.max_episodes,
+                max_tokens=s.max_tokens or (400 if s.model == "embedded" else d.max_tokens))
+    default = {o.qualified: o.default for o in agent_options(s.ablation)}
+    run_def = AgentDefinition(s, resolve_curriculum(get_domain(s.domain), s.curriculum),
+                              {q: v for q, v in given.items() if v != default[q]})
+    run_def.config()   # the configs' own checks, now
+    return run_def
+
+# %% ../../nbs/52_agent_experiments.ipynb #5e86d29f
+def notebook_agent_run(
+    namespace: dict,   # the experiment notebook's globals(), its parameters among them
+) -> AgentDefinition:
+    "The run the parameters of `experiments/worldcoder.ipynb` ask for, checked."
+    own = [f.name for f in fields(AgentSettings)]
+    return define_agent_run({k: namespace[k] for k in own if k in namespace},
+                            namespace.get("options") or {})
+
+# %% ../../nbs/52_agent_experiments.ipynb #fecc7cda
+# the settings of a PPO run (its folder's ablation and model are "ppo")
+PPO_SETTINGS = ("method", "domain", "curriculum", "seed", "steps")
+
+@patch
+def record(self: AgentDefinition) -> dict:
+    """The run fully resolved, as plain JSON (`settings.json`, `metrics.json`): its settings
+    (`out` left out: the folder is the place), environments, options, `AgentConfig` (with its
+    `PlannerConfig`) and code fingerprint."""
+    s, end = self.settings, dict(code=code_fingerprint("agent"), definition=DEFINITION_FORMAT)
+    if s.method == "ppo":
+        return dict(suite="agent", **{k: getattr(s, k) for k in PPO_SETTINGS}, ablation="ppo",
+                    model="ppo", envs=list(self.envs), **end)
+    own = {k: v for k, v in asdict(s).items() if k not in ("out", "steps")}
+    return dict(suite="agent", **own, envs=list(self.envs), options=dict(self.options),
+                method_config=self.config().to_dict(), **end)
+
+@patch
+def run_dir(self: AgentDefinition) -> Path:
+    "The run's folder (`agent_run_dir`): the agent's with its options, PPO's under `ppo/ppo`."
+    s = self.settings
+    if s.method == "ppo": return agent_run_dir(s.out, s.domain, s.curriculum, "ppo", "ppo", s.seed)
+    return agent_run_dir(s.out, s.domain, s.curriculum, s.ablation, s.model, s.seed, self.options)
+
+def _record_settings(rec: dict) -> dict:
+    "The settings a record (`settings.json`, older ones too) holds, `out` left out."
+    own = PPO_SETTINGS if rec.get("method") == "ppo" else [f.name for f in fields(AgentSettings)]
+    return {k: rec[k] for k in own if k in rec and k != "out"}
 
 # %% ../../nbs/52_agent_experiments.ipynb #34fdb622
 def _write_programs(rd: Path, model: dict) -> list[str]:
@@ -80,42 +243,19 @@ def _write_programs(rd: Path, model: dict) -> list[str]:
         out.append(str(atomic_write_text(rd/"programs"/f"reward_{i}.py", f"# goal: {goal}\n{src}")))
     return out
 
-# %% ../../nbs/52_agent_experiments.ipynb #a6b497b5
-def agent_settings(domain: str = "minigrid", curriculum: str = "default", model: str = "embedded", seed: int = 0,
-                   ablation: str = "none", llm_budget: int = 0, max_episodes: int = 0, planner: str = "bfs",
-                   max_tokens: int = 0, base_url: str = "") -> dict:
-    "The checked settings of a run (0 = the default of `AgentConfig`). Raises `CwmNbError` naming a bad value."
-    dom = get_domain(domain)
-    if ablation not in ABLATIONS: raise CwmNbError(f"unknown ablation {ablation!r}", f"use one of: {', '.join(ABLATIONS)}")
-    if planner not in PLANNERS: raise CwmNbError(f"unknown planner {planner!r}", f"use one of: {', '.join(PLANNERS)}")
-    flags = dict(seed="--seed", llm_budget="--budget", max_episodes="--max-episodes", max_tokens="--max-tokens")   # `cwm-nb agent`'s
-    for k, v in dict(seed=seed, llm_budget=llm_budget, max_episodes=max_episodes, max_tokens=max_tokens).items():
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise CwmNbError(f"{k} must be an integer >= 0, got {v!r}", f"pass {flags[k]} 0 or more")
-    envs = resolve_curriculum(dom, curriculum)
-    d = AgentConfig()
-    return dict(suite="agent", method="worldcoder", domain=dom.name, curriculum=curriculum, envs=envs, ablation=ablation,
-                model=model, seed=seed, llm_budget=llm_budget or d.llm_budget, max_episodes=max_episodes or d.max_episodes,
-                planner=planner, max_tokens=max_tokens or (400 if model == "embedded" else d.max_tokens), base_url=base_url)
-
-# %% ../../nbs/52_agent_experiments.ipynb #bb072890
-def agent_config(s: dict) -> AgentConfig:
-    "The `AgentConfig` of checked settings."
-    return AgentConfig(**ABLATIONS[s["ablation"]], llm_budget=s["llm_budget"], max_episodes=s["max_episodes"],
-                       max_tokens=s["max_tokens"], planner=PlannerConfig(planner=s["planner"]))
-
 # %% ../../nbs/52_agent_experiments.ipynb #8c4a459a
 def _isolation() -> str | None:
     "The mode of the shared sandbox that ran the agent's programs (`03_sandbox`), None if none was started."
     return sandbox_jobs._shared.isolation if sandbox_jobs._shared is not None else None
 
-def _run_metrics(s: dict, rd: Path, res, llm, files: list[str], t0: float) -> dict:
-    "The content of `metrics.json` for settings `s` and the `AgentResult` `res`."
+def _run_metrics(rec: dict, rd: Path, res, llm, files: list[str], t0: float) -> dict:
+    "The content of `metrics.json` for the run's record `rec` and its `AgentResult` `res`."
     steps = sum(e["steps"] for e in res.envs)
     llm_s = sum(e["llm_s"] for e in res.episodes)
     usage = res.usage or {}   # over every session of the run (kept in the checkpoint)
-    return dict(s, status=res.status, run_dir=str(rd), envs_results=res.envs, episodes=res.episodes,
-                solved=all(e["solved"] for e in res.envs) and len(res.envs) == len(s["envs"]),
+    return dict(rec, status=res.status, run_dir=str(rd), envs_results=res.envs,
+                episodes=res.episodes,
+                solved=all(e["solved"] for e in res.envs) and len(res.envs) == len(rec["envs"]),
                 llm_calls=len(res.calls), refused_calls=sum(1 for c in res.calls if c["refused"]),
                 prompt_tokens=sum(c["prompt_tokens"] for c in res.calls), completion_tokens=sum(c["completion_tokens"] for c in res.calls),
                 model_calls=usage.get("calls"), cached_calls=usage.get("cached_calls"),
@@ -130,52 +270,70 @@ def _run_metrics(s: dict, rd: Path, res, llm, files: list[str], t0: float) -> di
 # %% ../../nbs/52_agent_experiments.ipynb #49c90c13
 def run_agent(
     out: str | Path = "results",  # results root
-    llm=None,                     # an `LLM` to use instead of `settings['model']` (tests)
+    llm=None,                     # an `LLM` to use instead of the run's model (tests)
     progress: bool = True,        # progress bars
     force: bool = False,          # delete the run folder first
-    **kw: Any,                    # `agent_settings` arguments
+    options=None,                 # `--set` items or a dict NAME -> value (`agent_options`)
+    # the run, checked (`define_agent_run`); None: the one `out`, `options` and `settings` make
+    definition: AgentDefinition | None = None,
+    **settings: Any,              # `AgentSettings` fields
 ) -> dict:
-    "One agent run in its folder (resumed if partial, skipped if complete); returns `metrics.json`'s content."
-    s = agent_settings(**kw)
-    rd = agent_run_dir(out, s["domain"], s["curriculum"], s["ablation"], s["model"], s["seed"])
+    """One agent run in its folder (resumed if partial, skipped if complete); returns
+    `metrics.json`'s content. Raises `CwmNbError` before any work for a bad setting or option, or a
+    folder that holds another run or one made by other code (unless `force`)."""
+    d = definition or define_agent_run({**settings, "out": str(out)}, options)
+    if d.settings.method == "ppo": return run_ppo(definition=d, force=force)
+    s, rd, rec = d.settings, d.run_dir(), d.record()
     with run_lock(rd):
         if force and rd.exists(): shutil.rmtree(rd)
-        if _check_settings(rd, s) == "skip": return json.loads((rd/"metrics.json").read_text())
+        if _check_agent_folder(rd, rec) == "skip":
+            return json.loads((rd/"metrics.json").read_text())
         rd.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(rd/"settings.json", s)
-        llm = llm or make_llm(s["model"], s["base_url"], s["max_tokens"])
+        atomic_write_json(rd/"settings.json", rec)
+        llm = llm or make_llm(s.model, s.base_url, s.max_tokens)
         t0 = time.perf_counter()
-        res = run_curriculum(llm, s["domain"], s["envs"], agent_config(s), s["seed"], checkpoint=rd/"checkpoint.json",
-                             progress=progress)
+        res = run_curriculum(llm, s.domain, d.envs, d.config(), s.seed,
+                             checkpoint=rd/"checkpoint.json", progress=progress)
         files = _write_programs(rd, res.model)
-        m = _run_metrics(s, rd, res, llm, files, t0)
+        m = _run_metrics(rec, rd, res, llm, files, t0)
         atomic_write_json(rd/"metrics.json", m)
     return m
 
 # %% ../../nbs/52_agent_experiments.ipynb #17e1c05c
-def run_ppo(out: str | Path = "results", domain: str = "minigrid", curriculum: str = "default", steps: int = 100_000,
-            seed: int = 0, force: bool = False) -> dict:
+def run_ppo(
+    out: str | Path = "results",  # results root
+    domain: str = "minigrid",     # minigrid | sokoban
+    curriculum: str = "default",  # a curriculum of the domain, or environments
+    steps: int = 100_000,         # environment steps per environment
+    seed: int = 0,                # run seed
+    force: bool = False,          # delete the run folder first
+    # the run, checked (method "ppo"); None: the one the arguments make
+    definition: AgentDefinition | None = None,
+) -> dict:
     "PPO on every environment of a curriculum for `steps` steps each; returns `metrics.json`'s content."
-    dom = get_domain(domain)
-    envs = resolve_curriculum(dom, curriculum)
-    s = dict(suite="agent", method="ppo", domain=domain, curriculum=curriculum, envs=envs, ablation="ppo", model="ppo",
-             seed=seed, steps=int(steps))
-    rd = agent_run_dir(out, domain, curriculum, "ppo", "ppo", seed)
+    d = definition or define_agent_run(dict(out=str(out), domain=domain, curriculum=curriculum,
+                                            method="ppo", steps=steps, seed=seed))
+    s, rd, rec = d.settings, d.run_dir(), d.record()
     with run_lock(rd):
         if force and rd.exists(): shutil.rmtree(rd)
-        if _check_settings(rd, s) == "skip": return json.loads((rd/"metrics.json").read_text())
-        rd.mkdir(parents=True, exist_ok=True); atomic_write_json(rd/"settings.json", s)
-        runs = [train_ppo(domain, e, steps, seed) for e in envs]
-        m = dict(s, status="complete", run_dir=str(rd), ppo=runs, provenance=provenance())
+        if _check_agent_folder(rd, rec) == "skip":
+            return json.loads((rd/"metrics.json").read_text())
+        rd.mkdir(parents=True, exist_ok=True); atomic_write_json(rd/"settings.json", rec)
+        runs = [train_ppo(s.domain, e, s.steps, s.seed) for e in d.envs]
+        m = dict(rec, status="complete", run_dir=str(rd), ppo=runs, provenance=provenance())
         atomic_write_json(rd/"metrics.json", m)
     return m
 
 # %% ../../nbs/52_agent_experiments.ipynb #445da95a
-RUN_GROUP = ("method", "domain", "envs", "ablation", "model", "planner", "llm_budget", "max_episodes", "steps")   # what makes a variant
+# what makes a variant
+RUN_GROUP = ("method", "domain", "envs", "ablation", "model", "planner", "llm_budget",
+             "max_episodes", "steps", "options")
 
 def _run_key(m: dict) -> str:
     "The settings that tell a run from another (`RUN_GROUP` and the seed), as one string."
-    return json.dumps([m.get(k) for k in (*RUN_GROUP, "seed")])
+    # (no options: {}, in a folder of before options as in one without)
+    key = [m.get(k) or ({} if k == "options" else m.get(k)) for k in (*RUN_GROUP, "seed")]
+    return json.dumps(key, sort_keys=True)
 
 def agent_runs(results: str | Path) -> list[dict]:
     "The `metrics.json` of every complete agent or PPO run below `results`; a run found in several folders once (the first by path)."
@@ -188,14 +346,16 @@ def agent_runs(results: str | Path) -> list[dict]:
     return out
 
 def _label(m: dict) -> str:
-    "The variant of a run: model, ablation, curriculum and the run settings that change results (`RUN_GROUP`)."
+    "The variant of a run: model, ablation, curriculum, run settings that change results, options."
     envs, cur = m.get("envs") or [], m.get("curriculum", "")
     if "," in cur or len(envs) == 1: cur = "→".join(e.replace("MiniGrid-", "") for e in envs)   # environments named: shown
     cur = f"{m.get('domain', '')} {cur}"
     if m.get("method") == "ppo": return f"PPO, {cur}, {m.get('steps')} steps"
     name = m["model"] + (" (demonstration)" if m["model"] == "scripted" else "")
+    opts = sorted((m.get("options") or {}).items())
+    opts = "".join(f", {q.removeprefix('method.')}={v}" for q, v in opts)
     return (f"{name}, {m['ablation']}, {cur}, {m.get('planner')}, budget {m.get('llm_budget')}, "
-            f"max {m.get('max_episodes')} episodes")
+            f"max {m.get('max_episodes')} episodes{opts}")
 
 # %% ../../nbs/52_agent_experiments.ipynb #1bd80579
 def plot_success_vs_steps(runs: list[dict], ax=None):
@@ -322,9 +482,9 @@ def _report_agent_run(m: dict, rd) -> None:
     for line in diagnosis_lines(m.get("diagnoses") or []): print(line)
     print(f"results: {rd}")
 
-def _cmd_ppo(a) -> int:
-    "`cwm-nb agent --method ppo`: train PPO on the curriculum and print its measures."
-    m = run_ppo(a.out, a.domain, a.curriculum, a.steps, a.seed, a.force)
+def _cmd_ppo(d: AgentDefinition, force: bool = False) -> int:
+    "`cwm-nb agent --method ppo`: train PPO on the curriculum of run `d` and print its measures."
+    m = run_ppo(definition=d, force=force)
     for r in m["ppo"]:
         print(f"PPO {r['env']}: {r['steps']} steps, first success at step {r['first_success_steps']}, "
               f"10 in a row at step {r['solved_steps']} ({r['successes']} of {r['episodes']} episodes)")
@@ -332,47 +492,67 @@ def _cmd_ppo(a) -> int:
     return 0
 
 # %% ../../nbs/52_agent_experiments.ipynb #2e1c27b6
+def _read_agent_record(path: str) -> dict:
+    "The `settings.json` of an agent run that `--from` names. Raises `CwmNbError` if it is not one."
+    try: rec = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e: rec = f"unreadable ({type(e).__name__})"
+    if not isinstance(rec, dict) or rec.get("suite") != "agent":
+        why = "" if isinstance(rec, dict) else f": {rec}"
+        raise CwmNbError(f"{path} is not the settings of an agent run{why}",
+                         "pass --from RUN_DIR/settings.json of a `cwm-nb agent` run (`cwm-nb run "
+                         "--from` repeats the others)")
+    return rec
+
+def _cli_agent_definition(a) -> AgentDefinition:
+    """The run a `cwm-nb agent` command line asks for: the `--from` record, then the flags given,
+    then `--set`; checked once (`define_agent_run`). Raises `CwmNbError` when no domain is given."""
+    rec = _read_agent_record(a.from_) if getattr(a, "from_", None) else {}
+    own = {f.name for f in fields(AgentSettings)}
+    given = {k: v for k, v in vars(a).items() if k in own and v is not None}
+    settings = {**_record_settings(rec), **given}
+    if "domain" not in settings:
+        raise CwmNbError("no domain given", f"run `cwm-nb agent {'|'.join(DOMAINS)} ...`, or pass "
+                         "--from RUN_DIR/settings.json")
+    # the notebook runs in the run folder
+    settings["out"] = str(Path(settings.get("out", AgentSettings.out)).expanduser().resolve())
+    options = {**(rec.get("options") or {}), **split_assignments(getattr(a, "set", None))}
+    return define_agent_run(settings, options)
+
 def _cmd_agent(a) -> int:
-    if a.method == "ppo": return _cmd_ppo(a)
-    s = agent_settings(a.domain, a.curriculum, a.model, a.seed, a.ablation, a.budget, a.max_episodes, a.planner,
-                       a.max_tokens, a.base_url)
-    if a.model != "scripted": resolve_model(a.model, a.base_url or None)   # an unknown model fails before the kernel starts
-    rd = agent_run_dir(a.out, s["domain"], s["curriculum"], s["ablation"], s["model"], s["seed"])
+    d = _cli_agent_definition(a)
+    s = d.settings
+    if s.method == "ppo": return _cmd_ppo(d, a.force)
+    # an unknown model fails before the kernel starts
+    if s.model != "scripted": resolve_model(s.model, s.base_url or None)
+    rd = d.run_dir()
     if a.force and rd.exists():
         with run_lock(rd): shutil.rmtree(rd)
         print(f"--force: deleted {rd}", file=sys.stderr)
-    if _check_settings(rd, s) == "skip":
+    if _check_agent_folder(rd, d.record()) == "skip":
         print(f"complete run found, skipped: {rd} (use --force to start it over)", file=sys.stderr)
     else:
-        print(f"running the WorldCoder agent on {s['domain']} ({', '.join(s['envs'])}) with {s['model']}, ablation "
-              f"{s['ablation']}, seed {s['seed']} -> {rd}", file=sys.stderr)
-        params = dict(domain=s["domain"], curriculum=s["curriculum"], model=s["model"], seed=s["seed"],
-                      out=str(Path(a.out).resolve()), ablation=s["ablation"], llm_budget=a.budget,
-                      max_episodes=a.max_episodes, planner=s["planner"], max_tokens=a.max_tokens, base_url=a.base_url)
+        opts = "".join(f", {k}={v}" for k, v in d.options.items())
+        print(f"running the WorldCoder agent on {s.domain} ({', '.join(d.envs)}) with {s.model}, "
+              f"ablation {s.ablation}, seed {s.seed}{opts} -> {rd}", file=sys.stderr)
         rd.mkdir(parents=True, exist_ok=True)
-        run_notebook("worldcoder", params, rd/"notebook.ipynb")
+        run_notebook("worldcoder", {**asdict(s), "options": dict(d.options)}, rd/"notebook.ipynb")
     _report_agent_run(json.loads((rd/"metrics.json").read_text()), rd)
     return 0
 
 # %% ../../nbs/52_agent_experiments.ipynb #d2962e7a
+# flags of `cwm-nb agent` under a second name: `cwm-nb run`'s for the same thing
+FLAG_ALIASES = {"llm_budget": ("--budget",)}
+
 def add_cli(sub) -> None:
-    "Add the `agent` sub-command to the `cwm-nb` sub-parsers `sub`."
+    "Add `cwm-nb agent` to the `cwm-nb` sub-parsers `sub`: a flag per field of `AgentSettings`."
     p = sub.add_parser("agent", help="run the WorldCoder agent (or its PPO baseline) on a curriculum",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("domain", help=f"one of: {', '.join(DOMAINS)}")
-    p.add_argument("--curriculum", default="default", help="a curriculum name of the domain (minigrid: default, test; "
-                   "sokoban: default, teleporter) or comma-separated environment names")
-    p.add_argument("--model", default="embedded", help="embedded | alias | provider:name | scripted (the scripted demonstration model)")
-    p.add_argument("--base-url", default="", help="OpenAI-compatible endpoint for provider:name models")
-    p.add_argument("--seed", type=int, default=0, help="run seed (agent and LLM sampling)")
-    p.add_argument("--out", default="results", help="results root")
-    p.add_argument("--ablation", default="none", choices=list(ABLATIONS), help="no-optimism: φ2 off; prompt4reward: "
-                   "guessed rewards never fixed; no-transfer: each environment from scratch")
-    p.add_argument("--budget", type=int, default=0, help="LLM calls of the whole run; 0: 300 (the release's 200, × 1.5 with a curriculum)")
-    p.add_argument("--max-episodes", type=int, default=0, help="episodes per environment before giving up; 0: 1000")
-    p.add_argument("--planner", default="bfs", choices=list(PLANNERS), help="bfs (the paper's small domains) or mcts (the release)")
-    p.add_argument("--max-tokens", type=int, default=0, help="completion cap per call; 0: 400 embedded, else 1500")
-    p.add_argument("--method", default="worldcoder", choices=("worldcoder", "ppo"), help="the agent, or the PPO baseline")
-    p.add_argument("--steps", type=int, default=100_000, help="PPO: environment steps per environment")
-    p.add_argument("--force", action="store_true", help="delete this run's folder and start over")
+                       description="One run of the WorldCoder agent: its settings as flags, "
+                       "the options of AgentConfig and its planner with --set (`cwm-nb methods "
+                       "--agent` lists them).")
+    p.add_argument("domain", nargs="?", default=None,
+                   help=f"{' | '.join(DOMAINS)}; may be left out with --from")
+    for o in options_of(AgentSettings, "run"):
+        if o.name != "domain": add_option_flag(p, o, aliases=FLAG_ALIASES.get(o.name, ()))
+    add_run_flags(p, "set an option of the agent or its planner (repeatable), e.g. --set "
+                     "epsilon=0.1 --set planner.max_depth=10")
     p.set_defaults(fn=_cmd_agent)

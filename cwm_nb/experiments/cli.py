@@ -5,12 +5,13 @@
 # %% ../../nbs/55_cli.ipynb #bd83fca0
 from __future__ import annotations
 import argparse, logging, os, sys
-from typing import Literal, Sequence, get_args, get_origin
+from typing import Sequence
 
 from ..core import CwmNbError
 from ..search.baselines import METHODS
 from ..bench.planning import DEFAULT_PLAN_PRESET
-from .definition import SUITE_SETTINGS, options_of
+from .definition import (SUITE_SETTINGS, add_option_flag, add_run_flags,
+                                           options_of)
 from .runs import DEFAULT_HOLDOUT
 from . import agent, figures, sweeps
 
@@ -55,11 +56,7 @@ def add_setting_flags(p) -> None:
         defaults = "; ".join(f"{s}: {x.default!r}" for s, x in per) if len(
             {repr(x.default) for _, x in per}) > 1 else repr(o.default)
         only = "" if len(per) == len(SUITE_SETTINGS) else f"{per[0][0]} only; "
-        kw = dict(default=argparse.SUPPRESS, help=f"{only}{o.doc} (default {defaults})")
-        if o.type is bool: kw["action"] = argparse.BooleanOptionalAction
-        elif get_origin(o.type) is Literal: kw["choices"] = get_args(o.type)
-        else: kw["metavar"] = o.type.__name__.upper()
-        p.add_argument("--" + name.replace("_", "-"), dest=name, **kw)
+        add_option_flag(p, o, f"{only}{o.doc} (default {defaults})")
 
 def add_run_cli(sub) -> None:
     "Add `cwm-nb run` (suites cwmb, rtfm, apps) to the `cwm-nb` sub-parsers `sub`."
@@ -70,14 +67,8 @@ def add_run_cli(sub) -> None:
                    help="benchmark suite: cwmb (any --env), rtfm (same as --env rtfm) or apps "
                         "(--data, --problems); may be left out with --from")
     add_setting_flags(r)
-    r.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                   help="set an option of the method or the planner (repeatable), e.g. --set C=5 "
-                        "--set planner.gamma=0.9; `none` sets an optional one to None")
-    r.add_argument("--from", dest="from_", default=None, metavar="SETTINGS_JSON",
-                   help="repeat the run a RUN_DIR/settings.json records (flags and --set given "
-                        "here change it)")
-    r.add_argument("--force", action="store_true",
-                   help="delete this run's folder (checkpoint included) and start over")
+    add_run_flags(r, "set an option of the method or the planner (repeatable), e.g. --set C=5 "
+                     "--set planner.gamma=0.9")
     r.set_defaults(fn=_command("_cmd_run"))
 
 # %% ../../nbs/55_cli.ipynb #09d0162c
@@ -159,6 +150,8 @@ def add_envs_cli(sub) -> None:
     m.add_argument("methods", nargs="*", help="methods to list (default: gif-mcts, worldcoder, "
                    "zero-shot-cot)")
     m.add_argument("--apps", action="store_true", help="as options of an APPS run (no planner)")
+    m.add_argument("--agent", action="store_true",
+                   help="the options of `cwm-nb agent` (the WorldCoder agent's and its planner's)")
     m.set_defaults(fn=_command("_cmd_methods"))
 
 # %% ../../nbs/55_cli.ipynb #7d8e5890

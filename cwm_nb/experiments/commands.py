@@ -397,8 +397,13 @@ def _cmd_envs(a) -> int:
     return 0
 
 # %% ../../nbs/54_commands.ipynb #e7409f10
+from .agent import agent_options_listing
+
 def _cmd_methods(a) -> int:
-    "`cwm-nb methods [METHOD ...]`: each method's options, the planner's, and the names to prefix."
+    """`cwm-nb methods [METHOD ...]`: each method's options, the planner's, and the names to prefix;
+    with `--agent`, the options of `cwm-nb agent`."""
+    if getattr(a, "agent", False):
+        print(agent_options_listing()); return 0
     bad = [m for m in a.methods if m not in METHODS]
     if bad: raise CwmNbError(f"unknown method {bad[0]!r}", f"use some of: {', '.join(METHODS)}")
     print(options_listing(a.methods or None, "apps" if a.apps else "cwmb"))
