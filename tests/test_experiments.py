@@ -188,6 +188,12 @@ def test_plan_run_and_sweep_share_one_default_planning_preset(tmp_path):
     assert presets == dict.fromkeys(presets, planning.DEFAULT_PLAN_PRESET) and planning.DEFAULT_PLAN_PRESET == "quick"
     assert {j.opts["plan_preset"] for j in sweeps.plan_sweep(tmp_path, envs="CartPole-v1")} == {"quick"}
 
+def test_papermill_reads_every_parameter_of_each_experiment_notebook():
+    "papermill's own reader of a `parameters` cell (`--help-notebook`, its warnings) sees every name the cell assigns."
+    import papermill as pm
+    from cwm_nb.experiments.notebooks import notebook_params
+    for nb in EXPERIMENTS: assert sorted(pm.inspect_notebook(str(nb))) == sorted(notebook_params(nb)), nb.name
+
 def test_parameters_cells_are_made_from_the_settings():
     "Each experiment notebook's `parameters` cell is `definition.parameters_cell` (tools/params_cells.py writes it)."
     sys.path.insert(0, str(ROOT/"tools"))

@@ -124,7 +124,7 @@ class CWMBSettings:
     # planner for the normalized return after the search: quick, paper, or none (no planning)
     plan_preset: Literal["paper", "quick", "none"] = DEFAULT_PLAN_PRESET
     plan_episodes: int = 10       # real episodes per policy for the normalized return
-    endpoint_caps: str = ""       # what the endpoint accepts, e.g. context=8192 (guide, "Models")
+    endpoint_caps: str = ""       # what the endpoint accepts, e.g. a context window of 8192 tokens (guide, Models)
     holdout: float = -1.0         # episodes held out from the search, in [0, 1); -1: 0.2 new, 0 paper_compat
     holdout_seed: int = 0         # seed of the held-out episodes
     env_kwargs: str = ""          # JSON object of keyword arguments of a gymnasium id or entry point
@@ -152,7 +152,7 @@ class AppsSettings:
     # held_out: the search sees part of each problem's tests; paper: all of them (pass@B)
     apps_mode: Literal["held_out", "paper"] = "held_out"
     compare: Literal["strict", "apps_compat"] = "strict"  # output comparison of search and headline
-    endpoint_caps: str = ""       # what the endpoint accepts, e.g. context=8192 (guide, "Models")
+    endpoint_caps: str = ""       # what the endpoint accepts, e.g. a context window of 8192 tokens (guide, Models)
 
     def __post_init__(self):
         _check_common(self)
