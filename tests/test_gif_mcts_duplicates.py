@@ -68,9 +68,12 @@ def test_repeats_are_visits_to_the_node_by_default():
     assert len(t["nodes"]) == 2 and t["duplicate_programs"] == t["stats"]["duplicate_programs"] == 7
     assert t["duplicates"] == [dict(call=c, same_as=1) for c in range(2, 9)]
     root, node = t["nodes"]
-    # every repeat is a visit to node 1 along the selection path: the root counts them too
-    assert (root["visits"], node["visits"]) == (9, 8)
-    assert node["value"] == pytest.approx(0.5) and res.value_per_call == [0.5] * 8
+    # every repeat is a visit along the selection path (the root counts them all) and a try where it was made
+    assert root["visits"] == 9 and sum(root["repeats"].values()) + sum(node["repeats"].values()) == 7
+    assert node["visits"] == 1 + sum(node["repeats"].values())       # node 1 counts the tries made at it
+    assert set(node["repeats"]) == {"generate", "improve"} and root["repeats"]["generate"] >= 1
+    assert node["value"] == pytest.approx(0.5) and root["value"] == pytest.approx(0.5 * 8 / 9)
+    assert res.value_per_call == [0.5] * 8
     assert res.action_stats["n_expansions"] == 1 and res.stop_reason == "budget"
 
 

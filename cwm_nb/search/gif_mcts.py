@@ -485,13 +485,15 @@ def revisit(self: SearchTree,
             call: int | None = None,  # LLM call number
            ) -> Node:
     """Count a repeated program as a try of `action` that reached `same`: counted at the parent,
-    learnt by the type's value model, `same`'s value backed up `path` and `same`; at a buggy node,
-    one fix attempt spent (`spend_fix`)."""
+    learnt by the type's value model, `same`'s value backed up `path`; at a buggy node, one fix
+    attempt spent (`spend_fix`)."""
     parent, t = self.nodes[path[-1]], _LETTER[action[0]]
     parent.repeats[t] = parent.repeats.get(t, 0) + 1
     self._train(parent, same, call, t)
-    ids = path if same.id in path else [*path, same.id]
-    self.backprop(ids, visit_only=same.raised, value=0.0 if same.terminal else same.score)
+    v = 0.0 if same.terminal else same.score
+    # from another node, what it would pass to its parent
+    if same is not parent: v = same.reward + self.config.gamma * v
+    self.backprop(path, visit_only=same.raised, value=v)
     if parent.bug: self.spend_fix(parent)
     return same
 
