@@ -120,7 +120,7 @@ class GIFMCTSConfig:
     fix_early_stop: bool | None = None         # stop on Evaluation.perfect, not `== 1.0`
     fix_value_features: bool | None = None     # value model trained on selection-time features
     fix_block_length: bool | None = None       # blocks of exactly L lines
-    fix_duplicate_programs: bool | None = None  # a repeated program revisits its node, unrun
+    fix_duplicate_programs: bool | None = None  # a repeated program is a revisit, not run again
 
     def __post_init__(self):
         if not (self.allow_generate or self.allow_improve):
