@@ -4,10 +4,11 @@
 
 # %% ../../nbs/22_gif_mcts.ipynb #573d6c5b
 from __future__ import annotations
-import hashlib, math
+import ast, hashlib, math
 from collections import Counter
 from dataclasses import dataclass, field, asdict, fields
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable
 import numpy as np
 from fastcore.basics import patch
@@ -16,13 +17,13 @@ from .loop import SearchLoop, SearchNode
 
 # %% auto #0
 __all__ = ['ACTION_TYPES', 'CHECKPOINT_FORMAT', 'simulation', 'exploration', 'uct_visited', 'uct_new', 'GIFMCTSConfig',
-           'node_state', 'LinearValueModel', 'Node', 'SearchTree', 'GIFMCTS', 'best_path', 'action_stats',
-           'tree_layout', 'tree_to_networkx', 'plot_tree', 'plot_best_value']
+           'node_state', 'LinearValueModel', 'Node', 'SearchTree', 'program_key', 'GIFMCTS', 'best_path',
+           'action_stats', 'tree_layout', 'tree_to_networkx', 'plot_tree', 'plot_best_value']
 
 # %% ../../nbs/22_gif_mcts.ipynb #750b38eb
 def simulation(
     search: GIFMCTS,  # the search: its tree, random generator and prompts (21_search_loop)
-) -> Node | None:     # the new node; None when nothing is left to try
+) -> Node | None:     # the new (or revisited) node; None when nothing is left to try
     "One GIF-MCTS simulation (paper, Sec. 4): select by UCT, prompt, evaluate, expand, back up."
     tree = search.tree
     search.begin()                           # the loop notes the time and the random state
@@ -33,8 +34,14 @@ def simulation(
     path, action, _ = picked
     node, kind = tree.nodes[path[-1]], _LETTER[action[0]]   # "generate", "improve" or "fix"
     # 2. prompt: one LLM call with the node's generate / improve / fix prompt (20_prompts)
-    # 3. evaluate: the answer's program, scored on the logged transitions (0 if it raised)
+    # 3. evaluate: the answer's program, scored on the logged transitions (0 if it raised);
+    #    a program the tree already holds is not run again (`GIFMCTS.evaluate_new`)
     c = search.call((path, action), kind, search.messages(node, kind))
+    same = tree.holder(c.program)            # the node holding this program already, if any
+    if same is not None:                     # a repeat, counted under either setting
+        tree.duplicates.append(dict(call=c.call, same_as=same.id))
+        if search.config.fix("fix_duplicate_programs"):   # a visit to that node, no new node
+            return search.record(tree.revisit(path, action, same, c.call), c)
     # 4. expand: a child with the program's first lines, its score and actions;
     #    the value model of its type learns
     child = tree.grow(path, action, c.program, c.summary, c.critique, c.call, c.tokens)
@@ -78,7 +85,7 @@ def uct_new(
 ACTION_TYPES = ("generate", "improve", "fix")
 _LETTER = {"g": "generate", "i": "improve", "f": "fix"}
 _FIXES = ("fix_terminal_reexpand", "fix_terminal_value", "fix_improve_perfect", "fix_early_stop",
-          "fix_value_features", "fix_block_length")
+          "fix_value_features", "fix_block_length", "fix_duplicate_programs")
 
 # %% ../../nbs/22_gif_mcts.ipynb #09508fa4
 @dataclass
@@ -113,6 +120,7 @@ class GIFMCTSConfig:
     fix_early_stop: bool | None = None         # stop on Evaluation.perfect, not `== 1.0`
     fix_value_features: bool | None = None     # value model trained on selection-time features
     fix_block_length: bool | None = None       # blocks of exactly L lines
+    fix_duplicate_programs: bool | None = None  # a repeated program is a revisit, not run again
 
     def __post_init__(self):
         if not (self.allow_generate or self.allow_improve):
@@ -206,6 +214,8 @@ class Node(SearchNode):
     value_sum: float = 0.0         # sum of backed-up values
     # paper_compat re-expansions: overwritten programs' sha256
     replaced: list = field(default_factory=list)
+    # action type -> answers to this node's actions that repeated a program of the tree
+    repeats: dict = field(default_factory=dict)
 
 # %% ../../nbs/22_gif_mcts.ipynb #7742fd6a
 @patch
@@ -227,6 +237,9 @@ class SearchTree:
         self.global_stats = {t: [v * c, float(c)] for t, (v, c) in prior.items()}  # [sum, count]
         # one row per expansion: type, v_G, v_L, prediction, target, loss
         self.model_trace: list[dict] = []
+        # one row per answer that repeated a program of the tree: its call, the node holding it
+        self.duplicates: list[dict] = []
+        self._keys: dict[str, str] = {}   # program text -> `program_key`, computed once
 
 # %% ../../nbs/22_gif_mcts.ipynb #e0e7a574
 @patch(as_prop=True)
@@ -283,6 +296,7 @@ def scores(self: SearchTree, node: Node) -> dict[str, float]:
         if cid is None or self.nodes[cid].visits == 0:
             t = _LETTER[a[0]]
             k = sum(1 for b, c in node.children.items() if c is not None and b[0] == a[0])
+            k += node.repeats.get(t, 0)              # tries that repeated a program count too
             out[a] = uct_new(self.predicted_value(node, t), node.visits, k, cfg.C, cfg.eps)
         else:
             ch = self.nodes[cid]
@@ -394,12 +408,13 @@ def _fill(self: SearchTree, child: Node, parent: Node, program: str, evaluation:
 
 # %% ../../nbs/22_gif_mcts.ipynb #cfe9827a
 @patch
-def _train(self: SearchTree, parent: Node, child: Node, call: int | None):
+def _train(self: SearchTree, parent: Node, child: Node, call: int | None, t: str | None = None):
     """One step of the child's type's value model towards its score, logged in `model_trace`; the
-    global mean takes the score."""
-    t, s = child.action_type, child.score
+    global mean takes the score. `t`: a type-`t` try that repeated `child`'s program (`revisit`)."""
+    new = t is None                          # a new child is not among the selection-time features
+    t, s = t or child.action_type, child.score
     v_G = self.global_value(t)
-    exclude = child.id if self.config.fix("fix_value_features") else None
+    exclude = child.id if new and self.config.fix("fix_value_features") else None
     v_L = self.local_value(parent, t, exclude=exclude)
     pred, loss = self.models[t].update(v_G, v_L, s)
     self.model_trace.append(dict(call=call, type=t, v_G=v_G, v_L=v_L, prediction=pred, target=s,
@@ -443,13 +458,61 @@ def expand(self: SearchTree, path: list[int], action: str, program: str, evaluat
     `simulation`)."""
     return self.back_up(path, self.grow(path, action, program, evaluation, critique, call, tokens))
 
+# %% ../../nbs/22_gif_mcts.ipynb #b6289b66
+def program_key(
+    program: str,  # a program's source
+) -> str:          # equal for two programs that differ only in comments, blank lines, spacing
+    "A program up to layout: its `ast.dump`, or its stripped text when it does not parse."
+    try: return ast.dump(ast.parse(program))
+    except (SyntaxError, ValueError): return program.strip()
+
+# %% ../../nbs/22_gif_mcts.ipynb #218c0e3b
+@patch
+def holder(self: SearchTree, program: str) -> Node | None:
+    "The first node whose program is `program` up to layout (`program_key`); None if there is none."
+    if not program.strip(): return None
+    for p in (program, *(n.program for n in self.nodes)):
+        if p not in self._keys: self._keys[p] = program_key(p)
+    key = self._keys[program]
+    return next((n for n in self.nodes if n.program and self._keys[n.program] == key), None)
+
+# %% ../../nbs/22_gif_mcts.ipynb #600ccbf8
+@patch
+def revisit(self: SearchTree,
+            path: list[int],  # node ids from the root to the node the action was taken at
+            action: str,      # the action taken ("g2", "i1", "f1", ...)
+            same: Node,       # the node that holds the answer's program already
+            call: int | None = None,  # LLM call number
+           ) -> Node:
+    """Count a repeated program as a try of `action` that reached `same`: counted at the parent,
+    learnt by the type's value model, `same`'s value backed up `path`; at a buggy node, one fix
+    attempt spent (`spend_fix`)."""
+    parent, t = self.nodes[path[-1]], _LETTER[action[0]]
+    parent.repeats[t] = parent.repeats.get(t, 0) + 1
+    self._train(parent, same, call, t)
+    v = 0.0 if same.terminal else same.score
+    # from another node, what it would pass to its parent
+    if same is not parent: v = same.reward + self.config.gamma * v
+    self.backprop(path, visit_only=same.raised, value=v)
+    if parent.bug: self.spend_fix(parent)
+    return same
+
+@patch
+def spend_fix(self: SearchTree, node: Node):
+    """A fix at buggy `node` that made no node: one attempt fewer, the chain's value lowered
+    (`bug_values`); at 0 the chain dies."""
+    node.fixes_left = max(node.fixes_left - 1, 0)
+    v = self.config.bug_values[node.fixes_left]
+    for n in self.chain(node): n.value_sum, n.terminal = v * n.visits, n.terminal or v == 0.0
+
 # %% ../../nbs/22_gif_mcts.ipynb #1aab8239
 @patch
 def _raw_state(self: SearchTree) -> dict:
     "The state without copying (shares the live containers; for serialisation only)."
     return dict(nodes=[{f.name: getattr(n, f.name) for f in fields(Node)} for n in self.nodes],
                 models={t: dict(w_G=m.w_G, w_L=m.w_L, n=m.n) for t, m in self.models.items()},
-                global_stats=self.global_stats, model_trace=self.model_trace)
+                global_stats=self.global_stats, model_trace=self.model_trace,
+                duplicates=self.duplicates)
 
 # %% ../../nbs/22_gif_mcts.ipynb #12b0da1c
 @patch
@@ -465,6 +528,7 @@ def from_state_dict(cls: SearchTree, d: dict, config: GIFMCTSConfig) -> SearchTr
     tree.models = {t: LinearValueModel(**m) for t, m in d["models"].items()}
     tree.global_stats = {t: list(v) for t, v in d["global_stats"].items()}
     tree.model_trace = list(d["model_trace"])
+    tree.duplicates = list(d.get("duplicates", []))   # a checkpoint older than the count: none
     return tree
 
 # %% ../../nbs/22_gif_mcts.ipynb #b7f0f6ce
@@ -490,10 +554,26 @@ class GIFMCTS(SearchLoop):
                  checkpoint: str | Path | None = None,
                  progress: bool = True,                 # show a tqdm progress bar
                 ):
-        super().__init__(llm, evaluate, description, config or GIFMCTSConfig(), seed, checkpoint,
-                         progress)
+        self.run_program = evaluate   # the sandbox; the loop scores with `evaluate_new`
+        super().__init__(llm, self.evaluate_new, description, config or GIFMCTSConfig(), seed,
+                         checkpoint, progress)
 
     def _init_search(self): self.tree = SearchTree(self.config)
+
+# %% ../../nbs/22_gif_mcts.ipynb #7e9bf7ad
+def _recorded(node: Node) -> SimpleNamespace:
+    "The evaluation of `node`'s program as its record keeps it (nothing is run)."
+    return SimpleNamespace(accuracy=node.score, bug=node.raised, error=node.error,
+                           failures=[node.failure] if node.failure else [], perfect=node.perfect,
+                           to_dict=lambda: {**node.evaluation, "same_as": node.id})
+
+@patch
+def evaluate_new(self: GIFMCTS, program: str) -> Any:
+    """`run_program(program)`, unless the tree holds `program` and `fix_duplicate_programs` is on:
+    then the holder's recorded evaluation."""
+    same = self.tree.holder(program)
+    if same is not None and self.config.fix("fix_duplicate_programs"): return _recorded(same)
+    return self.run_program(program)
 
 # %% ../../nbs/22_gif_mcts.ipynb #df1f9787
 @patch
@@ -565,6 +645,7 @@ def _node_row(tree: SearchTree, n: Node) -> dict:
         open_actions=[a for a, c in n.children.items() if c is None],
         n_children={t: sum(tree.nodes[c].action_type == t for c in kids) for t in ACTION_TYPES},
         error=(n.error or "")[:500] if n.raised else None, replaced=list(n.replaced),
+        repeats=dict(n.repeats),
         prompt_tokens=n.prompt_tokens, completion_tokens=n.completion_tokens)
 
 # %% ../../nbs/22_gif_mcts.ipynb #c0c87e79
@@ -585,8 +666,9 @@ def export_tree(self: GIFMCTS) -> dict:
                best_node=self.best_node,
                best_program_sha=hashlib.sha256(best.encode()).hexdigest() if best else None,
                best_path=best_path(dict(nodes=nodes), self.best_node),
-               value_model={t: asdict(m) for t, m in tree.models.items()})
-    out["stats"] = action_stats(out)
+               value_model={t: asdict(m) for t, m in tree.models.items()},
+               duplicates=tree.duplicates, duplicate_programs=len(tree.duplicates))
+    out["stats"] = {**action_stats(out), "duplicate_programs": len(tree.duplicates)}
     return to_plain(out)
 
 # %% ../../nbs/22_gif_mcts.ipynb #6bf1583d
@@ -595,6 +677,14 @@ def _search_state(self: GIFMCTS) -> dict: return dict(tree=self.tree._raw_state(
 @patch
 def _restore_search(self: GIFMCTS, d: dict):
     self.tree = SearchTree.from_state_dict(d["tree"], self.config)
+
+# %% ../../nbs/22_gif_mcts.ipynb #376dfbd0
+@patch
+def _check_checkpoint(self: GIFMCTS, d: Any, path: Path):
+    "The loop's check (21_search_loop), a config field the checkpoint lacks read at its default."
+    if isinstance(d, dict) and isinstance(d.get("config"), dict):
+        d = {**d, "config": {**to_plain(asdict(GIFMCTSConfig())), **d["config"]}}
+    SearchLoop._check_checkpoint(self, d, path)
 
 # %% ../../nbs/22_gif_mcts.ipynb #312ce5e0
 def tree_layout(tree: dict) -> dict[int, tuple[float, float]]:
