@@ -46,7 +46,7 @@ class CachingLLM:
 
 def body(marker, n=12):
     "A program of `n` lines whose last line is the marker comment."
-    return "".join(f"v{i} = {i}\n" for i in range(n - 1)) + f"# {marker}\n"
+    return "".join(f"v{i} = {i}\n" for i in range(n - 2)) + f"marker = {marker!r}\n# {marker}\n"
 
 
 def fake_evaluate(src):
@@ -212,7 +212,7 @@ def test_no_reexpansion_of_terminal_nodes_by_default():
     short = lambda m, d, sd: f"# score=0.{d}\n"         # one line: terminal in both line-count modes
     res = search(short, GIFMCTSConfig(allow_generate=False))[0].run(4)
     assert (res.llm_calls, res.stop_reason) == (1, "exhausted")   # the only child is complete: nothing left
-    res = search(short)[0].run(5)
+    res = search(short, GIFMCTSConfig(fix_duplicate_programs=False))[0].run(5)   # comment-only programs repeat
     assert len(res.tree["nodes"]) == 6 and not any(n["replaced"] for n in res.tree["nodes"])
     assert all(n["terminal"] for n in res.tree["nodes"][1:])
 
@@ -334,7 +334,7 @@ def test_ablation_no_fix():
 
 
 def test_ablation_no_improve():
-    res = search(lambda m, d, sd: body("score=0.3"), GIFMCTSConfig(allow_improve=False))[0].run(5)
+    res = search(lambda m, d, sd: body(f"score=0.{d}"), GIFMCTSConfig(allow_improve=False))[0].run(5)
     assert res.action_stats["n_improve"] == 0 and res.action_stats["n_generate"] == 5
 
 

@@ -176,8 +176,9 @@ def test_a_sweep_runs_its_jobs_on_slurm(slurm_cluster, tmp_path):
     for rd in rds:   # the description travelled with the job
         assert Path(json.loads((rd/"settings.json").read_text())["description"]).parent.parent == out/".inputs"
         assert (rd/"description.md").read_text() == desc.read_text()
-    # the grid's option values share each seed's first answer (the response cache): one request per seed
-    assert len(prompts) == len(SEEDS) and all(MARKER in p for p in prompts)
+    # the grid's option values may share each seed's first answer (the response cache, when one job's answer is
+    # stored before the other asks)
+    assert len(SEEDS) <= len(prompts) <= n and all(MARKER in p for p in prompts)
     # the option grid reached each job's search
     ran_with = sorted(json.loads((rd/"checkpoint.json").read_text())["config"]["C"] for rd in rds)
     assert ran_with == [0.1]*len(SEEDS) + [5.0]*len(SEEDS), ran_with

@@ -197,8 +197,9 @@ def test_a_job_carries_its_definition_to_a_dask_worker(tmp_path, dask_cluster):
         assert (m["env_id"], m["env_kwargs"], m["buffer_fingerprint"]) == ("FrozenLake-v1", {"is_slippery": False},
                                                                            fingerprint)
         assert (rd/"description.md").read_text() == lake
-    # the description reached the model; the grid's C values share each seed's first answer (the response cache)
-    assert len(prompts) == 2 and all("carried-7f3a" in p for p in prompts)
+    # the description reached the model; the grid's C values may share each seed's first answer (the response cache,
+    # when one job's answer is stored before the other asks)
+    assert 2 <= len(prompts) <= n and all("carried-7f3a" in p for p in prompts)
     # the option grid reached each job's search
     ran_with = sorted(json.loads((rd/"checkpoint.json").read_text())["config"]["C"] for rd in rds)
     assert ran_with == [0.1, 0.1, 5.0, 5.0], ran_with

@@ -678,14 +678,6 @@ def _search_state(self: GIFMCTS) -> dict: return dict(tree=self.tree._raw_state(
 def _restore_search(self: GIFMCTS, d: dict):
     self.tree = SearchTree.from_state_dict(d["tree"], self.config)
 
-# %% ../../nbs/22_gif_mcts.ipynb #376dfbd0
-@patch
-def _check_checkpoint(self: GIFMCTS, d: Any, path: Path):
-    "The loop's check (21_search_loop), a config field the checkpoint lacks read at its default."
-    if isinstance(d, dict) and isinstance(d.get("config"), dict):
-        d = {**d, "config": {**to_plain(asdict(GIFMCTSConfig())), **d["config"]}}
-    SearchLoop._check_checkpoint(self, d, path)
-
 # %% ../../nbs/22_gif_mcts.ipynb #312ce5e0
 def tree_layout(tree: dict) -> dict[int, tuple[float, float]]:
     """Tidy (x, y) positions: leaves at consecutive x in depth-first order, parents centred, y =

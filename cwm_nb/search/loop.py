@@ -484,11 +484,14 @@ def save(self: SearchLoop, path: str | Path) -> Path:
 # %% ../../nbs/21_search_loop.ipynb #7c1e02cc
 @patch
 def _check_checkpoint(self: SearchLoop, d: Any, path: Path):
-    "Raise `CwmNbError` unless `d` is a checkpoint of this method, config, seed and description (naming what differs)."
+    """Raise `CwmNbError` unless `d` is a checkpoint of this method, config, seed and description (naming what differs);
+    a config field the checkpoint lacks (one added since) counts at its default."""
     if not isinstance(d, dict) or d.get("format") != self.checkpoint_format:
         fmt = d.get("format") if isinstance(d, dict) else None
         raise CwmNbError(f"{path} is not a {self.label} checkpoint (its format is {fmt!r})",
                          "delete it (or its run folder, or pass `cwm-nb run --force`) to start this search afresh")
+    if isinstance(d.get("config"), dict):   # a config field the checkpoint predates: read at its default
+        d = {**d, "config": {**to_plain(asdict(type(self.config)())), **d["config"]}}
     mine = self._identity()
     diff = [k for k in mine if d.get(k) != mine[k]]
     diff += [f"config.{k}" for k in mine["config"]

@@ -20,7 +20,7 @@ def body(
     n: int = 12,  # lines of the program (the marker is the last)
 ) -> str:
     "A program body of `n` lines ending with a marker comment (a double of what a model writes)."
-    return "".join(f"v{i} = {i}\n" for i in range(n - 1)) + f"# {marker}\n"
+    return "".join(f"v{i} = {i}\n" for i in range(n - 2)) + f"marker = {marker!r}\n# {marker}\n"
 
 # %% ../../nbs/91_doubles.ipynb #d9e7dd89
 def fake_evaluate(
