@@ -23,10 +23,10 @@ COLUMNS = ("run_dir", "suite", "env", "action_kind", "method", "model", "budget"
            "accuracy", "mean_accuracy", "exact_replay", "best_value", "best_is_bug", "llm_calls", "model_calls",
            "cached_calls", "prompt_tokens", "completion_tokens", "wall_s", "plan_preset", "plan_episodes",
            "normalized_return", "return_cwm", "return_random", "return_oracle", "best_value_per_call",
-           "n_generate", "n_improve", "n_fix", "tree_depth", "best_path_length", "best_path_generate",
+           "n_generate", "n_improve", "n_fix", "duplicate_programs", "tree_depth", "best_path_length", "best_path_generate",
            "best_path_improve", "best_path_fix", "holdout", "heldout_accuracy", "heldout_exact_replay", "deterministic",
            "failed_calls", "retries", "refused", "server_restarts", "cost_usd", "env_id", "entry_point", "env_kwargs",
-           "outcome_probability", "log_likelihood", "stochastic")
+           "outcome_probability", "log_likelihood", "stochastic", "code", "options")
 
 
 def cli(*args, env=None, timeout=1800):
