@@ -4,7 +4,7 @@
 
 # %% ../../nbs/50_run_definition.ipynb #9df18cc4
 from __future__ import annotations
-import ast, difflib, functools, hashlib, importlib.util, inspect, io, json, linecache, re, textwrap, tokenize
+import ast, difflib, functools, hashlib, importlib.util, inspect, io, json, linecache, re, sys, textwrap, tokenize
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
@@ -24,10 +24,20 @@ __all__ = ['PLAN_PRESETS', 'APPS_BUDGET', 'GRID_AXES', 'SUITE_SETTINGS', 'DEFINI
            'options_listing', 'add_option_flag', 'add_run_flags']
 
 # %% ../../nbs/50_run_definition.ipynb #3700dec1
+@functools.cache
+def _top_classes(file: str) -> dict:
+    "The top-level class definitions of the Python file `file`, by name (the file is parsed once)."
+    try: body = ast.parse("".join(linecache.getlines(file))).body
+    except SyntaxError: return {}
+    return {n.name: n for n in body if isinstance(n, ast.ClassDef)}
+
 def _class_source(cls: type) -> str | None:
-    "The source of class `cls`, dedented; for a class of a notebook cell, from IPython's cell cache."
-    try: return textwrap.dedent(inspect.getsource(cls))
-    except (OSError, TypeError): pass
+    """The source of class `cls`, dedented: from its module's file; for a class of a notebook cell,
+    from IPython's cell cache."""
+    file = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    if node := _top_classes(file).get(cls.__name__) if file else None:
+        start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        return textwrap.dedent("".join(linecache.getlines(file)[start - 1:node.end_lineno]))
     # a notebook cell's class has no file, but a method of its body knows the cell's
     for v in vars(cls).values():
         lines = linecache.getlines(getattr(getattr(v, "__code__", None), "co_filename", ""))

@@ -19,7 +19,6 @@ from ..search import gif_mcts
 from ..search.baselines import METHODS
 from . import runs
 from ..bench.planning import DEFAULT_PLAN_PRESET
-from .estimate import calls_done, estimate_table, format_estimate
 from .definition import (PLAN_PRESETS, AppsSettings, define_run, default_max_tokens,
                                            find_option, run_options, split_assignments)
 from .index import INDEX_NAME, build_index, find_run_dirs, load_index, write_index
@@ -768,6 +767,8 @@ def _add_run_args(w, plan_presets) -> None:
 def dry_run(jobs: list) -> int:
     """`cwm-nb sweep --dry-run`: print each run of `jobs` with its state (new, complete, to resume) and the
     estimated calls, tokens and cost of those still to make (`estimate.estimate_table`); no call is made."""
+    # start-up time of `cwm-nb --help`: the estimate builds prompts (environments, APPS problems)
+    from cwm_nb.experiments.estimate import calls_done, estimate_table, format_estimate
     rows = [(str(j), job_state(j), j.definition(), calls_done(j.run_dir, j.budget)) for j in jobs]
     print(format_estimate(estimate_table(rows)))
     return 0
