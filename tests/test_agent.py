@@ -237,7 +237,7 @@ def test_set_epsilon_reaches_the_agents_config_through_the_command_line(tmp_path
 
 
 @pytest.mark.parametrize("item,message", [
-    ("epsilon=lots", "option method.epsilon must be float, got 'lots'"),
+    ("epsilon=lots", "must be float, got 'lots'"),
     ("epsilon=1.5", "epsilon=1.5\n  What to do: use 0 <= epsilon <= 1"),   # AgentConfig's own check
     ("epsilom=0.1", "unknown option 'epsilom' (did you mean 'epsilon'?)"),
     ("planner.max_depth=0", "PlannerConfig.max_depth must be at least 1"),

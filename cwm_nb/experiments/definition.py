@@ -258,8 +258,10 @@ def parse_value(
     try: return _adapter(opt.type).validate_python(value, strict=strict)
     except ValidationError as e:
         why = e.errors()[0]["msg"]
+    if text and value.strip().lower() in ("none", "null"): why = "it has no None value"
     name = opt.name if opt.part == "run" else opt.qualified
-    raise CwmNbError(f"{where} {name} must be {opt.type_name}, got {value!r} ({why})",
+    what = f" ({opt.doc})" if opt.doc and opt.part != "run" else ""
+    raise CwmNbError(f"{where} {name}{what} must be {opt.type_name}, got {value!r} ({why})",
                      f"pass e.g. --set {name}={_example(opt)}" + (" or none" if opt.optional else "")
                      + ("" if opt.part != "run" else
                         f", or papermill `-p {opt.name} {_example(opt)}` without quotes"))
