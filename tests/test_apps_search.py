@@ -286,8 +286,8 @@ def test_unusable_problems_are_errors_of_their_own_and_the_run_goes_on(tmp_path)
 def test_bad_command_lines_are_clear_errors(tmp_path):
     for args, expect in ((("--data", tmp_path/"nowhere"), "does not exist"), ((), "no APPS data given"),
                          (("--data", "demo", "--problems", "5:2"), "START < STOP"),
-                         (("--data", "demo", "--env", "CartPole-v1"), "not --env"),
-                         (("--data", "demo", "--method", "magic"), "invalid choice")):
+                         (("--data", "demo", "--env", "CartPole-v1"), "--env is for `cwm-nb run cwmb`, not apps"),
+                         (("--data", "demo", "--method", "magic"), "method is unknown, got 'magic'")):
         r = cli("run", "apps", *args, "--out", tmp_path)
         assert r.returncode == 2 and expect in r.stderr and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
     r = cli("run", "cwmb", "--data", "demo", "--out", tmp_path)

@@ -42,7 +42,7 @@ def test_set_reaches_the_search_and_the_planner_and_is_recorded(tmp_path, cache_
     s, m = json.loads((rd/"settings.json").read_text()), json.loads((rd/"metrics.json").read_text())
     assert s["options"] == {"method.C": 5.0, "method.fix_terminal_value": False, "planner.c_uct": 2.0}
     assert s["method_config"]["C"] == 5.0 and s["planner"]["mcts"]["c_uct"] == 2.0   # defaults included
-    assert s["planner"]["mcts"]["simulations"] == 10 and s["code"] == code_fingerprint("cwmb")
+    assert s["planner"]["mcts"]["simulations"] == 10 and s["code"] == code_fingerprint("cwmb", "gif-mcts")
     assert m["definition"] == s and m["options"] == s["options"] and m["code"] == s["code"]["fingerprint"]
     planning = json.loads((rd/"planning.json").read_text())
     assert planning["preset"] == "quick+planner.c_uct=2"   # the planner ran with the option
@@ -69,7 +69,7 @@ def test_a_run_repeats_from_its_settings_and_other_code_is_never_reused_silently
     assert stale.returncode == 2 and "made by other code: cwm_nb.search.gif_mcts changed" in stale.stderr
     assert "--force" in stale.stderr and "Traceback" not in stale.stderr
     forced = cli(*args, "--out", tmp_path/"a", "--force", env=cache_env)
-    assert forced.returncode == 0 and json.loads(settings.read_text())["code"] == code_fingerprint("cwmb")
+    assert forced.returncode == 0 and json.loads(settings.read_text())["code"] == code_fingerprint("cwmb", "gif-mcts")
 
 
 def test_a_sweep_grid_over_an_option_gets_a_folder_and_an_index_column_per_value(tmp_path, cache_env, double):
@@ -81,7 +81,9 @@ def test_a_sweep_grid_over_an_option_gets_a_folder_and_an_index_column_per_value
     df = pd.read_parquet(tmp_path/"index.parquet")
     got = sorted(zip(df["method"], df["method.C"].fillna(-1), df["status"]))
     assert got == [("gif-mcts", 0.1, "complete"), ("gif-mcts", 5.0, "complete"), ("zero-shot-cot", -1, "complete")]
-    assert set(df["code"]) == {code_fingerprint("cwmb")["fingerprint"]}
+    # each run's fingerprint covers its own method's module (an edit to GIF-MCTS leaves zero-shot CoT's runs current)
+    assert list(df["code"]) == [code_fingerprint("cwmb", m)["fingerprint"] for m in df["method"]]
+    assert df.groupby("method")["code"].nunique().max() == 1 and df["code"].nunique() == 2
     # an option no method of the sweep has is refused before any job, naming the options
     bad = cli("sweep", "cwmb", "--envs", "CartPole-v1", "--methods", "zero-shot-cot", "--set", "C=1", "--out",
               tmp_path/"x", env=cache_env)
@@ -117,3 +119,15 @@ def test_a_dry_run_lists_the_grid_and_estimates_it_without_running(tmp_path):
     assert "gif-mcts on CartPole-v1 with gpt-4o, budget 20, seed 0, C=5" in r.stdout
     assert "4 runs: 4 new, 0 to resume, 0 complete; ~80 calls" in r.stdout and "$" in r.stdout
     assert not (tmp_path/"grid").exists()   # nothing ran, no folder was made
+
+
+def test_a_grid_parses_its_values_once_and_refuses_what_would_share_a_folder(tmp_path):
+    "`C=1,1.0` is one value; several values of a run setting would put two runs in one folder; both said before any job."
+    one = cli("sweep", "cwmb", "--envs", "CartPole-v1", "--methods", "gif-mcts", "--models", "gpt-4o", "--budgets", 5,
+              "--set", "C=1,1.0", "--set", "C=2", "--dry-run", "--out", tmp_path/"a")
+    assert one.returncode == 0 and "2 runs: 2 new" in one.stdout, one.stdout + one.stderr
+    two = cli("sweep", "cwmb", "--envs", "CartPole-v1", "--set", "holdout=0.1,0.3", "--out", tmp_path/"b")
+    assert two.returncode == 2 and "would share a run folder" in two.stderr and not (tmp_path/"b").exists()
+    for bad, said in (("C=nan", "not a finite number"), ("C=-1", "outside [0, inf]"), ("method.top_p=5", "outside [0, 1]")):
+        r = cli("run", "cwmb", "--set", bad, "--out", tmp_path/"c")
+        assert r.returncode == 2 and said in r.stderr and not (tmp_path/"c").exists(), (bad, r.stderr[-800:])

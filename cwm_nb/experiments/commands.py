@@ -99,7 +99,7 @@ def _read_record(path: str) -> dict:
     except (OSError, ValueError) as e:
         raise CwmNbError(f"cannot read the run settings {path} ({type(e).__name__})",
                          "pass --from RUN_DIR/settings.json of a run") from None
-    if not isinstance(rec, dict):
+    if not isinstance(rec, dict) or "status" in rec or "method" not in rec:   # e.g. a metrics.json
         raise CwmNbError(f"{path} is not a run's settings", "pass --from RUN_DIR/settings.json")
     return rec
 
@@ -117,6 +117,13 @@ def _cli_definition(a) -> RunDefinition:
         own = {f.name for f in fields(SUITE_SETTINGS[rsuite])}
         base = {k: v for k, v in rec.items() if k in own and k != "out"}
         options = rec.get("options") or {}
+        if getattr(a, "method", rec["method"]) != rec["method"]:   # its method options mean other things
+            dropped = {k: v for k, v in options.items() if k.startswith("method.")}
+            options = {k: v for k, v in options.items() if k not in dropped}
+            if dropped:
+                print(f"--from: {', '.join(f'{k}={v}' for k, v in dropped.items())} "
+                      f"{'is an option' if len(dropped) == 1 else 'are options'} of {rec['method']}, "
+                      f"not carried to {a.method} (pass --set to set {a.method}'s)", file=sys.stderr)
     if not suite:
         raise CwmNbError("no suite given", "run `cwm-nb run cwmb|rtfm|apps ...` or pass --from")
     cls = SUITE_SETTINGS.get("apps" if suite == "apps" else "cwmb")
@@ -135,6 +142,11 @@ def _cli_definition(a) -> RunDefinition:
     if suite == "rtfm" and given.get("env", "rtfm") != "rtfm":
         raise CwmNbError(f"`cwm-nb run rtfm` runs the RTFM environment, not {given['env']!r}",
                          f"drop --env, or run `cwm-nb run cwmb --env {given['env']}`")
+    if suite == "apps" and "data" not in given and "data" not in base:
+        raise CwmNbError("no APPS data given",
+                         "pass --data PATH (your copy of APPS: the release's folder, a .jsonl file or "
+                         "the parquet files of the Hugging Face export) or --data demo (the six shipped "
+                         "problems)")
     settings = {**base, **given}
     for k in _PATHS:
         if settings.get(k) and not (k == "data" and settings[k] == "demo"):

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/50_run_definition.ipynb #9df18cc4
 from __future__ import annotations
-import ast, difflib, functools, hashlib, importlib.util, inspect, io, json, linecache, re, sys, textwrap, tokenize
+import ast, difflib, functools, hashlib, importlib.util, inspect, io, json, linecache, math, re, sys, textwrap, tokenize
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
@@ -231,9 +231,15 @@ def find_option(
                          f"write {which} (the part, a dot, the name)")
     known = [o.qualified for o in options] + [o.name for o in options]
     close = difflib.get_close_matches(name, known, 1)
+    # an option of another method: say whose it is rather than guess a look-alike
+    others = [m for m, (_, cfg, _) in METHOD_CONFIGS.items() if m != method and not part
+              and bare in {f.name for f in fields(cfg)} and m in ("gif-mcts", "worldcoder", "zero-shot-cot")]
     own = ", ".join(o.name for o in options if o.part == "method")
-    raise CwmNbError(f"unknown option {name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""),
-                     f"{method or 'the method'}'s options: {own}; the planner's: planner.NAME "
+    planner = "; the planner's: planner.NAME" if any(o.part == "planner" for o in options) else ""
+    raise CwmNbError(f"unknown option {name!r}"
+                     + (f" ({name!r} is an option of {' and '.join(others)})" if others
+                        else f" (did you mean {close[0]!r}?)" if close else ""),
+                     f"{method or 'the method'}'s options: {own}{planner} "
                      f"(`{listing}` lists them all, with what each does)")
 
 # %% ../../nbs/50_run_definition.ipynb #a79273d9
@@ -255,7 +261,10 @@ def parse_value(
     text = isinstance(value, str)
     if text and opt.optional and value.strip().lower() in ("none", "null"): return None
     strict = not text or opt.type is str or get_origin(opt.type) is Literal
-    try: return _adapter(opt.type).validate_python(value, strict=strict)
+    try:
+        v = _adapter(opt.type).validate_python(value, strict=strict)
+        if not (isinstance(v, float) and not math.isfinite(v)): return v
+        why = "not a finite number"
     except ValidationError as e:
         why = e.errors()[0]["msg"]
     if text and value.strip().lower() in ("none", "null"): why = "it has no None value"
@@ -287,6 +296,10 @@ def split_assignments(
 ) -> dict:   # NAME -> VALUE, in order; a later name wins
     "The `--set NAME=VALUE` items as a dict. Raises `CwmNbError` for an item without `=`."
     if isinstance(items, dict): return dict(items)
+    if isinstance(items, str):   # e.g. papermill's `-p options C=5`
+        raise CwmNbError(f"options must be NAME=VALUE items or a mapping, got the text {items!r}",
+                         "in papermill pass a mapping: -y \"options: {C: 5}\"; on the command line "
+                         "--set C=5")
     out = {}
     for it in items or ():
         name, eq, value = str(it).partition("=")
@@ -331,8 +344,10 @@ def planner_options(self: RunDefinition) -> dict:
 
 @patch(as_prop=True)
 def max_tokens(self: RunDefinition) -> int:
-    "The run's completion cap per call: its setting, else its model's default (`default_max_tokens`)."
-    return self.settings.max_tokens or default_max_tokens(self.settings.model)
+    """The run's completion cap per call: the method's own option (`method.max_tokens`), else the
+    run's setting, else its model's default (`default_max_tokens`); the one cap the search sends."""
+    return (self.method_options.get("max_tokens") or self.settings.max_tokens
+            or default_max_tokens(self.settings.model))
 
 # %% ../../nbs/50_run_definition.ipynb #f9b4e749
 def _label_value(v) -> str:
@@ -407,6 +422,12 @@ def define_run(
                           s.method)
         if opt.part == "run": s = replace(s, **{opt.name: parse_value(opt, value, "setting")})
         else: given[opt.qualified] = (opt, parse_value(opt, value))
+    fixed = METHOD_CONFIGS[s.method][2]   # an ablation's own fields
+    for o, v in given.values():
+        if o.part == "method" and o.name in fixed and v != fixed[o.name]:
+            raise CwmNbError(f"{s.method} is GIF-MCTS with {o.name}={fixed[o.name]}; --set "
+                             f"{o.name}={v} would undo the ablation it names",
+                             f"drop --set {o.name}, or run --method gif-mcts")
     d = RunDefinition(suite, s, {q: v for q, (o, v) in given.items() if v != o.default})
     d.method_config(); d.planner_preset()   # the configs' own checks, now
     return d
@@ -435,11 +456,16 @@ def _module_sha(name: str) -> str:
 
 def code_fingerprint(
     suite: str = "cwmb",   # a key of `CODE_PARTS`: "cwmb", "apps" or "agent"
+    method: str = "",      # a method of `METHOD_CONFIGS`: only its own search module counts
 ) -> dict:   # {"fingerprint": 12 hex digits, "modules": {module: 12 hex digits}}
     """A fingerprint of the code a run's result depends on (`CODE_PARTS`: the method, prompts,
     scoring, planner), read from the installed source files: editing a notebook and exporting it
     changes it."""
-    mods = {m: _module_sha(m) for part in CODE_PARTS[suite].values() for m in part}
+    parts = dict(CODE_PARTS[suite])
+    if method in METHOD_CONFIGS:   # an edit to GIF-MCTS does not make a WorldCoder result stale
+        own = METHOD_CONFIGS[method][0].__module__
+        parts["method"] = tuple(dict.fromkeys(("cwm_nb.search.loop", "cwm_nb.search.baselines", own)))
+    mods = {m: _module_sha(m) for part in parts.values() for m in part}
     fp = hashlib.sha256(json.dumps(mods, sort_keys=True).encode()).hexdigest()[:12]
     return dict(fingerprint=fp, modules=mods)
 
@@ -465,7 +491,7 @@ def record(self: RunDefinition) -> dict:
                               if k != "contract"},
             "planner": None if p is None else dict(preset=p.name, mcts=asdict(p.mcts),
                                                    cem=asdict(p.cem)),
-            "code": code_fingerprint(self.suite), "definition": DEFINITION_FORMAT}
+            "code": code_fingerprint(self.suite, self.settings.method), "definition": DEFINITION_FORMAT}
 
 def definition_from_record(
     record: dict,        # a `settings.json` (of this version, or older: no options, no suite)

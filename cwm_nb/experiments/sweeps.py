@@ -20,7 +20,7 @@ from ..search.baselines import METHODS
 from . import runs
 from ..bench.planning import DEFAULT_PLAN_PRESET
 from .definition import (PLAN_PRESETS, AppsSettings, define_run, default_max_tokens,
-                                           find_option, run_options, split_assignments)
+                                           find_option, parse_value, run_options, split_assignments)
 from .index import INDEX_NAME, build_index, find_run_dirs, load_index, write_index
 from .runs import (check_holdout, check_run_settings, definition_dir,
                                      is_complete, resolve_holdout)
@@ -210,32 +210,46 @@ def _carry(jobs: list, out: Path, buffer: str = "", description: str = "") -> li
 
 # %% ../../nbs/51_sweeps.ipynb #ed74de94
 def option_grid(
-    options,              # `--set NAME=V1,V2` items, or a dict NAME -> list of values (or one value)
+    options,              # `--set NAME=V1,V2` items (a name repeated adds values), or a dict NAME -> values
     methods: list[str],   # the sweep's methods
     suite: str = "cwmb",  # "cwmb" or "apps"
     plan_preset: str = DEFAULT_PLAN_PRESET,  # the planner preset (its options' defaults)
     note=None,            # where to say which options a method ignores; None: stderr
 ) -> dict[str, list[tuple]]:   # method -> its combinations, each a tuple of (name, value) pairs
-    """Each method's combinations of the option values it has (product over options, in order).
-    Raises `CwmNbError` for an option no method has, or a grid axis (`--envs`...) given as one."""
-    grid = {k: v if isinstance(v, list) else [x.strip() for x in str(v).split(",") if x.strip()]
-            for k, v in split_assignments(options or {}).items()}
-    out, used = {}, set()
+    """Each method's combinations of the option values it has (product over options, in order), each
+    value parsed and checked once (`1` and `1.0` are one value). Raises `CwmNbError` for an option no
+    method has, a grid axis (`--envs`...) given as one, or several values of a run setting (runs that
+    differ only in it would share a folder)."""
+    grid = {}
+    items = options.items() if isinstance(options, dict) else [
+        (k, v) for it in options or () for k, v in split_assignments([it]).items()]
+    for k, v in items:
+        grid.setdefault(k, []).extend(v if isinstance(v, list) else
+                                      [x.strip() for x in str(v).split(",") if x.strip()])
+    out, used, notes, docs = {}, set(), [], {}
     for m in methods:
         mine = []
         for name, values in grid.items():
             try: opt = find_option(name, run_options(suite, m, plan_preset), m)
             except CwmNbError as e:
                 if "more than one part" in e.what: raise
-                print(f"sweep: {name} is not an option of {m}: ignored there", file=note or sys.stderr)
-                continue
+                notes.append(f"sweep: {name} is not an option of {m}: ignored there"); continue
             if opt.part == "run" and opt.name in ("env", "method", "model", "budget", "seed", "out"):
                 raise CwmNbError(f"--set {name} is a grid axis of the sweep",
                                  f"use --{opt.name}s (or --out) instead")
-            used.add(name); mine.append([(name, v) for v in values])
+            vals = list(dict.fromkeys(parse_value(opt, v) for v in values))
+            if opt.part == "run" and len(vals) > 1:
+                raise CwmNbError(f"--set {name} gives a run setting {len(vals)} values; runs that "
+                                 "differ only in it would share a run folder",
+                                 f"sweep one value per --out, e.g. --set {name}={values[0]}")
+            used.add(name); mine.append([(name, v) for v in vals])
+            docs.setdefault(name, {})[m] = opt.doc
         out[m] = [tuple(c) for c in itertools.product(*mine)]
     if grid and not used:   # the message of the first method, which lists its options
         find_option(next(iter(grid)), run_options(suite, methods[0], plan_preset), methods[0])
+    notes += [f"sweep: {name} means different things here: " + "; ".join(f"{m}: {d}" for m, d in ds.items())
+              for name, ds in docs.items() if len(set(ds.values())) > 1]
+    for line in notes: print(line, file=note or sys.stderr)
     return out
 
 # %% ../../nbs/51_sweeps.ipynb #969cb83f
@@ -258,6 +272,7 @@ def plan_sweep(
     max_episode_steps: int | None = None,  # their time limit (`cwm-nb run --max-episode-steps`)
     options=None,                 # option grid: `--set NAME=V1,V2` items or a dict NAME -> values (`option_grid`)
     force: bool = False,          # delete a job's folder made with other settings or code (else: an error)
+    check: bool = True,           # check the existing folders now (False: a dry run lists them instead)
     buffer: str = "",             # replay buffer of the sweep's one environment, carried (`_carry`)
     description: str = "",        # text file the model gets instead of the generated one, carried
 ) -> list[Job]:
@@ -285,7 +300,7 @@ def plan_sweep(
                         jobs += [Job(bench_envs.get_env_spec(env).suite, env, method, model, B, seed, out/f"budget{B}",
                                      tuple(st.items()), combo) for combo in grid[method]]
     jobs = _carry(jobs, out, buffer, description)
-    _check_existing(jobs, force)   # a clash with an existing folder: error now, before any job starts
+    if check: _check_existing(jobs, force)   # a clash with an existing folder: error now, before any job starts
     return jobs
 
 # %% ../../nbs/51_sweeps.ipynb #41876703
@@ -362,6 +377,7 @@ def plan_apps_sweep(
     endpoint_caps: str = "",      # what the endpoint accepts
     options=None,                 # option grid (`option_grid`)
     force: bool = False,          # delete a job's folder made with other settings or code
+    check: bool = True,           # check the existing folders now (False: a dry run lists them instead)
 ) -> list[AppsJob]:
     "Every job of an APPS sweep, validated like `plan_sweep`. Raises `CwmNbError` naming the first bad item."
     from cwm_nb.apps.harness import COMPARE_MODES   # start-up time of `cwm-nb --help`, as above
@@ -382,7 +398,7 @@ def plan_apps_sweep(
                     if endpoint_caps: st["endpoint_caps"] = endpoint_caps
                     jobs += [AppsJob("apps", part, method, model, B, s, out/f"budget{B}", tuple(st.items()), combo)
                              for s in _ints(seeds, "seeds", 0) for combo in grid[method]]
-    _check_existing(jobs, force)
+    if check: _check_existing(jobs, force)
     return jobs
 
 # %% ../../nbs/51_sweeps.ipynb #e109dbce
@@ -764,13 +780,23 @@ def _add_run_args(w, plan_presets) -> None:
     w.add_argument("--compare", default="strict", choices=("strict", "apps_compat"), help="apps: output comparison (see run)")
 
 # %% ../../nbs/51_sweeps.ipynb #0ddb6f6a
-def dry_run(jobs: list) -> int:
+def dry_run(jobs: list, force: bool = False) -> int:
     """`cwm-nb sweep --dry-run`: print each run of `jobs` with its state (new, complete, to resume) and the
-    estimated calls, tokens and cost of those still to make (`estimate.estimate_table`); no call is made."""
+    estimated calls, tokens and cost of those still to make (`estimate.estimate_table`), then the folders
+    made with other settings or code (`force`: made again, so estimated as new); no call is made."""
     # start-up time of `cwm-nb --help`: the estimate builds prompts (environments, APPS problems)
     from cwm_nb.experiments.estimate import calls_done, estimate_table, format_estimate
-    rows = [(str(j), job_state(j), j.definition(), calls_done(j.run_dir, j.budget)) for j in jobs]
+    rows, clashes = [], []
+    for j in jobs:
+        try: rows.append((str(j), job_state(j), j.definition(), calls_done(j.run_dir, j.budget)))
+        except CwmNbError as e:   # made with other settings or code
+            clashes.append(f"  {j.run_dir}: {e.what}")
+            if force: rows.append((str(j), "new", j.definition(), 0))
     print(format_estimate(estimate_table(rows)))
+    if clashes:
+        print(f"{len(clashes)} folder(s) made with other settings or code, "
+              + ("deleted and made again (--force; counted as new above):" if force
+                 else "refused without --force (left out above):"), *clashes, sep="\n")
     return 0
 
 # %% ../../nbs/51_sweeps.ipynb #e850c2bf
@@ -792,9 +818,9 @@ def _cmd_sweep(a) -> int:
                       max_tokens=a.max_tokens, base_url=a.base_url, plan_preset=a.plan_preset,
                       plan_episodes=a.plan_episodes, endpoint_caps=a.endpoint_caps, holdout=a.holdout,
                       holdout_seed=a.holdout_seed, env_kwargs=a.env_kwargs or None, max_episode_steps=a.max_episode_steps,
-                      options=a.set, force=a.force, buffer=a.buffer,
+                      options=a.set, force=a.force, check=not a.dry_run, buffer=a.buffer,
                       description=a.description)
-    if a.dry_run: return dry_run(jobs)
+    if a.dry_run: return dry_run(jobs, a.force)
     s = run_sweep(jobs, a.out, a.executor, a.workers or None, a.scheduler, a.slurm_partition, a.slurm_time,
                   progress=not a.no_progress)
     print(s.report())
@@ -817,8 +843,8 @@ def _cmd_sweep_apps(a) -> int:
     problems = AppsSettings(data=data, problems=a.problems).problems   # its default: the data's
     jobs = plan_apps_sweep(a.out, data, problems, a.chunk, a.methods, a.models, a.budgets or "20", a.seeds,
                            paper_compat=a.paper_compat, max_tokens=a.max_tokens, base_url=a.base_url,
-                           apps_mode=a.apps_mode, compare=a.compare, endpoint_caps=a.endpoint_caps, options=a.set, force=a.force)
-    if a.dry_run: return dry_run(jobs)
+                           apps_mode=a.apps_mode, compare=a.compare, endpoint_caps=a.endpoint_caps, options=a.set, force=a.force, check=not a.dry_run)
+    if a.dry_run: return dry_run(jobs, a.force)
     s = run_sweep(jobs, a.out, a.executor, a.workers or None, a.scheduler, a.slurm_partition, a.slurm_time,
                   progress=not a.no_progress)
     print(s.report())

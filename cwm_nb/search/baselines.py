@@ -14,7 +14,7 @@ from ..core import CwmNbError, to_plain
 from .prompts import SYSTEM_PROMPT, CWM_CONTRACT, shorten_description
 # the GIF-MCTS method and its ablations, built by name (METHODS)
 from . import gif_mcts
-from .loop import SearchLoop, SearchNode
+from .loop import SAMPLING_RANGES, SearchLoop, SearchNode, check_ranges
 from .gif_mcts import ACTION_TYPES, action_stats, best_path
 
 # %% auto #0
@@ -237,6 +237,7 @@ class RExConfig:
                              f"use one of {SELECT_RULES}")
         if not self.C >= 0:
             raise CwmNbError(f"RExConfig: C={self.C}", "use C >= 0 (the paper's is 5)")
+        check_ranges(self, **SAMPLING_RANGES)
 
 # %% ../../nbs/23_baselines.ipynb #7baf9f17
 class RExRefinement(ProgramSearch):
@@ -302,6 +303,8 @@ class ZeroShotCoTConfig:
     contract: str | None = None      # interface rules shown in the prompt; None: the CWM contract
     # draw all B samples even after a perfect program, as the original
     paper_compat: bool = False
+
+    def __post_init__(self): check_ranges(self, **SAMPLING_RANGES)
 
 # %% ../../nbs/23_baselines.ipynb #ddf5084b
 class ZeroShotCoT(ProgramSearch):

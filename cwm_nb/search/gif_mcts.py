@@ -13,7 +13,7 @@ from typing import Any, Callable
 import numpy as np
 from fastcore.basics import patch
 from ..core import CwmNbError, to_plain
-from .loop import SearchLoop, SearchNode
+from .loop import SAMPLING_RANGES, SearchLoop, SearchNode, check_ranges
 
 # %% auto #0
 __all__ = ['ACTION_TYPES', 'CHECKPOINT_FORMAT', 'simulation', 'exploration', 'uct_visited', 'uct_new', 'GIFMCTSConfig',
@@ -129,6 +129,9 @@ class GIFMCTSConfig:
                              "(the ablations remove one at a time)")
         if self.L < 1 or self.f < 0:
             raise CwmNbError(f"GIFMCTSConfig: L={self.L}, f={self.f}", "use L >= 1 and f >= 0")
+        check_ranges(self, **SAMPLING_RANGES, C=(0, None), eps=(0, None), gamma=(0, 1),
+                     v_g=(0, 1), v_i=(0, 1), v_f=(0, 1), c_g=(0, None), c_i=(0, None),
+                     c_f=(0, None))
 
 # %% ../../nbs/22_gif_mcts.ipynb #b84c3e37
 @patch

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/21_search_loop.ipynb #b471048e
 from __future__ import annotations
-import hashlib, json, time
+import hashlib, json, math, time
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Any, Callable
@@ -17,7 +17,26 @@ from ..llm.accounting import DIAGNOSED_COUNTS
 from ..llm.client import estimate_tokens
 
 # %% auto #0
-__all__ = ['evaluation_summary', 'FailedExpansion', 'SearchResult', 'SearchNode', 'SearchLoop', 'LLMCall']
+__all__ = ['SAMPLING_RANGES', 'check_ranges', 'evaluation_summary', 'FailedExpansion', 'SearchResult', 'SearchNode', 'SearchLoop',
+           'LLMCall']
+
+# %% ../../nbs/21_search_loop.ipynb #4d145e59
+# the range of every method's LLM sampling options (None: the server's default)
+SAMPLING_RANGES = dict(temperature=(0, None), top_p=(0, 1))
+
+def check_ranges(
+    config,         # a method's config (a dataclass)
+    **ranges,       # field name -> (lowest, highest), None for an open end
+) -> None:
+    """Raise `CwmNbError` for a numeric field of `config` outside its closed range or not finite; a
+    None value (a default chosen later) passes."""
+    for name, (lo, hi) in ranges.items():
+        v = getattr(config, name)
+        if v is None: continue
+        if not math.isfinite(v) or (lo is not None and v < lo) or (hi is not None and v > hi):
+            span = f"[{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]"
+            raise CwmNbError(f"{type(config).__name__}.{name} = {v!r} is outside {span}",
+                             f"pass {name} within {span}")
 
 # %% ../../nbs/21_search_loop.ipynb #90079def
 def _plain(x: Any) -> Any:
