@@ -134,7 +134,10 @@ class CWMBSettings:
     # planner for the normalized return after the search: quick, paper, or none (no planning)
     plan_preset: Literal["paper", "quick", "none"] = DEFAULT_PLAN_PRESET
     plan_episodes: int = 10       # real episodes per policy for the normalized return
-    endpoint_caps: str = ""       # what the endpoint accepts, e.g. a context window of 8192 tokens (guide, Models)
+    # what the endpoint accepts, overriding its provider's defaults: a comma list of
+    # prefill=continue|user, stop=yes|no, max_tokens_param=max_tokens|max_completion_tokens,
+    # sampling=yes|no, seed=yes|no, context=TOKENS (guide, Models)
+    endpoint_caps: str = ""
     holdout: float = -1.0         # episodes held out from the search, in [0, 1); -1: 0.2 new, 0 paper_compat
     holdout_seed: int = 0         # seed of the held-out episodes
     env_kwargs: str = ""          # JSON object of keyword arguments of a gymnasium id or entry point
@@ -162,7 +165,10 @@ class AppsSettings:
     # held_out: the search sees part of each problem's tests; paper: all of them (pass@B)
     apps_mode: Literal["held_out", "paper"] = "held_out"
     compare: Literal["strict", "apps_compat"] = "strict"  # output comparison of search and headline
-    endpoint_caps: str = ""       # what the endpoint accepts, e.g. a context window of 8192 tokens (guide, Models)
+    # what the endpoint accepts, overriding its provider's defaults: a comma list of
+    # prefill=continue|user, stop=yes|no, max_tokens_param=max_tokens|max_completion_tokens,
+    # sampling=yes|no, seed=yes|no, context=TOKENS (guide, Models)
+    endpoint_caps: str = ""
 
     def __post_init__(self):
         _check_common(self)
@@ -508,12 +514,14 @@ def parameters_cell(
     suite: str | type = "cwmb",   # "cwmb", "apps", or a settings dataclass (`AgentSettings`)
 ) -> str:
     """The source of an experiment notebook's `parameters` cell, made from the suite's settings: one
-    line per field (default and comment), then `options`. `tests/test_experiments_nb.py` keeps each
+    line per field (default and comment), then `options`. `tests/test_experiments.py` keeps each
     notebook's cell equal to it (`tools/params_cells.py` writes it)."""
     opts = options_of(SUITE_SETTINGS[suite] if isinstance(suite, str) else suite, "run")
     head = [f"{o.name}: {_annotation_text(o)} = {o.default!r}" for o in opts]
     w = max(map(len, head))
-    lines = [f"{h.ljust(w)}  # {o.doc}" for h, o in zip(head, opts)]
+    # papermill's reader of a parameter line stops at a "=" in its comment: such a comment goes above
+    lines = [f"# {o.doc}\n{h}" if "=" in o.doc else f"{h.ljust(w)}  # {o.doc}"
+             for h, o in zip(head, opts)]
     return "\n".join(lines + [
         "options: dict = {}".ljust(w) + "  # method and planner options, NAME -> value "
         "(`cwm-nb methods`; papermill -y 'options: {C: 5}')"])
