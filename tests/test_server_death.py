@@ -101,7 +101,7 @@ def _restart_is_diagnosed(metrics: dict):
 def test_a_restart_during_a_run_is_counted_in_its_metrics(tmp_path, monkeypatch):
     from cwm_nb.experiments.metrics import run_cwmb_search
     metrics = _metrics_of_a_run_whose_server_dies_once(tmp_path, monkeypatch, lambda llm: run_cwmb_search(
-        "CartPole-v1", "gif-mcts", "embedded", budget=3, seed=0, out=tmp_path/"results", max_tokens=48,
+        "CartPole-v1", method="gif-mcts", model="embedded", budget=3, seed=0, out=tmp_path/"results", max_tokens=48,
         plan_preset="none", llm=llm, progress=False))
     assert metrics["server_restarts"] == 1 and metrics["llm_calls"] == 3
     _restart_is_diagnosed(metrics)
