@@ -41,8 +41,8 @@ def test_set_reaches_the_search_and_the_planner_and_is_recorded(tmp_path, cache_
     assert config["C"] == 5.0 and config["fix_terminal_value"] is False and config["v_i"] == 0.55
     s, m = json.loads((rd/"settings.json").read_text()), json.loads((rd/"metrics.json").read_text())
     assert s["options"] == {"method.C": 5.0, "method.fix_terminal_value": False, "planner.c_uct": 2.0}
-    assert s["method_config"]["C"] == 5.0 and s["planner"]["mcts"]["c_uct"] == 2.0   # defaults included
-    assert s["planner"]["mcts"]["simulations"] == 10 and s["code"] == code_fingerprint("cwmb", "gif-mcts")
+    assert s["method_config"]["C"] == 5.0 and s["planner_config"]["mcts"]["c_uct"] == 2.0   # defaults included
+    assert s["planner_config"]["mcts"]["simulations"] == 10 and s["code"] == code_fingerprint("cwmb", "gif-mcts")
     assert m["definition"] == s and m["options"] == s["options"] and m["code"] == s["code"]["fingerprint"]
     planning = json.loads((rd/"planning.json").read_text())
     assert planning["preset"] == "quick+planner.c_uct=2"   # the planner ran with the option

@@ -26,7 +26,7 @@ from .definition import (DEFINITION_FORMAT, Option, add_option_flag,
                                            add_run_flags, code_fingerprint, find_option,
                                            options_label, options_of, options_table, parse_value,
                                            split_assignments)
-from .runs import (_holds_work, check_run_settings, run_lock, safe_name,
+from .runs import (check_run_settings, run_lock, safe_name,
                                      save_figure)
 from .notebooks import run_notebook
 
@@ -57,17 +57,11 @@ def _check_agent_folder(
     rd: Path,    # an agent run folder
     rec: dict,   # the run's record (`AgentDefinition.record`)
 ) -> str:        # "new", "skip" (complete, same settings, options and code) or "resume"
-    """What to do with agent run folder `rd` for `rec`: `runs.check_run_settings`, with the
-    planner's name compared and a run stopped by its LLM budget complete. Raises `CwmNbError` on a
-    clash of settings or options, or when other code made the folder's run."""
+    """What to do with agent run folder `rd` for `rec`: `runs.check_run_settings`, with a run stopped
+    by its LLM budget complete. Raises `CwmNbError` on a clash of settings or options, or when other
+    code made the folder's run."""
     state = check_run_settings(rd, rec)
     if state == "new": return state
-    old = json.loads((rd/"settings.json").read_text()).get("planner", rec.get("planner"))
-    if old != rec.get("planner"):
-        if not _holds_work(rd): return "new"
-        raise CwmNbError(f"{rd} holds a run made with planner={old!r}; this one asks for "
-                         f"planner={rec.get('planner')!r}", "pass another --out to keep both, or "
-                         "--force to delete that run and start over")
     try: done = json.loads((rd/"metrics.json").read_text()).get("status") in ("complete", "budget")
     except (OSError, ValueError): done = False
     return "skip" if done else state

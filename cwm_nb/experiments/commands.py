@@ -18,7 +18,7 @@ from ..search.baselines import METHODS
 from dataclasses import fields, replace
 from ..apps import search as apps_search
 from ..apps.problems import AppsDataError
-from .definition import (SUITE_SETTINGS, RunDefinition, define_run,
+from .definition import (SUITE_SETTINGS, RunDefinition, define_run, record_parts,
                                            options_listing, split_assignments)
 from .runs import (check_holdout, check_run_settings, definition_dir,
                                      resolve_holdout, run_lock, safe_name)
@@ -109,14 +109,11 @@ def _cli_definition(a) -> RunDefinition:
     base, options, suite = {}, {}, a.suite
     if getattr(a, "from_", None):
         rec = _read_record(a.from_)
-        rsuite = rec.get("suite") or ("apps" if "apps_mode" in rec else "cwmb")
+        rsuite, base, options = record_parts(rec)
         suite = suite or rsuite
         if (suite == "apps") != (rsuite == "apps"):
             raise CwmNbError(f"{a.from_} is the settings of a {rsuite} run, not {suite}",
                              f"run `cwm-nb run --from {a.from_}` without the suite")
-        own = {f.name for f in fields(SUITE_SETTINGS[rsuite])}
-        base = {k: v for k, v in rec.items() if k in own and k != "out"}
-        options = rec.get("options") or {}
         if getattr(a, "method", rec["method"]) != rec["method"]:   # its method options mean other things
             dropped = {k: v for k, v in options.items() if k.startswith("method.")}
             options = {k: v for k, v in options.items() if k not in dropped}

@@ -20,8 +20,8 @@ from ..apps.problems import PAPER_RANGE
 __all__ = ['PLAN_PRESETS', 'APPS_BUDGET', 'GRID_AXES', 'SUITE_SETTINGS', 'DEFINITION_FORMAT', 'CODE_PARTS', 'field_docs',
            'Option', 'options_of', 'CWMBSettings', 'AppsSettings', 'run_options', 'find_option', 'parse_value',
            'check_types', 'split_assignments', 'RunDefinition', 'default_max_tokens', 'options_label', 'define_run',
-           'code_fingerprint', 'code_changes', 'definition_from_record', 'parameters_cell', 'options_table',
-           'options_listing', 'add_option_flag', 'add_run_flags']
+           'code_fingerprint', 'code_changes', 'record_parts', 'definition_from_record', 'parameters_cell',
+           'options_table', 'options_listing', 'add_option_flag', 'add_run_flags']
 
 # %% ../../nbs/50_run_definition.ipynb #3700dec1
 @functools.cache
@@ -203,7 +203,7 @@ SUITE_SETTINGS: dict[str, type] = {"cwmb": CWMBSettings, "apps": AppsSettings}
 def run_options(
     suite: str = "cwmb",          # "cwmb" (RTFM too) or "apps"
     method: str = "gif-mcts",     # the run's method
-    plan_preset: str = "quick",   # the planner preset whose values are the planner's defaults
+    plan_preset: str = DEFAULT_PLAN_PRESET,   # the preset whose values are the planner's defaults
 ) -> list[Option]:
     """Every option of a run: its suite's settings (part "run"), its method's config ("method") and,
     for an environment, the planner's MCTS and CEM settings ("planner", defaults of `plan_preset`)."""
@@ -214,7 +214,7 @@ def run_options(
     _, config, fixed = METHOD_CONFIGS[method]
     opts = options_of(SUITE_SETTINGS[suite], "run") + options_of(config, "method", fixed)
     if suite == "cwmb":
-        p = PRESETS.get(plan_preset, PRESETS["quick"])
+        p = PRESETS.get(plan_preset, PRESETS[DEFAULT_PLAN_PRESET])
         opts += options_of(MCTSConfig, "planner", asdict(p.mcts))
         opts += options_of(CEMConfig, "planner", asdict(p.cem))
     return opts
@@ -238,8 +238,9 @@ def find_option(
     known = [o.qualified for o in options] + [o.name for o in options]
     close = difflib.get_close_matches(name, known, 1)
     # an option of another method: say whose it is rather than guess a look-alike
-    others = [m for m, (_, cfg, _) in METHOD_CONFIGS.items() if m != method and not part
-              and bare in {f.name for f in fields(cfg)} and m in ("gif-mcts", "worldcoder", "zero-shot-cot")]
+    # (the named methods, not their ablations)
+    others = [m for m, (_, cfg, fixed) in METHOD_CONFIGS.items() if m != method and not part
+              and not fixed and bare in {f.name for f in fields(cfg)}]
     own = ", ".join(o.name for o in options if o.part == "method")
     planner = "; the planner's: planner.NAME" if any(o.part == "planner" for o in options) else ""
     raise CwmNbError(f"unknown option {name!r}"
@@ -424,8 +425,8 @@ def define_run(
     s = SUITE_SETTINGS[suite](**typed)
     given = {}
     for name, value in split_assignments(options).items():
-        opt = find_option(name, run_options(suite, s.method, getattr(s, "plan_preset", "quick")),
-                          s.method)
+        preset = getattr(s, "plan_preset", DEFAULT_PLAN_PRESET)
+        opt = find_option(name, run_options(suite, s.method, preset), s.method)
         if opt.part == "run": s = replace(s, **{opt.name: parse_value(opt, value, "setting")})
         else: given[opt.qualified] = (opt, parse_value(opt, value))
     fixed = METHOD_CONFIGS[s.method][2]   # an ablation's own fields
@@ -495,19 +496,25 @@ def record(self: RunDefinition) -> dict:
     return {**s, "max_tokens": self.max_tokens, "suite": self.suite, "options": dict(self.options),
             "method_config": {k: v for k, v in asdict(self.method_config()).items()
                               if k != "contract"},
-            "planner": None if p is None else dict(preset=p.name, mcts=asdict(p.mcts),
-                                                   cem=asdict(p.cem)),
+            "planner_config": None if p is None else dict(preset=p.name, mcts=asdict(p.mcts),
+                                                          cem=asdict(p.cem)),
             "code": code_fingerprint(self.suite, self.settings.method), "definition": DEFINITION_FORMAT}
 
+def record_parts(
+    record: dict,   # a `settings.json` (of this version, or older: no options, no suite)
+) -> tuple[str, dict, dict]:   # (suite, settings, options)
+    "The suite, the settings and the options a `settings.json` records."
+    suite = record.get("suite") or ("apps" if "apps_mode" in record else "cwmb")
+    own = {f.name for f in fields(SUITE_SETTINGS.get(suite, CWMBSettings))}
+    return suite, {k: v for k, v in record.items() if k in own}, dict(record.get("options") or {})
+
 def definition_from_record(
-    record: dict,        # a `settings.json` (of this version, or older: no options, no suite)
+    record: dict,        # a `settings.json` (`record_parts`)
     **settings,          # settings to change (e.g. out)
 ) -> RunDefinition:
     "The `RunDefinition` a `settings.json` records, checked again. Raises `CwmNbError` on a bad record."
-    suite = record.get("suite") or ("apps" if "apps_mode" in record else "cwmb")
-    own = {f.name for f in fields(SUITE_SETTINGS.get(suite, CWMBSettings))}
-    return define_run(suite, {**{k: v for k, v in record.items() if k in own}, **settings},
-                      record.get("options") or {})
+    suite, own, options = record_parts(record)
+    return define_run(suite, {**own, **settings}, options)
 
 # %% ../../nbs/50_run_definition.ipynb #2e32ca67
 def parameters_cell(

@@ -133,10 +133,10 @@ def index_row(rd: Path, out: Path) -> dict:
 
 def _option_values(s: dict) -> dict:
     """Every method and planner option of a run's settings by its qualified name, defaults included
-    (`method_config`, `planner` of the record): a varied option's column needs each run's value."""
+    (`method_config`, `planner_config` of the record): a varied option's column needs each run's value."""
     out = {f"method.{k}": v for k, v in (s.get("method_config") or {}).items()}
     for part in ("mcts", "cem"):
-        out.update({f"planner.{k}": v for k, v in ((s.get("planner") or {}).get(part) or {}).items()})
+        out.update({f"planner.{k}": v for k, v in ((s.get("planner_config") or {}).get(part) or {}).items()})
     return out
 
 # %% ../../nbs/50e_results_index.ipynb #39dd8859

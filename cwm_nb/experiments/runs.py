@@ -44,7 +44,7 @@ def is_complete(rd: Path) -> bool:
 # %% ../../nbs/50_runs.ipynb #23199f64
 # record keys (`RunDefinition.record`) a folder is not tied to: a larger budget continues the search; the
 # configs follow from the settings and options, the code is compared on its own
-UNCOMPARED = ("budget", "method_config", "planner", "code", "definition", "suite")
+UNCOMPARED = ("budget", "method_config", "planner_config", "code", "definition", "suite")
 
 # %% ../../nbs/50_runs.ipynb #5defc866
 # what a folder written before a setting existed did

@@ -19,7 +19,7 @@ from ..search import gif_mcts
 from ..search.baselines import METHODS
 from . import runs
 from ..bench.planning import DEFAULT_PLAN_PRESET
-from .definition import (PLAN_PRESETS, AppsSettings, define_run, default_max_tokens,
+from .definition import (GRID_AXES, PLAN_PRESETS, AppsSettings, define_run, default_max_tokens,
                                            find_option, parse_value, run_options, split_assignments)
 from .index import INDEX_NAME, build_index, find_run_dirs, load_index, write_index
 from .runs import (check_holdout, check_run_settings, definition_dir,
@@ -234,7 +234,7 @@ def option_grid(
             except CwmNbError as e:
                 if "more than one part" in e.what: raise
                 notes.append(f"sweep: {name} is not an option of {m}: ignored there"); continue
-            if opt.part == "run" and opt.name in ("env", "method", "model", "budget", "seed", "out"):
+            if opt.part == "run" and opt.name in (*GRID_AXES, "out"):
                 raise CwmNbError(f"--set {name} is a grid axis of the sweep",
                                  f"use --{opt.name}s (or --out) instead")
             vals = list(dict.fromkeys(parse_value(opt, v) for v in values))
