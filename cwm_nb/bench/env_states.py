@@ -50,7 +50,8 @@ def set_toy_text(env, obs) -> None:
     n = getattr(u, "nS", None) or getattr(u.observation_space, "n", None)
     s = int(obs)
     if n is not None and not 0 <= s < n:
-        raise CwmNbError(f"state {s} is outside 0..{n - 1}", "pass a state index the environment can be in")
+        raise CwmNbError(f"state {s} is outside 0..{n - 1}",
+                         "pass a state index the environment can be in")
     u.s, u.lastaction = s, None
 
 def set_rtfm(env, obs) -> None:
@@ -97,7 +98,7 @@ def set_reacher(env, obs) -> None:
 
 # %% ../../nbs/11a_env_states.ipynb #f054154c
 def set_pusher(env, obs) -> None:
-    "Pusher: arm joints and velocities observed; object and goal slides from their centres, velocities 0."
+    "Pusher: arm joints observed; object and goal slides from their centres, their velocities 0."
     u = env.unwrapped
     o = _floats(obs, 23)
     qpos, qvel = np.zeros(u.model.nq), np.zeros(u.model.nv)
@@ -114,21 +115,22 @@ def set_pusher(env, obs) -> None:
 STATE_SETTINGS = ("direct", "partial", "none")   # the values of `EnvSpec.state_setting`
 
 def _spec(env: str | EnvSpec) -> EnvSpec:
-    "A spec as given (not registered for the session: `register_env` does that), or the one `env` names."
+    "A spec as given (`register_env` registers it for the session), or the one `env` names."
     return env if isinstance(env, EnvSpec) else get_env_spec(env)
 
 def state_setter(
     spec: str | EnvSpec,  # an environment name (`get_env_spec`) or its spec
 ):                        # the setter: (env as made and reset, observation) -> None
-    "The function that puts `spec`'s real env into an observation's state. Raises `CwmNbError` if there is none."
+    "The function that sets `spec`'s real env to an observation. Raises `CwmNbError` if none."
     spec = _spec(spec)
     if spec.state_setting not in STATE_SETTINGS:
-        raise CwmNbError(f"{spec.name}: state_setting {spec.state_setting!r} is not one of {STATE_SETTINGS}",
+        raise CwmNbError(f"{spec.name}: state_setting {spec.state_setting!r} is not one of "
+                         f"{STATE_SETTINGS}",
                          "give the spec one of them (with_state_setter)")
     if spec.state_setting == "none" or not spec.state_setter:
         why = spec.state_note or "its spec names no state setter"
-        raise CwmNbError(f"{spec.name}: the real environment cannot be put into the state an observation "
-                         f"describes ({why})",
+        raise CwmNbError(f"{spec.name}: the real environment cannot be put into the state an "
+                         f"observation describes ({why})",
                          "keep tests of this environment unchecked, or give its spec a setter "
                          "(with_state_setter(spec, 'module:function'))")
     return _load_entry_point(spec.state_setter)
@@ -140,17 +142,18 @@ def with_state_setter(
     setting: str = "direct",   # "direct" or "partial" (`STATE_SETTINGS`)
     note: str = "",            # which hidden part the setter chooses and how (partial)
 ) -> EnvSpec:
-    "`spec` with a state setter, for `register_env`. Raises `CwmNbError` if `setter` does not import."
+    "`spec` with a state setter, for `register_env`. Raises `CwmNbError` if it does not import."
     if setting not in STATE_SETTINGS[:2]:
         raise CwmNbError(f"a state setter's setting is 'direct' or 'partial', not {setting!r}",
                          "a spec without a setter keeps state_setting 'none' (the default)")
     if not callable(_load_entry_point(setter)):
-        raise CwmNbError(f"the state setter {setter!r} is not a function", "name a function (env, observation)")
+        raise CwmNbError(f"the state setter {setter!r} is not a function",
+                         "name a function (env, observation)")
     return replace(_spec(spec), state_setting=setting, state_setter=setter, state_note=note)
 
 # %% ../../nbs/11a_env_states.ipynb #fe1908c2
 def _observation(spec: EnvSpec, space, state):
-    "`state` in the form `spec`'s setter takes. Raises `CwmNbError` when it cannot be an observation."
+    "`state` as `spec`'s setter takes it. Raises `CwmNbError` when it cannot be an observation."
     fmt = spec.obs_format
     if fmt == "rtfm":
         if isinstance(state, (tuple, list)) and len(state) == 2: return state
@@ -162,28 +165,33 @@ def _observation(spec: EnvSpec, space, state):
     if fmt == "tuple": return tuple(int(v) for v in state)
     try: a = np.asarray(state)
     except (TypeError, ValueError) as e:
-        raise CwmNbError(f"set_state: the state is not an array ({e})", "pass one observation") from None
+        raise CwmNbError(f"set_state: the state is not an array ({e})",
+                         "pass one observation") from None
     a = a if a.dtype.kind in "iub" else a.astype(np.float64)
     shape = tuple(getattr(space, "shape", None) or a.shape)
     if a.shape != shape:
-        raise CwmNbError(f"set_state: the state has shape {a.shape}; {spec.name}'s observations have {shape}",
+        raise CwmNbError(f"set_state: the state has shape {a.shape}; {spec.name}'s observations "
+                         f"have {shape}",
                          "pass one observation of the environment")
     return a
 
 # %% ../../nbs/11a_env_states.ipynb #a667174d
 def _action(spec: EnvSpec, space, action):
-    "`action` as the env takes it. Raises `CwmNbError` for an action outside a discrete space or of a wrong shape."
+    "`action` as the env takes it. Raises `CwmNbError` off a Discrete space or of a wrong shape."
     if type(space).__name__ == "Discrete":
         a = np.asarray(action)
         if a.size != 1 or a.dtype.kind not in "iuf" or not float(a.reshape(-1)[0]).is_integer():
-            raise CwmNbError(f"step: {action!r} is not one of {spec.name}'s actions {space}", "pass an int")
+            raise CwmNbError(f"step: {action!r} is not one of {spec.name}'s actions {space}",
+                             "pass an int")
         a = int(a.reshape(-1)[0])
         if not space.contains(a):
-            raise CwmNbError(f"step: action {a} is not in {space}", f"pass an int of {spec.name}'s actions")
+            raise CwmNbError(f"step: action {a} is not in {space}",
+                             f"pass an int of {spec.name}'s actions")
         return a
     a = np.asarray(action, dtype=space.dtype)
     if a.shape != space.shape:
-        raise CwmNbError(f"step: the action has shape {a.shape}, {spec.name}'s actions {space.shape}",
+        raise CwmNbError(f"step: the action has shape {a.shape}, {spec.name}'s actions "
+                         f"{space.shape}",
                          "pass one action of the action space")
     return a
 
@@ -195,23 +203,25 @@ def _outputs(spec: EnvSpec, obs, reward, terminated, info) -> tuple:
            else (to_plain(obs[0]), str(obs[1])) if fmt == "rtfm" else to_plain(np.asarray(obs)))
     if not spec.valid_actions: return nxt, float(reward), bool(terminated)
     if "action_mask" not in info:
-        raise CwmNbError(f"{spec.name}'s step gave no info['action_mask']", "its valid actions come from there")
+        raise CwmNbError(f"{spec.name}'s step gave no info['action_mask']",
+                         "its valid actions come from there")
     return nxt, np.flatnonzero(info["action_mask"]).tolist(), float(reward), bool(terminated)
 
 # %% ../../nbs/11a_env_states.ipynb #97411759
 class RealEnvironment:
-    "The real environment of a spec behind a program's interface: `set_state(observation)`, then `step(action)`."
+    "A spec's real environment behind a program's interface: `set_state(obs)`, then `step(action)`."
     spec: EnvSpec | None = None   # set on the class by `real_environment_class`
     seed: int = 0                 # every `set_state` resets the environment with this seed first
 
     def __init__(self,
-                 spec: str | EnvSpec | None = None,  # default: the class's (`real_environment_class`)
+                 spec: str | EnvSpec | None = None,  # default: the class's
                  seed: int | None = None,            # default: the class's
                 ):
         spec = type(self).spec if spec is None else spec
         if spec is None:
             raise CwmNbError("RealEnvironment() was given no environment",
-                             "make the class with real_environment_class(name), or pass RealEnvironment(spec)")
+                             "make the class with real_environment_class(name), "
+                             "or pass RealEnvironment(spec)")
         self.spec, self.seed = _spec(spec), type(self).seed if seed is None else int(seed)
         self._setter, self._env, self._set = state_setter(self.spec), None, False
 
@@ -227,10 +237,11 @@ def _set_state(self: RealEnvironment, state) -> None:
     self._set = True
 
 def _step(self: RealEnvironment, action) -> tuple:
-    "One step: (next_state, reward, done) (RTFM: (next_state, valid_actions, reward, done)), plain data."
+    "One step: (next_state, reward, done), RTFM (next_state, valid_actions, reward, done); plain."
     if not self._set:
         raise CwmNbError("step() before set_state()", "call set_state(observation) first")
-    obs, reward, terminated, _truncated, info = self._env.step(_action(self.spec, self._env.action_space, action))
+    act = _action(self.spec, self._env.action_space, action)
+    obs, reward, terminated, _truncated, info = self._env.step(act)
     return _outputs(self.spec, obs, reward, terminated, info)
 
 def _close(self: RealEnvironment) -> None:
@@ -245,12 +256,13 @@ def real_environment_class(
     spec: str | EnvSpec,  # an environment name (`get_env_spec`) or its spec
     seed: int = 0,        # reset seed before each `set_state`
 ) -> type:
-    "A `RealEnvironment` subclass whose `Environment()` needs no argument. Raises `CwmNbError` without a setter."
+    "A `RealEnvironment` class called without arguments. Raises `CwmNbError` without a setter."
     spec = _spec(spec)
     state_setter(spec)
     name = "Real" + re.sub(r"\W|_", "", spec.name.title())
-    return type(name, (RealEnvironment,), {"spec": spec, "seed": int(seed), "__module__": __name__,
-                                            "__doc__": f"The real {spec.name} behind a program's interface."})
+    doc = f"The real {spec.name} behind a program's interface."
+    return type(name, (RealEnvironment,),
+                {"spec": spec, "seed": int(seed), "__module__": __name__, "__doc__": doc})
 
 # %% ../../nbs/11a_env_states.ipynb #95bb166c
 def state_setting_table(
@@ -270,8 +282,8 @@ def real_predictions(
     obs,                  # N logged observations (a buffer's `obs` column)
     actions,              # N logged actions
     seed: int = 0,        # reset seed before each `set_state`
-) -> list[list]:          # N plain [next_obs, reward, done(, valid_actions)], as `score_predictions` takes
-    "The real environment's outputs on each logged (observation, action). Raises `CwmNbError` without a setter."
+) -> list[list]:          # N plain [next_obs, reward, done(, valid_actions)] (`score_predictions`)
+    "The real env's outputs on each logged (obs, action). Raises `CwmNbError` without a setter."
     env = real_environment_class(spec, seed)()
     out = []
     try:
