@@ -4,14 +4,14 @@
 
 # %% ../../nbs/13d_behaviour_tests.ipynb #7b5a3cb5
 from __future__ import annotations
-import ast, queue, threading, time, traceback
+import ast, queue, random, threading, time, traceback, zlib
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Literal
 import numpy as np
 from ..core import CwmNbError
 from ..sandbox.programs import (PROGRAM_FILENAME, ProgramError, SandboxLimits, Serve, _exception_text,
                                      strict_plain)
-from ..sandbox.drivers import _action_converter, _obs_converter
+from ..sandbox.drivers import _RTFM_SHAPE, _action_converter, _obs_converter
 from ..sandbox.jobs import get_sandbox
 from .envs import EnvSpec, get_env_spec
 from .replay import ReplayBuffer, world_is_stochastic
@@ -74,7 +74,9 @@ def tests_session(namespace: dict, args: dict | None, data: Any) -> Serve:
     """Session driver of a tests module (in the sandbox). Its first answer lists the module's tests. A call
     `{"run": name}` starts that test in a thread and answers with its first event; a call `{"reply": ...}`
     answers the test's pending request and returns the next event. An event is `{"request": {...}}` (the test
-    called the class under test: the parent answers it) or `{"done": {...}}` (the test's outcome)."""
+    called the class under test: the parent answers it) or `{"done": {...}}` (the test's outcome).
+    Before each test `random` and `numpy.random` are seeded from its name: a test that draws its
+    states draws the same ones on the real environment and on every program."""
     inbox, outbox = queue.Queue(), queue.Queue()
 
     def request(msg: dict):
@@ -93,6 +95,9 @@ def tests_session(namespace: dict, args: dict | None, data: Any) -> Serve:
 
     def run(name: str):
         fn = namespace.get(name)
+        # the same draws on the real environment and on every program
+        seed = zlib.crc32(name.encode())
+        random.seed(seed); np.random.seed(seed)
         out = _run_one(fn, Environment) if callable(fn) else {
             "verdict": "raised", "message": f"the tests module defines no function {name}"}
         outbox.put({"done": out})
@@ -123,6 +128,12 @@ def _call_object(objects: list, cls: type, req: dict, fresh_obs, fresh_action) -
     try: return {"value": strict_plain(out)}
     except TypeError as e: return {"raised": f"{req.get('name')}() returned data that is not plain: {e}"}
 
+def _rtfm_state(o):
+    "A test's RTFM state (board, inventory), a list of two on the wire, as the drivers hand it."
+    if type(o) is not list or len(o) != 2: return o
+    board = np.array(o[0], dtype=object)
+    return (board.reshape(_RTFM_SHAPE) if board.size == np.prod(_RTFM_SHAPE) else board), o[1]
+
 def environment_session(namespace: dict, args: dict | None, data: Any) -> Serve:
     """Session driver of a program (in the sandbox): it holds the program's `Environment` instances and
     answers the requests of a test (`tests_session`), converting `set_state`'s observation and `step`'s
@@ -131,7 +142,8 @@ def environment_session(namespace: dict, args: dict | None, data: Any) -> Serve:
     cls = namespace.get("Environment")
     if not isinstance(cls, type):
         raise ProgramError("exception", "the program defines no class named `Environment`")
-    fresh_obs = _obs_converter(args.get("obs_dtype"), args.get("obs_format", "array"))
+    convert = _obs_converter(args.get("obs_dtype"), args.get("obs_format", "array"))
+    fresh_obs = (lambda o: convert(_rtfm_state(o))) if args.get("obs_format") == "rtfm" else convert
     fresh_action = _action_converter(args.get("action_dtype"))
     objects: list = []
     return Serve({"ok": True}, lambda req: _call_object(objects, cls, req, fresh_obs, fresh_action))
@@ -300,6 +312,7 @@ class TestsCheck:
 def _real_verdict(outcomes: list[dict], unknown: bool) -> tuple[str, str | None]:
     "('pass'|'fail'|'unchecked', message) of one test from its outcomes on the real environment (one per seed)."
     if unknown: return "unchecked", "the buffer holds no single answer for a step of this test"
+    if not outcomes: return "unchecked", "a random world's logged outcome is one draw: it confirms nothing"
     bad = [o for o in outcomes if o["verdict"] != "pass"]
     if not bad: return "pass", None
     o = bad[0]
@@ -322,7 +335,9 @@ def check_tests(
     put into an observation's state (`env_states`), a test is kept when it passes there on every seed (several
     on a random world, so a test that passes by chance is dropped); a test that fails, raises or hangs there is
     dropped, with its message. Elsewhere the buffer answers: a test whose steps it holds is kept or dropped
-    likewise, any other stays `unchecked`. A module that does not parse gives no tests and an `error`."""
+    likewise, any other stays `unchecked`; on a random world (or one not known to be
+    deterministic) a logged outcome is one draw, so the buffer can drop a test but not keep it. A
+    module that does not parse gives no tests and an `error`."""
     spec = get_env_spec(spec) if isinstance(spec, str) else spec
     try: names = find_tests(source)
     except TestsModuleError as e: return TestsCheck(source, [], e.what, "none")
@@ -344,8 +359,10 @@ def check_tests(
     verdicts, unknown, outs = [], {}, {}
     for t in names:   # one at a time, to know which test met a step the buffer lacks
         outs.update(run_tests(source, [t], target, sandbox=sandbox, test_s=test_s)); unknown[t] = target.unknown
+    random_world = world_is_stochastic(spec.name, buffer) is not False
     for t in names:
-        real, msg = _real_verdict([outs[t]], unknown[t])
+        passed = outs[t]["verdict"] == "pass"
+        real, msg = _real_verdict([] if random_world and passed else [outs[t]], unknown[t])
         verdicts.append({"name": t, "real": real, "how": "buffer", "message": msg})
     return TestsCheck(source, verdicts, None, "buffer")
 
