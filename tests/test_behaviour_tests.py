@@ -109,6 +109,27 @@ def test_a_program_that_exits_or_hangs_errs_and_the_next_test_runs(cartpole):
     assert {t["program"] for t in rep["tests"] if t["real"] == "pass"} == {"error"}
 
 
+MUST_REFUSE = '''
+def test_an_unknown_action_is_refused(Environment):
+    env = Environment(); env.set_state([0.0, 0.0, 0.0, 0.0])
+    try:
+        env.step(7)
+    except Exception:
+        return
+    assert False, "7 is not an action of CartPole"
+'''
+
+
+@pytest.mark.parametrize("step", ["import os; os._exit(3)", "raise SystemExit(0)", "while True: pass"])
+def test_a_program_that_dies_does_not_pass_a_test_that_expects_a_refusal(cartpole, step):
+    buf, _ = cartpole
+    check = bt.check_tests(MUST_REFUSE, "CartPole-v1", buf)
+    assert check.kept == ["test_an_unknown_action_is_refused"]   # the real environment refuses action 7
+    program = f"class Environment:\n    def set_state(self, s): pass\n    def step(self, a):\n        {step}\n"
+    rep = bt.score_tests(check, program, buf, test_s=1)
+    assert rep["tests"][0]["program"] == "error" and rep["pass_rate"] == 0.0, rep["tests"]
+
+
 def test_a_broken_tests_module_is_an_error_of_the_tests(cartpole):
     buf, _ = cartpole
     check = bt.check_tests("def test_a(Environment):\n    assert (", "CartPole-v1", buf)

@@ -20,9 +20,9 @@ from .env_states import real_environment_class
 
 # %% auto #0
 __all__ = ['REAL_VERDICTS', 'PROGRAM_VERDICTS', 'TESTS_DRIVER', 'TESTS_RULES', 'TIEBREAK_EPS', 'TestsModuleError', 'find_tests',
-           'ProgramRaised', 'tests_session', 'environment_session', 'LocalTarget', 'ProgramTarget', 'run_tests',
-           'NotInBuffer', 'buffer_environment_class', 'TestsCheck', 'check_tests', 'program_args', 'score_tests',
-           'combined_value']
+           'ProgramRaised', 'ProgramDied', 'tests_session', 'environment_session', 'LocalTarget', 'ProgramTarget',
+           'run_tests', 'NotInBuffer', 'buffer_environment_class', 'TestsCheck', 'check_tests', 'program_args',
+           'score_tests', 'combined_value']
 
 # %% ../../nbs/13d_behaviour_tests.ipynb #fc5fb989
 REAL_VERDICTS = ("pass", "fail", "unchecked")            # a test on the real environment
@@ -50,7 +50,12 @@ def find_tests(
 
 # %% ../../nbs/13d_behaviour_tests.ipynb #f43454a9
 class ProgramRaised(Exception):
-    "Raised inside a test when the environment under test raised, timed out or crashed (the message says which)."
+    "Raised inside a test when the environment under test raised (the message says what)."
+
+class ProgramDied(BaseException):
+    """Raised inside a test when the process under test crashed, ran out of time or could not load
+    the program: not an `Exception`, so a test's `except Exception` cannot take a crash for a
+    refusal."""
 
 def _test_line(e: BaseException) -> int | None:
     "The line of the tests module where `e` surfaced (its last frame in the module)."
@@ -64,7 +69,7 @@ def _run_one(fn: Callable, stand_in: type) -> dict:
         return {"verdict": "pass"}
     except AssertionError as e:
         return {"verdict": "fail", "message": _exception_text(e), "line": _test_line(e)}
-    except ProgramRaised as e:
+    except (ProgramRaised, ProgramDied) as e:
         return {"verdict": "error", "message": str(e), "line": _test_line(e)}
     except BaseException as e:   # the test's own code raised on the answers it got
         return {"verdict": "raised", "message": _exception_text(e), "line": _test_line(e)}
@@ -82,7 +87,8 @@ def tests_session(namespace: dict, args: dict | None, data: Any) -> Serve:
     def request(msg: dict):
         outbox.put({"request": strict_plain(msg)})
         answer = inbox.get()
-        if "raised" in answer: raise ProgramRaised(answer["raised"])
+        if "raised" in answer:
+            raise (ProgramDied if answer.get("died") else ProgramRaised)(answer["raised"])
         return answer.get("value")
 
     class Environment:
@@ -122,9 +128,10 @@ def _call_object(objects: list, cls: type, req: dict, fresh_obs, fresh_action) -
         if a and name == "set_state": a[0] = fresh_obs(a[0])
         if a and name == "step": a[0] = fresh_action(a[0])
         out = getattr(obj, name)(*a, **req.get("kwargs", {}))
-    except BaseException as e:
+    except BaseException as e:   # SystemExit and the like end a process: `ProgramDied`
         line = _test_line(e)
-        return {"raised": _exception_text(e) + (f" (line {line} of the program)" if line else "")}
+        return {"raised": _exception_text(e) + (f" (line {line} of the program)" if line else ""),
+                **({} if isinstance(e, Exception) else {"died": True})}
     try: return {"value": strict_plain(out)}
     except TypeError as e: return {"raised": f"{req.get('name')}() returned data that is not plain: {e}"}
 
@@ -171,18 +178,22 @@ class ProgramTarget:
     def start_test(self):
         if self.session is not None and not self.session.alive: self.session = None
     def handle(self, req: dict, wall_s: float) -> dict:
-        if self.load_error is not None: return {"raised": f"the program could not be loaded: {self.load_error}"}
+        if self.load_error is not None:
+            return {"raised": f"the program could not be loaded: {self.load_error}",
+                    "died": True}
         if self.session is None:
             res, self.session = self.sandbox.open_session(self.source, self.driver, args=self.args,
                                                           limits=self.limits)
             if self.session is None:
                 self.load_error = (res.error or {}).get("message", "the program could not be loaded")
-                return {"raised": f"the program could not be loaded: {self.load_error}"}
+                return {"raised": f"the program could not be loaded: {self.load_error}",
+                        "died": True}
         r = self.session.call(req, wall_s=round(max(wall_s, 0.05), 2))
         if r.ok: return r.value
         self.session.close(); self.session = None
         err = r.error or {}
-        return {"raised": f"the program's process ended ({err.get('kind', 'error')}): {err.get('message', '')}"}
+        kind, msg = err.get("kind", "error"), err.get("message", "")
+        return {"raised": f"the program's process ended ({kind}): {msg}", "died": True}
     def close(self):
         if self.session is not None: self.session.close(); self.session = None
 
@@ -231,7 +242,7 @@ def run_tests(
             while r.ok and "request" in r.value:
                 left = deadline - time.monotonic()
                 answer = (target.handle(r.value["request"], left) if left > 0 else
-                          {"raised": f"the test ran out of its {test_s:g} s"})
+                          {"raised": f"the test ran out of its {test_s:g} s", "died": True})
                 r = session.call({"reply": answer}, wall_s=max(deadline - time.monotonic(), 0.05))
             if r.ok: out[name] = _with_line(dict(r.value["done"]), lines)
             else:
