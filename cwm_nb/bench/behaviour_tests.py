@@ -20,9 +20,9 @@ from .env_states import real_environment_class
 
 # %% auto #0
 __all__ = ['REAL_VERDICTS', 'PROGRAM_VERDICTS', 'TESTS_DRIVER', 'TESTS_RULES', 'TIEBREAK_EPS', 'TestsModuleError', 'find_tests',
-           'ProgramRaised', 'ProgramDied', 'tests_session', 'environment_session', 'LocalTarget', 'ProgramTarget',
-           'run_tests', 'NotInBuffer', 'buffer_environment_class', 'TestsCheck', 'check_tests', 'program_args',
-           'score_tests', 'combined_value']
+           'source_of_test', 'ProgramRaised', 'ProgramDied', 'tests_session', 'environment_session', 'LocalTarget',
+           'ProgramTarget', 'run_tests', 'NotInBuffer', 'buffer_environment_class', 'TestsCheck', 'check_tests',
+           'program_args', 'score_tests', 'combined_value']
 
 # %% ../../nbs/13d_behaviour_tests.ipynb #fc5fb989
 REAL_VERDICTS = ("pass", "fail", "unchecked")            # a test on the real environment
@@ -47,6 +47,16 @@ def find_tests(
         raise TestsModuleError("the tests module holds no test_*(Environment) function",
                                "define at least one function test_name(Environment) at the top level")
     return list(dict.fromkeys(names))   # a name defined twice is one test (Python keeps the last)
+
+def source_of_test(
+    source: str,   # a tests module's source
+    name: str,     # one of its tests
+) -> str:          # the test function's source ("" when it is not there)
+    "The source of test `name` (its last definition, as Python keeps), for the improve and fix prompts."
+    try: tree = ast.parse(source)
+    except (SyntaxError, ValueError): return ""
+    node = next((n for n in reversed(tree.body) if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    return (ast.get_source_segment(source, node) or "") if node is not None else ""
 
 # %% ../../nbs/13d_behaviour_tests.ipynb #f43454a9
 class ProgramRaised(Exception):

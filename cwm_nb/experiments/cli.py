@@ -201,3 +201,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("cwm-nb: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
+
+# %% ../../nbs/55_cli.ipynb #b62371cd
+if __name__ == "__main__": sys.exit(main())   # `python -m cwm_nb.experiments.cli`, as the `cwm-nb` script

@@ -110,7 +110,8 @@ def options_of(
     part: str,              # the part its fields make: "run", "method" or "planner"
     defaults: dict | None = None,  # defaults that replace the class's own (an ablation, a preset)
 ) -> list[Option]:
-    "The fields of dataclass `cls` as `Option`s, in declaration order."
+    """The fields of dataclass `cls` as `Option`s, in declaration order: its own, then those its base dataclasses
+    declare (e.g. `TestsOptions`)."""
     defaults = defaults or {}
     return [Option(part, name, cls, t, defaults.get(name, d), doc) for name, t, d, doc in _fields(cls)]
 
@@ -120,7 +121,9 @@ def _fields(cls: type) -> tuple:
     and the type hints are slow to read)."""
     hints, docs = get_type_hints(cls), field_docs(cls)
     def default(f): return f.default if f.default is not MISSING else f.default_factory()
-    return tuple((f.name, hints[f.name], default(f), docs.get(f.name, "")) for f in fields(cls) if f.init)
+    own = cls.__dict__.get("__annotations__", {})
+    ordered = sorted((f for f in fields(cls) if f.init), key=lambda f: f.name not in own)   # stable: own first
+    return tuple((f.name, hints[f.name], default(f), docs.get(f.name, "")) for f in ordered)
 
 # %% ../../nbs/50_run_definition.ipynb #17179114
 PLAN_PRESETS = (*PRESETS, "none")   # "none": no planning after the search

@@ -13,7 +13,8 @@ from ..core import CwmNbError, to_plain, atomic_write_json, make_rng
 from .prompts import (generate_messages, improve_messages, fix_messages, extract_code, parse_answer,
                             prefill_opens_code, CWM_CONTRACT, PROGRAM_START, MAX_COMPACT, tests_messages,
                             defines_tests)
-from ..bench.behaviour_tests import TESTS_RULES, TestsCheck, check_tests, combined_value, score_tests
+from ..bench.behaviour_tests import (TESTS_RULES, TestsCheck, check_tests, combined_value, score_tests,
+                                          source_of_test)
 from ..llm.answers import ContextWindowExceeded, RequestRefused
 from ..llm.accounting import DIAGNOSED_COUNTS
 from ..llm.client import estimate_tokens
@@ -112,11 +113,17 @@ class TestedEvaluation:
         d = self.ev.to_dict() if hasattr(self.ev, "to_dict") else {}
         return {**d, "behaviour_tests": self.report}
 
-def failing_tests(node: Any) -> list[dict]:
-    "The kept tests node `node`'s program fails or errs on, as `{name, message}` (for the improve and fix prompts)."
+def failing_tests(
+    node: Any,                 # a node whose evaluation may hold behavioural tests
+    check: dict | None = None, # the search's tests (`write_tests`): adds each failing test's source
+) -> list[dict]:
+    "The kept tests `node`'s program fails or errs on, as `{name, message[, source]}` (improve and fix prompts)."
     rep = (getattr(node, "evaluation", None) or {}).get("behaviour_tests") or {}
-    return [dict(name=t["name"], message=t.get("message")) for t in rep.get("tests", [])
-            if t.get("real") == "pass" and t.get("program") in ("fail", "error")]
+    out = [dict(name=t["name"], message=t.get("message")) for t in rep.get("tests", [])
+           if t.get("real") == "pass" and t.get("program") in ("fail", "error")]
+    if check and check.get("source"):
+        for t in out: t["source"] = source_of_test(check["source"], t["name"])
+    return out
 
 def tests_row(node: Any) -> dict:
     "A node's tests in its tree.json row: pass rate, passed, kept, failing names; {} without tests."
@@ -332,7 +339,7 @@ def messages(self: SearchLoop, node: Any, t: str, compact: int = 0) -> list[dict
         start = PROGRAM_START if not self.cot and getattr(self.config, "contract", None) is None else ""
         return generate_messages(self.description, getattr(node, "code", ""), start=start, **kw)
     if t == "tests": return self.judge.messages(compact)
-    kw.update(cot=self.cot, tests=failing_tests(node))
+    kw.update(cot=self.cot, tests=failing_tests(node, self.tests_check))
     if t == "improve": return improve_messages(self.description, node.program, node.failure, **kw)
     return fix_messages(self.description, node.program, node.error or "", **kw)
 
@@ -455,7 +462,8 @@ def judged(self: SearchLoop, program: str) -> Any:
     "`evaluate(program)`, with the program's verdicts on the kept tests when the search has any (`TestedEvaluation`)."
     ev = self.evaluate(program)
     check = self.tests_check
-    if not check or not any(v["real"] != "fail" for v in check.get("verdicts") or []): return ev
+    # no kept test: nothing can change the value (unchecked tests never count), so none is run
+    if not check or not any(v["real"] == "pass" for v in check.get("verdicts") or []): return ev
     cfg = self.config
     return TestedEvaluation(ev, self.judge.score(program, check), cfg.tests_rule, cfg.tests_weight)
 

@@ -296,13 +296,17 @@ def generate_messages(
 
 # %% ../../nbs/20_prompts.ipynb #8d8681a5
 def failing_tests_block(
-    tests: list[dict] | None,   # failing tests: {"name", "message"} each
+    tests: list[dict] | None,   # failing tests: {"name", "message"} each, and "source" (shown below level 2)
     compact: int = 0,           # shortening level: at level 2 and above only the first three are listed
 ) -> str:
     "The prompt section listing behavioural tests a program fails (with a blank line after it), or \"\"."
     if not tests: return ""
     shown = tests[:3] if compact >= 2 else tests[:10]
-    lines = [f"- {t['name']}: {(t.get('message') or 'failed').strip()}" for t in shown]
+    lines = []
+    for t in shown:
+        lines.append(f"- {t['name']}: {(t.get('message') or 'failed').strip()}")
+        if t.get("source") and compact < 2:   # the test itself: the state it sets, the steps it takes
+            lines.append("\n```python\n" + t["source"].strip("\n") + "\n```")
     if len(tests) > len(shown): lines.append(f"- ... and {len(tests) - len(shown)} more")
     return ("### Behavioural tests the program fails\n\nEach test was written from the description and passes on "
             "the real environment.\n\n" + "\n".join(lines) + "\n\n")
@@ -366,8 +370,9 @@ arrive as plain Python data: numbers, bools and lists (an array or a tuple arriv
 standard library and numpy. Prefer a few sharp tests (5 to 10) over many vague ones: each test is first run on
 the real environment, and one that fails there is dropped."""
 
-RANDOM_WORLD_TESTS = ("This environment is random: each test is run on the real environment with several seeds "
-                      "and kept only if it passes on all of them, so assert only what holds for every outcome.")
+RANDOM_WORLD_TESTS = ("This environment is random: each test is checked on the real environment with several seeds "
+                      "(or, where its state cannot be set, on the logged transitions) and kept only if it holds on "
+                      "all of them, so assert only what holds for every outcome.")
 
 def tests_messages(
     description: str,              # the environment's text description (with its spaces)
