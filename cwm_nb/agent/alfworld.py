@@ -24,7 +24,8 @@ __all__ = ['HOUSEHOLD_INSTALL', 'ALFWORLD_TASK_TYPES', 'FLOOR_PLANS', 'GAME_VERS
 
 # %% ../../nbs/36_alfworld.ipynb #609c36f0
 HOUSEHOLD_INSTALL = "pip install -e '.[household]' (or: bash tools/setup.sh --dev)"
-_HOUSEHOLD_MODULES = (("textworld", "textworld"), ("fast_downward", "textworld[pddl]"), ("alfworld", "alfworld"))
+_HOUSEHOLD_MODULES = (("textworld", "textworld"), ("fast_downward", "textworld[pddl]"),
+                      ("alfworld", "alfworld"))
 
 def household_missing() -> list[str]:
     "The packages of the household extra that cannot be imported (empty when it is installed)."
@@ -32,16 +33,17 @@ def household_missing() -> list[str]:
     return [pkg for mod, pkg in _HOUSEHOLD_MODULES if importlib.util.find_spec(mod) is None]
 
 def require_household() -> None:
-    "Raise `CwmNbError` naming what is missing unless textworld, its PDDL planner and alfworld import."
+    "Raise `CwmNbError` naming what is missing unless textworld, its planner and alfworld import."
     missing = household_missing()
     if missing:
-        raise CwmNbError(f"the AlfWorld household tasks need the optional household extra; missing: "
-                         f"{', '.join(missing)}", f"install it with {HOUSEHOLD_INSTALL}")
+        raise CwmNbError("the AlfWorld household tasks need the optional household extra; "
+                         f"missing: {', '.join(missing)}", f"install it with {HOUSEHOLD_INSTALL}")
 
 # %% ../../nbs/36_alfworld.ipynb #2bde1dd9
-ALFWORLD_TASK_TYPES = ("pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
-                       "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep", "pick_two_obj_and_place")
-FLOOR_PLANS = tuple(range(1, 31)) + tuple(range(201, 231)) + tuple(range(301, 331)) + tuple(range(401, 431))
+ALFWORLD_TASK_TYPES = ("pick_and_place_simple", "look_at_obj_in_light",
+                       "pick_clean_then_place_in_recep", "pick_heat_then_place_in_recep",
+                       "pick_cool_then_place_in_recep", "pick_two_obj_and_place")
+FLOOR_PLANS = tuple(n for start in (1, 201, 301, 401) for n in range(start, start + 30))
 
 def _alfworld_files():
     "The root of the installed `alfworld` package (an importlib Traversable)."
@@ -52,9 +54,10 @@ def _alfworld_files():
 def floor_plan_layout(
     floor_plan: int,  # a floor plan number, one of FLOOR_PLANS
 ) -> tuple[list[str], dict[str, list[float]]]:
-    "(object types, {receptacle id: navigation point}) of a floor plan. Raises `CwmNbError` for an unknown one."
+    "(object types, {receptacle id: navigation point}). Raises `CwmNbError` for an unknown plan."
     if floor_plan not in FLOOR_PLANS:
-        raise CwmNbError(f"there is no floor plan {floor_plan!r}", "use 1-30, 201-230, 301-330 or 401-430")
+        raise CwmNbError(f"there is no floor plan {floor_plan!r}",
+                         "use 1-30, 201-230, 301-330 or 401-430")
     d = _alfworld_files()/"gen"/"layouts"
     objects = json.loads((d/f"FloorPlan{floor_plan}-objects.json").read_text())
     receptacles = json.loads((d/f"FloorPlan{floor_plan}-openable.json").read_text())
@@ -70,14 +73,15 @@ def receptacle_type(
 # %% ../../nbs/36_alfworld.ipynb #86f0d058
 _ESCAPES = {'-': '_minus_', '#': '-', '|': '_bar_', '+': '_plus_', '.': '_dot_', ',': '_comma_'}
 _LAMPS = ("DeskLamp", "FloorLamp")
-_LAMP_STANDS = ("Desk", "SideTable", "Dresser", "Shelf", "DiningTable", "CoffeeTable", "TVStand", "Cart")
-#: task type -> (the affordance of constants.VAL_ACTION_OBJECTS the target needs, the receptacle type that acts)
+_LAMP_STANDS = ("Desk", "SideTable", "Dresser", "Shelf", "DiningTable", "CoffeeTable", "TVStand",
+                "Cart")
+#: task type -> (the target's affordance in constants.VAL_ACTION_OBJECTS, the receptacle that acts)
 _TREATMENT = {"pick_clean_then_place_in_recep": ("Cleanable", "SinkBasin"),
               "pick_heat_then_place_in_recep": ("Heatable", "Microwave"),
               "pick_cool_then_place_in_recep": ("Coolable", "Fridge")}
 
 def pddl_name(text: str) -> str:
-    "ALFRED's escaping of a name for PDDL (`PlannedGameState.fix_pddl_str_chars`): `|` → `_bar_`, ..."
+    "ALFRED's escaping of a PDDL name (`PlannedGameState.fix_pddl_str_chars`): `|` → `_bar_`..."
     from alfworld.gen.utils.py_util import multireplace
     return multireplace(text, _ESCAPES)
 
@@ -91,16 +95,17 @@ def _holders(obj_type: str, receptacles: dict) -> list[str]:
     "The receptacle ids of `receptacles` that may hold `obj_type` (lamps: the lamp stands)."
     C = _rules()
     if obj_type in _LAMPS: return [r for r in receptacles if receptacle_type(r) in _LAMP_STANDS]
-    return [r for r in receptacles if obj_type in C.VAL_RECEPTACLE_OBJECTS.get(receptacle_type(r), ())]
+    fits = C.VAL_RECEPTACLE_OBJECTS
+    return [r for r in receptacles if obj_type in fits.get(receptacle_type(r), ())]
 
 def _room(floor_plan: int) -> tuple[list[str], dict[str, list[float]], list[str]]:
     "(object types, static receptacles, movable object types) of a floor plan."
     C = _rules()
     objects, layout = floor_plan_layout(floor_plan)
-    static = {r: p for r, p in sorted(layout.items())
-              if receptacle_type(r) in C.RECEPTACLES and receptacle_type(r) not in C.MOVABLE_RECEPTACLES_SET}
+    fixed = C.RECEPTACLES - C.MOVABLE_RECEPTACLES_SET
+    static = {r: p for r, p in sorted(layout.items()) if receptacle_type(r) in fixed}
     movable = sorted(o for o in set(objects) if o in C.OBJECTS and o not in _LAMPS
-                     and (o not in C.RECEPTACLES or o in C.MOVABLE_RECEPTACLES_SET) and _holders(o, static))
+                     and o not in fixed and _holders(o, static))
     return objects, static, movable
 
 def sample_task(
@@ -108,10 +113,11 @@ def sample_task(
     floor_plan: int,  # one of FLOOR_PLANS
     seed: int,        # the game's seed
 ) -> dict:
-    """AlfWorld's `pddl_params` of a new task: `object_target`, `parent_target`, `toggle_target` (type names).
-    Raises `CwmNbError` for an unknown task type or a floor plan that cannot host the task."""
+    """AlfWorld's `pddl_params` of a new task: `object_target`, `parent_target`, `toggle_target`
+    (type names). Raises `CwmNbError` for an unknown task type or a room that cannot host it."""
     if task_type not in ALFWORLD_TASK_TYPES:
-        raise CwmNbError(f"unknown AlfWorld task type {task_type!r}", f"use one of {list(ALFWORLD_TASK_TYPES)}")
+        raise CwmNbError(f"unknown AlfWorld task type {task_type!r}",
+                         f"use one of {list(ALFWORLD_TASK_TYPES)}")
     C = _rules()
     objects, static, movable = _room(floor_plan)
     rng = random.Random(f"{task_type}|{floor_plan}|{seed}")
@@ -124,14 +130,14 @@ def sample_task(
         need, appliance = _TREATMENT.get(task_type, (None, None))
         for o in movable:
             if need and (o not in C.VAL_ACTION_OBJECTS[need] or appliance not in rtypes): continue
-            pairs += [(o, rt) for rt in rtypes if rt != appliance and o in C.VAL_RECEPTACLE_OBJECTS.get(rt, ())
-                      and len(_holders(o, static)) > 1]
+            fits = [rt for rt in rtypes if o in C.VAL_RECEPTACLE_OBJECTS.get(rt, ())]
+            if len(_holders(o, static)) > 1: pairs += [(o, rt) for rt in fits if rt != appliance]
     if not pairs:
         raise CwmNbError(f"FloorPlan{floor_plan} cannot host a {task_type} task",
-                         "pick another floor plan (kitchens 1-30 have a microwave, fridge and sink)")
+                         "pick another floor plan (kitchens 1-30 have a microwave, fridge, sink)")
     obj, parent = rng.choice(pairs)
-    return {"object_target": obj, "parent_target": parent, "toggle_target": toggle, "mrecep_target": "",
-            "object_sliced": False}
+    return {"object_target": obj, "parent_target": parent, "toggle_target": toggle,
+            "mrecep_target": "", "object_sliced": False}
 
 # %% ../../nbs/36_alfworld.ipynb #cb8a837c
 def _placements(task_type: str, params: dict, static: dict, movable: list[str], rng: random.Random,
@@ -143,8 +149,10 @@ def _placements(task_type: str, params: dict, static: dict, movable: list[str], 
     kinds = [obj] + rng.sample(others, min(n_distractors, len(others)))
     out = []
     for t in kinds:
-        n = rng.randint(2, 3) if (t == obj and task_type == "pick_two_obj_and_place") else rng.randint(1, 3)
-        where = [r for r in _holders(t, static) if t != obj or receptacle_type(r) not in avoid] or _holders(t, static)
+        two = t == obj and task_type == "pick_two_obj_and_place"
+        n = rng.randint(2, 3) if two else rng.randint(1, 3)
+        fits = _holders(t, static)
+        where = [r for r in fits if t != obj or receptacle_type(r) not in avoid] or fits
         out += [(f"{t}|{k + 1}", t, rng.choice(where)) for k in range(n)]
     if params["toggle_target"]:
         lamp = params["toggle_target"]
@@ -157,16 +165,20 @@ def _facts(placed: list[tuple[str, str, str]], static: dict, location: dict) -> 
     C = _rules()
     facts = ["(atLocation agent1 loc|0)"]
     for r in static:
-        facts += [f"(receptacleType {r} {receptacle_type(r)}Type)", f"(receptacleAtLocation {r} {location[r]})"]
+        facts += [f"(receptacleType {r} {receptacle_type(r)}Type)",
+                  f"(receptacleAtLocation {r} {location[r]})"]
         if receptacle_type(r) in C.OPENABLE_CLASS_SET: facts.append(f"(openable {r})")
     for o, t, r in placed:
-        facts += [f"(objectType {o} {t}Type)", f"(inReceptacle {o} {r})", f"(objectAtLocation {o} {location[r]})"]
+        facts += [f"(objectType {o} {t}Type)", f"(inReceptacle {o} {r})",
+                  f"(objectAtLocation {o} {location[r]})"]
         if t in _LAMPS: facts.append(f"(toggleable {o})"); continue
         facts.append(f"(pickupable {o})")
-        facts += [f"({p.lower()} {o})" for p in ("Cleanable", "Heatable", "Coolable") if t in C.VAL_ACTION_OBJECTS[p]]
+        facts += [f"({p.lower()} {o})" for p in ("Cleanable", "Heatable", "Coolable")
+                  if t in C.VAL_ACTION_OBJECTS[p]]
     types = sorted({t for _, t, _ in placed})
     for rt in sorted({receptacle_type(r) for r in static}):
-        facts += [f"(canContain {rt}Type {t}Type)" for t in types if t in C.VAL_RECEPTACLE_OBJECTS.get(rt, ())]
+        fits = C.VAL_RECEPTACLE_OBJECTS.get(rt, ())
+        facts += [f"(canContain {rt}Type {t}Type)" for t in types if t in fits]
     return facts
 
 # %% ../../nbs/36_alfworld.ipynb #5f8c049d
@@ -189,11 +201,12 @@ def household_problem(
                 + [f"{t}Type # rtype" for t in sorted(C.RECEPTACLES - C.MOVABLE_RECEPTACLES_SET)]
                 + [f"{o} # object" for o, _, _ in placed] + [f"{r} # receptacle" for r in static]
                 + ["loc|0 # location"] + [f"{l} # location" for l in location.values()])
-    goal = glib.gdict[task_type]["pddl"].format(obj=params["object_target"], recep=params["parent_target"],
-                                                 toggle=params["toggle_target"])
+    goal = glib.gdict[task_type]["pddl"].format(
+        obj=params["object_target"], recep=params["parent_target"], toggle=params["toggle_target"])
+    facts = _facts(placed, static, location)
     text = "\n".join(["(define (problem household)", "(:domain alfred)", "(:objects",
                       *("    " + pddl_name(d) for d in declared), ")", "(:init",
-                      *("    " + pddl_name(f) for f in _facts(placed, static, location)), ")", pddl_name(goal)])
+                      *("    " + pddl_name(f) for f in facts), ")", pddl_name(goal)])
     traj = {"task_type": task_type, "pddl_params": params,
             "scene": {"floor_plan": f"FloorPlan{floor_plan}", "random_seed": seed}}
     return text, traj
@@ -207,7 +220,7 @@ def games_dir() -> Path:
 
 @contextmanager
 def _seeded_global_random(seed: Any):
-    "Seed Python's global `random` (alfworld's helpers use it) for a block; restore its state afterwards."
+    "Seed Python's global `random` (alfworld's helpers use it) for a block, then restore it."
     saved = random.getstate()
     random.seed(seed)
     try: yield
@@ -235,27 +248,31 @@ def write_game(
 
 # %% ../../nbs/36_alfworld.ipynb #33c106bf
 ALFWORLD_EVAL_SET = (
-    ("pick_and_place_simple", 1, 0), ("pick_and_place_simple", 301, 0), ("pick_and_place_simple", 401, 0),
-    ("look_at_obj_in_light", 205, 0), ("look_at_obj_in_light", 302, 0), ("look_at_obj_in_light", 210, 0),
+    ("pick_and_place_simple", 1, 0), ("pick_and_place_simple", 301, 0),
+    ("pick_and_place_simple", 401, 0),
+    ("look_at_obj_in_light", 205, 0), ("look_at_obj_in_light", 302, 0),
+    ("look_at_obj_in_light", 210, 0),
     ("pick_clean_then_place_in_recep", 2, 0), ("pick_clean_then_place_in_recep", 6, 0),
     ("pick_clean_then_place_in_recep", 402, 0),
     ("pick_heat_then_place_in_recep", 3, 0), ("pick_heat_then_place_in_recep", 4, 0),
     ("pick_heat_then_place_in_recep", 5, 0),
     ("pick_cool_then_place_in_recep", 1, 0), ("pick_cool_then_place_in_recep", 2, 0),
     ("pick_cool_then_place_in_recep", 6, 0),
-    ("pick_two_obj_and_place", 10, 0), ("pick_two_obj_and_place", 303, 0), ("pick_two_obj_and_place", 403, 0),
+    ("pick_two_obj_and_place", 10, 0), ("pick_two_obj_and_place", 303, 0),
+    ("pick_two_obj_and_place", 403, 0),
 )
 
 # %% ../../nbs/36_alfworld.ipynb #de5d7e12
 def load_textworld_game(
     path: str | Path,  # a game.tw-pddl (from write_game)
 ):
-    "A TextWorld `PddlEnv` (wrapped in AlfWorld's demangler) with `path` loaded, asking for facts and commands."
+    "A TextWorld `PddlEnv` in AlfWorld's demangler, `path` loaded, giving facts and commands."
     require_household()
     import textworld
     from textworld.envs.pddl import PddlEnv
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
-    if not Path(path).is_file(): raise CwmNbError(f"no game at {path}", "make one with write_game(...)")
+    if not Path(path).is_file():
+        raise CwmNbError(f"no game at {path}", "make one with write_game(...)")
     infos = textworld.EnvInfos(facts=True, admissible_commands=True, won=True, feedback=True)
     env = AlfredDemangler(PddlEnv(infos))
     env.load(str(path))
@@ -263,7 +280,7 @@ def load_textworld_game(
 
 # %% ../../nbs/36_alfworld.ipynb #3de1934e
 def _type_names() -> dict[str, str]:
-    "PDDL type constant (lower case, as Fast Downward gives it) -> CamelCase type: 'appletype' -> 'Apple'."
+    "PDDL type constant (lower case, as Fast Downward gives it) -> type: 'appletype' -> 'Apple'."
     C = _rules()
     return {f"{t.lower()}type": t for t in set(C.OBJECTS) | C.RECEPTACLES}
 
@@ -289,16 +306,19 @@ def household_state(
     here = {l for _, l in by.get("atlocation", [])}
     ents = []
     at = [r for r, l in by.get("receptacleatlocation", []) if l in here]
-    ents.append(Entity("Agent", 0, 0, location=at[0] if at else None, holding=min(held) if held else None))
+    ents.append(Entity("Agent", 0, 0, location=at[0] if at else None,
+                       holding=min(held) if held else None))
     openable, opened = {r for (r,) in by.get("openable", [])}, {r for (r,) in by.get("opened", [])}
     for r, t in by.get("receptacletype", []):
         extra = {"is_open": r in opened} if r in openable else {}
         ents.append(Entity(types[t], _number(r), 0, **extra))
-    flags = {k: {o for (o,) in by.get(k, [])} for k in ("isclean", "iscool", "ishot", "issliced", "ison")}
+    flags = {k: {o for (o,) in by.get(k, [])}
+             for k in ("isclean", "iscool", "ishot", "issliced", "ison")}
     toggleable = {o for (o,) in by.get("toggleable", [])}
     for o, t in by.get("objecttype", []):
         if o in toggleable:
-            ents.append(Entity(types[t], _number(o), 0, receptacle=where.get(o), is_on=o in flags["ison"]))
+            ents.append(Entity(types[t], _number(o), 0, receptacle=where.get(o),
+                               is_on=o in flags["ison"]))
             continue
         ents.append(Entity(types[t], _number(o), 0, receptacle=None if o in held else where.get(o),
                            is_clean=o in flags["isclean"], is_cool=o in flags["iscool"],
@@ -312,57 +332,65 @@ _ACTS = {"SinkBasin": ("clean", "Cleanable"), "BathtubBasin": ("clean", "Cleanab
 def command_set(
     facts: list,  # TextWorld's state["facts"] at reset
 ) -> tuple[str, ...]:
-    "Every command the game can admit, sorted: go/open/close/take/move/heat/cool/clean/use/examine/look/..."
+    "Every command the game can admit, sorted: go, open, close, take, move, heat, ..., look."
     C, types, by = _rules(), _type_names(), _fact_table(facts)
     recs = {r: types[t] for r, t in by.get("receptacletype", [])}
-    openable, lamps = {r for (r,) in by.get("openable", [])}, {o for (o,) in by.get("toggleable", [])}
+    openable = {r for (r,) in by.get("openable", [])}
+    lamps = {o for (o,) in by.get("toggleable", [])}
     objs = {o: types[t] for o, t in by.get("objecttype", []) if o not in lamps}
     cmds = {"look", "inventory", "help"}
     for r in recs:
-        cmds |= {f"go to {r}", f"examine {r}"} | ({f"open {r}", f"close {r}"} if r in openable else set())
+        cmds |= {f"go to {r}", f"examine {r}"}
+        if r in openable: cmds |= {f"open {r}", f"close {r}"}
     for o, ot in objs.items():
         cmds.add(f"examine {o}")
         for r, rt in recs.items():
             cmds |= {f"take {o} from {r}", f"move {o} to {r}"}
-            if rt in _ACTS and ot in C.VAL_ACTION_OBJECTS[_ACTS[rt][1]]: cmds.add(f"{_ACTS[rt][0]} {o} with {r}")
+            if rt in _ACTS and ot in C.VAL_ACTION_OBJECTS[_ACTS[rt][1]]:
+                cmds.add(f"{_ACTS[rt][0]} {o} with {r}")
     cmds |= {f"{verb} {l}" for l in lamps for verb in ("use", "examine")}
     return tuple(sorted(cmds))
 
 # %% ../../nbs/36_alfworld.ipynb #4ff43888
 class AlfWorldEnv(gym.Env):
-    """One household game of AlfWorld with object-oriented states, text commands, a mask and a binary reward.
+    """One household game of AlfWorld: object states, text commands, a mask, a binary reward.
 
     ## Action Space
-    A string out of the game's fixed command set (`command_set`); `info["action_mask"]` (int8, one entry per
-    command in `action_space.vocabulary` order) marks the admissible ones. Others do nothing.
+    A string out of the game's fixed command set (`command_set`); `info["action_mask"]` (int8,
+    one entry per command in `action_space.vocabulary` order) marks the admissible ones. Others
+    do nothing.
 
     ## Observation Space
-    A `State`: the Agent, the receptacles, the objects and lamps of the game (see `household_state`).
+    A `State`: the Agent, the receptacles, objects and lamps of the game (`household_state`).
 
     ## Rewards
     1.0 on the step that reaches the goal (TextWorld's `won`), else 0.0.
 
     ## Episode End
-    Terminated when the goal holds; truncated after `max_steps` commands. `info` holds `mission` (the goal
-    sentence), `text` (what the player reads), `admissible_commands` and `action_mask`.
+    Terminated when the goal holds; truncated after `max_steps` commands. `info` holds `mission`
+    (the goal sentence), `text` (what the player reads), `admissible_commands`, `action_mask`.
     """
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
 
     def __init__(self,
                  task_type: str = ALFWORLD_TASK_TYPES[0],  # one of ALFWORLD_TASK_TYPES
-                 floor_plan: int = 1,                     # one of FLOOR_PLANS
-                 game_seed: int = 0,                      # the game's seed (write_game)
-                 max_steps: int = 50,                     # commands per episode (AlfWorld evaluates with 50)
-                 render_mode: str | None = None,          # None or "ansi" (the last text the player read)
-                 game: str | Path | None = None,          # a game.tw-pddl to play instead of writing one
+                 floor_plan: int = 1,              # one of FLOOR_PLANS
+                 game_seed: int = 0,               # the game's seed (write_game)
+                 max_steps: int = 50,              # commands per episode (AlfWorld evaluates 50)
+                 render_mode: str | None = None,   # None or "ansi" (the last text the player read)
+                 game: str | Path | None = None,   # a game.tw-pddl to play instead of writing one
                 ):
         require_household()
         if render_mode not in (None, "ansi"):
-            raise CwmNbError(f"AlfWorldEnv has no render mode {render_mode!r}", "use None or 'ansi'")
+            raise CwmNbError(f"AlfWorldEnv has no render mode {render_mode!r}",
+                             "use None or 'ansi'")
         if not isinstance(max_steps, int) or max_steps < 1:
-            raise CwmNbError(f"max_steps must be a positive int, got {max_steps!r}", "e.g. max_steps=50")
-        self.game_path = Path(game) if game is not None else write_game(task_type, floor_plan, game_seed)
-        self.task_type = json.loads((self.game_path.parent/"traj_data.json").read_text())["task_type"]
+            raise CwmNbError(f"max_steps must be a positive int, got {max_steps!r}",
+                             "e.g. max_steps=50")
+        if game is None: game = write_game(task_type, floor_plan, game_seed)
+        self.game_path = Path(game)
+        traj = json.loads((self.game_path.parent/"traj_data.json").read_text())
+        self.task_type = traj["task_type"]
         self.max_steps, self.render_mode = max_steps, render_mode
         self.textworld = load_textworld_game(self.game_path)
         first = self.textworld.reset()
@@ -374,7 +402,7 @@ class AlfWorldEnv(gym.Env):
 
 # %% ../../nbs/36_alfworld.ipynb #a9183d7d
 def _aw_info(self: AlfWorldEnv) -> dict:
-    "The info of the current TextWorld state; raises `CwmNbError` if a command is admitted outside the set."
+    "The info of the current state; `CwmNbError` if TextWorld admits a command outside the set."
     admissible = list(self._tw["admissible_commands"])
     mask = np.zeros(len(self._index), dtype=np.int8)
     for c in admissible:
@@ -382,8 +410,8 @@ def _aw_info(self: AlfWorldEnv) -> dict:
             raise CwmNbError(f"TextWorld admits {c!r}, which is not in the command set",
                              "report this game; command_set must cover every admissible command")
         mask[self._index[c]] = 1
-    return {"mission": self.mission, "text": self._tw.feedback.strip(), "admissible_commands": admissible,
-            "action_mask": mask}
+    return {"mission": self.mission, "text": self._tw.feedback.strip(),
+            "admissible_commands": admissible, "action_mask": mask}
 
 def _aw_reset(self: AlfWorldEnv, *, seed: int | None = None, options: dict | None = None):
     "The game from its start. Returns `(state, info)`."
@@ -393,11 +421,13 @@ def _aw_reset(self: AlfWorldEnv, *, seed: int | None = None, options: dict | Non
     return household_state(self._tw["facts"]), self._info()
 
 def _aw_step(self: AlfWorldEnv, action: str):
-    "One command. Returns `(state, reward, terminated, truncated, info)`. Raises `CwmNbError` after the end."
+    "One command: `(state, reward, terminated, truncated, info)`. `CwmNbError` after the end."
     if not self.action_space.contains(action):
         raise CwmNbError(f"{action!r} is not a command of this game",
-                         "use a string of env.action_space.vocabulary (info['action_mask'] marks the admissible)")
-    if self._over: raise CwmNbError("step() called on an episode that is over (or never started)", "call reset() first")
+                         "use one of env.action_space.vocabulary (info['action_mask']: admissible)")
+    if self._over:
+        raise CwmNbError("step() called on an episode that is over (or never started)",
+                         "call reset() first")
     self._tw, _, _ = self.textworld.step(action)
     self._history.append(action)
     won = bool(self._tw["won"])
@@ -416,9 +446,10 @@ def _aw_get_state(self: AlfWorldEnv) -> dict:
 def _aw_set_state(self: AlfWorldEnv,
                   snapshot: dict,  # from get_state
                  ) -> None:
-    "Restore a snapshot of `get_state` by replaying its commands. Raises `CwmNbError` on anything else."
+    "Restore a snapshot of `get_state` by replaying it. Raises `CwmNbError` on anything else."
     if not isinstance(snapshot, dict) or not isinstance(snapshot.get("commands"), list):
-        raise CwmNbError("an AlfWorld snapshot is what get_state() returned", "pass a get_state() result")
+        raise CwmNbError("an AlfWorld snapshot is what get_state() returned",
+                         "pass a get_state() result")
     self._tw, self._history = self.textworld.reset(), []
     for c in snapshot["commands"]:
         self._tw, _, _ = self.textworld.step(c)
@@ -432,7 +463,8 @@ def _aw_current_state(self: AlfWorldEnv) -> State:
 
 def _aw_render(self: AlfWorldEnv):
     "The last text the player read (`ansi`), else None."
-    return self._tw.feedback.strip() if self.render_mode == "ansi" and self._tw is not None else None
+    if self.render_mode != "ansi" or self._tw is None: return None
+    return self._tw.feedback.strip()
 
 AlfWorldEnv.get_state, AlfWorldEnv.set_state = _aw_get_state, _aw_set_state
 AlfWorldEnv.current_state, AlfWorldEnv.render = _aw_current_state, _aw_render
@@ -442,7 +474,7 @@ ALFWORLD_GYM_IDS = {t: f"{GYM_NAMESPACE}/AlfWorld-{''.join(w.title() for w in t.
                     for t in ALFWORLD_TASK_TYPES}
 
 def register_alfworld() -> None:
-    "Register `cwm_nb/AlfWorld-v0` and one id per task type (its first evaluation game) unless registered."
+    "Register `cwm_nb/AlfWorld-v0` and an id per task type (its first evaluation game), once."
     entry = "cwm_nb.agent.alfworld:AlfWorldEnv"
     if f"{GYM_NAMESPACE}/AlfWorld-v0" not in gym.registry:
         gym.register(id=f"{GYM_NAMESPACE}/AlfWorld-v0", entry_point=entry)
@@ -460,7 +492,7 @@ def measure_speed(
     steps: int = 30,                   # random admissible commands per game
     seed: int = 0,                     # seed of the command choice
 ) -> dict:
-    "Mean game load time (s) and environment steps per second over `games` (wall clock; it varies by machine)."
+    "Mean game load time (s) and steps per second over `games` (wall clock: varies by machine)."
     import time
     load, stepped, t_step = 0.0, 0, 0.0
     for g in games:
@@ -480,12 +512,12 @@ def measure_speed(
 def planner_commands(
     env: AlfWorldEnv,  # after reset (or any step)
 ) -> list[str]:
-    "Fast Downward's plan from the current state to the goal, as commands (empty when none is found)."
+    "Fast Downward's plan from the current state to the goal, as commands (empty if none)."
     pddl = env.textworld.unwrapped
     return list(pddl._pddl_state.replan(pddl._entity_infos))
 
 class HandcodedExpert:
-    "AlfWorld's hand-coded text expert, driven as its `AlfredExpert` wrapper drives it (alfred_tw_env.py)."
+    "AlfWorld's hand-coded text expert, driven as its `AlfredExpert` wrapper drives it."
     def __init__(self, env: AlfWorldEnv):
         from alfworld.agents.expert import HandCodedTWAgent
         self.env, self.agent = env, HandCodedTWAgent(max_steps=200)
@@ -509,8 +541,9 @@ def play_baseline(
     seed: int = 0,     # seeds the random policy (and the hand-coded expert's own random fallbacks)
     expert: str = "planner",  # the expert: "planner" (Fast Downward) or "handcoded" (AlfWorld's)
 ) -> dict:
-    "One episode: `{'success': bool, 'steps': int, 'commands': [...]}`. Raises `CwmNbError` on a bad method."
-    if method not in ("expert", "random"): raise CwmNbError(f"unknown baseline {method!r}", "use 'expert' or 'random'")
+    "One episode: `{'success', 'steps', 'commands'}`. Raises `CwmNbError` on a bad method."
+    if method not in ("expert", "random"):
+        raise CwmNbError(f"unknown baseline {method!r}", "use 'expert' or 'random'")
     if expert not in ("planner", "handcoded"):
         raise CwmNbError(f"unknown expert {expert!r}", "use 'planner' or 'handcoded'")
     _, info = env.reset(seed=seed)
@@ -523,8 +556,11 @@ def play_baseline(
             if plan is not None: c = plan.pop(0) if plan else "look"
             elif hand is not None:
                 try: c = hand.act()
-                except NameError: break   # HandCodedAgentTimeout / HandCodedAgentFailed (NameError subclasses)
-            else: c = info["admissible_commands"][int(rng.integers(len(info["admissible_commands"])))]
+                # HandCodedAgentTimeout and HandCodedAgentFailed are NameError subclasses
+                except NameError: break
+            else:
+                adm = info["admissible_commands"]
+                c = adm[int(rng.integers(len(adm)))]
             _, r, term, trunc, info = env.step(c)
             won, done = bool(term), term or trunc
     return {"success": won, "steps": len(env._history), "commands": list(env._history)}
@@ -537,8 +573,8 @@ def run_alfworld_baseline(
     seed: int = 0,                      # the policy's seed
     expert: str = "planner",            # "planner" or "handcoded" (method "expert")
 ) -> dict:
-    """`{'method', 'expert', 'max_steps', 'seed', 'episodes': [...], 'success_rate', 'mean_steps_success',
-    'by_task_type': {...}}` over `games`: JSON-safe, for metrics.json. Raises `CwmNbError` as `play_baseline`."""
+    """`{'method', 'expert', 'max_steps', 'seed', 'episodes', 'success_rate', 'mean_steps_success',
+    'by_task_type'}` over `games`, JSON-safe (metrics.json). `CwmNbError` as `play_baseline`."""
     rows = []
     for t, fp, gs in games:
         env = AlfWorldEnv(t, fp, gs, max_steps=max_steps)
@@ -549,6 +585,8 @@ def run_alfworld_baseline(
         ok = [r["steps"] for r in rs if r["success"]]
         return {"games": len(rs), "success_rate": len(ok)/len(rs) if rs else None,
                 "mean_steps_success": sum(ok)/len(ok) if ok else None}
-    by = {t: summary([r for r in rows if r["task_type"] == t]) for t in dict.fromkeys(r["task_type"] for r in rows)}
-    return {"method": method, "expert": expert if method == "expert" else None, "max_steps": max_steps,
-            "seed": seed, "episodes": rows, **summary(rows), "by_task_type": by}
+    kinds = dict.fromkeys(r["task_type"] for r in rows)
+    by = {t: summary([r for r in rows if r["task_type"] == t]) for t in kinds}
+    return {"method": method, "expert": expert if method == "expert" else None,
+            "max_steps": max_steps, "seed": seed, "episodes": rows, **summary(rows),
+            "by_task_type": by}
