@@ -34,7 +34,7 @@ from .runs import (check_run_settings, run_lock, safe_name,
 from .notebooks import run_notebook
 
 # %% auto #0
-__all__ = ['SETTING_FIELDS', 'HOUSEHOLD_BASELINES', 'PPO_SETTINGS', 'RUN_GROUP', 'FLAG_ALIASES', 'agent_run_dir', 'make_llm',
+__all__ = ['HOUSEHOLD_BASELINES', 'SETTING_FIELDS', 'PPO_SETTINGS', 'RUN_GROUP', 'FLAG_ALIASES', 'agent_run_dir', 'make_llm',
            'AgentSettings', 'agent_options', 'agent_options_listing', 'AgentDefinition', 'define_agent_run',
            'notebook_agent_run', 'run_agent', 'run_ppo', 'run_household_baseline', 'agent_runs',
            'plot_success_vs_steps', 'plot_calls_vs_episodes', 'transfer_table', 'plot_transfer', 'sokoban_by_boxes',
@@ -79,6 +79,9 @@ def make_llm(model: str, base_url: str = "", max_tokens: int = 1500):
     return get_llm(model, base_url=base_url or None)
 
 # %% ../../nbs/52_agent_experiments.ipynb #a6b497b5
+# AlfWorld's baselines (36_alfworld): the oracle's plan and uniform admissible commands
+HOUSEHOLD_BASELINES = ("expert", "random")
+
 @dataclass
 class AgentSettings:
     "The settings of one `cwm-nb agent` run (`experiments/worldcoder.ipynb`); 0: AgentConfig's."
@@ -209,7 +212,6 @@ def notebook_agent_run(
 
 # %% ../../nbs/52_agent_experiments.ipynb #fecc7cda
 # the settings of a PPO run (its folder's ablation and model are "ppo"), and of a household baseline
-HOUSEHOLD_BASELINES = ("expert", "random")
 PPO_SETTINGS = ("method", "domain", "curriculum", "seed", "steps")
 
 @patch
