@@ -59,7 +59,10 @@ if [ -n "$dev" ]; then
   if ! ls "$hw"/jericho-3.3.1-*.whl "$hw"/fast_downward_textworld-20.6.4-*.whl >/dev/null 2>&1; then
     echo "setup: building the household extra's sdists (jericho, fast-downward-textworld; about 1.5 minutes on 2 cores)" >&2
     t0=$SECONDS; mkdir -p "$hw"; tmp="$(mktemp -d "$hw/.build-XXXXXX")"
-    if .venv/bin/python -m pip wheel -q --no-deps --no-cache-dir -w "$tmp" jericho==3.3.1 fast-downward-textworld==20.6.4; then
+    # fast-downward-textworld's build runs `python build.py`: .venv's python first on PATH (a pyenv shim there
+    # starts an interpreter without its standard library inside pip's build environment)
+    if PATH="$PWD/.venv/bin:$PATH" .venv/bin/python -m pip wheel -q --no-deps --no-cache-dir -w "$tmp" \
+         jericho==3.3.1 fast-downward-textworld==20.6.4; then
       mv "$tmp"/*.whl "$hw"/ && echo "setup: built in $((SECONDS - t0)) s, cached in $hw" >&2
     else
       echo "setup: warning: the household extra did not build; AlfWorld is left out (the rest works)." >&2
