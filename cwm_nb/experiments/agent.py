@@ -186,7 +186,8 @@ def define_agent_run(
         else: given[o.qualified] = parse_value(o, v)
     s, d = AgentSettings(**typed), AgentConfig()
     if s.method != "worldcoder" and given:
-        raise CwmNbError(f"the {s.method} baseline has no option {next(iter(given))}",
+        name = "PPO" if s.method == "ppo" else s.method
+        raise CwmNbError(f"the {name} baseline has no option {next(iter(given))}",
                          "drop --set, or run the agent (--method worldcoder)")
     if s.method in HOUSEHOLD_BASELINES and s.domain != "alfworld":
         raise CwmNbError(f"--method {s.method} plays AlfWorld's games only",
