@@ -267,12 +267,21 @@ def _mcts_config(config: dict) -> MCTSConfig:
     try: return _cached_config(tuple(sorted(config.items())))
     except TypeError: return MCTSConfig(**config)   # a value that cannot be a cache key: MCTSConfig says what is wrong
 
+# %% ../../nbs/15a_plan_driver.ipynb #50cfa1d1
+def _fast_replay(args: dict) -> Callable | None:
+    "The compiled `fast_mcts.replay` where `_fast_search` finds the compiled loop; else None."
+    if _fast_search(args) is None: return None
+    # the compiled extension, found and checked by _fast_search (not importable before the build)
+    from cwm_nb.bench import _fast_mcts
+    return getattr(_fast_mcts, "replay", None)
+
 # %% ../../nbs/15a_plan_driver.ipynb #b8621edc
 def _plan(model, args: dict) -> dict:
     """One decision with `model` (a ProgramModel or a RemoteModel): {'action'} or {'plan'}, plus model_steps, plan_s.
     MCTS with a RemoteModel first replays the model side's recorded search (`TapeModel`); a tape that does not match
     the planner's own queries is dropped and the search is redone with live queries. MCTS with a ProgramModel runs in
-    the compiled loop (`_fast_search`) when there is one."""
+    the compiled loop (`_fast_search`) when there is one, and a tape is replayed by the compiled
+    replay (`_fast_replay`)."""
     space = args["space"]
     root = decode_state(args["state"], args["obs_format"], args.get("obs_dtype"))
     t0 = time.perf_counter()
@@ -283,9 +292,12 @@ def _plan(model, args: dict) -> dict:
         search = lambda m: (fast or mcts_search)(m, root, acts, cfg, np.random.default_rng(int(args["seed"])),
                                                  n_actions=space["n"])
         res = None
-        if hasattr(model, "tape"):
-            tm = model.tape(args)
-            try: res, steps = search(tm), tm.steps
+        if hasattr(model, "tape"):   # the compiled replay where the compiled loop is built
+            tm, replay = model.tape(args), _fast_replay(args)
+            rng = np.random.default_rng(int(args["seed"]))
+            try:
+                res = replay(tm, acts, cfg, rng, n_actions=space["n"]) if replay else search(tm)
+                steps = tm.steps
             except TapeMismatch: res = None
             tm.finish()   # the model side has finished its search: the pipe is free for live requests
         if res is None:
