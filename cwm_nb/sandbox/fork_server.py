@@ -12,7 +12,7 @@ import numpy as np
 from fastcore.basics import patch
 from .syscalls import (CAP_DAC_READ_SEARCH, CLONE_NEWNET, PR_SET_CHILD_SUBREAPER,
     PR_SET_KEEPCAPS, PR_SET_NAME, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, _EXIT_SETUP, _HDR,
-    _close_fds_except, _libc, _prctl, _recv_frame, _send_frame, _set_caps)
+    _close_fds_except, _libc, _prctl, _recv_frame, _send_frame, _send_frames, _set_caps)
 from cwm_nb.sandbox.landlock import (load_seccomp_filter, load_signal_filter, make_policy,
     restrict_self)
 from cwm_nb.sandbox.programs import (PROGRAM_FILENAME, Rows, _new_program_module, _run_job,
@@ -489,7 +489,7 @@ def _protections(self: _Server, notes) -> dict:
 # %% ../../nbs/02d_fork_server.ipynb #ce4504e8
 @patch
 def reply(self: _Server, hdr: dict, body: bytes = b"") -> None:
-    _send_frame(self.out, json.dumps(hdr).encode()); _send_frame(self.out, bytes(body))
+    _send_frames(self.out, json.dumps(hdr).encode(), bytes(body))   # one write when small: the parent wakes once
 
 # %% ../../nbs/02d_fork_server.ipynb #da5228f1
 @patch
