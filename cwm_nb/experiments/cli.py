@@ -93,6 +93,9 @@ def add_eval_cli(sub) -> None:
     e.add_argument("--holdout-seed", type=int, default=0, help="seed of the held-out episodes")
     e.add_argument("--no-determinism", action="store_true",
                    help="skip the determinism check (four more runs of the program)")
+    e.add_argument("--tests", default=None, metavar="TESTS.py",
+                   help="behavioural tests (test_*(Environment) functions): checked on the real environment, "
+                        "then run on the program (13d_behaviour_tests)")
     add_env_args(e)
     e.set_defaults(fn=_command("_cmd_eval"))
 
