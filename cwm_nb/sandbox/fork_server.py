@@ -222,24 +222,27 @@ def _unshare_user_pid() -> None:
         with open(f"/proc/self/{name}", "w") as f: f.write(text)
 
 # %% ../../nbs/02d_fork_server.ipynb #2ed77450
-def _namespace_init() -> None:
-    "pid 1 of a job's pid namespace: reap orphans until its keeper kills it or dies. Never returns."
+def _namespace_init(job: int, status_w: int) -> None:
+    "pid 1 of a job's namespace: reap orphans; when the job ends, send its wait status, exit. Never returns."
     try:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != 0: os._exit(0)       # the keeper (outside: pid 0 here) died before the signal was armed
-        _close_fds_except(set())
-        _set_caps(0); _prctl(PR_SET_DUMPABLE, 0)
-        signal.signal(signal.SIGCHLD, signal.SIG_IGN)   # orphans are reaped by the kernel
-        while True: signal.pause()
+        _close_fds_except({status_w})
+        _set_caps(0)
+        while True:
+            pid, st = os.waitpid(-1, 0)
+            if pid == job: os.write(status_w, struct.pack("<i", st)); os._exit(0)
     finally: os._exit(0)
 
 # %% ../../nbs/02d_fork_server.ipynb #78d9a67f
-def _keep(job: int, init: int) -> None:
-    "The keeper of a job's pid namespace: wait for the job, kill the init, end with the job's status. Never returns."
+def _keep(init: int, status_r: int) -> None:
+    "The keeper of a job's namespace: read the job's wait status from its init, end with that status. Never returns."
     try:
-        _close_fds_except(set())
-        _, st = os.waitpid(job, 0)
-        os.kill(init, signal.SIGKILL); os.waitpid(init, 0)
+        _close_fds_except({status_r})
+        got = os.read(status_r, 4)
+        os.waitpid(init, 0)
+        if len(got) != 4: os._exit(_EXIT_SETUP)   # the init was killed from outside before the job ended
+        st = struct.unpack("<i", got)[0]
         if os.WIFSIGNALED(st):
             sig = os.WTERMSIG(st)
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -255,15 +258,18 @@ def _own_pid_namespace(srv) -> None:
     if os.getppid() != srv.pid: os._exit(_EXIT_SETUP)
     _unshare_user_pid()
     _prctl(PR_SET_DUMPABLE, 0)   # after the id maps (only a dumpable process may write them)
+    status_r, status_w = os.pipe()
     init = os.fork()
-    if init == 0: _namespace_init()
+    if init != 0: _keep(init, status_r)
+    os.close(status_r)
     job = os.fork()
-    if job != 0: _keep(job, init)
+    if job != 0: _namespace_init(job, status_w)
+    os.close(status_w)
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != 0: os._exit(_EXIT_SETUP)   # the keeper died before the signal was armed
+    if os.getppid() != 1: os._exit(_EXIT_SETUP)   # the init died before the signal was armed
     _set_caps(0)   # no capability in its own user namespace either
-    srv.pid = 0    # its parent, the keeper, is outside its namespace: getppid() is 0
-    srv.nproc_base = 3   # its user namespace counts the keeper, the init and the job
+    srv.pid = 1    # its parent: the namespace's init
+    srv.nproc_base = 2   # its user namespace counts the keeper and the init too (the job, as with a job uid)
 
 # %% ../../nbs/02d_fork_server.ipynb #c2971992
 def _pid_namespace_possible() -> bool:
