@@ -464,3 +464,32 @@ def test_a_session_decides_as_one_shot_jobs_do(sandbox):
         for src in (CARTPOLE, tampered):
             one = sandbox.run(src, "cwm_nb.bench.plan_driver:plan_driver", args={**static, **c, "session": False}).value
             assert (one["action"], one["model_steps"]) == (v["action"], v["model_steps"]), (c, one, v)
+
+
+# A program whose step never returns; the second first raises its own CPU soft limit to the hard one.
+ENDLESS_STEP = "class Environment:\n    def set_state(self, s): pass\n    def step(self, a):\n        while True: pass\n"
+RAISES_ITS_CPU_LIMIT = ENDLESS_STEP.replace("        while True", "        import resource\n"
+    "        resource.setrlimit(resource.RLIMIT_CPU, (resource.getrlimit(resource.RLIMIT_CPU)[1],) * 2)\n        while True")
+assert RAISES_ITS_CPU_LIMIT != ENDLESS_STEP
+
+
+@pytest.mark.parametrize("program", [ENDLESS_STEP, RAISES_ITS_CPU_LIMIT], ids=["endless", "raises-its-limit"])
+@pytest.mark.parametrize("mode", ["bwrap", "landlock"])
+def test_a_decision_keeps_its_cpu_cap(mode, program):
+    """The planner's model side gets `decision_cpu_s` of CPU time per decision in every mode: the decision ends as a
+    `cpu` error, not at the call's wall-clock limit (which is far longer), and the session's next call says it ended."""
+    import shutil
+    from dataclasses import asdict
+    from cwm_nb.sandbox.jobs import Sandbox
+    from cwm_nb.sandbox.landlock import landlock_support
+    if mode == "bwrap" and shutil.which("bwrap") is None: pytest.skip("bubblewrap is not installed")
+    if mode == "landlock" and landlock_support(): pytest.skip(landlock_support())
+    static = {"planner": "mcts", "config": asdict(MCTSConfig(simulations=4, rollout_steps=5)), "obs_format": "array",
+              "space": {"kind": "discrete", "n": 2}, "valid_actions": False, "session": True, "decision_cpu_s": 1}
+    with Sandbox(isolation=mode) as sb:
+        first, s = sb.open_session(program, "cwm_nb.bench.plan_driver:plan_driver", args=static,
+                                   limits=SandboxLimits(wall_s=60, cpu_s=100))
+        assert first.ok, first.error
+        with s:
+            r = s.call({"state": [0.0, 0.0, 0.0, 0.0], "obs_dtype": "<f4", "root_actions": None, "seed": 0})
+        assert not r.ok and r.error["kind"] == "cpu", r.error

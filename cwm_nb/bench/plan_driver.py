@@ -4,14 +4,14 @@
 
 # %% ../../nbs/15a_plan_driver.ipynb #eb8f4e27
 from __future__ import annotations
-import functools, json, math, os, pickle, random, resource, select, struct, time
+import ctypes, functools, json, math, os, pickle, random, resource, select, signal, struct, time
 from operator import add, mul
 from typing import Any, Callable
 import numpy as np
 import orjson
 from fastcore.basics import patch
 from ..core import CwmNbError
-from ..sandbox.syscalls import _close_fds_except, _prctl
+from ..sandbox.syscalls import _close_fds_except, _libc, _prctl
 from ..sandbox.programs import ProgramError, Serve, strict_plain, _code_line
 from ..sandbox.drivers import check_distribution, _as_done, _as_reward
 import cwm_nb.bench.planning as planning
@@ -19,9 +19,10 @@ from .planning import (_KEY_CHARS, CHANCE_SAMPLES, CEMConfig, MCTSConfig, _rollo
                                    _score_plan, cem_plan, mcts_search, state_key)
 
 # %% auto #0
-__all__ = ['MAX_REPLY_BYTES', 'SPIN_S', 'PR_SET_DUMPABLE', 'CHUNK_ANSWERS', 'TAIL_SIMS', 'INTEGRITY_NOTE', 'decode_state',
-           'encode_state', 'ProgramModel', 'rollout_value', 'load_driver', 'plan_driver', 'step_loop_driver',
-           'RemoteModel', 'TapeMismatch', 'TapeModel', 'check_action', 'check_plan', 'min_model_steps', 'check_stats']
+__all__ = ['MAX_REPLY_BYTES', 'SPIN_S', 'PR_SET_DUMPABLE', 'CHUNK_ANSWERS', 'TAIL_SIMS', 'CPU_CAP_SIGNAL', 'INTEGRITY_NOTE',
+           'decode_state', 'encode_state', 'ProgramModel', 'rollout_value', 'load_driver', 'plan_driver',
+           'step_loop_driver', 'RemoteModel', 'TapeMismatch', 'TapeModel', 'CpuCap', 'check_action', 'check_plan',
+           'min_model_steps', 'check_stats']
 
 # %% ../../nbs/15a_plan_driver.ipynb #73ba61b0
 def _fresh_state(fmt: str) -> Callable:
@@ -266,12 +267,21 @@ def _mcts_config(config: dict) -> MCTSConfig:
     try: return _cached_config(tuple(sorted(config.items())))
     except TypeError: return MCTSConfig(**config)   # a value that cannot be a cache key: MCTSConfig says what is wrong
 
+# %% ../../nbs/15a_plan_driver.ipynb #50cfa1d1
+def _fast_replay(args: dict) -> Callable | None:
+    "The compiled `fast_mcts.replay` where `_fast_search` finds the compiled loop; else None."
+    if _fast_search(args) is None: return None
+    # the compiled extension, found and checked by _fast_search (not importable before the build)
+    from cwm_nb.bench import _fast_mcts
+    return getattr(_fast_mcts, "replay", None)
+
 # %% ../../nbs/15a_plan_driver.ipynb #b8621edc
 def _plan(model, args: dict) -> dict:
     """One decision with `model` (a ProgramModel or a RemoteModel): {'action'} or {'plan'}, plus model_steps, plan_s.
     MCTS with a RemoteModel first replays the model side's recorded search (`TapeModel`); a tape that does not match
     the planner's own queries is dropped and the search is redone with live queries. MCTS with a ProgramModel runs in
-    the compiled loop (`_fast_search`) when there is one."""
+    the compiled loop (`_fast_search`) when there is one, and a tape is replayed by the compiled
+    replay (`_fast_replay`)."""
     space = args["space"]
     root = decode_state(args["state"], args["obs_format"], args.get("obs_dtype"))
     t0 = time.perf_counter()
@@ -282,9 +292,12 @@ def _plan(model, args: dict) -> dict:
         search = lambda m: (fast or mcts_search)(m, root, acts, cfg, np.random.default_rng(int(args["seed"])),
                                                  n_actions=space["n"])
         res = None
-        if hasattr(model, "tape"):
-            tm = model.tape(args)
-            try: res, steps = search(tm), tm.steps
+        if hasattr(model, "tape"):   # the compiled replay where the compiled loop is built
+            tm, replay = model.tape(args), _fast_replay(args)
+            rng = np.random.default_rng(int(args["seed"]))
+            try:
+                res = replay(tm, acts, cfg, rng, n_actions=space["n"]) if replay else search(tm)
+                steps = tm.steps
             except TapeMismatch: res = None
             tm.finish()   # the model side has finished its search: the pipe is free for live requests
         if res is None:
@@ -450,6 +463,7 @@ class RemoteModel:
                 ):
         self.pid, self.req_w, self.rep_r, self.n, self.spin = pid, req_w, rep_r, n_actions, spin
         self.steps, self.valid_actions, self._reset = 0, None, True
+        self.cap = None   # the CpuCap on its CPU time (`limit_cpu`)
 
     @staticmethod
     def _num(x) -> float:
@@ -459,12 +473,13 @@ class RemoteModel:
 # %% ../../nbs/15a_plan_driver.ipynb #027f8f26
 @patch
 def _lost(self: RemoteModel) -> ProgramError:
-    import signal
     try: os.kill(self.pid, signal.SIGKILL)
     except OSError: pass
     try:
         _, st, ru = os.wait4(self.pid, 0)
         self.pid = None
+        if self.cap is not None and self.cap.hit:
+            return ProgramError("cpu", "the program used more than the CPU-time limit of a decision and was killed")
         if os.WIFSIGNALED(st) and os.WTERMSIG(st) == signal.SIGXCPU:
             return ProgramError("cpu", "the program used more than the CPU-time limit and was killed")
     except (ChildProcessError, TypeError): pass
@@ -612,7 +627,7 @@ def set_root(self: RemoteModel, state, obs_dtype) -> None:
 @patch
 def close(self: RemoteModel) -> None:
     "Hang up, kill and reap the model side."
-    import signal
+    if self.cap is not None: self.cap.close(); self.cap = None
     for fd in (self.req_w, self.rep_r):
         try: os.close(fd)
         except OSError: pass
@@ -796,8 +811,7 @@ def _fork_model_side(source: str, args: dict) -> RemoteModel | None:
     _prctl(PR_SET_DUMPABLE, 0)   # before the fork: the program never sees a dumpable planner
     pid = os.fork()
     if pid == 0:   # the model side
-        try:
-            _prctl(PR_SET_DUMPABLE, 1)
+        try:   # not dumpable either: no other job can open its memory or its /proc entries
             _close_fds_except({0, 1, 2, q_r, p_w})   # by range: under Landlock a new process cannot list /proc/self/fd
             _SERVE, _JOB_SOURCE = (q_r, p_w, spin), source
         except BaseException: os._exit(1)
@@ -807,15 +821,75 @@ def _fork_model_side(source: str, args: dict) -> RemoteModel | None:
     return RemoteModel(pid, q_w, p_r, n_actions=space["n"] if space["kind"] == "discrete" else None, spin=spin)
 
 # %% ../../nbs/15a_plan_driver.ipynb #ae01f3ad
-def _limit_cpu(pid: int, seconds: float) -> None:
-    "Let process `pid` (the model side) use at most `seconds` more CPU time: its RLIMIT_CPU soft limit, below its hard one."
+class _Sigevent(ctypes.Structure):   # struct sigevent (64 bytes): notify by a signal (SIGEV_SIGNAL, 0)
+    _fields_ = [("value", ctypes.c_void_p), ("signo", ctypes.c_int), ("notify", ctypes.c_int), ("pad", ctypes.c_int * 12)]
+
+class _Itimerspec(ctypes.Structure):   # struct itimerspec: no interval, one expiry
+    _fields_ = [("interval_s", ctypes.c_long), ("interval_ns", ctypes.c_long),
+                ("value_s", ctypes.c_long), ("value_ns", ctypes.c_long)]
+
+CPU_CAP_SIGNAL = signal.SIGRTMIN   # the caps' timers signal the planner with this (a real-time signal: queued)
+_CAPS: list = []                   # the CpuCaps of this process, checked by the signal handler
+
+def _on_cpu_cap(signum, frame) -> None:
+    "The handler of CPU_CAP_SIGNAL: kill each capped process whose CPU time reached its cap."
+    for cap in list(_CAPS):
+        if cap.spent(): cap.kill()
+
+# %% ../../nbs/15a_plan_driver.ipynb #576b1db5
+class CpuCap:
+    "A cap on the CPU time of another process, kept by this one (a timer on that process's CPU clock)."
+
+    def __init__(self, pid: int):   # the process to cap (here: the model side)
+        self.pid, self.hit, self.deadline = pid, False, math.inf
+        self.clock = (~pid << 3) | 0   # clock_getcpuclockid(pid): CPUCLOCK_PROF (user + system time), as RLIMIT_CPU
+        if signal.getsignal(CPU_CAP_SIGNAL) is not _on_cpu_cap: signal.signal(CPU_CAP_SIGNAL, _on_cpu_cap)
+        self.timer, ev = ctypes.c_void_p(), _Sigevent(None, CPU_CAP_SIGNAL, 0)
+        if _libc().timer_create(ctypes.c_int(self.clock), ctypes.byref(ev), ctypes.byref(self.timer)) != 0:
+            e = ctypes.get_errno(); raise OSError(e, f"timer_create: {os.strerror(e)}")
+        _CAPS.append(self)
+
+# %% ../../nbs/15a_plan_driver.ipynb #3d56507f
+@patch
+def arm(self: CpuCap, seconds: float) -> None:
+    "Let the process use `seconds` more CPU time from now. Raises `OSError` when it is gone."
+    self.deadline = time.clock_gettime(self.clock) + seconds
+    s, ns = divmod(int(self.deadline * 1e9), 10**9)
+    at = _Itimerspec(0, 0, s, ns)
+    if _libc().timer_settime(self.timer, ctypes.c_int(1), ctypes.byref(at), None) != 0:   # TIMER_ABSTIME
+        e = ctypes.get_errno(); raise OSError(e, f"timer_settime: {os.strerror(e)}")
+
+@patch
+def spent(self: CpuCap) -> bool:
+    "True when the process's CPU time reached the cap."
+    try: return time.clock_gettime(self.clock) >= self.deadline
+    except OSError: return False   # gone already
+
+# %% ../../nbs/15a_plan_driver.ipynb #d1367162
+@patch
+def kill(self: CpuCap) -> None:
+    "Kill the capped process (its whole process group where it may not be signalled alone)."
+    self.hit = True
+    try: os.kill(self.pid, signal.SIGKILL)
+    except ProcessLookupError: pass
+    except PermissionError:   # the job's stderr says why it was killed
+        os.write(2, b"the program's model side reached its CPU-time cap of a decision\n")
+        os.killpg(0, signal.SIGKILL)
+
+@patch
+def close(self: CpuCap) -> None:
+    "Delete the timer. Idempotent."
+    if self in _CAPS:
+        _CAPS.remove(self); _libc().timer_delete(self.timer)
+
+# %% ../../nbs/15a_plan_driver.ipynb #484b7657
+@patch
+def limit_cpu(self: RemoteModel, seconds: float) -> None:
+    "Let the model side use at most `seconds` more CPU time (a `CpuCap`); nothing to do when it is gone."
     try:
-        with open(f"/proc/{pid}/stat") as f: fields = f.read().rsplit(")", 1)[1].split()
-        used = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")   # utime + stime
-        _, hard = resource.prlimit(pid, resource.RLIMIT_CPU)
-        soft = math.ceil(used + seconds)
-        resource.prlimit(pid, resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
-    except (OSError, ValueError, IndexError): pass
+        if self.cap is None: self.cap = CpuCap(self.pid)
+        self.cap.arm(seconds)
+    except OSError: pass   # the model side has ended: the next request says so
 
 # %% ../../nbs/15a_plan_driver.ipynb #b90c15a0
 def _isolated_planner(args: dict, data: Any, source: str, in_job: bool) -> dict | Serve | None:
@@ -831,7 +905,7 @@ def _isolated_planner(args: dict, data: Any, source: str, in_job: bool) -> dict 
     model.ping()   # the program loaded (else its error is the session's first answer)
     cpu = args.get("decision_cpu_s")
     def decide(call: dict) -> dict:
-        if cpu: _limit_cpu(model.pid, cpu)
+        if cpu: model.limit_cpu(cpu)
         return _plan(model, {**args, **call})
     return Serve({"ok": True}, decide)
 

@@ -12,14 +12,15 @@ import numpy as np
 from fastcore.basics import patch
 from .syscalls import (CAP_DAC_READ_SEARCH, CLONE_NEWNET, PR_SET_CHILD_SUBREAPER,
     PR_SET_KEEPCAPS, PR_SET_NAME, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, _EXIT_SETUP, _HDR,
-    _close_fds_except, _libc, _prctl, _recv_frame, _send_frame, _set_caps)
+    _close_fds_except, _libc, _prctl, _recv_frame, _send_frame, _send_frames, _set_caps)
 from cwm_nb.sandbox.landlock import (load_seccomp_filter, load_signal_filter, make_policy,
     restrict_self)
 from cwm_nb.sandbox.programs import (PROGRAM_FILENAME, Rows, _new_program_module, _run_job,
     encode_result)
 
 # %% auto #0
-__all__ = ['HIDDEN_DIRS', 'MAX_SESSIONS', 'SYSTEM_READ', 'bwrap_command']
+__all__ = ['HIDDEN_DIRS', 'CLONE_NEWUSER', 'CLONE_NEWPID', 'PR_SET_DUMPABLE', 'APART_BY_UID', 'APART_BY_PID_NS',
+           'APART_BY_LANDLOCK', 'MAX_SESSIONS', 'SYSTEM_READ', 'UID_STRIDE', 'bwrap_command']
 
 # %% ../../nbs/02d_fork_server.ipynb #b32d4014
 def _children() -> set[int]:
@@ -143,6 +144,7 @@ _BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); sys.dont_write_bytecode =
 class _Child:
     "A pre-forked job child as the server sees it."
     pid: int; pidfd: int; job_w: int; res_r: int; out_r: int; err_r: int; gen: int; scratch: str
+    uid: int | None = None   # the job uid it switched to (None: the server's)
 
     def close(self):
         for fd in (self.pidfd, self.job_w, self.res_r, self.out_r, self.err_r):
@@ -207,6 +209,84 @@ def _drop_privileges(srv) -> None:
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)        # (after the uid switch, which would clear it)
     if os.getppid() != srv.pid: os._exit(_EXIT_SETUP)   # the server died before the death signal was armed
 
+# %% ../../nbs/02d_fork_server.ipynb #e8e8dfce
+CLONE_NEWUSER, CLONE_NEWPID, PR_SET_DUMPABLE = 0x10000000, 0x20000000, 4
+APART_BY_UID, APART_BY_PID_NS, APART_BY_LANDLOCK = "uid per job", "pid namespace per job", "landlock and seccomp"
+
+def _unshare_user_pid() -> None:
+    "unshare(CLONE_NEWUSER | CLONE_NEWPID), this process's uid and gid mapped to themselves. Raises `OSError`."
+    uid, gid = os.geteuid(), os.getegid()
+    if _libc().unshare(ctypes.c_int(CLONE_NEWUSER | CLONE_NEWPID)) != 0:
+        e = ctypes.get_errno(); raise OSError(e, f"unshare: {os.strerror(e)}")
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as f: f.write(text)
+
+# %% ../../nbs/02d_fork_server.ipynb #2ed77450
+def _namespace_init(job: int, status_w: int) -> None:
+    "pid 1 of a job's namespace: reap orphans; when the job ends, send its wait status, exit. Never returns."
+    try:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != 0: os._exit(0)       # the keeper (outside: pid 0 here) died before the signal was armed
+        _close_fds_except({status_w})
+        _set_caps(0)
+        while True:
+            pid, st = os.waitpid(-1, 0)
+            if pid == job: os.write(status_w, struct.pack("<i", st)); os._exit(0)
+    finally: os._exit(0)
+
+# %% ../../nbs/02d_fork_server.ipynb #78d9a67f
+def _keep(init: int, status_r: int) -> None:
+    "The keeper of a job's namespace: read the job's wait status from its init, end with that status. Never returns."
+    try:
+        _close_fds_except({status_r})
+        got = os.read(status_r, 4)
+        os.waitpid(init, 0)
+        if len(got) != 4: os._exit(_EXIT_SETUP)   # the init was killed from outside before the job ended
+        st = struct.unpack("<i", got)[0]
+        if os.WIFSIGNALED(st):
+            sig = os.WTERMSIG(st)
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            if sig not in (signal.SIGKILL, signal.SIGSTOP): signal.signal(sig, signal.SIG_DFL)
+            os.kill(os.getpid(), sig)
+        os._exit(os.waitstatus_to_exitcode(st) if os.WIFEXITED(st) else 128)
+    finally: os._exit(_EXIT_SETUP)
+
+# %% ../../nbs/02d_fork_server.ipynb #ae34d6cc
+def _own_pid_namespace(srv) -> None:
+    "Put the rest of this child's life in a user and pid namespace of its own; only the job (pid 2) returns."
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != srv.pid: os._exit(_EXIT_SETUP)
+    _unshare_user_pid()
+    _prctl(PR_SET_DUMPABLE, 0)   # after the id maps (only a dumpable process may write them)
+    status_r, status_w = os.pipe()
+    init = os.fork()
+    if init != 0: _keep(init, status_r)
+    os.close(status_r)
+    job = os.fork()
+    if job != 0: _namespace_init(job, status_w)
+    os.close(status_w)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != 1: os._exit(_EXIT_SETUP)   # the init died before the signal was armed
+    _set_caps(0)   # no capability in its own user namespace either
+    srv.pid = 1    # its parent: the namespace's init
+    srv.nproc_base = 2   # its user namespace counts the keeper and the init too (the job, as with a job uid)
+
+# %% ../../nbs/02d_fork_server.ipynb #c2971992
+def _pid_namespace_possible() -> bool:
+    "True when a forked child of this process can enter a user and pid namespace of its own."
+    pid = os.fork()
+    if pid == 0:
+        try: _unshare_user_pid(); os._exit(0)
+        finally: os._exit(1)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+def _how_apart(mode: str, uid: int | None) -> str | None:
+    "How the jobs of a server in `mode` (with job uid `uid`) are kept apart; None: they are not."
+    if uid is not None: return APART_BY_UID
+    if mode == "landlock": return APART_BY_LANDLOCK
+    if mode == "bwrap" and _pid_namespace_possible(): return APART_BY_PID_NS
+    return None
+
 # %% ../../nbs/02d_fork_server.ipynb #62eec9ca
 def _confine(srv, policy, scratch: str) -> None:
     "Landlock for this job child (and the signal filter where Landlock cannot scope signals); close the policy's descriptors."
@@ -248,6 +328,7 @@ def _job_child(srv, scratch: str, job_r: int, res_w: int, out_w: int, err_w: int
     try:
         policy = getattr(srv, "landlock", None)
         _detach_child(srv, scratch, {0, 1, 2, job_r, res_w, out_w, err_w, *(policy.fds if policy else ())}, out_w, err_w)
+        if getattr(srv, "apart", None) == APART_BY_PID_NS: _own_pid_namespace(srv)   # see *Jobs apart*
         _drop_privileges(srv)
         _program_environment(scratch, PROGRAM_FILENAME)
         import linecache   # imported before the job arrives (the program's tracebacks use it)
@@ -370,11 +451,26 @@ class _Server:
         if self.uid is not None and not _can_switch_uid():
             notes.append("jobs keep the server's uid (no CAP_SETUID/CAP_SETGID/CAP_CHOWN/CAP_KILL)"); self.uid = None
         self.landlock = _prepare_landlock(cfg) if cfg["mode"] == "landlock" else None
+        self.apart = _how_apart(cfg["mode"], self.uid)
         self.base = _make_scratch(cfg["scratch_base"])
         self.nproc_base = 0 if self.uid is not None else _count_own_processes()
         self.protections = self._protections(notes)
         gc.collect(); gc.freeze()
         if self.prefork: self._fork_idle()
+
+# %% ../../nbs/02d_fork_server.ipynb #31e786f4
+UID_STRIDE = 100_000_000   # a server's job uids: its base uid (2e9 to 2.1e9, see 03_sandbox) plus a multiple of this
+
+@patch
+def _uid_pool(self: _Server) -> list[int]:
+    "The uids this server's jobs may get (empty when they keep the server's)."
+    return [] if self.uid is None else [self.uid + i * UID_STRIDE for i in range(MAX_SESSIONS + 2)]
+
+@patch
+def _free_uid(self: _Server) -> int | None:
+    "A uid of the pool that no open session holds, the lowest; None when jobs keep the server's uid."
+    held = {c.uid for c, _ in self.sessions.values()}
+    return next((u for u in self._uid_pool() if u not in held), None)
 
 # %% ../../nbs/02d_fork_server.ipynb #5ad2f28e
 @patch
@@ -389,6 +485,7 @@ def _protections(self: _Server, notes) -> dict:
             "read_only_root": bool(os.statvfs("/").f_flag & os.ST_RDONLY),
             "hidden_dirs": list(self.cfg.get("hidden", [])),
             "pid_namespace": ns("pid") != parent.get("pid"), "job_uid": self.uid,
+            "job_uids": self._uid_pool(), "jobs_apart": self.apart,
             "nproc_enforced": self.uid is not None or (os.getuid() != 0 and (own_userns or ll is not None)),
             "env_cleared": True, "no_new_privs": True, "landlock_abi": ll.abi if ll else None, "seccomp": ll is not None,
             "signal_scope": None if ll is None else ("landlock" if ll.scope_signals and self.cfg.get("signal_scope") != "seccomp" else "seccomp"),
@@ -398,7 +495,7 @@ def _protections(self: _Server, notes) -> dict:
 # %% ../../nbs/02d_fork_server.ipynb #ce4504e8
 @patch
 def reply(self: _Server, hdr: dict, body: bytes = b"") -> None:
-    _send_frame(self.out, json.dumps(hdr).encode()); _send_frame(self.out, bytes(body))
+    _send_frames(self.out, json.dumps(hdr).encode(), bytes(body))   # one write when small: the parent wakes once
 
 # %% ../../nbs/02d_fork_server.ipynb #da5228f1
 @patch
@@ -414,16 +511,18 @@ def _fork_idle(self: _Server) -> None:
     try: fcntl.fcntl(res_w, fcntl.F_SETPIPE_SZ, 1 << 20)   # fewer round trips for a large result
     except OSError: pass
     self.forks += 1
+    uid = self._free_uid()
     scratch = os.path.join(self.base, f"job{self.forks}")
     _prctl(PR_SET_NAME, b"cwm-idle")   # the child is born with its name (no window where it looks like the server)
     pid = os.fork()
     if pid == 0:
+        self.uid = uid   # this child's copy of the server: its own uid
         try: _job_child(self, scratch, job_r, res_w, out_w, err_w)
         finally: os._exit(_EXIT_SETUP)
     _prctl(PR_SET_NAME, b"cwm-server")
     for fd in (job_r, res_w, out_w, err_w): os.close(fd)
     for fd in (res_r, out_r, err_r): os.set_blocking(fd, False)
-    self.idle = _Child(pid, os.pidfd_open(pid), job_w, res_r, out_r, err_r, self.gen, scratch)
+    self.idle = _Child(pid, os.pidfd_open(pid), job_w, res_r, out_r, err_r, self.gen, scratch, uid)
 
 # %% ../../nbs/02d_fork_server.ipynb #4b8178c9
 @patch

@@ -419,7 +419,7 @@ def call(self: SandboxSession,
         ) -> SandboxResult:
     "One more request to the session: `handle(payload)`'s plain result or a classified error (which ends the session)."
     t0, sb = time.perf_counter(), self.sandbox
-    lim = replace(self.limits, wall_s=float(wall_s or self.limits.wall_s))
+    lim = replace(self.limits, wall_s=float(wall_s)) if wall_s else self.limits   # replace checks: ~20 µs
     blob = pickle.dumps(("call", self.sid, pickle.dumps(payload, protocol=5), lim.wall_s), protocol=5)
     with sb._lock:
         if not self.alive: return self._gone("the session has ended (closed, or its sandbox server restarted)", t0)

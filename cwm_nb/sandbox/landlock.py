@@ -231,8 +231,10 @@ def signal_filter(pid: int) -> list[tuple[int, int, int, int]]:
     arg0 = 16 if struct.pack("=I", 1)[0] == 1 else 20   # low 32 bits of args[0] in struct seccomp_data
     targeted = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")   # args[0]: the target pid or group
     return _assemble([("ld", 0)] + [("jeq", nr(n), "target") for n in targeted] + [
-        ("jeq", nr("pidfd_send_signal"), "deny"), ("jeq", nr("fcntl"), "fcntl"), ("ret", allow),
+        ("jeq", nr("pidfd_send_signal"), "deny"), ("jeq", nr("fcntl"), "fcntl"), ("jeq", nr("ioctl"), "ioctl"),
+        ("ret", allow),
         "fcntl", ("ld", arg0 + 8), ("jeq", 8, "deny"), ("jeq", 15, "deny"), ("ret", allow),   # F_SETOWN(_EX): SIGIO to another
+        "ioctl", ("ld", arg0 + 8), ("jeq", 0x8901, "deny"), ("jeq", 0x8902, "deny"), ("ret", allow),   # FIOSETOWN, SIOCSPGRP
         "target", ("ld", arg0), ("jeq", 0, "ok"), ("jeq", pid, "ok"), ("jeq", -pid, "ok"),
         "deny", ("ret", deny), "ok", ("ret", allow)])
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import ctypes, os, select, struct, time
 
 # %% auto #0
-__all__ = ['PR_SET_PDEATHSIG', 'PR_SET_NAME', 'PR_SET_CHILD_SUBREAPER', 'PR_SET_NO_NEW_PRIVS', 'CLONE_NEWNET', 'PR_SET_KEEPCAPS',
-           'CAP_DAC_READ_SEARCH']
+__all__ = ['SMALL_FRAMES', 'PR_SET_PDEATHSIG', 'PR_SET_NAME', 'PR_SET_CHILD_SUBREAPER', 'PR_SET_NO_NEW_PRIVS', 'CLONE_NEWNET',
+           'PR_SET_KEEPCAPS', 'CAP_DAC_READ_SEARCH']
 
 # %% ../../nbs/02_syscalls.ipynb #91ddaa25
 _HDR = struct.Struct("<Q")
@@ -17,9 +17,17 @@ def _write_all(fd: int, data) -> None:
     view = memoryview(data)
     while view: view = view[os.write(fd, view):]
 
-def _send_frame(fd: int, payload: bytes) -> None:
-    _write_all(fd, _HDR.pack(len(payload)))
-    if payload: _write_all(fd, payload)
+SMALL_FRAMES = 1 << 16   # frames up to this many bytes in all go out in one write (the reader wakes once)
+
+def _send_frames(fd: int, *payloads: bytes) -> None:
+    "Write each payload as a frame: its length (8 bytes, little-endian), then its bytes; small ones in one write."
+    if sum(map(len, payloads)) <= SMALL_FRAMES:
+        return _write_all(fd, b"".join(x for p in payloads for x in (_HDR.pack(len(p)), p)))
+    for p in payloads:
+        _write_all(fd, _HDR.pack(len(p)))
+        if p: _write_all(fd, p)
+
+def _send_frame(fd: int, payload: bytes) -> None: _send_frames(fd, payload)
 
 # %% ../../nbs/02_syscalls.ipynb #b0804334
 def _read_exact(fd: int, n: int, deadline: float | None = None) -> bytes | None:
