@@ -635,7 +635,7 @@ def test_child_run_is_a_user_without_bwrap():
 
 @pytest.mark.timeout(900)
 def test_hostile_programs_as_a_non_root_user(tmp_path):
-    """As root: create a user, then run this file's landlock tests as that user with no bwrap on PATH (a child pytest,
+    """As root: create a user, then run this file's landlock tests (and test_gaming.py's) as that user with no bwrap on PATH (a child pytest,
     via setpriv, in a private mount namespace that lets the user reach this interpreter). Removes the user after."""
     if os.geteuid() != 0: pytest.skip("needs root to create the test user (the non-root run is the child)")
     if os.environ.get("CWM_NB_TEST_CHILD"): pytest.skip("already the child run")
@@ -655,7 +655,7 @@ def test_hostile_programs_as_a_non_root_user(tmp_path):
         env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": pw.pw_dir, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
                "PYTHONPATH": str(root), "CWM_NB_TEST_CHILD": "1", "TMPDIR": "/tmp"}
         run = (f"exec env PATH={venv_bin} {shutil.which('setpriv')} --reuid={pw.pw_uid} --regid={pw.pw_gid} --clear-groups --inh-caps=-all -- "
-               f"{sys.executable} -m pytest -p no:cacheprovider -q -x -rs -k 'landlock or child_run' {Path(__file__)} -o addopts=''")
+               f"{sys.executable} -m pytest -p no:cacheprovider -q -x -rs -k 'landlock or child_run' {Path(__file__)} {Path(__file__).parent/'test_gaming.py'} -o addopts=''")
         p = subprocess.run([shutil.which("unshare"), "--mount", "sh", "-c", _expose_script(need) + "\n" + run], cwd=str(root),
                            capture_output=True, text=True, timeout=850, env=env)
         tail = (p.stdout + p.stderr)[-3000:]

@@ -9,7 +9,7 @@ import numpy as np
 from ..core import OBS_FORMATS, CwmNbError, to_plain
 from .envs import REGISTRY
 from .replay import ReplayBuffer
-from ..sandbox.programs import SandboxResult
+from ..sandbox.programs import SandboxResult, make_error
 
 # %% auto #0
 __all__ = ['buffer_env_spec', 'buffer_format', 'buffer_state_kind', 'condense_error', 'sandbox_inputs', 'buffer_data_key',
@@ -113,17 +113,27 @@ def _payloads(inputs: dict, batches: list, after_other: bool) -> list[dict]:
     return out
 
 # %% ../../nbs/13b_program_runs.ipynb #edcc552e
+def _listed(v: dict, key: str, n: int) -> list:
+    "`v[key]` when it is a list, cut to `n` items; else [] (a program may have replaced the driver: check all)."
+    x = v.get(key)
+    return x[:n] if type(x) is list else []
+
+def _notes(v: dict, n: int) -> list:
+    "The driver's notes [row, part, problem] whose row is one of the batch's `n`."
+    return [m for m in _listed(v, "malformed", 1 << 30)
+            if type(m) is list and len(m) == 3 and type(m[0]) is int and 0 <= m[0] < n]
+
 def _in_buffer_order(results: list, batches: list, n: int, reps: int) -> dict:
     "The answered batches' predictions, notes and distributions as one answer in buffer order."
     preds, notes, dists = [None] * (n * reps), [], None
     for b, r in zip(batches, results):
-        v = r.value if isinstance(r.value, dict) else {}
+        v, m = r.value if isinstance(r.value, dict) else {}, len(b) * reps
         row = lambda j: int(b[j // reps]) * reps + j % reps
-        for j, p in enumerate(v.get("predictions") or []): preds[row(j)] = p
-        notes += [[row(m[0]), *m[1:]] for m in v.get("malformed") or [] if type(m) is list and len(m) == 3]
-        if isinstance(v.get("distributions"), list):
+        for j, p in enumerate(_listed(v, "predictions", m)): preds[row(j)] = p
+        notes += [[row(x[0]), *x[1:]] for x in _notes(v, m)]
+        if type(v.get("distributions")) is list:
             dists = dists if dists is not None else [None] * (n * reps)
-            for j, d in enumerate(v["distributions"]): dists[row(j)] = d
+            for j, d in enumerate(_listed(v, "distributions", m)): dists[row(j)] = d
     return {"predictions": preds} | ({"malformed": notes} if notes else {}) | \
            ({"distributions": dists} if dists is not None else {})
 
@@ -133,7 +143,7 @@ def _open_feed(sandbox, source: str, args: dict, payloads: list, limits) -> tupl
     limits = limits or sandbox.limits
     first, sess = sandbox.open_session(source, "cwm_nb.sandbox.drivers:cwm_batches", args, limits=limits)
     if sess is None: return first, []
-    with sess: return first, sess.feed(payloads, max(limits.wall_s - first.wall_s, 0.001))
+    with sess: return first, sess.feed(payloads, max(limits.wall_s - first.wall_s, 0.001), close=True)
 
 # %% ../../nbs/13b_program_runs.ipynb #665896d4
 def _predict_in_order(sandbox, source: str, buffer: ReplayBuffer, args: dict, limits) -> SandboxResult:
@@ -146,8 +156,8 @@ def _predict_in_order(sandbox, source: str, buffer: ReplayBuffer, args: dict, li
     if not first.ok: return first
     bad = next((r for r in results if not r.ok), None)
     if bad is not None or len(results) < len(batches):
-        return bad or SandboxResult(False, None, {"kind": "bad_result", "message": "the session answered "
-                                    f"{len(results)} of {len(batches)} batches"}, isolation=first.isolation)
+        why = make_error("bad_result", f"the session answered {len(results)} of {len(batches)} batches")
+        return bad or SandboxResult(False, None, why, isolation=first.isolation)
     value = _in_buffer_order(results, batches, len(buffer), 2 if args.get("twice") else 1)
     last = results[-1] if results else first
     return SandboxResult(True, value, None, last.stdout, last.stderr, time.perf_counter() - t0, first.isolation)
@@ -178,10 +188,11 @@ def _rollouts_in_order(sandbox, source: str, buffer: ReplayBuffer, args: dict, l
     if bad is not None: return bad
     out = [{"predictions": [], "malformed": [], "error": None} for _ in starts]
     for p, r in zip(payloads, results):
-        v, failed = r.value or {}, {j: m for j, m in (r.value or {}).get("failed", [])}
-        notes = {}
-        for m in v.get("malformed") or []: notes.setdefault(m[0], []).append(m)
-        for j, (rid, row) in enumerate(zip(p["rollout"], v.get("predictions") or [])):
+        v, n = r.value if isinstance(r.value, dict) else {}, len(p["rollout"])
+        failed = {f[0]: str(f[1]) for f in _listed(v, "failed", n) if type(f) is list and len(f) == 2}
+        notes: dict = {}
+        for m in _notes(v, n): notes.setdefault(m[0], []).append(m)
+        for j, (rid, row) in enumerate(zip(p["rollout"], _listed(v, "predictions", n))):
             o = out[rid]
             if o["error"] is not None: continue
             k = p["at"][j][1]

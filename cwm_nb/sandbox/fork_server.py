@@ -680,33 +680,43 @@ def _drain(src: int, n: int) -> None:
             n -= k
     finally: os.close(null)
 
+# %% ../../nbs/02d_fork_server.ipynb #350f3d03
+def _append_capture(into: _Capture, part: _Capture) -> None:
+    "Account for `part` (one call's capture) after what `into` holds; a gap `part` dropped closes `into`'s head."
+    into.add(bytes(part.head))
+    dropped = part.total - len(part.head) - len(part.tail)
+    if dropped: into.head_n, into.total = len(into.head), into.total + dropped; into.tail.clear()
+    into.add(bytes(part.tail))
+
 # %% ../../nbs/02d_fork_server.ipynb #ed7e1f93
 @patch
-def feed(self: _Server, sid: int, sizes: list, wall_s: float) -> None:
-    "Forward the `len(sizes)` payloads that follow in the request pipe to session `sid`, each after the last answer."
-    entry, answers, outs, errs, done = self.sessions.get(sid), [], [], [], 0
+def feed(self: _Server, sid: int, sizes: list, wall_s: float, close: bool = False) -> None:
+    "Forward the frames of `sizes` bytes that follow in the request pipe to session `sid`, each after the last answer."
+    entry, answers, done = self.sessions.get(sid), [], 0
     if entry is None:
         _drain(self.inp, sum(sizes))
         return self.reply({"status": "no_session", "message": f"no session {sid}: it has ended"})
     c, lim = entry
     lim = dict(lim, wall_s=float(wall_s or lim["wall_s"]))
+    outs, errs = _Capture(int(lim["output_bytes"])), _Capture(int(lim["output_bytes"]))   # of all the calls
     t0 = time.monotonic(); deadline, status = t0 + lim["wall_s"], "done"
     for n in sizes:
-        moved = _splice_within(self.inp, c.job_w, n, deadline) if _write_within(c.job_w, _HDR.pack(n), deadline) else 0
+        moved = _splice_within(self.inp, c.job_w, n, deadline)   # a whole frame: the child wakes once
         done += moved
         if moved < n:
             status = "exited" if select.select([c.pidfd], [], [], 0)[0] else "timeout"; break
         status, result, out, err = self._supervise(c, dict(lim, wall_s=deadline - time.monotonic()), time.monotonic())
-        outs.append(out.text()); errs.append(err.text())
+        _append_capture(outs, out); _append_capture(errs, err)
         if status != "done": break
         answers.append(result)
         if result.startswith(b'{"ok":false'): break   # the program failed: nothing more to ask
     _drain(self.inp, sum(sizes) - done)
     if status == "parent_gone": self.serve_gone()
     hdr = {"status": status, "exit_code": None, "cpu_s": None, "job_wall_s": time.monotonic() - t0,
-           "stdout": "".join(outs), "stderr": "".join(errs), "session": sid, "answers": len(answers)}
+           "stdout": outs.text(), "stderr": errs.text(), "session": sid, "answers": len(answers)}
     if status != "done": self._end_session(sid, hdr); hdr["clean"] = not self.dirty
     self.reply(hdr, b"".join(_HDR.pack(len(a)) + a for a in answers))
+    if close and sid in self.sessions: self._end_session(sid)   # after the reply: the parent does not wait for it
 
 # %% ../../nbs/02d_fork_server.ipynb #ab310145
 @patch

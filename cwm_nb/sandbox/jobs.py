@@ -290,9 +290,9 @@ def _launch(self: Sandbox, mode: str, bwrap: str | None) -> None:
 @patch
 def put_data(self: Sandbox,
              key: str,    # name the jobs use in `data_key`
-             data: Any,   # trusted data (e.g. a buffer's observations and actions); pickled once
+             data: Any,   # trusted data that every later job holds (never what a program is scored on)
             ) -> None:
-    "Ship trusted `data` to the server once; jobs refer to it by `key`. Re-sent automatically after a restart."
+    "Ship trusted `data` to the server once; jobs refer to it by `key`. Re-sent after a restart."
     if not isinstance(key, str) or not key: raise CwmNbError(f"bad data key {key!r}", "use a non-empty string")
     blob = pickle.dumps(data, protocol=5)
     with self._lock:
@@ -487,12 +487,14 @@ def _frames(body: bytes) -> list[bytes]:
 def feed(self: SandboxSession,
          payloads: list,               # trusted data for the driver's `handle`, one call each (pickled)
          wall_s: float | None = None,  # wall-clock limit of all the calls together (default: the session's)
+         close: bool = False,          # end the session after the last answer (saves the round trip of `close`)
         ) -> list[SandboxResult]:      # one per answered payload, then the error that ended the feed, if any
     "The answers to `payloads`, each sent to the session only after the answer to the one before."
     t0, sb = time.perf_counter(), self.sandbox
     lim = replace(self.limits, wall_s=float(wall_s or self.limits.wall_s))
     blobs = [pickle.dumps(p, protocol=5) for p in payloads]
-    head = pickle.dumps(("feed", self.sid, [len(b) for b in blobs], lim.wall_s), protocol=5)
+    blobs = [len(b).to_bytes(8, "little") + b for b in blobs]   # whole frames, spliced to the child as they are
+    head = pickle.dumps(("feed", self.sid, [len(b) for b in blobs], lim.wall_s, close), protocol=5)
     with sb._lock:
         if not self.alive: return [self._gone("the session has ended (closed, or its sandbox server restarted)", t0)]
         try:
@@ -505,7 +507,7 @@ def feed(self: SandboxSession,
         st = hdr.get("status")
         if st == "dirty": sb._kill(); return [self._gone("the sandbox server had to restart; the session is gone", t0)]
         if st == "no_session": return [self._gone(str(hdr.get("message")), t0)]
-        if st != "done": self.closed = True
+        if st != "done" or close: self.closed = True
         if hdr.get("clean") is False: sb._kill()
         self.calls += len(payloads)
     wall, said = time.perf_counter() - t0, {"status": "done"}

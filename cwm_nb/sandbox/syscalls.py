@@ -18,8 +18,10 @@ def _write_all(fd: int, data) -> None:
     while view: view = view[os.write(fd, view):]
 
 def _send_frame(fd: int, payload: bytes) -> None:
+    "Write `payload` as one frame; a small one in one write, so that its reader wakes once."
+    if len(payload) <= 1 << 16: return _write_all(fd, _HDR.pack(len(payload)) + payload)
     _write_all(fd, _HDR.pack(len(payload)))
-    if payload: _write_all(fd, payload)
+    _write_all(fd, payload)
 
 # %% ../../nbs/02_syscalls.ipynb #b0804334
 def _read_exact(fd: int, n: int, deadline: float | None = None) -> bytes | None:

@@ -148,7 +148,7 @@ class FedSession:
     def __init__(self, answer): self.answer, self.fed = answer, []
     def __enter__(self): return self
     def __exit__(self, *exc): pass
-    def feed(self, payloads: list, wall_s=None) -> list:
+    def feed(self, payloads: list, wall_s=None, close: bool = False) -> list:
         out = []
         for p in payloads:
             self.fed.append(p); out.append(self.answer(p))
