@@ -92,14 +92,19 @@ def with_buffer_data(sandbox, buffer: ReplayBuffer, start):
 # %% ../../nbs/13b_program_runs.ipynb #0e3b5e8b
 def episode_batches(
     buffer: ReplayBuffer,   # a replay buffer
-) -> list[np.ndarray]:      # int64 arrays of buffer indices; batch k: the k-th transition of every episode
+) -> list[np.ndarray]:      # int64 buffer indices; batch k: the k-th transition of every episode
     "The batches a program's transitions are fed in: no batch holds two transitions of one episode."
     pos = np.zeros(len(buffer), np.int64)
     for a, b in buffer.episode_bounds(): pos[a:b] = np.arange(b - a)
     order = np.argsort(pos, kind="stable")
     return np.split(order, np.cumsum(np.bincount(pos))[:-1]) if len(pos) else []
 
+
 # %% ../../nbs/13b_program_runs.ipynb #06fc5fa5
+def _other(p: int, first: int) -> int:
+    "The position (in the sending order) of the transition run before the p-th: half-way back."
+    return p // 2 if p else (1 if first > 1 else 0)   # the first: the second, if it is in batch 0
+
 def _payloads(inputs: dict, batches: list, after_other: bool) -> list[dict]:
     "One session payload per batch: index, obs and actions (and `before` for the after_other pass)."
     obs, act = inputs["obs"], inputs["actions"]
@@ -108,13 +113,15 @@ def _payloads(inputs: dict, batches: list, after_other: bool) -> list[dict]:
     for b in batches:
         idx = b.tolist()
         p = {"index": idx, "obs": [obs[i] for i in idx], "actions": [act[i] for i in idx]}
-        if after_other: p["before"] = [order[(at + j) // 2] for j in range(len(idx))]
+        if after_other:
+            p["before"] = [order[_other(at + j, len(batches[0]))] for j in range(len(idx))]
         out.append(p); at += len(idx)
     return out
 
+
 # %% ../../nbs/13b_program_runs.ipynb #edcc552e
 def _listed(v: dict, key: str, n: int) -> list:
-    "`v[key]` when it is a list, cut to `n` items; else [] (a program may have replaced the driver: check all)."
+    "`v[key]` if it is a list, cut to `n` items, else [] (a program may replace the driver)."
     x = v.get(key)
     return x[:n] if type(x) is list else []
 
@@ -138,33 +145,42 @@ def _in_buffer_order(results: list, batches: list, n: int, reps: int) -> dict:
            ({"distributions": dists} if dists is not None else {})
 
 # %% ../../nbs/13b_program_runs.ipynb #9e7e9457
-def _open_feed(sandbox, source: str, args: dict, payloads: list, limits) -> tuple[SandboxResult, list]:
-    "Open a `cwm_batches` session, feed it `payloads` in order, close it: (its first answer, the answers)."
+def _open_feed(sandbox, source: str, args: dict, payloads: list, limits) -> tuple:
+    "A `cwm_batches` session fed `payloads` in order, then ended: (its first answer, the answers)."
     limits = limits or sandbox.limits
-    first, sess = sandbox.open_session(source, "cwm_nb.sandbox.drivers:cwm_batches", args, limits=limits)
+    first, sess = sandbox.open_session(source, "cwm_nb.sandbox.drivers:cwm_batches", args,
+                                       limits=limits)
     if sess is None: return first, []
-    with sess: return first, sess.feed(payloads, max(limits.wall_s - first.wall_s, 0.001), close=True)
+    with sess: return first, sess.feed(payloads, limits.wall_s, close=True)   # a job's limit
+
 
 # %% ../../nbs/13b_program_runs.ipynb #665896d4
-def _predict_in_order(sandbox, source: str, buffer: ReplayBuffer, args: dict, limits) -> SandboxResult:
+def _answered(first: SandboxResult, results: list, n: int, t0: float, value=None) -> SandboxResult:
+    "One result of a fed session: its first error, else `value` with the last answer's output."
+    bad = first if not first.ok else next((r for r in results if not r.ok), None)
+    if bad is None and len(results) < n:
+        why = make_error("bad_result", f"the session answered {len(results)} of {n} batches")
+        bad = SandboxResult(False, None, why, isolation=first.isolation)
+    if bad is not None: return bad
+    last = results[-1] if results else first
+    return SandboxResult(True, value, None, last.stdout, last.stderr, time.perf_counter() - t0,
+                         first.isolation)
+
+def _predict_in_order(sandbox, source: str, buffer: ReplayBuffer, args: dict, limits):
     "`cwm_predict`'s answer on `buffer`, its transitions fed in order (`episode_batches`)."
     t0, inputs, args = time.perf_counter(), sandbox_inputs(buffer), dict(args or {})
-    after_other = bool(args.get("after_other"))
     form = {k: inputs[k] for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
     batches = episode_batches(buffer)
-    first, results = _open_feed(sandbox, source, form | args, _payloads(inputs, batches, after_other), limits)
-    if not first.ok: return first
-    bad = next((r for r in results if not r.ok), None)
-    if bad is not None or len(results) < len(batches):
-        why = make_error("bad_result", f"the session answered {len(results)} of {len(batches)} batches")
-        return bad or SandboxResult(False, None, why, isolation=first.isolation)
-    value = _in_buffer_order(results, batches, len(buffer), 2 if args.get("twice") else 1)
-    last = results[-1] if results else first
-    return SandboxResult(True, value, None, last.stdout, last.stderr, time.perf_counter() - t0, first.isolation)
+    payloads = _payloads(inputs, batches, bool(args.get("after_other")))
+    first, results = _open_feed(sandbox, source, form | args, payloads, limits)
+    reps = 2 if args.get("twice") else 1
+    value = _in_buffer_order(results, batches, len(buffer), reps) if first.ok else None
+    return _answered(first, results, len(batches), t0, value)
+
 
 # %% ../../nbs/13b_program_runs.ipynb #a1caf599
-def _rollout_payloads(inputs: dict, buffer: ReplayBuffer, starts: list, lengths: list) -> list[dict]:
-    "One payload per batch of rollout steps: step k of the rollout from s goes in batch (s - episode start) + k."
+def _rollout_payloads(inputs: dict, buffer: ReplayBuffer, starts: list, lengths: list) -> list:
+    "One payload per batch: step k of the rollout from s is in batch (s - episode start) + k."
     first = np.zeros(len(buffer), np.int64)
     for a, b in buffer.episode_bounds(): first[a:b] = a
     steps: dict = {}
@@ -175,36 +191,33 @@ def _rollout_payloads(inputs: dict, buffer: ReplayBuffer, starts: list, lengths:
              "actions": [act[s + k] for _, s, k in e], "at": [[s, k] for _, s, k in e]}
             for _, e in sorted(steps.items())]
 
+
 # %% ../../nbs/13b_program_runs.ipynb #0f10de48
-def _rollouts_in_order(sandbox, source: str, buffer: ReplayBuffer, args: dict, limits) -> SandboxResult:
+def _rollouts_in_order(sandbox, source: str, buffer: ReplayBuffer, args: dict, limits):
     "`cwm_rollouts`' answer for `args['starts']`, `args['lengths']`, the steps fed in order."
     t0, inputs = time.perf_counter(), sandbox_inputs(buffer)
     form = {k: inputs[k] for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
     starts, lengths = list(args["starts"]), list(args["lengths"])
     payloads = _rollout_payloads(inputs, buffer, starts, lengths)
     first, results = _open_feed(sandbox, source, form, payloads, limits)
-    if not first.ok: return first
-    bad = next((r for r in results if not r.ok), None)
-    if bad is not None: return bad
     out = [{"predictions": [], "malformed": [], "error": None} for _ in starts]
-    for p, r in zip(payloads, results):
+    for p, r in zip(payloads, results if first.ok else []):
         v, n = r.value if isinstance(r.value, dict) else {}, len(p["rollout"])
-        failed = {f[0]: str(f[1]) for f in _listed(v, "failed", n) if type(f) is list and len(f) == 2}
+        failed = {f[0]: str(f[1]) for f in _listed(v, "failed", n)
+                  if type(f) is list and len(f) == 2}
         notes: dict = {}
         for m in _notes(v, n): notes.setdefault(m[0], []).append(m)
         for j, (rid, row) in enumerate(zip(p["rollout"], _listed(v, "predictions", n))):
-            o = out[rid]
+            o, k = out[rid], p["at"][j][1]
             if o["error"] is not None: continue
-            k = p["at"][j][1]
             if j in failed: o["error"] = {"step": k, "message": failed[j]}; continue
             o["predictions"].append(row); o["malformed"] += [[k, *m[1:]] for m in notes.get(j, [])]
-    last = results[-1] if results else first
-    return SandboxResult(True, {"rollouts": out}, None, last.stdout, last.stderr, time.perf_counter() - t0,
-                         first.isolation)
+    return _answered(first, results, len(payloads), t0, {"rollouts": out})
+
 
 # %% ../../nbs/13b_program_runs.ipynb #53dde36d
 def run_on_buffer(sandbox, source: str, buffer: ReplayBuffer, driver: str, args=None, limits=None):
-    "`driver`'s answer on `buffer` (cwm_predict or cwm_rollouts), the transitions fed in order. Raises `CwmNbError`."
+    "`driver`'s answer on `buffer`, its transitions fed in order. Raises `CwmNbError`."
     name = driver.rpartition(":")[2]
     if name == "cwm_predict": return _predict_in_order(sandbox, source, buffer, args, limits)
     if name == "cwm_rollouts": return _rollouts_in_order(sandbox, source, buffer, args, limits)

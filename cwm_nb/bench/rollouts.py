@@ -11,7 +11,8 @@ from ..core import CwmNbError
 from ..sandbox.jobs import get_sandbox
 from .rtfm import board_cells_of, rtfm_rows
 from .replay import ReplayBuffer
-from .program_runs import (buffer_format, buffer_state_kind, condense_error, run_on_buffer)
+from cwm_nb.bench.program_runs import (buffer_format, buffer_state_kind, condense_error,
+    run_on_buffer)
 
 # %% auto #0
 __all__ = ['DETERMINISM_PASSES', 'RESOURCE_ERRORS', 'ROLLOUT_HORIZONS', 'first_difference', 'check_determinism',
@@ -295,15 +296,16 @@ def _failed_rollout(message: str) -> dict:
 
 # %% ../../nbs/13c_rollouts.ipynb #ea55b25c
 def _rollouts_one_by_one(sandbox, source: str, buffer: ReplayBuffer, segs: list, limits) -> list:
-    "The raw rollouts of `segs`, one session each, up to the first that does not answer (then None: not run)."
+    "The raw rollouts of `segs`, a session each, to the first that fails (the rest None: not run)."
     out = []
     for s, L in segs:
         r = run_on_buffer(sandbox, source, buffer, "cwm_nb.sandbox.drivers:cwm_rollouts",
                           {"starts": [s], "lengths": [L]}, limits)
         one = (r.value or {}).get("rollouts") if r.ok and isinstance(r.value, dict) else None
         if not isinstance(one, list) or len(one) != 1:
-            why = condense_error(r.error, source) if not r.ok else "the rollout call returned no rollout"
-            out.append(_failed_rollout(f"{why} (the rollout from transition {s}; the ones after it were not run)"))
+            why = condense_error(r.error, source) if not r.ok else "the session returned no rollout"
+            why += f" (the rollout from transition {s}; the ones after it were not run)"
+            out.append(_failed_rollout(why))
             break
         out.append(one[0])
     return out + [None] * (len(segs) - len(out))
@@ -319,9 +321,10 @@ def rollout_errors(
     limits=None,                # SandboxLimits of the rollout job (and of each rollout, if they are redone one by one)
     scale=None,                 # continuous states: per-dimension scale of the state error; None: `state_scale(buffer)`
 ) -> dict:
-    """Open-loop rollouts of `source` from each logged episode start, scored by `score_rollouts`. All run in one sandbox
-    session, their steps fed in order; if it dies (a hang, a limit), they are redone one session each, up to the first
-    that does not answer: the rollouts before it are kept, it is a failed rollout, the ones after it are not run."""
+    """Open-loop rollouts of `source` from each logged episode start, scored by `score_rollouts`.
+    All run in one sandbox session, their steps fed in order; if it dies (a hang, a limit), they are
+    redone a session each, up to the first that fails: the rollouts before it are kept, it is a
+    failed rollout, the ones after it are not run."""
     t0 = time.perf_counter()
     if sandbox is None:
         sandbox = get_sandbox()

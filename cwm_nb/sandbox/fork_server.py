@@ -658,7 +658,7 @@ def _end_session(self: _Server, sid: int, hdr: dict | None = None) -> None:
 
 # %% ../../nbs/02d_fork_server.ipynb #d4aa17d6
 def _splice_within(src: int, dst: int, n: int, deadline: float) -> int:
-    "Move up to `n` bytes from pipe `src` to the non-blocking pipe `dst` by splice(2) before `deadline`; bytes moved."
+    "Bytes moved (up to `n`) from pipe `src` to non-blocking pipe `dst` by splice(2), in time."
     moved = 0
     while moved < n:
         try: k = os.splice(src, dst, n - moved)
@@ -682,7 +682,7 @@ def _drain(src: int, n: int) -> None:
 
 # %% ../../nbs/02d_fork_server.ipynb #350f3d03
 def _append_capture(into: _Capture, part: _Capture) -> None:
-    "Account for `part` (one call's capture) after what `into` holds; a gap `part` dropped closes `into`'s head."
+    "Account for `part` (one call's capture) after `into`; a gap in `part` closes `into`'s head."
     into.add(bytes(part.head))
     dropped = part.total - len(part.head) - len(part.tail)
     if dropped: into.head_n, into.total = len(into.head), into.total + dropped; into.tail.clear()
@@ -691,21 +691,23 @@ def _append_capture(into: _Capture, part: _Capture) -> None:
 # %% ../../nbs/02d_fork_server.ipynb #ed7e1f93
 @patch
 def feed(self: _Server, sid: int, sizes: list, wall_s: float, close: bool = False) -> None:
-    "Forward the frames of `sizes` bytes that follow in the request pipe to session `sid`, each after the last answer."
+    "Forward the frames (`sizes` bytes) that follow on the request pipe to session `sid`."
     entry, answers, done = self.sessions.get(sid), [], 0
     if entry is None:
         _drain(self.inp, sum(sizes))
         return self.reply({"status": "no_session", "message": f"no session {sid}: it has ended"})
     c, lim = entry
     lim = dict(lim, wall_s=float(wall_s or lim["wall_s"]))
-    outs, errs = _Capture(int(lim["output_bytes"])), _Capture(int(lim["output_bytes"]))   # of all the calls
+    cap = int(lim["output_bytes"])
+    outs, errs = _Capture(cap), _Capture(cap)   # the output of all the calls
     t0 = time.monotonic(); deadline, status = t0 + lim["wall_s"], "done"
     for n in sizes:
-        moved = _splice_within(self.inp, c.job_w, n, deadline)   # a whole frame: the child wakes once
+        moved = _splice_within(self.inp, c.job_w, n, deadline)   # a whole frame: one wake-up
         done += moved
         if moved < n:
             status = "exited" if select.select([c.pidfd], [], [], 0)[0] else "timeout"; break
-        status, result, out, err = self._supervise(c, dict(lim, wall_s=deadline - time.monotonic()), time.monotonic())
+        t1 = time.monotonic()
+        status, result, out, err = self._supervise(c, dict(lim, wall_s=deadline - t1), t1)
         _append_capture(outs, out); _append_capture(errs, err)
         if status != "done": break
         answers.append(result)
@@ -716,7 +718,7 @@ def feed(self: _Server, sid: int, sizes: list, wall_s: float, close: bool = Fals
            "stdout": outs.text(), "stderr": errs.text(), "session": sid, "answers": len(answers)}
     if status != "done": self._end_session(sid, hdr); hdr["clean"] = not self.dirty
     self.reply(hdr, b"".join(_HDR.pack(len(a)) + a for a in answers))
-    if close and sid in self.sessions: self._end_session(sid)   # after the reply: the parent does not wait for it
+    if close and sid in self.sessions: self._end_session(sid)   # after the reply: nobody waits
 
 # %% ../../nbs/02d_fork_server.ipynb #ab310145
 @patch
@@ -741,7 +743,7 @@ def _put(self: _Server, key: str, data: bytes) -> None:
 # %% ../../nbs/02d_fork_server.ipynb #8dcd9e12
 @patch
 def _drop(self: _Server, key: str) -> None:
-    "Forget the data stored under `key`; the pre-forked child, which holds a copy of it, is replaced."
+    "Forget the data under `key`; the pre-forked child, which holds a copy of it, is replaced."
     if self.store.pop(key, None) is not None:
         self.gen += 1
         if self.idle is not None: self._discard(self.idle); self.idle = None

@@ -276,10 +276,10 @@ def subset_buffer(buffer, indices):
 
 # %% ../../nbs/24_llm_simulator.ipynb #7cf1b802
 def _timing_run(sandbox, program_source: str, buffer, idx: list[int], repeats: int):
-    "The sandbox run of the `cwm_time_steps` driver on `idx` of `buffer`; the buffer is dropped from the sandbox after."
+    "The sandbox run of `cwm_time_steps` on `idx` of `buffer`, the buffer dropped after it."
     key = buffer_data_key(sandbox, buffer, resend=True)
-    # dropped after the run: a job forked while the server stores a buffer holds all of its observations,
-    # the next observations of its transitions included (13b_program_runs)
+    # dropped after the run: a job forked while the server stores a buffer holds all of its
+    # observations, the next observations of its transitions included (13b_program_runs)
     try: return sandbox.run(program_source, "cwm_nb.search.llm_simulator:cwm_time_steps",
                             args={"indices": idx, "repeats": int(repeats)}, data_key=key)
     finally: sandbox.drop_data(key)

@@ -144,7 +144,7 @@ from ..sandbox.programs import SandboxLimits, SandboxResult, make_error
 
 # %% ../../nbs/91_doubles.ipynb #380a378d
 class FedSession:
-    "Test double of a sandbox session: `feed` answers each payload with `answer(payload)`, up to the first error."
+    "Test double of a session: `feed` answers each payload by `answer(payload)`, to an error."
     def __init__(self, answer): self.answer, self.fed = answer, []
     def __enter__(self): return self
     def __exit__(self, *exc): pass
@@ -164,7 +164,8 @@ class FakeSandbox:
         self.jobs.append((driver, args)); return self.answer(driver, args or {})
     def open_session(self, source, driver, args=None, data_key=None, limits=None):
         self.jobs.append((driver, args))
-        return SandboxResult(True, {"ok": True}), FedSession(lambda p: self.answer(driver, (args or {}) | p))
+        fed = FedSession(lambda p: self.answer(driver, (args or {}) | p))
+        return SandboxResult(True, {"ok": True}), fed
 
 # %% ../../nbs/91_doubles.ipynb #3d7b4205
 class LimitsRecordingSandbox:
@@ -173,8 +174,10 @@ class LimitsRecordingSandbox:
         self.limits, self.jobs, self.preds = limits or SandboxLimits(wall_s=2.0, cpu_s=3), [], preds
     def put_data(self, key, data): pass
     def _answer(self, after_other: bool, limits, rows=None):
-        if not after_other: return SandboxResult(True, {"predictions": self.preds if rows is None else rows})
-        return SandboxResult(False, None, make_error("timeout", f"the program ran longer than {limits.wall_s:g} s"))
+        if not after_other:
+            return SandboxResult(True, {"predictions": self.preds if rows is None else rows})
+        why = make_error("timeout", f"the program ran longer than {limits.wall_s:g} s")
+        return SandboxResult(False, None, why)
     def run(self, source, driver, args=None, data_key=None, limits=None):
         self.jobs.append((args.get("before") is not None, limits.wall_s, limits.cpu_s))
         return self._answer(args.get("before") is not None, limits)
@@ -182,7 +185,8 @@ class LimitsRecordingSandbox:
         other = bool((args or {}).get("after_other"))
         self.jobs.append((other, limits.wall_s, limits.cpu_s))
         rows = lambda p: [self.preds[i] for i in p["index"]]
-        return SandboxResult(True, {"ok": True}), FedSession(lambda p: self._answer(other, limits, rows(p)))
+        fed = FedSession(lambda p: self._answer(other, limits, rows(p)))
+        return SandboxResult(True, {"ok": True}), fed
 
 # %% ../../nbs/91_doubles.ipynb #bfe260a8
 class FakeSession:
