@@ -161,3 +161,38 @@ def test_a_program_that_replaces_the_driver_gets_a_score(sandbox, buffer):
     ev = evaluate_program(DRIVER_SWAP, buffer, sandbox=sandbox, rollouts=True)
     assert not ev.bug and ev.components["next_state"] == 0.0, ev.error
     assert ev.rollouts["n_rollouts"] == len(buffer.episode_bounds()) and ev.rollouts["horizons"]["1"]["alive"] == 0.0
+
+
+# --- WorldCoder: the logged outcomes never share a job with the steps they answer -----------------------------------
+
+class _ItemsSeen:
+    "A sandbox that records the items of every prediction job it runs (the real one runs them)."
+    def __init__(self, sb): self.sb, self.jobs = sb, []
+    def run(self, source, driver, args=None, **kw):
+        self.jobs.append([it[0] for it in args["items"]]); return self.sb.run(source, driver, args, **kw)
+
+
+def test_the_agent_never_sends_a_step_with_its_outcome(sandbox):
+    "The WorldCoder evaluator's jobs: no step's next state, nor a later state of its chain, in the job that asks it."
+    from cwm_nb.core import data_dir
+    from cwm_nb.agent.minigrid import MINIGRID_ENTITY_NAMES
+    from cwm_nb.agent.oo_state import entity_api_source
+    from cwm_nb.agent.worldcoder import (DOMAINS, AgentConfig, Evaluator, ReplayData, make_env,
+        transition_levels)
+    from cwm_nb.testing.doubles import AgentDouble
+    env = make_env(DOMAINS["minigrid"], "MiniGrid-Empty-5x5-v0")
+    s, _ = env.reset(seed=0)
+    api = entity_api_source(MINIGRID_ENTITY_NAMES)
+    ag = AgentDouble(DOMAINS["minigrid"], AgentConfig(), api, api, ReplayData(), evaluator=Evaluator)
+    for a in ("turn left", "move forward", "turn right", "move forward", "move forward"):
+        n, r, t, *_ = env.step(a); ag.data.add_step(s, a, r, n, t, "get to the green goal square"); s = n
+    ag.sandbox = seen = _ItemsSeen(sandbox)
+    src = (data_dir()/"programs"/"worldcoder"/"minigrid_transition_0.py").read_text()
+    assert [ok for ok, _, _ in ag.evaluator.transition(src, range(5))] == [True, False, True, True, True]
+    steps, states = ag.data.steps, ag.data.states
+    groups = transition_levels(ag.data, range(len(steps)))
+    where = {i: g for g, group in enumerate(groups) for i in group}
+    for j, x in enumerate(steps):   # a step whose state an earlier step led to is asked after it
+        assert all(where[j] > where[i] for i in range(j) if steps[i]["s2"] == x["s"]), (j, groups)
+    assert seen.jobs == [[states[steps[i]["s"]] for i in g] for g in groups]   # one job per group, in order
+    assert len(groups) == len(steps)   # one chain: one step per job
