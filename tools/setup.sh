@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up cwm-nb on a fresh machine: the sandbox tool (bubblewrap), a virtual environment at .venv, the project
 # installed into it in editable mode, and a Jupyter kernel named `cwm-nb` that runs .venv's interpreter.
-# `--dev` adds the test, notebook and docs tools (nbdev, pytest, torch, Sphinx with MyST-NB, Playwright) and,
+# `--dev` adds the test, notebook and docs tools (nbdev, pytest, torch, Sphinx with MyST-NB, Playwright), the optional
+# household extra (AlfWorld: textworld[pddl], alfworld; its two sdists built once and cached) and,
 # as root, Debian's Chromium for the docs site's browser test and Debian's SLURM (slurmctld, slurmd, munge) for the
 # SLURM tests. Safe to run again: it only installs what is missing.
 set -euo pipefail
@@ -48,7 +49,31 @@ fi
 # llama-cpp-python, built from source for this CPU (about 5 minutes on 2 cores; its vector extensions on, llama.cpp's
 # AMX path off) into ~/.cache/cwm-nb/llama-wheels, keyed by version and flags; your CMAKE_ARGS come last and win.
 .venv/bin/python tools/llama_build.py install --venv .venv
-.venv/bin/python -m pip install -q -e ".${extras}"
+# The optional household extra (AlfWorld, 36_alfworld) with --dev: two of its dependencies are sdists built here
+# (fast-downward-textworld about 80 s on 2 cores, jericho a few seconds), kept as wheels in
+# ~/.cache/cwm-nb/household-wheels/<python>-<machine>/ (under $CWM_NB_CACHE if set) so another clone reuses them.
+# If they cannot build, everything else is installed and the AlfWorld commands say how to get the extra.
+find_links=()
+if [ -n "$dev" ]; then
+  hw="${CWM_NB_CACHE:-$HOME/.cache/cwm-nb}/household-wheels/$(.venv/bin/python -c 'import sys, platform; print(f"cp{sys.version_info[0]}{sys.version_info[1]}-{platform.machine()}")')"
+  if ! ls "$hw"/jericho-3.3.1-*.whl "$hw"/fast_downward_textworld-20.6.4-*.whl >/dev/null 2>&1; then
+    echo "setup: building the household extra's sdists (jericho, fast-downward-textworld; about 1.5 minutes on 2 cores)" >&2
+    t0=$SECONDS; mkdir -p "$hw"; tmp="$(mktemp -d "$hw/.build-XXXXXX")"
+    # fast-downward-textworld's build runs `python build.py`: .venv's python first on PATH (a pyenv shim there
+    # starts an interpreter without its standard library inside pip's build environment)
+    if PATH="$PWD/.venv/bin:$PATH" .venv/bin/python -m pip wheel -q --no-deps --no-cache-dir -w "$tmp" \
+         jericho==3.3.1 fast-downward-textworld==20.6.4; then
+      mv "$tmp"/*.whl "$hw"/ && echo "setup: built in $((SECONDS - t0)) s, cached in $hw" >&2
+    else
+      echo "setup: warning: the household extra did not build; AlfWorld is left out (the rest works)." >&2
+    fi
+    rm -rf "$tmp"
+  fi
+  if ls "$hw"/jericho-3.3.1-*.whl "$hw"/fast_downward_textworld-20.6.4-*.whl >/dev/null 2>&1; then
+    extras="[dev,household]"; find_links=(--find-links "$hw")
+  fi
+fi
+.venv/bin/python -m pip install -q "${find_links[@]}" -e ".${extras}"
 # JupyterLab (`.venv/bin/jupyter lab`) offers this kernel: .venv's interpreter, so this checkout's cwm_nb.
 .venv/bin/python -m ipykernel install --sys-prefix --name cwm-nb --display-name "cwm-nb (.venv)" >/dev/null
 if .venv/bin/python -c "import sys; from cwm_nb.bench.fast_mcts import compiled_search; sys.exit(compiled_search() is None)" 2>/dev/null; then

@@ -12,7 +12,7 @@ from ..core import CwmNbError, atomic_write_json, derive_seed
 from ..llm.accounting import DIAGNOSED_COUNTS
 from .worldcoder import (AgentConfig, CallRecord, ReplayData, WorldCoderAgent,
                                      WorldModel, get_domain,
-                                     make_env, play_episode, resolve_curriculum)
+                                     make_env, play_episode, resolve_curriculum, env_actions)
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'AgentResult', 'run_curriculum']
@@ -165,9 +165,11 @@ def run_curriculum(
     while run.env_index < len(envs):
         name, row = envs[run.env_index], run.envs[run.env_index]
         env = make_env(dom, name)
-        if row["episodes"] == 0: agent.new_env(name)
+        if row["episodes"] == 0: agent.new_env(name, env_actions(dom, env))
         # resumed mid-environment: data loaded
-        else: agent.env_name, agent.planner = name, cfg.planner_for(dom, name)
+        else:
+            agent.env_name, agent.planner = name, cfg.planner_for(dom, name)
+            agent.actions = env_actions(dom, env)
         bar = tqdm(total=cfg.max_episodes, initial=row["episodes"], desc=name, disable=not progress,
                    leave=False)
         while row["episodes"] < cfg.max_episodes and not row["solved"]:

@@ -439,6 +439,17 @@ def _trajectory(node: _Node) -> tuple[list, list]:
     while n.parent is not None: acts.append(n.action); pred.append([n.dig, n.reward, n.done]); n = n.parent
     return acts[::-1], pred[::-1]
 
+# %% ../../nbs/33_agent_planning.ipynb #b177cda0
+def _ranked(node: _Node, pending: dict, bm: BM25, forget: list) -> list[str]:
+    "The actions of `node` whose outcome changes its state (or ends, or pays), best first; the rest forgotten."
+    scored = []
+    for k, (a, (cid, st, r, d, err)) in enumerate(pending.items()):
+        if err is None and not d and r <= 1e-6 and state_digest(st) == node.dig:
+            forget.append(cid); continue
+        doc = node.doc + Counter(tokens(a + " " + render_diff(node.state, st))) if st else node.doc
+        scored.append((-(r + bm.score(doc)), k, a))
+    return [a for _, _, a in sorted(scored)]
+
 # %% ../../nbs/33_agent_planning.ipynb #b6b7fbd1
 def mcts_plan(
     model: LocalModel,          # a LocalModel or RemoteModel rooted at the start state (id 0)
@@ -450,6 +461,8 @@ def mcts_plan(
     c_uct: float = 1.0,         # UCT exploration constant
     k1: float = 1.5,            # BM25 term-frequency saturation
     b: float = 0.75,            # BM25 length normalisation
+    # rank a node's outcomes by reward + BM25, best first, and drop those that change nothing
+    rank: bool = False,
 ) -> PlanResult:
     "MCTS without rollouts, valued by reward + BM25 (App. B): the first plan to `reward > 0` and `done`, or none."
     t0 = time.perf_counter()
@@ -466,6 +479,7 @@ def mcts_plan(
         if node.pending is None:
             row = model.expand([node.id], forget)[0]; forget = []
             node.pending = dict(zip(actions, row))
+            if rank: node.untried = _ranked(node, node.pending, bm, forget)
         a = node.untried.pop(0)
         cid, st, r, d, err = node.pending[a]
         made += 1
@@ -486,7 +500,7 @@ def mcts_plan(
         value = r + bm.score(doc)
         n = child
         while n is not None: n.n += 1; n.q += value; n = n.parent
-        if len(node.children) == len(actions): node.pending = None   # its outcomes are all in the tree now
+        if not node.untried: node.pending = None   # its outcomes are all in the tree now
     reason = "budget" if made >= budget else ("error" if errors and len(seen) == 1 else "exhausted")
     return PlanResult(False, [], [], model.steps, len(seen), reason, errors, first, time.perf_counter() - t0)
 
@@ -520,7 +534,7 @@ def _search(model, args: dict) -> dict:
             res = bfs_plan(model, root, args["actions"], args["max_depth"], args["budget"])
         else:
             res = mcts_plan(model, root, args["actions"], args["goal"], args["max_depth"], args["budget"],
-                            args["c_uct"], args["k1"], args["b"])
+                            args["c_uct"], args["k1"], args["b"], args.get("rank", False))
     except StepError as e:
         res = PlanResult(False, [], [], model.steps, 0, "error", 1, e.message)
     return res.to_dict()
@@ -560,6 +574,8 @@ class PlannerConfig:
     c_uct: float = 1.0               # UCT constant (release: 1.0)
     k1: float = 1.5                  # BM25 k1 (App. B.2)
     b: float = 0.75                  # BM25 b (App. B.2)
+    # MCTS: rank a node's outcomes by reward + BM25 and drop those that change nothing (AlfWorld)
+    rank_outcomes: bool = False
     call_timeout_s: float = 1.0      # time limit of one program call, seconds
     wall_s: float = 300.0            # time limit of one search job, seconds
 
@@ -586,7 +602,7 @@ def plan_with_model(
     args = dict(api=api, transition=transition, reward=reward, root=state_to_plain(root), actions=list(actions),
                 names=sorted(set(names)), goal=goal, planner=cfg.planner, max_depth=cfg.max_depth,
                 budget=int(budget or cfg.act_budget), c_uct=cfg.c_uct, k1=cfg.k1, b=cfg.b,
-                call_timeout_s=cfg.call_timeout_s)
+                call_timeout_s=cfg.call_timeout_s, rank=cfg.rank_outcomes)
     if sandbox == "in-process": return PlanResult(**plan_driver({}, args, None))
     sb = sandbox or get_sandbox()
     t0 = time.perf_counter()

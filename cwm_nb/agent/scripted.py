@@ -19,6 +19,13 @@ __all__ = ['ScriptedWorldCoderModel', 'scripted_llm']
 _MINIGRID_OBJECTS = ("Key(", "Door(", "Ball(", "Box(")
 _FETCH = re.compile(r"^(?:get a|go get a|fetch a|go fetch a|you must fetch a) (\w+) (key|ball)$")
 _PICKUP = re.compile(r"^pick up the (\w+) (box|ball|key)$")
+# AlfWorld's goal sentences (alfworld/gen/goal_library.py templates): the object, then the receptacle
+_HOUSEHOLD = ((re.compile(r"^(?:put a|put some) (\w+) (?:in|on) (\w+)$"), None, 1),
+              (re.compile(r"^(?:put a clean|clean some) (\w+) (?:in|and put it in) (\w+)$"), "is_clean", 1),
+              (re.compile(r"^(?:put a hot|heat some) (\w+) (?:in|and put it in) (\w+)$"), "is_hot", 1),
+              (re.compile(r"^(?:put a cool|cool some) (\w+) (?:in|and put it in) (\w+)$"), "is_cool", 1),
+              (re.compile(r"^(?:put two|find two) (\w+) (?:in|and put them in) (\w+)$"), None, 2))
+_LOOK = re.compile(r"^(?:look at|examine the) (\w+) (?:under|with) the (\w+)$")
 
 class ScriptedWorldCoderModel:
     "A scripted stand-in for a capable LLM: `(messages, draw) -> answer`, for `ScriptedLLM`."
@@ -44,6 +51,7 @@ class ScriptedWorldCoderModel:
         "The goal's correct reward program (the never-rewarding one for a goal it cannot parse)."
         if domain == "sokoban": return self.program("sokoban_reward" if goal == "win the game"
                                                     else "sokoban_reward_step")
+        if domain == "alfworld": return self.household_reward(goal)
         if goal in ("get to the green goal square",
                     "use the key to open the door and then get to the goal"):
             return self.program("minigrid_reward_goal")
@@ -64,7 +72,24 @@ class ScriptedWorldCoderModel:
     def needed_tier(self, domain: str, text: str) -> int:
         "The tier (1 or 2) the objects named in `text` call for."
         if domain == "sokoban": return 2 if "Teleporter(" in text else 1
+        if domain == "alfworld":
+            acts = re.search(r"^Action: (heat|cool|clean|use) ", text, re.M)
+            goal = re.search(r'goal is: "(?:[^"]*\b)?(clean|hot|heat|cool|cold|look|examine)\b', text)
+            return 2 if acts or goal else 1
         return 2 if any(o in text for o in _MINIGRID_OBJECTS) else 1
+
+    def household_reward(self, goal: str) -> str:
+        "The reward program of an AlfWorld goal sentence (the never-rewarding one for another)."
+        m = _LOOK.match(goal)
+        if m: return self.program("alfworld_reward_look").replace("{obj}", m[1]).replace("{toggle}", m[2])
+        for pat, flag, count in _HOUSEHOLD:
+            m = pat.match(goal)
+            if m:
+                text = f" that are {flag[3:]}" if flag else ""
+                return (self.program("alfworld_reward_place").replace("{obj}", m[1])
+                        .replace("{recep}", m[2]).replace("{flag_text}", text)
+                        .replace("{flag}", repr(flag)).replace("{count}", str(count)))
+        return self.program("minigrid_reward_none")
 
 # %% ../../nbs/33b_scripted_model.ipynb #6b06e621
 @patch
@@ -75,7 +100,8 @@ def __call__(self: ScriptedWorldCoderModel, messages: list[dict], draw: int) -> 
     self.asked.append(task or "unknown")
     # what follows the API (which names every class)
     body = user.split("The actions are:", 1)[-1]
-    domain = "sokoban" if "Player(" in body else "minigrid"
+    domain = ("alfworld" if "go to (receptacle)" in body
+              else "sokoban" if "Player(" in body else "minigrid")
     m = re.search(r'The (?:new )?goal is: "([^"]*)"', body)
     goal = m[1] if m else ""
     if task == "init_transition": code = self.tier_program(domain, 0)
@@ -91,8 +117,9 @@ def __call__(self: ScriptedWorldCoderModel, messages: list[dict], draw: int) -> 
         known = re.search(r"```python\n(.*?)```", body, re.S)
         code = known[1] if known else self.reward_program(domain, goal)
     elif task == "refine_plan":
-        tier = max(self.current_tier(domain, body),
-                   self.needed_tier(domain, body.split("Initial state:", 1)[-1]))
+        # (AlfWorld's goal names the treatment it needs; the others' start state names the objects)
+        shown = body if domain == "alfworld" else body.split("Initial state:", 1)[-1]
+        tier = max(self.current_tier(domain, body), self.needed_tier(domain, shown))
         code = self.tier_program(domain, tier) + "\n\n" + self.reward_program(domain, goal)
     else: return "I cannot help with that."
     return ("Here is what the examples show, step by step, and the code.\n\n"

@@ -24,8 +24,9 @@ from .prompts import (state_text, init_transition_messages, init_reward_messages
 
 # %% auto #0
 __all__ = ['SOKOBAN_ENVS', 'MINIGRID_PLANNER', 'DOMAINS', 'PHI1_SCOPES', 'ABLATIONS', 'play_episode', 'needs_synthesis', 'Domain',
-           'get_domain', 'make_env', 'resolve_curriculum', 'AgentConfig', 'ReplayData', 'step_text', 'WorldModel',
-           'Score', 'Evaluator', 'transition_levels', 'Candidate', 'Arm', 'Synthesis', 'CallRecord', 'WorldCoderAgent']
+           'get_domain', 'make_env', 'resolve_curriculum', 'env_actions', 'AgentConfig', 'ReplayData', 'step_text',
+           'WorldModel', 'Score', 'Evaluator', 'transition_levels', 'Candidate', 'Arm', 'Synthesis', 'CallRecord',
+           'WorldCoderAgent']
 
 # %% ../../nbs/34_agent.ipynb #0562f1c4
 def play_episode(
@@ -37,6 +38,8 @@ def play_episode(
     "Algorithm 1 for one episode: check, synthesize if the rule says so, act, log."
     state, info = env.reset(seed=reset_seed)
     goal = info["mission"]
+    # the commands the environment admits now, if it says (AlfWorld's games do)
+    agent.admissible = info.get("admissible_commands")
     # log (s0, goal) in D_sc; a new goal gets a guessed reward program
     agent.start_episode(state, goal)
     for t in range(max_steps):
@@ -51,6 +54,7 @@ def play_episode(
         nxt, r, term, trunc, info = env.step(a)
         # log the step; check the programs on it
         agent.observe(state, a, float(r), nxt, bool(term), goal)
+        agent.admissible = info.get("admissible_commands")
         state = nxt
         if term or trunc: return bool(term) and r > 0, t + 1
     return False, max_steps
@@ -92,6 +96,10 @@ class Domain:
     synthesis_calls: int
     # environment name -> `PlannerConfig` fields replaced there
     env_planner: dict = field(default_factory=dict)
+    # environment name -> a fresh environment (None: MiniGrid's or Sokoban's, below)
+    make: Any = None
+    # environment -> the actions the planner searches over there (None: `actions`)
+    actions_of: Any = None
 
 # %% ../../nbs/34_agent.ipynb #470bfb80
 # the two-room environments: the release's 6000-step φ2 search is too small there (see above)
@@ -116,11 +124,15 @@ def get_domain(name: str) -> Domain:
     return DOMAINS[name]
 
 # %% ../../nbs/34_agent.ipynb #86567611
-def make_env(domain: Domain, env_name: str):
-    "A fresh environment of `domain`. Raises `CwmNbError` naming the known environments."
+def _check_env_name(domain: Domain, env_name: str) -> None:
     if env_name not in domain.envs:
         raise CwmNbError(f"unknown {domain.name} environment {env_name!r}",
                          f"use one of: {', '.join(domain.envs)}")
+
+def make_env(domain: Domain, env_name: str):
+    "A fresh environment of `domain`. Raises `CwmNbError` naming the known environments."
+    _check_env_name(domain, env_name)
+    if domain.make is not None: return domain.make(env_name)
     if domain.name == "minigrid": return MiniGridObjectEnv(env_name)
     return SokobanEnv(**SOKOBAN_ENVS[env_name])
 
@@ -134,8 +146,12 @@ def resolve_curriculum(domain: Domain, curriculum: str | Sequence[str]) -> list[
     if not names:
         raise CwmNbError("the curriculum is empty",
                          f"name one of {list(domain.curricula)} or list environments")
-    for n in names: make_env(domain, n).close()   # unknown names fail here
+    for n in names: _check_env_name(domain, n)
     return names
+
+def env_actions(domain: Domain, env) -> tuple:
+    "The actions the planner searches in `env`: the domain's, or what `domain.actions_of` gives."
+    return domain.actions if domain.actions_of is None else tuple(domain.actions_of(env))
 
 # %% ../../nbs/34_agent.ipynb #9ad85519
 PHI1_SCOPES = ("all", "mission")
@@ -431,7 +447,7 @@ def plan(self: Evaluator, model: WorldModel, start: State, goal: str, budget: in
                             or hit.reason != "budget"): return hit
     cfg = self.agent.planner
     res = plan_with_model(self.agent.api, model.transition, model.rewards[goal], start,
-                          self.agent.domain.actions,
+                          self.agent.actions,
                           self.agent.domain.entity_names, goal, cfg, budget=budget,
                           sandbox=self.agent.sandbox)
     self.agent.stats["plans"] += 1; self.agent.stats["plan_steps"] += res.model_steps
@@ -746,6 +762,8 @@ class WorldCoderAgent:
         self.config, self.seed, self.sandbox = config or AgentConfig(), int(seed), sandbox
         # the current environment's search settings (`new_env`)
         self.planner = self.config.planner
+        # the current environment's actions (`new_env`) and those it admits now (`play_episode`)
+        self.actions, self.admissible = self.domain.actions, None
         self.api = entity_api_source(self.domain.entity_names)
         self.api_doc = entity_api_source(self.domain.entity_names, converters=False)
         self.rng = make_rng(self.seed, "worldcoder-agent")
@@ -786,9 +804,12 @@ def ask(self: WorldCoderAgent, kind: str, messages: list[dict],
 
 # %% ../../nbs/34_agent.ipynb #f52f4fd4
 @patch
-def new_env(self: WorldCoderAgent, env_name: str) -> None:
+def new_env(self: WorldCoderAgent, env_name: str,
+            actions: Sequence[str] | None = None,  # the planner's actions (None: the domain's)
+           ) -> None:
     "Move to another environment: the data is dropped, the programs kept (unless `transfer=False`)."
     self.env_name, self.data, self.evaluator = env_name, ReplayData(), Evaluator(self)
+    self.actions = tuple(actions) if actions else self.domain.actions
     self.planner = self.config.planner_for(self.domain, env_name)
     self.last_failures = (frozenset(), frozenset())
     if not self.config.transfer: self.model = WorldModel()
@@ -855,8 +876,9 @@ def synthesize(self: WorldCoderAgent, goal: str) -> None:
 # %% ../../nbs/34_agent.ipynb #6bbaa1de
 @patch
 def random_action(self: WorldCoderAgent) -> str:
-    "A uniformly random action name of the domain (from the agent's seeded RNG)."
-    return self.domain.actions[int(self.rng.integers(len(self.domain.actions)))]
+    "A random action (seeded RNG): of those the environment admits, if it says, else of all."
+    pool = self.admissible or self.actions
+    return pool[int(self.rng.integers(len(pool)))]
 
 @patch
 def act(self: WorldCoderAgent, state: State, goal: str) -> str:

@@ -41,6 +41,12 @@ class EnvSpec:
     obs_layout: str = ""                       # a Tuple/Dict observation flattened into one array: which index holds what
     action_mask: str = ""                      # valid actions: "" none, "info" the env's info["action_mask"], or "module:attr"
                                                # of a function: stored next observation -> bool (n_actions,) mask (`valid_action_masks`)
+    # how an observation puts the real env into its state (`11a_env_states`): "direct" (exactly),
+    # "partial" (a hidden part is chosen, `state_note` says which and how) or "none" (impossible)
+    state_setting: Literal["direct", "partial", "none"] = "none"
+    # "module:function" (env as made and reset, observation) -> None that does it
+    state_setter: str = ""
+    state_note: str = ""   # which hidden part the setter chooses and how, or why no state can be set
 
     def __hash__(self): return hash((self.name, self.gym_id, self.entry_point, self.max_episode_steps,
                                      repr(sorted(self.make_kwargs.items()))))
@@ -298,6 +304,62 @@ _RTFM = EnvSpec("rtfm", "cwm_nb/RTFM-v0", action_kind="discrete", state_kind="di
                       "paper's planning script has no RTFM entry, hence no paper_idx.")
 
 REGISTRY: dict[str, EnvSpec] = {s.name: s for s in sorted(_CWMB, key=lambda s: s.name) + [_RTFM]}
+
+# %% ../../nbs/11_envs.ipynb #e2112539
+from dataclasses import replace as _replace
+
+_MUJOCO_HIDDEN = ("MuJoCo's solver warm start and the body positions it computed inside the "
+                  "previous step, which the reward reads before this one, are not observed: both "
+                  "come from the observed state")
+_CLIPPED = "velocities beyond +-10 are clipped in the observation and set to the clipped value"
+_FLOAT32 = "float32 rounding of the float64 state"
+_STATE_SETTINGS = {   # name -> (state_setting, state_setter, state_note)
+    "Acrobot-v1": ("direct", "cwm_nb.bench.env_states:set_acrobot",
+                   f"the angles are atan2 of the observed sines and cosines; {_FLOAT32}"),
+    "Blackjack-v1": ("none", "",
+                     "the observation is the player's sum, not the hand: a natural 21 (paid +1 under "
+                     "sab=True) and a three-card 21 look alike; the dealer's hidden card is not observed"),
+    "CartPole-v1": ("direct", "cwm_nb.bench.env_states:set_cartpole",
+                    f"(x, x', theta, theta') is the whole state; {_FLOAT32}"),
+    "CliffWalking-v0": ("direct", "cwm_nb.bench.env_states:set_toy_text",
+                        "the observation is the state index"),
+    "MountainCar-v0": ("direct", "cwm_nb.bench.env_states:set_mountaincar",
+                       f"(position, velocity) is the whole state; {_FLOAT32}"),
+    "Pendulum-v1": ("direct", "cwm_nb.bench.env_states:set_pendulum",
+                    "theta = atan2(sin, cos): the number of turns is lost, which neither dynamics "
+                    "nor reward read"),
+    "Taxi-v3": ("direct", "cwm_nb.bench.env_states:set_toy_text",
+                "the observation is the state index (taxi row, column, passenger, destination)"),
+    "Ant-v4": ("partial", "cwm_nb.bench.env_states:set_mujoco_xy",
+               f"the torso's x, y are not observed: set to 0 (flat floor); {_MUJOCO_HIDDEN}"),
+    "HalfCheetah-v4": ("partial", "cwm_nb.bench.env_states:set_mujoco_x",
+                       "the torso's x is not observed: set to 0 (flat floor)"),
+    "Hopper-v4": ("partial", "cwm_nb.bench.env_states:set_mujoco_x",
+                  f"x is not observed: set to 0; {_CLIPPED}"),
+    "Humanoid-v4": ("partial", "cwm_nb.bench.env_states:set_mujoco_xy",
+                    f"x, y are not observed: set to 0; {_MUJOCO_HIDDEN}"),
+    "HumanoidStandup-v4": ("partial", "cwm_nb.bench.env_states:set_mujoco_xy",
+                           f"x, y are not observed: set to 0; {_MUJOCO_HIDDEN}"),
+    "InvertedDoublePendulum-v4": ("partial",
+                                  "cwm_nb.bench.env_states:set_inverted_double_pendulum",
+                                  f"angles from atan2; {_CLIPPED}"),
+    "InvertedPendulum-v4": ("direct", "cwm_nb.bench.env_states:set_inverted_pendulum",
+                            "the observation is (qpos, qvel), the whole state"),
+    "Pusher-v4": ("partial", "cwm_nb.bench.env_states:set_pusher",
+                  "the object's and goal's slide positions come from their observed centres; "
+                  "their velocities are not observed: set to 0"),
+    "Reacher-v4": ("partial", "cwm_nb.bench.env_states:set_reacher",
+                   f"angles from atan2, the target's velocity 0 (it never moves); {_MUJOCO_HIDDEN}"),
+    "Swimmer-v4": ("partial", "cwm_nb.bench.env_states:set_mujoco_xy",
+                   "the front tip's x, y are not observed: set to 0"),
+    "Walker2d-v4": ("partial", "cwm_nb.bench.env_states:set_mujoco_x",
+                    f"x is not observed: set to 0; {_CLIPPED}"),
+    "rtfm": ("direct", "cwm_nb.bench.env_states:set_rtfm",
+             "board and inventory are the whole state (monsters never move, nothing is random); "
+             "turn count 0"),
+}
+REGISTRY = {n: _replace(s, state_setting=k, state_setter=f, state_note=why)
+            for n, s in REGISTRY.items() for k, f, why in [_STATE_SETTINGS[n]]}
 
 # %% ../../nbs/11_envs.ipynb #7ff652ac
 def env_names() -> list[str]:

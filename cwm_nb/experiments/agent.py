@@ -18,6 +18,9 @@ from ..sandbox import jobs as sandbox_jobs
 from ..agent.worldcoder import (ABLATIONS, AgentConfig, DOMAINS, WorldCoderAgent, WorldModel,
                                      get_domain, resolve_curriculum)
 from ..agent.curriculum import run_curriculum
+# (importing it adds the AlfWorld domain to DOMAINS; the household extra is needed only to play)
+from ..agent.alfworld_agent import household_game
+from ..agent.alfworld import require_household, run_alfworld_baseline
 from ..agent.scripted import scripted_llm
 from ..agent.planning import PLANNERS, PlannerConfig
 from ..agent.sokoban import SokobanEnv
@@ -31,10 +34,11 @@ from .runs import (check_run_settings, run_lock, safe_name,
 from .notebooks import run_notebook
 
 # %% auto #0
-__all__ = ['SETTING_FIELDS', 'PPO_SETTINGS', 'RUN_GROUP', 'FLAG_ALIASES', 'agent_run_dir', 'make_llm', 'AgentSettings',
-           'agent_options', 'agent_options_listing', 'AgentDefinition', 'define_agent_run', 'notebook_agent_run',
-           'run_agent', 'run_ppo', 'agent_runs', 'plot_success_vs_steps', 'plot_calls_vs_episodes', 'transfer_table',
-           'plot_transfer', 'sokoban_by_boxes', 'agent_figures', 'add_cli']
+__all__ = ['HOUSEHOLD_BASELINES', 'SETTING_FIELDS', 'PPO_SETTINGS', 'RUN_GROUP', 'FLAG_ALIASES', 'agent_run_dir', 'make_llm',
+           'AgentSettings', 'agent_options', 'agent_options_listing', 'AgentDefinition', 'define_agent_run',
+           'notebook_agent_run', 'run_agent', 'run_ppo', 'run_household_baseline', 'agent_runs',
+           'plot_success_vs_steps', 'plot_calls_vs_episodes', 'transfer_table', 'plot_transfer', 'sokoban_by_boxes',
+           'agent_figures', 'add_cli']
 
 # %% ../../nbs/52_agent_experiments.ipynb #4e81fd85
 def agent_run_dir(
@@ -75,14 +79,17 @@ def make_llm(model: str, base_url: str = "", max_tokens: int = 1500):
     return get_llm(model, base_url=base_url or None)
 
 # %% ../../nbs/52_agent_experiments.ipynb #a6b497b5
+# AlfWorld's baselines (36_alfworld): the oracle's plan and uniform admissible commands
+HOUSEHOLD_BASELINES = ("expert", "random")
+
 @dataclass
 class AgentSettings:
     "The settings of one `cwm-nb agent` run (`experiments/worldcoder.ipynb`); 0: AgentConfig's."
-    domain: Literal[tuple(DOMAINS)] = "minigrid"   # the agent's world: minigrid | sokoban
+    domain: Literal[tuple(DOMAINS)] = "minigrid"   # the agent's world: minigrid | sokoban | alfworld
     # a curriculum (minigrid: default, test; sokoban: default, teleporter) or environments
     curriculum: str = "default"
-    # the agent, or the PPO baseline (extra `rl`)
-    method: Literal["worldcoder", "ppo"] = "worldcoder"
+    # the agent, the PPO baseline (extra `rl`), or AlfWorld's expert and random baselines
+    method: Literal["worldcoder", "ppo", "expert", "random"] = "worldcoder"
     # embedded | alias | provider:name | scripted (the scripted demonstration model)
     model: str = "embedded"
     seed: int = 0                 # run seed (agent and LLM sampling)
@@ -178,9 +185,13 @@ def define_agent_run(
         if o.part == "run": typed[o.name] = parse_value(o, v, "setting")
         else: given[o.qualified] = parse_value(o, v)
     s, d = AgentSettings(**typed), AgentConfig()
-    if s.method == "ppo" and given:
-        raise CwmNbError(f"the PPO baseline has no option {next(iter(given))}",
+    if s.method != "worldcoder" and given:
+        raise CwmNbError(f"the {s.method} baseline has no option {next(iter(given))}",
                          "drop --set, or run the agent (--method worldcoder)")
+    if s.method in HOUSEHOLD_BASELINES and s.domain != "alfworld":
+        raise CwmNbError(f"--method {s.method} plays AlfWorld's games only",
+                         "run `cwm-nb agent alfworld --method ...`, or use worldcoder or ppo")
+    if s.domain == "alfworld": require_household()
     s = replace(s, llm_budget=s.llm_budget or d.llm_budget,
                 max_episodes=s.max_episodes or d.max_episodes,
                 max_tokens=s.max_tokens or (400 if s.model == "embedded" else d.max_tokens))
@@ -200,7 +211,7 @@ def notebook_agent_run(
                             namespace.get("options") or {})
 
 # %% ../../nbs/52_agent_experiments.ipynb #fecc7cda
-# the settings of a PPO run (its folder's ablation and model are "ppo")
+# the settings of a PPO run (its folder's ablation and model are "ppo"), and of a household baseline
 PPO_SETTINGS = ("method", "domain", "curriculum", "seed", "steps")
 
 @patch
@@ -209,9 +220,9 @@ def record(self: AgentDefinition) -> dict:
     (`out` left out: the folder is the place), environments, options, `AgentConfig` (with its
     `PlannerConfig`) and code fingerprint."""
     s, end = self.settings, dict(code=code_fingerprint("agent"), definition=DEFINITION_FORMAT)
-    if s.method == "ppo":
-        return dict(suite="agent", **{k: getattr(s, k) for k in PPO_SETTINGS}, ablation="ppo",
-                    model="ppo", envs=list(self.envs), **end)
+    if s.method != "worldcoder":
+        return dict(suite="agent", **{k: getattr(s, k) for k in PPO_SETTINGS}, ablation=s.method,
+                    model=s.method, envs=list(self.envs), **end)
     own = {k: v for k, v in asdict(s).items() if k not in ("out", "steps")}
     return dict(suite="agent", **own, envs=list(self.envs), options=dict(self.options),
                 method_config=self.config().to_dict(), **end)
@@ -220,12 +231,14 @@ def record(self: AgentDefinition) -> dict:
 def run_dir(self: AgentDefinition) -> Path:
     "The run's folder (`agent_run_dir`): the agent's with its options, PPO's under `ppo/ppo`."
     s = self.settings
-    if s.method == "ppo": return agent_run_dir(s.out, s.domain, s.curriculum, "ppo", "ppo", s.seed)
+    if s.method != "worldcoder":
+        return agent_run_dir(s.out, s.domain, s.curriculum, s.method, s.method, s.seed)
     return agent_run_dir(s.out, s.domain, s.curriculum, s.ablation, s.model, s.seed, self.options)
 
 def _record_settings(rec: dict) -> dict:
     "The settings a record (`settings.json`, older ones too) holds, `out` left out."
-    own = PPO_SETTINGS if rec.get("method") == "ppo" else [f.name for f in fields(AgentSettings)]
+    baseline = rec.get("method") in ("ppo", *HOUSEHOLD_BASELINES)
+    own = PPO_SETTINGS if baseline else [f.name for f in fields(AgentSettings)]
     return {k: rec[k] for k in own if k in rec and k != "out"}
 
 # %% ../../nbs/52_agent_experiments.ipynb #34fdb622
@@ -277,6 +290,7 @@ def run_agent(
     folder that holds another run or one made by other code (unless `force`)."""
     d = definition or define_agent_run({**settings, "out": str(out)}, options)
     if d.settings.method == "ppo": return run_ppo(definition=d, force=force)
+    if d.settings.method in HOUSEHOLD_BASELINES: return run_household_baseline(d, force)
     s, rd, rec = d.settings, d.run_dir(), d.record()
     with run_lock(rd):
         if force and rd.exists(): shutil.rmtree(rd)
@@ -315,6 +329,27 @@ def run_ppo(
         rd.mkdir(parents=True, exist_ok=True); atomic_write_json(rd/"settings.json", rec)
         runs = [train_ppo(s.domain, e, s.steps, s.seed) for e in d.envs]
         m = dict(rec, status="complete", run_dir=str(rd), ppo=runs, provenance=provenance())
+        atomic_write_json(rd/"metrics.json", m)
+    return m
+
+# %% ../../nbs/52_agent_experiments.ipynb #6eb24d80
+def run_household_baseline(
+    definition: AgentDefinition,  # a run of method "expert" or "random" on the alfworld domain
+    force: bool = False,          # delete the run folder first
+) -> dict:
+    "Play the curriculum's games with the baseline; returns `metrics.json`'s content (success, steps)."
+    d = definition
+    s, rd, rec = d.settings, d.run_dir(), d.record()
+    with run_lock(rd):
+        if force and rd.exists(): shutil.rmtree(rd)
+        if _check_agent_folder(rd, rec) == "skip":
+            return json.loads((rd/"metrics.json").read_text())
+        rd.mkdir(parents=True, exist_ok=True); atomic_write_json(rd/"settings.json", rec)
+        t0 = time.perf_counter()
+        res = run_alfworld_baseline(s.method, tuple(household_game(e) for e in d.envs), seed=s.seed)
+        m = dict(rec, status="complete", run_dir=str(rd), baseline=res,
+                 success_rate=res["success_rate"], mean_steps_success=res["mean_steps_success"],
+                 wall_s=round(time.perf_counter() - t0, 3), provenance=provenance())
         atomic_write_json(rd/"metrics.json", m)
     return m
 
@@ -357,6 +392,7 @@ def plot_success_vs_steps(runs: list[dict], ax=None):
     import matplotlib.pyplot as plt
     if ax is None: _, ax = plt.subplots(figsize=(6, 3.5))
     for m in runs:
+        if m.get("method") in HOUSEHOLD_BASELINES: continue   # one episode per game: a table, not a curve
         if m.get("method") == "ppo":
             for r in m["ppo"]:
                 xs = [0] + [s for s, _ in r["curve"]]; ys = [0] + list(itertools.accumulate(int(ok) for _, ok in r["curve"]))
@@ -374,7 +410,7 @@ def plot_calls_vs_episodes(runs: list[dict], ax=None):
     import matplotlib.pyplot as plt
     if ax is None: _, ax = plt.subplots(figsize=(6, 3.5))
     for m in runs:
-        if m.get("method") == "ppo": continue
+        if m.get("method") != "worldcoder": continue
         ax.plot(range(1, len(m["episodes"]) + 1), [e["llm_calls"] for e in m["episodes"]], label=f"{_label(m)} seed {m['seed']}")
     ax.set_xlabel("episodes"); ax.set_ylabel("LLM calls so far"); ax.legend(fontsize=6); return ax.figure
 
@@ -386,7 +422,7 @@ def transfer_table(runs: list[dict]):
     import pandas as pd
     rows = [dict(variant=_label(m), env=e["env"], seed=m["seed"], reached=e["solved_episode"] is not None,
                  episodes_to_solve=e["solved_episode"], first_success_episode=e["first_success_episode"], llm_calls=e["llm_calls"])
-            for m in runs if m.get("method") != "ppo" for e in m["envs_results"]]
+            for m in runs if m.get("method") == "worldcoder" for e in m["envs_results"]]
     cols = ["variant", "env", "seeds", "solved", "episodes_to_solve", "first_success_episode", "llm_calls"]
     df = pd.DataFrame(rows, columns=["variant", "env", "seed", "reached", "episodes_to_solve", "first_success_episode", "llm_calls"])
     if df.empty: return pd.DataFrame(columns=cols)
@@ -516,6 +552,14 @@ def _cmd_agent(a) -> int:
     d = _cli_agent_definition(a)
     s = d.settings
     if s.method == "ppo": return _cmd_ppo(d, a.force)
+    if s.method in HOUSEHOLD_BASELINES:
+        m = run_household_baseline(d, a.force)
+        for r in m["baseline"]["episodes"]:
+            print(f"{r['task_type']}/FloorPlan{r['floor_plan']}-{r['game_seed']}: "
+                  f"{'success' if r['success'] else 'failure'} in {r['steps']} steps")
+        print(f"{s.method}: success rate {m['success_rate']:.2f}, mean steps of a success "
+              f"{m['mean_steps_success']}\nresults: {m['run_dir']}")
+        return 0
     # an unknown model fails before the kernel starts
     if s.model != "scripted": resolve_model(s.model, s.base_url or None)
     rd = d.run_dir()

@@ -93,6 +93,9 @@ def add_eval_cli(sub) -> None:
     e.add_argument("--holdout-seed", type=int, default=0, help="seed of the held-out episodes")
     e.add_argument("--no-determinism", action="store_true",
                    help="skip the determinism check (four more runs of the program)")
+    e.add_argument("--tests", default=None, metavar="TESTS.py",
+                   help="behavioural tests (test_*(Environment) functions): checked on the real environment, "
+                        "then run on the program (13d_behaviour_tests)")
     add_env_args(e)
     e.set_defaults(fn=_command("_cmd_eval"))
 
@@ -198,3 +201,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("cwm-nb: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
+
+# %% ../../nbs/55_cli.ipynb #b62371cd
+if __name__ == "__main__": sys.exit(main())   # `python -m cwm_nb.experiments.cli`, as the `cwm-nb` script

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..core import CwmNbError, Program, atomic_write_json, to_plain
 from ..llm import client as llm_mod
-from ..bench import collect, cwm, envs, planning, replay
+from ..bench import behaviour_tests, collect, cwm, envs, planning, replay
 from ..llm.models import resolve_model
 from ..llm.embedded import embedded_threads
 from ..llm.accounting import diagnosis_lines
@@ -26,7 +26,7 @@ from .notebooks import run_notebook
 from .metrics import _PLAN_KEYS, _env_identity, _read_description, rollout_scale
 
 # %% auto #0
-__all__ = ['notebook_parameters']
+__all__ = ['notebook_parameters', 'tests_table']
 
 # %% ../../nbs/54_commands.ipynb #4994d8cc
 def _fmt(x, spec=".2f") -> str: return "n/a" if x is None else format(x, spec)
@@ -199,6 +199,10 @@ def _cmd_run(a) -> int:
              "the calls)"
              if m.get("estimated_token_calls") else ""))
     print(_heldout_line(m))
+    if m.get("tests_written") is not None:   # the search option `tests`
+        why = f" ({m['tests_error']})" if m.get("tests_error") else ""
+        print(f"behavioural tests: {m['tests_written']} written, {m['tests_kept']} kept; the best program "
+              f"passes {m['tests_passed'] or 0} of {m['tests_kept']}{why}")
     if m.get("plan_preset", "none") != "none": print(_returns_line(m))
     for line in diagnosis_lines(m.get("diagnoses") or []): print(line)
     for line in _embedded_note(s.model): print(line)
@@ -290,6 +294,32 @@ def _read_program(path: str) -> str:
     except UnicodeDecodeError:
         raise CwmNbError(f"{p} is not a UTF-8 text file", "pass a Python source file") from None
 
+# %% ../../nbs/54_commands.ipynb #2f01c8df
+def _program_tests(a, spec, source: str, buf) -> dict:
+    """`eval-program --tests`: the tests of file `a.tests` checked on the real environment, then run on the
+    program: `tests` (one entry per test) and the counts as `tests_<count>` keys."""
+    p = Path(a.tests)
+    if not p.is_file():
+        raise CwmNbError(f"tests file {p} not found", "pass a Python file of test_*(Environment) functions")
+    check = behaviour_tests.check_tests(p.read_text(errors="replace"), spec, buf, paper_compat=a.paper_compat)
+    rep = behaviour_tests.score_tests(check, source, buf)
+    return {"tests": rep.pop("tests"), "tests_error": check.error, "tests_how": check.how,
+            **{f"tests_{k}": v for k, v in rep.items()}}
+
+def tests_table(tests: dict) -> list[str]:
+    "The lines `eval-program --tests` prints without --json: one row per test, then the counts."
+    if tests.get("tests_error"): return [f"tests: none usable ({tests['tests_error']})"]
+    rows = [("test", "real env", "program", "message")] + [
+        (t["name"], t["real"], t["program"], (t.get("message") or "")[:70]) for t in tests["tests"]]
+    w = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = ["  ".join(r[i].ljust(w[i]) for i in range(3)) + "  " + r[3] for r in rows]
+    rate = tests.get("tests_pass_rate")
+    lines.append(f"tests: {tests['tests_written']} written, {tests['tests_kept']} kept, "
+                 f"{tests['tests_dropped']} dropped, {tests['tests_unchecked']} unchecked; the program passes "
+                 f"{tests['tests_passed']} of {tests['tests_kept']} kept"
+                 + (f" (pass rate {rate:.2f})" if rate is not None else ""))
+    return lines
+
 # %% ../../nbs/54_commands.ipynb #c5d1999a
 def _cmd_eval(a) -> int:
     spec = _cli_env(a)
@@ -306,9 +336,11 @@ def _cmd_eval(a) -> int:
                                    determinism=not a.no_determinism, rollouts=a.rollouts,
                                    rollout_scale=scale, value_metric=metric).to_dict()
            for p, b in parts.items()}
+    tests = _program_tests(a, spec, source, buf) if getattr(a, "tests", None) else None
     if a.json:
         d = evs["search"]
         if a.holdout > 0: d = {**d, "heldout": evs.get("heldout"), **split.info()}
+        if tests is not None: d = {**d, **tests}
         print(json.dumps(d)); return 0
     for p, d in evs.items():
         what = ("" if a.holdout == 0 else f" [search part: episodes {split.search_episodes}]"
@@ -327,6 +359,7 @@ def _cmd_eval(a) -> int:
         if d.get("rollouts"):
             print("\n".join(["open-loop rollouts:"] + _rollout_table(d["rollouts"])))
     if split.note: print(f"note: {split.note}")
+    if tests is not None: print("\n".join(tests_table(tests)))
     return 0
 
 # %% ../../nbs/54_commands.ipynb #fa65f9a5

@@ -5,7 +5,7 @@
 # %% ../../nbs/50_run_definition.ipynb #9df18cc4
 from __future__ import annotations
 import ast, difflib, functools, hashlib, importlib.util, inspect, io, json, linecache, math, re, sys, textwrap, tokenize
-from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from ..core import CwmNbError
@@ -53,7 +53,15 @@ def field_docs(
 ) -> dict[str, str]:   # field name -> its comment ("" when it has none)
     """The comment of each field in the source of dataclass `cls`: the comment ending its line, else
     the comment lines just above it. A field's comment is its documentation everywhere (`cwm-nb
-    methods`, `--help`, the parameters cell)."""
+    methods`, `--help`, the parameters cell). A field a base dataclass declares (e.g. `TestsOptions`) has
+    the comment of its declaration there."""
+    out = {}
+    for base in cls.__mro__[1:]:
+        if is_dataclass(base): out = {**field_docs(base), **out}
+    return {**out, **_own_field_docs(cls)}
+
+def _own_field_docs(cls: type) -> dict[str, str]:
+    "The comments of the fields declared in the body of `cls` itself (`field_docs`)."
     src = _class_source(cls)
     if src is None: return {}
     comments = {t.start[0]: t.string.lstrip("#").strip()
@@ -102,7 +110,8 @@ def options_of(
     part: str,              # the part its fields make: "run", "method" or "planner"
     defaults: dict | None = None,  # defaults that replace the class's own (an ablation, a preset)
 ) -> list[Option]:
-    "The fields of dataclass `cls` as `Option`s, in declaration order."
+    """The fields of dataclass `cls` as `Option`s, in declaration order: its own, then those its base dataclasses
+    declare (e.g. `TestsOptions`)."""
     defaults = defaults or {}
     return [Option(part, name, cls, t, defaults.get(name, d), doc) for name, t, d, doc in _fields(cls)]
 
@@ -112,7 +121,9 @@ def _fields(cls: type) -> tuple:
     and the type hints are slow to read)."""
     hints, docs = get_type_hints(cls), field_docs(cls)
     def default(f): return f.default if f.default is not MISSING else f.default_factory()
-    return tuple((f.name, hints[f.name], default(f), docs.get(f.name, "")) for f in fields(cls) if f.init)
+    own = cls.__dict__.get("__annotations__", {})
+    ordered = sorted((f for f in fields(cls) if f.init), key=lambda f: f.name not in own)   # stable: own first
+    return tuple((f.name, hints[f.name], default(f), docs.get(f.name, "")) for f in ordered)
 
 # %% ../../nbs/50_run_definition.ipynb #17179114
 PLAN_PRESETS = (*PRESETS, "none")   # "none": no planning after the search

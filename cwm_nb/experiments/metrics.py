@@ -17,14 +17,14 @@ from ..llm.accounting import DIAGNOSED_COUNTS, usage_diagnoses
 from ..sandbox.jobs import get_sandbox
 from ..bench import cwm, envs, oracle, planning, program_runs, replay, rollouts
 from ..llm.models import get_llm
-from ..search import baselines, gif_mcts, prompts
+from ..search import baselines, gif_mcts, loop, prompts
 from ..apps import search as apps_search
 from .definition import RunDefinition, define_run
 from .runs import check_run_settings, definition_dir, resolve_holdout
 
 # %% auto #0
-__all__ = ['RunOutput', 'final_evaluation', 'rollout_scale', 'heldout_metrics', 'run_cwmb_search', 'plan_run', 'plot_run',
-           'plot_returns', 'plot_run_rollouts', 'write_metrics', 'run_apps_search']
+__all__ = ['RunOutput', 'final_evaluation', 'rollout_scale', 'heldout_metrics', 'tests_metrics', 'run_cwmb_search', 'plan_run',
+           'plot_run', 'plot_returns', 'plot_run_rollouts', 'write_metrics', 'run_apps_search']
 
 # %% ../../nbs/50b_metrics.ipynb #452cbd58
 @dataclass
@@ -182,7 +182,19 @@ def _cwmb_metrics(spec, s: dict, res, llm, final, held, split, buf, sandbox, eva
         search_s=round(sum(getattr(res, "timing", {}).values()), 3),
         # cwm-nb version, git commit, library versions (00_core)
         **_env_identity(spec), provenance=provenance(),
-        options=s["options"], code=s["code"]["fingerprint"], definition=s))
+        options=s["options"], code=s["code"]["fingerprint"], **tests_metrics(res.tree), definition=s))
+
+def tests_metrics(
+    tree: dict,   # a search's tree.json
+) -> dict:
+    """metrics.json's behavioural-tests keys ({} for a search without tests): tests written, kept and
+    unchecked, the dropped ones' names, and the best program's passed count and pass rate."""
+    t = tree.get("tests")
+    if not t: return {}
+    best = next((n for n in tree.get("nodes", []) if n.get("id") == tree.get("best_node")), {})
+    return dict(tests_written=t["written"], tests_kept=t["kept"], tests_unchecked=t["unchecked"],
+                tests_dropped=[x["name"] for x in t.get("dropped", [])], tests_passed=best.get("tests_passed"),
+                tests_pass_rate=best.get("tests_pass_rate"), tests_error=t.get("error"))
 
 # %% ../../nbs/50b_metrics.ipynb #68106077
 def _read_description(path: str) -> str | None:
@@ -237,11 +249,17 @@ def run_cwmb_search(
                                                    sandbox=sandbox, value_metric=metric)
     contract = prompts.RTFM_CONTRACT if spec.valid_actions else (prompts.STOCHASTIC_CONTRACT
                                                                  if stochastic else None)
+    # behavioural tests (used when the method's `tests` option is on): checked on the search part
+    judge = loop.BehaviourJudge(spec, split.search, description, contract or prompts.CWM_CONTRACT,
+                                bool(stochastic), sandbox, s.paper_compat)
     search = baselines.make_search(s.method, llm, evaluate, description, seed=s.seed,
                                    checkpoint=rd/"checkpoint.json", paper_compat=s.paper_compat,
                                    max_tokens=d.max_tokens, progress=progress, contract=contract,
-                                   options=d.method_options)
+                                   options=d.method_options, judge=judge)
     res = search.run(s.budget)
+    if search.tests_check is not None:   # the tests and the real environment's verdicts
+        atomic_write_text(rd/"tests.py", search.tests_check.get("source") or "")
+        atomic_write_json(rd/"tests_check.json", search.tests_check)
     te = time.perf_counter()
     final, held = final_evaluation(res.best_program, split, paper_compat=s.paper_compat,
                                    sandbox=sandbox, buffer=buf, value_metric=metric)

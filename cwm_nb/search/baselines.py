@@ -14,7 +14,8 @@ from ..core import CwmNbError, to_plain
 from .prompts import SYSTEM_PROMPT, CWM_CONTRACT, shorten_description
 # the GIF-MCTS method and its ablations, built by name (METHODS)
 from . import gif_mcts
-from .loop import SAMPLING_RANGES, SearchLoop, SearchNode, check_ranges
+from .loop import (SAMPLING_RANGES, SearchLoop, SearchNode, TestsOptions, check_ranges,
+                               check_tests_options, tests_row)
 from .gif_mcts import ACTION_TYPES, action_stats, best_path
 
 # %% auto #0
@@ -190,7 +191,7 @@ def _row(self: ProgramSearch, n: ProgramNode) -> dict:
                n_children={t: sum(self.nodes[c].action_type == t for c in n.children)
                            for t in ACTION_TYPES},
                error=(n.error or "")[:500] if n.raised else None,
-               prompt_tokens=n.prompt_tokens, completion_tokens=n.completion_tokens)
+               prompt_tokens=n.prompt_tokens, completion_tokens=n.completion_tokens, **tests_row(n))
     if n.alpha is not None: row.update(alpha=n.alpha, beta=n.beta)
     return row
 
@@ -216,9 +217,9 @@ SELECT_RULES = ("thompson", "sequential")
 
 # %% ../../nbs/23_baselines.ipynb #0e160be0
 @dataclass
-class RExConfig:
+class RExConfig(TestsOptions):
     """Hyperparameters of WorldCoder's REx refinement (GIF-MCTS paper, Sec. 5.1); sampling defaults
-    as `GIFMCTSConfig`."""
+    as `GIFMCTSConfig`; the behavioural-tests options from `TestsOptions` (21_search_loop)."""
     C: float = 5.0                   # prior strength: Beta(1 + C·r, 1 + C·(1 − r))
     # "thompson" (REx) or "sequential" (always refine the newest program)
     select: str = "thompson"
@@ -237,6 +238,7 @@ class RExConfig:
                              f"use one of {SELECT_RULES}")
         if not self.C >= 0:
             raise CwmNbError(f"RExConfig: C={self.C}", "use C >= 0 (the paper's is 5)")
+        check_tests_options(self)
         check_ranges(self, **SAMPLING_RANGES)
 
 # %% ../../nbs/23_baselines.ipynb #7baf9f17
@@ -381,11 +383,12 @@ def make_search(
     # another task's prompts and answer rule (`SearchLoop.task`, e.g. APPS); None: the CWM task
     task=None,
     options: dict | None = None,        # config fields to set (`cwm-nb run --set`), name -> value
+    judge=None,                         # `BehaviourJudge`: used when the config's `tests` is on
 ):
     """Build the search object of `method`; `.run(budget)` returns a `SearchResult`
     (21_search_loop). Raises `CwmNbError` for an unknown method."""
     cls, cfg = method_config(method, paper_compat, max_tokens, contract, options)
     search = cls(llm, evaluate, description, config=cfg, seed=seed, checkpoint=checkpoint,
                  progress=progress)
-    search.task = task
+    search.task, search.judge = task, judge
     return search

@@ -13,7 +13,8 @@ from typing import Any, Callable
 import numpy as np
 from fastcore.basics import patch
 from ..core import CwmNbError, to_plain
-from .loop import SAMPLING_RANGES, SearchLoop, SearchNode, check_ranges
+from .loop import (SAMPLING_RANGES, SearchLoop, SearchNode, TestsOptions, check_ranges,
+                               check_tests_options, failing_tests, tests_row)
 
 # %% auto #0
 __all__ = ['ACTION_TYPES', 'CHECKPOINT_FORMAT', 'simulation', 'exploration', 'uct_visited', 'uct_new', 'GIFMCTSConfig',
@@ -89,8 +90,9 @@ _FIXES = ("fix_terminal_reexpand", "fix_terminal_value", "fix_improve_perfect", 
 
 # %% ../../nbs/22_gif_mcts.ipynb #09508fa4
 @dataclass
-class GIFMCTSConfig:
-    "Hyperparameters of GIF-MCTS; defaults are the paper's (App. B, Tables 4 and 5)."
+class GIFMCTSConfig(TestsOptions):
+    """Hyperparameters of GIF-MCTS; defaults are the paper's (App. B, Tables 4 and 5). The
+    behavioural-tests options come from `TestsOptions` (21_search_loop)."""
     L: int = 2                 # lines a generate step adds to a node's state
     C: float = 0.1             # UCT exploration constant
     eps: float = 1.0           # visit-count offset ε in the exploration term
@@ -129,6 +131,7 @@ class GIFMCTSConfig:
                              "(the ablations remove one at a time)")
         if self.L < 1 or self.f < 0:
             raise CwmNbError(f"GIFMCTSConfig: L={self.L}, f={self.f}", "use L >= 1 and f >= 0")
+        check_tests_options(self)
         check_ranges(self, **SAMPLING_RANGES, C=(0, None), eps=(0, None), gamma=(0, 1),
                      v_g=(0, 1), v_i=(0, 1), v_f=(0, 1), c_g=(0, None), c_i=(0, None),
                      c_f=(0, None))
@@ -334,7 +337,9 @@ def _actions(self: SearchTree, n: Node) -> dict:
     if n.bug: return {"f1": None} if cfg.bug_values[n.fixes_left] > 0 else {}
     acts = {}
     if cfg.allow_generate: acts["g1"] = None
-    can_improve = n.failure is not None or not cfg.fix("fix_improve_perfect")
+    # improve needs something to show: a failing transition or a failing behavioural test
+    failing = n.failure is not None or bool(failing_tests(n))
+    can_improve = failing or not cfg.fix("fix_improve_perfect")
     if cfg.allow_improve and can_improve: acts["i1"] = None
     return acts
 
@@ -649,7 +654,7 @@ def _node_row(tree: SearchTree, n: Node) -> dict:
         n_children={t: sum(tree.nodes[c].action_type == t for c in kids) for t in ACTION_TYPES},
         error=(n.error or "")[:500] if n.raised else None, replaced=list(n.replaced),
         repeats=dict(n.repeats),
-        prompt_tokens=n.prompt_tokens, completion_tokens=n.completion_tokens)
+        prompt_tokens=n.prompt_tokens, completion_tokens=n.completion_tokens, **tests_row(n))
 
 # %% ../../nbs/22_gif_mcts.ipynb #c0c87e79
 @patch

@@ -11,14 +11,18 @@ from typing import Any, Callable
 from fastcore.basics import patch
 from ..core import CwmNbError, to_plain, atomic_write_json, make_rng
 from .prompts import (generate_messages, improve_messages, fix_messages, extract_code, parse_answer,
-                            prefill_opens_code, CWM_CONTRACT, PROGRAM_START, MAX_COMPACT)
+                            prefill_opens_code, CWM_CONTRACT, PROGRAM_START, MAX_COMPACT, tests_messages,
+                            defines_tests)
+from ..bench.behaviour_tests import (TESTS_RULES, TestsCheck, check_tests, combined_value, score_tests,
+                                          source_of_test)
 from ..llm.answers import ContextWindowExceeded, RequestRefused
 from ..llm.accounting import DIAGNOSED_COUNTS
 from ..llm.client import estimate_tokens
 
 # %% auto #0
-__all__ = ['SAMPLING_RANGES', 'check_ranges', 'evaluation_summary', 'FailedExpansion', 'SearchResult', 'SearchNode', 'SearchLoop',
-           'LLMCall']
+__all__ = ['SAMPLING_RANGES', 'check_ranges', 'evaluation_summary', 'FailedExpansion', 'TestsOptions', 'check_tests_options',
+           'TestedEvaluation', 'failing_tests', 'tests_row', 'tests_summary', 'SearchResult', 'SearchNode',
+           'SearchLoop', 'BehaviourJudge', 'LLMCall']
 
 # %% ../../nbs/21_search_loop.ipynb #4d145e59
 # the range of every method's LLM sampling options (None: the server's default)
@@ -74,6 +78,67 @@ class FailedExpansion:
     def to_dict(self) -> dict:
         "The failed expansion as a node's plain record: the error, accuracy 0.0, bug True."
         return dict(failed_request=self.error, accuracy=0.0, bug=True)
+
+# %% ../../nbs/21_search_loop.ipynb #a5465eb3
+@dataclass
+class TestsOptions:
+    """The behavioural-tests options of a search (13d_behaviour_tests): one more LLM call writes tests from the
+    description; the tests the real environment passes judge every program beside the buffer. Off by default: the
+    paper's behaviour."""
+    tests: bool = False            # write behavioural tests (one LLM call) and judge programs by them too
+    tests_rule: str = "product"    # value from accuracy and pass rate: product, mean or tiebreak
+    tests_weight: float = 0.5      # the pass rate's weight under tests_rule=mean, in [0, 1]
+
+def check_tests_options(cfg: Any) -> None:
+    "Raise `CwmNbError` for an unknown `tests_rule` or a `tests_weight` outside [0, 1] (a config's `__post_init__`)."
+    name = type(cfg).__name__
+    if cfg.tests_rule not in TESTS_RULES:
+        raise CwmNbError(f"{name}: unknown tests_rule {cfg.tests_rule!r}", f"use one of {', '.join(TESTS_RULES)}")
+    check_ranges(cfg, tests_weight=(0, 1))
+
+# %% ../../nbs/21_search_loop.ipynb #c86b5198
+class TestedEvaluation:
+    """A program's buffer evaluation `ev` with its behavioural tests' report (`score_tests`): `search_value` is
+    `combined_value(ev's value, pass rate, rule, weight)`, `perfect` needs every kept test passed; everything else
+    is `ev`'s. `to_dict()` adds the report under `behaviour_tests` (APPS's evaluations have `tests` of their own)."""
+    def __init__(self, ev: Any, report: dict, rule: str = "product", weight: float = 0.5):
+        self.ev, self.report = ev, report
+        base = float(getattr(ev, "search_value", ev.accuracy))
+        self.search_value = combined_value(base, report.get("pass_rate"), rule, weight)
+        perfect = getattr(ev, "perfect", None)
+        perfect = base >= 1 - 1e-9 if perfect is None else bool(perfect)
+        self.perfect = perfect and report.get("pass_rate") in (None, 1.0)
+    def __getattr__(self, name): return getattr(self.ev, name)
+    def to_dict(self) -> dict:
+        d = self.ev.to_dict() if hasattr(self.ev, "to_dict") else {}
+        return {**d, "behaviour_tests": self.report}
+
+def failing_tests(
+    node: Any,                 # a node whose evaluation may hold behavioural tests
+    check: dict | None = None, # the search's tests (`write_tests`): adds each failing test's source
+) -> list[dict]:
+    "The kept tests `node`'s program fails or errs on, as `{name, message[, source]}` (improve and fix prompts)."
+    rep = (getattr(node, "evaluation", None) or {}).get("behaviour_tests") or {}
+    out = [dict(name=t["name"], message=t.get("message")) for t in rep.get("tests", [])
+           if t.get("real") == "pass" and t.get("program") in ("fail", "error")]
+    if check and check.get("source"):
+        for t in out: t["source"] = source_of_test(check["source"], t["name"])
+    return out
+
+def tests_row(node: Any) -> dict:
+    "A node's tests in its tree.json row: pass rate, passed, kept, failing names; {} without tests."
+    rep = (getattr(node, "evaluation", None) or {}).get("behaviour_tests")
+    if not rep: return {}
+    return dict(tests_pass_rate=rep.get("pass_rate"), tests_passed=rep.get("passed"), tests_kept=rep.get("kept"),
+                tests_failing=[t["name"] for t in failing_tests(node)])
+
+def tests_summary(check: dict) -> dict:
+    "What tree.json and metrics.json say of a search's tests: written, kept, dropped (with why), unchecked."
+    return dict(written=len(check.get("verdicts") or []), kept=sum(v["real"] == "pass" for v in check["verdicts"]),
+                unchecked=sum(v["real"] == "unchecked" for v in check["verdicts"]), how=check.get("how"),
+                error=check.get("error"), call=check.get("call"),
+                dropped=[dict(name=v["name"], message=v.get("message")) for v in check["verdicts"]
+                         if v["real"] == "fail"])
 
 # %% ../../nbs/21_search_loop.ipynb #9b34ff03
 def _default_cot(llm: Any) -> bool:
@@ -181,6 +246,7 @@ class SearchLoop:
     checkpoint_format = "cwm-nb/search-checkpoint/1"
     task = None   # another task's prompts and answer rule (`.messages(node, t, cot=, compact=)`, `.prefer`), e.g. APPS (41_apps_search); None: the CWM task
     prefer = None   # code -> bool: the program the task asks for (`extract_code`); None: a CWM class `Environment`
+    judge = None   # behavioural tests' writer and runner (`BehaviourJudge`), used when the config's `tests` is on
 
     def __init__(self,
                  llm: Any,                              # object with .complete(messages, seed=, draw=, ...) -> .text, token counts
@@ -207,6 +273,7 @@ class SearchLoop:
 def _init_accounts(self: SearchLoop):
     "Start the per-call accounting from nothing (a checkpoint, if any, is loaded over it)."
     self.best_program: str | None = None; self.best_value = 0.0; self.best_node: int | None = None
+    self.tests_check: dict | None = None   # the tests written and checked (`write_tests`), plain data
     self.value_per_call: list[float] = []; self.best_value_per_call: list[float] = []
     self.calls = self.cached_calls = self.prompt_tokens = self.completion_tokens = 0
     self.failed_calls = self.compacted_calls = self.refused_in_a_row = 0
@@ -263,15 +330,18 @@ def export_tree(self: SearchLoop) -> dict:
 def messages(self: SearchLoop, node: Any, t: str, compact: int = 0) -> list[dict]:
     """The prompt of action type `t` at `node`: generate continues the node's state (`node.code`; a node without
     one, like the baselines' root, starts from an empty program, GIF-MCTS's first prompt), improve shows the
-    program and its first failing transition, fix the program and its error; `compact` shortens it (20_prompts).
+    program and its first failing transition, fix the program and its error (both with the behavioural tests it
+    fails, if any); `compact` shortens it (20_prompts).
     A `task`, when set, builds them instead."""
     if self.task is not None: return self.task.messages(node, t, cot=self.cot, compact=compact)
     kw = dict(contract=self.contract, compact=compact)
     if t == "generate":
         start = PROGRAM_START if not self.cot and getattr(self.config, "contract", None) is None else ""
         return generate_messages(self.description, getattr(node, "code", ""), start=start, **kw)
-    if t == "improve": return improve_messages(self.description, node.program, node.failure, cot=self.cot, **kw)
-    return fix_messages(self.description, node.program, node.error or "", cot=self.cot, **kw)
+    if t == "tests": return self.judge.messages(compact)
+    kw.update(cot=self.cot, tests=failing_tests(node, self.tests_check))
+    if t == "improve": return improve_messages(self.description, node.program, node.failure, **kw)
+    return fix_messages(self.description, node.program, node.error or "", **kw)
 
 # %% ../../nbs/21_search_loop.ipynb #cf4688b1
 @patch
@@ -321,6 +391,81 @@ def ask(self: SearchLoop, where: Any, t: str, msgs: list[dict], n: int) -> tuple
             if self.calls - self.failed_calls == 0 or self.refused_in_a_row >= 2: raise
             return None, e.what, level
     return None, "the prompt does not fit the model's context window", MAX_COMPACT
+
+# %% ../../nbs/21_search_loop.ipynb #302ace4c
+class BehaviourJudge:
+    """Writes and runs behavioural tests for a search over one environment (13d_behaviour_tests): `messages`
+    (the test-writing prompt), `check` (the real environment's verdicts), `score` (a program's verdicts)."""
+    def __init__(self,
+                 spec: Any,                   # the environment (`EnvSpec`)
+                 buffer: Any,                 # its logged transitions (the programs' input forms; the check where
+                                              # no state can be set)
+                 description: str,            # the description the tests are written from
+                 contract: str = CWM_CONTRACT,  # the interface the programs follow
+                 stochastic: bool = False,    # a random world
+                 sandbox: Any = None,         # where tests and programs run (default: the shared sandbox)
+                 paper_compat: bool = False,  # done = terminated or truncated (the buffer check)
+                 test_s: float = 5.0,         # time limit per test, seconds
+                ):
+        self.spec, self.buffer, self.description, self.contract = spec, buffer, description, contract
+        self.stochastic, self.sandbox, self.paper_compat, self.test_s = stochastic, sandbox, paper_compat, test_s
+    def messages(self, compact: int = 0) -> list[dict]:
+        return tests_messages(self.description, contract=self.contract, stochastic=self.stochastic, compact=compact)
+    def parse(self, text: str) -> str:
+        "The tests module an answer holds ('' when none)."
+        return extract_code(text, defines_tests) or ""
+    def check(self, source: str) -> dict:
+        return check_tests(source, self.spec, self.buffer, sandbox=self.sandbox, test_s=self.test_s,
+                           paper_compat=self.paper_compat).to_dict()
+    def score(self, program: str, check: dict) -> dict:
+        return score_tests(TestsCheck.from_dict(check), program, self.buffer, sandbox=self.sandbox,
+                           test_s=self.test_s)
+
+# %% ../../nbs/21_search_loop.ipynb #8f7872aa
+@patch
+def wants_tests(self: SearchLoop) -> bool:
+    """Whether the next step writes the tests: the config's `tests` is on and none are written yet. Raises
+    `CwmNbError` when `tests` is on without a judge (the search was built without its environment)."""
+    if not getattr(self.config, "tests", False) or self.tests_check is not None: return False
+    if self.judge is None:
+        raise CwmNbError("tests=true needs the environment to check the tests against, and this search has no judge",
+                         "run it with cwm-nb run / run_cwmb_search, or set search.judge = BehaviourJudge(...)")
+    return True
+
+@patch
+def write_tests(self: SearchLoop) -> dict:
+    """The test-writing step: one LLM call (counted, cached, checkpointed), its tests checked against the real
+    environment. Returns the check (plain data; its `call` is the call's number)."""
+    self.begin(); st = self._step
+    n, u0 = self.calls + 1, None
+    try:
+        t1 = time.perf_counter(); u0 = _usage(self.llm)
+        comp, failed, level = self.ask(None, "tests", self.judge.messages(), n)
+        u1 = _usage(self.llm); t2 = time.perf_counter()
+        source = self.judge.parse(comp.text) if comp is not None else ""
+        check = self.judge.check(source) if source else dict(
+            source="", verdicts=[], how="none", error=failed or "the answer holds no test_* function")
+        t3 = time.perf_counter()
+    except BaseException:
+        self._interrupted(st["rng"], u0)
+        raise
+    tok = (int(getattr(comp, "prompt_tokens", 0) or 0), int(getattr(comp, "completion_tokens", 0) or 0))
+    self._count(n, comp, level, tok, u0, u1)
+    self.tests_check = {**check, "call": n}
+    self.value_per_call.append(0.0); self.best_value_per_call.append(self.best_value)   # no program in this call
+    self.timing["llm_s"] += t2 - t1; self.timing["tests_check_s"] = self.timing.get("tests_check_s", 0.0) + t3 - t2
+    if self.checkpoint is not None: self.save(self.checkpoint)
+    return self.tests_check
+
+@patch
+def judged(self: SearchLoop, program: str) -> Any:
+    "`evaluate(program)`, with the program's verdicts on the kept tests when the search has any (`TestedEvaluation`)."
+    ev = self.evaluate(program)
+    check = self.tests_check
+    # no kept test: nothing can change the value (unchecked tests never count), so none is run
+    if not check or not any(v["real"] == "pass" for v in check.get("verdicts") or []): return ev
+    cfg = self.config
+    return TestedEvaluation(ev, self.judge.score(program, check), cfg.tests_rule, cfg.tests_weight)
 
 # %% ../../nbs/21_search_loop.ipynb #127736ff
 @patch
@@ -384,7 +529,7 @@ def call(self: SearchLoop, where: Any, t: str, msgs: list[dict]) -> LLMCall:
         t2 = time.perf_counter()
         critique, program, failed = self._read(t, comp, failed)
         t3 = time.perf_counter()
-        evaluation = FailedExpansion(failed) if failed else self.evaluate(program)
+        evaluation = FailedExpansion(failed) if failed else self.judged(program)
         t4 = time.perf_counter()
     except BaseException:
         self._interrupted(st["rng"], u0)
@@ -398,16 +543,21 @@ def call(self: SearchLoop, where: Any, t: str, msgs: list[dict]) -> LLMCall:
 def _record(self: SearchLoop, n: int, child: Any, comp: Any, level: int, program: str, tok: tuple[int, int],
             u0: dict, u1: dict):
     "Account for call `n`, whose program (now node `child`) came from completion `comp` at shortening `level`."
+    self._count(n, comp, level, tok, u0, u1)
+    if self.best_program is None or child.score > self.best_value:   # strict >: the earliest best wins ties
+        self.best_program, self.best_value, self.best_node = program, child.score, child.id
+    self.value_per_call.append(child.score); self.best_value_per_call.append(self.best_value)
+    if self.stops(child): self.stop_reason = "perfect"
+
+@patch
+def _count(self: SearchLoop, n: int, comp: Any, level: int, tok: tuple[int, int], u0: dict, u1: dict):
+    "Count call `n` (completion `comp` at shortening `level`): calls, cache hits, failures, spending, tokens."
     self.calls = n
     self.cached_calls += int(bool(getattr(comp, "cached", False)))
     self.failed_calls += int(comp is None); self.compacted_calls += int(level > 0 and comp is not None)
     self.refused_in_a_row = self.refused_in_a_row + 1 if comp is None else 0
     for k in self.spent: self.spent[k] += u1.get(k, 0) - u0.get(k, 0)
     self.prompt_tokens += tok[0]; self.completion_tokens += tok[1]
-    if self.best_program is None or child.score > self.best_value:   # strict >: the earliest best wins ties
-        self.best_program, self.best_value, self.best_node = program, child.score, child.id
-    self.value_per_call.append(child.score); self.best_value_per_call.append(self.best_value)
-    if self.stops(child): self.stop_reason = "perfect"
 
 # %% ../../nbs/21_search_loop.ipynb #119520da
 @patch
@@ -451,6 +601,8 @@ def run(self: SearchLoop,
     bar = tqdm(total=budget, initial=min(self.calls, budget), desc=self.label, unit="call",
                disable=not self.progress, leave=False)
     try:
+        if self.calls < budget and self.wants_tests():   # behavioural tests on: the first call writes them
+            self.write_tests(); bar.update(1)
         while self.calls < budget and self.stop_reason is None:
             if self.step() is None: break
             bar.update(1)
@@ -466,6 +618,7 @@ def run(self: SearchLoop,
 def result(self: SearchLoop) -> SearchResult:
     "The search's current result."
     tree = self.export_tree()
+    if self.tests_check is not None: tree["tests"] = tests_summary(self.tests_check)
     return SearchResult(self.best_program, self.best_value, list(self.best_value_per_call), self.calls,
                         self.prompt_tokens, self.completion_tokens, tree, list(self.value_per_call),
                         tree["stats"], self.stop_reason or "", self.best_node, self.cached_calls, dict(self.timing),
@@ -487,7 +640,8 @@ def _raw_state(self: SearchLoop) -> dict:
                 best_value_per_call=self.best_value_per_call, calls=self.calls, cached_calls=self.cached_calls,
                 prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
                 stop_reason=self.stop_reason, timing=self.timing, failed_calls=self.failed_calls,
-                compacted_calls=self.compacted_calls, refused_in_a_row=self.refused_in_a_row, spent=self.spent)
+                compacted_calls=self.compacted_calls, refused_in_a_row=self.refused_in_a_row, spent=self.spent,
+                tests=self.tests_check)
 
 # %% ../../nbs/21_search_loop.ipynb #6b214f68
 @patch
@@ -538,3 +692,4 @@ def load(self: SearchLoop, path: str | Path):
     self.timing.update(d.get("timing") or {})
     for k in ("failed_calls", "compacted_calls", "refused_in_a_row"): setattr(self, k, int(d.get(k) or 0))  # older checkpoints: 0
     self.spent.update(d.get("spent") or {})
+    self.tests_check = d.get("tests")   # older checkpoints: none written

@@ -13,9 +13,10 @@ from ..bench.replay import world_is_stochastic
 
 # %% auto #0
 __all__ = ['SYSTEM_PROMPT', 'CWM_CONTRACT', 'RTFM_CONTRACT', 'DISTRIBUTION_NOTE', 'STOCHASTIC_CONTRACT', 'COMPACT_LEVELS',
-           'MAX_COMPACT', 'LEAD_IN', 'PROGRAM_START', 'CODE_HEADING', 'SECTIONS_IMPROVE', 'SECTIONS_FIX',
-           'contract_for', 'format_value', 'format_transition', 'shorten_description', 'code_head', 'generate_messages',
-           'improve_messages', 'fix_messages', 'prefill_opens_code', 'strip_reasoning', 'fenced_blocks',
+           'MAX_COMPACT', 'LEAD_IN', 'PROGRAM_START', 'CODE_HEADING', 'SECTIONS_IMPROVE', 'SECTIONS_FIX', 'TESTS_TASK',
+           'RANDOM_WORLD_TESTS', 'contract_for', 'format_value', 'format_transition', 'shorten_description',
+           'code_head', 'generate_messages', 'failing_tests_block', 'improve_messages', 'fix_messages',
+           'tests_messages', 'defines_tests', 'prefill_opens_code', 'strip_reasoning', 'fenced_blocks',
            'fences_on_own_lines', 'code_blocks', 'defines_environment', 'extract_code', 'parse_answer']
 
 # %% ../../nbs/20_prompts.ipynb #0bf6f1f4
@@ -293,6 +294,23 @@ def generate_messages(
     code = code_so_far.strip("\n") or start.strip("\n")
     return _messages(user, LEAD_IN + "```python\n" + (code + "\n" if code else ""))
 
+# %% ../../nbs/20_prompts.ipynb #8d8681a5
+def failing_tests_block(
+    tests: list[dict] | None,   # failing tests: {"name", "message"} each, and "source" (shown below level 2)
+    compact: int = 0,           # shortening level: at level 2 and above only the first three are listed
+) -> str:
+    "The prompt section listing behavioural tests a program fails (with a blank line after it), or \"\"."
+    if not tests: return ""
+    shown = tests[:3] if compact >= 2 else tests[:10]
+    lines = []
+    for t in shown:
+        lines.append(f"- {t['name']}: {(t.get('message') or 'failed').strip()}")
+        if t.get("source") and compact < 2:   # the test itself: the state it sets, the steps it takes
+            lines.append("\n```python\n" + t["source"].strip("\n") + "\n```")
+    if len(tests) > len(shown): lines.append(f"- ... and {len(tests) - len(shown)} more")
+    return ("### Behavioural tests the program fails\n\nEach test was written from the description and passes on "
+            "the real environment.\n\n" + "\n".join(lines) + "\n\n")
+
 # %% ../../nbs/20_prompts.ipynb #1f5cb023
 def improve_messages(
     description: str,          # the environment's text description
@@ -302,16 +320,21 @@ def improve_messages(
     cot: bool = True,          # ask for the paper's reasoning sections first (chat models) or code only
     contract: str = CWM_CONTRACT,  # interface rules the program must follow
     compact: int = 0,          # shortening level for small context windows (`COMPACT_LEVELS`)
+    tests: list[dict] | None = None,  # behavioural tests it fails: {name, message} (`failing_tests_block`)
 ) -> list[dict]:
-    "Messages asking to correct `program` given one transition it gets wrong (GIF-MCTS paper, Sec. 4.1, improve)."
-    if failure is None:  # only reachable under paper_compat: the original crashed here (its prompt needs an example)
+    """Messages asking to correct `program` given one transition it gets wrong (GIF-MCTS paper, Sec. 4.1, improve),
+    and the behavioural tests it fails, if any (13d_behaviour_tests)."""
+    if failure is None and tests:   # right on every checked transition, wrong on a test
+        example = "(The program reproduces every logged transition that was checked.)"
+    elif failure is None:  # only reachable under paper_compat: the original crashed here (its prompt needs an example)
         example = "(The program passed every logged transition that was checked; make it more faithful to the description.)"
     else:
         example = failure if isinstance(failure, str) else format_transition(failure, compact)
     user = (f"{shorten_description(description, compact).strip()}\n\n{contract}\n\n"
-            "Below is a program written for this task. It runs, but on at least one logged transition its "
-            f"outputs differ from what the real environment returned.\n\n{_program_block(program)}\n\n"
-            f"### A transition the program gets wrong\n\n{example}\n\n"
+            "Below is a program written for this task. It runs, but on at least one logged transition "
+            f"{'or behavioural test ' if tests else ''}its outputs differ from what the real environment "
+            f"returned.\n\n{_program_block(program)}\n\n"
+            f"### A transition the program gets wrong\n\n{example}\n\n{failing_tests_block(tests, compact)}"
             f"Find the mistake and correct the program. {_answer_format(SECTIONS_IMPROVE, cot)}")
     return _messages(user, _prefill(cot, program))
 
@@ -324,14 +347,52 @@ def fix_messages(
     cot: bool = True,          # ask for the paper's reasoning sections first (chat models) or code only
     contract: str = CWM_CONTRACT,  # interface rules the program must follow
     compact: int = 0,          # shortening level for small context windows (`COMPACT_LEVELS`)
+    tests: list[dict] | None = None,  # behavioural tests it fails: {name, message} (`failing_tests_block`)
 ) -> list[dict]:
-    "Messages asking to repair `program`, which raised `error` (GIF-MCTS paper, Sec. 4.1, fix)."
+    """Messages asking to repair `program`, which raised `error` (GIF-MCTS paper, Sec. 4.1, fix), and the
+    behavioural tests it fails, if any (13d_behaviour_tests)."""
     user = (f"{shorten_description(description, compact).strip()}\n\n{contract}\n\n"
             f"Below is a program written for this task. Running it raised an error.\n\n{_program_block(program)}\n\n"
             f"### The error\n\n```\n{(error or 'unknown error').strip()}\n```\n\n"
+            f"{failing_tests_block(tests, compact)}"
             "Repair the program (change the failing code, or avoid the operation that fails) and give the whole "
             f"corrected program. {_answer_format(SECTIONS_FIX, cot)}")
     return _messages(user, _prefill(cot, program))
+
+# %% ../../nbs/20_prompts.ipynb #40c00968
+TESTS_TASK = """\
+Write unit tests for a Python class `Environment` that imitates the environment described above and follows the
+interface above. The tests check behaviour the description states: where the episode ends, the rewards, the
+bounds of the state, how an action changes the state. Each test is a function `test_<what_it_checks>(Environment)`
+that receives the class, creates it with `Environment()`, puts it in a state with `set_state(...)`, calls
+`step(...)` and checks the outputs with plain `assert` statements (an assert may carry a message). The outputs
+arrive as plain Python data: numbers, bools and lists (an array or a tuple arrives as a list). Use only the
+standard library and numpy. Prefer a few sharp tests (5 to 10) over many vague ones: each test is first run on
+the real environment, and one that fails there is dropped."""
+
+RANDOM_WORLD_TESTS = ("This environment is random: each test is checked on the real environment with several seeds "
+                      "(or, where its state cannot be set, on the logged transitions) and kept only if it holds on "
+                      "all of them, so assert only what holds for every outcome.")
+
+def tests_messages(
+    description: str,              # the environment's text description (with its spaces)
+    *,
+    contract: str = CWM_CONTRACT,  # the interface the class follows (`contract_for`)
+    stochastic: bool = False,      # a random world (the note on seeds is added)
+    compact: int = 0,              # shortening level for small context windows (`COMPACT_LEVELS`)
+) -> list[dict]:
+    """Messages asking for a tests module of the environment (13d_behaviour_tests): one LLM call of a search with
+    behavioural tests on. The answer is read with `extract_code(text, defines_tests)`."""
+    task = TESTS_TASK + ("\n\n" + RANDOM_WORLD_TESTS if stochastic else "")
+    user = (f"{shorten_description(description, compact).strip()}\n\n{contract}\n\n{task}\n\n"
+            "Reply with the tests module in one ```python code block and nothing else.")
+    return _messages(user, LEAD_IN.replace("program", "tests module") + "```python\n")
+
+def defines_tests(code: str) -> bool:
+    "True if `code` parses and defines at least one top-level function `test_*` (the answer of `tests_messages`)."
+    try: tree = ast.parse(code)
+    except (SyntaxError, ValueError): return False
+    return any(isinstance(n, ast.FunctionDef) and n.name.startswith("test_") for n in tree.body)
 
 # %% ../../nbs/20_prompts.ipynb #373202c9
 def prefill_opens_code(messages: list[dict]) -> bool:

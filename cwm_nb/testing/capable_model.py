@@ -8,13 +8,15 @@ import ast, functools, json, sys, textwrap
 from pathlib import Path
 from ..core import data_dir
 from ..bench.envs import REGISTRY, describe_env
+from ..search.prompts import TESTS_TASK
 from ..apps.demo import (NO_PROGRAM_ANSWER, ScriptedAnswer, apps_demo_answer, fence_block,
                               read_fences)
 
 # %% auto #0
-__all__ = ['PLANTED_MISTAKES_FILE', 'BUILTIN_MISTAKES', 'DRAFT_PROGRAM', 'ECHO_ANSWER', 'UNKNOWN_ENV_ANSWER', 'find_env',
-           'is_skeleton', 'shows_program', 'programs_folder', 'without_docstring', 'reference_program',
-           'planted_mistakes', 'plant_mistake', 'think_block', 'usage_code', 'styled_answer', 'capable_answer']
+__all__ = ['PLANTED_MISTAKES_FILE', 'BUILTIN_MISTAKES', 'DRAFT_PROGRAM', 'ECHO_ANSWER', 'UNKNOWN_ENV_ANSWER', 'NO_TESTS_ANSWER',
+           'find_env', 'is_skeleton', 'shows_program', 'programs_folder', 'without_docstring', 'reference_program',
+           'planted_mistakes', 'plant_mistake', 'think_block', 'usage_code', 'styled_answer', 'capable_answer',
+           'stand_in_tests_answer']
 
 # %% ../../nbs/90a_capable_model.ipynb #814eda9b
 @functools.lru_cache(maxsize=1)
@@ -175,12 +177,14 @@ def capable_answer(
     style: str = "plain",     # one of STYLES
     folder: str | Path = "",  # programs folder ("" = data/programs)
 ) -> ScriptedAnswer:
-    "What the scripted capable model answers: a mistaken program to generate, the correct one to improve or fix (world models, or the shipped APPS problems)."
+    """What the scripted capable model answers: a mistaken program to generate, the correct one to improve or fix, the
+    stand-in tests to the test-writing prompt (world models), or the shipped APPS problems."""
     env = find_env(prompt)
     if env is None:
         write = functools.partial(styled_answer, style=style)
         apps = apps_demo_answer(prompt, write=write, style=style)
         return apps or ScriptedAnswer(UNKNOWN_ENV_ANSWER, "unknown_env", style=style)
+    if TESTS_TASK in prompt: return stand_in_tests_answer(env, folder, style)
     correct = reference_program(env, folder)
     if correct is None: return ScriptedAnswer(NO_PROGRAM_ANSWER.format(env=env), "no_program", env, style)
     mistake = planted_mistakes(folder).get(env)
@@ -201,3 +205,19 @@ def capable_answer(
     closing = "`set_state` copies the observation into the internal state and `step` returns `(next_state, reward, done)`."
     return ScriptedAnswer(styled_answer(head, program, closing, style), "generate", env, style, program, correct,
                           mistake["what"] if wrong else None, closing)
+
+# %% ../../nbs/90a_capable_model.ipynb #6633f346
+NO_TESTS_ANSWER = "I have no behavioural tests of {env} to offer."
+
+def stand_in_tests_answer(
+    env: str,                 # the environment the prompt describes
+    folder: str | Path = "",  # programs folder ("" = data/programs): its tests/<env>.py
+    style: str = "plain",     # one of STYLES ("usage-after" is answered plain: tests have no usage)
+) -> ScriptedAnswer:
+    "The double's answer to the test-writing prompt: the stand-in tests of `env`, or `NO_TESTS_ANSWER`."
+    path = programs_folder(folder)/"tests"/f"{env}.py"
+    if not path.is_file(): return ScriptedAnswer(NO_TESTS_ANSWER.format(env=env), "no_tests", env, style)
+    tests = path.read_text()
+    head, closing = f"Here are behavioural tests of {env}, written from its description.", "Each test uses plain asserts."
+    text = styled_answer(head, tests, closing, "plain" if style == "usage-after" else style)
+    return ScriptedAnswer(text, "tests", env, style, tests, None, None, closing)

@@ -87,6 +87,7 @@ class AgentDouble:
                 ):
         self.domain, self.config, self.api, self.api_doc, self.data = domain, config, api, api_doc, data
         self.sandbox, self.planner, self.draw = None, config.planner, 0
+        self.actions = domain.actions   # the planner's actions (as `WorldCoderAgent.new_env` sets)
         self.stats = dict(plans=0, plan_steps=0, plan_s=0.0)
         self.rng = make_rng(seed, "checks")
         self.answers: list[str] = []    # the scripted answers still to give, in order (`script`)
