@@ -137,7 +137,7 @@ def profile(sb, buf, mode: str, repeats: int = 21) -> None:
     batches = episode_batches(buf)
     T = {k: [] for k in ("inputs", "open", "feed", "close", "merge")}
     for _ in range(repeats):
-        t0 = time.perf_counter(); inp = sandbox_inputs(buf); pay = _payloads(inp, batches, False)
+        t0 = time.perf_counter(); inp = sandbox_inputs(buf, True); pay = _payloads(inp, batches, False)
         t1 = time.perf_counter()
         form = {k: inp[k] for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
         first, sess = sb.open_session(CARTPOLE_CWM, "cwm_nb.sandbox.drivers:cwm_batches", form)

@@ -60,11 +60,15 @@ def condense_error(
     return msg
 
 # %% ../../nbs/13b_program_runs.ipynb #6d65af4e
-def sandbox_inputs(buffer: ReplayBuffer) -> dict:
-    "The plain data the sandbox driver needs: observations, actions, their numpy dtypes, `obs_format` and `valid_actions`."
+def sandbox_inputs(
+    buffer: ReplayBuffer,   # a replay buffer
+    arrays: bool = False,   # numeric columns stay arrays (cheaper to send; the program gets the same rows)
+) -> dict:
+    "The data the driver needs: observations, actions, their numpy dtypes, `obs_format`, `valid_actions`."
     dt = lambda c: c.dtype.str if isinstance(c, np.ndarray) else None
+    col = lambda c: c if arrays and isinstance(c, np.ndarray) and c.dtype.kind in "fiub" else to_plain(c)
     fmt, has_valid = buffer_format(buffer)
-    return {"obs": to_plain(buffer.obs), "actions": to_plain(buffer.actions),
+    return {"obs": col(buffer.obs), "actions": col(buffer.actions),
             "obs_dtype": dt(buffer.obs), "action_dtype": dt(buffer.actions),
             "obs_format": fmt, "valid_actions": has_valid}
 
@@ -101,6 +105,10 @@ def episode_batches(
 
 
 # %% ../../nbs/13b_program_runs.ipynb #06fc5fa5
+def _rows(col, b: np.ndarray):
+    "The rows `b` of a column: an array's as one array, a list's as a list."
+    return col[b] if isinstance(col, np.ndarray) else [col[i] for i in b.tolist()]
+
 def _other(p: int, first: int) -> int:
     "The position (in the sending order) of the transition run before the p-th: half-way back."
     return p // 2 if p else (1 if first > 1 else 0)   # the first: the second, if it is in batch 0
@@ -112,7 +120,7 @@ def _payloads(inputs: dict, batches: list, after_other: bool) -> list[dict]:
     out, at = [], 0
     for b in batches:
         idx = b.tolist()
-        p = {"index": idx, "obs": [obs[i] for i in idx], "actions": [act[i] for i in idx]}
+        p = {"index": idx, "obs": _rows(obs, b), "actions": _rows(act, b)}
         if after_other:
             p["before"] = [order[_other(at + j, len(batches[0]))] for j in range(len(idx))]
         out.append(p); at += len(idx)
@@ -168,7 +176,7 @@ def _answered(first: SandboxResult, results: list, n: int, t0: float, value=None
 
 def _predict_in_order(sandbox, source: str, buffer: ReplayBuffer, args: dict, limits):
     "`cwm_predict`'s answer on `buffer`, its transitions fed in order (`episode_batches`)."
-    t0, inputs, args = time.perf_counter(), sandbox_inputs(buffer), dict(args or {})
+    t0, inputs, args = time.perf_counter(), sandbox_inputs(buffer, True), dict(args or {})
     form = {k: inputs[k] for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
     batches = episode_batches(buffer)
     payloads = _payloads(inputs, batches, bool(args.get("after_other")))
@@ -195,7 +203,7 @@ def _rollout_payloads(inputs: dict, buffer: ReplayBuffer, starts: list, lengths:
 # %% ../../nbs/13b_program_runs.ipynb #0f10de48
 def _rollouts_in_order(sandbox, source: str, buffer: ReplayBuffer, args: dict, limits):
     "`cwm_rollouts`' answer for `args['starts']`, `args['lengths']`, the steps fed in order."
-    t0, inputs = time.perf_counter(), sandbox_inputs(buffer)
+    t0, inputs = time.perf_counter(), sandbox_inputs(buffer, True)
     form = {k: inputs[k] for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
     starts, lengths = list(args["starts"]), list(args["lengths"])
     payloads = _rollout_payloads(inputs, buffer, starts, lengths)
