@@ -1,13 +1,13 @@
 """Sandbox overhead on the hot path: a correct CartPole CWM predicting 1,000 transitions.
 
-Measured side by side in one run (interleaved, median of repeats):
+Measured side by side in one run (interleaved, median of repeats), in each isolation mode (--modes):
   in-process : exec(compile(source)) + cwm_predict (set_state/step + strict conversion) + to_plain_value
-  sandboxed  : Sandbox.run(source, "cwm_nb.sandbox.drivers:cwm_predict", data_key=...) with the data already put
-The goal is sandboxed / in-process <= 1.3. Also shown: the same without pre-forking, the plain-list data
-format that 14_cwm sends (lists + dtypes), and the round trip of an empty program.
-
-Each isolation mode (--modes) is measured in the same interleaved loop; the empty program's round trip is the fixed
-per-job cost, and for landlock the cost of the per-job ruleset is measured apart (fork + restrict_self vs fork).
+  before     : the old data flow, kept here to compare: the buffer's inputs stored once in the fork server
+               (put_data), then Sandbox.run(source, cwm_predict, data_key=...): one job holds every observation
+  after      : run_on_buffer (13b_program_runs): a cwm_batches session fed the transitions in order, batch k the
+               k-th transition of every episode, each answered before the next is handed over (SandboxSession.feed)
+The goal is sandboxed / in-process <= 1.2 (issue #35, P1). Also shown: the round trip of an empty program (the fixed
+per-job cost), the number of batches, and where the time of one evaluation in the new flow goes.
 
 Run: .venv/bin/python benchmarks/bench_sandbox.py [--repeats 41] [--n 1000] [--modes bwrap,landlock]
 """
@@ -20,18 +20,23 @@ CARTPOLE_CWM = (Path(__file__).resolve().parents[1]/'data'/'programs'/'CartPole-
 
 
 def collect(n: int, seed: int = 0):
-    "n CartPole-v1 transitions under a seeded uniform random policy (resets on termination/truncation)."
+    "n CartPole-v1 transitions under a seeded uniform random policy (resets on termination/truncation), as a ReplayBuffer."
     import gymnasium as gym
+    from cwm_nb.bench.replay import ReplayBuffer
     env = gym.make("CartPole-v1")
     rng = np.random.default_rng(seed)
     obs, _ = env.reset(seed=seed)
-    O, A, NO, R, D = [], [], [], [], []
+    O, A, NO, R, T, TR, E, ep = [], [], [], [], [], [], [], 0
     for _ in range(n):
         a = np.int64(rng.integers(2))
         nobs, r, term, trunc, _ = env.step(int(a))
-        O.append(obs); A.append(a); NO.append(nobs); R.append(float(r)); D.append(bool(term))
-        obs = env.reset()[0] if (term or trunc) else nobs
-    return O, A, np.array(NO), np.array(R), np.array(D)
+        O.append(obs); A.append(a); NO.append(nobs); R.append(float(r)); T.append(bool(term)); TR.append(bool(trunc))
+        E.append(ep)
+        if term or trunc: obs, ep = env.reset()[0], ep + 1
+        else: obs = nobs
+    return ReplayBuffer(obs=np.array(O), actions=np.array(A), next_obs=np.array(NO), rewards=np.array(R),
+                        terminated=np.array(T), truncated=np.array(TR), episode=np.array(E),
+                        meta={"env": "CartPole-v1"})
 
 
 def main():
@@ -42,97 +47,107 @@ def main():
     a = ap.parse_args()
     from cwm_nb.sandbox.jobs import Sandbox
     from cwm_nb.sandbox.programs import run_in_process, to_plain_value, _execute, _resolve_driver
+    from cwm_nb.bench.program_runs import episode_batches, run_on_buffer, sandbox_inputs
+    from cwm_nb.bench.cwm import score_predictions
 
-    O, A, NO, R, D = collect(a.n)
-    data = {"obs": O, "actions": A}
-    plain = {"obs": np.array(O).tolist(), "actions": np.array(A).tolist(), "obs_dtype": "<f4", "action_dtype": "<i8"}
+    buf = collect(a.n)
+    data = sandbox_inputs(buf)
+    print(f"{a.n} CartPole transitions, {len(buf.episode_bounds())} episodes, the longest {max(buf.episode_lengths())} "
+          f"transitions: {len(episode_batches(buf))} batches")
 
-    # sanity: the program is right, and the sandbox returns what the in-process run returns
+    # sanity: the program is right, and both sandboxed flows return what the in-process run returns
     ref = run_in_process(CARTPOLE_CWM, "cwm_nb.sandbox.drivers:cwm_predict", data=data)
     assert ref.ok, ref.error
-    pred = ref.value["predictions"]
-    nx = np.array([p[0] for p in pred]); rw = np.array([p[1] for p in pred]); dn = np.array([p[2] for p in pred])
-    acc = np.mean(np.all(np.isclose(nx, NO, rtol=1e-5, atol=1e-5), axis=1) & (rw == R) & (dn == D))
-    print(f"CartPole CWM vs gymnasium on {a.n} transitions: all components right on {acc:.1%}")
+    print(f"CartPole CWM vs gymnasium: accuracy {score_predictions(ref.value['predictions'], buf).accuracy:.4f}")
 
     drv = _resolve_driver("cwm_nb.sandbox.drivers:cwm_predict")
 
-    def in_process(d):
+    def in_process():
         t = time.perf_counter()
-        to_plain_value(_execute(CARTPOLE_CWM, drv, None, d))
+        to_plain_value(_execute(CARTPOLE_CWM, drv, None, data))
         return time.perf_counter() - t
 
     modes = [m for m in a.modes.split(",") if m]
-    sbs, nofork = {}, {}
+    sbs = {}
     for m in modes:
         t = time.perf_counter(); sb = Sandbox(isolation=m); t_start = time.perf_counter() - t
-        t = time.perf_counter(); sb.put_data("cartpole", data); t_put = time.perf_counter() - t
-        sb.put_data("cartpole-plain", plain)
-        print(f"sandbox: isolation={sb.isolation}, start {t_start * 1e3:.0f} ms, put_data {t_put * 1e3:.1f} ms")
-        sbx = sb.run(CARTPOLE_CWM, "cwm_nb.sandbox.drivers:cwm_predict", data_key="cartpole")
-        assert sbx.ok and sbx.value == ref.value, sbx.error
-        sbs[m], nofork[m] = sb, Sandbox(isolation=m, prefork=False)
-        nofork[m].put_data("cartpole", data)
+        old = Sandbox(isolation=m)   # the old flow on a sandbox of its own: its stored buffer reaches every later job
+        old.put_data("cartpole", data)
+        print(f"sandbox: isolation={sb.isolation}, start {t_start * 1e3:.0f} ms")
+        assert old.run(CARTPOLE_CWM, "cwm_nb.sandbox.drivers:cwm_predict", data_key="cartpole").value == ref.value
+        assert run_on_buffer(sb, CARTPOLE_CWM, buf, "cwm_nb.sandbox.drivers:cwm_predict").value == ref.value
+        sbs[m] = (old, sb)
 
-    def sandboxed(s, key, src=CARTPOLE_CWM, driver="cwm_nb.sandbox.drivers:cwm_predict"):
+    def before(m):
         t = time.perf_counter()
-        r = s.run(src, driver, data_key=key)
+        r = sbs[m][0].run(CARTPOLE_CWM, "cwm_nb.sandbox.drivers:cwm_predict", data_key="cartpole")
+        dt = time.perf_counter() - t
+        assert r.ok, r.error
+        return dt
+
+    def after(m):
+        t = time.perf_counter()
+        r = run_on_buffer(sbs[m][1], CARTPOLE_CWM, buf, "cwm_nb.sandbox.drivers:cwm_predict")
+        dt = time.perf_counter() - t
+        assert r.ok, r.error
+        return dt
+
+    def empty(m):
+        t = time.perf_counter()
+        r = sbs[m][1].run("pass")
         dt = time.perf_counter() - t
         assert r.ok, r.error
         return dt
 
     for _ in range(5):  # warm up every side
-        in_process(data)
-        for m in modes: sandboxed(sbs[m], "cartpole"); sandboxed(nofork[m], "cartpole")
-    T = {"in_process": [], "in_process_plain": []}
-    for m in modes: T.update({f"{m}:{k}": [] for k in ("sandboxed", "no_prefork", "plain", "empty")})
+        in_process()
+        for m in modes: before(m); after(m)
+    T = {"in_process": []}
+    for m in modes: T.update({f"{m}:{k}": [] for k in ("before", "after", "empty")})
     for rep in range(a.repeats):
-        T["in_process"].append(in_process(data))
-        T["in_process_plain"].append(in_process(plain))
+        T["in_process"].append(in_process())
         for m in (modes if rep % 2 == 0 else modes[::-1]):   # alternate the order: no mode always follows another's cleanup
-            T[f"{m}:sandboxed"].append(sandboxed(sbs[m], "cartpole"))
-            T[f"{m}:no_prefork"].append(sandboxed(nofork[m], "cartpole"))
-            T[f"{m}:plain"].append(sandboxed(sbs[m], "cartpole-plain"))
-            time.sleep(0.02)   # let the server finish the previous job's cleanup and pre-fork
-            T[f"{m}:empty"].append(sandboxed(sbs[m], None, "pass", "cwm_nb.sandbox.programs:exec_only"))
-            time.sleep(0.02)   # and let it finish before the next mode's jobs compete for the CPU
+            T[f"{m}:before"].append(before(m)); time.sleep(0.02)
+            T[f"{m}:after"].append(after(m)); time.sleep(0.02)
+            T[f"{m}:empty"].append(empty(m)); time.sleep(0.02)
     med = {k: statistics.median(v) for k, v in T.items()}
-    for m in modes: sbs[m].close(); nofork[m].close()
-
+    nb = len(episode_batches(buf))
     print(f"\n{a.n} transitions, median of {a.repeats} interleaved repeats:")
     print(f"  in-process  (exec + set_state/step + to_plain)  {med['in_process'] * 1e3:7.2f} ms"
-          f"  ({med['in_process'] / a.n * 1e6:.1f} us/transition); plain-list data {med['in_process_plain'] * 1e3:.2f} ms")
-    print(f"  {'mode':9s} {'sandboxed':>10s} {'ratio':>6s} {'paired':>6s} {'no pre-fork':>11s} {'ratio':>6s} "
-          f"{'empty job':>9s} {'plain ratio':>11s}")
+          f"  ({med['in_process'] / a.n * 1e6:.1f} us/transition)")
+    print(f"  {'mode':9s} {'before':>9s} {'ratio':>6s} {'after':>9s} {'ratio':>6s} {'paired':>6s} {'empty job':>9s} "
+          f"{'after - before':>14s} {'per batch':>9s}")
     for m in modes:
-        paired = statistics.median(s / i for s, i in zip(T[f"{m}:sandboxed"], T["in_process"]))
-        print(f"  {m:9s} {med[m + ':sandboxed'] * 1e3:8.2f}ms {med[m + ':sandboxed'] / med['in_process']:6.2f} {paired:6.2f} "
-              f"{med[m + ':no_prefork'] * 1e3:9.2f}ms {med[m + ':no_prefork'] / med['in_process']:6.2f} "
-              f"{med[m + ':empty'] * 1e3:7.2f}ms {med[m + ':plain'] / med['in_process_plain']:11.2f}")
-    print("  (ratio: sandboxed / in-process, goal <= 1.3; empty job: the fixed per-job cost, a `pass` program's round trip)")
+        paired = statistics.median(s / i for s, i in zip(T[f"{m}:after"], T["in_process"]))
+        split = med[m + ':after'] - med[m + ':before']
+        print(f"  {m:9s} {med[m + ':before'] * 1e3:7.2f}ms {med[m + ':before'] / med['in_process']:6.2f} "
+              f"{med[m + ':after'] * 1e3:7.2f}ms {med[m + ':after'] / med['in_process']:6.2f} {paired:6.2f} "
+              f"{med[m + ':empty'] * 1e3:7.2f}ms {split * 1e3:12.2f}ms {split / nb * 1e6:7.0f}us")
+    print("  (ratio: sandboxed / in-process, goal <= 1.2; paired: the median of the per-repeat ratios; empty job: a "
+          "`pass` program's round trip; per batch: (after - before) / batches)")
+    for m in modes: profile(sbs[m][1], buf, m)
+    for m in modes:
+        for s_ in sbs[m]: s_.close()
     if "landlock" in modes: landlock_setup_cost(a.repeats)
-    cpu_timer_cost(2 * a.repeats)
 
 
-def cpu_timer_cost(n: int) -> None:
-    """A fixed cost found in every job: the first finite RLIMIT_CPU of a freshly forked, server-sized process starts
-    its CPU timer (slow on a VM); the pre-forked child now does that while it waits (fork_server._arm_cpu_timer)."""
-    import os, resource as R, gc
-    import cwm_nb.sandbox.drivers, cwm_nb.sandbox.fork_server   # what a server holds (numpy, the job runner, the drivers)
-    gc.collect(); gc.freeze()
-    def one(pre: bool) -> float:
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            if pre: R.setrlimit(R.RLIMIT_CPU, (1 << 30, R.RLIM_INFINITY)); time.sleep(0.005)
-            t = time.perf_counter(); R.setrlimit(R.RLIMIT_CPU, (10, 11))
-            os.write(w, repr(time.perf_counter() - t).encode()); os._exit(0)
-        os.close(w); dt = float(os.read(r, 100)); os.waitpid(pid, 0); os.close(r)
-        return dt
-    cold, pre = [], []
-    for _ in range(n): cold.append(one(False)); pre.append(one(True))
-    q = lambda v: f"mean {statistics.mean(v) * 1e3:.3f} ms, 90th percentile {sorted(v)[int(0.9 * len(v))] * 1e3:.3f} ms"
-    print(f"\nsetting the job's RLIMIT_CPU in a fresh fork: first time {q(cold)}; timer started in advance {q(pre)}")
+def profile(sb, buf, mode: str, repeats: int = 21) -> None:
+    "Where the time of one evaluation in the new flow goes: the session's start, the feed, the parent's own work."
+    from cwm_nb.bench.program_runs import _payloads, _in_buffer_order, episode_batches, sandbox_inputs
+    batches = episode_batches(buf)
+    T = {k: [] for k in ("inputs", "open", "feed", "close", "merge")}
+    for _ in range(repeats):
+        t0 = time.perf_counter(); inp = sandbox_inputs(buf, True); pay = _payloads(inp, batches, False)
+        t1 = time.perf_counter()
+        form = {k: inp[k] for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
+        first, sess = sb.open_session(CARTPOLE_CWM, "cwm_nb.sandbox.drivers:cwm_batches", form)
+        t2 = time.perf_counter(); res = sess.feed(pay); t3 = time.perf_counter(); sess.close(); t4 = time.perf_counter()
+        _in_buffer_order(res, batches, len(buf), 1); t5 = time.perf_counter()
+        for k, v in zip(T, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)): T[k].append(v)
+        time.sleep(0.02)
+    print(f"\n{mode}: one evaluation in the new flow, median ms: " +
+          ", ".join(f"{k} {statistics.median(v) * 1e3:.2f}" for k, v in T.items()) +
+          f" (feed: {statistics.median(T['feed']) / len(batches) * 1e6:.0f} us per batch)")
 
 
 def landlock_setup_cost(repeats: int) -> None:

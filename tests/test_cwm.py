@@ -457,17 +457,23 @@ def test_lying_objects_never_count_as_right(fmt, sandbox):
 
 
 class _Recording:
-    "The sandbox, keeping the result of every run (to read what the program printed)."
+    "The sandbox, keeping the last answer of every session it feeds (to read what the program printed)."
     def __init__(self, sb): self.sb, self.results = sb, []
-    def put_data(self, *args): return self.sb.put_data(*args)
-    def run(self, *args, **kwargs):
-        r = self.sb.run(*args, **kwargs); self.results.append(r); return r
+    def __getattr__(self, name): return getattr(self.sb, name)
+    def open_session(self, *args, **kwargs):
+        first, s = self.sb.open_session(*args, **kwargs)
+        if s is not None:
+            feed = s.feed
+            def recorded(*a, **kw):
+                out = feed(*a, **kw); self.results.append(out[-1]); return out
+            s.feed = recorded
+        return first, s
 
 
 def test_debug_print_in_step_is_truncated_not_punished(cartpole, sandbox):
     "A correct program that prints its state on every step (~100 KB here, over the 64 KiB capture cap) still scores 1.0."
     import contextlib, io
-    from cwm_nb.bench.program_runs import sandbox_inputs
+    from cwm_nb.bench.program_runs import episode_batches, sandbox_inputs
     from cwm_nb.sandbox.programs import run_in_process
     src = CARTPOLE.replace(
         "        self.state = np.array([x, x_dot, theta, theta_dot])\n",
@@ -478,8 +484,11 @@ def test_debug_print_in_step_is_truncated_not_punished(cartpole, sandbox):
     ev = evaluate_program(src, cartpole, sandbox=rec)
     assert not ev.bug and ev.error is None and ev.accuracy == 1.0 and ev.perfect, ev.error
     out = rec.results[-1].stdout
-    full = io.StringIO()   # what the (trusted, hand-written) program prints in full
-    with contextlib.redirect_stdout(full): run_in_process(src, "cwm_nb.sandbox.drivers:cwm_predict", data=sandbox_inputs(cartpole))
+    full = io.StringIO()   # what the (trusted, hand-written) program prints in full, in the order it is fed
+    order = np.concatenate(episode_batches(cartpole)).tolist()   # (batch k: the k-th transition of each episode)
+    data = sandbox_inputs(cartpole)
+    data = dict(data, obs=[data["obs"][i] for i in order], actions=[data["actions"][i] for i in order])
+    with contextlib.redirect_stdout(full): run_in_process(src, "cwm_nb.sandbox.drivers:cwm_predict", data=data)
     full = full.getvalue()
     cap = sandbox.limits.output_bytes
     assert len(full) > cap and full.isascii() and full.count("\n") == len(cartpole)
@@ -536,7 +545,7 @@ def test_done_none_on_4_of_1860_transitions_fails_only_those(sandbox):
     assert pc.bug and pc.accuracy == 0.0 and f"transition {none_at[0]}" in pc.error and "NoneType" in pc.error
 
 
-# One malformed output on every 100th step (transitions 99, 199, 299 and 399 of the CartPole buffer).
+# One malformed output on every 100th step (the 100th, 200th, 300th and 400th transitions the program is fed).
 MALFORMED = {   # kind: (what step returns on those steps, the component that is wrong, words of the problem)
     "done None": ("self.state.astype(np.float32), 1.0, None", ["done"], "done must be a bool, not NoneType"),
     "done a string": ("self.state.astype(np.float32), 1.0, 'no'", ["done"], "done must be a bool, not str"),
@@ -558,7 +567,9 @@ def test_malformed_output_on_a_few_transitions(kind, cartpole, sandbox):
     src = src.replace("        return self.state.astype(np.float32), 1.0, done\n",
                       f"        if self.calls % 100 == 0:\n            return {ret}\n"
                       "        return self.state.astype(np.float32), 1.0, done\n")
-    at = [99, 199, 299, 399]
+    from cwm_nb.bench.program_runs import episode_batches
+    fed = np.concatenate(episode_batches(cartpole))   # the order the program sees the transitions in
+    at = sorted(fed[[99, 199, 299, 399]].tolist())
     assert not cartpole.terminated[at].any() and len(set(cartpole.rewards.tolist())) == 1
     ev = evaluate_program(src, cartpole, sandbox=sandbox, n_failures=5)
     assert not ev.bug and ev.error is None, ev.error
@@ -569,4 +580,4 @@ def test_malformed_output_on_a_few_transitions(kind, cartpole, sandbox):
     assert ev.accuracy == pytest.approx(1 - 4 * (1 - credit) / len(cartpole))
     json.dumps(ev.to_dict(), allow_nan=False)
     pc = evaluate_program(src, cartpole, sandbox=sandbox, paper_compat=True)
-    assert pc.bug and pc.accuracy == 0.0 and "transition 99" in pc.error and problem in pc.error, pc.error
+    assert pc.bug and pc.accuracy == 0.0 and f"transition {at[0]}" in pc.error and problem in pc.error, pc.error

@@ -686,10 +686,10 @@ def test_child_run_is_a_user_without_bwrap():
     with Sandbox(LIMITS) as sb: assert sb.isolation == "landlock" and sb.protections["job_uid"] is None
 
 
-def _pytest_as_test_user(select: str, bwrap: bool, timeout: int) -> subprocess.CompletedProcess:
-    """As root: create a user, then run this file's tests selected by `select` (-k) as that user (a child pytest, via
-    setpriv, in a private mount namespace that lets the user reach this interpreter), with or without bwrap on PATH.
-    Removes the user after."""
+def _pytest_as_test_user(select: str, bwrap: bool, timeout: int, also: tuple = ()) -> subprocess.CompletedProcess:
+    """As root: create a user, then run this file's tests (and those of the files `also`) selected by `select` (-k) as
+    that user (a child pytest, via setpriv, in a private mount namespace that lets the user reach this interpreter),
+    with or without bwrap on PATH. Removes the user after."""
     if os.geteuid() != 0: pytest.skip("needs root to create the test user (the non-root run is the child)")
     if os.environ.get("CWM_NB_TEST_CHILD"): pytest.skip("already the child run")
     for tool in ("useradd", "userdel", "setpriv", "unshare", "mount"):
@@ -708,7 +708,8 @@ def _pytest_as_test_user(select: str, bwrap: bool, timeout: int) -> subprocess.C
         env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": pw.pw_dir, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
                "PYTHONPATH": str(root), "CWM_NB_TEST_CHILD": "1", "TMPDIR": "/tmp"}
         run = (f"exec env PATH={path} {shutil.which('setpriv')} --reuid={pw.pw_uid} --regid={pw.pw_gid} --clear-groups --inh-caps=-all -- "
-               f"{sys.executable} -m pytest -p no:cacheprovider -q -x -rs -k '{select}' {Path(__file__)} -o addopts=''")
+               f"{sys.executable} -m pytest -p no:cacheprovider -q -x -rs -k '{select}' {Path(__file__)} "
+               + " ".join(str(Path(__file__).parent/f) for f in also) + " -o addopts=''")
         return subprocess.run([shutil.which("unshare"), "--mount", "sh", "-c", _expose_script(need) + "\n" + run], cwd=str(root),
                               capture_output=True, text=True, timeout=timeout, env=env)
     finally:
@@ -725,9 +726,9 @@ def _passed(p: subprocess.CompletedProcess) -> int:
 
 @pytest.mark.timeout(900)
 def test_hostile_programs_as_a_non_root_user(tmp_path):
-    """As root: run this file's landlock tests again as a user it creates, with no bwrap on PATH."""
+    """As root: run this file's landlock tests (and test_gaming.py's) again as a user it creates, with no bwrap on PATH."""
     _skip_unavailable("landlock")
-    p = _pytest_as_test_user("landlock or child_run", bwrap=False, timeout=850)
+    p = _pytest_as_test_user("landlock or child_run", bwrap=False, timeout=850, also=("test_gaming.py",))
     assert _passed(p) >= 30, (p.stdout + p.stderr)[-3000:]
     skips = [l for l in p.stdout.splitlines() if l.startswith("SKIPPED")]   # only tests of other modes may skip
     assert all("isolation='none'" in l or "needs bubblewrap" in l for l in skips), skips

@@ -25,7 +25,8 @@ from .prompts import (state_text, init_transition_messages, init_reward_messages
 # %% auto #0
 __all__ = ['SOKOBAN_ENVS', 'MINIGRID_PLANNER', 'DOMAINS', 'PHI1_SCOPES', 'ABLATIONS', 'play_episode', 'needs_synthesis', 'Domain',
            'get_domain', 'make_env', 'resolve_curriculum', 'env_actions', 'AgentConfig', 'ReplayData', 'step_text',
-           'WorldModel', 'Score', 'Evaluator', 'Candidate', 'Arm', 'Synthesis', 'CallRecord', 'WorldCoderAgent']
+           'WorldModel', 'Score', 'Evaluator', 'transition_levels', 'Candidate', 'Arm', 'Synthesis', 'CallRecord',
+           'WorldCoderAgent']
 
 # %% ../../nbs/34_agent.ipynb #0562f1c4
 def play_episode(
@@ -363,18 +364,35 @@ class Evaluator:
         x = self.data.steps[i]
         return abs(r - x["r"]) <= self.agent.config.reward_tolerance and d == x["d"]
 
+# %% ../../nbs/34_agent.ipynb #35041177
+def transition_levels(
+    data: ReplayData,       # the logged steps, in the order they were logged
+    idx: Sequence[int],     # the steps to score
+) -> list[list[int]]:       # `idx` in groups, to be sent one job each, in this order
+    "Steps in groups none of which holds a next state of its steps or a later state of its chains."
+    level, after = [], {}
+    # after[d]: 1 + the highest level of a step logged so far that leads to state d
+    for x in data.steps:
+        lv = after.get(x["s"], 0)
+        level.append(lv)
+        after[x["s2"]] = max(after.get(x["s2"], 0), lv + 1)
+    groups: dict[int, list[int]] = {}
+    for i in idx: groups.setdefault(level[i], []).append(i)
+    return [groups[k] for k in sorted(groups)]
+
 # %% ../../nbs/34_agent.ipynb #26be52f0
 @patch
 def transition(self: Evaluator, src: str | None, idx: Sequence[int]) -> list[tuple]:
     "`(ok, predicted State or None, error)` of the transition program on the steps `idx`."
     if src is None: return [(False, None, "no transition program yet")] * len(idx)
     k, todo = _sha(src), [i for i in idx if (_sha(src), i) not in self.t_cache]
-    if todo:
-        items = [(self.data.states[self.data.steps[i]["s"]], self.data.steps[i]["a"]) for i in todo]
+    for group in transition_levels(self.data, todo):
+        steps = [self.data.steps[i] for i in group]
+        items = [(self.data.states[x["s"]], x["a"]) for x in steps]
         out = predict_steps(self.agent.api, items, "transition", transition=src,
                             sandbox=self.agent.sandbox,
                             call_timeout_s=self.agent.planner.call_timeout_s)
-        for i, o in zip(todo, out): self.t_cache[(k, i)] = self._check_next(o, i)
+        for i, o in zip(group, out): self.t_cache[(k, i)] = self._check_next(o, i)
     return [self.t_cache[(k, i)] for i in idx]
 
 @patch
@@ -382,13 +400,13 @@ def reward(self: Evaluator, src: str | None, idx: Sequence[int]) -> list[tuple]:
     "`(ok, (reward, done) or None, error)` of a reward program on the steps `idx`."
     if src is None: return [(False, None, "no reward program for this goal yet")] * len(idx)
     k, todo = _sha(src), [i for i in idx if (_sha(src), i) not in self.r_cache]
-    if todo:
-        st = self.data.states
+    st = self.data.states
+    for group in transition_levels(self.data, todo):
         items = [(st[self.data.steps[i]["s"]], self.data.steps[i]["a"],
-                  st[self.data.steps[i]["s2"]]) for i in todo]
+                  st[self.data.steps[i]["s2"]]) for i in group]
         out = predict_steps(self.agent.api, items, "reward", reward=src, sandbox=self.agent.sandbox,
                             call_timeout_s=self.agent.planner.call_timeout_s)
-        for i, (_, r, d, err) in zip(todo, out):
+        for i, (_, r, d, err) in zip(group, out):
             ok = err is None and type(r) in (int,
                     float) and type(d) is bool and self._check_reward(r, d, i)
             self.r_cache[(k, i)] = (ok, None if err else (r, d), err)

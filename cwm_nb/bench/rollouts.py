@@ -11,20 +11,15 @@ from ..core import CwmNbError
 from ..sandbox.jobs import get_sandbox
 from .rtfm import board_cells_of, rtfm_rows
 from .replay import ReplayBuffer
-from .program_runs import (buffer_format, buffer_state_kind, condense_error, run_on_buffer,
-                                      with_buffer_data)
+from cwm_nb.bench.program_runs import (buffer_format, buffer_state_kind, condense_error,
+    run_on_buffer)
 
 # %% auto #0
-__all__ = ['DETERMINISM_PASSES', 'RESOURCE_ERRORS', 'ROLLOUT_HORIZONS', 'other_transitions', 'first_difference',
-           'check_determinism', 'rollout_segments', 'state_scale', 'score_rollouts', 'plot_rollouts', 'rollout_errors']
+__all__ = ['DETERMINISM_PASSES', 'RESOURCE_ERRORS', 'ROLLOUT_HORIZONS', 'first_difference', 'check_determinism',
+           'rollout_segments', 'state_scale', 'score_rollouts', 'plot_rollouts', 'rollout_errors']
 
 # %% ../../nbs/13c_rollouts.ipynb #dd29b0a6
 DETERMINISM_PASSES = ("repeat", "after_other", "twice", "fresh")
-
-# %% ../../nbs/13c_rollouts.ipynb #e15da55a
-def other_transitions(n: int) -> list[int]:
-    "For the *after_other* pass: transition (i + n//2) mod n runs before transition i (i itself when n = 1)."
-    return [(i + n // 2) % n for i in range(n)]
 
 # %% ../../nbs/13c_rollouts.ipynb #bf5e8687
 def _same(a, b) -> bool:
@@ -80,7 +75,7 @@ def check_determinism(
     predictions = predictions if distributions is None else distributions
     n, pass_s = len(buffer), {}
     plan = {"repeat": ({"reseed": True}, limits),
-            "after_other": ({"before": other_transitions(n), "reseed": True}, _scaled(limits, 2)),
+            "after_other": ({"after_other": True, "reseed": True}, _scaled(limits, 2)),
             "twice": ({"twice": True, "reseed": True}, _scaled(limits, 2)),
             "fresh": ({"fresh": True, "reseed": True}, _scaled(limits, 2))}
     for name in passes:
@@ -301,20 +296,18 @@ def _failed_rollout(message: str) -> dict:
 
 # %% ../../nbs/13c_rollouts.ipynb #ea55b25c
 def _rollouts_one_by_one(sandbox, source: str, buffer: ReplayBuffer, segs: list, limits) -> list:
-    "The raw rollouts of `segs`, one per call of a sandbox session, up to the first that does not answer (then None: not run)."
-    res, sess = with_buffer_data(sandbox, buffer, lambda key: sandbox.open_session(
-        source, "cwm_nb.sandbox.drivers:cwm_rollouts", {"session": True}, data_key=key, limits=limits))
-    if sess is None: return [_failed_rollout(condense_error(res.error, source))] * len(segs)
+    "The raw rollouts of `segs`, a session each, to the first that fails (the rest None: not run)."
     out = []
-    with sess:
-        for s, L in segs:
-            r = sess.call({"starts": [s], "lengths": [L]})
-            one = (r.value or {}).get("rollouts") if r.ok and isinstance(r.value, dict) else None
-            if not isinstance(one, list) or len(one) != 1:
-                why = condense_error(r.error, source) if not r.ok else "the rollout call returned no rollout"
-                out.append(_failed_rollout(f"{why} (the rollout from transition {s}; the ones after it were not run)"))
-                break
-            out.append(one[0])
+    for s, L in segs:
+        r = run_on_buffer(sandbox, source, buffer, "cwm_nb.sandbox.drivers:cwm_rollouts",
+                          {"starts": [s], "lengths": [L]}, limits)
+        one = (r.value or {}).get("rollouts") if r.ok and isinstance(r.value, dict) else None
+        if not isinstance(one, list) or len(one) != 1:
+            why = condense_error(r.error, source) if not r.ok else "the session returned no rollout"
+            why += f" (the rollout from transition {s}; the ones after it were not run)"
+            out.append(_failed_rollout(why))
+            break
+        out.append(one[0])
     return out + [None] * (len(segs) - len(out))
 
 # %% ../../nbs/13c_rollouts.ipynb #8f703898
@@ -328,9 +321,10 @@ def rollout_errors(
     limits=None,                # SandboxLimits of the rollout job (and of each rollout, if they are redone one by one)
     scale=None,                 # continuous states: per-dimension scale of the state error; None: `state_scale(buffer)`
 ) -> dict:
-    """Open-loop rollouts of `source` from each logged episode start, scored by `score_rollouts`. All run in one sandbox
-    job; if that job dies (a hang, a limit), they are redone one per call of a sandbox session, up to the first that
-    does not answer: the rollouts before it are kept, it is a failed rollout, the ones after it are not run."""
+    """Open-loop rollouts of `source` from each logged episode start, scored by `score_rollouts`.
+    All run in one sandbox session, their steps fed in order; if it dies (a hang, a limit), they are
+    redone a session each, up to the first that fails: the rollouts before it are kept, it is a
+    failed rollout, the ones after it are not run."""
     t0 = time.perf_counter()
     if sandbox is None:
         sandbox = get_sandbox()

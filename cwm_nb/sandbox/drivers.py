@@ -12,7 +12,7 @@ from .programs import (_NP_FLOAT, _NP_INT, _NP_REAL, ProgramError, Rows, Serve,
     _code_line, _exception_text, _tname, strict_plain)
 
 # %% auto #0
-__all__ = ['DISTRIBUTION_TOL', 'check_distribution', 'merge_outcomes', 'cwm_predict', 'cwm_rollouts']
+__all__ = ['DISTRIBUTION_TOL', 'check_distribution', 'merge_outcomes', 'cwm_predict', 'cwm_rollouts', 'cwm_batches']
 
 # %% ../../nbs/02c_drivers.ipynb #d87a7d07
 _RTFM_SHAPE, _RTFM_CELLS = (6, 6, 2), 72
@@ -211,9 +211,11 @@ def merge_outcomes(
     return list(merged.values())
 
 # %% ../../nbs/02c_drivers.ipynb #b095447f
-def cwm_predict(namespace: dict, args: dict | None, data: dict) -> dict:
+def cwm_predict(namespace: dict, args: dict | None, data: dict, env=None) -> dict:
     """Driver: one `Environment()`, then `set_state(copy(obs[i]))` + `step(actions[i])` for each transition (paper eq. 1).
-    A program with `step_distribution` also gets `set_state` + `step_distribution` first: {'distributions'} (merged)."""
+    A program with `step_distribution` also gets `set_state` + `step_distribution` first:
+    {'distributions'} (merged). `env`: an `Environment` to use (a session's); `data['index']`: the buffer's numbers of the
+    transitions, for errors."""
     args = args or {}
     Env = _environment_class(namespace)
     obs, actions = data["obs"], data["actions"]
@@ -226,8 +228,12 @@ def cwm_predict(namespace: dict, args: dict | None, data: dict) -> dict:
     if fmt not in OBS_FORMATS: raise ValueError(f"cwm_predict: unknown obs_format {fmt!r} (one of {OBS_FORMATS})")
     arity = 4 if (args.get("valid_actions") or data.get("valid_actions")) else 3
     fo, fa = _obs_converter(data.get("obs_dtype"), fmt), _action_converter(data.get("action_dtype"))
-    try: env = Env()
-    except BaseException as e: raise ProgramError("exception", "in Environment()", cause=e) from None
+    if env is None:
+        try: env = Env()
+        except BaseException as e:
+            raise ProgramError("exception", "in Environment()", cause=e) from None
+    names = data.get("index")
+    ix = (lambda k: int(names[k])) if names is not None else (lambda k: k)
     dist_fn = getattr(Env, "step_distribution", None) if args.get("distribution", True) else None
     dists = [] if callable(dist_fn) else None   # the program's distributions, when it has step_distribution
     nxt, rew, don, val, malformed = [], [], [], [], []
@@ -254,12 +260,15 @@ def cwm_predict(namespace: dict, args: dict | None, data: dict) -> dict:
                 if arity == 4: val.append(v)
     except BaseException as e:
         if stage == "check_distribution":
-            raise ProgramError("exception", f"step_distribution() returned a bad distribution on transition {i}: "
-                               f"{_exception_text(e)}", index=i, line=_code_line(dist_fn)) from None
+            raise ProgramError("exception", "step_distribution() returned a bad distribution on "
+                               f"transition {ix(i)}: {_exception_text(e)}", index=ix(i),
+                               line=_code_line(dist_fn)) from None
         if stage == "convert":
-            raise ProgramError("exception", f"step() returned a bad value on transition {i}: {_exception_text(e)}", index=i,
+            raise ProgramError("exception", f"step() returned a bad value on transition {ix(i)}: "
+                               f"{_exception_text(e)}", index=ix(i),
                                line=_code_line(getattr(type(env), "step", None))) from None
-        raise ProgramError("exception", f"in {stage}() on transition {at}", cause=e, index=at) from None
+        raise ProgramError("exception", f"in {stage}() on transition {ix(at)}", cause=e,
+                           index=ix(at)) from None
     return {"predictions": _prediction_rows(nxt, rew, don, val if arity == 4 else None, malformed)} | \
            ({"malformed": malformed} if malformed else {}) | ({"distributions": dists} if dists is not None else {})
 
@@ -294,3 +303,50 @@ def cwm_rollouts(namespace: dict, args: dict, data: dict) -> dict | Serve:
             err = {"step": k, "message": _exception_text(e) + f" (in {stage}() of the rollout from transition {s}, step {k})"}
         out.append({"predictions": _prediction_rows(nxt, rew, don, None, malformed), "malformed": malformed, "error": err})
     return {"rollouts": out}
+
+# %% ../../nbs/02c_drivers.ipynb #4a8866cb
+def _rollout_step(Env, envs: dict, batch: dict, fo, fa, fmt: str, arity: int) -> dict:
+    "One step of each rollout of `batch`: rows in batch order, malformed parts, failures."
+    nxt, rew, don, malformed, failed = [], [], [], [], {}
+    steps = zip(batch["rollout"], batch["obs"], batch["actions"], batch["at"])
+    for j, (rid, o, a, (s, k)) in enumerate(steps):
+        stage, out = "Environment", None
+        try:
+            if o is not None: envs[rid] = Env(); stage = "set_state"; envs[rid].set_state(fo(o))
+            if rid in envs: stage = "step"; out = envs[rid].step(fa(a))   # else: it failed before
+        except BaseException as e:
+            where = f" (in {stage}() of the rollout from transition {s}, step {k})"
+            failed[j] = _exception_text(e) + where
+            envs.pop(rid, None)
+        row = _convert_step(out, fmt, arity, j, malformed if rid in envs else [])
+        nxt.append(row[0]); rew.append(row[1]); don.append(row[2])
+    return {"predictions": _prediction_rows(nxt, rew, don, None, malformed), "malformed": malformed,
+            "failed": [[j, m] for j, m in failed.items()]}
+
+def cwm_batches(namespace: dict, args: dict | None, data: Any = None) -> Serve:
+    "Session driver: transitions (or rollout steps) fed in batches, each answered before the next."
+    args = dict(args or {})
+    Env = _environment_class(namespace)
+    try: env = Env()
+    except BaseException as e:
+        raise ProgramError("exception", "in Environment()", cause=e) from None
+    fmt, seen, envs = args.get("obs_format") or "array", {}, {}
+    form = {k: args.get(k) for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
+    fo, fa = _obs_converter(form["obs_dtype"], fmt), _action_converter(form["action_dtype"])
+    arity = 4 if form["valid_actions"] else 3
+    def handle(batch: dict) -> dict:
+        if "rollout" in batch: return _rollout_step(Env, envs, batch, fo, fa, fmt, arity)
+        idx, obs, act = list(batch["index"]), list(batch["obs"]), list(batch["actions"])
+        before = batch.get("before")
+        if before is not None: seen.update(zip(idx, zip(obs, act)))
+        d = form | {"obs": obs, "actions": act, "index": idx}
+        run = dict(args, before=None)
+        if before is not None:   # the other transitions are appended, and named by their place
+            d["obs"] = obs + [seen[g][0] for g in before]
+            d["actions"] = act + [seen[g][1] for g in before]
+            d["index"] = idx + list(before)
+            run["before"], run["n"] = list(range(len(idx), 2 * len(idx))), len(idx)
+        return cwm_predict(namespace, run, d, env=env)
+    return Serve({"ok": True}, handle)
+
+cwm_batches.before_exec = _reseed_numpy

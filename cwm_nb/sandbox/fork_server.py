@@ -755,6 +755,70 @@ def _end_session(self: _Server, sid: int, hdr: dict | None = None) -> None:
     self.dirty = not self._sweep() or self.dirty
     shutil.rmtree(c.scratch, ignore_errors=True)
 
+# %% ../../nbs/02d_fork_server.ipynb #d4aa17d6
+def _splice_within(src: int, dst: int, n: int, deadline: float) -> int:
+    "Bytes moved (up to `n`) from pipe `src` to non-blocking pipe `dst` by splice(2), in time."
+    moved = 0
+    while moved < n:
+        try: k = os.splice(src, dst, n - moved)
+        except BlockingIOError: k = None
+        except OSError: return moved
+        if k == 0: return moved   # the parent closed its end
+        if k: moved += k; continue
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([], [dst], [], left)[1]: return moved
+    return moved
+
+def _drain(src: int, n: int) -> None:
+    "Discard the next `n` bytes of pipe `src` (spliced to /dev/null, never read into memory)."
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        while n > 0:
+            k = os.splice(src, null, n)
+            if not k: break
+            n -= k
+    finally: os.close(null)
+
+# %% ../../nbs/02d_fork_server.ipynb #350f3d03
+def _append_capture(into: _Capture, part: _Capture) -> None:
+    "Account for `part` (one call's capture) after `into`; a gap in `part` closes `into`'s head."
+    into.add(bytes(part.head))
+    dropped = part.total - len(part.head) - len(part.tail)
+    if dropped: into.head_n, into.total = len(into.head), into.total + dropped; into.tail.clear()
+    into.add(bytes(part.tail))
+
+# %% ../../nbs/02d_fork_server.ipynb #ed7e1f93
+@patch
+def feed(self: _Server, sid: int, sizes: list, wall_s: float, close: bool = False) -> None:
+    "Forward the frames (`sizes` bytes) that follow on the request pipe to session `sid`."
+    entry, answers, done = self.sessions.get(sid), [], 0
+    if entry is None:
+        _drain(self.inp, sum(sizes))
+        return self.reply({"status": "no_session", "message": f"no session {sid}: it has ended"})
+    c, lim = entry
+    lim = dict(lim, wall_s=float(wall_s or lim["wall_s"]))
+    cap = int(lim["output_bytes"])
+    outs, errs = _Capture(cap), _Capture(cap)   # the output of all the calls
+    t0 = time.monotonic(); deadline, status = t0 + lim["wall_s"], "done"
+    for n in sizes:
+        moved = _splice_within(self.inp, c.job_w, n, deadline)   # a whole frame: one wake-up
+        done += moved
+        if moved < n:
+            status = "exited" if select.select([c.pidfd], [], [], 0)[0] else "timeout"; break
+        t1 = time.monotonic()
+        status, result, out, err = self._supervise(c, dict(lim, wall_s=deadline - t1), t1)
+        _append_capture(outs, out); _append_capture(errs, err)
+        if status != "done": break
+        answers.append(result)
+        if result.startswith(b'{"ok":false'): break   # the program failed: nothing more to ask
+    _drain(self.inp, sum(sizes) - done)
+    if status == "parent_gone": self.serve_gone()
+    hdr = {"status": status, "exit_code": None, "cpu_s": None, "job_wall_s": time.monotonic() - t0,
+           "stdout": outs.text(), "stderr": errs.text(), "session": sid, "answers": len(answers)}
+    if status != "done": self._end_session(sid, hdr); hdr["clean"] = not self.dirty
+    self.reply(hdr, b"".join(_HDR.pack(len(a)) + a for a in answers))
+    if close and sid in self.sessions: self._end_session(sid)   # after the reply: nobody waits
+
 # %% ../../nbs/02d_fork_server.ipynb #ab310145
 @patch
 def serve_gone(self: _Server) -> None:
@@ -775,6 +839,16 @@ def _put(self: _Server, key: str, data: bytes) -> None:
     self.reply({"status": "ok"})
     if self.prefork: self._fork_idle()
 
+# %% ../../nbs/02d_fork_server.ipynb #8dcd9e12
+@patch
+def _drop(self: _Server, key: str) -> None:
+    "Forget the data under `key`; the pre-forked child, which holds a copy of it, is replaced."
+    if self.store.pop(key, None) is not None:
+        self.gen += 1
+        if self.idle is not None: self._discard(self.idle); self.idle = None
+    self.reply({"status": "ok"})
+    if self.prefork and self.idle is None and not self.dirty: self._fork_idle()
+
 # %% ../../nbs/02d_fork_server.ipynb #76b2614c
 @patch
 def _serve(self: _Server) -> None:
@@ -787,12 +861,12 @@ def _serve(self: _Server) -> None:
             self.reply({"status": "dirty"}); break
         if op == "run": self.run(rest[0], blob)
         elif op == "call": self.call(*rest)
+        elif op == "feed": self.feed(*rest)
         elif op == "end":
             if rest[0] in self.sessions: self._end_session(rest[0])
             self.reply({"status": "ok"})
         elif op == "put": self._put(*rest)
-        elif op == "drop":
-            self.store.pop(rest[0], None); self.reply({"status": "ok"})
+        elif op == "drop": self._drop(rest[0])
         elif op == "ping":
             self.reply({"status": "ok", "children": sorted(_children()), "idle": self.idle.pid if self.idle else None})
         elif op == "close": break

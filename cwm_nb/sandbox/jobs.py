@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 from fastcore.basics import patch
 from ..core import CwmNbError, data_dir
-from .syscalls import _EXIT_SETUP, _recv_frame, _send_frame
+from .syscalls import _EXIT_SETUP, _recv_frame, _send_frame, _write_all
 from .landlock import landlock_support
 from .programs import (ERROR_KINDS, SandboxLimits, SandboxResult, _clip,
     _resolve_driver, decode_result, make_error)
@@ -290,9 +290,9 @@ def _launch(self: Sandbox, mode: str, bwrap: str | None) -> None:
 @patch
 def put_data(self: Sandbox,
              key: str,    # name the jobs use in `data_key`
-             data: Any,   # trusted data (e.g. a buffer's observations and actions); pickled once
+             data: Any,   # trusted data that every later job holds (never a score's targets)
             ) -> None:
-    "Ship trusted `data` to the server once; jobs refer to it by `key`. Re-sent automatically after a restart."
+    "Ship trusted `data` to the server once; jobs refer to it by `key`. Re-sent after a restart."
     if not isinstance(key, str) or not key: raise CwmNbError(f"bad data key {key!r}", "use a non-empty string")
     blob = pickle.dumps(data, protocol=5)
     with self._lock:
@@ -474,6 +474,50 @@ def open_session(self: Sandbox,
         s = SandboxSession(self, sid, limits or self.limits)
         if not res.ok: s.close(); return res, None
         return res, s
+
+# %% ../../nbs/03_sandbox.ipynb #e75fd6fd
+def _frames(body: bytes) -> list[bytes]:
+    "The length-prefixed frames that make up `body`."
+    out, at = [], 0
+    while at + 8 <= len(body):
+        n = int.from_bytes(body[at:at + 8], "little")
+        out.append(body[at + 8:at + 8 + n]); at += 8 + n
+    return out
+
+@patch
+def feed(self: SandboxSession,
+         payloads: list,               # trusted data for the driver's `handle`, one call each
+         wall_s: float | None = None,  # wall-clock limit of all the calls (default: the session's)
+         close: bool = False,          # end the session after the last answer (no round trip)
+        ) -> list[SandboxResult]:      # one per answered payload, then the error that ended it
+    "The answers to `payloads`, each sent to the session only after the answer to the one before."
+    t0, sb = time.perf_counter(), self.sandbox
+    lim = replace(self.limits, wall_s=float(wall_s or self.limits.wall_s))
+    blobs = [pickle.dumps(p, protocol=5) for p in payloads]
+    blobs = [len(b).to_bytes(8, "little") + b for b in blobs]   # whole frames, spliced as they are
+    head = pickle.dumps(("feed", self.sid, [len(b) for b in blobs], lim.wall_s, close), protocol=5)
+    gone = "the session is gone"
+    with sb._lock:
+        if not self.alive: return [self._gone(f"{gone} (closed, or its server restarted)", t0)]
+        try:
+            sb._send(head)
+            _write_all(sb._proc.stdin.fileno(), b"".join(blobs))
+            hdr, body = sb._recv(time.monotonic() + lim.wall_s + 15)
+        except (_ServerGone, OSError) as e:
+            sb._kill(); return [self._gone(f"the sandbox server died ({e}); {gone}", t0)]
+        except BaseException: sb._kill(); self.closed = True; raise
+        st = hdr.get("status")
+        if st == "dirty": sb._kill(); return [self._gone(f"the server restarted; {gone}", t0)]
+        if st == "no_session": return [self._gone(str(hdr.get("message")), t0)]
+        if st != "done" or close: self.closed = True
+        if hdr.get("clean") is False: sb._kill()
+        self.calls += len(payloads)
+    wall, said = time.perf_counter() - t0, {"status": "done"}
+    out = [sb._result(said, f, lim, wall) for f in _frames(body)]
+    if st != "done": out.append(sb._result(hdr, b"", lim, wall))
+    if out: out[-1].stdout, out[-1].stderr = hdr.get("stdout", ""), hdr.get("stderr", "")
+    return out
+
 
 # %% ../../nbs/03_sandbox.ipynb #5751dd5d
 _shared: Sandbox | None = None

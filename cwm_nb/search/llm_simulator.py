@@ -276,13 +276,13 @@ def subset_buffer(buffer, indices):
 
 # %% ../../nbs/24_llm_simulator.ipynb #7cf1b802
 def _timing_run(sandbox, program_source: str, buffer, idx: list[int], repeats: int):
-    "The sandbox run of the `cwm_time_steps` driver on `idx` of `buffer`, re-sending the buffer once if it was lost."
-    run = lambda key: sandbox.run(program_source, "cwm_nb.search.llm_simulator:cwm_time_steps",
-                                  args={"indices": idx, "repeats": int(repeats)}, data_key=key)
-    try: return run(buffer_data_key(sandbox, buffer))
-    except CwmNbError as e:
-        if "no data" not in str(e): raise
-        return run(buffer_data_key(sandbox, buffer, resend=True))
+    "The sandbox run of `cwm_time_steps` on `idx` of `buffer`, the buffer dropped after it."
+    key = buffer_data_key(sandbox, buffer, resend=True)
+    # dropped after the run: a job forked while the server stores a buffer holds all of its
+    # observations, the next observations of its transitions included (13b_program_runs)
+    try: return sandbox.run(program_source, "cwm_nb.search.llm_simulator:cwm_time_steps",
+                            args={"indices": idx, "repeats": int(repeats)}, data_key=key)
+    finally: sandbox.drop_data(key)
 
 # %% ../../nbs/24_llm_simulator.ipynb #1835751d
 def _correct_transitions(program_source: str, buffer, idx: list[int], sandbox):

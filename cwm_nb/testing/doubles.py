@@ -8,7 +8,8 @@ from ..search.prompts import prefill_opens_code
 
 # %% auto #0
 __all__ = ['body', 'fake_evaluate', 'as_answer', 'RecordingLLM', 'ToySearchConfig', 'AgentDouble', 'CorridorModel', 'CoinModel',
-           'FlakyEndModel', 'FakeSandbox', 'LimitsRecordingSandbox', 'FakeSession', 'constant_push_planner']
+           'FlakyEndModel', 'FedSession', 'FakeSandbox', 'LimitsRecordingSandbox', 'FakeSession',
+           'constant_push_planner']
 
 # %% ../../nbs/91_doubles.ipynb #9a9f5766
 from dataclasses import dataclass
@@ -143,6 +144,18 @@ from ..core import CwmNbError
 from ..sandbox.programs import SandboxLimits, SandboxResult, make_error
 
 # %% ../../nbs/91_doubles.ipynb #380a378d
+class FedSession:
+    "Test double of a session: `feed` answers each payload by `answer(payload)`, to an error."
+    def __init__(self, answer): self.answer, self.fed = answer, []
+    def __enter__(self): return self
+    def __exit__(self, *exc): pass
+    def feed(self, payloads: list, wall_s=None, close: bool = False) -> list:
+        out = []
+        for p in payloads:
+            self.fed.append(p); out.append(self.answer(p))
+            if not out[-1].ok: break
+        return out
+
 class FakeSandbox:
     "Test double of `cwm_nb.sandbox.jobs.Sandbox`: stored data, a log of jobs, answers from `answer(driver, args)`."
     def __init__(self, answer=None): self.data, self.jobs, self.answer, self.limits = {}, [], answer, SandboxLimits()
@@ -150,6 +163,10 @@ class FakeSandbox:
     def run(self, source, driver, args=None, data_key=None, limits=None):
         if data_key not in self.data: raise CwmNbError(f"no data stored under {data_key!r}", "call put_data first")
         self.jobs.append((driver, args)); return self.answer(driver, args or {})
+    def open_session(self, source, driver, args=None, data_key=None, limits=None):
+        self.jobs.append((driver, args))
+        fed = FedSession(lambda p: self.answer(driver, (args or {}) | p))
+        return SandboxResult(True, {"ok": True}), fed
 
 # %% ../../nbs/91_doubles.ipynb #3d7b4205
 class LimitsRecordingSandbox:
@@ -157,10 +174,20 @@ class LimitsRecordingSandbox:
     def __init__(self, preds: list, limits=None):
         self.limits, self.jobs, self.preds = limits or SandboxLimits(wall_s=2.0, cpu_s=3), [], preds
     def put_data(self, key, data): pass
+    def _answer(self, after_other: bool, limits, rows=None):
+        if not after_other:
+            return SandboxResult(True, {"predictions": self.preds if rows is None else rows})
+        why = make_error("timeout", f"the program ran longer than {limits.wall_s:g} s")
+        return SandboxResult(False, None, why)
     def run(self, source, driver, args=None, data_key=None, limits=None):
         self.jobs.append((args.get("before") is not None, limits.wall_s, limits.cpu_s))
-        if args.get("before") is None: return SandboxResult(True, {"predictions": self.preds})
-        return SandboxResult(False, None, make_error("timeout", f"the program ran longer than {limits.wall_s:g} s"))
+        return self._answer(args.get("before") is not None, limits)
+    def open_session(self, source, driver, args=None, data_key=None, limits=None):
+        other = bool((args or {}).get("after_other"))
+        self.jobs.append((other, limits.wall_s, limits.cpu_s))
+        rows = lambda p: [self.preds[i] for i in p["index"]]
+        fed = FedSession(lambda p: self._answer(other, limits, rows(p)))
+        return SandboxResult(True, {"ok": True}), fed
 
 # %% ../../nbs/91_doubles.ipynb #bfe260a8
 class FakeSession:

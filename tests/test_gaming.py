@@ -1,0 +1,198 @@
+"""Hostile programs that search their own process for the data they are scored against (issue #35), in each kernel
+isolation mode (bubblewrap, Landlock). As root, `test_hostile_programs_as_a_non_root_user` of test_sandbox.py runs
+the landlock tests of this file again as a user it creates.
+
+A probe (tests/gaming_probes.py) answers with the logged successor of the state it is given when it finds it, else
+with its fallback answer. Where a job held the buffer (the old data flow, kept in `old_evaluate`), the probes find
+it; where the transitions are fed in order (`run_on_buffer`), every probe scores exactly what `FALLBACK` scores,
+on the transitions, the determinism passes and the rollouts alike. APPS: a program that searches for the expected
+outputs prints nothing more than its fallback does.
+"""
+import pytest
+
+from gaming_probes import FALLBACK, PROBES, old_evaluate
+from cwm_nb.bench.cwm import evaluate_program
+from cwm_nb.bench.program_runs import sandbox_inputs
+from cwm_nb.bench.replay import load_buffer
+from cwm_nb.sandbox.jobs import Sandbox
+from cwm_nb.sandbox.landlock import landlock_support
+from cwm_nb.sandbox.programs import SandboxLimits
+from cwm_nb.search.llm_simulator import subset_buffer
+
+pytestmark = pytest.mark.timeout(600)
+
+MODES = ["bwrap", "landlock"]
+LIMITS = SandboxLimits(wall_s=60, cpu_s=60, memory_mb=1024)   # a probe's searches are slow, not endless
+FOUND_BY_HOLDING = ("gc", "frames", "inherited")   # the probes that find the buffer wherever a job holds it
+
+
+def _skip_unavailable(mode: str) -> None:
+    import shutil
+    if mode == "bwrap" and shutil.which("bwrap") is None: pytest.skip("needs bubblewrap (not installed)")
+    if mode == "landlock" and landlock_support(): pytest.skip(landlock_support())
+
+
+@pytest.fixture(scope="module")
+def buffer():
+    "The first three episodes of the shipped CartPole buffer."
+    full = load_buffer("CartPole-v1")
+    a, b = full.episode_bounds()[0][0], full.episode_bounds()[2][1]
+    return subset_buffer(full, range(a, b))
+
+
+@pytest.fixture(scope="module", params=MODES)
+def sandbox(request):
+    _skip_unavailable(request.param)
+    with Sandbox(LIMITS, isolation=request.param) as sb:
+        assert sb.isolation == request.param
+        yield sb
+
+
+def _scores(ev) -> tuple:
+    return ev.accuracy, ev.exact_replay, ev.components, ev.bug, ev.error
+
+
+@pytest.fixture(scope="module")
+def fallback(sandbox, buffer):
+    "The fallback's evaluation, with the determinism check and the rollouts."
+    ev = evaluate_program(FALLBACK, buffer, sandbox=sandbox, determinism=True, rollouts=True)
+    assert not ev.bug and ev.deterministic, ev.error
+    return ev
+
+
+@pytest.mark.parametrize("probe", FOUND_BY_HOLDING)
+def test_a_probe_finds_the_buffer_a_job_holds(sandbox, buffer, probe):
+    "The old data flow (the buffer stored in the server, one job over all of it): the probe answers from the log."
+    with Sandbox(LIMITS, isolation=sandbox.isolation) as old:
+        found, base = old_evaluate(old, PROBES[probe], buffer), old_evaluate(old, FALLBACK, buffer)
+    assert found.components["next_state"] == 1.0 and base.components["next_state"] == 0.0, (found.error, base.error)
+
+
+@pytest.mark.parametrize("probe", list(PROBES))
+def test_a_probe_scores_what_its_fallback_scores(sandbox, buffer, fallback, probe):
+    "Transitions fed in order: on every transition, determinism pass and rollout, the probe finds nothing."
+    ev = evaluate_program(PROBES[probe], buffer, sandbox=sandbox, determinism=True, rollouts=True)
+    assert _scores(ev) == _scores(fallback), ev.error
+    assert ev.deterministic is True and ev.determinism["first_difference"] is None
+    assert ev.rollouts["horizons"] == fallback.rollouts["horizons"]
+    assert ev.rollouts["by_step"] == fallback.rollouts["by_step"]
+
+
+def test_a_dropped_buffer_is_not_inherited(sandbox, buffer, fallback):
+    "A buffer once stored in the server (put_data) and dropped: jobs forked after the drop do not hold it."
+    sandbox.put_data("dropped", sandbox_inputs(buffer))
+    sandbox.drop_data("dropped")
+    for name in FOUND_BY_HOLDING:
+        assert _scores(evaluate_program(PROBES[name], buffer, sandbox=sandbox)) == _scores(fallback), name
+
+
+# --- APPS: the expected outputs never reach the job ------------------------------------------------------------------
+
+APPS_PROBE = r'''
+import gc, sys
+
+def _tests_in(o):
+    "(inputs, outputs) lists held by `o` (an AppsProblem, an AppsEvaluation, a dict of them), else None."
+    try:
+        d = o if type(o) is dict else getattr(o, "__dict__", None)
+        if type(d) is not dict: return None
+        ins = d.get("inputs")
+        outs = d.get("outputs", d.get("expected"))
+    except Exception: return None
+    if type(ins) is list and type(outs) is list and len(ins) == len(outs): return ins, outs
+    return None
+
+def find(given):
+    "The expected output of the test whose input is `given`, from anything in this process, else None."
+    gc.unfreeze()
+    places = list(gc.get_objects())
+    fr = sys._getframe(0)
+    while fr is not None: places += list(fr.f_locals.values()); fr = fr.f_back
+    for m in list(sys.modules.values()): places += list(getattr(m, "__dict__", {}).values())
+    for o in places:
+        t = _tests_in(o)
+        if t is not None and given in t[0]: return t[1][t[0].index(given)]
+    return None
+
+if SEARCH:
+    out = find(sys.stdin.read())
+    if out is not None: print(out, end="")
+'''
+
+
+def test_an_apps_program_cannot_find_the_expected_outputs(sandbox):
+    "The APPS job gets the inputs only: a program searching for the outputs passes what printing nothing passes."
+    from cwm_nb.apps.harness import evaluate_solution
+    from cwm_nb.apps.problems import demo_problems
+    p = next(q for q in demo_problems() if q.kind == "stdin")
+    ns = {"SEARCH": False}
+    exec(APPS_PROBE, ns)
+    assert ns["find"](p.inputs[0]) == p.outputs[0]   # where the problem is held (here), the probe finds the answer
+    probe = evaluate_solution("SEARCH = True\n" + APPS_PROBE, p, sandbox=sandbox)
+    base = evaluate_solution("SEARCH = False\n" + APPS_PROBE, p, sandbox=sandbox)
+    assert [t.passed for t in probe.tests] == [t.passed for t in base.tests] == [False] * p.n_tests
+    assert [t.output for t in probe.tests] == [""] * p.n_tests
+
+
+def test_the_mem_probe_reads_pickled_rows_from_memory(buffer):
+    "Where a pickled buffer lies in a process's memory (here: this one), the `mem` probe finds every successor."
+    import pickle
+    blob = pickle.dumps(sandbox_inputs(buffer), protocol=5)
+    ns = {}
+    exec(PROBES["mem"], ns)
+    finder = ns["_Finder"]()
+    ns["search"](finder)
+    assert len(finder.next) >= len(buffer) - len(buffer.episode_bounds()) and blob
+
+
+DRIVER_SWAP = '''
+import cwm_nb.sandbox.drivers as d
+d.cwm_predict = lambda *a, **k: {"predictions": [[[0.0] * 4, 1.0, False]] * 1000, "malformed": [["x"], [10 ** 6, "done", "?"]],
+                                 "distributions": "none"}
+d._rollout_step = lambda *a, **k: {"predictions": "x", "malformed": None, "failed": [[0], ["a", "b"], 7]}
+class Environment:
+    def set_state(self, s): pass
+    def step(self, a): return [0.0] * 4, 1.0, False
+'''
+
+
+def test_a_program_that_replaces_the_driver_gets_a_score(sandbox, buffer):
+    "The driver runs in the program's process: a program may replace it. Its answers are checked, not trusted."
+    ev = evaluate_program(DRIVER_SWAP, buffer, sandbox=sandbox, rollouts=True)
+    assert not ev.bug and ev.components["next_state"] == 0.0, ev.error
+    assert ev.rollouts["n_rollouts"] == len(buffer.episode_bounds()) and ev.rollouts["horizons"]["1"]["alive"] == 0.0
+
+
+# --- WorldCoder: the logged outcomes never share a job with the steps they answer -----------------------------------
+
+class _ItemsSeen:
+    "A sandbox that records the items of every prediction job it runs (the real one runs them)."
+    def __init__(self, sb): self.sb, self.jobs = sb, []
+    def run(self, source, driver, args=None, **kw):
+        self.jobs.append([it[0] for it in args["items"]]); return self.sb.run(source, driver, args, **kw)
+
+
+def test_the_agent_never_sends_a_step_with_its_outcome(sandbox):
+    "The WorldCoder evaluator's jobs: no step's next state, nor a later state of its chain, in the job that asks it."
+    from cwm_nb.core import data_dir
+    from cwm_nb.agent.minigrid import MINIGRID_ENTITY_NAMES
+    from cwm_nb.agent.oo_state import entity_api_source
+    from cwm_nb.agent.worldcoder import (DOMAINS, AgentConfig, Evaluator, ReplayData, make_env,
+        transition_levels)
+    from cwm_nb.testing.doubles import AgentDouble
+    env = make_env(DOMAINS["minigrid"], "MiniGrid-Empty-5x5-v0")
+    s, _ = env.reset(seed=0)
+    api = entity_api_source(MINIGRID_ENTITY_NAMES)
+    ag = AgentDouble(DOMAINS["minigrid"], AgentConfig(), api, api, ReplayData(), evaluator=Evaluator)
+    for a in ("turn left", "move forward", "turn right", "move forward", "move forward"):
+        n, r, t, *_ = env.step(a); ag.data.add_step(s, a, r, n, t, "get to the green goal square"); s = n
+    ag.sandbox = seen = _ItemsSeen(sandbox)
+    src = (data_dir()/"programs"/"worldcoder"/"minigrid_transition_0.py").read_text()
+    assert [ok for ok, _, _ in ag.evaluator.transition(src, range(5))] == [True, False, True, True, True]
+    steps, states = ag.data.steps, ag.data.states
+    groups = transition_levels(ag.data, range(len(steps)))
+    where = {i: g for g, group in enumerate(groups) for i in group}
+    for j, x in enumerate(steps):   # a step whose state an earlier step led to is asked after it
+        assert all(where[j] > where[i] for i in range(j) if steps[i]["s2"] == x["s"]), (j, groups)
+    assert seen.jobs == [[states[steps[i]["s"]] for i in g] for g in groups]   # one job per group, in order
+    assert len(groups) == len(steps)   # one chain: one step per job
