@@ -133,8 +133,11 @@ def sample_task(
             fits = [rt for rt in rtypes if o in C.VAL_RECEPTACLE_OBJECTS.get(rt, ())]
             if len(_holders(o, static)) > 1: pairs += [(o, rt) for rt in fits if rt != appliance]
     if not pairs:
+        # ALFRED's rooms for the task type (constants.GOALS_VALID), with their floor plans
+        rooms = sorted(C.GOALS_VALID[task_type], key=lambda r: C.SCENE_TYPE[r].start)
+        where = ", ".join(f"{r} {C.SCENE_TYPE[r].start}-{C.SCENE_TYPE[r].stop - 1}" for r in rooms)
         raise CwmNbError(f"FloorPlan{floor_plan} cannot host a {task_type} task",
-                         "pick another floor plan (kitchens 1-30 have a microwave, fridge, sink)")
+                         f"pick another floor plan of a room where ALFRED sets it: {where}")
     obj, parent = rng.choice(pairs)
     return {"object_target": obj, "parent_target": parent, "toggle_target": toggle,
             "mrecep_target": "", "object_sliced": False}
