@@ -24,7 +24,7 @@ from ..agent.alfworld import require_household, run_alfworld_baseline
 from ..agent.scripted import scripted_llm
 from ..agent.planning import PLANNERS, PlannerConfig
 from ..agent.sokoban import SokobanEnv
-from ..agent.rl import train_ppo
+from ..agent.rl import PPO_SETTINGS as PPO_DOMAIN_SETTINGS, train_ppo
 from .definition import (DEFINITION_FORMAT, Option, add_option_flag,
                                            add_run_flags, code_fingerprint, find_option,
                                            options_label, options_of, options_table, parse_value,
@@ -192,6 +192,9 @@ def define_agent_run(
     if s.method in HOUSEHOLD_BASELINES and s.domain != "alfworld":
         raise CwmNbError(f"--method {s.method} plays AlfWorld's games only",
                          "run `cwm-nb agent alfworld --method ...`, or use worldcoder or ppo")
+    if s.method == "ppo" and s.domain not in PPO_DOMAIN_SETTINGS:
+        raise CwmNbError(f"the PPO baseline plays {' and '.join(PPO_DOMAIN_SETTINGS)} only",
+                         "on alfworld use --method expert or random (its baselines), or worldcoder")
     if s.domain == "alfworld": require_household()
     s = replace(s, llm_budget=s.llm_budget or d.llm_budget,
                 max_episodes=s.max_episodes or d.max_episodes,
