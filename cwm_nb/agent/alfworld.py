@@ -392,6 +392,9 @@ class AlfWorldEnv(gym.Env):
                              "e.g. max_steps=50")
         if game is None: game = write_game(task_type, floor_plan, game_seed)
         self.game_path = Path(game)
+        if not (self.game_path.is_file() and (self.game_path.parent/"traj_data.json").is_file()):
+            raise CwmNbError(f"no game at {game} (a game.tw-pddl beside its traj_data.json)",
+                             "make one with write_game(...)")
         traj = json.loads((self.game_path.parent/"traj_data.json").read_text())
         self.task_type = traj["task_type"]
         self.max_steps, self.render_mode = max_steps, render_mode
