@@ -58,3 +58,25 @@ def test_scripted_agent_solves_the_first_game(cache):
     assert agent.syntheses and agent.syntheses[-1]["satisfied"]
     # φ2 made the goal reachable before any reward was logged
     assert not any(x["r"] > 0 for x in agent.data.steps[:-1])
+
+
+@needs_household
+def test_agent_run_records_the_planner_the_domain_plans_with(tmp_path):
+    d = xa.define_agent_run(dict(domain="alfworld", curriculum="test", out=str(tmp_path)))
+    rec = d.record()
+    planner = rec["method_config"]["planner"]
+    assert (rec["planner"], planner["planner"]) == ("mcts", "mcts")
+    assert (planner["max_depth"], planner["rank_outcomes"]) == (10, True)
+    assert d.options == {}   # the domain's search, not options: the run's folder is unchanged
+    for given in (dict(planner="bfs"), dict(options=["planner.max_depth=5"])):
+        opts = given.pop("options", None)
+        with pytest.raises(CwmNbError, match="alfworld plans with .* would not be used"):
+            xa.define_agent_run(dict(domain="alfworld", curriculum="test", out=str(tmp_path),
+                                     **given), opts)
+    # the same values given are accepted, and a record read back (--from) is the same run
+    same = xa.define_agent_run(dict(domain="alfworld", curriculum="test", planner="mcts",
+                                    out=str(tmp_path)), ["planner.max_depth=10"])
+    assert same.record() == rec
+    # the experiment notebook's parameters (planner at its default) make the same run
+    assert xa.notebook_agent_run(dict(domain="alfworld", curriculum="test", planner="bfs",
+                                      out=str(tmp_path))).record() == rec

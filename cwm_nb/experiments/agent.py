@@ -159,15 +159,28 @@ class AgentDefinition:
     # "method.NAME" / "planner.NAME" -> value: the options this run sets, non-default only
     options: dict = field(default_factory=dict)
 
+def _domain_planner(
+    domain: str,   # a name of `DOMAINS`
+    envs: list,    # the run's environments
+) -> dict:         # `PlannerConfig` field -> value
+    """The search settings the domain replaces with one value in every environment of `envs`
+    (`Domain.env_planner`, 34_agent): what the run plans with, whatever it is given."""
+    tables = [get_domain(domain).env_planner.get(e, {}) for e in envs]
+    common = dict(tables[0]) if tables else {}
+    for t in tables[1:]: common = {k: v for k, v in common.items() if k in t and t[k] == v}
+    return common
+
 @patch
 def config(self: AgentDefinition) -> AgentConfig:
-    """The `AgentConfig` the agent runs with: the ablation's fields, the options, then the settings
-    that are config fields (`SETTING_FIELDS`). Raises `CwmNbError` for a value a config refuses."""
+    """The `AgentConfig` the agent runs with: the ablation's fields, the options, the settings that
+    are config fields (`SETTING_FIELDS`), then the domain's search (`_domain_planner`). Raises
+    `CwmNbError` for a value a config refuses."""
     s, o = self.settings, self.options
     part = lambda p: {q.split(".", 1)[1]: v for q, v in o.items() if q.startswith(p + ".")}
     return AgentConfig(**{**ABLATIONS[s.ablation], **part("method")}, llm_budget=s.llm_budget,
                        max_episodes=s.max_episodes, max_tokens=s.max_tokens,
-                       planner=PlannerConfig(planner=s.planner, **part("planner")))
+                       planner=PlannerConfig(**{**part("planner"), "planner": s.planner,
+                                                **_domain_planner(s.domain, self.envs)}))
 
 # %% ../../nbs/52_agent_experiments.ipynb #078882b6
 def define_agent_run(
@@ -177,8 +190,9 @@ def define_agent_run(
 ) -> AgentDefinition:
     """The one check of an agent run. Settings and options are found by name alike (`--set seed=3`
     sets a setting). 0 for `llm_budget`, `max_episodes` or `max_tokens` becomes `AgentConfig`'s
-    default (400 tokens for the embedded model). No model is loaded. Raises `CwmNbError` (unknown
-    name, bad value, a config that refuses it)."""
+    default (400 tokens for the embedded model); the planner the domain fixes (`_domain_planner`)
+    becomes the setting. No model is loaded. Raises `CwmNbError` (unknown name, bad value, a
+    search setting the domain replaces, a config that refuses it)."""
     typed, given = {}, {}
     for k, v in {**dict(settings or {}), **split_assignments(options)}.items():
         o = find_option(k, agent_options(), "the agent", "cwm-nb methods --agent")
@@ -196,12 +210,22 @@ def define_agent_run(
         raise CwmNbError(f"the PPO baseline plays {' and '.join(PPO_DOMAIN_SETTINGS)} only",
                          "on alfworld use --method expert or random (its baselines), or worldcoder")
     if s.domain == "alfworld": require_household()
-    s = replace(s, llm_budget=s.llm_budget or d.llm_budget,
+    envs = resolve_curriculum(get_domain(s.domain), s.curriculum)
+    fixed = _domain_planner(s.domain, envs) if s.method == "worldcoder" else {}
+    asked = {"planner": typed.get("planner"),
+             **{q.removeprefix("planner."): v for q, v in given.items() if q.startswith("planner.")}}
+    for k, v in asked.items():
+        if k in fixed and v is not None and v != fixed[k]:
+            flag = "--planner " if k == "planner" else f"--set planner.{k}="
+            raise CwmNbError(f"{s.domain} plans with {k}={fixed[k]!r} in every environment of this "
+                             f"run (its domain's search), so {flag}{v} would not be used",
+                             f"drop {flag.strip(' =')}")
+    given = {q: v for q, v in given.items() if q.removeprefix("planner.") not in fixed}
+    s = replace(s, planner=fixed.get("planner", s.planner), llm_budget=s.llm_budget or d.llm_budget,
                 max_episodes=s.max_episodes or d.max_episodes,
                 max_tokens=s.max_tokens or (400 if s.model == "embedded" else d.max_tokens))
     default = {o.qualified: o.default for o in agent_options(s.ablation)}
-    run_def = AgentDefinition(s, resolve_curriculum(get_domain(s.domain), s.curriculum),
-                              {q: v for q, v in given.items() if v != default[q]})
+    run_def = AgentDefinition(s, envs, {q: v for q, v in given.items() if v != default[q]})
     run_def.config()   # the configs' own checks, now
     return run_def
 
@@ -209,9 +233,10 @@ def define_agent_run(
 def notebook_agent_run(
     namespace: dict,   # the experiment notebook's globals(), its parameters among them
 ) -> AgentDefinition:
-    "The run the parameters of `experiments/worldcoder.ipynb` ask for, checked."
-    own = [f.name for f in fields(AgentSettings)]
-    return define_agent_run({k: namespace[k] for k in own if k in namespace},
+    """The run the parameters of `experiments/worldcoder.ipynb` ask for, checked; a parameter at its
+    default is not given (so the planner a domain fixes is not refused)."""
+    own = {f.name: f.default for f in fields(AgentSettings)}
+    return define_agent_run({k: namespace[k] for k in own if k in namespace and namespace[k] != own[k]},
                             namespace.get("options") or {})
 
 # %% ../../nbs/52_agent_experiments.ipynb #fecc7cda

@@ -18,6 +18,7 @@ from .index_options import OPTION_PARTS, code_note, option_value, paper_setting
 from .index_options import parse_options, varied_options
 from .index import INDEX_COLUMNS, build_index, find_run_dirs
 from .agent import agent_figures
+from .household_figures import household_figures
 from .notebooks import run_notebook
 from .runs import save_figure
 
@@ -940,6 +941,7 @@ def make_all(
         written["options"] = save_figure(fig, out/"options"); plt.close(fig)
     mix = code_note(_runs(index, None), "the runs mix").strip()
     written.update(agent_figures(results, out))   # the WorldCoder agent's figures, when `results` holds agent runs
+    written.update(household_figures(results, out))   # AlfWorld's (52b_household_figures), when it holds runs there
     files = {k: [str(p) for p in v] for k, v in written.items()}
     atomic_write_json(out/"manifest.json", dict(results=str(results), published=published,
                       n_runs=len(index), files=files, notes=notes, warnings=[mix] if mix else []))
