@@ -586,8 +586,9 @@ def _cmd_agent(a) -> int:
         for r in m["baseline"]["episodes"]:
             print(f"{r['task_type']}/FloorPlan{r['floor_plan']}-{r['game_seed']}: "
                   f"{'success' if r['success'] else 'failure'} in {r['steps']} steps")
+        steps = m["mean_steps_success"]
         print(f"{s.method}: success rate {m['success_rate']:.2f}, mean steps of a success "
-              f"{m['mean_steps_success']}\nresults: {m['run_dir']}")
+              f"{'-' if steps is None else f'{steps:.1f}'}\nresults: {m['run_dir']}")
         return 0
     # an unknown model fails before the kernel starts
     if s.model != "scripted": resolve_model(s.model, s.base_url or None)
