@@ -97,3 +97,12 @@ def test_real_predictions_score_as_the_buffer_on_a_direct_env():
     preds = real_predictions("CartPole-v1", buf.obs[:100], buf.actions[:100])
     ev = score_predictions(preds, buf.select(range(100)))
     assert ev.exact_replay == 1.0
+
+
+def test_a_setter_added_to_an_env_registered_without_one_replaces_it():
+    from cwm_nb.bench.envs import resolve_env
+    plain = resolve_env("FrozenLake-v1", '{"is_slippery": false, "map_name": "8x8"}')   # registered, no setter
+    with pytest.raises(CwmNbError): real_environment_class(plain)
+    env = real_environment_class(with_state_setter(plain, "cwm_nb.bench.env_states:set_toy_text"))()
+    env.set_state(62)                  # one step left of the goal on the 8x8 map
+    assert env.step(2) == (63, 1.0, True)

@@ -872,11 +872,13 @@ def _remember(spec: EnvSpec) -> EnvSpec:
     if spec.suite != "gym": return spec
     from dataclasses import replace
     old = _session_spec(spec.name)
-    # the prompts' description is not the environment's identity (`resolve_env` gives it another)
-    if old is not None and replace(old, description=spec.description) != spec:
+    # neither the prompts' description (`resolve_env` gives it another) nor a state setter added later
+    # (`with_state_setter`) is the environment's identity; a setter added later replaces the registration
+    state = dict(state_setting=spec.state_setting, state_setter=spec.state_setter, state_note=spec.state_note)
+    if old is not None and replace(old, description=spec.description, **state) != spec:
         raise CwmNbError(f"another environment is already registered as {spec.name!r} in this session",
                          "give this one another name (register_env(..., name=...))")
-    if old is not None: return spec
+    if old is not None and replace(old, description=spec.description) == spec: return spec
     _SESSION[spec.name] = spec
     os.environ[SESSION_ENV_VAR] = json.dumps({n: spec_to_plain(s) for n, s in _SESSION.items()})
     return spec
