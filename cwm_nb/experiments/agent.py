@@ -86,7 +86,8 @@ HOUSEHOLD_BASELINES = ("expert", "random")
 class AgentSettings:
     "The settings of one `cwm-nb agent` run (`experiments/worldcoder.ipynb`); 0: AgentConfig's."
     domain: Literal[tuple(DOMAINS)] = "minigrid"   # the agent's world: minigrid | sokoban | alfworld
-    # a curriculum (minigrid: default, test; sokoban: default, teleporter) or environments
+    # a curriculum (minigrid: default, test; sokoban: default, teleporter; alfworld: default, types,
+    # test) or environments
     curriculum: str = "default"
     # the agent, the PPO baseline (extra `rl`), or AlfWorld's expert and random baselines
     method: Literal["worldcoder", "ppo", "expert", "random"] = "worldcoder"
