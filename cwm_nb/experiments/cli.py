@@ -203,4 +203,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 # %% ../../nbs/55_cli.ipynb #b62371cd
-if __name__ == "__main__": sys.exit(main())   # `python -m cwm_nb.experiments.cli`, as the `cwm-nb` script
+# `python -m cwm_nb.experiments.cli`, as the `cwm-nb` script (not when this notebook runs: it has get_ipython)
+if __name__ == "__main__" and "get_ipython" not in globals(): sys.exit(main())
