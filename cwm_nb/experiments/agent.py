@@ -351,14 +351,23 @@ def run_ppo(
     "PPO on every environment of a curriculum for `steps` steps each; returns `metrics.json`'s content."
     d = definition or define_agent_run(dict(out=str(out), domain=domain, curriculum=curriculum,
                                             method="ppo", steps=steps, seed=seed))
-    s, rd, rec = d.settings, d.run_dir(), d.record()
+    s = d.settings
+    return _baseline_run(d, force, lambda: dict(ppo=[train_ppo(s.domain, e, s.steps, s.seed) for e in d.envs]))
+
+def _baseline_run(
+    d: AgentDefinition,   # a baseline's run (PPO, expert, random)
+    force: bool,          # delete the run folder first
+    play,                 # () -> the run's own metrics.json keys
+) -> dict:
+    """A baseline's run folder: locked, emptied by `force`, a complete run returned as it is; else `settings.json`,
+    then `play()`'s keys in `metrics.json` (written once, at the end)."""
+    rd, rec = d.run_dir(), d.record()
     with run_lock(rd):
         if force and rd.exists(): shutil.rmtree(rd)
         if _check_agent_folder(rd, rec) == "skip":
             return json.loads((rd/"metrics.json").read_text())
         rd.mkdir(parents=True, exist_ok=True); atomic_write_json(rd/"settings.json", rec)
-        runs = [train_ppo(s.domain, e, s.steps, s.seed) for e in d.envs]
-        m = dict(rec, status="complete", run_dir=str(rd), ppo=runs, provenance=provenance())
+        m = dict(rec, status="complete", run_dir=str(rd), **play(), provenance=provenance())
         atomic_write_json(rd/"metrics.json", m)
     return m
 
@@ -368,20 +377,13 @@ def run_household_baseline(
     force: bool = False,          # delete the run folder first
 ) -> dict:
     "Play the curriculum's games with the baseline; returns `metrics.json`'s content (success, steps)."
-    d = definition
-    s, rd, rec = d.settings, d.run_dir(), d.record()
-    with run_lock(rd):
-        if force and rd.exists(): shutil.rmtree(rd)
-        if _check_agent_folder(rd, rec) == "skip":
-            return json.loads((rd/"metrics.json").read_text())
-        rd.mkdir(parents=True, exist_ok=True); atomic_write_json(rd/"settings.json", rec)
+    d, s = definition, definition.settings
+    def play():
         t0 = time.perf_counter()
         res = run_alfworld_baseline(s.method, tuple(household_game(e) for e in d.envs), seed=s.seed)
-        m = dict(rec, status="complete", run_dir=str(rd), baseline=res,
-                 success_rate=res["success_rate"], mean_steps_success=res["mean_steps_success"],
-                 wall_s=round(time.perf_counter() - t0, 3), provenance=provenance())
-        atomic_write_json(rd/"metrics.json", m)
-    return m
+        return dict(baseline=res, success_rate=res["success_rate"], mean_steps_success=res["mean_steps_success"],
+                    wall_s=round(time.perf_counter() - t0, 3))
+    return _baseline_run(d, force, play)
 
 # %% ../../nbs/52_agent_experiments.ipynb #445da95a
 # what makes a variant
