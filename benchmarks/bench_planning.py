@@ -11,7 +11,8 @@ Part 1: CWM model steps per second inside the planners ÷ the bare step loop of 
 MCTS and CEM run as `evaluate_planning` runs them: one sandbox session, one call per decision, the model side kept
 alive; steps/s are the planner's model steps over its own planning time (its `plan_s`), or over the parent's wall
 time of the calls ("parent"). Variants beside the default (compiled loop of nbs/15c_fast_mcts.ipynb, polling):
-the generic search (`fast_search` off), no polling (`spin_s` 0), one-shot jobs (the model side forked and the
+the generic search (`fast_search` off), no polling between the planner and the model side (`spin_s` 0), no polling
+between the parent's calls, the fork server and the job (a `Sandbox(spin_s=0)`), one-shot jobs (the model side forked and the
 program loaded for every decision), and the same planner in this process (no isolation) with each search.
 
 This machine's speed changes by up to 2x within seconds, so the variants are interleaved in short blocks (MCTS: 20
@@ -69,7 +70,7 @@ def wake_latency(spin: float, rounds: int = 300, gap_s: float = 0.0005) -> float
 
 
 def part0():
-    from cwm_nb.bench.plan_driver import SPIN_S
+    from cwm_nb.sandbox.syscalls import SPIN_S
     print("Part 0: waking the other side of a pipe (a message every 0.5 ms, median of 300)")
     print(f"  blocking read: {wake_latency(0.0):6.1f} µs   polling first (SPIN_S = {SPIN_S * 1e3:g} ms): {wake_latency(SPIN_S):6.1f} µs\n")
 
@@ -92,7 +93,7 @@ class Blocks:
         return f"  {label:44s} {q[1]:6.2f}   {q[0]:5.2f}-{q[2]:<5.2f} {rate:11,.0f} {1e3 * steps / rate:12.2f}"
 
 
-def measure(sb, program, static, roots, rounds, per_block, bare_steps) -> tuple[Blocks, float]:
+def measure(sb, program, static, roots, rounds, per_block, bare_steps, still=None) -> tuple[Blocks, float]:
     "Interleaved blocks of every variant for `rounds` rounds: (the blocks, median model steps per decision)."
     from cwm_nb.sandbox.programs import SandboxLimits
     from cwm_nb.bench.plan_driver import _plan, _program_model
@@ -104,6 +105,10 @@ def measure(sb, program, static, roots, rounds, per_block, bare_steps) -> tuple[
         first, s = sb.open_session(program, "cwm_nb.bench.plan_driver:plan_driver", args={**static, **extra}, limits=lim)
         assert s is not None, first.error
         sessions[name] = s
+    if still is not None:   # the default session on a sandbox whose server and job do not poll (Sandbox(spin_s=0))
+        first, s = still.open_session(program, "cwm_nb.bench.plan_driver:plan_driver", args=static, limits=lim)
+        assert s is not None, first.error
+        sessions["still"] = s
     bare_args = {"state": roots[0], "obs_format": "array", "obs_dtype": "<f4", "space": static["space"], "seed": 1,
                  "steps": bare_steps}
     first, bare = sb.open_session(program, "cwm_nb.bench.plan_driver:step_loop_driver", args={**bare_args, "session": True}, limits=lim)
@@ -133,6 +138,7 @@ def measure(sb, program, static, roots, rounds, per_block, bare_steps) -> tuple[
                 if name == "session": per_decision.append(r.value["model_steps"])
             blocks.variant(name, steps / plan)
             if name == "session": blocks.variant("parent", steps / wall)
+            if name == "still": blocks.variant("still parent", steps / wall)
             sandbox_bare()
         c = decisions()[0]   # one-shot: a job per decision (forked, the program loaded)
         r = sb.run(program, "cwm_nb.bench.plan_driver:plan_driver", args={**static, **c, "session": False}, limits=lim)
@@ -169,15 +175,16 @@ def part1(rounds):
     print(f"  compiled MCTS loop: {'built' if _fast_search({}) else 'NOT BUILT (every row uses the generic search)'}")
     rng = random.Random(0)
     rows = [("session", "session (default)"), ("parent", "  the same, over the parent's wall time"),
-            ("generic", "session, generic search"), ("no polling", "session, no polling"),
+            ("still", "session, server and job not polling"), ("still parent", "  the same, over the parent's wall time"),
+            ("generic", "session, generic search"), ("no polling", "session, planner and model side not polling"),
             ("one-shot", "one-shot jobs (fork and load per decision)"), ("in-process", "in this process, no isolation"),
             ("in-process generic", "in this process, generic search")]
-    with Sandbox() as sb:
+    with Sandbox() as sb, Sandbox(spin_s=0) as still:
         space = {"kind": "discrete", "n": 2}
         roots = [[rng.uniform(-0.05, 0.05) for _ in range(4)] for _ in range(40)]
         static = {"planner": "mcts", "config": asdict(MCTSConfig()), "obs_format": "array", "space": space,
                   "valid_actions": False, "session": True, "decision_cpu_s": 60}
-        b, n = measure(sb, CARTPOLE, static, roots, rounds, per_block=20, bare_steps=12000)
+        b, n = measure(sb, CARTPOLE, static, roots, rounds, per_block=20, bare_steps=12000, still=still)
         print(f"\nMCTS, CartPole: {n:,.0f} model steps per decision, bare loop {statistics.median(b.rates['bare']):,.0f} steps/s (median)")
         print(f"  {'':44s} {'ratio':>6s}   {'quartiles':11s} {'steps/s':>11s} {'ms/decision':>12s}   (goal >= 0.7; default: compiled loop, polling)")
         for name, label in rows: print(b.row(name, label, n))
@@ -185,7 +192,7 @@ def part1(rounds):
         roots = [[math.cos(a), math.sin(a), rng.uniform(-1, 1)] for a in (rng.uniform(-3, 3) for _ in range(40))]
         static = {"planner": "cem", "config": asdict(CEMConfig(horizon=100, iterations=2, samples=100, elites=10)),
                   "obs_format": "array", "space": space, "valid_actions": False, "session": True, "decision_cpu_s": 60}
-        b, n = measure(sb, PENDULUM_OK, static, roots, max(rounds // 2, 2), per_block=1, bare_steps=20000)
+        b, n = measure(sb, PENDULUM_OK, static, roots, max(rounds // 2, 2), per_block=1, bare_steps=20000, still=still)
         print(f"\nCEM, Pendulum: {n:,.0f} model steps per decision, bare loop {statistics.median(b.rates['bare']):,.0f} steps/s (median)")
         print(f"  {'':44s} {'ratio':>6s}   {'quartiles':11s} {'steps/s':>11s} {'ms/decision':>12s}   (goal >= 0.7; default: polling)")
         for name, label in rows:

@@ -5,7 +5,9 @@ Measured side by side in one run (interleaved, median of repeats), in each isola
   before     : the old data flow, kept here to compare: the buffer's inputs stored once in the fork server
                (put_data), then Sandbox.run(source, cwm_predict, data_key=...): one job holds every observation
   after      : run_on_buffer (13b_program_runs): a cwm_batches session fed the transitions in order, batch k the
-               k-th transition of every episode, each answered before the next is handed over (SandboxSession.feed)
+               k-th transition of every episode, each answered before the next is handed over (SandboxSession.feed);
+               the server and the job poll for the next message before they block (Sandbox(spin_s=SPIN_S), 02_syscalls)
+  no polling : the same with Sandbox(spin_s=0): each hand-over wakes a sleeping process
 The goal is sandboxed / in-process <= 1.2 (issue #35, P1). Also shown: the round trip of an empty program (the fixed
 per-job cost), the number of batches, and where the time of one evaluation in the new flow goes.
 
@@ -72,11 +74,12 @@ def main():
     for m in modes:
         t = time.perf_counter(); sb = Sandbox(isolation=m); t_start = time.perf_counter() - t
         old = Sandbox(isolation=m)   # the old flow on a sandbox of its own: its stored buffer reaches every later job
+        still = Sandbox(isolation=m, spin_s=0)   # the new flow without polling
         old.put_data("cartpole", data)
         print(f"sandbox: isolation={sb.isolation}, start {t_start * 1e3:.0f} ms")
         assert old.run(CARTPOLE_CWM, "cwm_nb.sandbox.drivers:cwm_predict", data_key="cartpole").value == ref.value
         assert run_on_buffer(sb, CARTPOLE_CWM, buf, "cwm_nb.sandbox.drivers:cwm_predict").value == ref.value
-        sbs[m] = (old, sb)
+        sbs[m] = (old, sb, still)
 
     def before(m):
         t = time.perf_counter()
@@ -85,9 +88,9 @@ def main():
         assert r.ok, r.error
         return dt
 
-    def after(m):
+    def after(m, which=1):
         t = time.perf_counter()
-        r = run_on_buffer(sbs[m][1], CARTPOLE_CWM, buf, "cwm_nb.sandbox.drivers:cwm_predict")
+        r = run_on_buffer(sbs[m][which], CARTPOLE_CWM, buf, "cwm_nb.sandbox.drivers:cwm_predict")
         dt = time.perf_counter() - t
         assert r.ok, r.error
         return dt
@@ -101,27 +104,29 @@ def main():
 
     for _ in range(5):  # warm up every side
         in_process()
-        for m in modes: before(m); after(m)
+        for m in modes: before(m); after(m); after(m, 2)
     T = {"in_process": []}
-    for m in modes: T.update({f"{m}:{k}": [] for k in ("before", "after", "empty")})
+    for m in modes: T.update({f"{m}:{k}": [] for k in ("before", "after", "still", "empty")})
     for rep in range(a.repeats):
         T["in_process"].append(in_process())
         for m in (modes if rep % 2 == 0 else modes[::-1]):   # alternate the order: no mode always follows another's cleanup
             T[f"{m}:before"].append(before(m)); time.sleep(0.02)
             T[f"{m}:after"].append(after(m)); time.sleep(0.02)
+            T[f"{m}:still"].append(after(m, 2)); time.sleep(0.02)
             T[f"{m}:empty"].append(empty(m)); time.sleep(0.02)
     med = {k: statistics.median(v) for k, v in T.items()}
     nb = len(episode_batches(buf))
     print(f"\n{a.n} transitions, median of {a.repeats} interleaved repeats:")
     print(f"  in-process  (exec + set_state/step + to_plain)  {med['in_process'] * 1e3:7.2f} ms"
           f"  ({med['in_process'] / a.n * 1e6:.1f} us/transition)")
-    print(f"  {'mode':9s} {'before':>9s} {'ratio':>6s} {'after':>9s} {'ratio':>6s} {'paired':>6s} {'empty job':>9s} "
-          f"{'after - before':>14s} {'per batch':>9s}")
+    print(f"  {'mode':9s} {'before':>9s} {'ratio':>6s} {'after':>9s} {'ratio':>6s} {'paired':>6s} {'no polling':>10s} "
+          f"{'ratio':>6s} {'empty job':>9s} {'after - before':>14s} {'per batch':>9s}")
     for m in modes:
         paired = statistics.median(s / i for s, i in zip(T[f"{m}:after"], T["in_process"]))
         split = med[m + ':after'] - med[m + ':before']
         print(f"  {m:9s} {med[m + ':before'] * 1e3:7.2f}ms {med[m + ':before'] / med['in_process']:6.2f} "
               f"{med[m + ':after'] * 1e3:7.2f}ms {med[m + ':after'] / med['in_process']:6.2f} {paired:6.2f} "
+              f"{med[m + ':still'] * 1e3:8.2f}ms {med[m + ':still'] / med['in_process']:6.2f} "
               f"{med[m + ':empty'] * 1e3:7.2f}ms {split * 1e3:12.2f}ms {split / nb * 1e6:7.0f}us")
     print("  (ratio: sandboxed / in-process, goal <= 1.2; paired: the median of the per-repeat ratios; empty job: a "
           "`pass` program's round trip; per batch: (after - before) / batches)")

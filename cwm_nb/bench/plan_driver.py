@@ -11,7 +11,7 @@ import numpy as np
 import orjson
 from fastcore.basics import patch
 from ..core import CwmNbError
-from ..sandbox.syscalls import _close_fds_except, _libc, _prctl
+from ..sandbox.syscalls import SPIN_S, _close_fds_except, _libc, _prctl, await_readable, spin_cap
 from ..sandbox.programs import ProgramError, Serve, strict_plain, _code_line
 from ..sandbox.drivers import check_distribution, _as_done, _as_reward
 import cwm_nb.bench.planning as planning
@@ -19,10 +19,10 @@ from .planning import (_KEY_CHARS, CHANCE_SAMPLES, CEMConfig, MCTSConfig, _rollo
                                    _score_plan, cem_plan, mcts_search, state_key)
 
 # %% auto #0
-__all__ = ['MAX_REPLY_BYTES', 'SPIN_S', 'PR_SET_DUMPABLE', 'CHUNK_ANSWERS', 'TAIL_SIMS', 'CPU_CAP_SIGNAL', 'INTEGRITY_NOTE',
-           'decode_state', 'encode_state', 'ProgramModel', 'rollout_value', 'load_driver', 'plan_driver',
-           'step_loop_driver', 'RemoteModel', 'TapeMismatch', 'TapeModel', 'CpuCap', 'check_action', 'check_plan',
-           'min_model_steps', 'check_stats']
+__all__ = ['MAX_REPLY_BYTES', 'PR_SET_DUMPABLE', 'CHUNK_ANSWERS', 'TAIL_SIMS', 'CPU_CAP_SIGNAL', 'INTEGRITY_NOTE', 'decode_state',
+           'encode_state', 'ProgramModel', 'rollout_value', 'load_driver', 'plan_driver', 'step_loop_driver',
+           'RemoteModel', 'TapeMismatch', 'TapeModel', 'CpuCap', 'check_action', 'check_plan', 'min_model_steps',
+           'check_stats']
 
 # %% ../../nbs/15a_plan_driver.ipynb #73ba61b0
 def _fresh_state(fmt: str) -> Callable:
@@ -224,7 +224,6 @@ def _valid(self: ProgramModel, v) -> tuple[int, ...] | None:
 _REQ_HDR = struct.Struct("<Q")
 MAX_REPLY_BYTES = 16 << 20     # largest reply the planner reads from the model side
 _SERVE: tuple[int, int, float] | None = None   # (request fd, reply fd, spin), set in the model side of a sandboxed job only
-SPIN_S = 0.002   # seconds each side of a session busy-waits for the other's next message before it blocks (see `_read_n`)
 PR_SET_DUMPABLE = 4
 
 # %% ../../nbs/15a_plan_driver.ipynb #b3ed63e9
@@ -367,15 +366,9 @@ def _send_reply(fd: int, obj) -> None:
     while view: view = view[os.write(fd, view):]
 
 # %% ../../nbs/15a_plan_driver.ipynb #11a19479
-def _await(fd: int, spin: float) -> None:
-    "Busy-wait up to `spin` seconds until `fd` has data (or its writer hung up)."
-    p, end = select.poll(), time.perf_counter() + spin   # poll, not select: any fd number
-    p.register(fd, select.POLLIN)
-    while not p.poll(0) and time.perf_counter() < end: os.sched_yield()   # sharing a core with the other side: let it run
-
 def _read_n(fd: int, n: int, spin: float = 0.0) -> bytes | None:
     "`n` bytes from `fd`, or None if its writer hangs up first. With `spin` > 0 it busy-waits that long before blocking."
-    if spin > 0.0: _await(fd, spin)
+    if spin > 0.0: await_readable(fd, spin)
     buf = bytearray()
     while len(buf) < n:
         chunk = os.read(fd, min(n - len(buf), 1 << 22))
@@ -807,7 +800,7 @@ def _fork_model_side(source: str, args: dict) -> RemoteModel | None:
     global _SERVE, _JOB_SOURCE
     q_r, q_w = os.pipe()   # requests: planner -> model
     p_r, p_w = os.pipe()   # replies: model -> planner
-    spin = float(args.get("spin_s", SPIN_S)) if len(os.sched_getaffinity(0)) > 1 else 0.0   # one CPU: polling only delays the other side
+    spin = spin_cap(float(args.get("spin_s", SPIN_S)))   # one CPU: no polling (see 02_syscalls)
     _prctl(PR_SET_DUMPABLE, 0)   # before the fork: the program never sees a dumpable planner
     pid = os.fork()
     if pid == 0:   # the model side

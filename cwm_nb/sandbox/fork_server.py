@@ -12,7 +12,8 @@ import numpy as np
 from fastcore.basics import patch
 from .syscalls import (CAP_DAC_READ_SEARCH, CLONE_NEWNET, PR_SET_CHILD_SUBREAPER,
     PR_SET_KEEPCAPS, PR_SET_NAME, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, _EXIT_SETUP, _HDR,
-    _close_fds_except, _libc, _prctl, _recv_frame, _send_frame, _send_frames, _set_caps)
+    _close_fds_except, _libc, _prctl, _recv_frame, _send_frame, _send_frames, _set_caps,
+    SPIN_S, await_readable, spin_cap)
 from cwm_nb.sandbox.landlock import (load_seccomp_filter, load_signal_filter, make_policy,
     restrict_self)
 from cwm_nb.sandbox.programs import (PROGRAM_FILENAME, Rows, _new_program_module, _run_job,
@@ -341,7 +342,7 @@ def _job_child(srv, scratch: str, job_r: int, res_w: int, out_w: int, err_w: int
     if blob is None: os._exit(0)                        # the server discarded this child
     try: job, job_r = _accept_job(srv, blob, job_r, vm)
     except BaseException as e: _setup_failed(e)
-    _run_job(job, srv.store, res_w, job_r)
+    _run_job(job, srv.store, res_w, job_r, srv.spin)
 
 # %% ../../nbs/02d_fork_server.ipynb #57b8a7f3
 class _Capture:
@@ -445,6 +446,7 @@ class _Server:
         self.store, self.gen, self.idle, self.forks, self.dirty, self.last_key = {}, 0, None, 0, False, None
         self.sessions: dict[int, tuple[_Child, dict]] = {}   # session id (its child's pid) -> (child, its limits)
         self.prefork = cfg.get("prefork", True)
+        self.spin = spin_cap(float(cfg.get("spin_s", SPIN_S)))   # polling before a blocking read (02_syscalls)
         _prctl(PR_SET_NAME, b"cwm-server")
         notes = _prepare_server(cfg)
         self.uid = cfg.get("uid")
@@ -805,6 +807,7 @@ def feed(self: _Server, sid: int, sizes: list, wall_s: float, close: bool = Fals
         done += moved
         if moved < n:
             status = "exited" if select.select([c.pidfd], [], [], 0)[0] else "timeout"; break
+        if self.spin: await_readable(c.res_r, self.spin)   # a batch is often answered within microseconds
         t1 = time.monotonic()
         status, result, out, err = self._supervise(c, dict(lim, wall_s=deadline - t1), t1)
         _append_capture(outs, out); _append_capture(errs, err)
@@ -854,6 +857,7 @@ def _drop(self: _Server, key: str) -> None:
 def _serve(self: _Server) -> None:
     self.reply({"status": "ready", "protections": self.protections, "pid": self.pid})
     while True:
+        if self.spin: await_readable(self.inp, self.spin)
         blob = _recv_frame(self.inp)
         if blob is None: break
         op, *rest = pickle.loads(blob)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 from fastcore.basics import patch
 from ..core import CwmNbError, data_dir
-from .syscalls import _EXIT_SETUP, _recv_frame, _send_frame, _write_all
+from .syscalls import SPIN_S, _EXIT_SETUP, _recv_frame, _send_frame, _write_all
 from .landlock import landlock_support
 from .programs import (ERROR_KINDS, SandboxLimits, SandboxResult, _clip,
     _resolve_driver, decode_result, make_error)
@@ -95,11 +95,17 @@ class Sandbox:
                  isolation: str | None = None,                  # "auto", "bwrap", "landlock", "none"; None: $CWM_NB_ISOLATION or "auto"
                  preload: tuple = ("numpy", "gymnasium"),       # modules the server imports once, for all jobs
                  prefork: bool = True,                          # fork the next job child in advance
+                 spin_s: float | None = None,                   # seconds the server and a session's job poll before a blocking read; None: SPIN_S, 0: never
                 ):
         isolation = isolation_mode(isolation)
         if not sys.platform.startswith("linux"):
             raise CwmNbError("the sandbox needs Linux (fork, prctl, pidfd, /proc)", "run cwm-nb on Linux or in a Linux container")
         self.limits, self.requested, self.preload, self.prefork = limits or SandboxLimits(), isolation, tuple(preload), prefork
+        try: self.spin_s = SPIN_S if spin_s is None else float(spin_s)
+        except (TypeError, ValueError): self.spin_s = -1.0
+        if not 0.0 <= self.spin_s <= 1.0:
+            raise CwmNbError(f"spin_s must be between 0 and 1 second, not {spin_s!r}",
+                             "pass 0 to turn polling off, or leave it None for SPIN_S")
         self.isolation: str | None = None
         self.protections: dict = {}
         self.server_pid: int | None = None
@@ -257,7 +263,7 @@ def _launch(self: Sandbox, mode: str, bwrap: str | None) -> None:
     def ns(name):
         try: return os.readlink(f"/proc/self/ns/{name}")
         except OSError: return None
-    cfg = {"mode": mode, "preload": self.preload, "prefork": self.prefork, "scratch_base": base,
+    cfg = {"mode": mode, "preload": self.preload, "prefork": self.prefork, "scratch_base": base, "spin_s": self.spin_s,
            "uid": _pick_uid() if own_uid else None, "unshare_net": mode == "none" and root,
            "hidden": list(hidden), "parent_ns": {n: ns(n) for n in ("pid", "net", "user", "mnt")}}
     if mode == "landlock":

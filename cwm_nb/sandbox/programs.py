@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 import numpy as np
 from ..core import CwmNbError
-from .syscalls import _EXIT_SETUP, _recv_frame, _send_frame
+from .syscalls import _EXIT_SETUP, _recv_frame, _send_frame, await_readable
 
 # %% auto #0
 __all__ = ['ERROR_KINDS', 'PROGRAM_FILENAME', 'SandboxLimits', 'make_error', 'SandboxResult', 'describe_exception',
@@ -359,8 +359,9 @@ def _send_answer(out: dict, res_w: int) -> None:
     except BaseException: pass
 
 # %% ../../nbs/02b_programs.ipynb #5400d5d3
-def _run_job(job: dict, store: dict, res_w: int, job_r: int = -1) -> None:
-    "Execute the job's program and driver, write {ok, value} or {ok: False, error} to res_w (then, in a session, answer each call), then _exit."
+def _run_job(job: dict, store: dict, res_w: int, job_r: int = -1, spin: float = 0.0) -> None:
+    """Execute the job's program and driver, write {ok, value} or {ok: False, error} to res_w (then, in a session, answer
+    each call, polling `spin` seconds for it before blocking: see `await_readable`), then _exit."""
     me, source = os.getpid(), job["source"]
     data = store.get(job["data_key"]) if job.get("data_key") is not None else None
     out = _answer(source, lambda: _execute(source, _resolve_driver(job["driver"]), job.get("args"), data, in_job=True))
@@ -370,6 +371,7 @@ def _run_job(job: dict, store: dict, res_w: int, job_r: int = -1) -> None:
     _send_answer(out, res_w)
     if handle is not None and job.get("session") and job_r >= 0:
         while True:                      # a session: one answer per call until the server closes the pipe
+            if spin: await_readable(job_r, spin)
             blob = _recv_frame(job_r)
             if blob is None: break
             out = _answer(source, lambda: handle(pickle.loads(blob)))   # the payload is the parent's (trusted)

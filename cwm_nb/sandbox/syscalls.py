@@ -7,8 +7,8 @@ from __future__ import annotations
 import ctypes, os, select, struct, time
 
 # %% auto #0
-__all__ = ['SMALL_FRAMES', 'PR_SET_PDEATHSIG', 'PR_SET_NAME', 'PR_SET_CHILD_SUBREAPER', 'PR_SET_NO_NEW_PRIVS', 'CLONE_NEWNET',
-           'PR_SET_KEEPCAPS', 'CAP_DAC_READ_SEARCH']
+__all__ = ['SMALL_FRAMES', 'SPIN_S', 'PR_SET_PDEATHSIG', 'PR_SET_NAME', 'PR_SET_CHILD_SUBREAPER', 'PR_SET_NO_NEW_PRIVS',
+           'CLONE_NEWNET', 'PR_SET_KEEPCAPS', 'CAP_DAC_READ_SEARCH', 'spin_cap', 'await_readable']
 
 # %% ../../nbs/02_syscalls.ipynb #91ddaa25
 _HDR = struct.Struct("<Q")
@@ -49,6 +49,22 @@ def _recv_frame(fd: int, deadline: float | None = None) -> bytes | None:
     h = _read_exact(fd, 8, deadline)
     if h is None: return None
     return _read_exact(fd, _HDR.unpack(h)[0], deadline)
+
+# %% ../../nbs/02_syscalls.ipynb #df1e6039
+SPIN_S = 0.002   # seconds a waiting side busy-waits for the other's next message before it blocks
+
+def spin_cap(spin: float = SPIN_S) -> float:
+    "`spin` seconds when this process may run on more than one CPU, else 0."
+    return spin if len(os.sched_getaffinity(0)) > 1 else 0.0
+
+def await_readable(fd: int, spin: float) -> bool:
+    "Busy-wait up to `spin` seconds until `fd` has data or its writer hung up: True if so (a read won't block)."
+    p, end = select.poll(), time.perf_counter() + spin   # poll, not select: any fd number
+    p.register(fd, select.POLLIN)
+    while True:
+        if p.poll(0): return True
+        if time.perf_counter() >= end: return False
+        os.sched_yield()   # sharing a core with the other side: let it run
 
 # %% ../../nbs/02_syscalls.ipynb #99214996
 PR_SET_PDEATHSIG, PR_SET_NAME, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 15, 36, 38
