@@ -114,10 +114,13 @@ def sample_task(
     seed: int,        # the game's seed
 ) -> dict:
     """AlfWorld's `pddl_params` of a new task: `object_target`, `parent_target`, `toggle_target`
-    (type names). Raises `CwmNbError` for an unknown task type or a room that cannot host it."""
+    (type names). Raises `CwmNbError` for an unknown task type, a seed that is not an int >= 0, or a
+    room that cannot host the task."""
     if task_type not in ALFWORLD_TASK_TYPES:
         raise CwmNbError(f"unknown AlfWorld task type {task_type!r}",
                          f"use one of {list(ALFWORLD_TASK_TYPES)}")
+    if type(seed) is not int or seed < 0:
+        raise CwmNbError(f"a game's seed is an int >= 0, not {seed!r}", "e.g. seed=0 (ALFWORLD_EVAL_SET uses 0)")
     C = _rules()
     objects, static, movable = _room(floor_plan)
     rng = random.Random(f"{task_type}|{floor_plan}|{seed}")
@@ -453,9 +456,14 @@ def _aw_set_state(self: AlfWorldEnv,
                   snapshot: dict,  # from get_state
                  ) -> None:
     "Restore a snapshot of `get_state` by replaying it. Raises `CwmNbError` on anything else."
-    if not isinstance(snapshot, dict) or not isinstance(snapshot.get("commands"), list):
+    if not isinstance(snapshot, dict) or not isinstance(snapshot.get("commands"), list) \
+            or not isinstance(snapshot.get("over", False), bool):
         raise CwmNbError("an AlfWorld snapshot is what get_state() returned",
                          "pass a get_state() result")
+    unknown = [c for c in snapshot["commands"] if not self.action_space.contains(c)]
+    if unknown:
+        raise CwmNbError(f"the snapshot plays {unknown[0]!r}, which is not a command of this game",
+                         "pass a get_state() result of this game")
     self._tw, self._history = self.textworld.reset(), []
     for c in snapshot["commands"]:
         self._tw, _, _ = self.textworld.step(c)
