@@ -18,8 +18,9 @@ program loaded for every decision), and the same planner in this process (no iso
 This machine's speed changes by up to 2x within seconds, so the variants are interleaved in short blocks (MCTS: 20
 decisions, about 0.12 s; CEM: 1 decision, about 0.1 s) and each block is divided by the mean rate of the two
 bare-loop blocks beside it (a bare block in the same place: sandbox or this process). A ratio is the median over
-rounds of those block ratios, with its quartiles; "ms/decision" is the median time of a decision. The goal is
->= 0.7 for the default MCTS and CEM sessions.
+rounds of those block ratios, with its quartiles; "ms/decision" is the median time of a decision. The goals:
+>= 0.7 for the default MCTS and CEM sessions over their own planning time, and >= 0.8 for the default MCTS session
+over the parent's wall time (issue #35's P2, "the same, over the parent's wall time" in the MCTS table).
 
 Part 2: the wall time of one quick-preset `evaluate_planning` per environment (10 episodes by default, no
 baseline cache): the oracle and random baselines, plus the CWM side. The CWM side uses a program that fails at
@@ -186,7 +187,7 @@ def part1(rounds):
                   "valid_actions": False, "session": True, "decision_cpu_s": 60}
         b, n = measure(sb, CARTPOLE, static, roots, rounds, per_block=20, bare_steps=12000, still=still)
         print(f"\nMCTS, CartPole: {n:,.0f} model steps per decision, bare loop {statistics.median(b.rates['bare']):,.0f} steps/s (median)")
-        print(f"  {'':44s} {'ratio':>6s}   {'quartiles':11s} {'steps/s':>11s} {'ms/decision':>12s}   (goal >= 0.7; default: compiled loop, polling)")
+        print(f"  {'':44s} {'ratio':>6s}   {'quartiles':11s} {'steps/s':>11s} {'ms/decision':>12s}   (goals: >= 0.7; >= 0.8 over the parent's wall time; default: compiled loop, polling)")
         for name, label in rows: print(b.row(name, label, n))
         space = {"kind": "continuous", "low": [-2.0], "high": [2.0]}
         roots = [[math.cos(a), math.sin(a), rng.uniform(-1, 1)] for a in (rng.uniform(-3, 3) for _ in range(40))]
