@@ -90,11 +90,15 @@ class TestsOptions:
     tests_weight: float = 0.5      # the pass rate's weight under tests_rule=mean, in [0, 1]
 
 def check_tests_options(cfg: Any) -> None:
-    "Raise `CwmNbError` for an unknown `tests_rule` or a `tests_weight` outside [0, 1] (a config's `__post_init__`)."
+    """Raise `CwmNbError` for an unknown `tests_rule`, a `tests_weight` outside [0, 1], or a `tests_weight` other than
+    its default under a rule that does not read it (a config's `__post_init__`)."""
     name = type(cfg).__name__
     if cfg.tests_rule not in TESTS_RULES:
         raise CwmNbError(f"{name}: unknown tests_rule {cfg.tests_rule!r}", f"use one of {', '.join(TESTS_RULES)}")
     check_ranges(cfg, tests_weight=(0, 1))
+    if cfg.tests_rule != "mean" and cfg.tests_weight != TestsOptions.tests_weight:
+        raise CwmNbError(f"{name}: tests_weight={cfg.tests_weight} counts under tests_rule=mean only, not "
+                         f"{cfg.tests_rule}", "add --set tests_rule=mean, or leave tests_weight out")
 
 # %% ../../nbs/21_search_loop.ipynb #c86b5198
 class TestedEvaluation:
