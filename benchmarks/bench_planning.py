@@ -103,11 +103,12 @@ def measure(sb, program, static, roots, rounds, per_block, bare_steps, still=Non
     variants = {"session": {}, **({"generic": {"fast_search": False}} if mcts else {}), "no polling": {"spin_s": 0.0}}
     sessions = {}
     for name, extra in variants.items():
-        first, s = sb.open_session(program, "cwm_nb.bench.plan_driver:plan_driver", args={**static, **extra}, limits=lim)
+        first, s = sb.open_session(program, "cwm_nb.bench.plan_driver:plan_driver", args={**static, **extra}, limits=lim,
+                                   poll=True)   # as evaluate_planning opens it (15b)
         assert s is not None, first.error
         sessions[name] = s
     if still is not None:   # the default session on a sandbox whose server and job do not poll (Sandbox(spin_s=0))
-        first, s = still.open_session(program, "cwm_nb.bench.plan_driver:plan_driver", args=static, limits=lim)
+        first, s = still.open_session(program, "cwm_nb.bench.plan_driver:plan_driver", args=static, limits=lim, poll=True)
         assert s is not None, first.error
         sessions["still"] = s
     bare_args = {"state": roots[0], "obs_format": "array", "obs_dtype": "<f4", "space": static["space"], "seed": 1,

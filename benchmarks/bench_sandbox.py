@@ -145,7 +145,7 @@ def profile(sb, buf, mode: str, repeats: int = 21) -> None:
         t0 = time.perf_counter(); inp = sandbox_inputs(buf, True); pay = _payloads(inp, batches, False)
         t1 = time.perf_counter()
         form = {k: inp[k] for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
-        first, sess = sb.open_session(CARTPOLE_CWM, "cwm_nb.sandbox.drivers:cwm_batches", form)
+        first, sess = sb.open_session(CARTPOLE_CWM, "cwm_nb.sandbox.drivers:cwm_batches", form, poll=True)
         t2 = time.perf_counter(); res = sess.feed(pay); t3 = time.perf_counter(); sess.close(); t4 = time.perf_counter()
         _in_buffer_order(res, batches, len(buf), 1); t5 = time.perf_counter()
         for k, v in zip(T, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)): T[k].append(v)

@@ -238,7 +238,9 @@ def write_game(
     seed: int,                 # the game's seed
     root: str | Path | None = None,  # folder of games (default: games_dir())
 ) -> Path:
-    "The path of the game's `game.tw-pddl`, written (atomically) unless already there."
+    "The path of the game's `game.tw-pddl`, written (atomically) unless already there. Raises `CwmNbError` as `sample_task`."
+    if type(seed) is not int or seed < 0:   # before the cache: "0" must not find seed 0's game
+        raise CwmNbError(f"a game's seed is an int >= 0, not {seed!r}", "e.g. seed=0 (ALFWORLD_EVAL_SET uses 0)")
     folder = Path(root or games_dir())/task_type/f"FloorPlan{floor_plan}-{seed}"
     path = folder/"game.tw-pddl"
     if path.exists() and (folder/"traj_data.json").exists(): return path

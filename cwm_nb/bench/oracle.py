@@ -438,7 +438,7 @@ def _open(self: _CwmDecider) -> str | None:
     "Open this episode's session; None, or the load error's (kind, message)."
     self.close()
     first, s = self.sandbox.open_session(self.program, "cwm_nb.bench.plan_driver:plan_driver", args=self.static,
-                                         limits=self.session_limits)
+                                         limits=self.session_limits, poll=True)   # decisions follow at once
     if s is None:
         err = first.error or {}
         return str(err.get("kind", "killed")), str(err.get("message", ""))[:500]

@@ -95,7 +95,7 @@ class Sandbox:
                  isolation: str | None = None,                  # "auto", "bwrap", "landlock", "none"; None: $CWM_NB_ISOLATION or "auto"
                  preload: tuple = ("numpy", "gymnasium"),       # modules the server imports once, for all jobs
                  prefork: bool = True,                          # fork the next job child in advance
-                 spin_s: float | None = None,                   # seconds the server and a session's job poll before a blocking read; None: SPIN_S, 0: never
+                 spin_s: float | None = None,                   # seconds the server (and a session opened with poll=True) polls before a blocking read; None: SPIN_S, 0: never
                 ):
         isolation = isolation_mode(isolation)
         if not sys.platform.startswith("linux"):
@@ -103,8 +103,8 @@ class Sandbox:
         self.limits, self.requested, self.preload, self.prefork = limits or SandboxLimits(), isolation, tuple(preload), prefork
         try: self.spin_s = SPIN_S if spin_s is None else float(spin_s)
         except (TypeError, ValueError): self.spin_s = -1.0
-        if not 0.0 <= self.spin_s <= 1.0:
-            raise CwmNbError(f"spin_s must be between 0 and 1 second, not {spin_s!r}",
+        if not 0.0 <= self.spin_s <= 0.01:
+            raise CwmNbError(f"spin_s must be between 0 and 0.01 seconds, not {spin_s!r}",
                              "pass 0 to turn polling off, or leave it None for SPIN_S")
         self.isolation: str | None = None
         self.protections: dict = {}
@@ -352,7 +352,7 @@ def _result(self: Sandbox, hdr: dict, body: bytes, limits: SandboxLimits, wall: 
 
 # %% ../../nbs/03_sandbox.ipynb #a9d7d508
 @patch
-def _submit(self: Sandbox, source, driver, args, data_key, limits, session: bool = False) -> tuple[SandboxResult, int | None]:
+def _submit(self: Sandbox, source, driver, args, data_key, limits, session: bool = False, poll: bool = False) -> tuple[SandboxResult, int | None]:
     "One job (a session's first answer when `session`): its result and the server's session id (None if it did not stay)."
     if not isinstance(source, str): raise CwmNbError(f"the program source must be a str, not {type(source).__name__}", "pass Program.source")
     if not isinstance(driver, str):
@@ -362,7 +362,7 @@ def _submit(self: Sandbox, source, driver, args, data_key, limits, session: bool
         raise CwmNbError(f"no data stored under {data_key!r}", "call put_data(key, data) first")
     limits = limits or self.limits
     try: job = pickle.dumps(("run", {"source": source, "driver": driver, "args": args, "data_key": data_key,
-                                     "limits": asdict(limits), "session": session}), protocol=5)
+                                     "limits": asdict(limits), "session": session, "poll": poll}), protocol=5)
     except Exception as e: raise CwmNbError(f"the job's args cannot be sent: {e}", "pass plain data as args") from None
     with self._lock:
         self._ensure()
@@ -380,7 +380,7 @@ def _submit(self: Sandbox, source, driver, args, data_key, limits, session: bool
             self._kill(); raise
         wall = time.perf_counter() - t0
         if hdr.get("status") == "dirty":
-            self._kill(); return self._submit(source, driver, args, data_key, limits, session)
+            self._kill(); return self._submit(source, driver, args, data_key, limits, session, poll)
         if hdr.get("status") == "too_many_sessions":
             raise CwmNbError(f"the sandbox has {hdr.get('message')}", "close the sessions you no longer need (SandboxSession.close)")
         if hdr.get("clean") is False: self._kill()
@@ -472,10 +472,11 @@ def open_session(self: Sandbox,
                  args: dict | None = None,       # small arguments for the driver
                  data_key: str | None = None,    # data stored by `put_data`
                  limits: SandboxLimits | None = None,  # the session's limits; wall_s: of the first answer and the default of each call
+                 poll: bool = False,             # the job polls `spin_s` for its next call before blocking (its CPU time)
                 ) -> tuple[SandboxResult, SandboxSession | None]:
     "Start a job that stays alive after its first answer: (that answer, a `SandboxSession` for more calls; None if the answer is an error)."
     with self._lock:
-        res, sid = self._submit(source, driver, args, data_key, limits, session=True)
+        res, sid = self._submit(source, driver, args, data_key, limits, session=True, poll=poll)
         if sid is None: return res, None
         s = SandboxSession(self, sid, limits or self.limits)
         if not res.ok: s.close(); return res, None

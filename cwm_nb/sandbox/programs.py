@@ -361,7 +361,7 @@ def _send_answer(out: dict, res_w: int) -> None:
 # %% ../../nbs/02b_programs.ipynb #5400d5d3
 def _run_job(job: dict, store: dict, res_w: int, job_r: int = -1, spin: float = 0.0) -> None:
     """Execute the job's program and driver, write {ok, value} or {ok: False, error} to res_w (then, in a session, answer
-    each call, polling `spin` seconds for it before blocking: see `await_readable`), then _exit."""
+    each call, polling `spin` seconds for it before blocking if the job asks to poll: see `await_readable`), then _exit."""
     me, source = os.getpid(), job["source"]
     data = store.get(job["data_key"]) if job.get("data_key") is not None else None
     out = _answer(source, lambda: _execute(source, _resolve_driver(job["driver"]), job.get("args"), data, in_job=True))
@@ -370,6 +370,7 @@ def _run_job(job: dict, store: dict, res_w: int, job_r: int = -1, spin: float = 
     if os.getpid() != me: os._exit(0)   # a forked copy of the program that reached this point stays silent
     _send_answer(out, res_w)
     if handle is not None and job.get("session") and job_r >= 0:
+        spin = spin if job.get("poll") else 0.0   # polling counts in the job's CPU time: only where the session asks
         while True:                      # a session: one answer per call until the server closes the pipe
             if spin: await_readable(job_r, spin)
             blob = _recv_frame(job_r)

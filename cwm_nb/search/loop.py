@@ -98,7 +98,7 @@ def check_tests_options(cfg: Any) -> None:
     check_ranges(cfg, tests_weight=(0, 1))
     if cfg.tests_rule != "mean" and cfg.tests_weight != TestsOptions.tests_weight:
         raise CwmNbError(f"{name}: tests_weight={cfg.tests_weight} counts under tests_rule=mean only, not "
-                         f"{cfg.tests_rule}", "add --set tests_rule=mean, or leave tests_weight out")
+                         f"{cfg.tests_rule}", "set tests_rule=mean as well, or leave tests_weight at its default")
 
 # %% ../../nbs/21_search_loop.ipynb #c86b5198
 class TestedEvaluation:
