@@ -446,7 +446,7 @@ class _Server:
         self.store, self.gen, self.idle, self.forks, self.dirty, self.last_key = {}, 0, None, 0, False, None
         self.sessions: dict[int, tuple[_Child, dict]] = {}   # session id (its child's pid) -> (child, its limits)
         self.prefork = cfg.get("prefork", True)
-        self.spin = spin_cap(float(cfg.get("spin_s", SPIN_S)))   # polling before a blocking read (02_syscalls)
+        self.spin = spin_cap(float(cfg.get("spin_s", SPIN_S)))   # polling for the parent's next request (02_syscalls)
         _prctl(PR_SET_NAME, b"cwm-server")
         notes = _prepare_server(cfg)
         self.uid = cfg.get("uid")
@@ -807,7 +807,6 @@ def feed(self: _Server, sid: int, sizes: list, wall_s: float, close: bool = Fals
         done += moved
         if moved < n:
             status = "exited" if select.select([c.pidfd], [], [], 0)[0] else "timeout"; break
-        if self.spin: await_readable(c.res_r, self.spin)   # a batch is often answered within microseconds
         t1 = time.monotonic()
         status, result, out, err = self._supervise(c, dict(lim, wall_s=deadline - t1), t1)
         _append_capture(outs, out); _append_capture(errs, err)
