@@ -222,6 +222,33 @@ def test_sys_exit(sb):
     assert r.error["kind"] == "exception" and r.error["line"] == 3 and "sys.exit" in r.error["message"], r.error
 
 
+PIPE_TAMPERING = {   # a session's program that turns on the pipes it answers through (a direct session: 03_sandbox)
+    "closes them": "import os\ndef f():\n    os.closerange(3, 1 << 16)\n    return 1\n",
+    "forges frames": ("import os\ndef f():\n    for fd in range(3, 256):\n        try: os.write(fd, (1 << 40).to_bytes(8, 'little') + b'x' * 64)\n"
+                      "        except OSError: pass\n    return 1\n"),
+    "answers ahead": ("import os, json\nfake = json.dumps({'ok': True, 'value': 7}).encode()\n"
+                      "def f():\n    for fd in range(3, 256):\n        try: os.write(fd, len(fake).to_bytes(8, 'little') + fake)\n"
+                      "        except OSError: pass\n    return 1\n"),
+}
+
+
+@pytest.mark.parametrize("how", PIPE_TAMPERING)
+def test_a_session_that_tampers_with_its_pipes_harms_only_itself(sb, how):
+    """This process writes a direct session's calls and reads its answers itself. A program that closes its pipes,
+    writes a frame claiming 1 TiB, or writes answers ahead of the calls gets an error or its own forged answer, in
+    time; the calls of another session and the next job are untouched (the fixture checks no process is left)."""
+    first, s = sb.open_session(PIPE_TAMPERING[how], "cwm_nb.sandbox.programs:function_session")
+    _, other = sb.open_session("def g(x):\n    return x + 1\n", "cwm_nb.sandbox.programs:function_session")
+    assert s is not None and s.direct and other.direct, first.error
+    t = time.monotonic()
+    got = [s.call({"name": "f"}, wall_s=3) for _ in range(3)]
+    assert time.monotonic() - t < 10
+    assert all(r.ok and r.value in (1, 7) for r in got) or (not s.alive and not got[-1].ok), [(r.ok, r.value, r.error) for r in got]
+    if how != "answers ahead": assert not got[0].ok and got[0].error["kind"] in ("killed", "output_limit"), got[0].error
+    assert other.call({"name": "g", "args": [1]}).value == 2
+    s.close(); other.close()
+
+
 def test_kill_by_signal(sb):
     r = sb.run("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)")
     assert r.error["kind"] == "killed" and "SIGSEGV" in r.error["message"], r.error

@@ -157,7 +157,7 @@ def _open_feed(sandbox, source: str, args: dict, payloads: list, limits) -> tupl
     "A `cwm_batches` session fed `payloads` in order, then ended: (its first answer, the answers)."
     limits = limits or sandbox.limits
     first, sess = sandbox.open_session(source, "cwm_nb.sandbox.drivers:cwm_batches", args,
-                                       limits=limits)   # no polling: it measured no faster here (03_sandbox)
+                                       limits=limits, poll=True)   # each side polls for the other: measured faster in 03_sandbox
     if sess is None: return first, []
     with sess: return first, sess.feed(payloads, limits.wall_s, close=True)   # a job's limit
 

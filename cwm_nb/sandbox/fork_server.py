@@ -5,7 +5,7 @@
 # %% ../../nbs/02d_fork_server.ipynb #3052a3de
 from __future__ import annotations
 import ctypes, fcntl, gc, importlib, importlib.util, io, json, math, os, pickle, re, resource, select, shutil, signal
-import struct, sys, tempfile, time
+import socket, struct, sys, tempfile, time
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
@@ -445,6 +445,7 @@ class _Server:
         self.cfg, self.inp, self.out, self.pid = cfg, inp, out, os.getpid()
         self.store, self.gen, self.idle, self.forks, self.dirty, self.last_key = {}, 0, None, 0, False, None
         self.sessions: dict[int, tuple[_Child, dict]] = {}   # session id (its child's pid) -> (child, its limits)
+        self.reaped: dict[int, tuple] = {}   # session id -> (wait status, rusage) of a session child reaped by a sweep
         self.prefork = cfg.get("prefork", True)
         self.spin = spin_cap(float(cfg.get("spin_s", SPIN_S)))   # polling for the parent's next request (02_syscalls)
         _prctl(PR_SET_NAME, b"cwm-server")
@@ -549,11 +550,14 @@ def _take_idle(self: _Server) -> _Child:
 # %% ../../nbs/02d_fork_server.ipynb #4af8eb84
 @patch
 def _reap(self: _Server) -> None:
+    "Reap every child that has ended; a session's exit status and CPU time are kept for `_end_child`."
     while True:
-        try: pid, _ = os.waitpid(-1, os.WNOHANG)
+        try: pid, st, ru = os.wait3(os.WNOHANG)
         except ChildProcessError: return
         if pid == 0: return
         if self.idle is not None and pid == self.idle.pid: self.idle.close(); self.idle = None
+        if pid in self.sessions: self.reaped[pid] = (st, ru)
+
 
 # %% ../../nbs/02d_fork_server.ipynb #597c7592
 def _kill_each(pids) -> None:
@@ -632,14 +636,21 @@ def read_rest(self: _Watch) -> None:
             self.streams[fd].add(chunk)
 
 # %% ../../nbs/02d_fork_server.ipynb #94384382
-@patch
-def _supervise(self: _Server, c: _Child, lim: dict, t0: float) -> tuple[str, bytearray, _Capture, _Capture]:
-    w, deadline, exited = _Watch(c, lim, self.inp), t0 + float(lim["wall_s"]), False
+def _watch_job(
+    c: _Child,          # the job's pipes and pidfd (the server's own, or the parent's copies of a direct session's)
+    lim: dict,          # its limits (SandboxLimits as a dict): wall_s, output_bytes, output_kill_bytes, result_mb
+    t0: float,          # when the wall-clock limit started (time.monotonic)
+    hup: int,           # a pipe whose writer hanging up ends the watch: "parent_gone"
+    spin: float = 0.0,  # seconds to poll for the result before blocking (see `await_readable`)
+) -> tuple[str, bytearray, _Capture, _Capture]:
+    "Watch job `c` until it answers (\"done\"), exits, overruns the deadline or a cap, or `hup` hangs up: (status, result frame, stdout, stderr)."
+    if spin: await_readable(c.res_r, spin)
+    w, deadline, exited = _Watch(c, lim, hup), t0 + float(lim["wall_s"]), False
     while w.status is None:
         left = deadline - time.monotonic()
         if left <= 0: w.status = "timeout"; break
         for fd, _ in w.poll.poll(max(1, math.ceil(left * 1000))):
-            if fd == self.inp: w.status = "parent_gone"
+            if fd == hup: w.status = "parent_gone"
             elif fd == c.pidfd: exited = True
             elif w.status is None: w.read(fd)
         if w.status is None and exited:
@@ -649,17 +660,26 @@ def _supervise(self: _Server, c: _Child, lim: dict, t0: float) -> tuple[str, byt
     if w.status == "done": w.read_rest()
     return w.status, w.res[8:w.need] if w.status == "done" else bytearray(), w.out, w.err
 
+@patch
+def _supervise(self: _Server, c: _Child, lim: dict, t0: float) -> tuple[str, bytearray, _Capture, _Capture]:
+    return _watch_job(c, lim, t0, self.inp)
+
+
 # %% ../../nbs/02d_fork_server.ipynb #95edbc51
 @patch
 def _end_child(self: _Server, c: _Child, hdr: dict) -> None:
     "Kill the job's process group, reap the child, record its exit status and CPU time."
     try: os.killpg(c.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError): pass
-    try:
-        _, st, ru = os.wait4(c.pid, 0)
+    got = self.reaped.pop(c.pid, None)   # a direct session's child may have ended, and been reaped, meanwhile
+    if got is None:
+        try: got = os.wait4(c.pid, 0)[1:]
+        except ChildProcessError: pass
+    if got is not None:
+        st, ru = got
         hdr["exit_code"], hdr["cpu_s"] = os.waitstatus_to_exitcode(st), ru.ru_utime + ru.ru_stime
-    except ChildProcessError: pass
     c.close()
+
 
 # %% ../../nbs/02d_fork_server.ipynb #1fc831b4
 @patch
@@ -693,12 +713,14 @@ def _hand_over(self: _Server, blob: bytes, session: bool) -> tuple[_Child | None
 
 # %% ../../nbs/02d_fork_server.ipynb #4c15a593
 @patch
-def _answer(self: _Server, c: _Child, hdr: dict, result: bytearray, limits: dict, session: bool) -> None:
+def _answer(self: _Server, c: _Child, hdr: dict, result: bytearray, limits: dict, session: bool,
+            direct: bool = False) -> None:
     "Reply with `hdr` and `result`, end the child (unless it starts a session), pre-fork the next one."
     status = hdr["status"]
     if status == "done" and session:   # the child stays, waiting for calls
         self.sessions[c.pid] = (c, limits); hdr["session"] = c.pid
         os.set_blocking(c.job_w, False)
+        if direct: hdr["direct"] = self._pass_pipes(c)   # before the reply: the parent takes them when it reads it
         self.reply(hdr, result)
     elif status != "done":   # abnormal end: clean up before answering
         self._end_child(c, hdr); hdr["clean"] = self._sweep()
@@ -708,6 +730,21 @@ def _answer(self: _Server, c: _Child, hdr: dict, result: bytearray, limits: dict
         self._end_child(c, hdr); self.dirty = not self._sweep()
     if not (status == "done" and session): shutil.rmtree(c.scratch, ignore_errors=True)
     if self.prefork and self.idle is None and not self.dirty: self._fork_idle()
+
+
+# %% ../../nbs/02d_fork_server.ipynb #65ea5dba
+@patch
+def _pass_pipes(self: _Server, c: _Child) -> bool:
+    "Send the parent copies of session `c`'s job, result, stdout and stderr pipes and its pidfd: True if sent."
+    fd = self.cfg.get("fd_sock")
+    if fd is None: return False
+    s = socket.socket(fileno=fd)
+    try:
+        socket.send_fds(s, [str(c.pid).encode()], [c.job_w, c.res_r, c.out_r, c.err_r, c.pidfd])
+        return True
+    except OSError: return False
+    finally: s.detach()   # the descriptor stays open for the next session
+
 
 # %% ../../nbs/02d_fork_server.ipynb #9092b1ce
 @patch
@@ -725,7 +762,7 @@ def run(self: _Server, job: dict, blob: bytes) -> None:
         self._end_child(c, {}); self.serve_gone()
     hdr = {"status": status, "exit_code": None, "cpu_s": None, "job_wall_s": time.monotonic() - t0,
            "stdout": out.text(), "stderr": err.text()}
-    self._answer(c, hdr, result, job["limits"], session)
+    self._answer(c, hdr, result, job["limits"], session, bool(job.get("direct")))
 
 # %% ../../nbs/02d_fork_server.ipynb #fa60cdec
 @patch
@@ -865,9 +902,10 @@ def _serve(self: _Server) -> None:
         if op == "run": self.run(rest[0], blob)
         elif op == "call": self.call(*rest)
         elif op == "feed": self.feed(*rest)
-        elif op == "end":
-            if rest[0] in self.sessions: self._end_session(rest[0])
-            self.reply({"status": "ok"})
+        elif op == "end":   # ("end", sid, reply=True): the reply carries the child's exit status and CPU time
+            hdr = {"status": "ok"}
+            if rest[0] in self.sessions: self._end_session(rest[0], hdr); hdr["clean"] = not self.dirty
+            if len(rest) < 2 or rest[1]: self.reply(hdr)
         elif op == "put": self._put(*rest)
         elif op == "drop": self._drop(rest[0])
         elif op == "ping":

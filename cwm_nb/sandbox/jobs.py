@@ -4,19 +4,19 @@
 
 # %% ../../nbs/03_sandbox.ipynb #5d275362
 from __future__ import annotations
-import atexit, fcntl, json, os, pickle, shutil, signal, subprocess, sys, tempfile, threading, time
+import atexit, fcntl, json, os, pickle, select, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 import weakref
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 from fastcore.basics import patch
 from ..core import CwmNbError, data_dir
-from .syscalls import SPIN_S, _EXIT_SETUP, _recv_frame, _send_frame, _write_all
+from .syscalls import SPIN_S, _EXIT_SETUP, _HDR, _recv_frame, _send_frame, _write_all
 from .landlock import landlock_support
 from .programs import (ERROR_KINDS, SandboxLimits, SandboxResult, _clip,
     _resolve_driver, decode_result, make_error)
-from .fork_server import (_BOOT, HIDDEN_DIRS, _needed_paths, _others_can_read,
-    _package_root, _server_env, _under, bwrap_command)
+from .fork_server import (_BOOT, HIDDEN_DIRS, _Capture, _Child, _append_capture,
+    _needed_paths, _others_can_read, _package_root, _server_env, _under, _watch_job, _write_within, bwrap_command)
 
 # %% auto #0
 __all__ = ['ISOLATION_MODES', 'isolation_mode', 'Sandbox', 'SandboxSession', 'get_sandbox']
@@ -111,7 +111,7 @@ class Sandbox:
         self.server_pid: int | None = None
         self.restarts, self.closed = -1, False
         self._lock = threading.RLock()
-        self._proc = self._log = self._scratch = self._finalizer = None
+        self._proc = self._log = self._scratch = self._finalizer = self._fdsock = None
         self._data: dict[str, bytes] = {}
         with self._lock: self._start()
 
@@ -157,7 +157,9 @@ def _kill(self: Sandbox) -> None:
     "Stop the server process (keeps the scratch base and the stored data for a restart)."
     if self._finalizer is not None: self._finalizer.detach(); self._finalizer = None
     _stop_server(self._proc, self._log, None)
-    self._proc = self._log = None; self.server_pid = None
+    if self._fdsock is not None: self._fdsock.close()
+    self._proc = self._log = self._fdsock = None; self.server_pid = None
+
 
 # %% ../../nbs/03_sandbox.ipynb #6ba8c556
 @patch
@@ -269,9 +271,14 @@ def _launch(self: Sandbox, mode: str, bwrap: str | None) -> None:
     if mode == "landlock":
         cfg.update(read_paths=_landlock_read_paths(), keep_dac_read=own_uid and not readable, signal_scope=_SIGNAL_SCOPE)
     log = tempfile.TemporaryFile()
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=popen_env,
-                            cwd="/", start_new_session=True, close_fds=True)
-    self._proc, self._log, self.isolation = proc, log, mode
+    ours, theirs = socket.socketpair()   # the server passes a direct session's pipes over it (02d)
+    cfg["fd_sock"] = theirs.fileno()     # the same number in the server: Popen keeps passed descriptors' numbers
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=popen_env,
+                                cwd="/", start_new_session=True, close_fds=True, pass_fds=(theirs.fileno(),))
+    except BaseException: ours.close(); raise
+    finally: theirs.close()
+    self._proc, self._log, self._fdsock, self.isolation = proc, log, ours, mode
     try: fcntl.fcntl(proc.stdout.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
     except OSError: pass
     try:
@@ -352,8 +359,9 @@ def _result(self: Sandbox, hdr: dict, body: bytes, limits: SandboxLimits, wall: 
 
 # %% ../../nbs/03_sandbox.ipynb #a9d7d508
 @patch
-def _submit(self: Sandbox, source, driver, args, data_key, limits, session: bool = False, poll: bool = False) -> tuple[SandboxResult, int | None]:
-    "One job (a session's first answer when `session`): its result and the server's session id (None if it did not stay)."
+def _submit(self: Sandbox, source, driver, args, data_key, limits, session: bool = False,
+            poll: bool = False) -> tuple[SandboxResult, int | None, _Child | None]:
+    "One job (a session's first answer when `session`): its result, the server's session id (None if it did not stay), a direct session's pipes."
     if not isinstance(source, str): raise CwmNbError(f"the program source must be a str, not {type(source).__name__}", "pass Program.source")
     if not isinstance(driver, str):
         raise CwmNbError(f"a sandboxed job names its driver, not a {type(driver).__name__}", "pass 'module:function', e.g. 'cwm_nb.sandbox.drivers:cwm_predict'")
@@ -362,7 +370,8 @@ def _submit(self: Sandbox, source, driver, args, data_key, limits, session: bool
         raise CwmNbError(f"no data stored under {data_key!r}", "call put_data(key, data) first")
     limits = limits or self.limits
     try: job = pickle.dumps(("run", {"source": source, "driver": driver, "args": args, "data_key": data_key,
-                                     "limits": asdict(limits), "session": session, "poll": poll}), protocol=5)
+                                     "limits": asdict(limits), "session": session, "poll": poll,
+                                     "direct": session}), protocol=5)
     except Exception as e: raise CwmNbError(f"the job's args cannot be sent: {e}", "pass plain data as args") from None
     with self._lock:
         self._ensure()
@@ -375,7 +384,7 @@ def _submit(self: Sandbox, source, driver, args, data_key, limits, session: bool
             self._kill()
             return SandboxResult(False, None, make_error("server_died", f"the sandbox server died while running "
                                  f"this program ({why}); a new server will run the next one"),
-                                 wall_s=time.perf_counter() - t0, isolation=self.isolation or "none"), None
+                                 wall_s=time.perf_counter() - t0, isolation=self.isolation or "none"), None, None
         except BaseException:   # e.g. KeyboardInterrupt mid-job: the protocol state is unknown
             self._kill(); raise
         wall = time.perf_counter() - t0
@@ -384,7 +393,23 @@ def _submit(self: Sandbox, source, driver, args, data_key, limits, session: bool
         if hdr.get("status") == "too_many_sessions":
             raise CwmNbError(f"the sandbox has {hdr.get('message')}", "close the sessions you no longer need (SandboxSession.close)")
         if hdr.get("clean") is False: self._kill()
-    return self._result(hdr, body, limits, wall), hdr.get("session")
+        pipes = self._take_pipes(hdr["session"]) if hdr.get("direct") else None
+    return self._result(hdr, body, limits, wall), hdr.get("session"), pipes
+
+# %% ../../nbs/03_sandbox.ipynb #5e1b7c20
+@patch
+def _take_pipes(self: Sandbox, sid: int) -> _Child | None:
+    "The pipes of direct session `sid`, which the server sent before its reply; None if they did not come (the server then serves its calls)."
+    try:
+        self._fdsock.settimeout(10)
+        msg, fds, _, _ = socket.recv_fds(self._fdsock, 64, 8, socket.MSG_CMSG_CLOEXEC)
+    except (OSError, AttributeError): return None
+    if msg != str(sid).encode() or len(fds) != 5:
+        for fd in fds: os.close(fd)
+        return None
+    job_w, res_r, out_r, err_r, pidfd = fds
+    return _Child(sid, pidfd, job_w, res_r, out_r, err_r, 0, "")
+
 
 # %% ../../nbs/03_sandbox.ipynb #4bb7b57c
 @patch
@@ -402,9 +427,18 @@ def run(self: Sandbox,
 class SandboxSession:
     "A sandboxed job that answers several calls (`Sandbox.open_session`). Close it when done."
 
-    def __init__(self, sandbox: Sandbox, sid: int, limits: SandboxLimits):
-        self.sandbox, self.sid, self.limits = sandbox, sid, limits
+    def __init__(self, sandbox: Sandbox, sid: int, limits: SandboxLimits, pipes: _Child | None = None,
+                 poll: bool = False):
+        self.sandbox, self.sid, self.limits, self.pipes, self.poll = sandbox, sid, limits, pipes, poll
         self.restarts, self.closed, self.calls = sandbox.restarts, False, 0
+        self._lock = threading.Lock()   # one call at a time on the pipes
+        self._limits = asdict(limits)   # as the watch reads them (asdict takes ~7 µs)
+        self._finalizer = weakref.finalize(self, pipes.close) if pipes is not None else None
+
+    @property
+    def direct(self) -> bool:
+        "True when this process writes the calls to the job and reads its answers (the server is not on the way)."
+        return self.pipes is not None
 
     @property
     def alive(self) -> bool:
@@ -414,8 +448,10 @@ class SandboxSession:
 
     def _gone(self, message: str, t0: float) -> SandboxResult:
         self.closed = True
+        if self._finalizer is not None: self._finalizer()
         return SandboxResult(False, None, make_error("server_died", message), wall_s=time.perf_counter() - t0,
                              isolation=self.sandbox.isolation or "none")
+
 
 # %% ../../nbs/03_sandbox.ipynb #c9179a6c
 @patch
@@ -426,6 +462,7 @@ def call(self: SandboxSession,
     "One more request to the session: `handle(payload)`'s plain result or a classified error (which ends the session)."
     t0, sb = time.perf_counter(), self.sandbox
     lim = replace(self.limits, wall_s=float(wall_s)) if wall_s else self.limits   # replace checks: ~20 µs
+    if self.direct: return self._direct([payload], lim, t0)[0]
     blob = pickle.dumps(("call", self.sid, pickle.dumps(payload, protocol=5), lim.wall_s), protocol=5)
     with sb._lock:
         if not self.alive: return self._gone("the session has ended (closed, or its sandbox server restarted)", t0)
@@ -443,22 +480,79 @@ def call(self: SandboxSession,
         self.calls += 1
     return sb._result(hdr, body, lim, time.perf_counter() - t0)
 
+# %% ../../nbs/03_sandbox.ipynb #7c2d9e44
+@patch
+def _decoded(self: SandboxSession, result: bytearray, out: str, err: str, lim: SandboxLimits, t0: float) -> SandboxResult:
+    return self.sandbox._result({"status": "done", "stdout": out, "stderr": err}, result, lim, time.perf_counter() - t0)
+
+@patch
+def _failed(self: SandboxSession, status: str, out: str, err: str, lim: SandboxLimits, t0: float) -> SandboxResult:
+    "The error of a direct call that did not end well; the session is ended (the server's reply classifies it)."
+    if status == "parent_gone": return self._gone("the sandbox server died during the call; the session is gone", t0)
+    hdr = {"status": status, "stdout": out, "stderr": err} | {k: v for k, v in self._end().items() if k in ("exit_code", "cpu_s")}
+    return self.sandbox._result(hdr, b"", lim, time.perf_counter() - t0)
+
+@patch
+def _direct(self: SandboxSession,
+            payloads: list,           # trusted data for the driver's `handle`, one call each
+            lim: SandboxLimits,       # wall_s: of all the calls together
+            t0: float,                # when the caller started (time.perf_counter), for wall_s of the results
+            whole: bool = False,      # all the calls' output goes with the last answer (as `feed` gives it)
+           ) -> list[SandboxResult]:  # one per answered payload, then the error that ended it
+    "The answers to `payloads`, written to the job and read from it in this process, each sent after the answer before."
+    sb, c, out, ld = self.sandbox, self.pipes, [], self._limits   # `lim` differs from the session's in wall_s alone
+    spin = sb.spin_s if self.poll and whole else 0.0
+    frame = lambda p: (lambda b: _HDR.pack(len(b)) + b)(pickle.dumps(p, protocol=5))
+    outs, errs = _Capture(lim.output_bytes), _Capture(lim.output_bytes)
+    with self._lock:
+        if not self.alive: return [self._gone("the session has ended (closed, or its sandbox server restarted)", t0)]
+        hup, deadline, status = sb._proc.stdout.fileno(), time.monotonic() + lim.wall_s, "done"
+        nxt, last = (frame(payloads[0]) if payloads else None), None
+        for k in range(len(payloads)):
+            if not _write_within(c.job_w, nxt, deadline):   # the child is gone, or does not read its calls
+                status = "exited" if select.select([c.pidfd], [], [], 0)[0] else "timeout"; break
+            if last is not None: out.append(self._decoded(last, "", "", lim, t0)); last = None   # while the job works
+            if k + 1 < len(payloads): nxt = frame(payloads[k + 1])
+            t1 = time.monotonic()
+            status, result, o, e = _watch_job(c, dict(ld, wall_s=deadline - t1), t1, hup, spin)
+            _append_capture(outs, o); _append_capture(errs, e)
+            if status != "done": break
+            self.calls += 1
+            if not whole: out.append(self._decoded(result, o.text(), e.text(), lim, t0)); continue
+            last = result
+            if result.startswith(b'{"ok":false'): break   # the program failed: nothing more to ask
+        if last is not None: out.append(self._decoded(last, "", "", lim, t0))
+        if status != "done": out.append(self._failed(status, outs.text(), errs.text(), lim, t0))
+    if whole and out: out[-1].stdout, out[-1].stderr = outs.text(), errs.text()
+    return out
+
+
 # %% ../../nbs/03_sandbox.ipynb #37c060d9
+@patch
+def _end(self: SandboxSession, reply: bool = True) -> dict:
+    "End the session in the server, which kills, reaps and sweeps: its reply (the child's `exit_code`, `cpu_s`), or {}."
+    self.closed, sb = True, self.sandbox
+    if self._finalizer is not None: self._finalizer()   # this process's copies of the session's pipes
+    if sb.closed or sb.restarts != self.restarts: return {}
+    with sb._lock:
+        try:
+            if not reply: sb._send(pickle.dumps(("end", self.sid, False), protocol=5)); return {}
+            hdr = sb._request(("end", self.sid, True), 30)[0]
+        except _ServerGone: sb._kill(); return {}
+        if hdr.get("clean") is False: sb._kill()
+    return hdr
+
 @patch
 def close(self: SandboxSession) -> None:
     "End the session (kill its processes). Idempotent."
-    if self.closed: return
-    self.closed, sb = True, self.sandbox
-    if sb.closed or sb.restarts != self.restarts: return
-    with sb._lock:
-        try: sb._request(("end", self.sid), 30)
-        except _ServerGone: sb._kill()
+    if not self.closed: self._end()
 
 @patch
 def __enter__(self: SandboxSession): return self
 
 @patch
 def __exit__(self: SandboxSession, *exc): self.close()
+
 
 # %% ../../nbs/03_sandbox.ipynb #cbeafbcf
 @patch
@@ -476,9 +570,9 @@ def open_session(self: Sandbox,
                 ) -> tuple[SandboxResult, SandboxSession | None]:
     "Start a job that stays alive after its first answer: (that answer, a `SandboxSession` for more calls; None if the answer is an error)."
     with self._lock:
-        res, sid = self._submit(source, driver, args, data_key, limits, session=True, poll=poll)
+        res, sid, pipes = self._submit(source, driver, args, data_key, limits, session=True, poll=poll)
         if sid is None: return res, None
-        s = SandboxSession(self, sid, limits or self.limits)
+        s = SandboxSession(self, sid, limits or self.limits, pipes, poll)
         if not res.ok: s.close(); return res, None
         return res, s
 
@@ -500,6 +594,10 @@ def feed(self: SandboxSession,
     "The answers to `payloads`, each sent to the session only after the answer to the one before."
     t0, sb = time.perf_counter(), self.sandbox
     lim = replace(self.limits, wall_s=float(wall_s or self.limits.wall_s))
+    if self.direct:
+        out = self._direct(payloads, lim, t0, whole=True)
+        if close and not self.closed: self._end(reply=False)   # nobody waits for the server's teardown
+        return out
     blobs = [pickle.dumps(p, protocol=5) for p in payloads]
     blobs = [len(b).to_bytes(8, "little") + b for b in blobs]   # whole frames, spliced as they are
     head = pickle.dumps(("feed", self.sid, [len(b) for b in blobs], lim.wall_s, close), protocol=5)
