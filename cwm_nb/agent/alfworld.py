@@ -108,6 +108,11 @@ def _room(floor_plan: int) -> tuple[list[str], dict[str, list[float]], list[str]
                      and o not in fixed and _holders(o, static))
     return objects, static, movable
 
+def _check_seed(seed) -> None:
+    "Raises `CwmNbError` unless `seed` is an int >= 0 (a game's seed)."
+    if type(seed) is not int or seed < 0:
+        raise CwmNbError(f"a game's seed is an int >= 0, not {seed!r}", "e.g. seed=0 (ALFWORLD_EVAL_SET uses 0)")
+
 def sample_task(
     task_type: str,   # one of ALFWORLD_TASK_TYPES
     floor_plan: int,  # one of FLOOR_PLANS
@@ -119,8 +124,7 @@ def sample_task(
     if task_type not in ALFWORLD_TASK_TYPES:
         raise CwmNbError(f"unknown AlfWorld task type {task_type!r}",
                          f"use one of {list(ALFWORLD_TASK_TYPES)}")
-    if type(seed) is not int or seed < 0:
-        raise CwmNbError(f"a game's seed is an int >= 0, not {seed!r}", "e.g. seed=0 (ALFWORLD_EVAL_SET uses 0)")
+    _check_seed(seed)
     C = _rules()
     objects, static, movable = _room(floor_plan)
     rng = random.Random(f"{task_type}|{floor_plan}|{seed}")
@@ -239,8 +243,7 @@ def write_game(
     root: str | Path | None = None,  # folder of games (default: games_dir())
 ) -> Path:
     "The path of the game's `game.tw-pddl`, written (atomically) unless already there. Raises `CwmNbError` as `sample_task`."
-    if type(seed) is not int or seed < 0:   # before the cache: "0" must not find seed 0's game
-        raise CwmNbError(f"a game's seed is an int >= 0, not {seed!r}", "e.g. seed=0 (ALFWORLD_EVAL_SET uses 0)")
+    _check_seed(seed)   # before the cache: "0" must not find seed 0's game
     folder = Path(root or games_dir())/task_type/f"FloorPlan{floor_plan}-{seed}"
     path = folder/"game.tw-pddl"
     if path.exists() and (folder/"traj_data.json").exists(): return path
