@@ -12,7 +12,8 @@ MCTS and CEM run as `evaluate_planning` runs them: one sandbox session, one call
 alive; steps/s are the planner's model steps over its own planning time (its `plan_s`), or over the parent's wall
 time of the calls ("parent"). Variants beside the default (compiled loop of nbs/15c_fast_mcts.ipynb, polling):
 the generic search (`fast_search` off), no polling between the planner and the model side (`spin_s` 0), no polling
-between the parent's calls, the fork server and the job (a `Sandbox(spin_s=0)`), one-shot jobs (the model side forked and the
+by the job for the parent's next call (a `Sandbox(spin_s=0)`; every session is direct: this process writes its calls to
+the job and reads its answers, the fork server is not on the way, 03_sandbox), one-shot jobs (the model side forked and the
 program loaded for every decision), and the same planner in this process (no isolation) with each search.
 
 This machine's speed changes by up to 2x within seconds, so the variants are interleaved in short blocks (MCTS: 20
@@ -107,7 +108,7 @@ def measure(sb, program, static, roots, rounds, per_block, bare_steps, still=Non
                                    poll=True)   # as evaluate_planning opens it (15b)
         assert s is not None, first.error
         sessions[name] = s
-    if still is not None:   # the default session on a sandbox whose server and job do not poll (Sandbox(spin_s=0))
+    if still is not None:   # the default session on a sandbox whose jobs do not poll (Sandbox(spin_s=0))
         first, s = still.open_session(program, "cwm_nb.bench.plan_driver:plan_driver", args=static, limits=lim, poll=True)
         assert s is not None, first.error
         sessions["still"] = s
@@ -177,7 +178,7 @@ def part1(rounds):
     print(f"  compiled MCTS loop: {'built' if _fast_search({}) else 'NOT BUILT (every row uses the generic search)'}")
     rng = random.Random(0)
     rows = [("session", "session (default)"), ("parent", "  the same, over the parent's wall time"),
-            ("still", "session, server and job not polling"), ("still parent", "  the same, over the parent's wall time"),
+            ("still", "session, job not polling for calls"), ("still parent", "  the same, over the parent's wall time"),
             ("generic", "session, generic search"), ("no polling", "session, planner and model side not polling"),
             ("one-shot", "one-shot jobs (fork and load per decision)"), ("in-process", "in this process, no isolation"),
             ("in-process generic", "in this process, generic search")]

@@ -6,8 +6,8 @@ Measured side by side in one run (interleaved, median of repeats), in each isola
                (put_data), then Sandbox.run(source, cwm_predict, data_key=...): one job holds every observation
   after      : run_on_buffer (13b_program_runs): a cwm_batches session fed the transitions in order, batch k the
                k-th transition of every episode, each answered before the next is handed over (SandboxSession.feed);
-               the server polls for the parent's next request (Sandbox(spin_s=SPIN_S), 02_syscalls), neither the
-               server nor the job polls between batches (measured no faster: see 03_sandbox)
+               the session is direct (03_sandbox): this process writes each batch to the job and reads its answer,
+               the fork server is not on the way; both sides poll for the other `spin_s` (SPIN_S, 02_syscalls)
   no polling : the same with Sandbox(spin_s=0)
 The goal is sandboxed / in-process <= 1.2 (issue #35, P1). Also shown: the round trip of an empty program (the fixed
 per-job cost), the number of batches, and where the time of one evaluation in the new flow goes.
@@ -146,7 +146,7 @@ def profile(sb, buf, mode: str, repeats: int = 21) -> None:
         t0 = time.perf_counter(); inp = sandbox_inputs(buf, True); pay = _payloads(inp, batches, False)
         t1 = time.perf_counter()
         form = {k: inp[k] for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
-        first, sess = sb.open_session(CARTPOLE_CWM, "cwm_nb.sandbox.drivers:cwm_batches", form)
+        first, sess = sb.open_session(CARTPOLE_CWM, "cwm_nb.sandbox.drivers:cwm_batches", form, poll=True)   # as run_on_buffer
         t2 = time.perf_counter(); res = sess.feed(pay); t3 = time.perf_counter(); sess.close(); t4 = time.perf_counter()
         _in_buffer_order(res, batches, len(buf), 1); t5 = time.perf_counter()
         for k, v in zip(T, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)): T[k].append(v)
