@@ -249,6 +249,71 @@ def test_a_session_that_tampers_with_its_pipes_harms_only_itself(sb, how):
     s.close(); other.close()
 
 
+SLEEPER = "import time\ndef nap(x):\n    time.sleep(x)\n    return x\ndef echo(x):\n    return x\n"
+
+
+def test_a_direct_call_ends_well_whatever_this_process_does_meanwhile(sb):
+    """A direct session's call (03_sandbox) closed from another thread, interrupted, or given a payload that cannot be
+    sent: the call ends at once, the session ends with it, and no answer meant for one call reaches another."""
+    import threading, _thread
+    _, s = sb.open_session(SLEEPER, "cwm_nb.sandbox.programs:function_session")
+    assert s.direct
+    threading.Timer(0.3, s.close).start()
+    t = time.monotonic(); r = s.call({"name": "nap", "args": [1.0]}, wall_s=5)
+    assert time.monotonic() - t < 0.9 and r.error["kind"] == "server_died" and "closed during the call" in r.error["message"], r.error
+    _, s = sb.open_session(SLEEPER, "cwm_nb.sandbox.programs:function_session")
+    threading.Timer(0.3, _thread.interrupt_main).start()
+    with pytest.raises(KeyboardInterrupt): s.call({"name": "nap", "args": [1.0]}, wall_s=5)
+    assert not s.alive and s.call({"name": "echo", "args": [2]}).error["kind"] == "server_died"   # not the nap's answer
+    _, s = sb.open_session(SLEEPER, "cwm_nb.sandbox.programs:function_session")
+    with pytest.raises(Exception): s.feed([{"name": "echo", "args": [1]}, {"name": "echo", "args": [lambda: 0]}])
+    assert s.alive and s.call({"name": "echo", "args": [3]}).value == 3   # nothing of the feed was sent
+    s.close()
+
+
+def test_a_direct_call_whose_server_died_says_so(secret_env):
+    "The server killed between two calls of a direct session: the next call is `server_died`, not the program's fault."
+    with Sandbox(LIMITS) as sb:
+        _, s = sb.open_session(SLEEPER, "cwm_nb.sandbox.programs:function_session")
+        assert s.direct and s.call({"name": "echo", "args": [1]}).value == 1
+        os.killpg(sb._proc.pid, signal.SIGKILL); sb._proc.wait(5)
+        time.sleep(0.2)
+        r = s.call({"name": "echo", "args": [2]})
+        assert r.error["kind"] == "server_died", r.error
+        assert sb.run("print(4)").stdout == "4\n"
+
+
+def test_direct_sessions_take_any_descriptor_number(sb):
+    "select(2) stops at descriptor 1024; a workbook with many files open still writes and reads its calls."
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200: pytest.skip("needs 1,200 open files")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        _, s = sb.open_session(SLEEPER, "cwm_nb.sandbox.programs:function_session")
+        assert min(s.pipes.job_w, s.pipes.pidfd) >= 1024
+        assert s.call({"name": "echo", "args": ["x" * 300_000]}).value == "x" * 300_000   # more than a pipe holds
+        s.close()
+    finally:
+        for fd in held: os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_job_that_hangs_up_does_not_kill_a_process_that_takes_sigpipe():
+    "A workbook whose SIGPIPE is the default (as in many command-line tools) survives a session's job that exits between calls."
+    code = ("import signal; signal.signal(signal.SIGPIPE, signal.SIG_DFL)\n"
+            "import time; from cwm_nb.sandbox.jobs import Sandbox\n"
+            "src = 'import os, threading, time\\ndef f():\\n    threading.Thread(target=lambda: (time.sleep(0.2), os._exit(0))).start()\\n    return 1\\n'\n"
+            "with Sandbox() as sb:\n"
+            "    _, s = sb.open_session(src, 'cwm_nb.sandbox.programs:function_session')\n"
+            "    assert s.direct and s.call({'name': 'f'}).value == 1\n"
+            "    time.sleep(0.5)\n"
+            "    print(s.call({'name': 'f'}).error['kind'])\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "killed", (r.returncode, r.stdout, r.stderr[-2000:])
+
+
 def test_kill_by_signal(sb):
     r = sb.run("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)")
     assert r.error["kind"] == "killed" and "SIGSEGV" in r.error["message"], r.error

@@ -12,7 +12,7 @@ import numpy as np
 from fastcore.basics import patch
 from .syscalls import (CAP_DAC_READ_SEARCH, CLONE_NEWNET, PR_SET_CHILD_SUBREAPER,
     PR_SET_KEEPCAPS, PR_SET_NAME, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, _EXIT_SETUP, _HDR,
-    _close_fds_except, _libc, _prctl, _recv_frame, _send_frame, _send_frames, _set_caps,
+    _close_fds_except, _libc, _prctl, _ready, _recv_frame, _send_frame, _send_frames, _set_caps,
     SPIN_S, await_readable, spin_cap)
 from cwm_nb.sandbox.landlock import (load_seccomp_filter, load_signal_filter, make_policy,
     restrict_self)
@@ -387,7 +387,7 @@ def _write_within(fd: int, data: bytes, deadline: float) -> bool:
         except BlockingIOError: pass
         except OSError: return False
         left = deadline - time.monotonic()
-        if left <= 0 or not select.select([], [fd], [], left)[1]: return False
+        if left <= 0 or not _ready(fd, select.POLLOUT, left): return False
     return True
 
 # %% ../../nbs/02d_fork_server.ipynb #4aaff1a1
@@ -444,8 +444,8 @@ class _Server:
     def __init__(self, cfg: dict, inp: int, out: int):
         self.cfg, self.inp, self.out, self.pid = cfg, inp, out, os.getpid()
         self.store, self.gen, self.idle, self.forks, self.dirty, self.last_key = {}, 0, None, 0, False, None
-        self.sessions: dict[int, tuple[_Child, dict]] = {}   # session id (its child's pid) -> (child, its limits)
-        self.reaped: dict[int, tuple] = {}   # session id -> (wait status, rusage) of a session child reaped by a sweep
+        self.sessions: dict[int, tuple[_Child, dict]] = {}   # session id (a counter, never reused) -> (child, its limits)
+        self.sids = 0   # the last session id given
         self.prefork = cfg.get("prefork", True)
         self.spin = spin_cap(float(cfg.get("spin_s", SPIN_S)))   # polling for the parent's next request (02_syscalls)
         _prctl(PR_SET_NAME, b"cwm-server")
@@ -541,7 +541,7 @@ def _discard(self: _Server, c: _Child) -> None:
 @patch
 def _take_idle(self: _Server) -> _Child:
     c, self.idle = self.idle, None
-    if c is not None and (c.gen != self.gen or select.select([c.pidfd], [], [], 0)[0]):
+    if c is not None and (c.gen != self.gen or _ready(c.pidfd)):
         self._discard(c); c = None
     if c is None:
         self._fork_idle(); c, self.idle = self.idle, None
@@ -549,14 +549,17 @@ def _take_idle(self: _Server) -> _Child:
 
 # %% ../../nbs/02d_fork_server.ipynb #4af8eb84
 @patch
+def _session_pids(self: _Server) -> set[int]:
+    return {c.pid for c, _ in self.sessions.values()}
+
+@patch
 def _reap(self: _Server) -> None:
-    "Reap every child that has ended; a session's exit status and CPU time are kept for `_end_child`."
-    while True:
-        try: pid, st, ru = os.wait3(os.WNOHANG)
-        except ChildProcessError: return
-        if pid == 0: return
-        if self.idle is not None and pid == self.idle.pid: self.idle.close(); self.idle = None
-        if pid in self.sessions: self.reaped[pid] = (st, ru)
+    """Reap every child that has ended, except a session's: its zombie keeps its pid from being reused (a session is
+    named by a counter, and killed by its pid) until `_end_child` reaps it and reads its exit status."""
+    for pid in _children() - self._session_pids():
+        try: got, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError: continue
+        if got and self.idle is not None and pid == self.idle.pid: self.idle.close(); self.idle = None
 
 
 # %% ../../nbs/02d_fork_server.ipynb #597c7592
@@ -580,7 +583,7 @@ def _sweep(self: _Server, limit_s: float = 3.0) -> bool:
     end, last_resort = time.monotonic() + limit_s, False
     while True:
         self._reap()
-        keep = ({self.idle.pid} if self.idle is not None else set()) | set(self.sessions)
+        keep = ({self.idle.pid} if self.idle is not None else set()) | self._session_pids()
         kids = _children() - keep
         if not kids: return True
         _kill_each(kids)
@@ -671,13 +674,10 @@ def _end_child(self: _Server, c: _Child, hdr: dict) -> None:
     "Kill the job's process group, reap the child, record its exit status and CPU time."
     try: os.killpg(c.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError): pass
-    got = self.reaped.pop(c.pid, None)   # a direct session's child may have ended, and been reaped, meanwhile
-    if got is None:
-        try: got = os.wait4(c.pid, 0)[1:]
-        except ChildProcessError: pass
-    if got is not None:
-        st, ru = got
+    try:
+        _, st, ru = os.wait4(c.pid, 0)
         hdr["exit_code"], hdr["cpu_s"] = os.waitstatus_to_exitcode(st), ru.ru_utime + ru.ru_stime
+    except ChildProcessError: pass
     c.close()
 
 
@@ -718,9 +718,10 @@ def _answer(self: _Server, c: _Child, hdr: dict, result: bytearray, limits: dict
     "Reply with `hdr` and `result`, end the child (unless it starts a session), pre-fork the next one."
     status = hdr["status"]
     if status == "done" and session:   # the child stays, waiting for calls
-        self.sessions[c.pid] = (c, limits); hdr["session"] = c.pid
+        self.sids += 1; sid = self.sids
+        self.sessions[sid] = (c, limits); hdr["session"] = sid
         os.set_blocking(c.job_w, False)
-        if direct: hdr["direct"] = self._pass_pipes(c)   # before the reply: the parent takes them when it reads it
+        if direct: hdr["direct"] = self._pass_pipes(c, sid)   # before the reply: the parent takes them when it reads it
         self.reply(hdr, result)
     elif status != "done":   # abnormal end: clean up before answering
         self._end_child(c, hdr); hdr["clean"] = self._sweep()
@@ -734,13 +735,13 @@ def _answer(self: _Server, c: _Child, hdr: dict, result: bytearray, limits: dict
 
 # %% ../../nbs/02d_fork_server.ipynb #65ea5dba
 @patch
-def _pass_pipes(self: _Server, c: _Child) -> bool:
-    "Send the parent copies of session `c`'s job, result, stdout and stderr pipes and its pidfd: True if sent."
+def _pass_pipes(self: _Server, c: _Child, sid: int) -> bool:
+    "Send the parent copies of session `sid`'s job, result, stdout and stderr pipes and its pidfd: True if sent."
     fd = self.cfg.get("fd_sock")
     if fd is None: return False
     s = socket.socket(fileno=fd)
     try:
-        socket.send_fds(s, [str(c.pid).encode()], [c.job_w, c.res_r, c.out_r, c.err_r, c.pidfd])
+        socket.send_fds(s, [str(sid).encode()], [c.job_w, c.res_r, c.out_r, c.err_r, c.pidfd])
         return True
     except OSError: return False
     finally: s.detach()   # the descriptor stays open for the next session
@@ -776,7 +777,7 @@ def call(self: _Server, sid: int, payload: bytes, wall_s: float) -> None:
     if _write_within(c.job_w, _HDR.pack(len(payload)) + payload, t0 + lim["wall_s"]):
         status, result, out, err = self._supervise(c, lim, t0)
     else:   # the child is gone, or does not read its calls
-        status = "exited" if select.select([c.pidfd], [], [], 0)[0] else "timeout"
+        status = "exited" if _ready(c.pidfd) else "timeout"
         result, out, err = bytearray(), _Capture(2), _Capture(2)
     if status == "parent_gone": self.serve_gone()
     hdr = {"status": status, "exit_code": None, "cpu_s": None, "job_wall_s": time.monotonic() - t0,
@@ -805,7 +806,7 @@ def _splice_within(src: int, dst: int, n: int, deadline: float) -> int:
         if k == 0: return moved   # the parent closed its end
         if k: moved += k; continue
         left = deadline - time.monotonic()
-        if left <= 0 or not select.select([], [dst], [], left)[1]: return moved
+        if left <= 0 or not _ready(dst, select.POLLOUT, left): return moved
     return moved
 
 def _drain(src: int, n: int) -> None:
@@ -843,7 +844,7 @@ def feed(self: _Server, sid: int, sizes: list, wall_s: float, close: bool = Fals
         moved = _splice_within(self.inp, c.job_w, n, deadline)   # a whole frame: one wake-up
         done += moved
         if moved < n:
-            status = "exited" if select.select([c.pidfd], [], [], 0)[0] else "timeout"; break
+            status = "exited" if _ready(c.pidfd) else "timeout"; break
         t1 = time.monotonic()
         status, result, out, err = self._supervise(c, dict(lim, wall_s=deadline - t1), t1)
         _append_capture(outs, out); _append_capture(errs, err)

@@ -6,12 +6,13 @@
 from __future__ import annotations
 import atexit, fcntl, json, os, pickle, select, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 import weakref
+from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 from fastcore.basics import patch
 from ..core import CwmNbError, data_dir
-from .syscalls import SPIN_S, _EXIT_SETUP, _HDR, _recv_frame, _send_frame, _write_all
+from .syscalls import SPIN_S, _EXIT_SETUP, _HDR, _ready, _recv_frame, _send_frame, _write_all, spin_cap
 from .landlock import landlock_support
 from .programs import (ERROR_KINDS, SandboxLimits, SandboxResult, _clip,
     _resolve_driver, decode_result, make_error)
@@ -400,13 +401,15 @@ def _submit(self: Sandbox, source, driver, args, data_key, limits, session: bool
 @patch
 def _take_pipes(self: Sandbox, sid: int) -> _Child | None:
     "The pipes of direct session `sid`, which the server sent before its reply; None if they did not come (the server then serves its calls)."
+    want = str(sid).encode()
     try:
         self._fdsock.settimeout(10)
-        msg, fds, _, _ = socket.recv_fds(self._fdsock, 64, 8, socket.MSG_CMSG_CLOEXEC)
+        while True:
+            msg, fds, _, _ = socket.recv_fds(self._fdsock, 64, 8, socket.MSG_CMSG_CLOEXEC)
+            if msg == want and len(fds) == 5: break
+            for fd in fds: os.close(fd)   # cut short (no descriptors left here), or left by a start that was interrupted
+            if msg == want or not msg: return None
     except (OSError, AttributeError): return None
-    if msg != str(sid).encode() or len(fds) != 5:
-        for fd in fds: os.close(fd)
-        return None
     job_w, res_r, out_r, err_r, pidfd = fds
     return _Child(sid, pidfd, job_w, res_r, out_r, err_r, 0, "")
 
@@ -431,7 +434,7 @@ class SandboxSession:
                  poll: bool = False):
         self.sandbox, self.sid, self.limits, self.pipes, self.poll = sandbox, sid, limits, pipes, poll
         self.restarts, self.closed, self.calls = sandbox.restarts, False, 0
-        self._lock = threading.Lock()   # one call at a time on the pipes
+        self._lock = threading.RLock()   # one call at a time on the pipes (a failing call ends the session holding it)
         self._limits = asdict(limits)   # as the watch reads them (asdict takes ~7 µs)
         self._finalizer = weakref.finalize(self, pipes.close) if pipes is not None else None
 
@@ -488,9 +491,24 @@ def _decoded(self: SandboxSession, result: bytearray, out: str, err: str, lim: S
 @patch
 def _failed(self: SandboxSession, status: str, out: str, err: str, lim: SandboxLimits, t0: float) -> SandboxResult:
     "The error of a direct call that did not end well; the session is ended (the server's reply classifies it)."
-    if status == "parent_gone": return self._gone("the sandbox server died during the call; the session is gone", t0)
-    hdr = {"status": status, "stdout": out, "stderr": err} | {k: v for k, v in self._end().items() if k in ("exit_code", "cpu_s")}
-    return self.sandbox._result(hdr, b"", lim, time.perf_counter() - t0)
+    sb, ended = self.sandbox, None if status == "parent_gone" else self._end()
+    if ended is None:   # no reply: the server is gone or restarted, or another thread closed the session
+        gone = status == "parent_gone" or sb.restarts != self.restarts or not sb._alive()
+        return self._gone("the sandbox server died or restarted during the call; the session is gone" if gone else
+                          "the session was closed during the call", t0)
+    hdr = {"status": status, "stdout": out, "stderr": err} | {k: ended[k] for k in ("exit_code", "cpu_s") if k in ended}
+    return sb._result(hdr, b"", lim, time.perf_counter() - t0)
+
+@contextmanager
+def _no_sigpipe():
+    "Block SIGPIPE in this thread and discard one raised meanwhile (a job that hung up), unless the process ignores it (Python's default)."
+    if signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN: yield; return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
+    try: yield
+    finally:
+        if signal.SIGPIPE not in old:
+            while signal.sigtimedwait({signal.SIGPIPE}, 0) is not None: pass
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 @patch
 def _direct(self: SandboxSession,
@@ -501,26 +519,28 @@ def _direct(self: SandboxSession,
            ) -> list[SandboxResult]:  # one per answered payload, then the error that ended it
     "The answers to `payloads`, written to the job and read from it in this process, each sent after the answer before."
     sb, c, out, ld = self.sandbox, self.pipes, [], self._limits   # `lim` differs from the session's in wall_s alone
-    spin = sb.spin_s if self.poll and whole else 0.0
-    frame = lambda p: (lambda b: _HDR.pack(len(b)) + b)(pickle.dumps(p, protocol=5))
+    spin = spin_cap(sb.spin_s) if self.poll and whole else 0.0
+    frames = [(lambda b: _HDR.pack(len(b)) + b)(pickle.dumps(p, protocol=5)) for p in payloads]   # all, before any is sent
     outs, errs = _Capture(lim.output_bytes), _Capture(lim.output_bytes)
     with self._lock:
         if not self.alive: return [self._gone("the session has ended (closed, or its sandbox server restarted)", t0)]
-        hup, deadline, status = sb._proc.stdout.fileno(), time.monotonic() + lim.wall_s, "done"
-        nxt, last = (frame(payloads[0]) if payloads else None), None
-        for k in range(len(payloads)):
-            if not _write_within(c.job_w, nxt, deadline):   # the child is gone, or does not read its calls
-                status = "exited" if select.select([c.pidfd], [], [], 0)[0] else "timeout"; break
-            if last is not None: out.append(self._decoded(last, "", "", lim, t0)); last = None   # while the job works
-            if k + 1 < len(payloads): nxt = frame(payloads[k + 1])
-            t1 = time.monotonic()
-            status, result, o, e = _watch_job(c, dict(ld, wall_s=deadline - t1), t1, hup, spin)
-            _append_capture(outs, o); _append_capture(errs, e)
-            if status != "done": break
-            self.calls += 1
-            if not whole: out.append(self._decoded(result, o.text(), e.text(), lim, t0)); continue
-            last = result
-            if result.startswith(b'{"ok":false'): break   # the program failed: nothing more to ask
+        hup, deadline, status, last = sb._proc.stdout.fileno(), time.monotonic() + lim.wall_s, "done", None
+        try:
+            with _no_sigpipe():
+                for nxt in frames:
+                    if not _write_within(c.job_w, nxt, deadline):   # the child is gone, or does not read its calls
+                        status = "exited" if _ready(c.pidfd) else "timeout"; break
+                    if last is not None: out.append(self._decoded(last, "", "", lim, t0)); last = None   # while the job works
+                    t1 = time.monotonic()
+                    status, result, o, e = _watch_job(c, dict(ld, wall_s=deadline - t1), t1, hup, spin)
+                    _append_capture(outs, o); _append_capture(errs, e)
+                    if status != "done": break
+                    self.calls += 1
+                    if not whole: out.append(self._decoded(result, o.text(), e.text(), lim, t0)); continue
+                    last = result
+                    if result.startswith(b'{"ok":false'): break   # the program failed: nothing more to ask
+        except BaseException:   # e.g. KeyboardInterrupt mid-call: an answer may be on its way, so the session ends
+            self._end(reply=False); raise
         if last is not None: out.append(self._decoded(last, "", "", lim, t0))
         if status != "done": out.append(self._failed(status, outs.text(), errs.text(), lim, t0))
     if whole and out: out[-1].stdout, out[-1].stderr = outs.text(), errs.text()
@@ -529,22 +549,26 @@ def _direct(self: SandboxSession,
 
 # %% ../../nbs/03_sandbox.ipynb #37c060d9
 @patch
-def _end(self: SandboxSession, reply: bool = True) -> dict:
-    "End the session in the server, which kills, reaps and sweeps: its reply (the child's `exit_code`, `cpu_s`), or {}."
-    self.closed, sb = True, self.sandbox
-    if self._finalizer is not None: self._finalizer()   # this process's copies of the session's pipes
-    if sb.closed or sb.restarts != self.restarts: return {}
-    with sb._lock:
-        try:
-            if not reply: sb._send(pickle.dumps(("end", self.sid, False), protocol=5)); return {}
-            hdr = sb._request(("end", self.sid, True), 30)[0]
-        except _ServerGone: sb._kill(); return {}
-        if hdr.get("clean") is False: sb._kill()
+def _end(self: SandboxSession, reply: bool = True) -> dict | None:
+    """End the session in the server, which kills, reaps and sweeps it: the server's reply (the child's `exit_code` and
+    `cpu_s`), {} if none was asked for, None if the session had ended already or its server is gone."""
+    sb, ended, hdr = self.sandbox, self.closed, None
+    self.closed = True
+    if not ended:
+        with sb._lock:   # checked under the lock: no new server is started just to end a session of the old one
+            if not sb.closed and sb.restarts == self.restarts and sb._alive():
+                try:
+                    sb._send(pickle.dumps(("end", self.sid, reply), protocol=5))
+                    hdr = sb._recv(time.monotonic() + 30)[0] if reply else {}
+                except _ServerGone: sb._kill(); hdr = None
+                if hdr and (hdr.get("status") == "dirty" or hdr.get("clean") is False): sb._kill(); hdr = None
+    with self._lock:   # not under the server's lock: a call in flight ends once its child is killed, then the pipes close
+        if self._finalizer is not None: self._finalizer()
     return hdr
 
 @patch
 def close(self: SandboxSession) -> None:
-    "End the session (kill its processes). Idempotent."
+    "End the session (kill its processes). Idempotent; from another thread it ends a call in flight."
     if not self.closed: self._end()
 
 @patch

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/02_syscalls.ipynb #dc50a433
 from __future__ import annotations
-import ctypes, os, select, struct, time
+import ctypes, math, os, select, struct, time
 
 # %% auto #0
 __all__ = ['SMALL_FRAMES', 'SPIN_S', 'PR_SET_PDEATHSIG', 'PR_SET_NAME', 'PR_SET_CHILD_SUBREAPER', 'PR_SET_NO_NEW_PRIVS',
@@ -30,19 +30,27 @@ def _send_frames(fd: int, *payloads: bytes) -> None:
 def _send_frame(fd: int, payload: bytes) -> None: _send_frames(fd, payload)
 
 # %% ../../nbs/02_syscalls.ipynb #b0804334
+def _ready(fd: int, events: int = select.POLLIN, timeout_s: float = 0.0) -> bool:
+    """True when `fd` has one of `events` (or an error or hang-up) within `timeout_s` seconds. poll(2), not select(2):
+    select takes no descriptor numbered 1024 or more, which a workbook with many files open may hand out."""
+    p = select.poll()
+    p.register(fd, events)
+    return bool(p.poll(max(0, math.ceil(timeout_s * 1000))))
+
 def _read_exact(fd: int, n: int, deadline: float | None = None) -> bytes | None:
     "Read exactly n bytes (None on EOF). With a deadline (time.monotonic), raise TimeoutError when it passes."
     buf = bytearray()
     while len(buf) < n:
         if deadline is not None:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            if left <= 0 or not _ready(fd, select.POLLIN, left):
                 if time.monotonic() >= deadline: raise TimeoutError("no answer before the deadline")
                 continue
         chunk = os.read(fd, min(n - len(buf), 1 << 22))
         if not chunk: return None
         buf += chunk
     return bytes(buf)
+
 
 # %% ../../nbs/02_syscalls.ipynb #c8e28cbe
 def _recv_frame(fd: int, deadline: float | None = None) -> bytes | None:
