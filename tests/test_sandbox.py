@@ -388,6 +388,23 @@ def test_jobs_apart(sb):
     assert all(got[k] != "done" for k in REFUSED), got
 
 
+FILLS_TMP = ("import os\ndef fill():\n    n = 0\n    try:\n        while True:\n            with open(f'/tmp/f{n}', 'wb') as f: f.write(b'x' * (3 << 20))\n"
+             "            n += 1\n    except OSError as e: return [n, e.errno]\n")
+
+
+def test_each_job_has_a_tmp_of_its_own(sb):
+    """In bwrap without root each job writes into a tmpfs of its own over /tmp (02d_fork_server, Jobs apart): a job
+    that fills it stops at its own size, and a job beside it sees none of its files and still has room."""
+    bwrap_only(sb)
+    if not sb.protections.get("job_tmp_mb"): pytest.skip("a /tmp of its own per job: bwrap without root only")
+    _, filler = sb.open_session(FILLS_TMP, "cwm_nb.sandbox.programs:function_session")
+    n, err = filler.call({"name": "fill"}).value
+    assert err == 28 and (n + 1) * 3 >= sb.protections["job_tmp_mb"] - 3, (n, err)   # ENOSPC at its own size
+    r = sb.run("import os\nopen('/tmp/mine', 'wb').write(b'y' * (3 << 20))\nprint(sorted(os.listdir('/tmp')))")
+    assert r.ok and r.stdout == "['cwm-jobs', 'mine']\n", (r.error, r.stdout)
+    filler.close()
+
+
 def test_signals_scoped_by_seccomp_where_landlock_cannot(monkeypatch, secret_env):
     "The fallback for kernels before Landlock ABI 6: a seccomp filter lets signals reach only the job's own group."
     _skip_unavailable("landlock")

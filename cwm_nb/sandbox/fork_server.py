@@ -20,8 +20,9 @@ from cwm_nb.sandbox.programs import (PROGRAM_FILENAME, Rows, _new_program_module
     encode_result)
 
 # %% auto #0
-__all__ = ['HIDDEN_DIRS', 'CLONE_NEWUSER', 'CLONE_NEWPID', 'PR_SET_DUMPABLE', 'APART_BY_UID', 'APART_BY_PID_NS',
-           'APART_BY_LANDLOCK', 'MAX_SESSIONS', 'SYSTEM_READ', 'UID_STRIDE', 'bwrap_command']
+__all__ = ['HIDDEN_DIRS', 'CLONE_NEWUSER', 'CLONE_NEWPID', 'CLONE_NEWNS', 'PR_SET_DUMPABLE', 'APART_BY_UID', 'APART_BY_PID_NS',
+           'APART_BY_LANDLOCK', 'JOB_TMP_MB', 'MS_NOSUID', 'MS_NODEV', 'MAX_SESSIONS', 'SYSTEM_READ', 'UID_STRIDE',
+           'bwrap_command']
 
 # %% ../../nbs/02d_fork_server.ipynb #b32d4014
 def _children() -> set[int]:
@@ -211,16 +212,29 @@ def _drop_privileges(srv) -> None:
     if os.getppid() != srv.pid: os._exit(_EXIT_SETUP)   # the server died before the death signal was armed
 
 # %% ../../nbs/02d_fork_server.ipynb #e8e8dfce
-CLONE_NEWUSER, CLONE_NEWPID, PR_SET_DUMPABLE = 0x10000000, 0x20000000, 4
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNS, PR_SET_DUMPABLE = 0x10000000, 0x20000000, 0x20000, 4
 APART_BY_UID, APART_BY_PID_NS, APART_BY_LANDLOCK = "uid per job", "pid namespace per job", "landlock and seccomp"
+JOB_TMP_MB = 128   # the size of a job's own tmpfs over /tmp, where it gets one (bwrap without root: see below)
+MS_NOSUID, MS_NODEV = 2, 4
 
-def _unshare_user_pid() -> None:
-    "unshare(CLONE_NEWUSER | CLONE_NEWPID), this process's uid and gid mapped to themselves. Raises `OSError`."
+def _unshare_user_pid(mount: bool = False) -> None:
+    "unshare(CLONE_NEWUSER | CLONE_NEWPID [| CLONE_NEWNS]), this process's uid and gid mapped to themselves. Raises `OSError`."
     uid, gid = os.geteuid(), os.getegid()
-    if _libc().unshare(ctypes.c_int(CLONE_NEWUSER | CLONE_NEWPID)) != 0:
+    if _libc().unshare(ctypes.c_int(CLONE_NEWUSER | CLONE_NEWPID | (CLONE_NEWNS if mount else 0))) != 0:
         e = ctypes.get_errno(); raise OSError(e, f"unshare: {os.strerror(e)}")
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
         with open(f"/proc/self/{name}", "w") as f: f.write(text)
+
+def _private_tmp(scratch: str, mb: int = JOB_TMP_MB) -> None:
+    """Mount a tmpfs of `mb` MiB over the top directory of `scratch` (/tmp) in this process's own mount namespace, then
+    make `scratch` again inside it and enter it. Raises `OSError`."""
+    top = "/" + scratch.strip("/").split("/")[0]
+    if _libc().mount(b"tmpfs", top.encode(), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV),
+                     f"size={mb}m,mode=1777".encode()) != 0:
+        e = ctypes.get_errno(); raise OSError(e, f"mount tmpfs on {top}: {os.strerror(e)}")
+    os.makedirs(scratch, 0o700, exist_ok=True)
+    os.chdir(scratch)
+
 
 # %% ../../nbs/02d_fork_server.ipynb #2ed77450
 def _namespace_init(job: int, status_w: int) -> None:
@@ -253,11 +267,13 @@ def _keep(init: int, status_r: int) -> None:
     finally: os._exit(_EXIT_SETUP)
 
 # %% ../../nbs/02d_fork_server.ipynb #ae34d6cc
-def _own_pid_namespace(srv) -> None:
-    "Put the rest of this child's life in a user and pid namespace of its own; only the job (pid 2) returns."
+def _own_pid_namespace(srv, scratch: str | None = None) -> None:
+    """Put the rest of this child's life in a user and pid namespace of its own; only the job (pid 2) returns. With
+    `scratch` (where the server found it possible: `srv.private_tmp`), a mount namespace too, with a /tmp of its own."""
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != srv.pid: os._exit(_EXIT_SETUP)
-    _unshare_user_pid()
+    _unshare_user_pid(mount=scratch is not None)
+    if scratch is not None: _private_tmp(scratch)
     _prctl(PR_SET_DUMPABLE, 0)   # after the id maps (only a dumpable process may write them)
     status_r, status_w = os.pipe()
     init = os.fork()
@@ -272,12 +288,16 @@ def _own_pid_namespace(srv) -> None:
     srv.pid = 1    # its parent: the namespace's init
     srv.nproc_base = 2   # its user namespace counts the keeper and the init too (the job, as with a job uid)
 
+
 # %% ../../nbs/02d_fork_server.ipynb #c2971992
-def _pid_namespace_possible() -> bool:
-    "True when a forked child of this process can enter a user and pid namespace of its own."
+def _pid_namespace_possible(scratch: str | None = None) -> bool:
+    "True when a forked child of this process can enter a user and pid namespace of its own (with `scratch`: and a /tmp of its own)."
     pid = os.fork()
     if pid == 0:
-        try: _unshare_user_pid(); os._exit(0)
+        try:
+            _unshare_user_pid(mount=scratch is not None)
+            if scratch is not None: _private_tmp(scratch, 1)
+            os._exit(0)
         finally: os._exit(1)
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 
@@ -287,6 +307,7 @@ def _how_apart(mode: str, uid: int | None) -> str | None:
     if mode == "landlock": return APART_BY_LANDLOCK
     if mode == "bwrap" and _pid_namespace_possible(): return APART_BY_PID_NS
     return None
+
 
 # %% ../../nbs/02d_fork_server.ipynb #62eec9ca
 def _confine(srv, policy, scratch: str) -> None:
@@ -329,7 +350,8 @@ def _job_child(srv, scratch: str, job_r: int, res_w: int, out_w: int, err_w: int
     try:
         policy = getattr(srv, "landlock", None)
         _detach_child(srv, scratch, {0, 1, 2, job_r, res_w, out_w, err_w, *(policy.fds if policy else ())}, out_w, err_w)
-        if getattr(srv, "apart", None) == APART_BY_PID_NS: _own_pid_namespace(srv)   # see *Jobs apart*
+        if getattr(srv, "apart", None) == APART_BY_PID_NS:   # see *Jobs apart*
+            _own_pid_namespace(srv, scratch if getattr(srv, "private_tmp", False) else None)
         _drop_privileges(srv)
         _program_environment(scratch, PROGRAM_FILENAME)
         import linecache   # imported before the job arrives (the program's tracebacks use it)
@@ -456,6 +478,7 @@ class _Server:
         self.landlock = _prepare_landlock(cfg) if cfg["mode"] == "landlock" else None
         self.apart = _how_apart(cfg["mode"], self.uid)
         self.base = _make_scratch(cfg["scratch_base"])
+        self.private_tmp = self.apart == APART_BY_PID_NS and _pid_namespace_possible(os.path.join(self.base, "probe"))
         self.nproc_base = 0 if self.uid is not None else _count_own_processes()
         self.protections = self._protections(notes)
         gc.collect(); gc.freeze()
@@ -489,6 +512,7 @@ def _protections(self: _Server, notes) -> dict:
             "hidden_dirs": list(self.cfg.get("hidden", [])),
             "pid_namespace": ns("pid") != parent.get("pid"), "job_uid": self.uid,
             "job_uids": self._uid_pool(), "jobs_apart": self.apart,
+            "job_tmp_mb": JOB_TMP_MB if getattr(self, "private_tmp", False) else None,
             "nproc_enforced": self.uid is not None or (os.getuid() != 0 and (own_userns or ll is not None)),
             "env_cleared": True, "no_new_privs": True, "landlock_abi": ll.abi if ll else None, "seccomp": ll is not None,
             "signal_scope": None if ll is None else ("landlock" if ll.scope_signals and self.cfg.get("signal_scope") != "seccomp" else "seccomp"),
