@@ -21,8 +21,8 @@ from cwm_nb.sandbox.programs import (PROGRAM_FILENAME, Rows, _new_program_module
 
 # %% auto #0
 __all__ = ['HIDDEN_DIRS', 'CLONE_NEWUSER', 'CLONE_NEWPID', 'CLONE_NEWNS', 'PR_SET_DUMPABLE', 'APART_BY_UID', 'APART_BY_PID_NS',
-           'APART_BY_LANDLOCK', 'JOB_TMP_MB', 'MS_NOSUID', 'MS_NODEV', 'MAX_SESSIONS', 'SYSTEM_READ', 'UID_STRIDE',
-           'bwrap_command']
+           'APART_BY_LANDLOCK', 'JOB_TMP_MB', 'JOB_SHM_MB', 'MS_RDONLY', 'MS_NOSUID', 'MS_NODEV', 'MS_NOEXEC',
+           'MS_REMOUNT', 'MS_BIND', 'MAX_SESSIONS', 'SYSTEM_READ', 'UID_STRIDE', 'bwrap_command']
 
 # %% ../../nbs/02d_fork_server.ipynb #b32d4014
 def _children() -> set[int]:
@@ -214,8 +214,10 @@ def _drop_privileges(srv) -> None:
 # %% ../../nbs/02d_fork_server.ipynb #e8e8dfce
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNS, PR_SET_DUMPABLE = 0x10000000, 0x20000000, 0x20000, 4
 APART_BY_UID, APART_BY_PID_NS, APART_BY_LANDLOCK = "uid per job", "pid namespace per job", "landlock and seccomp"
-JOB_TMP_MB = 128   # the size of a job's own tmpfs over /tmp, where it gets one (bwrap without root: see below)
-MS_NOSUID, MS_NODEV = 2, 4
+JOB_TMP_MB, JOB_SHM_MB = 128, 16   # a job's own tmpfs for its scratch directory, and over /dev/shm (bwrap without root)
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
+_KEPT_FLAGS = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC), (os.ST_NOATIME, 1024),
+               (os.ST_NODIRATIME, 2048), (os.ST_RELATIME, 1 << 21))   # statvfs flag -> mount flag
 
 def _unshare_user_pid(mount: bool = False) -> None:
     "unshare(CLONE_NEWUSER | CLONE_NEWPID [| CLONE_NEWNS]), this process's uid and gid mapped to themselves. Raises `OSError`."
@@ -225,15 +227,27 @@ def _unshare_user_pid(mount: bool = False) -> None:
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
         with open(f"/proc/self/{name}", "w") as f: f.write(text)
 
-def _private_tmp(scratch: str, mb: int = JOB_TMP_MB) -> None:
-    """Mount a tmpfs of `mb` MiB over the top directory of `scratch` (/tmp) in this process's own mount namespace, then
-    make `scratch` again inside it and enter it. Raises `OSError`."""
-    top = "/" + scratch.strip("/").split("/")[0]
-    if _libc().mount(b"tmpfs", top.encode(), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV),
-                     f"size={mb}m,mode=1777".encode()) != 0:
-        e = ctypes.get_errno(); raise OSError(e, f"mount tmpfs on {top}: {os.strerror(e)}")
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = lambda s: None if s is None else s.encode()
+    if _libc().mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
+        e = ctypes.get_errno(); raise OSError(e, f"mount {target}: {os.strerror(e)}")
+
+def _read_only(path: str) -> None:
+    "Remount the mount point `path` read-only in this mount namespace, keeping the flags a mount inherited from a more privileged one must keep."
+    f = os.statvfs(path).f_flag
+    _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | sum(ms for st, ms in _KEPT_FLAGS if f & st))
+
+def _own_mounts(scratch: str, base: str, hidden: tuple = (), mb: int = JOB_TMP_MB) -> None:
+    """In this process's own mount namespace: a tmpfs of `mb` MiB over the scratch base `base`, `scratch` made again in
+    it and entered; a tmpfs of `JOB_SHM_MB` MiB over /dev/shm; the `hidden` directories (bwrap's tmpfs over /tmp, /root,
+    ...) and /dev made read-only. The job then writes in its own tmpfs only, as a job with a uid of its own can. Raises
+    `OSError`."""
+    _mount("tmpfs", base, "tmpfs", MS_NOSUID | MS_NODEV, f"size={mb}m,mode=0711")
     os.makedirs(scratch, 0o700, exist_ok=True)
     os.chdir(scratch)
+    if os.path.isdir("/dev/shm"): _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={JOB_SHM_MB}m,mode=1777")
+    for d in (*hidden, "/dev"):
+        if os.path.ismount(d): _read_only(d)
 
 
 # %% ../../nbs/02d_fork_server.ipynb #2ed77450
@@ -267,13 +281,13 @@ def _keep(init: int, status_r: int) -> None:
     finally: os._exit(_EXIT_SETUP)
 
 # %% ../../nbs/02d_fork_server.ipynb #ae34d6cc
-def _own_pid_namespace(srv, scratch: str | None = None) -> None:
+def _own_pid_namespace(srv, mounts: tuple | None = None) -> None:
     """Put the rest of this child's life in a user and pid namespace of its own; only the job (pid 2) returns. With
-    `scratch` (where the server found it possible: `srv.private_tmp`), a mount namespace too, with a /tmp of its own."""
+    `mounts`, `_own_mounts`' arguments (where the server found it possible: `srv.private_tmp`), a mount namespace too."""
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != srv.pid: os._exit(_EXIT_SETUP)
-    _unshare_user_pid(mount=scratch is not None)
-    if scratch is not None: _private_tmp(scratch)
+    _unshare_user_pid(mount=mounts is not None)
+    if mounts is not None: _own_mounts(*mounts)
     _prctl(PR_SET_DUMPABLE, 0)   # after the id maps (only a dumpable process may write them)
     status_r, status_w = os.pipe()
     init = os.fork()
@@ -290,13 +304,13 @@ def _own_pid_namespace(srv, scratch: str | None = None) -> None:
 
 
 # %% ../../nbs/02d_fork_server.ipynb #c2971992
-def _pid_namespace_possible(scratch: str | None = None) -> bool:
-    "True when a forked child of this process can enter a user and pid namespace of its own (with `scratch`: and a /tmp of its own)."
+def _pid_namespace_possible(mounts: tuple | None = None) -> bool:
+    "True when a forked child of this process can enter a user and pid namespace of its own (with `mounts`: and `_own_mounts(*mounts)`)."
     pid = os.fork()
     if pid == 0:
         try:
-            _unshare_user_pid(mount=scratch is not None)
-            if scratch is not None: _private_tmp(scratch, 1)
+            _unshare_user_pid(mount=mounts is not None)
+            if mounts is not None: _own_mounts(*mounts[:3], 1)
             os._exit(0)
         finally: os._exit(1)
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
@@ -351,7 +365,7 @@ def _job_child(srv, scratch: str, job_r: int, res_w: int, out_w: int, err_w: int
         policy = getattr(srv, "landlock", None)
         _detach_child(srv, scratch, {0, 1, 2, job_r, res_w, out_w, err_w, *(policy.fds if policy else ())}, out_w, err_w)
         if getattr(srv, "apart", None) == APART_BY_PID_NS:   # see *Jobs apart*
-            _own_pid_namespace(srv, scratch if getattr(srv, "private_tmp", False) else None)
+            _own_pid_namespace(srv, srv.job_mounts(scratch) if getattr(srv, "private_tmp", False) else None)
         _drop_privileges(srv)
         _program_environment(scratch, PROGRAM_FILENAME)
         import linecache   # imported before the job arrives (the program's tracebacks use it)
@@ -478,11 +492,16 @@ class _Server:
         self.landlock = _prepare_landlock(cfg) if cfg["mode"] == "landlock" else None
         self.apart = _how_apart(cfg["mode"], self.uid)
         self.base = _make_scratch(cfg["scratch_base"])
-        self.private_tmp = self.apart == APART_BY_PID_NS and _pid_namespace_possible(os.path.join(self.base, "probe"))
+        self.private_tmp = self.apart == APART_BY_PID_NS and _pid_namespace_possible(self.job_mounts(os.path.join(self.base, "probe")))
+        if self.apart == APART_BY_PID_NS and not self.private_tmp: notes.append("jobs write in one shared tmpfs (no mount namespace per job)")
         self.nproc_base = 0 if self.uid is not None else _count_own_processes()
         self.protections = self._protections(notes)
         gc.collect(); gc.freeze()
         if self.prefork: self._fork_idle()
+
+    def job_mounts(self, scratch: str) -> tuple:
+        "`_own_mounts`' arguments for a job whose scratch directory is `scratch`."
+        return scratch, self.cfg["scratch_base"], tuple(self.cfg.get("hidden", ()))
 
 # %% ../../nbs/02d_fork_server.ipynb #31e786f4
 UID_STRIDE = 100_000_000   # a server's job uids: its base uid (2e9 to 2.1e9, see 03_sandbox) plus a multiple of this

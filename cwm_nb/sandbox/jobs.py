@@ -435,6 +435,7 @@ class SandboxSession:
         self.sandbox, self.sid, self.limits, self.pipes, self.poll = sandbox, sid, limits, pipes, poll
         self.restarts, self.closed, self.calls = sandbox.restarts, False, 0
         self._lock = threading.RLock()   # one call at a time on the pipes (a failing call ends the session holding it)
+        self._ending = threading.Lock()   # one `end` per session, whichever thread comes first
         self._limits = asdict(limits)   # as the watch reads them (asdict takes ~7 µs)
         self._finalizer = weakref.finalize(self, pipes.close) if pipes is not None else None
 
@@ -524,7 +525,9 @@ def _direct(self: SandboxSession,
     outs, errs = _Capture(lim.output_bytes), _Capture(lim.output_bytes)
     with self._lock:
         if not self.alive: return [self._gone("the session has ended (closed, or its sandbox server restarted)", t0)]
-        hup, deadline, status, last = sb._proc.stdout.fileno(), time.monotonic() + lim.wall_s, "done", None
+        try: hup = sb._proc.stdout.fileno()   # the server hanging up ends the watch
+        except (AttributeError, ValueError): return [self._gone("the sandbox server is gone; the session is gone", t0)]
+        deadline, status, last = time.monotonic() + lim.wall_s, "done", None
         try:
             with _no_sigpipe():
                 for nxt in frames:
@@ -552,18 +555,23 @@ def _direct(self: SandboxSession,
 def _end(self: SandboxSession, reply: bool = True) -> dict | None:
     """End the session in the server, which kills, reaps and sweeps it: the server's reply (the child's `exit_code` and
     `cpu_s`), {} if none was asked for, None if the session had ended already or its server is gone."""
-    sb, ended, hdr = self.sandbox, self.closed, None
-    self.closed = True
-    if not ended:
-        with sb._lock:   # checked under the lock: no new server is started just to end a session of the old one
-            if not sb.closed and sb.restarts == self.restarts and sb._alive():
-                try:
-                    sb._send(pickle.dumps(("end", self.sid, reply), protocol=5))
-                    hdr = sb._recv(time.monotonic() + 30)[0] if reply else {}
-                except _ServerGone: sb._kill(); hdr = None
-                if hdr and (hdr.get("status") == "dirty" or hdr.get("clean") is False): sb._kill(); hdr = None
-    with self._lock:   # not under the server's lock: a call in flight ends once its child is killed, then the pipes close
-        if self._finalizer is not None: self._finalizer()
+    sb, hdr = self.sandbox, None
+    with self._ending: ended, self.closed = self.closed, True
+    try:
+        if not ended:
+            with sb._lock:   # checked under the lock: no new server is started just to end a session of the old one
+                if not sb.closed and sb.restarts == self.restarts and sb._alive():
+                    try:
+                        sb._send(pickle.dumps(("end", self.sid, reply), protocol=5))
+                        hdr = sb._recv(time.monotonic() + 30)[0] if reply else {}
+                    except _ServerGone: sb._kill(); hdr = None
+                    except BaseException: sb._kill(); raise   # e.g. KeyboardInterrupt before the reply: out of step
+                    if hdr is not None and (hdr.get("status") == "dirty" or hdr.get("clean") is False):
+                        sb._kill()   # a sweep failed: the next job gets a new server
+                        if hdr.get("status") == "dirty": hdr = None
+    finally:
+        with self._lock:   # not under the server's lock: a call in flight ends once its child is killed, then the pipes close
+            if self._finalizer is not None: self._finalizer()
     return hdr
 
 @patch
