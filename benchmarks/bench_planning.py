@@ -11,9 +11,10 @@ Part 1: CWM model steps per second inside the planners ÷ the bare step loop of 
 MCTS and CEM run as `evaluate_planning` runs them: one sandbox session, one call per decision, the model side kept
 alive; steps/s are the planner's model steps over its own planning time (its `plan_s`), or over the parent's wall
 time of the calls ("parent"). Variants beside the default (compiled loop of nbs/15c_fast_mcts.ipynb, polling):
-the generic search (`fast_search` off), no polling between the planner and the model side (`spin_s` 0), no polling
-by the job for the parent's next call (a `Sandbox(spin_s=0)`; every session is direct: this process writes its calls to
-the job and reads its answers, the fork server is not on the way, 03_sandbox), one-shot jobs (the model side forked and the
+calls through the fork server (a session whose pipes were not passed), the generic search (`fast_search` off), no
+polling between the planner and the model side (`spin_s` 0), the job not polling for the parent's next call
+(`poll=False`; every session is direct: this process writes its calls to the job and reads its answers, the fork server
+is not on the way, 03_sandbox), one-shot jobs (the model side forked and the
 program loaded for every decision), and the same planner in this process (no isolation) with each search.
 
 This machine's speed changes by up to 2x within seconds, so the variants are interleaved in short blocks (MCTS: 20
@@ -95,7 +96,7 @@ class Blocks:
         return f"  {label:44s} {q[1]:6.2f}   {q[0]:5.2f}-{q[2]:<5.2f} {rate:11,.0f} {1e3 * steps / rate:12.2f}"
 
 
-def measure(sb, program, static, roots, rounds, per_block, bare_steps, still=None) -> tuple[Blocks, float]:
+def measure(sb, program, static, roots, rounds, per_block, bare_steps) -> tuple[Blocks, float]:
     "Interleaved blocks of every variant for `rounds` rounds: (the blocks, median model steps per decision)."
     from cwm_nb.sandbox.programs import SandboxLimits
     from cwm_nb.bench.plan_driver import _plan, _program_model
@@ -108,10 +109,16 @@ def measure(sb, program, static, roots, rounds, per_block, bare_steps, still=Non
                                    poll=True)   # as evaluate_planning opens it (15b)
         assert s is not None, first.error
         sessions[name] = s
-    if still is not None:   # the default session on a sandbox whose jobs do not poll (Sandbox(spin_s=0))
-        first, s = still.open_session(program, "cwm_nb.bench.plan_driver:plan_driver", args=static, limits=lim, poll=True)
-        assert s is not None, first.error
-        sessions["still"] = s
+    first, s = sb.open_session(program, "cwm_nb.bench.plan_driver:plan_driver", args=static, limits=lim,
+                               poll=False)   # the default session, its job not polling for the next call
+    assert s is not None, first.error
+    sessions["job waits"] = s
+    from cwm_nb.sandbox.jobs import SandboxSession   # the default session, its calls run by the fork server (the
+    first, sid, pipes = sb._submit(program, "cwm_nb.bench.plan_driver:plan_driver", static, None, lim,   # path of a
+                                   session=True, poll=True)                                             # session whose
+    assert sid is not None and first.ok, first.error                                                   # pipes could
+    if pipes is not None: pipes.close()                                                                 # not be passed)
+    sessions["server"] = SandboxSession(sb, sid, lim, None, True)
     bare_args = {"state": roots[0], "obs_format": "array", "obs_dtype": "<f4", "space": static["space"], "seed": 1,
                  "steps": bare_steps}
     first, bare = sb.open_session(program, "cwm_nb.bench.plan_driver:step_loop_driver", args={**bare_args, "session": True}, limits=lim)
@@ -130,9 +137,10 @@ def measure(sb, program, static, roots, rounds, per_block, bare_steps, still=Non
         r = bare.call({"seed": k}); assert r.ok, r.error
         blocks.bare(r.value["model_steps"] / r.value["plan_s"])
 
-    for _ in range(rounds):
+    for rnd in range(rounds):
         sandbox_bare()
-        for name, s in sessions.items():
+        order = list(sessions.items())   # each variant in turn right after the bare block: no place favours one
+        for name, s in order[rnd % len(order):] + order[:rnd % len(order)]:
             steps = plan = wall = 0.0
             for c in decisions():
                 t = time.perf_counter(); r = s.call(c); wall += time.perf_counter() - t
@@ -141,7 +149,8 @@ def measure(sb, program, static, roots, rounds, per_block, bare_steps, still=Non
                 if name == "session": per_decision.append(r.value["model_steps"])
             blocks.variant(name, steps / plan)
             if name == "session": blocks.variant("parent", steps / wall)
-            if name == "still": blocks.variant("still parent", steps / wall)
+            if name == "job waits": blocks.variant("job waits parent", steps / wall)
+            if name == "server": blocks.variant("server parent", steps / wall)
             sandbox_bare()
         c = decisions()[0]   # one-shot: a job per decision (forked, the program loaded)
         r = sb.run(program, "cwm_nb.bench.plan_driver:plan_driver", args={**static, **c, "session": False}, limits=lim)
@@ -178,24 +187,25 @@ def part1(rounds):
     print(f"  compiled MCTS loop: {'built' if _fast_search({}) else 'NOT BUILT (every row uses the generic search)'}")
     rng = random.Random(0)
     rows = [("session", "session (default)"), ("parent", "  the same, over the parent's wall time"),
-            ("still", "session, job not polling for calls"), ("still parent", "  the same, over the parent's wall time"),
+            ("job waits", "session, job not polling for calls"), ("job waits parent", "  the same, over the parent's wall time"),
+            ("server", "session, calls through the fork server"), ("server parent", "  the same, over the parent's wall time"),
             ("generic", "session, generic search"), ("no polling", "session, planner and model side not polling"),
             ("one-shot", "one-shot jobs (fork and load per decision)"), ("in-process", "in this process, no isolation"),
             ("in-process generic", "in this process, generic search")]
-    with Sandbox() as sb, Sandbox(spin_s=0) as still:
+    with Sandbox() as sb:
         space = {"kind": "discrete", "n": 2}
         roots = [[rng.uniform(-0.05, 0.05) for _ in range(4)] for _ in range(40)]
         static = {"planner": "mcts", "config": asdict(MCTSConfig()), "obs_format": "array", "space": space,
                   "valid_actions": False, "session": True, "decision_cpu_s": 60}
-        b, n = measure(sb, CARTPOLE, static, roots, rounds, per_block=20, bare_steps=12000, still=still)
+        b, n = measure(sb, CARTPOLE, static, roots, rounds, per_block=20, bare_steps=12000)
         print(f"\nMCTS, CartPole: {n:,.0f} model steps per decision, bare loop {statistics.median(b.rates['bare']):,.0f} steps/s (median)")
-        print(f"  {'':44s} {'ratio':>6s}   {'quartiles':11s} {'steps/s':>11s} {'ms/decision':>12s}   (goals: >= 0.7; >= 0.8 over the parent's wall time; default: compiled loop, polling)")
+        print(f"  {'':44s} {'ratio':>6s}   {'quartiles':11s} {'steps/s':>11s} {'ms/decision':>12s}   (goals: >= 0.7; >= 0.8 over the parent's wall time; default: compiled loop, planner and model side polling)")
         for name, label in rows: print(b.row(name, label, n))
         space = {"kind": "continuous", "low": [-2.0], "high": [2.0]}
         roots = [[math.cos(a), math.sin(a), rng.uniform(-1, 1)] for a in (rng.uniform(-3, 3) for _ in range(40))]
         static = {"planner": "cem", "config": asdict(CEMConfig(horizon=100, iterations=2, samples=100, elites=10)),
                   "obs_format": "array", "space": space, "valid_actions": False, "session": True, "decision_cpu_s": 60}
-        b, n = measure(sb, PENDULUM_OK, static, roots, max(rounds // 2, 2), per_block=1, bare_steps=20000, still=still)
+        b, n = measure(sb, PENDULUM_OK, static, roots, max(rounds // 2, 2), per_block=1, bare_steps=20000)
         print(f"\nCEM, Pendulum: {n:,.0f} model steps per decision, bare loop {statistics.median(b.rates['bare']):,.0f} steps/s (median)")
         print(f"  {'':44s} {'ratio':>6s}   {'quartiles':11s} {'steps/s':>11s} {'ms/decision':>12s}   (goal >= 0.7; default: polling)")
         for name, label in rows:

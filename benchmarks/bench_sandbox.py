@@ -9,6 +9,8 @@ Measured side by side in one run (interleaved, median of repeats), in each isola
                the session is direct (03_sandbox): this process writes each batch to the job and reads its answer,
                the fork server is not on the way; both sides poll for the other `spin_s` (SPIN_S, 02_syscalls)
   no polling : the same with Sandbox(spin_s=0)
+  server     : the same session's batches fed through the fork server (the path of a session whose pipes could not be
+               passed: SandboxSession without pipes), side by side with the direct one
 The goal is sandboxed / in-process <= 1.2 (issue #35, P1). Also shown: the round trip of an empty program (the fixed
 per-job cost), the number of batches, and where the time of one evaluation in the new flow goes.
 
@@ -96,6 +98,22 @@ def main():
         assert r.ok, r.error
         return dt
 
+    def through_server(m):
+        "run_on_buffer's work with the session's calls run by the server (the session left without its pipes)."
+        from cwm_nb.sandbox.jobs import SandboxSession
+        from cwm_nb.bench.program_runs import _payloads, _in_buffer_order
+        sb = sbs[m][1]
+        t = time.perf_counter()
+        inp = sandbox_inputs(buf, True); batches = episode_batches(buf)
+        form = {k: inp[k] for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
+        first, sid, pipes = sb._submit(CARTPOLE_CWM, "cwm_nb.sandbox.drivers:cwm_batches", form, None, None, session=True, poll=True)
+        pipes.close()
+        res = SandboxSession(sb, sid, sb.limits, None, True).feed(_payloads(inp, batches, False), close=True)
+        _in_buffer_order(res, batches, len(buf), 1)
+        dt = time.perf_counter() - t
+        assert first.ok and len(res) == len(batches) and all(r.ok for r in res)
+        return dt
+
     def empty(m):
         t = time.perf_counter()
         r = sbs[m][1].run("pass")
@@ -105,15 +123,16 @@ def main():
 
     for _ in range(5):  # warm up every side
         in_process()
-        for m in modes: before(m); after(m); after(m, 2)
+        for m in modes: before(m); after(m); after(m, 2); through_server(m)
     T = {"in_process": []}
-    for m in modes: T.update({f"{m}:{k}": [] for k in ("before", "after", "still", "empty")})
+    for m in modes: T.update({f"{m}:{k}": [] for k in ("before", "after", "still", "server", "empty")})
     for rep in range(a.repeats):
         T["in_process"].append(in_process())
         for m in (modes if rep % 2 == 0 else modes[::-1]):   # alternate the order: no mode always follows another's cleanup
             T[f"{m}:before"].append(before(m)); time.sleep(0.02)
             T[f"{m}:after"].append(after(m)); time.sleep(0.02)
             T[f"{m}:still"].append(after(m, 2)); time.sleep(0.02)
+            T[f"{m}:server"].append(through_server(m)); time.sleep(0.02)
             T[f"{m}:empty"].append(empty(m)); time.sleep(0.02)
     med = {k: statistics.median(v) for k, v in T.items()}
     nb = len(episode_batches(buf))
@@ -121,16 +140,17 @@ def main():
     print(f"  in-process  (exec + set_state/step + to_plain)  {med['in_process'] * 1e3:7.2f} ms"
           f"  ({med['in_process'] / a.n * 1e6:.1f} us/transition)")
     print(f"  {'mode':9s} {'before':>9s} {'ratio':>6s} {'after':>9s} {'ratio':>6s} {'paired':>6s} {'no polling':>10s} "
-          f"{'ratio':>6s} {'empty job':>9s} {'after - before':>14s} {'per batch':>9s}")
+          f"{'ratio':>6s} {'server':>9s} {'ratio':>6s} {'empty job':>9s} {'after - before':>14s} {'per batch':>9s}")
     for m in modes:
         paired = statistics.median(s / i for s, i in zip(T[f"{m}:after"], T["in_process"]))
         split = med[m + ':after'] - med[m + ':before']
         print(f"  {m:9s} {med[m + ':before'] * 1e3:7.2f}ms {med[m + ':before'] / med['in_process']:6.2f} "
               f"{med[m + ':after'] * 1e3:7.2f}ms {med[m + ':after'] / med['in_process']:6.2f} {paired:6.2f} "
               f"{med[m + ':still'] * 1e3:8.2f}ms {med[m + ':still'] / med['in_process']:6.2f} "
+              f"{med[m + ':server'] * 1e3:7.2f}ms {med[m + ':server'] / med['in_process']:6.2f} "
               f"{med[m + ':empty'] * 1e3:7.2f}ms {split * 1e3:12.2f}ms {split / nb * 1e6:7.0f}us")
-    print("  (ratio: sandboxed / in-process, goal <= 1.2; paired: the median of the per-repeat ratios; empty job: a "
-          "`pass` program's round trip; per batch: (after - before) / batches)")
+    print("  (ratio: sandboxed / in-process, goal <= 1.2; paired: the median of the per-repeat ratios; server: the "
+          "batches fed through the fork server; empty job: a `pass` program's round trip; per batch: (after - before) / batches)")
     for m in modes: profile(sbs[m][1], buf, m)
     for m in modes:
         for s_ in sbs[m]: s_.close()
