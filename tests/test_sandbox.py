@@ -256,19 +256,24 @@ def test_a_direct_call_ends_well_whatever_this_process_does_meanwhile(sb):
     """A direct session's call (03_sandbox) closed from another thread, interrupted, or given a payload that cannot be
     sent: the call ends at once, the session ends with it, and no answer meant for one call reaches another."""
     import threading, _thread
-    _, s = sb.open_session(SLEEPER, "cwm_nb.sandbox.programs:function_session")
-    assert s.direct
-    threading.Timer(0.3, s.close).start()
-    t = time.monotonic(); r = s.call({"name": "nap", "args": [1.0]}, wall_s=5)
-    assert time.monotonic() - t < 0.9 and r.error["kind"] == "server_died" and "closed during the call" in r.error["message"], r.error
-    _, s = sb.open_session(SLEEPER, "cwm_nb.sandbox.programs:function_session")
-    threading.Timer(0.3, _thread.interrupt_main).start()
-    with pytest.raises(KeyboardInterrupt): s.call({"name": "nap", "args": [1.0]}, wall_s=5)
-    assert not s.alive and s.call({"name": "echo", "args": [2]}).error["kind"] == "server_died"   # not the nap's answer
-    _, s = sb.open_session(SLEEPER, "cwm_nb.sandbox.programs:function_session")
-    with pytest.raises(Exception): s.feed([{"name": "echo", "args": [1]}, {"name": "echo", "args": [lambda: 0]}])
-    assert s.alive and s.call({"name": "echo", "args": [3]}).value == 3   # nothing of the feed was sent
-    s.close()
+    opened = [sb.open_session(SLEEPER, "cwm_nb.sandbox.programs:function_session")[1] for _ in range(3)]
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)   # as in a workbook (a test run may have changed it)
+    try:
+        s = opened[0]
+        assert s.direct
+        threading.Timer(0.3, s.close).start()
+        t = time.monotonic(); r = s.call({"name": "nap", "args": [1.0]}, wall_s=5)
+        assert time.monotonic() - t < 0.9 and r.error["kind"] == "server_died" and "closed during the call" in r.error["message"], r.error
+        s = opened[1]
+        threading.Timer(0.3, _thread.interrupt_main).start()
+        with pytest.raises(KeyboardInterrupt): s.call({"name": "nap", "args": [1.0]}, wall_s=5)
+        assert not s.alive and s.call({"name": "echo", "args": [2]}).error["kind"] == "server_died"   # not the nap's answer
+        s = opened[2]
+        with pytest.raises(Exception): s.feed([{"name": "echo", "args": [1]}, {"name": "echo", "args": [lambda: 0]}])
+        assert s.alive and s.call({"name": "echo", "args": [3]}).value == 3   # nothing of the feed was sent
+    finally:
+        signal.signal(signal.SIGINT, old)
+        for s in opened: s.close()
 
 
 def test_a_direct_call_whose_server_died_says_so(secret_env):
