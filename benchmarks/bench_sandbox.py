@@ -11,6 +11,9 @@ Measured side by side in one run (interleaved, median of repeats), in each isola
   no polling : the same with Sandbox(spin_s=0)
   server     : the same session's batches fed through the fork server (the path of a session whose pipes could not be
                passed: SandboxSession without pipes), side by side with the direct one
+  floor      : no sandbox at all: a child forked from this process compiles the program and answers the same 72 batches
+               over two plain pipes (pickled calls, encode_result answers, decode_result here), each after the one
+               before; what feeding in order costs on this machine before any isolation (--floor-repeats)
 The goal is sandboxed / in-process <= 1.2 (issue #35, P1). Also shown: the round trip of an empty program (the fixed
 per-job cost), the number of batches, and where the time of one evaluation in the new flow goes.
 
@@ -49,6 +52,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=41)
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--modes", default="bwrap,landlock", help="isolation modes to compare, comma-separated (bwrap, landlock, none)")
+    ap.add_argument("--no-floor", action="store_true", help="skip the floor (the batches answered by a plain forked child)")
     a = ap.parse_args()
     from cwm_nb.sandbox.jobs import Sandbox
     from cwm_nb.sandbox.programs import run_in_process, to_plain_value, _execute, _resolve_driver
@@ -151,10 +155,88 @@ def main():
               f"{med[m + ':empty'] * 1e3:7.2f}ms {split * 1e3:12.2f}ms {split / nb * 1e6:7.0f}us")
     print("  (ratio: sandboxed / in-process, goal <= 1.2; paired: the median of the per-repeat ratios; server: the "
           "batches fed through the fork server; empty job: a `pass` program's round trip; per batch: (after - before) / batches)")
+    if not a.no_floor: floor(buf, in_process, a.repeats)
     for m in modes: profile(sbs[m][1], buf, m)
     for m in modes:
         for s_ in sbs[m]: s_.close()
     if "landlock" in modes: landlock_setup_cost(a.repeats)
+
+
+def _frame_in(fd: int) -> bytes:
+    n, b = int.from_bytes(_read_n(fd, 8), "little"), b""
+    return _read_n(fd, n)
+
+def _read_n(fd: int, n: int) -> bytes:
+    import os
+    b = bytearray()
+    while len(b) < n:
+        chunk = os.read(fd, n - len(b))
+        if not chunk: raise EOFError("the child hung up")
+        b += chunk
+    return bytes(b)
+
+def _frame_out(fd: int, body: bytes) -> None:
+    import os
+    os.write(fd, len(body).to_bytes(8, "little") + body)
+
+def floor(buf, in_process, repeats: int) -> None:
+    """No isolation: a forked child answers the batches over plain pipes, each after the one before (the protocol of
+    the new flow with nothing else). Times fork to last answer decoded, interleaved with in-process runs."""
+    import os, pickle
+    from cwm_nb.sandbox import drivers
+    from cwm_nb.sandbox.programs import encode_result, decode_result
+    from cwm_nb.bench.program_runs import _payloads, _in_buffer_order, episode_batches, sandbox_inputs
+
+    from cwm_nb.sandbox.syscalls import SPIN_S, await_readable, spin_cap
+
+    def once(spin: float) -> tuple[float, float, float]:
+        t0 = time.perf_counter()
+        inp, batches = sandbox_inputs(buf, True), episode_batches(buf)
+        form = {k: inp[k] for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
+        frames = [pickle.dumps(p, protocol=5) for p in _payloads(inp, batches, False)]
+        (r1, w1), (r2, w2) = os.pipe(), os.pipe()
+        pid = os.fork()
+        if pid == 0:   # the child: no limits, no namespaces, no Landlock
+            try:
+                ns: dict = {}
+                exec(compile(CARTPOLE_CWM, "<cwm-program>", "exec"), ns)
+                serve, busy = drivers.cwm_batches(ns, form), 0.0
+                _frame_out(w2, encode_result({"ok": True}))
+                for _ in frames:
+                    if spin: await_readable(r1, spin)
+                    p = pickle.loads(_frame_in(r1)); t = time.perf_counter()
+                    v = serve.handle(p); busy += time.perf_counter() - t
+                    _frame_out(w2, encode_result({"ok": True, "value": v}))
+                _frame_out(w2, repr(busy).encode())
+            finally: os._exit(0)
+        os.close(r1); os.close(w2)
+        decode_result(_frame_in(r2))
+        answers, t1 = [], time.perf_counter()
+        for f in frames:
+            _frame_out(w1, f)
+            if spin: await_readable(r2, spin)
+            answers.append(decode_result(_frame_in(r2)))
+        t2 = time.perf_counter()
+        value = _in_buffer_order([type("R", (), {"value": a["value"]}) for a in answers], batches, len(buf), 1)
+        dt = time.perf_counter() - t0
+        busy = float(_frame_in(r2)); os.waitpid(pid, 0); os.close(w1); os.close(r2)
+        assert len(value["predictions"]) == len(buf) and None not in value["predictions"]
+        return dt, t2 - t1, busy
+
+    spins = {"both sides polling": spin_cap(SPIN_S), "blocking": 0.0}
+    for sp in spins.values():
+        for _ in range(3): once(sp)
+    I, R = [], {k: [] for k in spins}
+    for _ in range(repeats):
+        I.append(in_process()); time.sleep(0.02)
+        for k, sp in spins.items(): R[k].append(once(sp)); time.sleep(0.02)
+    mi = statistics.median(I)
+    print(f"\nfloor, no sandbox: a forked child fed the same batches over plain pipes (median of {repeats}, interleaved with "
+          f"in-process, {mi * 1e3:.2f} ms)")
+    for k, v in R.items():
+        md = [statistics.median(x[i] for x in v) for i in range(3)]
+        print(f"  {k:18s}: fork to last answer {md[0] * 1e3:6.2f} ms ({md[0] / mi:.2f} x in-process); the feed alone "
+              f"{md[1] * 1e3:6.2f} ms ({md[1] / mi:.2f} x); the child's own handle() time {md[2] * 1e3:5.2f} ms")
 
 
 def profile(sb, buf, mode: str, repeats: int = 21) -> None:
