@@ -36,7 +36,10 @@ def lab(tmp_path_factory):
     "`jupyter lab` on 127.0.0.1 with a random token, rooted at the checkout; its config and runtime files in a tmp folder."
     import httpx
     tmp, token, port = tmp_path_factory.mktemp("lab"), secrets.token_hex(16), _free_port()
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp/"config"), "JUPYTER_RUNTIME_DIR": str(tmp/"runtime"),
+    # another venv activated in the calling shell (VIRTUAL_ENV) or a user's own kernel paths would lead Lab to a
+    # `cwm-nb` kernel that runs another checkout's interpreter: this checkout's venv alone decides
+    own = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "JUPYTER_PATH", "JUPYTER_DATA_DIR")}
+    env = {**own, "JUPYTER_CONFIG_DIR": str(tmp/"config"), "JUPYTER_RUNTIME_DIR": str(tmp/"runtime"),
            "JUPYTERLAB_WORKSPACES_DIR": str(tmp/"workspaces")}
     log = open(tmp/"lab.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",

@@ -596,13 +596,18 @@ def _session_pids(self: _Server) -> set[int]:
     return {c.pid for c, _ in self.sessions.values()}
 
 @patch
-def _reap(self: _Server) -> None:
+def _reap(self: _Server) -> set[int]:
     """Reap every child that has ended, except a session's: its zombie keeps its pid from being reused (a session is
-    named by a counter, and killed by its pid) until `_end_child` reaps it and reads its exit status."""
-    for pid in _children() - self._session_pids():
+    named by a counter, and killed by its pid) until `_end_child` reaps it and reads its exit status. Returns the
+    children left: those still running, and the sessions'."""
+    kids, sessions = _children(), self._session_pids()
+    left = kids & sessions
+    for pid in kids - sessions:
         try: got, _ = os.waitpid(pid, os.WNOHANG)
         except ChildProcessError: continue
-        if got and self.idle is not None and pid == self.idle.pid: self.idle.close(); self.idle = None
+        if not got: left.add(pid); continue
+        if self.idle is not None and pid == self.idle.pid: self.idle.close(); self.idle = None
+    return left
 
 
 # %% ../../nbs/02d_fork_server.ipynb #597c7592
@@ -625,9 +630,8 @@ def _sweep(self: _Server, limit_s: float = 3.0) -> bool:
     "Kill every child except the pre-forked one, again and again, until none is left. False if that fails."
     end, last_resort = time.monotonic() + limit_s, False
     while True:
-        self._reap()
         keep = ({self.idle.pid} if self.idle is not None else set()) | self._session_pids()
-        kids = _children() - keep
+        kids = self._reap() - keep   # one scan of /proc per round
         if not kids: return True
         _kill_each(kids)
         if time.monotonic() > end:

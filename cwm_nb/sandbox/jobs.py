@@ -4,7 +4,7 @@
 
 # %% ../../nbs/03_sandbox.ipynb #5d275362
 from __future__ import annotations
-import atexit, fcntl, json, os, pickle, select, shutil, signal, socket, subprocess, sys, tempfile, threading, time
+import atexit, fcntl, json, os, pickle, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 import weakref
 from contextlib import contextmanager
 from dataclasses import asdict, replace
