@@ -14,6 +14,7 @@ import pytest
 
 from cwm_nb.sandbox import jobs as sandbox_module
 from cwm_nb.sandbox.landlock import landlock_support
+from cwm_nb.core import CwmNbError
 from cwm_nb.sandbox.jobs import Sandbox, get_sandbox
 from cwm_nb.sandbox.programs import SandboxLimits, call_function, exec_only, run_in_process
 
@@ -251,6 +252,31 @@ def test_a_session_that_tampers_with_its_pipes_harms_only_itself(sb, how):
         assert not any(r.ok for r in got[1:]), seen
     assert other.call({"name": "g", "args": [1]}).value == 2
     s.close(); other.close()
+
+
+def test_sessions_dropped_without_close_are_ended_by_the_next_request(sb):
+    """A session collected without close() (a workbook variable reassigned, say) no longer holds one of the server's
+    MAX_SESSIONS places until it restarts: the next request ends it first, so more sessions than that can be opened and
+    dropped one after another, and none of their jobs is left running."""
+    import gc
+    from cwm_nb.sandbox.fork_server import MAX_SESSIONS
+    for i in range(MAX_SESSIONS + 4):
+        _, s = sb.open_session("def g(x):\n    return x + 1\n", "cwm_nb.sandbox.programs:function_session")
+        assert s is not None and s.call({"name": "g", "args": [i]}).value == i + 1
+        del s   # dropped, never closed
+        gc.collect()
+    seen = sb.ping()   # the last one's `end` goes first
+    assert set(seen["children"]) <= {seen["idle"]}, seen
+    _, kept = sb.open_session("def g(x):\n    return x + 1\n", "cwm_nb.sandbox.programs:function_session")
+    assert kept.call({"name": "g", "args": [1]}).value == 2   # a session still open is not touched by the others' ends
+    held = [kept] + [sb.open_session("def g(x):\n    return x\n", "cwm_nb.sandbox.programs:function_session")[1]
+                     for _ in range(MAX_SESSIONS - 1)]
+    try:   # sessions still referenced keep their places: the limit holds for them
+        with pytest.raises(CwmNbError, match="refused a new session"):
+            sb.open_session("def g(x):\n    return x\n", "cwm_nb.sandbox.programs:function_session")
+        assert all(h.call({"name": "g", "args": [3]}).value in (3, 4) for h in held)
+    finally:
+        for h in held: h.close()
 
 
 SLEEPER = "import time\ndef nap(x):\n    time.sleep(x)\n    return x\ndef echo(x):\n    return x\n"

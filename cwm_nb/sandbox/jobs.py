@@ -114,6 +114,7 @@ class Sandbox:
         self._lock = threading.RLock()
         self._proc = self._log = self._scratch = self._finalizer = self._fdsock = None
         self._data: dict[str, bytes] = {}
+        self._dropped: list[tuple[int, int]] = []   # (restarts, sid) of sessions collected unclosed: ended with the next request
         with self._lock: self._start()
 
 # %% ../../nbs/03_sandbox.ipynb #7a1538b3
@@ -121,7 +122,12 @@ class _ServerGone(Exception): pass
 
 @patch
 def _send(self: Sandbox, blob: bytes) -> None:
-    try: _send_frame(self._proc.stdin.fileno(), blob)
+    try:
+        fd = self._proc.stdin.fileno()
+        while self._dropped:   # sessions collected without close(): the server ends them first (no reply)
+            gen, sid = self._dropped.pop()
+            if gen == self.restarts: _send_frame(fd, pickle.dumps(("end", sid, False), protocol=5))
+        _send_frame(fd, blob)
     except (OSError, ValueError, AttributeError) as e: raise _ServerGone(f"cannot write to the server ({e})") from None
 
 # %% ../../nbs/03_sandbox.ipynb #604d8154
@@ -392,7 +398,8 @@ def _submit(self: Sandbox, source, driver, args, data_key, limits, session: bool
         if hdr.get("status") == "dirty":
             self._kill(); return self._submit(source, driver, args, data_key, limits, session, poll)
         if hdr.get("status") == "too_many_sessions":
-            raise CwmNbError(f"the sandbox has {hdr.get('message')}", "close the sessions you no longer need (SandboxSession.close)")
+            raise CwmNbError(f"the sandbox server refused a new session: {hdr.get('message')}",
+                             "close the sessions you no longer need (SandboxSession.close, or `with` around each)")
         if hdr.get("clean") is False: self._kill()
         pipes = self._take_pipes(hdr["session"]) if hdr.get("direct") else None
     return self._result(hdr, body, limits, wall), hdr.get("session"), pipes
@@ -427,6 +434,11 @@ def run(self: Sandbox,
     return self._submit(source, driver, args, data_key, limits)[0]
 
 # %% ../../nbs/03_sandbox.ipynb #3f25997e
+def _session_dropped(queue: list, gen: int, sid: int, pipes: _Child | None, ended: list) -> None:
+    "A session's finalizer: close this process's copies of its pipes; if it was never ended, queue its `end` for the server."
+    if pipes is not None: pipes.close()
+    if not ended[0]: queue.append((gen, sid))   # sent by the next request (Sandbox._send): never from a finalizer
+
 class SandboxSession:
     "A sandboxed job that answers several calls (`Sandbox.open_session`). Close it when done."
 
@@ -437,7 +449,8 @@ class SandboxSession:
         self._lock = threading.RLock()   # one call at a time on the pipes (a failing call ends the session holding it)
         self._ending = threading.Lock()   # one `end` per session, whichever thread comes first
         self._limits = asdict(limits)   # as the watch reads them (asdict takes ~7 µs)
-        self._finalizer = weakref.finalize(self, pipes.close) if pipes is not None else None
+        self._ended = [False]   # True once an `end` was sent or the session is gone: the finalizer then asks nothing
+        self._finalizer = weakref.finalize(self, _session_dropped, sandbox._dropped, self.restarts, sid, pipes, self._ended)
 
     @property
     def direct(self) -> bool:
@@ -451,8 +464,8 @@ class SandboxSession:
         return not self.closed and not sb.closed and sb.restarts == self.restarts and sb._alive()
 
     def _gone(self, message: str, t0: float) -> SandboxResult:
-        self.closed = True
-        if self._finalizer is not None: self._finalizer()
+        self.closed, self._ended[0] = True, True
+        self._finalizer()
         return SandboxResult(False, None, make_error("server_died", message), wall_s=time.perf_counter() - t0,
                              isolation=self.sandbox.isolation or "none")
 
@@ -556,7 +569,7 @@ def _end(self: SandboxSession, reply: bool = True) -> dict | None:
     """End the session in the server, which kills, reaps and sweeps it: the server's reply (the child's `exit_code` and
     `cpu_s`), {} if none was asked for, None if the session had ended already or its server is gone."""
     sb, hdr = self.sandbox, None
-    with self._ending: ended, self.closed = self.closed, True
+    with self._ending: ended, self.closed, self._ended[0] = self.closed, True, True
     try:
         if not ended:
             with sb._lock:   # checked under the lock: no new server is started just to end a session of the old one
@@ -571,7 +584,7 @@ def _end(self: SandboxSession, reply: bool = True) -> dict | None:
                         if hdr.get("status") == "dirty": hdr = None
     finally:
         with self._lock:   # not under the server's lock: a call in flight ends once its child is killed, then the pipes close
-            if self._finalizer is not None: self._finalizer()
+            self._finalizer()
     return hdr
 
 @patch
