@@ -279,6 +279,25 @@ def test_sessions_dropped_without_close_are_ended_by_the_next_request(sb):
         for h in held: h.close()
 
 
+def test_a_failed_direct_call_does_not_wait_for_another_threads_job(sb):
+    """A direct call that overruns its wall-clock limit while another thread's job holds the server returns at once:
+    this process kills the job through the pidfd it holds, and the server ends the session with its next request."""
+    import threading
+    _, s = sb.open_session("def spin(x):\n    while True: pass\n", "cwm_nb.sandbox.programs:function_session")
+    held, done = threading.Event(), {}
+    def other():   # the server is busy with this thread's job for about 3 s
+        with sb._lock: held.set(); done["r"] = sb.run("import time\ntime.sleep(3)", limits=SandboxLimits(wall_s=20))
+    th = threading.Thread(target=other); th.start()
+    assert held.wait(20)
+    t = time.monotonic(); r = s.call({"name": "spin", "args": [0]}, wall_s=0.5); took = time.monotonic() - t
+    still = th.is_alive()
+    th.join()
+    assert r.error["kind"] == "timeout" and took < 2.5 and still, (took, still, r.error)
+    assert done["r"].ok and not s.alive
+    seen = sb.ping()   # the queued `end` goes first: the killed job is reaped and swept
+    assert set(seen["children"]) <= {seen["idle"]}, seen
+
+
 SLEEPER = "import time\ndef nap(x):\n    time.sleep(x)\n    return x\ndef echo(x):\n    return x\n"
 
 

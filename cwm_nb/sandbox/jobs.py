@@ -502,16 +502,37 @@ def call(self: SandboxSession,
 def _decoded(self: SandboxSession, result: bytearray, out: str, err: str, lim: SandboxLimits, t0: float) -> SandboxResult:
     return self.sandbox._result({"status": "done", "stdout": out, "stderr": err}, result, lim, time.perf_counter() - t0)
 
+_KNOWN_HERE = ("timeout", "output_limit", "result_too_large")   # classified without the child's exit status
+
 @patch
 def _failed(self: SandboxSession, status: str, out: str, err: str, lim: SandboxLimits, t0: float) -> SandboxResult:
-    "The error of a direct call that did not end well; the session is ended (the server's reply classifies it)."
-    sb, ended = self.sandbox, None if status == "parent_gone" else self._end()
+    """The error of a direct call that did not end well; the session is ended (the server's reply classifies it). When
+    the status says it all and another thread's request holds the server, the call does not wait: `_end_later`."""
+    sb = self.sandbox
+    if status == "parent_gone": ended = None
+    elif status not in _KNOWN_HERE: ended = self._end()
+    elif not sb._lock.acquire(blocking=False): return self._end_later(status, out, err, lim, t0)
+    else:
+        try: ended = self._end()
+        finally: sb._lock.release()
     if ended is None:   # no reply: the server is gone or restarted, or another thread closed the session
         gone = status == "parent_gone" or sb.restarts != self.restarts or not sb._alive()
         return self._gone("the sandbox server died or restarted during the call; the session is gone" if gone else
                           "the session was closed during the call", t0)
     hdr = {"status": status, "stdout": out, "stderr": err} | {k: ended[k] for k in ("exit_code", "cpu_s") if k in ended}
     return sb._result(hdr, b"", lim, time.perf_counter() - t0)
+
+@patch
+def _end_later(self: SandboxSession, status: str, out: str, err: str, lim: SandboxLimits, t0: float) -> SandboxResult:
+    """Another thread's request holds the server: kill the job now through the pidfd this process holds, queue the
+    session's `end` for the sandbox's next request (the server then reaps and sweeps), and return the error."""
+    try: signal.pidfd_send_signal(self.pipes.pidfd, signal.SIGKILL)
+    except OSError: pass   # already gone; the server's `end` sweeps whatever it left
+    with self._ending: ended, self.closed, self._ended[0] = self.closed, True, True
+    if ended: return self._gone("the session was closed during the call", t0)   # by another thread, which ends it
+    self.sandbox._dropped.append((self.restarts, self.sid))
+    self._finalizer()   # this process's copies of the pipes (the caller holds the session's lock)
+    return self.sandbox._result({"status": status, "stdout": out, "stderr": err}, b"", lim, time.perf_counter() - t0)
 
 @contextmanager
 def _no_sigpipe():
