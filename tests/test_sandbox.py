@@ -279,6 +279,19 @@ def test_sessions_dropped_without_close_are_ended_by_the_next_request(sb):
         for h in held: h.close()
 
 
+def test_a_dropped_sessions_end_never_reaches_the_next_server(sb):
+    """A session collected unclosed whose server then died: its queued `end` belongs to the dead server, and the new one
+    starts as usual (the configuration is its first frame)."""
+    import gc
+    with Sandbox(LIMITS, isolation=sb.isolation) as own:
+        _, s = own.open_session("def g(x):\n    return x\n", "cwm_nb.sandbox.programs:function_session")
+        del s; gc.collect()
+        assert own._dropped, "the finalizer queued nothing"
+        os.kill(own._proc.pid, signal.SIGKILL); own._proc.wait()
+        r = own.run("print(1)")
+        assert r.ok and r.stdout == "1\n" and own.restarts == 1, r.error
+
+
 def test_a_failed_direct_call_does_not_wait_for_another_threads_job(sb):
     """A direct call that overruns its wall-clock limit while another thread's job holds the server returns at once:
     this process kills the job through the pidfd it holds, and the server ends the session with its next request."""

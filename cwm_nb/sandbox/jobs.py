@@ -289,7 +289,8 @@ def _launch(self: Sandbox, mode: str, bwrap: str | None) -> None:
     try: fcntl.fcntl(proc.stdout.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
     except OSError: pass
     try:
-        self._send(pickle.dumps(cfg, protocol=5))
+        try: _send_frame(proc.stdin.fileno(), pickle.dumps(cfg, protocol=5))   # first, alone: not `_send`, which
+        except OSError as e: raise _ServerGone(f"cannot write to the server ({e})") from None   # may send queued ends
         hdr, _ = self._recv(time.monotonic() + 120)
         if hdr.get("status") != "ready": raise _ServerGone(hdr.get("message") or str(hdr))
     except _ServerGone as e:
