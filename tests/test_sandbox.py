@@ -311,6 +311,61 @@ def test_a_failed_direct_call_does_not_wait_for_another_threads_job(sb):
     assert set(seen["children"]) <= {seen["idle"]}, seen
 
 
+def test_an_interrupted_request_leaves_no_reply_for_the_next(sb):
+    """Ctrl-C between a request (put_data here; ping and drop_data alike) and its reply: the server is replaced, so no
+    later request reads the reply meant for that one, and the stored data is sent again."""
+    with Sandbox(LIMITS, isolation=sb.isolation) as own:
+        real = own._recv
+        def interrupted(deadline):   # the request went out; the interrupt comes before its reply is read
+            own._recv = real
+            raise KeyboardInterrupt
+        own._recv = interrupted
+        with pytest.raises(KeyboardInterrupt): own.put_data("k", [1, 2, 3])
+        for i in range(3):
+            r = own.run(f"print({i})")
+            assert r.ok and r.stdout == f"{i}\n", (i, r.stdout, r.error)
+        r = own.run("def f():\n    return 1\n", "cwm_nb.sandbox.programs:exec_only", data_key="k")
+        assert r.ok and own.restarts == 1, r.error
+
+
+FORKS_THEN_SPINS = ("import os, time\ndef spin(x):\n    for _ in range(3):\n        if os.fork() == 0:\n"
+                    "            while True: time.sleep(1)\n    while True: pass\n")
+
+
+def test_a_failed_direct_calls_leftovers_go_once_the_server_is_free(sb):
+    """A direct call that overran its limit while another thread held the server (`_end_later`): the processes its
+    program forked are swept as soon as that thread lets go, with no further request from anyone; and `close()` of
+    such a session returns only once they are gone."""
+    import threading
+    def jobs() -> list:   # the server's descendants still named as jobs (the pre-forked child is `cwm-idle`)
+        out = []
+        for p in psutil.Process(sb.server_pid).children(recursive=True):
+            try:
+                if p.name() == "cwm-job": out.append(p)
+            except psutil.NoSuchProcess: pass
+        return out
+    for closing in (False, True):
+        _, s = sb.open_session(FORKS_THEN_SPINS, "cwm_nb.sandbox.programs:function_session")
+        held, free = threading.Event(), threading.Event()
+        def other():   # holds the server without a request of its own (a request would sweep)
+            with sb._lock: held.set(); free.wait(20)
+        th = threading.Thread(target=other); th.start()
+        assert held.wait(20)
+        r = s.call({"name": "spin", "args": [0]}, wall_s=0.5)
+        assert r.error["kind"] == "timeout", r.error
+        assert jobs(), "the program's children were gone before the server was free: nothing tested"
+        if closing:
+            threading.Timer(1.0, free.set).start()
+            s.close()   # waits for the server, then for the sweep
+            assert not jobs(), jobs()
+        else:
+            free.set()
+            deadline = time.monotonic() + 10
+            while jobs() and time.monotonic() < deadline: time.sleep(0.05)
+            assert not jobs(), jobs()
+        th.join()
+
+
 SLEEPER = "import time\ndef nap(x):\n    time.sleep(x)\n    return x\ndef echo(x):\n    return x\n"
 
 

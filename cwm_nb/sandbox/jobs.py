@@ -182,11 +182,26 @@ def _request(self: Sandbox, msg: tuple, timeout_s: float) -> tuple[dict, bytes]:
     "Send one request, return (header, body); restarts and retries once if the server reports itself dirty."
     for attempt in (0, 1):
         self._ensure()
-        self._send(pickle.dumps(msg, protocol=5))
-        hdr, body = self._recv(time.monotonic() + timeout_s)
+        try:
+            self._send(pickle.dumps(msg, protocol=5))
+            hdr, body = self._recv(time.monotonic() + timeout_s)
+        except _ServerGone: raise
+        except BaseException: self._kill(); raise   # e.g. KeyboardInterrupt before the reply: out of step, so a new server
         if hdr.get("status") != "dirty": return hdr, body
         self._kill()
     raise _ServerGone("the server could not clean up after a job")
+
+@patch
+def _flush_dropped(self: Sandbox, wait: bool = False) -> None:
+    """Send the queued `end`s now, once the server's lock is free, and wait until the server has ended those sessions.
+    With `wait`, wait for that even when another request has sent them meanwhile."""
+    with self._lock:
+        if not (self._dropped or wait) or self.closed or not self._alive(): return
+        try:
+            self._send(pickle.dumps(("ping",), protocol=5))   # `_send` sends the ends first; the reply comes after them
+            self._recv(time.monotonic() + 30)
+        except _ServerGone: self._kill()
+        except BaseException: self._kill(); raise
 
 # %% ../../nbs/03_sandbox.ipynb #db013a65
 @patch
@@ -451,6 +466,7 @@ class SandboxSession:
         self._ending = threading.Lock()   # one `end` per session, whichever thread comes first
         self._limits = asdict(limits)   # as the watch reads them (asdict takes ~7 µs)
         self._ended = [False]   # True once an `end` was sent or the session is gone: the finalizer then asks nothing
+        self._queued = False    # its `end` waits in the sandbox's queue (`_end_later`)
         self._finalizer = weakref.finalize(self, _session_dropped, sandbox._dropped, self.restarts, sid, pipes, self._ended)
 
     @property
@@ -531,8 +547,10 @@ def _end_later(self: SandboxSession, status: str, out: str, err: str, lim: Sandb
     except OSError: pass   # already gone; the server's `end` sweeps whatever it left
     with self._ending: ended, self.closed, self._ended[0] = self.closed, True, True
     if ended: return self._gone("the session was closed during the call", t0)   # by another thread, which ends it
-    self.sandbox._dropped.append((self.restarts, self.sid))
+    self.sandbox._dropped.append((self.restarts, self.sid)); self._queued = True
     self._finalizer()   # this process's copies of the pipes (the caller holds the session's lock)
+    # the program's own children may still run: a thread sends the `end` as soon as the other request is done
+    threading.Thread(target=self.sandbox._flush_dropped, name="cwm-nb-end", daemon=True).start()
     return self.sandbox._result({"status": status, "stdout": out, "stderr": err}, b"", lim, time.perf_counter() - t0)
 
 @contextmanager
@@ -613,6 +631,7 @@ def _end(self: SandboxSession, reply: bool = True) -> dict | None:
 def close(self: SandboxSession) -> None:
     "End the session (kill its processes). Idempotent; from another thread it ends a call in flight."
     if not self.closed: self._end()
+    elif self._queued: self.sandbox._flush_dropped(wait=True)   # ended by `_end_later`: wait until the server has swept it
 
 @patch
 def __enter__(self: SandboxSession): return self
