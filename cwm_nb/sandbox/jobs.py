@@ -199,7 +199,7 @@ def _flush_dropped(self: Sandbox, wait: bool = False) -> None:
         if not (self._dropped or wait) or self.closed or not self._alive(): return
         try:
             self._send(pickle.dumps(("ping",), protocol=5))   # `_send` sends the ends first; the reply comes after them
-            self._recv(time.monotonic() + 30)
+            if self._recv(time.monotonic() + 30)[0].get("status") == "dirty": self._kill()   # a sweep failed: a new server next
         except _ServerGone: self._kill()
         except BaseException: self._kill(); raise
 
