@@ -13,7 +13,7 @@ Measured side by side in one run (interleaved, median of repeats), in each isola
                passed: SandboxSession without pipes), side by side with the direct one
   floor      : no sandbox at all: a child forked from this process compiles the program and answers the same 72 batches
                over two plain pipes (pickled calls, encode_result answers, decode_result here), each after the one
-               before; what feeding in order costs on this machine before any isolation (--floor-repeats)
+               before; what feeding in order costs on this machine before any isolation (--repeats; --no-floor skips it)
 The goal is sandboxed / in-process <= 1.2 (issue #35, P1). Also shown: the round trip of an empty program (the fixed
 per-job cost), the number of batches, and where the time of one evaluation in the new flow goes.
 
@@ -162,32 +162,15 @@ def main():
     if "landlock" in modes: landlock_setup_cost(a.repeats)
 
 
-def _frame_in(fd: int) -> bytes:
-    n, b = int.from_bytes(_read_n(fd, 8), "little"), b""
-    return _read_n(fd, n)
-
-def _read_n(fd: int, n: int) -> bytes:
-    import os
-    b = bytearray()
-    while len(b) < n:
-        chunk = os.read(fd, n - len(b))
-        if not chunk: raise EOFError("the child hung up")
-        b += chunk
-    return bytes(b)
-
-def _frame_out(fd: int, body: bytes) -> None:
-    import os
-    os.write(fd, len(body).to_bytes(8, "little") + body)
-
 def floor(buf, in_process, repeats: int) -> None:
     """No isolation: a forked child answers the batches over plain pipes, each after the one before (the protocol of
     the new flow with nothing else). Times fork to last answer decoded, interleaved with in-process runs."""
     import os, pickle
     from cwm_nb.sandbox import drivers
     from cwm_nb.sandbox.programs import encode_result, decode_result
+    from types import SimpleNamespace
     from cwm_nb.bench.program_runs import _payloads, _in_buffer_order, episode_batches, sandbox_inputs
-
-    from cwm_nb.sandbox.syscalls import SPIN_S, await_readable, spin_cap
+    from cwm_nb.sandbox.syscalls import SPIN_S, _recv_frame, _send_frame, await_readable, spin_cap
 
     def once(spin: float) -> tuple[float, float, float]:
         t0 = time.perf_counter()
@@ -201,25 +184,25 @@ def floor(buf, in_process, repeats: int) -> None:
                 ns: dict = {}
                 exec(compile(CARTPOLE_CWM, "<cwm-program>", "exec"), ns)
                 serve, busy = drivers.cwm_batches(ns, form), 0.0
-                _frame_out(w2, encode_result({"ok": True}))
+                _send_frame(w2, encode_result({"ok": True}))
                 for _ in frames:
                     if spin: await_readable(r1, spin)
-                    p = pickle.loads(_frame_in(r1)); t = time.perf_counter()
+                    p = pickle.loads(_recv_frame(r1)); t = time.perf_counter()
                     v = serve.handle(p); busy += time.perf_counter() - t
-                    _frame_out(w2, encode_result({"ok": True, "value": v}))
-                _frame_out(w2, repr(busy).encode())
+                    _send_frame(w2, encode_result({"ok": True, "value": v}))
+                _send_frame(w2, repr(busy).encode())
             finally: os._exit(0)
         os.close(r1); os.close(w2)
-        decode_result(_frame_in(r2))
+        decode_result(_recv_frame(r2))
         answers, t1 = [], time.perf_counter()
         for f in frames:
-            _frame_out(w1, f)
+            _send_frame(w1, f)
             if spin: await_readable(r2, spin)
-            answers.append(decode_result(_frame_in(r2)))
+            answers.append(decode_result(_recv_frame(r2)))
         t2 = time.perf_counter()
-        value = _in_buffer_order([type("R", (), {"value": a["value"]}) for a in answers], batches, len(buf), 1)
+        value = _in_buffer_order([SimpleNamespace(value=a["value"]) for a in answers], batches, len(buf), 1)
         dt = time.perf_counter() - t0
-        busy = float(_frame_in(r2)); os.waitpid(pid, 0); os.close(w1); os.close(r2)
+        busy = float(_recv_frame(r2)); os.waitpid(pid, 0); os.close(w1); os.close(r2)
         assert len(value["predictions"]) == len(buf) and None not in value["predictions"]
         return dt, t2 - t1, busy
 
