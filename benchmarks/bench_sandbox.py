@@ -6,14 +6,17 @@ Measured side by side in one run (interleaved, median of repeats), in each isola
                (put_data), then Sandbox.run(source, cwm_predict, data_key=...): one job holds every observation
   after      : run_on_buffer (13b_program_runs): a cwm_batches session fed the transitions in order, batch k the
                k-th transition of every episode, each answered before the next is handed over (SandboxSession.feed);
-               the session is direct (03_sandbox): this process writes each batch to the job and reads its answer,
-               the fork server is not on the way; both sides poll for the other `spin_s` (SPIN_S, 02_syscalls)
+               the session is direct (03_sandbox): this process puts each batch in a region of memory it shares with
+               the job and reads the answer there (the pipes carry what does not fit), the fork server is not on the
+               way; both sides poll for the other `spin_s` (SPIN_S, 02_syscalls)
   no polling : the same with Sandbox(spin_s=0)
+  pipes only : `after` with the session's shared region left unmapped, so the pipes carry every batch and answer
   server     : the same session's batches fed through the fork server (the path of a session whose pipes could not be
                passed: SandboxSession without pipes), side by side with the direct one
   floor      : no sandbox at all: a child forked from this process compiles the program and answers the same 72 batches
-               over two plain pipes (pickled calls, encode_result answers, decode_result here), each after the one
-               before; what feeding in order costs on this machine before any isolation (--repeats; --no-floor skips it)
+               over two plain pipes (pickled calls, encode_result answers, decode_result here), or through a shared
+               region with the session's protocol (02_syscalls), each after the one before; what feeding in order
+               costs on this machine before any isolation (--repeats; --no-floor skips it)
 The goal is sandboxed / in-process <= 1.2 (issue #35, P1). Also shown: the round trip of an empty program (the fixed
 per-job cost), the number of batches, and where the time of one evaluation in the new flow goes.
 
@@ -55,6 +58,7 @@ def main():
     ap.add_argument("--no-floor", action="store_true", help="skip the floor (the batches answered by a plain forked child)")
     a = ap.parse_args()
     from cwm_nb.sandbox.jobs import Sandbox
+    from cwm_nb.sandbox import jobs as sandbox_jobs
     from cwm_nb.sandbox.programs import run_in_process, to_plain_value, _execute, _resolve_driver
     from cwm_nb.bench.program_runs import episode_batches, run_on_buffer, sandbox_inputs
     from cwm_nb.bench.cwm import score_predictions
@@ -102,6 +106,12 @@ def main():
         assert r.ok, r.error
         return dt
 
+    def pipes_only(m):
+        "`after` with the session's shared region left unmapped: every call and answer goes through the pipes."
+        real, sandbox_jobs.map_shared_region = sandbox_jobs.map_shared_region, lambda fd: None
+        try: return after(m)
+        finally: sandbox_jobs.map_shared_region = real
+
     def through_server(m):
         "run_on_buffer's work with the session's calls run by the server (the session left without its pipes)."
         from cwm_nb.sandbox.jobs import SandboxSession
@@ -127,15 +137,16 @@ def main():
 
     for _ in range(5):  # warm up every side
         in_process()
-        for m in modes: before(m); after(m); after(m, 2); through_server(m)
+        for m in modes: before(m); after(m); after(m, 2); through_server(m); pipes_only(m)
     T = {"in_process": []}
-    for m in modes: T.update({f"{m}:{k}": [] for k in ("before", "after", "still", "server", "empty")})
+    for m in modes: T.update({f"{m}:{k}": [] for k in ("before", "after", "still", "server", "empty", "pipes")})
     for rep in range(a.repeats):
         T["in_process"].append(in_process())
         for m in (modes if rep % 2 == 0 else modes[::-1]):   # alternate the order: no mode always follows another's cleanup
             T[f"{m}:before"].append(before(m)); time.sleep(0.02)
             T[f"{m}:after"].append(after(m)); time.sleep(0.02)
             T[f"{m}:still"].append(after(m, 2)); time.sleep(0.02)
+            T[f"{m}:pipes"].append(pipes_only(m)); time.sleep(0.02)
             T[f"{m}:server"].append(through_server(m)); time.sleep(0.02)
             T[f"{m}:empty"].append(empty(m)); time.sleep(0.02)
     med = {k: statistics.median(v) for k, v in T.items()}
@@ -144,17 +155,19 @@ def main():
     print(f"  in-process  (exec + set_state/step + to_plain)  {med['in_process'] * 1e3:7.2f} ms"
           f"  ({med['in_process'] / a.n * 1e6:.1f} us/transition)")
     print(f"  {'mode':9s} {'before':>9s} {'ratio':>6s} {'after':>9s} {'ratio':>6s} {'paired':>6s} {'no polling':>10s} "
-          f"{'ratio':>6s} {'server':>9s} {'ratio':>6s} {'empty job':>9s} {'after - before':>14s} {'per batch':>9s}")
+          f"{'ratio':>6s} {'pipes only':>10s} {'ratio':>6s} {'server':>9s} {'ratio':>6s} {'empty job':>9s} {'after - before':>14s} {'per batch':>9s}")
     for m in modes:
         paired = statistics.median(s / i for s, i in zip(T[f"{m}:after"], T["in_process"]))
         split = med[m + ':after'] - med[m + ':before']
         print(f"  {m:9s} {med[m + ':before'] * 1e3:7.2f}ms {med[m + ':before'] / med['in_process']:6.2f} "
               f"{med[m + ':after'] * 1e3:7.2f}ms {med[m + ':after'] / med['in_process']:6.2f} {paired:6.2f} "
               f"{med[m + ':still'] * 1e3:8.2f}ms {med[m + ':still'] / med['in_process']:6.2f} "
+              f"{med[m + ':pipes'] * 1e3:8.2f}ms {med[m + ':pipes'] / med['in_process']:6.2f} "
               f"{med[m + ':server'] * 1e3:7.2f}ms {med[m + ':server'] / med['in_process']:6.2f} "
               f"{med[m + ':empty'] * 1e3:7.2f}ms {split * 1e3:12.2f}ms {split / nb * 1e6:7.0f}us")
-    print("  (ratio: sandboxed / in-process, goal <= 1.2; paired: the median of the per-repeat ratios; server: the "
-          "batches fed through the fork server; empty job: a `pass` program's round trip; per batch: (after - before) / batches)")
+    print("  (ratio: sandboxed / in-process, goal <= 1.2; paired: the median of the per-repeat ratios; pipes only: "
+          "the default flow with no shared memory; server: the batches fed through the fork server; empty job: a `pass` program's round trip; per batch: (after - before) / batches)")
+    call_cost(sbs, modes)
     if not a.no_floor: floor(buf, in_process, a.repeats)
     for m in modes: profile(sbs[m][1], buf, m)
     for m in modes:
@@ -162,59 +175,103 @@ def main():
     if "landlock" in modes: landlock_setup_cost(a.repeats)
 
 
+def call_cost(sbs: dict, modes: list, blocks: int = 20) -> None:
+    """One call of a fed session, both sides polling: an echo program fed 100 calls a feed, through the shared region
+    and through the pipes alone (the region left unmapped), the two alternated; median of the feeds' per-call times."""
+    from cwm_nb.sandbox import jobs as sandbox_jobs
+    print(f"\na call of a fed session (echo, 100 calls a feed, median of {blocks} feeds each, alternated):")
+    for m in modes:
+        sb, got = sbs[m][1], {True: [], False: []}
+        for i in range(2 * blocks):
+            shared = i % 2 == 0
+            real = sandbox_jobs.map_shared_region
+            if not shared: sandbox_jobs.map_shared_region = lambda fd: None
+            try: _, s = sb.open_session("def f(x):\n    return x\n", "cwm_nb.sandbox.programs:function_session", poll=True)
+            finally: sandbox_jobs.map_shared_region = real
+            s.feed([{"name": "f", "args": [0]}] * 10)   # warm
+            t = time.perf_counter(); res = s.feed([{"name": "f", "args": [j]} for j in range(100)])
+            got[shared].append((time.perf_counter() - t) / 100)
+            assert [r.value for r in res] == list(range(100)) and (s._shm is not None) == shared
+            s.close()
+        print(f"  {m:9s} shared memory {statistics.median(got[True]) * 1e6:5.1f} us, pipes alone "
+              f"{statistics.median(got[False]) * 1e6:5.1f} us")
+
+
 def floor(buf, in_process, repeats: int) -> None:
-    """No isolation: a forked child answers the batches over plain pipes, each after the one before (the protocol of
-    the new flow with nothing else). Times fork to last answer decoded, interleaved with in-process runs."""
+    """No isolation: a forked child answers the batches over plain pipes, or through a shared region as a direct
+    session does, each after the one before (the protocol of the new flow with nothing else). Times fork to last answer
+    decoded, interleaved with in-process runs."""
     import os, pickle
     from cwm_nb.sandbox import drivers
     from cwm_nb.sandbox.programs import encode_result, decode_result
     from types import SimpleNamespace
     from cwm_nb.bench.program_runs import _payloads, _in_buffer_order, episode_batches, sandbox_inputs
-    from cwm_nb.sandbox.syscalls import SPIN_S, _recv_frame, _send_frame, await_readable, spin_cap
+    from cwm_nb.sandbox.syscalls import (SPIN_S, _IN_AT, _IN_LEN, _IN_SEQ, _JOB_SLEEPS, _TOKEN, _recv_frame, _send_frame,
+                                         _set_word, _shm_wait, _word, await_readable, make_shared_region,
+                                         map_shared_region, spin_cap)
+    from cwm_nb.sandbox.programs import _await_call, _send_answer
 
-    def once(spin: float) -> tuple[float, float, float]:
+    def once(spin: float, shared: bool = False) -> tuple[float, float, float]:
         t0 = time.perf_counter()
         inp, batches = sandbox_inputs(buf, True), episode_batches(buf)
         form = {k: inp[k] for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
         frames = [pickle.dumps(p, protocol=5) for p in _payloads(inp, batches, False)]
+        m = None
+        if shared: m = map_shared_region(fd := make_shared_region()); os.close(fd)
         (r1, w1), (r2, w2) = os.pipe(), os.pipe()
         pid = os.fork()
         if pid == 0:   # the child: no limits, no namespaces, no Landlock
             try:
                 ns: dict = {}
                 exec(compile(CARTPOLE_CWM, "<cwm-program>", "exec"), ns)
-                serve, busy = drivers.cwm_batches(ns, form), 0.0
+                serve, busy, k = drivers.cwm_batches(ns, form), 0.0, 0
                 _send_frame(w2, encode_result({"ok": True}))
                 for _ in frames:
-                    if spin: await_readable(r1, spin)
-                    p = pickle.loads(_recv_frame(r1)); t = time.perf_counter()
+                    if shared:   # the session's protocol (02_syscalls): the call in the shared area, a counter polled
+                        while not (got := _await_call(m, k, r1, spin)): os.read(r1, 8)   # a wake-up token
+                        k = got
+                        p = pickle.loads(m[_IN_AT:_IN_AT + _word(m, _IN_LEN)])
+                    else:
+                        if spin: await_readable(r1, spin)
+                        p = pickle.loads(_recv_frame(r1))
+                    t = time.perf_counter()
                     v = serve.handle(p); busy += time.perf_counter() - t
-                    _send_frame(w2, encode_result({"ok": True, "value": v}))
+                    if shared: _send_answer({"ok": True, "value": v}, w2, m, k)
+                    else: _send_frame(w2, encode_result({"ok": True, "value": v}))
                 _send_frame(w2, repr(busy).encode())
             finally: os._exit(0)
         os.close(r1); os.close(w2)
         decode_result(_recv_frame(r2))
         answers, t1 = [], time.perf_counter()
-        for f in frames:
-            _send_frame(w1, f)
-            if spin: await_readable(r2, spin)
-            answers.append(decode_result(_recv_frame(r2)))
+        for k, f in enumerate(frames, 1):
+            if shared:
+                m[_IN_AT:_IN_AT + len(f)] = f; _set_word(m, _IN_LEN, len(f)); _set_word(m, _IN_SEQ, k)
+                if _word(m, _JOB_SLEEPS): os.write(w1, _TOKEN)
+                while (a := _shm_wait(m, k, 1.0)) is None: pass
+            else:
+                _send_frame(w1, f)
+                if spin: await_readable(r2, spin)
+                a = _recv_frame(r2)
+            answers.append(decode_result(a))
         t2 = time.perf_counter()
         value = _in_buffer_order([SimpleNamespace(value=a["value"]) for a in answers], batches, len(buf), 1)
         dt = time.perf_counter() - t0
         busy = float(_recv_frame(r2)); os.waitpid(pid, 0); os.close(w1); os.close(r2)
+        if m is not None: m.close()
         assert len(value["predictions"]) == len(buf) and None not in value["predictions"]
         return dt, t2 - t1, busy
 
-    spins = {"both sides polling": spin_cap(SPIN_S), "blocking": 0.0}
+    spins = {"both sides polling": (spin_cap(SPIN_S), False), "blocking": (0.0, False),
+             "shared memory": (spin_cap(SPIN_S), True)}
     for sp in spins.values():
-        for _ in range(3): once(sp)
+        for _ in range(3): once(*sp)
     I, R = [], {k: [] for k in spins}
     for _ in range(repeats):
         I.append(in_process()); time.sleep(0.02)
-        for k, sp in spins.items(): R[k].append(once(sp)); time.sleep(0.02)
+        for k, sp in spins.items(): R[k].append(once(*sp)); time.sleep(0.02)
     mi = statistics.median(I)
-    print(f"\nfloor, no sandbox: a forked child fed the same batches over plain pipes (median of {repeats}, interleaved with "
+    print(f"\nfloor, no sandbox: a forked child fed the same batches over plain pipes, or through shared memory as a "
+          f"direct session's are (median of {repeats}, interleaved with "
           f"in-process, {mi * 1e3:.2f} ms)")
     for k, v in R.items():
         md = [statistics.median(x[i] for x in v) for i in range(3)]

@@ -7,12 +7,14 @@ from __future__ import annotations
 import ctypes, fcntl, gc, importlib, importlib.util, io, json, math, os, pickle, re, resource, select, shutil, signal
 import socket, struct, sys, tempfile, time
 from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
 from .syscalls import (CAP_DAC_READ_SEARCH, CLONE_NEWNET, PR_SET_CHILD_SUBREAPER,
     PR_SET_KEEPCAPS, PR_SET_NAME, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, _EXIT_SETUP, _HDR,
-    _close_fds_except, _libc, _prctl, _ready, _recv_frame, _send_frame, _send_frames, _set_caps,
+    _close_fds_except, _libc, _prctl, _ready, _recv_frame, _send_frame, _send_frames, _set_caps, _TOKEN,
+    make_shared_region, map_shared_region,
     SPIN_S, await_readable, spin_cap)
 from cwm_nb.sandbox.landlock import (load_seccomp_filter, load_signal_filter, make_policy,
     restrict_self)
@@ -147,13 +149,14 @@ class _Child:
     "A pre-forked job child as the server sees it."
     pid: int; pidfd: int; job_w: int; res_r: int; out_r: int; err_r: int; gen: int; scratch: str
     uid: int | None = None   # the job uid it switched to (None: the server's)
+    shm: int = -1            # the sealed memfd it shares with a direct session's parent (-1: none; see 02_syscalls)
 
     def close(self):
-        for fd in (self.pidfd, self.job_w, self.res_r, self.out_r, self.err_r):
+        for fd in (self.pidfd, self.job_w, self.res_r, self.out_r, self.err_r, self.shm):
             if fd >= 0:
                 try: os.close(fd)
                 except OSError: pass
-        self.pidfd = self.job_w = self.res_r = self.out_r = self.err_r = -1
+        self.pidfd = self.job_w = self.res_r = self.out_r = self.err_r = self.shm = -1
 
 # %% ../../nbs/02d_fork_server.ipynb #16c9ab2f
 def _vm_bytes() -> int:
@@ -359,11 +362,13 @@ def _accept_job(srv, blob: bytes, job_r: int, vm: int) -> tuple[dict, int]:
     return job, job_r
 
 # %% ../../nbs/02d_fork_server.ipynb #895be800
-def _job_child(srv, scratch: str, job_r: int, res_w: int, out_w: int, err_w: int) -> None:
+def _job_child(srv, scratch: str, job_r: int, res_w: int, out_w: int, err_w: int, shm: int = -1) -> None:
     "Body of a pre-forked child: prepare, wait for a job, set the limits, run it, write the result, _exit. Never returns."
     try:
         policy = getattr(srv, "landlock", None)
-        _detach_child(srv, scratch, {0, 1, 2, job_r, res_w, out_w, err_w, *(policy.fds if policy else ())}, out_w, err_w)
+        _detach_child(srv, scratch, {0, 1, 2, job_r, res_w, out_w, err_w, *([shm] if shm >= 0 else []), *(policy.fds if policy else ())}, out_w, err_w)
+        shared = map_shared_region(shm) if shm >= 0 else None   # mapped before the limits, its descriptor closed
+        if shm >= 0: os.close(shm)
         if getattr(srv, "apart", None) == APART_BY_PID_NS:   # see *Jobs apart*
             _own_pid_namespace(srv, srv.job_mounts(scratch) if getattr(srv, "private_tmp", False) else None)
         _drop_privileges(srv)
@@ -378,7 +383,7 @@ def _job_child(srv, scratch: str, job_r: int, res_w: int, out_w: int, err_w: int
     if blob is None: os._exit(0)                        # the server discarded this child
     try: job, job_r = _accept_job(srv, blob, job_r, vm)
     except BaseException as e: _setup_failed(e)
-    _run_job(job, srv.store, res_w, job_r, srv.spin)
+    _run_job(job, srv.store, res_w, job_r, srv.spin, shared)
 
 # %% ../../nbs/02d_fork_server.ipynb #57b8a7f3
 class _Capture:
@@ -556,6 +561,8 @@ def _fork_idle(self: _Server) -> None:
     job_r, job_w = os.pipe(); res_r, res_w = os.pipe(); out_r, out_w = os.pipe(); err_r, err_w = os.pipe()
     try: fcntl.fcntl(res_w, fcntl.F_SETPIPE_SZ, 1 << 20)   # fewer round trips for a large result
     except OSError: pass
+    try: shm = make_shared_region()   # where memfds cannot be sealed, a direct session uses its pipes alone
+    except OSError: shm = -1
     self.forks += 1
     uid = self._free_uid()
     scratch = os.path.join(self.base, f"job{self.forks}")
@@ -563,12 +570,12 @@ def _fork_idle(self: _Server) -> None:
     pid = os.fork()
     if pid == 0:
         self.uid = uid   # this child's copy of the server: its own uid
-        try: _job_child(self, scratch, job_r, res_w, out_w, err_w)
+        try: _job_child(self, scratch, job_r, res_w, out_w, err_w, shm)
         finally: os._exit(_EXIT_SETUP)
     _prctl(PR_SET_NAME, b"cwm-server")
     for fd in (job_r, res_w, out_w, err_w): os.close(fd)
     for fd in (res_r, out_r, err_r): os.set_blocking(fd, False)
-    self.idle = _Child(pid, os.pidfd_open(pid), job_w, res_r, out_r, err_r, self.gen, scratch, uid)
+    self.idle = _Child(pid, os.pidfd_open(pid), job_w, res_r, out_r, err_r, self.gen, scratch, uid, shm)
 
 # %% ../../nbs/02d_fork_server.ipynb #4b8178c9
 @patch
@@ -648,6 +655,7 @@ class _Watch:
     "What the server reads from one job child: its result frame, capped stdout and stderr, the status so far."
     def __init__(self, c: _Child, lim: dict, inp: int):
         self.c, self.res, self.need, self.status = c, bytearray(), None, None   # need: the frame's length, once known
+        self.tokens, self.skipped = False, 0   # empty frames are wake-up tokens to skip (a session with shared memory)
         self.out, self.err = _Capture(int(lim["output_bytes"])), _Capture(int(lim["output_bytes"]))
         self.streams = {c.out_r: self.out, c.err_r: self.err}
         self.kill, self.rcap = int(lim["output_kill_bytes"]), int(lim["result_mb"]) << 20
@@ -658,18 +666,27 @@ class _Watch:
 
 # %% ../../nbs/02d_fork_server.ipynb #b7988ce6
 @patch
+def parse(self: _Watch) -> None:
+    """Find the result frame's length and whether it is whole. With `tokens`, leading wake-up tokens (empty frames) are
+    dropped first, all at once, and their bytes count against the result cap."""
+    if self.tokens and self.need is None:
+        zeros = (len(self.res) - len(self.res.lstrip(b"\0"))) // 8 * 8
+        if zeros:
+            del self.res[:zeros]; self.skipped += zeros
+            if self.skipped > self.rcap: self.status = "result_too_large"; return
+    if self.status is None and self.need is None and len(self.res) >= 8:
+        self.need = 8 + _HDR.unpack_from(self.res)[0]
+        if self.need - 8 > self.rcap: self.status = "result_too_large"; return
+    if self.status is None and self.need is not None and len(self.res) >= self.need: self.status = "done"
+
+@patch
 def read(self: _Watch, fd: int) -> None:
     "Drain what pipe `fd` holds now, until it is empty or closed or a status is set."
     while self.status is None and fd in self.open_fds:
         try: chunk = os.read(fd, 1 << 20)
         except BlockingIOError: return
         if not chunk: self.poll.unregister(fd); self.open_fds.discard(fd); return
-        if fd == self.c.res_r:
-            self.res.extend(chunk)
-            if self.need is None and len(self.res) >= 8:
-                self.need = 8 + _HDR.unpack_from(self.res)[0]
-                if self.need - 8 > self.rcap: self.status = "result_too_large"
-            if self.need is not None and len(self.res) >= self.need: self.status = "done"
+        if fd == self.c.res_r: self.res.extend(chunk); self.parse()
         else:
             self.streams[fd].add(chunk)
             if self.out.total + self.err.total > self.kill: self.status = "output_limit"
@@ -692,22 +709,29 @@ def _watch_job(
     t0: float,          # when the wall-clock limit started (time.monotonic)
     hup: int,           # a pipe whose writer hanging up ends the watch: "parent_gone"
     spin: float = 0.0,  # seconds to poll for the result before blocking (see `await_readable`)
+    ready: Callable[[], bytearray | None] | None = None,   # the answer if it came through shared memory, else None
+    tokens: bool = False,   # skip empty frames (a session with shared memory: wake-up tokens); implied by `ready`
 ) -> tuple[str, bytearray, _Capture, _Capture]:
     "Watch job `c` until it answers (\"done\"), exits, overruns the deadline or a cap, or `hup` hangs up: (status, result frame, stdout, stderr)."
     if spin: await_readable(c.res_r, spin)
-    w, deadline, exited = _Watch(c, lim, hup), t0 + float(lim["wall_s"]), False
+    w, deadline, exited, got = _Watch(c, lim, hup), t0 + float(lim["wall_s"]), False, None
+    w.tokens = tokens or ready is not None
     while w.status is None:
+        if ready is not None and (got := ready()) is not None: w.status = "done"; break
         left = deadline - time.monotonic()
         if left <= 0: w.status = "timeout"; break
-        for fd, _ in w.poll.poll(max(1, math.ceil(left * 1000))):
+        wait = left if ready is None else min(left, 0.005)   # a token lost to a race costs at most 5 ms
+        for fd, _ in w.poll.poll(max(1, math.ceil(wait * 1000))):
             if fd == hup: w.status = "parent_gone"
             elif fd == c.pidfd: exited = True
             elif w.status is None: w.read(fd)
         if w.status is None and exited:
+            if ready is not None and (got := ready()) is not None: w.status = "done"; break
             for fd in (c.res_r, c.out_r, c.err_r):
                 if w.status is None: w.read(fd)
             if w.status is None: w.status = "exited"
     if w.status == "done": w.read_rest()
+    if got is not None: return "done", got, w.out, w.err
     return w.status, w.res[8:w.need] if w.status == "done" else bytearray(), w.out, w.err
 
 @patch
@@ -783,12 +807,12 @@ def _answer(self: _Server, c: _Child, hdr: dict, result: bytearray, limits: dict
 # %% ../../nbs/02d_fork_server.ipynb #65ea5dba
 @patch
 def _pass_pipes(self: _Server, c: _Child, sid: int) -> bool:
-    "Send the parent copies of session `sid`'s job, result, stdout and stderr pipes and its pidfd: True if sent."
+    "Send the parent copies of session `sid`'s job, result, stdout and stderr pipes, its pidfd and shared region: True if sent."
     fd = self.cfg.get("fd_sock")
     if fd is None: return False
     s = socket.socket(fileno=fd)
     try:
-        socket.send_fds(s, [str(sid).encode()], [c.job_w, c.res_r, c.out_r, c.err_r, c.pidfd])
+        socket.send_fds(s, [str(sid).encode()], [c.job_w, c.res_r, c.out_r, c.err_r, c.pidfd] + ([c.shm] if c.shm >= 0 else []))
         return True
     except OSError: return False
     finally: s.detach()   # the descriptor stays open for the next session

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 from fastcore.basics import patch
 from ..core import CwmNbError, data_dir
-from .syscalls import SPIN_S, _EXIT_SETUP, _HDR, _ready, _recv_frame, _send_frame, _write_all, spin_cap
+from .syscalls import (SHM_AREA, SPIN_S, _EXIT_SETUP, _HDR, _IN_AT, _IN_LEN, _IN_SEQ, _JOB_SLEEPS,
+    _PARENT_SLEEPS, _TOKEN, _ready, _recv_frame, _send_frame, _set_word, _shm_take, _shm_wait, _word, _write_all,
+    map_shared_region, spin_cap)
 from .landlock import landlock_support
 from .programs import (ERROR_KINDS, SandboxLimits, SandboxResult, _clip,
     _resolve_driver, decode_result, make_error)
@@ -429,12 +431,12 @@ def _take_pipes(self: Sandbox, sid: int) -> _Child | None:
         self._fdsock.settimeout(10)
         while True:
             msg, fds, _, _ = socket.recv_fds(self._fdsock, 64, 8, socket.MSG_CMSG_CLOEXEC)
-            if msg == want and len(fds) == 5: break
+            if msg == want and len(fds) in (5, 6): break
             for fd in fds: os.close(fd)   # cut short (no descriptors left here), or left by a start that was interrupted
             if msg == want or not msg: return None
     except (OSError, AttributeError): return None
-    job_w, res_r, out_r, err_r, pidfd = fds
-    return _Child(sid, pidfd, job_w, res_r, out_r, err_r, 0, "")
+    job_w, res_r, out_r, err_r, pidfd, *shm = fds
+    return _Child(sid, pidfd, job_w, res_r, out_r, err_r, 0, "", shm=shm[0] if shm else -1)
 
 
 # %% ../../nbs/03_sandbox.ipynb #4bb7b57c
@@ -450,9 +452,11 @@ def run(self: Sandbox,
     return self._submit(source, driver, args, data_key, limits)[0]
 
 # %% ../../nbs/03_sandbox.ipynb #3f25997e
-def _session_dropped(queue: list, gen: int, sid: int, pipes: _Child | None, ended: list) -> None:
-    "A session's finalizer: close this process's copies of its pipes; if it was never ended, queue its `end` for the server."
+def _session_dropped(queue: list, gen: int, sid: int, pipes: _Child | None, ended: list, shared) -> None:
+    """A session's finalizer: close this process's copies of its pipes and unmap its shared region; if it was never
+    ended, queue its `end` for the server."""
     if pipes is not None: pipes.close()
+    if shared is not None: shared.close()
     if not ended[0]: queue.append((gen, sid))   # sent by the next request (Sandbox._send): never from a finalizer
 
 class SandboxSession:
@@ -467,7 +471,12 @@ class SandboxSession:
         self._limits = asdict(limits)   # as the watch reads them (asdict takes ~7 µs)
         self._ended = [False]   # True once an `end` was sent or the session is gone: the finalizer then asks nothing
         self._queued = False    # its `end` waits in the sandbox's queue (`_end_later`)
-        self._finalizer = weakref.finalize(self, _session_dropped, sandbox._dropped, self.restarts, sid, pipes, self._ended)
+        self._shm, self._k = None, 0   # the shared region with the job (02_syscalls), and the number of its last call
+        if pipes is not None and pipes.shm >= 0:
+            self._shm = map_shared_region(pipes.shm)   # unmapped by the finalizer (on close, under `_lock`)
+            os.close(pipes.shm); pipes.shm = -1
+        self._finalizer = weakref.finalize(self, _session_dropped, sandbox._dropped, self.restarts, sid, pipes, self._ended,
+                                           self._shm)
 
     @property
     def direct(self) -> bool:
@@ -553,6 +562,35 @@ def _end_later(self: SandboxSession, status: str, out: str, err: str, lim: Sandb
     threading.Thread(target=self.sandbox._flush_dropped, name="cwm-nb-end", daemon=True).start()
     return self.sandbox._result({"status": status, "stdout": out, "stderr": err}, b"", lim, time.perf_counter() - t0)
 
+@patch
+def _put(self: SandboxSession, body: bytes) -> int:
+    "Put the next call in the shared region's call area (a token on the job's pipe if it sleeps): the call's number."
+    m, self._k = self._shm, self._k + 1
+    m[_IN_AT:_IN_AT + len(body)] = body
+    _set_word(m, _IN_LEN, len(body)); _set_word(m, _IN_SEQ, self._k)
+    if _word(m, _JOB_SLEEPS):
+        try: os.write(self.pipes.job_w, _TOKEN)
+        except OSError: pass   # full (tokens it has not read wake it anyway), or the job is gone: the watch sees which
+    return self._k
+
+@patch
+def _watch(self: SandboxSession, lim: dict, t1: float, hup: int, spin: float, k: int):
+    "`_watch_job` on this session's job; for call `k` of the shared region (k > 0), its answer is also looked for there."
+    if not k: return _watch_job(self.pipes, lim, t1, hup, spin, tokens=self._shm is not None)   # stale tokens too
+    m = self._shm
+    _set_word(m, _PARENT_SLEEPS, 1)
+    try: return _watch_job(self.pipes, lim, t1, hup, 0.0, lambda: _shm_take(m, k))
+    finally: _set_word(m, _PARENT_SLEEPS, 0)
+
+def _drain(c: _Child, *caps: _Capture) -> None:
+    "Add what the job's stdout and stderr pipes hold now to `caps` (the output of calls answered through shared memory)."
+    for fd, cap in zip((c.out_r, c.err_r), caps):
+        for _ in range(64):
+            try: chunk = os.read(fd, 1 << 16)
+            except OSError: break
+            if not chunk: break
+            cap.add(chunk)
+
 @contextmanager
 def _no_sigpipe():
     "Block SIGPIPE in this thread and discard one raised meanwhile (a job that hung up), unless the process ignores it (Python's default)."
@@ -574,7 +612,7 @@ def _direct(self: SandboxSession,
     "The answers to `payloads`, written to the job and read from it in this process, each sent after the answer before."
     sb, c, out, ld = self.sandbox, self.pipes, [], self._limits   # `lim` differs from the session's in wall_s alone
     spin = spin_cap(sb.spin_s) if self.poll and whole else 0.0
-    frames = [(lambda b: _HDR.pack(len(b)) + b)(pickle.dumps(p, protocol=5)) for p in payloads]   # all, before any is sent
+    bodies = [pickle.dumps(p, protocol=5) for p in payloads]   # all, before any is sent
     outs, errs = _Capture(lim.output_bytes), _Capture(lim.output_bytes)
     with self._lock:
         if not self.alive: return [self._gone("the session has ended (closed, or its sandbox server restarted)", t0)]
@@ -583,13 +621,17 @@ def _direct(self: SandboxSession,
         deadline, status, last = time.monotonic() + lim.wall_s, "done", None
         try:
             with _no_sigpipe():
-                for nxt in frames:
-                    if not _write_within(c.job_w, nxt, deadline):   # the child is gone, or does not read its calls
+                for body in bodies:
+                    k = self._put(body) if self._shm is not None and len(body) <= SHM_AREA else 0
+                    if not k and not _write_within(c.job_w, _HDR.pack(len(body)) + body, deadline):   # gone, or not reading
                         status = "exited" if _ready(c.pidfd) else "timeout"; break
                     if last is not None: out.append(self._decoded(last, "", "", lim, t0)); last = None   # while the job works
                     t1 = time.monotonic()
-                    status, result, o, e = _watch_job(c, dict(ld, wall_s=deadline - t1), t1, hup, spin)
-                    _append_capture(outs, o); _append_capture(errs, e)
+                    result = _shm_wait(self._shm, k, spin) if k and spin else None
+                    if result is not None: status = "done"   # its output stays in the pipes until the end of the feed
+                    else:
+                        status, result, o, e = self._watch(dict(ld, wall_s=deadline - t1), t1, hup, spin, k)
+                        _append_capture(outs, o); _append_capture(errs, e)
                     if status != "done": break
                     self.calls += 1
                     if not whole: out.append(self._decoded(result, o.text(), e.text(), lim, t0)); continue
@@ -597,6 +639,7 @@ def _direct(self: SandboxSession,
                     if result.startswith(b'{"ok":false'): break   # the program failed: nothing more to ask
         except BaseException:   # e.g. KeyboardInterrupt mid-call: an answer may be on its way, so the session ends
             self._end(reply=False); raise
+        if self._shm is not None: _drain(c, outs, errs)
         if last is not None: out.append(self._decoded(last, "", "", lim, t0))
         if status != "done": out.append(self._failed(status, outs.text(), errs.text(), lim, t0))
     if whole and out: out[-1].stdout, out[-1].stderr = outs.text(), errs.text()

@@ -4,12 +4,14 @@
 
 # %% ../../nbs/02b_programs.ipynb #3b28074a
 from __future__ import annotations
-import base64, builtins, importlib, json, math, os, pickle, re, signal, sys, time, traceback, types
+import base64, builtins, importlib, json, math, mmap, os, pickle, re, select, signal, sys, time, traceback, types
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 import numpy as np
 from ..core import CwmNbError
-from .syscalls import _EXIT_SETUP, _recv_frame, _send_frame, await_readable
+from .syscalls import (_EXIT_SETUP, _IN_AT, _IN_LEN, _IN_SEQ, _JOB_SLEEPS, _OUT_AT, _OUT_LEN, _OUT_SEQ,
+                                    _PARENT_SLEEPS, _TOKEN, SHM_AREA, _ready, _recv_frame, _send_frame, _set_word, _word,
+                                    await_readable)
 
 # %% auto #0
 __all__ = ['ERROR_KINDS', 'PROGRAM_FILENAME', 'SandboxLimits', 'make_error', 'SandboxResult', 'describe_exception',
@@ -334,6 +336,33 @@ def run_in_process(
     except ProgramError as e: value, err = None, e.describe(source)
     return SandboxResult(err is None, value, err, wall_s=time.perf_counter() - t0, isolation="in-process")
 
+# %% ../../nbs/02b_programs.ipynb #e24dcba8
+def _await_call(shared: mmap.mmap | None, seen: int, job_r: int, spin: float) -> int:
+    """Wait for a session's next call: its number if it is in the `shared` region's call area (a number above `seen`),
+    0 when `job_r` has a frame, a token or an end. Polls `spin` seconds (every 64 turns it looks at the pipe and
+    yields the CPU, as `_shm_wait` does), then sleeps on the pipe with `_JOB_SLEEPS` set, looking again at least every
+    50 ms."""
+    if shared is None:
+        if spin: await_readable(job_r, spin)
+        return 0
+    end, i = time.perf_counter() + spin, 0
+    while spin:
+        if (k := _word(shared, _IN_SEQ)) > seen: return k
+        i += 1
+        if not i & 63:
+            if _ready(job_r): return 0
+            if time.perf_counter() >= end: break
+            os.sched_yield()   # both sides polling on one core: the other runs soon
+    _set_word(shared, _JOB_SLEEPS, 1)
+    try:
+        tick = 0.001
+        while True:
+            if (k := _word(shared, _IN_SEQ)) > seen: return k
+            if _ready(job_r, select.POLLIN, tick): return 0
+            tick = min(2 * tick, 0.05)   # a token lost to a race costs at most this
+    finally: _set_word(shared, _JOB_SLEEPS, 0)
+
+
 # %% ../../nbs/02b_programs.ipynb #598b60c1
 def _answer(source: str, fn: Callable) -> dict:
     "{ok: True, value: fn()} or {ok: False, error} for the program `source`."
@@ -346,8 +375,10 @@ def _answer(source: str, fn: Callable) -> dict:
         except BaseException: return {"ok": False, "error": make_error("exception", "the program failed")}
 
 # %% ../../nbs/02b_programs.ipynb #88e76269
-def _send_answer(out: dict, res_w: int) -> None:
-    "Flush the program's output, then write `out` as one frame (an unencodable value becomes an error)."
+def _send_answer(out: dict, res_w: int, shared: mmap.mmap | None = None, k: int = 0) -> None:
+    """Flush the program's output, then write `out` (an unencodable value becomes an error): in the answer area of the
+    `shared` region as the answer to call `k` if it fits (then a token on `res_w` if the parent sleeps), else as one
+    frame on `res_w`."""
     for f in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try: f.flush()
         except BaseException: pass
@@ -355,13 +386,20 @@ def _send_answer(out: dict, res_w: int) -> None:
     except BaseException as e:
         try: payload = encode_result({"ok": False, "error": make_error("exception", f"the driver's result could not be encoded: {_clip(str(e), 300)}")})
         except BaseException: os._exit(_EXIT_SETUP + 1)
-    try: _send_frame(res_w, payload)
+    try:
+        if shared is None or len(payload) > SHM_AREA: return _send_frame(res_w, payload)
+        shared[_OUT_AT:_OUT_AT + len(payload)] = payload
+        _set_word(shared, _OUT_LEN, len(payload)); _set_word(shared, _OUT_SEQ, k)
+        if _word(shared, _PARENT_SLEEPS): os.write(res_w, _TOKEN)
     except BaseException: pass
 
+
 # %% ../../nbs/02b_programs.ipynb #5400d5d3
-def _run_job(job: dict, store: dict, res_w: int, job_r: int = -1, spin: float = 0.0) -> None:
+def _run_job(job: dict, store: dict, res_w: int, job_r: int = -1, spin: float = 0.0,
+             shared: mmap.mmap | None = None) -> None:
     """Execute the job's program and driver, write {ok, value} or {ok: False, error} to res_w (then, in a session, answer
-    each call, polling `spin` seconds for it before blocking if the job asks to poll: see `await_readable`), then _exit."""
+    each call, polling `spin` seconds for it before blocking if the job asks to poll: see `await_readable`), then _exit.
+    A call that came through the `shared` region (02_syscalls) is answered there if the answer fits."""
     me, source = os.getpid(), job["source"]
     data = store.get(job["data_key"]) if job.get("data_key") is not None else None
     out = _answer(source, lambda: _execute(source, _resolve_driver(job["driver"]), job.get("args"), data, in_job=True))
@@ -371,13 +409,19 @@ def _run_job(job: dict, store: dict, res_w: int, job_r: int = -1, spin: float = 
     _send_answer(out, res_w)
     if handle is not None and job.get("session") and job_r >= 0:
         spin = spin if job.get("poll") else 0.0   # polling counts in the job's CPU time: only where the session asks
+        seen = 0
         while True:                      # a session: one answer per call until the server closes the pipe
-            if spin: await_readable(job_r, spin)
-            blob = _recv_frame(job_r)
-            if blob is None: break
+            k = _await_call(shared, seen, job_r, spin)
+            if k:
+                seen, n = k, _word(shared, _IN_LEN)
+                blob = bytes(shared[_IN_AT:_IN_AT + min(n, SHM_AREA)])
+            else:
+                blob = _recv_frame(job_r)
+                if blob is None: break
+                if not blob: continue    # a wake-up token
             out = _answer(source, lambda: handle(pickle.loads(blob)))   # the payload is the parent's (trusted)
             if os.getpid() != me: os._exit(0)
-            _send_answer(out, res_w)
+            _send_answer(out, res_w, shared if k else None, k)
         os._exit(0)
     try: os.kill(me, signal.SIGSTOP)   # wait to be killed: tearing down this process after the reply is cheaper
     except BaseException: pass

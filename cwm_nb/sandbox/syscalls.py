@@ -4,11 +4,12 @@
 
 # %% ../../nbs/02_syscalls.ipynb #dc50a433
 from __future__ import annotations
-import ctypes, math, os, select, struct, time
+import ctypes, fcntl, math, mmap, os, platform, select, struct, time
 
 # %% auto #0
-__all__ = ['SMALL_FRAMES', 'SPIN_S', 'PR_SET_PDEATHSIG', 'PR_SET_NAME', 'PR_SET_CHILD_SUBREAPER', 'PR_SET_NO_NEW_PRIVS',
-           'CLONE_NEWNET', 'PR_SET_KEEPCAPS', 'CAP_DAC_READ_SEARCH', 'spin_cap', 'await_readable']
+__all__ = ['SMALL_FRAMES', 'SPIN_S', 'SHM_AREA', 'SHM_BYTES', 'SHM_MACHINES', 'PR_SET_PDEATHSIG', 'PR_SET_NAME',
+           'PR_SET_CHILD_SUBREAPER', 'PR_SET_NO_NEW_PRIVS', 'CLONE_NEWNET', 'PR_SET_KEEPCAPS', 'CAP_DAC_READ_SEARCH',
+           'spin_cap', 'await_readable', 'make_shared_region', 'map_shared_region']
 
 # %% ../../nbs/02_syscalls.ipynb #91ddaa25
 _HDR = struct.Struct("<Q")
@@ -73,6 +74,58 @@ def await_readable(fd: int, spin: float) -> bool:
         if p.poll(0): return True
         if time.perf_counter() >= end: return False
         os.sched_yield()   # sharing a core with the other side: let it run
+
+# %% ../../nbs/02_syscalls.ipynb #d0e77626
+SHM_AREA = 1 << 20   # bytes: the largest call, and the largest answer, that goes through a session's shared memory
+SHM_BYTES = mmap.PAGESIZE + 2 * SHM_AREA
+_IN_SEQ, _IN_LEN, _OUT_SEQ, _OUT_LEN, _JOB_SLEEPS, _PARENT_SLEEPS = 0, 8, 16, 24, 32, 40
+_IN_AT, _OUT_AT = mmap.PAGESIZE, mmap.PAGESIZE + SHM_AREA
+_TOKEN = bytes(8)    # an empty frame: "look at the shared memory"
+_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+# The protocol writes a payload, then its length, then its number, and reads them the other way round, with no memory
+# barrier (Python has none): that holds where the CPU keeps stores in order (x86's total store order), not on ARM.
+SHM_MACHINES = ("x86_64", "amd64", "i386", "i686")
+
+def _word(m: mmap.mmap, at: int) -> int: return _HDR.unpack_from(m, at)[0]
+
+def _set_word(m: mmap.mmap, at: int, v: int) -> None:
+    m[at:at + 8] = v.to_bytes(8, "little")   # one copy of 8 bytes (struct.pack_into zeroes the field first)
+
+def make_shared_region() -> int:
+    "A sealed memfd of `SHM_BYTES` bytes (close-on-exec). Raises `OSError` where memfds or seals are missing, or off x86."
+    if platform.machine().lower() not in SHM_MACHINES: raise OSError(f"no shared region on {platform.machine()}")
+    fd = os.memfd_create("cwm-session", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, SHM_BYTES)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
+    except BaseException: os.close(fd); raise
+    return fd
+
+def map_shared_region(fd: int) -> mmap.mmap | None:
+    "Map the region behind `fd` if it is a sealed memfd of `SHM_BYTES` bytes, else None (the pipes carry everything)."
+    if platform.machine().lower() not in SHM_MACHINES: return None
+    try:
+        if fcntl.fcntl(fd, fcntl.F_GET_SEALS) & _SEALS != _SEALS or os.fstat(fd).st_size != SHM_BYTES: return None
+        return mmap.mmap(fd, SHM_BYTES)
+    except OSError: return None
+
+def _shm_take(m: mmap.mmap, k: int) -> bytearray | None:
+    "The answer to call `k` if the answer area holds it: a copy of at most `SHM_AREA` bytes (a longer length: empty)."
+    if _word(m, _OUT_SEQ) != k: return None
+    n = _word(m, _OUT_LEN)
+    return bytearray(m[_OUT_AT:_OUT_AT + n]) if n <= SHM_AREA else bytearray()
+
+def _shm_wait(m: mmap.mmap, k: int, spin: float) -> bytearray | None:
+    """Busy-wait up to `spin` seconds for the answer to call `k`: `_shm_take`'s copy, or None. Every 64 turns it yields
+    the CPU (`sched_yield`): if both sides poll on one core, the other runs within microseconds, not a time slice."""
+    end, i = time.perf_counter() + spin, 0
+    while True:
+        if _word(m, _OUT_SEQ) == k: return _shm_take(m, k)
+        i += 1
+        if not i & 63:
+            if time.perf_counter() >= end: return None
+            os.sched_yield()
+
 
 # %% ../../nbs/02_syscalls.ipynb #99214996
 PR_SET_PDEATHSIG, PR_SET_NAME, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 15, 36, 38
