@@ -14,7 +14,7 @@ from fastcore.basics import patch
 from .syscalls import (CAP_DAC_READ_SEARCH, CLONE_NEWNET, PR_SET_CHILD_SUBREAPER,
     PR_SET_KEEPCAPS, PR_SET_NAME, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, _EXIT_SETUP, _HDR,
     _close_fds_except, _libc, _prctl, _ready, _recv_frame, _send_frame, _send_frames, _set_caps, _TOKEN,
-    make_shared_region, map_shared_region,
+    _write_within, make_shared_region, map_shared_region,
     SPIN_S, await_readable, spin_cap)
 from cwm_nb.sandbox.landlock import (load_seccomp_filter, load_signal_filter, make_policy,
     restrict_self)
@@ -420,16 +420,6 @@ def text(self: _Capture) -> str:
 # %% ../../nbs/02d_fork_server.ipynb #c1a27273
 MAX_SESSIONS = 16   # session jobs a server keeps open at once
 
-def _write_within(fd: int, data: bytes, deadline: float) -> bool:
-    "Write all of `data` to the non-blocking `fd` before `deadline` (time.monotonic); False if it cannot."
-    view = memoryview(data)
-    while view:
-        try: view = view[os.write(fd, view):]; continue
-        except BlockingIOError: pass
-        except OSError: return False
-        left = deadline - time.monotonic()
-        if left <= 0 or not _ready(fd, select.POLLOUT, left): return False
-    return True
 
 # %% ../../nbs/02d_fork_server.ipynb #4aaff1a1
 def _prepare_server(cfg: dict) -> list[str]:
@@ -667,13 +657,11 @@ class _Watch:
 # %% ../../nbs/02d_fork_server.ipynb #b7988ce6
 @patch
 def parse(self: _Watch) -> None:
-    """Find the result frame's length and whether it is whole. With `tokens`, leading wake-up tokens (empty frames) are
-    dropped first, all at once, and their bytes count against the result cap."""
-    if self.tokens and self.need is None:
+    "The result frame's length and whether it is whole; first, if `tokens`, drop leading wake-up tokens (empty frames)."
+    if self.tokens and self.need is None:   # all at once; their bytes count against the result cap
         zeros = (len(self.res) - len(self.res.lstrip(b"\0"))) // 8 * 8
-        if zeros:
-            del self.res[:zeros]; self.skipped += zeros
-            if self.skipped > self.rcap: self.status = "result_too_large"; return
+        del self.res[:zeros]; self.skipped += zeros
+        if self.skipped > self.rcap: self.status = "result_too_large"; return
     if self.status is None and self.need is None and len(self.res) >= 8:
         self.need = 8 + _HDR.unpack_from(self.res)[0]
         if self.need - 8 > self.rcap: self.status = "result_too_large"; return

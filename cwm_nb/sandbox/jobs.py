@@ -13,13 +13,13 @@ from typing import Any
 from fastcore.basics import patch
 from ..core import CwmNbError, data_dir
 from .syscalls import (SHM_AREA, SPIN_S, _EXIT_SETUP, _HDR, _IN_AT, _IN_LEN, _IN_SEQ, _JOB_SLEEPS,
-    _PARENT_SLEEPS, _TOKEN, _ready, _recv_frame, _send_frame, _set_word, _shm_take, _shm_wait, _word, _write_all,
+    _PARENT_SLEEPS, _TOKEN, _ready, _recv_frame, _send_frame, _set_word, _shm_take, _shm_wait, _word, _write_all, _write_within,
     map_shared_region, spin_cap)
 from .landlock import landlock_support
 from .programs import (ERROR_KINDS, SandboxLimits, SandboxResult, _clip,
     _resolve_driver, decode_result, make_error)
 from .fork_server import (_BOOT, HIDDEN_DIRS, _Capture, _Child, _append_capture,
-    _needed_paths, _others_can_read, _package_root, _server_env, _under, _watch_job, _write_within, bwrap_command)
+    _needed_paths, _others_can_read, _package_root, _server_env, _under, _watch_job, bwrap_command)
 
 # %% auto #0
 __all__ = ['ISOLATION_MODES', 'isolation_mode', 'Sandbox', 'SandboxSession', 'get_sandbox']

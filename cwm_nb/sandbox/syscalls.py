@@ -38,6 +38,17 @@ def _ready(fd: int, events: int = select.POLLIN, timeout_s: float = 0.0) -> bool
     p.register(fd, events)
     return bool(p.poll(max(0, math.ceil(timeout_s * 1000))))
 
+def _write_within(fd: int, data: bytes, deadline: float) -> bool:
+    "Write all of `data` to the non-blocking `fd` before `deadline` (time.monotonic); False if it cannot."
+    view = memoryview(data)
+    while view:
+        try: view = view[os.write(fd, view):]; continue
+        except BlockingIOError: pass
+        except OSError: return False
+        left = deadline - time.monotonic()
+        if left <= 0 or not _ready(fd, select.POLLOUT, left): return False
+    return True
+
 def _read_exact(fd: int, n: int, deadline: float | None = None) -> bytes | None:
     "Read exactly n bytes (None on EOF). With a deadline (time.monotonic), raise TimeoutError when it passes."
     buf = bytearray()
