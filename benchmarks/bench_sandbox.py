@@ -206,8 +206,8 @@ def floor(buf, in_process, repeats: int) -> None:
     from cwm_nb.sandbox.programs import encode_result, decode_result
     from types import SimpleNamespace
     from cwm_nb.bench.program_runs import _payloads, _in_buffer_order, episode_batches, sandbox_inputs
-    from cwm_nb.sandbox.syscalls import (SPIN_S, _IN_AT, _IN_LEN, _IN_SEQ, _JOB_SLEEPS, _TOKEN, _recv_frame, _send_frame,
-                                         _set_word, _shm_wait, _word, await_readable, make_shared_region,
+    from cwm_nb.sandbox.syscalls import (SPIN_S, _CALLS, _IN_AT, _IN_LEN, _recv_frame, _send_frame, _shm_put,
+                                         _shm_wait, _word, await_readable, make_shared_region,
                                          map_shared_region, spin_cap)
     from cwm_nb.sandbox.programs import _await_call, _send_answer
 
@@ -245,8 +245,7 @@ def floor(buf, in_process, repeats: int) -> None:
         answers, t1 = [], time.perf_counter()
         for k, f in enumerate(frames, 1):
             if shared:
-                m[_IN_AT:_IN_AT + len(f)] = f; _set_word(m, _IN_LEN, len(f)); _set_word(m, _IN_SEQ, k)
-                if _word(m, _JOB_SLEEPS): os.write(w1, _TOKEN)
+                _shm_put(m, _CALLS, k, f, w1)
                 while (a := _shm_wait(m, k, 1.0)) is None: pass
             else:
                 _send_frame(w1, f)

@@ -13,7 +13,7 @@ import numpy as np
 from fastcore.basics import patch
 from .syscalls import (CAP_DAC_READ_SEARCH, CLONE_NEWNET, PR_SET_CHILD_SUBREAPER,
     PR_SET_KEEPCAPS, PR_SET_NAME, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, _EXIT_SETUP, _HDR,
-    _close_fds_except, _libc, _prctl, _ready, _recv_frame, _send_frame, _send_frames, _set_caps, _TOKEN,
+    _close_fds_except, _libc, _prctl, _ready, _recv_frame, _send_frame, _send_frames, _set_caps,
     _write_within, make_shared_region, map_shared_region,
     SPIN_S, await_readable, spin_cap)
 from cwm_nb.sandbox.landlock import (load_seccomp_filter, load_signal_filter, make_policy,

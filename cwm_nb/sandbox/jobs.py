@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 from fastcore.basics import patch
 from ..core import CwmNbError, data_dir
-from .syscalls import (SHM_AREA, SPIN_S, _EXIT_SETUP, _HDR, _IN_AT, _IN_LEN, _IN_SEQ, _JOB_SLEEPS,
-    _PARENT_SLEEPS, _TOKEN, _ready, _recv_frame, _send_frame, _set_word, _shm_take, _shm_wait, _word, _write_all, _write_within,
-    map_shared_region, spin_cap)
+from .syscalls import (SHM_AREA, SPIN_S, _CALLS, _EXIT_SETUP, _HDR, _PARENT_SLEEPS, _ready, _recv_frame,
+    _send_frame, _set_word, _shm_put, _shm_take, _shm_wait, _write_all, _write_within, map_shared_region, spin_cap)
 from .landlock import landlock_support
 from .programs import (ERROR_KINDS, SandboxLimits, SandboxResult, _clip,
     _resolve_driver, decode_result, make_error)
@@ -504,7 +503,7 @@ def call(self: SandboxSession,
         ) -> SandboxResult:
     "One more request to the session: `handle(payload)`'s plain result or a classified error (which ends the session)."
     t0, sb = time.perf_counter(), self.sandbox
-    lim = replace(self.limits, wall_s=float(wall_s)) if wall_s else self.limits   # replace checks: ~20 µs
+    lim = replace(self.limits, wall_s=float(wall_s)) if wall_s and float(wall_s) != self.limits.wall_s else self.limits
     if self.direct: return self._direct([payload], lim, t0)[0]
     blob = pickle.dumps(("call", self.sid, pickle.dumps(payload, protocol=5), lim.wall_s), protocol=5)
     with sb._lock:
@@ -565,12 +564,8 @@ def _end_later(self: SandboxSession, status: str, out: str, err: str, lim: Sandb
 @patch
 def _put(self: SandboxSession, body: bytes) -> int:
     "Put the next call in the shared region's call area (a token on the job's pipe if it sleeps): the call's number."
-    m, self._k = self._shm, self._k + 1
-    m[_IN_AT:_IN_AT + len(body)] = body
-    _set_word(m, _IN_LEN, len(body)); _set_word(m, _IN_SEQ, self._k)
-    if _word(m, _JOB_SLEEPS):
-        try: os.write(self.pipes.job_w, _TOKEN)
-        except OSError: pass   # full (tokens it has not read wake it anyway), or the job is gone: the watch sees which
+    self._k += 1
+    _shm_put(self._shm, _CALLS, self._k, body, self.pipes.job_w)   # a failed token: the watch sees why
     return self._k
 
 @patch

@@ -5,13 +5,12 @@
 # %% ../../nbs/02b_programs.ipynb #3b28074a
 from __future__ import annotations
 import base64, builtins, importlib, json, math, mmap, os, pickle, re, select, signal, sys, time, traceback, types
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable
 import numpy as np
 from ..core import CwmNbError
-from .syscalls import (_EXIT_SETUP, _IN_AT, _IN_LEN, _IN_SEQ, _JOB_SLEEPS, _OUT_AT, _OUT_LEN, _OUT_SEQ,
-                                    _PARENT_SLEEPS, _TOKEN, SHM_AREA, _ready, _recv_frame, _send_frame, _set_word, _word,
-                                    await_readable)
+from .syscalls import (_ANSWERS, _EXIT_SETUP, _IN_AT, _IN_LEN, _IN_SEQ, _JOB_SLEEPS, SHM_AREA, _ready,
+                                    _recv_frame, _send_frame, _set_word, _shm_put, _word, await_readable)
 
 # %% auto #0
 __all__ = ['ERROR_KINDS', 'PROGRAM_FILENAME', 'SandboxLimits', 'make_error', 'SandboxResult', 'describe_exception',
@@ -32,7 +31,8 @@ class SandboxLimits:
     result_mb: int = 256        # largest JSON result a job may send back, MiB
 
     def __post_init__(self):
-        for k, v in asdict(self).items():
+        for f in fields(self):   # not asdict, which deep-copies: a session's call replaces its wall_s every time
+            k, v = f.name, getattr(self, f.name)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:
                 raise CwmNbError(f"SandboxLimits.{k} must be a positive number, got {v!r}", "pass e.g. SandboxLimits(wall_s=5)")
         if self.output_kill_bytes < self.output_bytes:
@@ -388,9 +388,7 @@ def _send_answer(out: dict, res_w: int, shared: mmap.mmap | None = None, k: int 
         except BaseException: os._exit(_EXIT_SETUP + 1)
     try:
         if shared is None or len(payload) > SHM_AREA: return _send_frame(res_w, payload)
-        shared[_OUT_AT:_OUT_AT + len(payload)] = payload
-        _set_word(shared, _OUT_LEN, len(payload)); _set_word(shared, _OUT_SEQ, k)
-        if _word(shared, _PARENT_SLEEPS): os.write(res_w, _TOKEN)
+        _shm_put(shared, _ANSWERS, k, payload, res_w)
     except BaseException: pass
 
 

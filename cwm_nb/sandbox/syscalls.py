@@ -120,6 +120,20 @@ def map_shared_region(fd: int) -> mmap.mmap | None:
         return mmap.mmap(fd, SHM_BYTES)
     except OSError: return None
 
+_CALLS = (_IN_AT, _IN_LEN, _IN_SEQ, _JOB_SLEEPS)          # the parent writes this area, the job reads it
+_ANSWERS = (_OUT_AT, _OUT_LEN, _OUT_SEQ, _PARENT_SLEEPS)   # the job writes this area, the parent reads it
+
+def _shm_put(m: mmap.mmap, area: tuple, k: int, body, wake_fd: int) -> None:
+    """Write message `k` (`body`, at most `SHM_AREA` bytes) into `area` (`_CALLS` or `_ANSWERS`): its bytes, then its
+    length, then its number, the reverse of the order the reader looks at them; then a token on `wake_fd` if the reader
+    sleeps. A full pipe (tokens it has not read wake it anyway) or a closed one (the reader is gone) is ignored."""
+    at, length, seq, sleeps = area
+    m[at:at + len(body)] = body
+    _set_word(m, length, len(body)); _set_word(m, seq, k)
+    if _word(m, sleeps):
+        try: os.write(wake_fd, _TOKEN)
+        except OSError: pass
+
 def _shm_take(m: mmap.mmap, k: int) -> bytearray | None:
     "The answer to call `k` if the answer area holds it: a copy of at most `SHM_AREA` bytes (a longer length: empty)."
     if _word(m, _OUT_SEQ) != k: return None
