@@ -22,7 +22,7 @@ per-job cost), the number of batches, and where the time of one evaluation in th
 
 Run: .venv/bin/python benchmarks/bench_sandbox.py [--repeats 41] [--n 1000] [--modes bwrap,landlock]
 """
-import argparse, statistics, time
+import argparse, contextlib, statistics, time
 from pathlib import Path
 import numpy as np
 
@@ -58,7 +58,6 @@ def main():
     ap.add_argument("--no-floor", action="store_true", help="skip the floor (the batches answered by a plain forked child)")
     a = ap.parse_args()
     from cwm_nb.sandbox.jobs import Sandbox
-    from cwm_nb.sandbox import jobs as sandbox_jobs
     from cwm_nb.sandbox.programs import run_in_process, to_plain_value, _execute, _resolve_driver
     from cwm_nb.bench.program_runs import episode_batches, run_on_buffer, sandbox_inputs
     from cwm_nb.bench.cwm import score_predictions
@@ -108,9 +107,7 @@ def main():
 
     def pipes_only(m):
         "`after` with the session's shared region left unmapped: every call and answer goes through the pipes."
-        real, sandbox_jobs.map_shared_region = sandbox_jobs.map_shared_region, lambda fd: None
-        try: return after(m)
-        finally: sandbox_jobs.map_shared_region = real
+        with no_shared_region(): return after(m)
 
     def through_server(m):
         "run_on_buffer's work with the session's calls run by the server (the session left without its pipes)."
@@ -175,19 +172,25 @@ def main():
     if "landlock" in modes: landlock_setup_cost(a.repeats)
 
 
+@contextlib.contextmanager
+def no_shared_region():
+    "Sessions opened meanwhile leave their shared region unmapped: the pipes carry every call and answer."
+    from cwm_nb.sandbox import jobs as sandbox_jobs
+    real, sandbox_jobs.map_shared_region = sandbox_jobs.map_shared_region, lambda fd: None
+    try: yield
+    finally: sandbox_jobs.map_shared_region = real
+
+
 def call_cost(sbs: dict, modes: list, blocks: int = 20) -> None:
     """One call of a fed session, both sides polling: an echo program fed 100 calls a feed, through the shared region
     and through the pipes alone (the region left unmapped), the two alternated; median of the feeds' per-call times."""
-    from cwm_nb.sandbox import jobs as sandbox_jobs
     print(f"\na call of a fed session (echo, 100 calls a feed, median of {blocks} feeds each, alternated):")
     for m in modes:
         sb, got = sbs[m][1], {True: [], False: []}
         for i in range(2 * blocks):
             shared = i % 2 == 0
-            real = sandbox_jobs.map_shared_region
-            if not shared: sandbox_jobs.map_shared_region = lambda fd: None
-            try: _, s = sb.open_session("def f(x):\n    return x\n", "cwm_nb.sandbox.programs:function_session", poll=True)
-            finally: sandbox_jobs.map_shared_region = real
+            with contextlib.nullcontext() if shared else no_shared_region():
+                _, s = sb.open_session("def f(x):\n    return x\n", "cwm_nb.sandbox.programs:function_session", poll=True)
             s.feed([{"name": "f", "args": [0]}] * 10)   # warm
             t = time.perf_counter(); res = s.feed([{"name": "f", "args": [j]} for j in range(100)])
             got[shared].append((time.perf_counter() - t) / 100)
@@ -206,9 +209,8 @@ def floor(buf, in_process, repeats: int) -> None:
     from cwm_nb.sandbox.programs import encode_result, decode_result
     from types import SimpleNamespace
     from cwm_nb.bench.program_runs import _payloads, _in_buffer_order, episode_batches, sandbox_inputs
-    from cwm_nb.sandbox.syscalls import (SPIN_S, _CALLS, _IN_AT, _IN_LEN, _recv_frame, _send_frame, _shm_put,
-                                         _shm_wait, _word, await_readable, make_shared_region,
-                                         map_shared_region, spin_cap)
+    from cwm_nb.sandbox.syscalls import (SPIN_S, _CALLS, _recv_frame, _send_frame, _shm_put, _shm_take, _shm_wait,
+                                         await_readable, make_shared_region, map_shared_region, spin_cap)
     from cwm_nb.sandbox.programs import _await_call, _send_answer
 
     def once(spin: float, shared: bool = False) -> tuple[float, float, float]:
@@ -230,7 +232,7 @@ def floor(buf, in_process, repeats: int) -> None:
                     if shared:   # the session's protocol (02_syscalls): the call in the shared area, a counter polled
                         while not (got := _await_call(m, k, r1, spin)): os.read(r1, 8)   # a wake-up token
                         k = got
-                        p = pickle.loads(m[_IN_AT:_IN_AT + _word(m, _IN_LEN)])
+                        p = pickle.loads(_shm_take(m, k, _CALLS))
                     else:
                         if spin: await_readable(r1, spin)
                         p = pickle.loads(_recv_frame(r1))

@@ -697,7 +697,7 @@ def _watch_job(
     t0: float,          # when the wall-clock limit started (time.monotonic)
     hup: int,           # a pipe whose writer hanging up ends the watch: "parent_gone"
     spin: float = 0.0,  # seconds to poll for the result before blocking (see `await_readable`)
-    ready: Callable[[], bytearray | None] | None = None,   # the answer if it came through shared memory, else None
+    ready: Callable[[], bytes | None] | None = None,   # the answer if it came through shared memory, else None
     tokens: bool = False,   # skip empty frames (a session with shared memory: wake-up tokens); implied by `ready`
 ) -> tuple[str, bytearray, _Capture, _Capture]:
     "Watch job `c` until it answers (\"done\"), exits, overruns the deadline or a cap, or `hup` hangs up: (status, result frame, stdout, stderr)."

@@ -9,8 +9,8 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable
 import numpy as np
 from ..core import CwmNbError
-from .syscalls import (_ANSWERS, _EXIT_SETUP, _IN_AT, _IN_LEN, _IN_SEQ, _JOB_SLEEPS, SHM_AREA, _ready,
-                                    _recv_frame, _send_frame, _set_word, _shm_put, _word, await_readable)
+from .syscalls import (_ANSWERS, _CALLS, _EXIT_SETUP, _IN_SEQ, _JOB_SLEEPS, SHM_AREA, _ready,
+                                    _recv_frame, _send_frame, _set_word, _shm_put, _shm_take, _word, await_readable)
 
 # %% auto #0
 __all__ = ['ERROR_KINDS', 'PROGRAM_FILENAME', 'SandboxLimits', 'make_error', 'SandboxResult', 'describe_exception',
@@ -410,9 +410,7 @@ def _run_job(job: dict, store: dict, res_w: int, job_r: int = -1, spin: float = 
         seen = 0
         while True:                      # a session: one answer per call until the server closes the pipe
             k = _await_call(shared, seen, job_r, spin)
-            if k:
-                seen, n = k, _word(shared, _IN_LEN)
-                blob = bytes(shared[_IN_AT:_IN_AT + min(n, SHM_AREA)])
+            if k: seen, blob = k, _shm_take(shared, k, _CALLS)
             else:
                 blob = _recv_frame(job_r)
                 if blob is None: break

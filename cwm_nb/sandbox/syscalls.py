@@ -134,13 +134,15 @@ def _shm_put(m: mmap.mmap, area: tuple, k: int, body, wake_fd: int) -> None:
         try: os.write(wake_fd, _TOKEN)
         except OSError: pass
 
-def _shm_take(m: mmap.mmap, k: int) -> bytearray | None:
-    "The answer to call `k` if the answer area holds it: a copy of at most `SHM_AREA` bytes (a longer length: empty)."
-    if _word(m, _OUT_SEQ) != k: return None
-    n = _word(m, _OUT_LEN)
-    return bytearray(m[_OUT_AT:_OUT_AT + n]) if n <= SHM_AREA else bytearray()
+def _shm_take(m: mmap.mmap, k: int, area: tuple = _ANSWERS) -> bytes | None:
+    """Message `k` if `area` holds it (by default the answer to call `k`): one copy of at most `SHM_AREA` bytes, empty
+    for a longer length; None if the area holds another number."""
+    at, length, seq, _ = area
+    if _word(m, seq) != k: return None
+    n = _word(m, length)
+    return m[at:at + n] if n <= SHM_AREA else b""
 
-def _shm_wait(m: mmap.mmap, k: int, spin: float) -> bytearray | None:
+def _shm_wait(m: mmap.mmap, k: int, spin: float) -> bytes | None:
     """Busy-wait up to `spin` seconds for the answer to call `k`: `_shm_take`'s copy, or None. Every 64 turns it yields
     the CPU (`sched_yield`): if both sides poll on one core, the other runs within microseconds, not a time slice."""
     end, i = time.perf_counter() + spin, 0
