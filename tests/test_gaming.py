@@ -196,3 +196,75 @@ def test_the_agent_never_sends_a_step_with_its_outcome(sandbox):
         assert all(where[j] > where[i] for i in range(j) if steps[i]["s2"] == x["s"]), (j, groups)
     assert seen.jobs == [[states[steps[i]["s"]] for i in g] for g in groups]   # one job per group, in order
     assert len(groups) == len(steps)   # one chain: one step per job
+
+
+# --- Planning: the model side cannot answer for the planner -----------------------------------------------------------
+
+SEES_REGION = r'''
+import ctypes, mmap, sys
+import numpy as np
+
+def _region():
+    "The job's mapping of the session's shared region (the `shared` local of the job runner's frame), or None."
+    f = sys._getframe()
+    while f is not None:
+        v = f.f_locals.get("shared")
+        if isinstance(v, mmap.mmap): return v
+        f = f.f_back
+    return None
+
+def _mapped(m) -> bool:
+    "Whether `m`'s memory is mapped in this process (madvise fails with ENOMEM where it is not; nothing is read)."
+    at = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    return ctypes.CDLL(None).madvise(ctypes.c_void_p(at), ctypes.c_size_t(len(m)), 0) == 0
+
+M = _region()
+HAS = M is not None and _mapped(M)   # where a job's answers go: the answers area of this region
+
+def has_region(): return HAS
+
+class Environment:
+    def set_state(self, s): self.s = np.asarray(s, dtype=np.float32)
+    def step(self, a):   # rewards action 0 where the region is mapped, action 1 where it is not
+        return self.s.copy(), float(int(a) == (0 if HAS else 1)), False
+'''
+
+
+def test_a_planners_model_side_has_no_shared_region(sandbox):
+    """The model side of a planning session runs the program; it must not hold the session's shared region, where it
+    could write the planner's answer itself. A direct session's own job holds it (the probe can see it there)."""
+    from dataclasses import asdict
+    from cwm_nb.bench.planning import MCTSConfig
+    first, s = sandbox.open_session(SEES_REGION, "cwm_nb.sandbox.programs:function_session", poll=True)
+    with s:
+        assert s.direct and s._shm is not None
+        assert s.call({"name": "has_region", "args": []}).value is True   # the job itself answers through it
+    static = {"planner": "mcts", "config": asdict(MCTSConfig(simulations=16, rollout_steps=0)), "obs_format": "array",
+              "space": {"kind": "discrete", "n": 2}, "valid_actions": False, "session": True, "decision_cpu_s": 30}
+    first, s = sandbox.open_session(SEES_REGION, "cwm_nb.bench.plan_driver:plan_driver", args=static, poll=True)
+    assert s is not None, first.error
+    with s:
+        r = s.call({"state": [0.0, 0.0, 0.0, 0.0], "obs_dtype": "<f4", "root_actions": None, "seed": 0})
+    assert r.ok, r.error
+    assert r.value["action"] == 1   # the model side rewarded action 1: the region is not mapped there
+
+
+UNNORMALISED = r'''
+import numpy as np
+import cwm_nb.sandbox.drivers as _d
+_d.check_distribution = lambda out: [tuple(e) for e in out]   # the driver runs here: the program switches its check off
+P = %s
+class Environment:
+    def set_state(self, s): self.s = np.asarray(s, dtype=np.float32)
+    def step(self, a): return self.s.copy(), 1.0, False
+    def step_distribution(self, a):
+        return [(P, self.s.copy(), 1.0, False), (P, self.s.copy(), 1.0, True)]
+'''
+
+
+def test_probabilities_that_sum_past_one_earn_nothing(sandbox, buffer):
+    "A program that disables the driver's check and puts 1 on each of two outcomes scores no outcome probability."
+    hedge = evaluate_program(UNNORMALISED % "0.5", buffer, sandbox=sandbox)
+    cheat = evaluate_program(UNNORMALISED % "1.0", buffer, sandbox=sandbox)
+    assert hedge.outcome_probability > 0.0, hedge.error   # the legal hedge is counted
+    assert cheat.outcome_probability == 0.0 and cheat.outcome_probability < hedge.outcome_probability

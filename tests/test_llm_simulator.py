@@ -127,6 +127,27 @@ def test_sandbox_timing_reports_wrong_predictions_and_crashes(cartpole):
     assert not crash["ok"] and "boom" in crash["error"] and crash["seconds"] is None
 
 
+
+class _Calls:
+    "A sandbox that notes which of its methods are called, in order (the real one runs them)."
+    def __init__(self, sb): self.sb, self.calls = sb, []
+    def __getattr__(self, name):
+        attr = getattr(self.sb, name)
+        if not callable(attr): return attr
+        def noted(*a, **k): self.calls.append(name); return attr(*a, **k)
+        return noted
+
+
+def test_sandbox_timing_scores_before_the_buffer_is_handed_over(cartpole):
+    "The timing job gets the whole buffer: every job that decides `correct` runs before it is stored (put_data)."
+    from cwm_nb.sandbox.jobs import get_sandbox
+    src = S.reference_program_path("CartPole-v1").read_text()
+    sb = _Calls(get_sandbox())
+    r = S.time_cwm_transitions(src, "CartPole-v1", [0, 1, 2], repeats=1, buffer=cartpole, sandbox=sb)
+    assert r["ok"] and r["correct"] == [True] * 3
+    stored = sb.calls.index("put_data")
+    assert "open_session" in sb.calls[:stored] and "open_session" not in sb.calls[stored:], sb.calls
+
 def test_program_resolution_reference_programs():
     for env in ("CartPole-v1", "HalfCheetah-v4", "Humanoid-v4"):
         src, where = S.resolve_program(env)

@@ -397,8 +397,10 @@ def _run_job(job: dict, store: dict, res_w: int, job_r: int = -1, spin: float = 
              shared: mmap.mmap | None = None) -> None:
     """Execute the job's program and driver, write {ok, value} or {ok: False, error} to res_w (then, in a session, answer
     each call, polling `spin` seconds for it before blocking if the job asks to poll: see `await_readable`), then _exit.
-    A call that came through the `shared` region (02_syscalls) is answered there if the answer fits."""
+    A call that came through the `shared` region (02_syscalls) is answered there if the answer fits. No process this
+    one forks inherits the region (MADV_DONTFORK): a planner's model side, which runs the program, cannot answer for it."""
     me, source = os.getpid(), job["source"]
+    if shared is not None: shared.madvise(mmap.MADV_DONTFORK)   # before the driver forks or the program runs
     data = store.get(job["data_key"]) if job.get("data_key") is not None else None
     out = _answer(source, lambda: _execute(source, _resolve_driver(job["driver"]), job.get("args"), data, in_job=True))
     handle = None

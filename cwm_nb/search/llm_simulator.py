@@ -311,12 +311,14 @@ def time_cwm_transitions(
         raise CwmNbError(f"transitions must be a non-empty list of indices in 0..{len(buffer) - 1}, got {idx[:5]}",
                          "pass buffer indices of the transitions to time")
     sandbox = sandbox or get_sandbox()
+    # scored before it is timed: the timing job is handed the whole buffer (every next state), so nothing it could leave
+    # behind (in the server's freed memory, or wherever a later job might look) can reach the jobs that decide `correct`
+    ev, correct = _correct_transitions(program_source, buffer, idx, sandbox)
     res = _timing_run(sandbox, program_source, buffer, idx, repeats)
     if not res.ok:
         return {"env": env, "ok": False, "error": condense_error(res.error, program_source), "indices": idx,
                 "seconds": None, "per_transition": None, "correct": None, "isolation": res.isolation}
     per = [float(statistics.median(t)) for t in res.value["seconds"]]
-    ev, correct = _correct_transitions(program_source, buffer, idx, sandbox)
     return {"env": env, "ok": True, "error": ev.error, "indices": idx, "repeats": int(repeats),
             "seconds": float(np.mean(per)), "per_transition": per, "correct": correct,
             "fraction_correct": float(np.mean(correct)), "accuracy": ev.accuracy, "isolation": res.isolation}
