@@ -6,11 +6,12 @@
 from __future__ import annotations
 import json, math, os, re, select, signal, sys, time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Sequence
 from fastcore.basics import patch
-from ..core import CwmNbError, data_dir
+from ..core import CwmNbError, data_dir, project_root
 from ..sandbox.syscalls import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, _close_fds_except, _prctl, _write_all
-from ..sandbox.fork_server import _children, _needed_paths
+from ..sandbox.fork_server import _children, _needed_paths, _under
 from ..sandbox.programs import PROGRAM_FILENAME, describe_exception, make_error, strict_plain
 from ..sandbox.jobs import get_sandbox
 from .problems import KINDS, AppsProblem
@@ -247,15 +248,26 @@ def _private_mounts(hide: Sequence[str]) -> bool:
     return bool(ok) and libc.capset(hdr, data) == 0
 
 # %% ../../nbs/40a_apps_harness.ipynb #4b8468f3
+def _git_dirs(root: Path) -> list[Path]:
+    "The checkout's `.git` and, where it is a file (a worktree), the git directory it names and that one's common directory."
+    g, out = root/".git", [root/".git"]
+    if g.is_file():
+        try:
+            w = Path(g.read_text().split("gitdir:", 1)[1].strip()); w = w if w.is_absolute() else root/w
+            out.append(w)
+            if (w/"commondir").is_file():
+                c = Path((w/"commondir").read_text().strip()); out.append(c if c.is_absolute() else w/c)
+        except (OSError, IndexError, ValueError): pass
+    return out
+
 def _hidden_paths(problem: AppsProblem) -> list[str]:
-    "Real paths to hide from `problem`'s programs: its data file or folder and `data_dir()`, unless they hold needed paths."
-    needed = _needed_paths() + [os.path.realpath(p) for p in (sys.prefix, sys.exec_prefix)]   # (a venv inside
-    # the checkout is folded into the checkout by _needed_paths, but hiding the venv itself would break the interpreter)
+    "Real paths to hide from `problem`'s programs: its data file or folder, `data_dir()` and the git directories, unless they hold needed paths."
+    needed = _needed_paths() + [os.path.realpath(p) for p in (sys.prefix, sys.exec_prefix)]   # (never the venv itself)
     out = []
-    for p in (problem.data_path, data_dir()):
+    for p in (problem.data_path, data_dir(), *_git_dirs(project_root())):
         if p is None or not os.path.exists(p): continue
         r = os.path.realpath(p)
-        if any(n == r or n.startswith(r.rstrip("/") + "/") for n in needed): continue
+        if any(_under(n, [r]) for n in needed): continue
         if r not in out: out.append(r)
     return out
 
@@ -306,12 +318,24 @@ def _run_program(code, source: str, args: dict, inp, mod, stderr) -> dict:
     return report
 
 # %% ../../nbs/40a_apps_harness.ipynb #f17b61d2
+def _reachable(path: str) -> bool:
+    "True when this process can open `path` and read something from it (a folder, or a file not masked by /dev/null)."
+    import stat
+    try: fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError: return False
+    try: return not stat.S_ISCHR(os.fstat(fd).st_mode)
+    finally: os.close(fd)
+
 def _test_process(code, source: str, args: dict, inp, names: dict, fds: tuple) -> None:
-    "Body of one test's process: run the program on one input, report through the result pipe, `_exit`. Never returns."
-    private = _private_mounts(args.get("hide") or ())
+    """Body of one test's process: hide the data, write whether any of it is still reachable (one byte, `1`: hidden),
+    run the program on one input, report through the result pipe, `_exit`. Never returns."""
+    hide = args.get("hide") or ()
+    _private_mounts(hide)   # where it fails (seccomp, no user namespaces), the sandbox may hide the data by itself
+    hidden = not any(_reachable(h) for h in hide)
     res, stdin, stdout, stderr = _child_stdio(fds)
+    try: _write_all(res, b"1" if hidden else b"0")   # before the program runs: it cannot take this back
+    except BaseException: pass
     report = _run_program(code, source, args, inp, _program_module(args, names, stdin, stdout), stderr)
-    report["private"] = private
     for f in (sys.stdout, stdout, sys.stderr, stderr):
         try: f.flush()
         except BaseException: pass
@@ -483,7 +507,7 @@ def _judge_unfinished(raw: dict, per_test_s: float, problem_s: float) -> dict | 
 # %% ../../nbs/40a_apps_harness.ipynb #b3aaf676
 def _report(raw: dict) -> tuple[dict | None, dict | None]:
     "(the test's report, None), or (None, the verdict) when its process died without one."
-    try: rep = json.loads(raw.get("report") or "null")
+    try: rep = json.loads((raw.get("report") or "")[1:] or "null")   # after the byte of `_data_hidden`
     except json.JSONDecodeError: rep = None
     code = raw.get("exit")
     if not isinstance(rep, dict):
@@ -493,6 +517,11 @@ def _report(raw: dict) -> tuple[dict | None, dict | None]:
         if code != 0: return None, dict(common="runtime_error", error=f"the program ended its process with status {code} (os._exit)", output=raw.get("stdout", ""))
         rep = {"end": "ok"}   # os._exit(0): a normal end without a report
     return rep, None
+
+# %% ../../nbs/40a_apps_harness.ipynb #c0ffee40
+def _data_hidden(raw: dict) -> bool | None:
+    "Whether the test's process found the data hidden before its program ran (its first byte); None: no test process reported."
+    return {"1": True, "0": False}.get((raw.get("report") or "")[:1])
 
 # %% ../../nbs/40a_apps_harness.ipynb #5d286ece
 def _judge_value(rep: dict, expected, fn_name) -> dict:
@@ -535,7 +564,7 @@ def _judge(raw: dict, expected, kind: str, fn_name, per_test_s: float, problem_s
                  stage=rep.get("stage"), exc_type=e.get("exc_type"), line=e.get("line"))
     elif end == "bad_value": j = dict(common="wrong_answer", error=str(rep.get("message")), output="")
     else: j = _judge_value(rep, expected, fn_name) if kind == "call" else _judge_printed(rep, out, expected)
-    return dict(j, private=rep.get("private"))
+    return j
 
 # %% ../../nbs/40a_apps_harness.ipynb #4a4b1906
 @dataclass
@@ -548,10 +577,10 @@ class AppsEvaluation:
     inputs: list = field(default_factory=list, repr=False)     # the evaluated tests' inputs (for `failures`)
     expected: list = field(default_factory=list, repr=False)   # their expected outputs
     compile_error: dict | None = None  # the syntax error, when the program does not compile
-    harness_error: str | None = None   # the sandbox job itself failed (then every test is not_run)
+    harness_error: str | None = None   # the sandbox job failed, or the data was not hidden (then every test is not_run)
     bug: bool = False                  # the paper's bug: cannot be loaded at all (see `_is_bug`)
     wall_s: float = 0.0                # wall time of the whole evaluation, seconds
-    data_hidden: bool | None = None    # every test that ran had the data hidden from it (None: no test ran)
+    data_hidden: bool | None = None    # every test that ran found the data hidden (None: no test ran; False: not scored)
 
     @property
     def n_tests(self) -> int:
@@ -700,7 +729,13 @@ def evaluate_solution(
         r = sb.run(source, "cwm_nb.apps.harness:run_tests", args, limits=limits)
         raws = _raw_tests(ev, r, len(idx))
     else: raws = [{"status": "no_code"}] * len(idx)
-    ev.wall_s, first, private = time.perf_counter() - t0, None, []
+    flags = [f for f in map(_data_hidden, raws) if f is not None]
+    ev.data_hidden = all(flags) if flags else None
+    if ev.data_hidden is False and ev.compile_error is None and not ev.harness_error:   # no score from a test that could look
+        ev.harness_error = ("not scored: the program could open the problem's data (" + ", ".join(args["hide"]) + ") in "
+                            "its tests, which the sandbox could not hide from it; run it in a sandbox whose jobs cannot read them")
+        raws = [{"status": "not_run"}] * len(idx)
+    ev.wall_s, first = time.perf_counter() - t0, None
     for k, (i, raw, e) in enumerate(zip(idx, raws, exp)):
         j = _judge(raw, e, problem.kind, problem.fn_name, per_test_s, problem_s)
         if ev.compile_error is not None: j["error"] = "not run: the program does not compile"
@@ -709,8 +744,7 @@ def evaluate_solution(
         ev.tests.append(AppsTestResult(i, s if mode == "strict" else c, s == "pass", c == "pass", _clip(j.get("output") or ""),
                                        j.get("error"), j.get("rule"), float(raw.get("wall_s", 0.0))))
         if k == 0: first = j
-        if j.get("private") is not None: private.append(j["private"])
-    ev.bug, ev.data_hidden = _is_bug(first, ev.compile_error, problem.kind, source), all(private) if private else None
+    ev.bug = _is_bug(first, ev.compile_error, problem.kind, source)
     return ev
 
 # %% ../../nbs/40a_apps_harness.ipynb #a7e57eb3

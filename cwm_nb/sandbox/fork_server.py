@@ -22,9 +22,9 @@ from cwm_nb.sandbox.programs import (PROGRAM_FILENAME, Rows, _new_program_module
     encode_result)
 
 # %% auto #0
-__all__ = ['HIDDEN_DIRS', 'CLONE_NEWUSER', 'CLONE_NEWPID', 'CLONE_NEWNS', 'PR_SET_DUMPABLE', 'APART_BY_UID', 'APART_BY_PID_NS',
-           'APART_BY_LANDLOCK', 'JOB_TMP_MB', 'JOB_SHM_MB', 'MS_RDONLY', 'MS_NOSUID', 'MS_NODEV', 'MS_NOEXEC',
-           'MS_REMOUNT', 'MS_BIND', 'MAX_SESSIONS', 'SYSTEM_READ', 'UID_STRIDE', 'bwrap_command']
+__all__ = ['SYSTEM_READ', 'TMPFS_DIRS', 'CLONE_NEWUSER', 'CLONE_NEWPID', 'CLONE_NEWNS', 'PR_SET_DUMPABLE', 'APART_BY_UID',
+           'APART_BY_PID_NS', 'APART_BY_LANDLOCK', 'JOB_TMP_MB', 'JOB_SHM_MB', 'MS_RDONLY', 'MS_NOSUID', 'MS_NODEV',
+           'MS_NOEXEC', 'MS_REMOUNT', 'MS_BIND', 'MAX_SESSIONS', 'UID_STRIDE', 'bwrap_command']
 
 # %% ../../nbs/02d_fork_server.ipynb #b32d4014
 def _children() -> set[int]:
@@ -55,31 +55,38 @@ def _set_limits(lim: dict, nproc_base: int, vm: int) -> None:
     _set_rlimit(R.RLIMIT_NPROC, nproc_base + int(lim["nproc"]))
 
 # %% ../../nbs/02d_fork_server.ipynb #b88853ab
-HIDDEN_DIRS = ("/root", "/home", "/tmp", "/run", "/var/tmp")   # replaced by empty tmpfs inside bwrap
+SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/localtime",
+               "/dev/urandom", "/dev/random", "/dev/zero")   # readable by every job, in both modes (missing ones skipped)
+TMPFS_DIRS = ("/tmp",)   # empty size-capped tmpfs inside bwrap (the server's scratch base lies in /tmp)
 _SERVER_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_KILL", "CAP_DAC_OVERRIDE", "CAP_FOWNER")
 
 def _under(p: str, dirs) -> str | None:
     "The directory of `dirs` that `p` is or lies under, else None."
-    return next((d for d in dirs if p == d or p.startswith(d + "/")), None)
+    return next((d for d in dirs if p == d or p.startswith(d.rstrip("/") + "/")), None)
 
 # %% ../../nbs/02d_fork_server.ipynb #fd5568b3
-def _tmpfs_args(hidden: tuple, tmp_mb: int) -> list[str]:
-    "bwrap arguments that hide each existing directory of `hidden` behind a size-capped tmpfs (`tmp_mb` MB for /tmp)."
+def _tmpfs_args(dirs: tuple, tmp_mb: int) -> list[str]:
+    "bwrap arguments that make each directory of `dirs` an empty size-capped tmpfs (`tmp_mb` MB for /tmp, 16 MB else)."
     cmd = []
-    for h in hidden:
-        if os.path.isdir(h) and not os.path.islink(h):
-            cmd += ["--size", str((tmp_mb if h == "/tmp" else 16) << 20), "--tmpfs", h]
+    for h in dirs: cmd += ["--size", str((tmp_mb if h == "/tmp" else 16) << 20), "--tmpfs", h]
     return cmd
 
 # %% ../../nbs/02d_fork_server.ipynb #979cf4ac
-def _bind_back_args(binds: list[str], hidden: tuple) -> list[str]:
-    "bwrap arguments that bind each path of `binds` back read-only, its parents under a hidden root made 0755."
-    cmd, made = [], set()
+def _root_paths(paths: list[str]) -> list[str]:
+    "The paths bwrap's new root holds: the existing ones of `SYSTEM_READ` outside /dev and of `paths`, sorted, none under another."
+    cands = [p for p in SYSTEM_READ if not p.startswith("/dev/") and os.path.lexists(p)] + [p for p in paths if os.path.exists(p)]
+    out = []
+    for p in sorted(dict.fromkeys(cands)):
+        if not _under(p, out): out.append(p)
+    return out
+
+def _bind_args(binds: list[str]) -> list[str]:
+    "bwrap arguments that put each path of `binds` at its own place read-only (a symlink as itself), its parents made 0755."
+    cmd, made = [], {"/"}
     for b in binds:
-        top = _under(b, hidden)
-        for a in reversed([str(a) for a in Path(b).parents if top and _under(str(a), (top,)) and str(a) != top]):
+        for a in reversed([str(a) for a in Path(b).parents]):
             if a not in made: made.add(a); cmd += ["--perms", "0755", "--dir", a]
-        cmd += ["--ro-bind", b, b]
+        cmd += ["--symlink", os.readlink(b), b] if os.path.islink(b) else ["--ro-bind", b, b]
     return cmd
 
 # %% ../../nbs/02d_fork_server.ipynb #d1c1e8f1
@@ -88,17 +95,17 @@ def bwrap_command(
     *,
     own_uid: bool,                         # True: root parent; keep only _SERVER_CAPS so jobs can switch uid
     env: dict[str, str],                   # the complete environment inside
-    binds: list[str] = (),                 # paths under HIDDEN_DIRS to bind back read-only (python, package)
+    binds: list[str] = (),                 # paths to bind read-only besides SYSTEM_READ (python, site-packages, cwm_nb/)
     tmp_mb: int = 512,                     # size of the private /tmp
     bwrap: str = "bwrap",                  # the bwrap executable
-    hidden: tuple = HIDDEN_DIRS,           # directories to hide behind empty tmpfs
+    tmpfs: tuple = TMPFS_DIRS,             # directories made empty tmpfs
 ) -> list[str]:
-    "The bubblewrap command line that starts the fork server (see *What holds in each isolation mode*)."
+    "The bubblewrap command line that starts the fork server in a root of its own (see *What holds in each isolation mode*)."
     cmd = [bwrap, "--die-with-parent", "--as-pid-1", "--new-session"]
     if own_uid: cmd += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     else: cmd += ["--unshare-all"]
-    cmd += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    cmd += _tmpfs_args(hidden, tmp_mb) + _bind_back_args(binds, hidden)
+    cmd += _bind_args(_root_paths(list(binds))) + ["--dev", "/dev", "--proc", "/proc"] + _tmpfs_args(tmpfs, tmp_mb)
+    cmd += ["--remount-ro", "/"]   # the new root's own directories too
     cmd += ["--clearenv"] + [x for k, v in env.items() for x in ("--setenv", k, v)] + ["--chdir", "/"]
     cmd += ["--cap-drop", "ALL"] + ([x for c in _SERVER_CAPS for x in ("--cap-add", c)] if own_uid else [])
     return cmd + ["--", *argv]
@@ -117,22 +124,21 @@ def _package_root() -> str:
 
 # %% ../../nbs/02d_fork_server.ipynb #27bb6c00
 def _needed_paths() -> list[str]:
-    "Real paths the server must be able to read: the interpreter, its prefixes, site-packages, this package."
+    """Real paths the server must be able to read: the interpreter, its prefixes, site-packages, this package's
+    directory (`cwm_nb/` alone: never the checkout that holds it, with the project's data, `.git` and results)."""
     cands = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-             os.path.dirname(os.path.realpath(sys.executable)), _package_root()]
+             os.path.dirname(os.path.realpath(sys.executable)), os.path.join(_package_root(), "cwm_nb")]
     cands += [p for p in sys.path if p and ("site-packages" in p or "dist-packages" in p)]
     out = []
     for p in sorted({os.path.realpath(p) for p in cands if p and os.path.exists(p)}):
-        if not any(p == q or p.startswith(q.rstrip("/") + "/") for q in out): out.append(p)
+        if not _under(p, out): out.append(p)
     return out
 
 # %% ../../nbs/02d_fork_server.ipynb #64ba1a2f
-def _others_can_read(paths: list[str], hidden: tuple = ()) -> bool:
-    "True when another uid can read every path: o+r on the path, o+x on it and its ancestors (below a hidden root)."
+def _others_can_read(paths: list[str], bound: bool = False) -> bool:
+    "True when another uid can read every path: o+r on the path, o+x on it and (unless `bound`) on its ancestors."
     for p in paths:
-        chain = [p] + [str(a) for a in Path(p).parents]
-        cut = _under(p, hidden)
-        if cut: chain = [p]   # inside bwrap, the ancestors of a bind-back are tmpfs directories (mode 755)
+        chain = [p] if bound else [p] + [str(a) for a in Path(p).parents]   # bound: bwrap made its ancestors 0755
         try:
             if not os.stat(p).st_mode & 0o004 or not all(os.stat(a).st_mode & 0o001 for a in chain): return False
         except OSError: return False
@@ -240,16 +246,16 @@ def _read_only(path: str) -> None:
     f = os.statvfs(path).f_flag
     _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | sum(ms for st, ms in _KEPT_FLAGS if f & st))
 
-def _own_mounts(scratch: str, base: str, hidden: tuple = (), mb: int = JOB_TMP_MB) -> None:
+def _own_mounts(scratch: str, base: str, tmpfs: tuple = (), mb: int = JOB_TMP_MB) -> None:
     """In this process's own mount namespace: a tmpfs of `mb` MiB over the scratch base `base`, `scratch` made again in
-    it and entered; a tmpfs of `JOB_SHM_MB` MiB over /dev/shm; the `hidden` directories (bwrap's tmpfs over /tmp, /root,
-    ...) and /dev made read-only. The job then writes in its own tmpfs only, as a job with a uid of its own can. Raises
+    it and entered; a tmpfs of `JOB_SHM_MB` MiB over /dev/shm; the `tmpfs` directories (bwrap's tmpfs over /tmp)
+    and /dev made read-only. The job then writes in its own tmpfs only, as a job with a uid of its own can. Raises
     `OSError`."""
     _mount("tmpfs", base, "tmpfs", MS_NOSUID | MS_NODEV, f"size={mb}m,mode=0711")
     os.makedirs(scratch, 0o700, exist_ok=True)
     os.chdir(scratch)
     if os.path.isdir("/dev/shm"): _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={JOB_SHM_MB}m,mode=1777")
-    for d in (*hidden, "/dev"):
+    for d in (*tmpfs, "/dev"):
         if os.path.ismount(d): _read_only(d)
 
 
@@ -459,9 +465,6 @@ def _make_scratch(scratch_base: str) -> str:
     return base
 
 # %% ../../nbs/02d_fork_server.ipynb #0c4d09ae
-SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/localtime",
-               "/dev/urandom", "/dev/random", "/dev/zero")   # readable by every job in landlock mode (missing ones skipped)
-
 def _prepare_landlock(cfg: dict):
     "The `LandlockPolicy` of this server's jobs, and the seccomp filter installed on the server. Raises `OSError`."
     policy = make_policy(list(cfg.get("read_paths", ())) + list(SYSTEM_READ), ["/dev/null"])
@@ -496,7 +499,7 @@ class _Server:
 
     def job_mounts(self, scratch: str) -> tuple:
         "`_own_mounts`' arguments for a job whose scratch directory is `scratch`."
-        return scratch, self.cfg["scratch_base"], tuple(self.cfg.get("hidden", ()))
+        return scratch, self.cfg["scratch_base"], tuple(self.cfg.get("tmpfs", ()))
 
 # %% ../../nbs/02d_fork_server.ipynb #31e786f4
 UID_STRIDE = 100_000_000   # a server's job uids: its base uid (2e9 to 2.1e9, see 03_sandbox) plus a multiple of this
@@ -523,7 +526,8 @@ def _protections(self: _Server, notes) -> dict:
     own_userns, ll = ns("user") != parent.get("user"), getattr(self, "landlock", None)
     return {"isolation": self.cfg["mode"], "network_cut": ll is not None or all(i == "lo" for i in ifaces),
             "read_only_root": bool(os.statvfs("/").f_flag & os.ST_RDONLY),
-            "hidden_dirs": list(self.cfg.get("hidden", [])),
+            "tmpfs_dirs": list(self.cfg.get("tmpfs", [])),
+            "read_paths": None if self.cfg["mode"] == "none" else _root_paths(self.cfg.get("read_paths", [])),
             "pid_namespace": ns("pid") != parent.get("pid"), "job_uid": self.uid,
             "job_uids": self._uid_pool(), "jobs_apart": self.apart,
             "job_tmp_mb": JOB_TMP_MB if getattr(self, "private_tmp", False) else None,

@@ -11,14 +11,14 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 from fastcore.basics import patch
-from ..core import CwmNbError, data_dir
+from ..core import CwmNbError
 from .syscalls import (SHM_AREA, SPIN_S, _CALLS, _EXIT_SETUP, _HDR, _PARENT_SLEEPS, _ready, _recv_frame,
     _send_frame, _set_word, _shm_put, _shm_take, _shm_wait, _write_all, _write_within, map_shared_region, spin_cap)
 from .landlock import landlock_support
 from .programs import (ERROR_KINDS, SandboxLimits, SandboxResult, _clip,
     _resolve_driver, decode_result, make_error)
-from .fork_server import (_BOOT, HIDDEN_DIRS, _Capture, _Child, _append_capture,
-    _needed_paths, _others_can_read, _package_root, _server_env, _under, _watch_job, bwrap_command)
+from .fork_server import (_BOOT, TMPFS_DIRS, _Capture, _Child, _append_capture,
+    _needed_paths, _others_can_read, _package_root, _root_paths, _server_env, _watch_job, bwrap_command)
 
 # %% auto #0
 __all__ = ['ISOLATION_MODES', 'isolation_mode', 'Sandbox', 'SandboxSession', 'get_sandbox']
@@ -261,25 +261,20 @@ def _start(self: Sandbox) -> None:
 _SIGNAL_SCOPE = "auto"   # "seccomp": scope signals with the seccomp filter even where Landlock could (tests of the fallback)
 
 def _landlock_read_paths() -> list[str]:
-    "Real paths a landlock job may read: the interpreter's prefixes, site-packages, `cwm_nb/` and `data/`."
-    root = Path(_package_root())
-    cands = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-             os.path.dirname(os.path.realpath(sys.executable)), root/"cwm_nb", data_dir()]
-    cands += [p for p in sys.path if p and ("site-packages" in p or "dist-packages" in p)]
-    return list(dict.fromkeys(os.path.realpath(p) for p in cands if os.path.exists(p)))
+    "Real paths a landlock job may read besides `SYSTEM_READ`: the interpreter's prefixes, site-packages and `cwm_nb/` (`_needed_paths`)."
+    return _needed_paths()
 
 # %% ../../nbs/03_sandbox.ipynb #71c9578c
 @patch
 def _launch(self: Sandbox, mode: str, bwrap: str | None) -> None:
     paths, root = _needed_paths(), os.geteuid() == 0
-    hidden = tuple(h for h in HIDDEN_DIRS if os.path.isdir(h)) if mode == "bwrap" else ()
-    readable = _others_can_read(paths, hidden)
+    readable = _others_can_read(paths, bound=mode == "bwrap")
     own_uid = root and (readable or mode == "landlock")
     env = _server_env()
     argv = [sys.executable, "-s", "-c", _BOOT, _package_root()]
-    if mode == "bwrap":
-        cmd = bwrap_command(argv, own_uid=own_uid, env=env, bwrap=bwrap, hidden=hidden,
-                            binds=[p for p in paths if _under(p, hidden)])
+    tmpfs = TMPFS_DIRS if mode == "bwrap" else ()
+    if mode == "bwrap":   # a root of its own that holds `_root_paths(paths)` alone
+        cmd = bwrap_command(argv, own_uid=own_uid, env=env, bwrap=bwrap, binds=paths, tmpfs=tmpfs)
         base, popen_env = "/tmp/cwm-jobs", {"PATH": "/usr/bin:/bin"}
     else:
         if self._scratch is None:
@@ -290,7 +285,8 @@ def _launch(self: Sandbox, mode: str, bwrap: str | None) -> None:
         except OSError: return None
     cfg = {"mode": mode, "preload": self.preload, "prefork": self.prefork, "scratch_base": base, "spin_s": self.spin_s,
            "uid": _pick_uid() if own_uid else None, "unshare_net": mode == "none" and root,
-           "hidden": list(hidden), "parent_ns": {n: ns(n) for n in ("pid", "net", "user", "mnt")}}
+           "tmpfs": list(tmpfs), "parent_ns": {n: ns(n) for n in ("pid", "net", "user", "mnt")}}
+    if mode == "bwrap": cfg["read_paths"] = _root_paths(paths)
     if mode == "landlock":
         cfg.update(read_paths=_landlock_read_paths(), keep_dac_read=own_uid and not readable, signal_scope=_SIGNAL_SCOPE)
     log = tempfile.TemporaryFile()

@@ -1,0 +1,182 @@
+"""Hostile programs that look for the data they are scored against on disk, in each kernel isolation mode
+(bubblewrap, Landlock): the replay buffer's file, the project's `data/`, the checkout's git directories, the APPS
+problem files. A job reads only the Python installation, its site-packages, `cwm_nb/` and the system's files, so each
+probe scores exactly what its fallback scores. The same probes in `isolation="none"` (no file system isolation)
+find what they look for: that is what each test would catch if a path became readable again.
+"""
+import os, shutil, subprocess, sys
+from pathlib import Path
+
+import pytest
+
+from gaming_probes import FALLBACK, _COMMON
+from test_gaming import LIMITS, buffer, sandbox   # the same three CartPole episodes and one Sandbox per mode
+from cwm_nb.apps.harness import _git_dirs, evaluate_solution
+from cwm_nb.apps.problems import AppsProblem, demo_problems
+from cwm_nb.bench.cwm import evaluate_program
+from cwm_nb.bench.replay import default_buffer_path
+from cwm_nb.core import data_dir, project_root
+from cwm_nb.sandbox.jobs import Sandbox
+
+pytestmark = pytest.mark.timeout(600)
+
+ROOT = project_root()
+GIT = [str(g.resolve()) for g in _git_dirs(ROOT) if g.exists()]
+CACHE = os.environ.get("CWM_NB_CACHE") or str(Path.home()/".cache"/"cwm-nb")
+FORBIDDEN = [str(data_dir()), str(default_buffer_path("CartPole-v1")/"transitions.npz"), *GIT,
+             *(str(ROOT/d) for d in ("nbs", "tests", "results", "benchmarks", "README.md", "settings.ini")),
+             CACHE, str(Path.home())]
+
+
+@pytest.fixture(scope="module")
+def open_sandbox():
+    "No file system isolation: where the probes below must find what they look for."
+    with Sandbox(LIMITS, isolation="none") as sb: yield sb
+
+
+# --- what a job can open ----------------------------------------------------------------------------------------------
+
+OPENER = r'''
+import os
+def main(paths):
+    "For each path: what this process can read of it (a listing, a file's first bytes), or the error."
+    out = {}
+    for p in paths:
+        try: out[p] = ("dir", sorted(os.listdir(p))) if os.path.isdir(p) else ("file", open(p, "rb").read(16).hex())
+        except OSError as e: out[p] = ("error", type(e).__name__)
+    return out
+'''
+
+
+def _seen(sb, paths) -> dict:
+    r = sb.run(OPENER, "cwm_nb.sandbox.programs:call_function", {"name": "main", "args": [paths]})
+    assert r.ok, r.error
+    return r.value
+
+
+def _on_the_way(path: str, seen, read_paths) -> bool:
+    "True when `path` is a folder whose every entry is a readable path or lies above one."
+    kind, names = seen
+    return kind == "dir" and all(any(r == f"{path}/{n}" or r.startswith(f"{path}/{n}/") for r in read_paths) for n in names)
+
+
+def test_a_job_cannot_open_the_project_files(sandbox, open_sandbox):
+    "The data, the checkout's git directories, notebooks, tests, results, caches and home: none opens in a job."
+    paths = [p for p in FORBIDDEN if os.path.exists(p)]
+    assert str(data_dir()) in paths and GIT, paths
+    assert all(kind != "error" for kind, _ in _seen(open_sandbox, paths).values())   # they are there to be read
+    seen, read = _seen(sandbox, paths), sandbox.protections["read_paths"]
+    # a folder above a readable path (the home of a venv or pyenv) opens, showing only the way to that path
+    assert {p: v for p, v in seen.items() if v[0] != "error" and not _on_the_way(p, v, read)} == {}
+    # the checkout as a job sees it: this package's folder and, where the venv lies in it, `.venv` (nothing else)
+    kind, names = _seen(sandbox, [str(ROOT)])[str(ROOT)]
+    assert kind == "error" or set(names) <= {"cwm_nb", ".venv"}, names
+    pkg = str(ROOT/"cwm_nb"/"__init__.py")
+    assert _seen(sandbox, [pkg])[pkg][0] == "file"   # what a job needs stays readable
+    assert not any(p == str(data_dir()) or str(data_dir()).startswith(p + "/")
+                   for p in sandbox.protections["read_paths"]), sandbox.protections["read_paths"]
+
+
+# --- the replay buffer's file ---------------------------------------------------------------------------------------
+
+FILE_PROBE = _COMMON + r'''
+import glob, os
+ROOTS = %r
+
+def search(f):
+    "Every CartPole-shaped `obs` array in a transitions.npz under ROOTS, as consecutive rows."
+    for r in ROOTS:
+        for p in glob.glob(os.path.join(r, "**", "transitions.npz"), recursive=True) + glob.glob(os.path.join(r, "transitions.npz")):
+            try:
+                obs = np.load(p, allow_pickle=False)["obs"]
+                if obs.ndim == 2 and obs.shape[1] == 4: f.add_sequence(list(obs))
+            except Exception: pass
+
+SEARCH = True
+'''
+
+
+def _scores(ev) -> tuple:
+    return ev.accuracy, ev.exact_replay, ev.components, ev.bug, ev.error
+
+
+def test_a_program_that_loads_the_buffer_file_scores_its_fallback(sandbox, open_sandbox, buffer):
+    "np.load of data/buffers/*/transitions.npz: found without isolation, not in a job of either mode."
+    roots = [str(data_dir()), str(data_dir()/"buffers"), str(default_buffer_path("CartPole-v1"))]
+    probe = FILE_PROBE % (roots,)
+    found = evaluate_program(probe, buffer, sandbox=open_sandbox)
+    assert found.components["next_state"] == 1.0, found.error   # the probe works where the file is readable
+    fallback = evaluate_program(FALLBACK, buffer, sandbox=sandbox, determinism=True, rollouts=True)
+    ev = evaluate_program(probe, buffer, sandbox=sandbox, determinism=True, rollouts=True)
+    assert fallback.components["next_state"] == 0.0, fallback.error
+    assert _scores(ev) == _scores(fallback), ev.error
+    assert ev.rollouts["horizons"] == fallback.rollouts["horizons"]
+
+
+# --- APPS: the problem files, directly and through git -----------------------------------------------------------------
+
+APPS_FILE_PROBE = r'''
+import glob, json, os, subprocess, sys
+SEARCH, ROOTS, GITS = %r, %r, %r
+
+def from_files(given):
+    for root in ROOTS:
+        for p in glob.glob(os.path.join(root, "**", "input_output.json"), recursive=True):
+            try: d = json.load(open(p))
+            except Exception: continue
+            if given in d.get("inputs", []): return d["outputs"][d["inputs"].index(given)]
+
+def from_git(given):
+    for g in GITS:
+        try:
+            names = subprocess.run(["git", "--git-dir", g, "ls-tree", "-r", "--name-only", "HEAD"], capture_output=True,
+                                   text=True, timeout=20).stdout.split()
+            for n in names:
+                if n.endswith("input_output.json"):
+                    d = json.loads(subprocess.run(["git", "--git-dir", g, "show", "HEAD:" + n], capture_output=True,
+                                                  text=True, timeout=20).stdout)
+                    if given in d.get("inputs", []): return d["outputs"][d["inputs"].index(given)]
+        except Exception: pass
+
+given = sys.stdin.read()
+if SEARCH:
+    out = from_files(given)
+    if out is None: out = from_git(given)
+    if out is not None: print(out, end="")
+'''
+
+
+def _apps_probe(search: bool, git_only: bool = False) -> str:
+    roots = [] if git_only else [str(data_dir())]
+    return APPS_FILE_PROBE % (search, roots, GIT)
+
+
+@pytest.mark.parametrize("how", ["files", "git"])
+def test_an_apps_program_that_searches_for_the_outputs_passes_what_its_fallback_passes(sandbox, open_sandbox, how):
+    "Reading input_output.json, or `git show` of it from the checkout's git directory: nothing in a job."
+    if how == "git" and shutil.which("git") is None: pytest.skip("needs git")
+    p = next(q for q in demo_problems() if q.kind == "stdin")
+    probe, fallback = _apps_probe(True, git_only=how == "git"), _apps_probe(False)
+    # where the files are readable (here, in this process) the probe finds every answer
+    r = subprocess.run([sys.executable, "-c", probe], input=p.inputs[0], capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip() == str(p.outputs[0]).strip(), r.stderr[-500:]
+    ev, base = evaluate_solution(probe, p, sandbox=sandbox), evaluate_solution(fallback, p, sandbox=sandbox)
+    assert [t.passed for t in ev.tests] == [t.passed for t in base.tests] == [False] * p.n_tests
+    assert [t.output for t in ev.tests] == [""] * p.n_tests
+    assert ev.data_hidden is True and ev.harness_error is None
+
+
+def test_apps_tests_whose_data_a_program_could_read_are_not_scored(sandbox):
+    """A problem read from a file that jobs can read (here /etc/ld.so.cache, one of the system's files): where the
+    test's process cannot hide it (landlock: no mount namespace), the evaluation is not scored, a right answer
+    included; where it can (bwrap), the file is hidden and the tests count."""
+    p = next(q for q in demo_problems() if q.kind == "stdin")
+    exposed = AppsProblem(p.problem_id, p.question, p.inputs, p.outputs, data_path="/etc/ld.so.cache")
+    ev = evaluate_solution(p.solutions[0], exposed, sandbox=sandbox)
+    if sandbox.isolation == "landlock": assert ev.data_hidden is False
+    if ev.data_hidden is False:
+        assert ev.n_passed == 0 and ev.accuracy == 0.0 and not ev.perfect
+        assert {t.status for t in ev.tests} == {"not_run"} and "not scored" in ev.harness_error
+        assert "/etc/ld.so.cache" in ev.harness_error and ev.to_dict()["data_hidden"] is False
+    else: assert ev.data_hidden is True and ev.perfect, ev.summary()
+    assert evaluate_solution(p.solutions[0], p, sandbox=sandbox).perfect   # the shipped problem's data is hidden: scored
