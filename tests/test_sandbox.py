@@ -1085,20 +1085,23 @@ def _passed(p: subprocess.CompletedProcess) -> int:
 
 @pytest.mark.timeout(900)
 def test_hostile_programs_as_a_non_root_user(tmp_path):
-    """As root: run this file's landlock tests (and test_gaming.py's) again as a user it creates, with no bwrap on PATH."""
+    """As root: run this file's landlock tests (and test_gaming.py's and test_sandbox_files.py's) again as a user it
+    creates, with no bwrap on PATH."""
     _skip_unavailable("landlock")
-    p = _pytest_as_test_user("landlock or child_run", bwrap=False, timeout=850, also=("test_gaming.py",))
+    p = _pytest_as_test_user("landlock or child_run", bwrap=False, timeout=850, also=("test_gaming.py", "test_sandbox_files.py"))
     assert _passed(p) >= 30, (p.stdout + p.stderr)[-3000:]
-    skips = [l for l in p.stdout.splitlines() if l.startswith("SKIPPED")]   # only tests of other modes may skip
-    assert all("isolation='none'" in l or "needs bubblewrap" in l for l in skips), skips
+    skips = [l for l in p.stdout.splitlines() if l.startswith("SKIPPED")]   # only tests of other modes may skip, and
+    assert all("isolation='none'" in l or "needs bubblewrap" in l or "needs git" in l for l in skips), skips   # git:
+    # it lives beside bwrap, off this run's PATH (the git probe runs as root in both modes, and in bwrap as this user)
 
 
 @pytest.mark.timeout(400)
 def test_hostile_programs_in_bwrap_as_a_non_root_user():
-    """As root: this file's bwrap tests as a user it creates, bwrap on PATH (there a user, pid and mount namespace per
-    job keeps jobs apart, and each writes in a tmpfs of its own)."""
+    """As root: this file's bwrap tests (and test_sandbox_files.py's) as a user it creates, bwrap on PATH (there a user,
+    pid and mount namespace per job keeps jobs apart, and each writes in a tmpfs of its own)."""
     _skip_unavailable("bwrap")
-    p = _pytest_as_test_user("bwrap and not non_root and not child_run", bwrap=True, timeout=350)
+    p = _pytest_as_test_user("bwrap and not non_root and not child_run", bwrap=True, timeout=350,
+                             also=("test_sandbox_files.py",))
     assert _passed(p) >= 30, (p.stdout + p.stderr)[-3000:]   # test_jobs_apart[bwrap] among them, not skipped:
     skips = [l for l in p.stdout.splitlines() if l.startswith("SKIPPED")]
     assert not any("jobs_apart" in l or "tmpfs of its own" in l for l in skips), skips
