@@ -16,15 +16,15 @@ from .syscalls import (CAP_DAC_READ_SEARCH, CLONE_NEWNET, PR_SET_CHILD_SUBREAPER
     _close_fds_except, _libc, _prctl, _ready, _recv_frame, _send_frame, _send_frames, _set_caps,
     _write_within, make_shared_region, map_shared_region,
     SPIN_S, await_readable, spin_cap)
-from cwm_nb.sandbox.landlock import (load_object_filter, load_seccomp_filter, load_signal_filter, make_policy,
-    restrict_self)
+from .landlock import (load_object_filter, load_seccomp_filter, load_signal_filter, make_policy,
+    restrict_self, _CLONE_NEW)
 from cwm_nb.sandbox.programs import (PROGRAM_FILENAME, Rows, _new_program_module, _run_job,
     encode_result)
 
 # %% auto #0
-__all__ = ['HIDDEN_DIRS', 'CLONE_NEWUSER', 'CLONE_NEWPID', 'CLONE_NEWNS', 'CLONE_NEWIPC', 'PR_SET_DUMPABLE', 'APART_BY_UID',
-           'APART_BY_PID_NS', 'APART_BY_LANDLOCK', 'JOB_TMP_MB', 'JOB_SHM_MB', 'MS_RDONLY', 'MS_NOSUID', 'MS_NODEV',
-           'MS_NOEXEC', 'MS_REMOUNT', 'MS_BIND', 'MAX_SESSIONS', 'SYSTEM_READ', 'UID_STRIDE', 'bwrap_command']
+__all__ = ['HIDDEN_DIRS', 'CLONE_NEWUSER', 'CLONE_NEWPID', 'CLONE_NEWNS', 'PR_SET_DUMPABLE', 'APART_BY_UID', 'APART_BY_PID_NS',
+           'APART_BY_LANDLOCK', 'JOB_TMP_MB', 'JOB_SHM_MB', 'MS_RDONLY', 'MS_NOSUID', 'MS_NODEV', 'MS_NOEXEC',
+           'MS_REMOUNT', 'MS_BIND', 'MAX_SESSIONS', 'SYSTEM_READ', 'UID_STRIDE', 'bwrap_command']
 
 # %% ../../nbs/02d_fork_server.ipynb #b32d4014
 def _children() -> set[int]:
@@ -215,7 +215,7 @@ def _drop_privileges(srv) -> None:
     if os.getppid() != srv.pid: os._exit(_EXIT_SETUP)   # the server died before the death signal was armed
 
 # %% ../../nbs/02d_fork_server.ipynb #e8e8dfce
-CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNS, CLONE_NEWIPC, PR_SET_DUMPABLE = 0x10000000, 0x20000000, 0x20000, 0x8000000, 4
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNS, PR_SET_DUMPABLE = 0x10000000, 0x20000000, 0x20000, 4
 APART_BY_UID, APART_BY_PID_NS, APART_BY_LANDLOCK = "uid per job", "pid namespace per job", "landlock and seccomp"
 JOB_TMP_MB, JOB_SHM_MB = 128, 16   # a job's own tmpfs for its scratch directory, and over /dev/shm (bwrap without root)
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
@@ -225,7 +225,7 @@ _KEPT_FLAGS = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC
 def _unshare_user_pid(mount: bool = False) -> None:
     "unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWIPC [| CLONE_NEWNS]), this process's uid and gid mapped to themselves. Raises `OSError`."
     uid, gid = os.geteuid(), os.getegid()
-    if _libc().unshare(ctypes.c_int(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWIPC | (CLONE_NEWNS if mount else 0))) != 0:
+    if _libc().unshare(ctypes.c_int(CLONE_NEWUSER | CLONE_NEWPID | _CLONE_NEW["CLONE_NEWIPC"] | (CLONE_NEWNS if mount else 0))) != 0:
         e = ctypes.get_errno(); raise OSError(e, f"unshare: {os.strerror(e)}")
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
         with open(f"/proc/self/{name}", "w") as f: f.write(text)
@@ -251,7 +251,6 @@ def _own_mounts(scratch: str, base: str, hidden: tuple = (), mb: int = JOB_TMP_M
     if os.path.isdir("/dev/shm"): _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={JOB_SHM_MB}m,mode=1777")
     for d in (*hidden, "/dev"):
         if os.path.ismount(d): _read_only(d)
-
 
 # %% ../../nbs/02d_fork_server.ipynb #2ed77450
 def _namespace_init(job: int, status_w: int) -> None:
@@ -462,19 +461,6 @@ def _make_scratch(scratch_base: str) -> str:
 SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/localtime",
                "/dev/urandom", "/dev/random", "/dev/zero")   # readable by every job in landlock mode (missing ones skipped)
 
-def _deny_named_objects() -> None:
-    "bwrap mode: the seccomp filter of `NAMED_OBJECT_SYSCALLS` on the server, which every job inherits. Raises `OSError`."
-    try: load_object_filter()
-    except OSError as e:
-        raise OSError(e.errno, "bwrap mode needs libseccomp 2 (apt-get install libseccomp2) to refuse jobs System V IPC, "
-                      f"POSIX message queues and key rings, where one job could leave data for the next: {e}") from None
-
-def _how_ipc_apart(mode: str, apart: str | None) -> str | None:
-    "How kernel objects found by key or name (System V IPC, POSIX message queues, key rings) are kept from later jobs."
-    if mode == "landlock": return "seccomp denies them"
-    if mode != "bwrap": return None
-    return "seccomp denies them" + (", and an IPC namespace per job" if apart == APART_BY_PID_NS else "")
-
 def _prepare_landlock(cfg: dict):
     "The `LandlockPolicy` of this server's jobs, and the seccomp filter installed on the server. Raises `OSError`."
     policy = make_policy(list(cfg.get("read_paths", ())) + list(SYSTEM_READ), ["/dev/null"])
@@ -498,7 +484,7 @@ class _Server:
         if self.uid is not None and not _can_switch_uid():
             notes.append("jobs keep the server's uid (no CAP_SETUID/CAP_SETGID/CAP_CHOWN/CAP_KILL)"); self.uid = None
         self.landlock = _prepare_landlock(cfg) if cfg["mode"] == "landlock" else None
-        if cfg["mode"] == "bwrap": _deny_named_objects()
+        if cfg["mode"] == "bwrap": load_object_filter()   # IPC and key rings (02a_landlock); every job inherits it
         self.apart = _how_apart(cfg["mode"], self.uid)
         self.base = _make_scratch(cfg["scratch_base"])
         self.private_tmp = self.apart == APART_BY_PID_NS and _pid_namespace_possible(self.job_mounts(os.path.join(self.base, "probe")))
@@ -540,12 +526,12 @@ def _protections(self: _Server, notes) -> dict:
             "hidden_dirs": list(self.cfg.get("hidden", [])),
             "pid_namespace": ns("pid") != parent.get("pid"), "job_uid": self.uid,
             "job_uids": self._uid_pool(), "jobs_apart": self.apart,
+            "ipc_apart": None if self.cfg["mode"] == "none" else "seccomp" + (", an IPC namespace per job" if self.apart == APART_BY_PID_NS else ""),
             "job_tmp_mb": JOB_TMP_MB if getattr(self, "private_tmp", False) else None,
             "nproc_enforced": self.uid is not None or (os.getuid() != 0 and (own_userns or ll is not None)),
             "env_cleared": True, "no_new_privs": True, "landlock_abi": ll.abi if ll else None, "seccomp": ll is not None,
             "signal_scope": None if ll is None else ("landlock" if ll.scope_signals and self.cfg.get("signal_scope") != "seccomp" else "seccomp"),
             "job_caps": ["CAP_DAC_READ_SEARCH"] if ll and self.uid is not None and self.cfg.get("keep_dac_read") else [],
-            "ipc_apart": _how_ipc_apart(self.cfg["mode"], self.apart),
             "notes": notes}
 
 # %% ../../nbs/02d_fork_server.ipynb #ce4504e8

@@ -213,7 +213,10 @@ def load_seccomp_filter() -> None:
 
 def load_object_filter() -> None:
     "Install a filter that denies `NAMED_OBJECT_SYSCALLS` only (bwrap mode); sets `no_new_privs`. Raises `OSError`."
-    _load_filter(lambda lib, ctx: [_rule(lib, ctx, _ACT_ERRNO | errno.EPERM, n) for n in NAMED_OBJECT_SYSCALLS])
+    try: _load_filter(lambda lib, ctx: [_rule(lib, ctx, _ACT_ERRNO | errno.EPERM, n) for n in NAMED_OBJECT_SYSCALLS])
+    except OSError as e:
+        raise OSError(e.errno, "libseccomp 2 is needed (apt-get install libseccomp2) to refuse jobs System V IPC, POSIX "
+                      f"message queues and key rings, where one job could leave data for the next: {e}") from None
 
 # %% ../../nbs/02a_landlock.ipynb #cb6490d6
 _BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_RET_K = 0x20, 0x15, 0x06
