@@ -6,8 +6,13 @@ A probe (tests/gaming_probes.py) answers with the logged successor of the state 
 with its fallback answer. Where a job held the buffer (the old data flow, kept in `old_evaluate`), the probes find
 it; where the transitions are fed in order (`run_on_buffer`), every probe scores exactly what `FALLBACK` scores,
 on the transitions, the determinism passes and the rollouts alike. APPS: a program that searches for the expected
-outputs prints nothing more than its fallback does.
+outputs prints nothing more than its fallback does. Across jobs: a program that records what it is shown in a
+kernel object that outlives its job (System V IPC, a POSIX message queue, a key ring) leaves nothing for a later
+one.
 """
+import os
+
+import numpy as np
 import pytest
 
 from gaming_probes import FALLBACK, PROBES, old_evaluate
@@ -84,6 +89,147 @@ def test_a_dropped_buffer_is_not_inherited(sandbox, buffer, fallback):
     sandbox.drop_data("dropped")
     for name in FOUND_BY_HOLDING:
         assert _scores(evaluate_program(PROBES[name], buffer, sandbox=sandbox)) == _scores(fallback), name
+
+
+# --- kernel objects that outlive a job: one job records, a later one reads -------------------------------------------
+
+STORE = r'''
+import ctypes, os, platform
+import numpy as np
+KEY, WHERE = %d, %r
+NAME, CAP = b"/cwm-nb-%%d" %% KEY, 8192
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.shmat.restype, _libc.shmat.argtypes = ctypes.c_void_p, [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+_libc.syscall.restype = ctypes.c_long
+_ADD_KEY, _REQUEST_KEY, _KEYCTL = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}[platform.machine()]
+_NOWAIT = 0o4000 | 0o20000   # IPC_NOWAIT | MSG_NOERROR
+
+def _key_id():
+    return _libc.syscall(_REQUEST_KEY, b"user", NAME, None, ctypes.c_long(0))
+
+def _save(blob):
+    "Leave `blob` (at most CAP bytes) under KEY or NAME in WHERE, replacing what was there; nothing where refused."
+    if WHERE == "shm":
+        sid = _libc.shmget(KEY, CAP + 8, 0o1600)   # IPC_CREAT | 0600
+        addr = _libc.shmat(sid, None, 0) if sid >= 0 else None
+        if addr in (None, ctypes.c_void_p(-1).value): return
+        ctypes.memmove(addr, len(blob).to_bytes(8, "little") + blob, 8 + len(blob)); _libc.shmdt(ctypes.c_void_p(addr))
+    elif WHERE == "msg":
+        qid, buf = _libc.msgget(KEY, 0o1600), ctypes.create_string_buffer(8 + CAP)
+        if qid < 0: return
+        while _libc.msgrcv(qid, buf, CAP, ctypes.c_long(0), _NOWAIT) >= 0: pass
+        _libc.msgsnd(qid, (1).to_bytes(8, "little") + blob, len(blob), 0o4000)
+    elif WHERE == "mq":
+        q, buf = _libc.mq_open(NAME, os.O_CREAT | os.O_RDWR | os.O_NONBLOCK, ctypes.c_int(0o600), None), ctypes.create_string_buffer(CAP)
+        if q < 0: return
+        while _libc.mq_receive(q, buf, CAP, None) >= 0: pass
+        _libc.mq_send(q, blob, len(blob), 0); os.close(q)
+    elif WHERE == "key":   # the user key ring (KEY_SPEC_USER_KEYRING); adding again updates the key
+        _libc.syscall(_ADD_KEY, b"user", NAME, blob, ctypes.c_long(len(blob)), ctypes.c_long(-4))
+
+def _load():
+    "What `_save` left, or b''."
+    buf = ctypes.create_string_buffer(8 + CAP)
+    if WHERE == "shm":
+        sid = _libc.shmget(KEY, 0, 0)
+        addr = _libc.shmat(sid, None, 0o10000) if sid >= 0 else None   # SHM_RDONLY
+        if addr in (None, ctypes.c_void_p(-1).value): return b""
+        n = int.from_bytes(ctypes.string_at(addr, 8), "little")
+        return ctypes.string_at(addr + 8, min(n, CAP))
+    if WHERE == "msg":
+        qid = _libc.msgget(KEY, 0)
+        n = _libc.msgrcv(qid, buf, CAP, ctypes.c_long(0), _NOWAIT) if qid >= 0 else -1
+        return buf.raw[8:8 + n] if n > 0 else b""
+    if WHERE == "mq":
+        q = _libc.mq_open(NAME, os.O_RDONLY | os.O_NONBLOCK)
+        n = _libc.mq_receive(q, buf, CAP, None) if q >= 0 else -1
+        return buf.raw[:n] if n > 0 else b""
+    kid = _key_id()
+    n = _libc.syscall(_KEYCTL, 11, ctypes.c_long(kid), buf, ctypes.c_long(CAP)) if kid >= 0 else -1   # KEYCTL_READ
+    return buf.raw[:n] if n > 0 else b""
+
+def _clear():
+    "Remove what `_save` left (a test's clean-up)."
+    if WHERE == "shm": _libc.shmctl(_libc.shmget(KEY, 0, 0), 0, None)   # IPC_RMID
+    elif WHERE == "msg": _libc.msgctl(_libc.msgget(KEY, 0), 0, None)
+    elif WHERE == "mq": _libc.mq_unlink(NAME)
+    elif _key_id() >= 0: _libc.syscall(_KEYCTL, 21, ctypes.c_long(_key_id()))   # KEYCTL_INVALIDATE
+'''
+
+RECORDER = STORE + r'''
+_rows = None
+class Environment:
+    "The fallback's answers; every state it is handed is added to the store."
+    def set_state(self, s):
+        global _rows
+        self.s = np.asarray(s, dtype=np.float32)
+        if _rows is None: b = _load(); _rows = dict.fromkeys(b[i:i + 16] for i in range(0, len(b) - 15, 16))
+        if len(_rows) < CAP // 16: _rows[self.s.tobytes()] = None; _save(b"".join(_rows))
+    def step(self, a): return self.s.copy(), 1.0, False
+'''
+
+READER = STORE + r'''
+TAU, _rows = 0.02, None
+def _successor(s):
+    "A stored state that CartPole's Euler step could lead to from `s`, else None."
+    global _rows
+    if _rows is None: b = _load(); _rows = np.frombuffer(b[:len(b) // 16 * 16], np.float32).reshape(-1, 4).astype(np.float64)
+    s, r = np.asarray(s, np.float64), _rows
+    ok = (np.abs(r[:, 0] - (s[0] + TAU * s[1])) < 1e-5) & (np.abs(r[:, 2] - (s[2] + TAU * s[3])) < 1e-5) & ~(r == s).all(1)
+    i = np.flatnonzero(ok)
+    return r[i[0]].astype(np.float32) if len(i) else None
+class Environment:
+    "The fallback's answers, unless the store holds the state logged after the given one."
+    def set_state(self, s): self.s = np.asarray(s, dtype=np.float32)
+    def step(self, a):
+        n = _successor(self.s)
+        return (self.s.copy() if n is None else n), 1.0, False
+'''
+
+KERNEL_STORES = ("shm", "msg", "mq", "key")   # System V shared memory and message queues, POSIX queues, key rings
+
+
+def _store_key(where: str) -> int:
+    return 0x43560000 + (os.getpid() * 8 + KERNEL_STORES.index(where)) % 0xFFFF
+
+
+def _clear_store(where: str, key: int) -> None:
+    ns = {}
+    exec(STORE % (key, where), ns)
+    ns["_clear"]()
+
+
+@pytest.mark.parametrize("where", KERNEL_STORES)
+def test_recorder_and_reader_carry_successors_where_the_kernel_lets_them(buffer, where):
+    """The control, in this process, unconfined: states the recorder was handed are read back by the reader, which then
+    answers each with its logged successor. (What the sandboxed test below must stop.)"""
+    key = _store_key(where)
+    rec, rdr = {}, {}
+    try:
+        exec(RECORDER % (key, where), rec)
+        env = rec["Environment"]()
+        for s in list(buffer.obs) + list(buffer.next_obs): env.set_state(s)
+        exec(READER % (key, where), rdr)
+        env, hits = rdr["Environment"](), 0
+        for s, n in zip(buffer.obs, buffer.next_obs):
+            env.set_state(s); hits += bool(np.array_equal(env.step(0)[0], np.asarray(n, np.float32)))
+    finally: _clear_store(where, key)
+    assert hits >= len(buffer) - len(buffer.episode_bounds()), (hits, len(buffer))
+
+
+@pytest.mark.parametrize("where", KERNEL_STORES)
+def test_a_recorder_leaves_nothing_for_a_later_reader(sandbox, buffer, fallback, where):
+    """One program records every state it is handed in a kernel object that would outlive its job; a second, evaluated
+    next on the same buffer, looks each state's successor up there. It scores exactly what the fallback scores, and
+    so does the recorder: no job can make such an object (02a_landlock, 02d_fork_server)."""
+    key = _store_key(where)
+    try:
+        rec = evaluate_program(RECORDER % (key, where), buffer, sandbox=sandbox, determinism=True, rollouts=True)
+        rdr = evaluate_program(READER % (key, where), buffer, sandbox=sandbox, determinism=True, rollouts=True)
+    finally: _clear_store(where, key)   # landlock mode shares this process's IPC namespace
+    for ev in (rec, rdr):
+        assert _scores(ev) == _scores(fallback), ev.error
+        assert ev.rollouts["horizons"] == fallback.rollouts["horizons"]
 
 
 # --- APPS: the expected outputs never reach the job ------------------------------------------------------------------

@@ -794,6 +794,74 @@ def test_no_limits_or_priority_of_other_processes(sb):
     assert psutil.Process(os.getpid()).nice() < 19
 
 
+# Each job tries to make, or then to find, a System V segment, semaphore set and message queue, a POSIX message queue
+# and a key in its user key ring, all under one key or name; prints {kind: [return value, errno]}.
+NAMED_OBJECTS = r'''
+import ctypes, json, os, platform
+KEY, MAKE = %d, %r
+libc = ctypes.CDLL(None, use_errno=True)
+KEYCALLS = {"x86_64": (248, 249), "aarch64": (217, 218)}.get(platform.machine(), (-1, -1))   # add_key, request_key
+name, flags = b"/cwm-nb-%d", (0o1600 if MAKE else 0)   # IPC_CREAT | 0600
+calls = {
+    "shm": lambda: libc.shmget(KEY, 4096 if MAKE else 0, flags),
+    "sem": lambda: libc.semget(KEY, 1 if MAKE else 0, flags),
+    "msg": lambda: libc.msgget(KEY, flags),
+    "mq": lambda: libc.mq_open(name, (os.O_CREAT | os.O_RDWR) if MAKE else os.O_RDONLY, 0o600, None),
+    "key": (lambda: libc.syscall(KEYCALLS[0], b"user", name, b"x", 1, -4)) if MAKE else   # KEY_SPEC_USER_KEYRING
+           (lambda: libc.syscall(KEYCALLS[1], b"user", name, None, 0)),
+}
+out = {}
+for kind, f in calls.items():
+    ctypes.set_errno(0); rc = f(); out[kind] = [rc, ctypes.get_errno()]
+print(json.dumps(out))
+'''
+
+
+def _remove_named_objects(key: int) -> None:
+    "Remove what a job may have left under `key` in this process's IPC namespace (landlock mode shares the host's)."
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    for get, rm in ((lambda: libc.shmget(key, 0, 0), lambda i: libc.shmctl(i, 0, None)),
+                    (lambda: libc.semget(key, 0, 0), lambda i: libc.semctl(i, 0, 0)),
+                    (lambda: libc.msgget(key, 0), lambda i: libc.msgctl(i, 0, None))):
+        i = get()
+        if i >= 0: rm(i)
+    libc.mq_unlink(b"/cwm-nb-%d" % key)
+
+
+def test_no_kernel_object_outlives_a_job(sb):
+    """System V IPC, POSIX message queues and key rings outlive the job that makes them, and a later job finds them by
+    key or name: a job that could make one could leave what it was shown for the next. The calls are refused (EPERM)
+    in every kernel mode, and a later job finds nothing under the same key (where refusing failed, it would)."""
+    kernel_only(sb)
+    assert sb.protections["ipc_apart"], sb.protections
+    key = 0x43570000 + os.getpid() % 0xFFFF
+    try:
+        made = json.loads(sb.run(NAMED_OBJECTS % (key, True, key)).stdout)
+        found = json.loads(sb.run(NAMED_OBJECTS % (key, False, key)).stdout)
+    finally: _remove_named_objects(key)
+    assert set(made) == {"shm", "sem", "msg", "mq", "key"}, made
+    assert all(v == [-1, 1] for v in made.values()), made      # EPERM: refused by seccomp
+    assert all(v[0] == -1 for v in found.values()), found
+
+
+IPC_NAMESPACE = "import os\ndef ns():\n    return os.readlink('/proc/self/ns/ipc')\nprint(ns())\n"
+
+
+def test_an_ipc_namespace_per_job_in_bwrap_without_root(sb):
+    """Where jobs get namespaces of their own (bwrap without root), IPC is one of them: two jobs alive at once are in
+    different IPC namespaces, each gone with its job; with a uid per job they share the server's, as protections say."""
+    bwrap_only(sb)
+    _, other = sb.open_session(IPC_NAMESPACE, "cwm_nb.sandbox.programs:function_session")
+    try:
+        theirs, mine = other.call({"name": "ns"}).value, sb.run(IPC_NAMESPACE).stdout.strip()
+    finally: other.close()
+    assert theirs.startswith("ipc:[") and mine.startswith("ipc:["), (theirs, mine)
+    own = sb.protections["jobs_apart"] == "pid namespace per job"
+    assert (theirs != mine) == own, (theirs, mine, sb.protections["jobs_apart"])
+    assert ("IPC namespace per job" in sb.protections["ipc_apart"]) == own, sb.protections["ipc_apart"]
+
+
 def test_token_in_real_home_not_leaked(sb, secret_env):
     "A token file in the real home directory (found through pwd) reaches neither output nor error text."
     kernel_only(sb)

@@ -459,13 +459,15 @@ def _outcome_probabilities(dists, buf: ReplayBuffer, fmt: str, state_kind: str,
                            target_done: np.ndarray, terminal: np.ndarray, reward_right,
                            state_rtol: float, state_atol: float) -> np.ndarray:
     """Float (N,): each transition's probability of its logged outcome under `dists` (cwm_predict's,
-    one list per transition); 0 where a transition's list is malformed or does not sum to 1 (`DISTRIBUTION_TOL`)."""
+    one list per transition); 0 where a transition's list is malformed or does not sum to 1
+    (`DISTRIBUTION_TOL`)."""
     n, rows = len(buf), []
     if type(dists) is list and len(dists) == n:
         for i, d in enumerate(dists):
             es = d if type(d) is list else []
-            if es and all(type(e) is list and len(e) == 4 and type(e[0]) in (float, int) and 0 <= e[0] <= 1 for e in es) \
-                    and abs(math.fsum(e[0] for e in es) - 1.0) <= DISTRIBUTION_TOL:   # a whole distribution, or none
+            ok = bool(es) and all(type(e) is list and len(e) == 4 and type(e[0]) in (float, int)
+                                  and 0 <= e[0] <= 1 for e in es)
+            if ok and abs(math.fsum(e[0] for e in es) - 1.0) <= DISTRIBUTION_TOL:   # all or none
                 rows += [(i, *e) for e in es]
     if not rows: return np.zeros(n)
     idx = np.array([r[0] for r in rows])

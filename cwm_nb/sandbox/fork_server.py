@@ -16,15 +16,15 @@ from .syscalls import (CAP_DAC_READ_SEARCH, CLONE_NEWNET, PR_SET_CHILD_SUBREAPER
     _close_fds_except, _libc, _prctl, _ready, _recv_frame, _send_frame, _send_frames, _set_caps,
     _write_within, make_shared_region, map_shared_region,
     SPIN_S, await_readable, spin_cap)
-from cwm_nb.sandbox.landlock import (load_seccomp_filter, load_signal_filter, make_policy,
-    restrict_self)
+from .landlock import (load_object_filter, load_seccomp_filter, load_signal_filter, make_policy,
+    restrict_self, _CLONE_NEW)
 from cwm_nb.sandbox.programs import (PROGRAM_FILENAME, Rows, _new_program_module, _run_job,
     encode_result)
 
 # %% auto #0
 __all__ = ['SYSTEM_READ', 'TMPFS_DIRS', 'CLONE_NEWUSER', 'CLONE_NEWPID', 'CLONE_NEWNS', 'PR_SET_DUMPABLE', 'APART_BY_UID',
            'APART_BY_PID_NS', 'APART_BY_LANDLOCK', 'JOB_TMP_MB', 'JOB_SHM_MB', 'MS_RDONLY', 'MS_NOSUID', 'MS_NODEV',
-           'MS_NOEXEC', 'MS_REMOUNT', 'MS_BIND', 'MAX_SESSIONS', 'UID_STRIDE', 'bwrap_command']
+           'MS_NOEXEC', 'MS_REMOUNT', 'MS_BIND', 'MAX_SESSIONS', 'UID_STRIDE']
 
 # %% ../../nbs/02d_fork_server.ipynb #b32d4014
 def _children() -> set[int]:
@@ -58,18 +58,10 @@ def _set_limits(lim: dict, nproc_base: int, vm: int) -> None:
 SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/localtime",
                "/dev/urandom", "/dev/random", "/dev/zero")   # readable by every job, in both modes (missing ones skipped)
 TMPFS_DIRS = ("/tmp",)   # empty size-capped tmpfs inside bwrap (the server's scratch base lies in /tmp)
-_SERVER_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_KILL", "CAP_DAC_OVERRIDE", "CAP_FOWNER")
 
 def _under(p: str, dirs) -> str | None:
     "The directory of `dirs` that `p` is or lies under, else None."
     return next((d for d in dirs if p == d or p.startswith(d.rstrip("/") + "/")), None)
-
-# %% ../../nbs/02d_fork_server.ipynb #fd5568b3
-def _tmpfs_args(dirs: tuple, tmp_mb: int) -> list[str]:
-    "bwrap arguments that make each directory of `dirs` an empty size-capped tmpfs (`tmp_mb` MB for /tmp, 16 MB else)."
-    cmd = []
-    for h in dirs: cmd += ["--size", str((tmp_mb if h == "/tmp" else 16) << 20), "--tmpfs", h]
-    return cmd
 
 # %% ../../nbs/02d_fork_server.ipynb #979cf4ac
 def _root_paths(paths: list[str]) -> list[str]:
@@ -79,36 +71,6 @@ def _root_paths(paths: list[str]) -> list[str]:
     for p in sorted(dict.fromkeys(cands)):
         if not _under(p, out): out.append(p)
     return out
-
-def _bind_args(binds: list[str]) -> list[str]:
-    "bwrap arguments that put each path of `binds` at its own place read-only (a symlink as itself), its parents made 0755."
-    cmd, made = [], {"/"}
-    for b in binds:
-        for a in reversed([str(a) for a in Path(b).parents]):
-            if a not in made: made.add(a); cmd += ["--perms", "0755", "--dir", a]
-        cmd += ["--symlink", os.readlink(b), b] if os.path.islink(b) else ["--ro-bind", b, b]
-    return cmd
-
-# %% ../../nbs/02d_fork_server.ipynb #d1c1e8f1
-def bwrap_command(
-    argv: list[str],                       # the command to run inside (the server's python)
-    *,
-    own_uid: bool,                         # True: root parent; keep only _SERVER_CAPS so jobs can switch uid
-    env: dict[str, str],                   # the complete environment inside
-    binds: list[str] = (),                 # paths to bind read-only besides SYSTEM_READ (python, site-packages, cwm_nb/)
-    tmp_mb: int = 512,                     # size of the private /tmp
-    bwrap: str = "bwrap",                  # the bwrap executable
-    tmpfs: tuple = TMPFS_DIRS,             # directories made empty tmpfs
-) -> list[str]:
-    "The bubblewrap command line that starts the fork server in a root of its own (see *What holds in each isolation mode*)."
-    cmd = [bwrap, "--die-with-parent", "--as-pid-1", "--new-session"]
-    if own_uid: cmd += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
-    else: cmd += ["--unshare-all"]
-    cmd += _bind_args(_root_paths(list(binds))) + ["--dev", "/dev", "--proc", "/proc"] + _tmpfs_args(tmpfs, tmp_mb)
-    cmd += ["--remount-ro", "/"]   # the new root's own directories too
-    cmd += ["--clearenv"] + [x for k, v in env.items() for x in ("--setenv", k, v)] + ["--chdir", "/"]
-    cmd += ["--cap-drop", "ALL"] + ([x for c in _SERVER_CAPS for x in ("--cap-add", c)] if own_uid else [])
-    return cmd + ["--", *argv]
 
 # %% ../../nbs/02d_fork_server.ipynb #d709e262
 def _server_env() -> dict[str, str]:
@@ -229,9 +191,9 @@ _KEPT_FLAGS = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC
                (os.ST_NODIRATIME, 2048), (os.ST_RELATIME, 1 << 21))   # statvfs flag -> mount flag
 
 def _unshare_user_pid(mount: bool = False) -> None:
-    "unshare(CLONE_NEWUSER | CLONE_NEWPID [| CLONE_NEWNS]), this process's uid and gid mapped to themselves. Raises `OSError`."
+    "unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWIPC [| CLONE_NEWNS]), this process's uid and gid mapped to themselves. Raises `OSError`."
     uid, gid = os.geteuid(), os.getegid()
-    if _libc().unshare(ctypes.c_int(CLONE_NEWUSER | CLONE_NEWPID | (CLONE_NEWNS if mount else 0))) != 0:
+    if _libc().unshare(ctypes.c_int(CLONE_NEWUSER | CLONE_NEWPID | _CLONE_NEW["CLONE_NEWIPC"] | (CLONE_NEWNS if mount else 0))) != 0:
         e = ctypes.get_errno(); raise OSError(e, f"unshare: {os.strerror(e)}")
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
         with open(f"/proc/self/{name}", "w") as f: f.write(text)
@@ -257,7 +219,6 @@ def _own_mounts(scratch: str, base: str, tmpfs: tuple = (), mb: int = JOB_TMP_MB
     if os.path.isdir("/dev/shm"): _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={JOB_SHM_MB}m,mode=1777")
     for d in (*tmpfs, "/dev"):
         if os.path.ismount(d): _read_only(d)
-
 
 # %% ../../nbs/02d_fork_server.ipynb #2ed77450
 def _namespace_init(job: int, status_w: int) -> None:
@@ -488,6 +449,7 @@ class _Server:
         if self.uid is not None and not _can_switch_uid():
             notes.append("jobs keep the server's uid (no CAP_SETUID/CAP_SETGID/CAP_CHOWN/CAP_KILL)"); self.uid = None
         self.landlock = _prepare_landlock(cfg) if cfg["mode"] == "landlock" else None
+        if cfg["mode"] == "bwrap": load_object_filter()   # IPC and key rings (02a_landlock); every job inherits it
         self.apart = _how_apart(cfg["mode"], self.uid)
         self.base = _make_scratch(cfg["scratch_base"])
         self.private_tmp = self.apart == APART_BY_PID_NS and _pid_namespace_possible(self.job_mounts(os.path.join(self.base, "probe")))
@@ -530,6 +492,7 @@ def _protections(self: _Server, notes) -> dict:
             "read_paths": None if self.cfg["mode"] == "none" else _root_paths(self.cfg.get("read_paths", [])),
             "pid_namespace": ns("pid") != parent.get("pid"), "job_uid": self.uid,
             "job_uids": self._uid_pool(), "jobs_apart": self.apart,
+            "ipc_apart": None if self.cfg["mode"] == "none" else "seccomp" + (", an IPC namespace per job" if self.apart == APART_BY_PID_NS else ""),
             "job_tmp_mb": JOB_TMP_MB if getattr(self, "private_tmp", False) else None,
             "nproc_enforced": self.uid is not None or (os.getuid() != 0 and (own_userns or ll is not None)),
             "env_cleared": True, "no_new_privs": True, "landlock_abi": ll.abi if ll else None, "seccomp": ll is not None,

@@ -18,10 +18,10 @@ from .landlock import landlock_support
 from .programs import (ERROR_KINDS, SandboxLimits, SandboxResult, _clip,
     _resolve_driver, decode_result, make_error)
 from .fork_server import (_BOOT, TMPFS_DIRS, _Capture, _Child, _append_capture,
-    _needed_paths, _others_can_read, _package_root, _root_paths, _server_env, _watch_job, bwrap_command)
+    _needed_paths, _others_can_read, _package_root, _root_paths, _server_env, _watch_job)
 
 # %% auto #0
-__all__ = ['ISOLATION_MODES', 'isolation_mode', 'Sandbox', 'SandboxSession', 'get_sandbox']
+__all__ = ['ISOLATION_MODES', 'isolation_mode', 'Sandbox', 'bwrap_command', 'SandboxSession', 'get_sandbox']
 
 # %% ../../nbs/03_sandbox.ipynb #b03741fd
 ISOLATION_MODES = ("auto", "bwrap", "landlock", "none")
@@ -242,8 +242,9 @@ def _start(self: Sandbox) -> None:
             try: return self._launch("bwrap", bw)
             except _ServerGone as e: why.append(f"bubblewrap could not start the sandbox: {e}")
         if mode == "bwrap":
-            raise CwmNbError(why[-1], "install bubblewrap (apt-get install bubblewrap) where user namespaces are allowed "
-                             "(or run as root), or choose CWM_NB_ISOLATION=landlock (cwm-nb --isolation landlock)") from None
+            raise CwmNbError(why[-1], "install bubblewrap and libseccomp2 (apt-get install bubblewrap libseccomp2) where "
+                             "user namespaces are allowed (or run as root), or choose CWM_NB_ISOLATION=landlock "
+                             "(cwm-nb --isolation landlock)") from None
     support = landlock_support()
     if support is None:
         try: return self._launch("landlock", None)
@@ -263,6 +264,47 @@ _SIGNAL_SCOPE = "auto"   # "seccomp": scope signals with the seccomp filter even
 def _landlock_read_paths() -> list[str]:
     "Real paths a landlock job may read besides `SYSTEM_READ`: the interpreter's prefixes, site-packages and `cwm_nb/` (`_needed_paths`)."
     return _needed_paths()
+
+# %% ../../nbs/03_sandbox.ipynb #a4ebb6a3
+_SERVER_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_KILL", "CAP_DAC_OVERRIDE", "CAP_FOWNER")
+
+# %% ../../nbs/03_sandbox.ipynb #fd5568b3
+def _tmpfs_args(dirs: tuple, tmp_mb: int) -> list[str]:
+    "bwrap arguments that make each directory of `dirs` an empty size-capped tmpfs (`tmp_mb` MB for /tmp, 16 MB else)."
+    cmd = []
+    for h in dirs: cmd += ["--size", str((tmp_mb if h == "/tmp" else 16) << 20), "--tmpfs", h]
+    return cmd
+
+# %% ../../nbs/03_sandbox.ipynb #9f990143
+def _bind_args(binds: list[str]) -> list[str]:
+    "bwrap arguments that put each path of `binds` at its own place read-only (a symlink as itself), its parents made 0755."
+    cmd, made = [], {"/"}
+    for b in binds:
+        for a in reversed([str(a) for a in Path(b).parents]):
+            if a not in made: made.add(a); cmd += ["--perms", "0755", "--dir", a]
+        cmd += ["--symlink", os.readlink(b), b] if os.path.islink(b) else ["--ro-bind", b, b]
+    return cmd
+
+# %% ../../nbs/03_sandbox.ipynb #d1c1e8f1
+def bwrap_command(
+    argv: list[str],                       # the command to run inside (the server's python)
+    *,
+    own_uid: bool,                         # True: root parent; keep only _SERVER_CAPS so jobs can switch uid
+    env: dict[str, str],                   # the complete environment inside
+    binds: list[str] = (),                 # paths to bind read-only besides SYSTEM_READ (python, site-packages, cwm_nb/)
+    tmp_mb: int = 512,                     # size of the private /tmp
+    bwrap: str = "bwrap",                  # the bwrap executable
+    tmpfs: tuple = TMPFS_DIRS,             # directories made empty tmpfs
+) -> list[str]:
+    "The bubblewrap command line that starts the fork server in a root of its own (02d_fork_server, *What holds in `bwrap` mode*)."
+    cmd = [bwrap, "--die-with-parent", "--as-pid-1", "--new-session"]
+    if own_uid: cmd += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    else: cmd += ["--unshare-all"]
+    cmd += _bind_args(_root_paths(list(binds))) + ["--dev", "/dev", "--proc", "/proc"] + _tmpfs_args(tmpfs, tmp_mb)
+    cmd += ["--remount-ro", "/"]   # the new root's own directories too
+    cmd += ["--clearenv"] + [x for k, v in env.items() for x in ("--setenv", k, v)] + ["--chdir", "/"]
+    cmd += ["--cap-drop", "ALL"] + ([x for c in _SERVER_CAPS for x in ("--cap-add", c)] if own_uid else [])
+    return cmd + ["--", *argv]
 
 # %% ../../nbs/03_sandbox.ipynb #71c9578c
 @patch

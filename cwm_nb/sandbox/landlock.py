@@ -12,10 +12,10 @@ from .syscalls import _libc
 __all__ = ['FS_EXECUTE', 'FS_WRITE_FILE', 'FS_READ_FILE', 'FS_READ_DIR', 'FS_REMOVE_DIR', 'FS_REMOVE_FILE', 'FS_MAKE_CHAR',
            'FS_MAKE_DIR', 'FS_MAKE_REG', 'FS_MAKE_SOCK', 'FS_MAKE_FIFO', 'FS_MAKE_BLOCK', 'FS_MAKE_SYM', 'FS_REFER',
            'FS_TRUNCATE', 'FS_IOCTL_DEV', 'NET_BIND_TCP', 'NET_CONNECT_TCP', 'SCOPE_ABSTRACT_UNIX_SOCKET',
-           'SCOPE_SIGNAL', 'FILE_RIGHTS', 'READ_RIGHTS', 'DENIED_SYSCALLS', 'OWN_PROCESS_ONLY', 'AF_UNIX',
-           'SECCOMP_MODE_FILTER', 'PR_SET_SECCOMP', 'set_no_new_privs', 'landlock_abi', 'fs_rights', 'scratch_rights',
-           'LandlockPolicy', 'make_policy', 'restrict_self', 'load_seccomp_filter', 'signal_filter',
-           'load_signal_filter', 'landlock_support']
+           'SCOPE_SIGNAL', 'FILE_RIGHTS', 'READ_RIGHTS', 'NAMED_OBJECT_SYSCALLS', 'DENIED_SYSCALLS', 'OWN_PROCESS_ONLY',
+           'AF_UNIX', 'SECCOMP_MODE_FILTER', 'PR_SET_SECCOMP', 'set_no_new_privs', 'landlock_abi', 'fs_rights',
+           'scratch_rights', 'LandlockPolicy', 'make_policy', 'restrict_self', 'load_seccomp_filter',
+           'load_object_filter', 'signal_filter', 'load_signal_filter', 'landlock_support']
 
 # %% ../../nbs/02a_landlock.ipynb #a9c07a69
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
@@ -138,12 +138,17 @@ def restrict_self(
         for fd, _ in own: os.close(fd)
 
 # %% ../../nbs/02a_landlock.ipynb #50b0a2f9
-DENIED_SYSCALLS = (
+NAMED_OBJECT_SYSCALLS = (
+    "keyctl", "add_key", "request_key",                                                       # key rings
+    "shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop", "semctl",          # System V IPC
+    "msgget", "msgsnd", "msgrcv", "msgctl",
+    "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr")   # POSIX message queues
+DENIED_SYSCALLS = NAMED_OBJECT_SYSCALLS + (
     "socket", "io_uring_setup", "io_uring_enter", "io_uring_register",
     "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
     "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "open_tree", "move_mount", "fsopen", "fsconfig",
     "fsmount", "fspick", "mount_setattr", "open_by_handle_at", "name_to_handle_at",
-    "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key", "init_module", "finit_module",
+    "bpf", "perf_event_open", "userfaultfd", "init_module", "finit_module",
     "delete_module", "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff", "acct", "settimeofday",
     "clock_settime", "clock_adjtime", "sethostname", "setdomainname", "iopl", "ioperm", "syslog", "quotactl",
     "fanotify_init", "lookup_dcookie", "process_madvise", "process_mrelease")
@@ -181,23 +186,37 @@ def _rule(lib, ctx, action: int, name: str, *cmps: tuple) -> None:
     rc = lib.seccomp_rule_add_array(ctx, action, nr, len(cmps), arr)
     if rc < 0: raise OSError(-rc, f"seccomp rule for {name}: {os.strerror(-rc)}")
 
-def load_seccomp_filter() -> None:
-    "Install the job filter (see `DENIED_SYSCALLS`) on this thread and its future children; sets `no_new_privs`. Raises `OSError`."
+def _load_filter(add_rules) -> None:
+    "Install a filter that allows all but what `add_rules(lib, ctx)` adds; sets `no_new_privs`. Raises `OSError`."
     lib = _libseccomp()
     ctx = lib.seccomp_init(_ACT_ALLOW)
     if not ctx: raise OSError(errno.ENOMEM, "seccomp_init failed")
     try:
-        eperm, eacces = _ACT_ERRNO | errno.EPERM, _ACT_ERRNO | errno.EACCES
-        for name in DENIED_SYSCALLS: _rule(lib, ctx, eacces if name == "socket" else eperm, name)
-        _rule(lib, ctx, eacces, "socketpair", (0, _CMP_NE, AF_UNIX, 0))
-        for flag in _CLONE_NEW.values(): _rule(lib, ctx, eperm, "clone", (0, _CMP_MASKED_EQ, flag, flag))
-        _rule(lib, ctx, _ACT_ERRNO | errno.ENOSYS, "clone3")
-        for name, arg in OWN_PROCESS_ONLY: _rule(lib, ctx, eperm, name, (arg, _CMP_NE, 0, 0))
-        _rule(lib, ctx, eperm, "setpriority", (0, _CMP_NE, 0, 0))   # PRIO_PROCESS only: not a group, not the user
-        _rule(lib, ctx, eperm, "ioprio_set", (0, _CMP_NE, 1, 0))    # IOPRIO_WHO_PROCESS only
+        add_rules(lib, ctx)
         rc = lib.seccomp_load(ctx)
         if rc < 0: raise OSError(-rc, f"seccomp_load: {os.strerror(-rc)}")
     finally: lib.seccomp_release(ctx)
+
+def _job_rules(lib, ctx) -> None:
+    eperm, eacces = _ACT_ERRNO | errno.EPERM, _ACT_ERRNO | errno.EACCES
+    for name in DENIED_SYSCALLS: _rule(lib, ctx, eacces if name == "socket" else eperm, name)
+    _rule(lib, ctx, eacces, "socketpair", (0, _CMP_NE, AF_UNIX, 0))
+    for flag in _CLONE_NEW.values(): _rule(lib, ctx, eperm, "clone", (0, _CMP_MASKED_EQ, flag, flag))
+    _rule(lib, ctx, _ACT_ERRNO | errno.ENOSYS, "clone3")
+    for name, arg in OWN_PROCESS_ONLY: _rule(lib, ctx, eperm, name, (arg, _CMP_NE, 0, 0))
+    _rule(lib, ctx, eperm, "setpriority", (0, _CMP_NE, 0, 0))   # PRIO_PROCESS only: not a group, not the user
+    _rule(lib, ctx, eperm, "ioprio_set", (0, _CMP_NE, 1, 0))    # IOPRIO_WHO_PROCESS only
+
+def load_seccomp_filter() -> None:
+    "Install the job filter (see `DENIED_SYSCALLS`) on this thread and its future children; sets `no_new_privs`. Raises `OSError`."
+    _load_filter(_job_rules)
+
+def load_object_filter() -> None:
+    "Install a filter that denies `NAMED_OBJECT_SYSCALLS` only (bwrap mode); sets `no_new_privs`. Raises `OSError`."
+    try: _load_filter(lambda lib, ctx: [_rule(lib, ctx, _ACT_ERRNO | errno.EPERM, n) for n in NAMED_OBJECT_SYSCALLS])
+    except OSError as e:
+        raise OSError(e.errno, "libseccomp 2 is needed (apt-get install libseccomp2) to refuse jobs System V IPC, POSIX "
+                      f"message queues and key rings, where one job could leave data for the next: {e}") from None
 
 # %% ../../nbs/02a_landlock.ipynb #cb6490d6
 _BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_RET_K = 0x20, 0x15, 0x06
