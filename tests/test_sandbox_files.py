@@ -180,3 +180,20 @@ def test_apps_tests_whose_data_a_program_could_read_are_not_scored(sandbox):
         assert "/etc/ld.so.cache" in ev.harness_error and ev.to_dict()["data_hidden"] is False
     else: assert ev.data_hidden is True and ev.perfect, ev.summary()
     assert evaluate_solution(p.solutions[0], p, sandbox=sandbox).perfect   # the shipped problem's data is hidden: scored
+
+
+def test_a_package_below_tmp_is_bound_over_the_tmpfs(tmp_path):
+    """bwrap gives the server an empty /tmp: a package (or a checkout, or a venv) that lies below /tmp is bound on top of
+    it, not hidden by it, and its sibling files stay out of reach."""
+    if shutil.which("bwrap") is None: pytest.skip("needs bubblewrap (not installed)")
+    if not str(tmp_path).startswith("/tmp/"): pytest.skip("the test's folder is not below /tmp")
+    shutil.copytree(ROOT/"cwm_nb", tmp_path/"cwm_nb", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    (tmp_path/"secret.txt").write_text("logged transitions")
+    probe = f"import os, cwm_nb; print(cwm_nb.__file__, os.path.exists({str(tmp_path/'secret.txt')!r}))"
+    script = ("from cwm_nb.sandbox.jobs import Sandbox\n"
+              "with Sandbox(isolation='bwrap') as sb:\n"
+              f"    r = sb.run({probe!r})\n"
+              "    print(r.ok, r.stdout.strip(), r.error)\n")
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(tmp_path)})   # `-c` puts the folder first on sys.path
+    assert p.stdout.split() == ["True", str(tmp_path/"cwm_nb"/"__init__.py"), "False", "None"], p.stdout + p.stderr[-2000:]

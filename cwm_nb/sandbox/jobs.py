@@ -300,7 +300,8 @@ def bwrap_command(
     cmd = [bwrap, "--die-with-parent", "--as-pid-1", "--new-session"]
     if own_uid: cmd += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     else: cmd += ["--unshare-all"]
-    cmd += _bind_args(_root_paths(list(binds))) + ["--dev", "/dev", "--proc", "/proc"] + _tmpfs_args(tmpfs, tmp_mb)
+    # the tmpfs first: a path bound below one of its directories (a checkout in /tmp) lies on top of it, not under it
+    cmd += ["--dev", "/dev", "--proc", "/proc"] + _tmpfs_args(tmpfs, tmp_mb) + _bind_args(_root_paths(list(binds)))
     cmd += ["--remount-ro", "/"]   # the new root's own directories too
     cmd += ["--clearenv"] + [x for k, v in env.items() for x in ("--setenv", k, v)] + ["--chdir", "/"]
     cmd += ["--cap-drop", "ALL"] + ([x for c in _SERVER_CAPS for x in ("--cap-add", c)] if own_uid else [])
