@@ -303,9 +303,11 @@ def landlock_setup_cost(repeats: int) -> None:
     "What the per-job Landlock ruleset costs: restrict_self timed inside forked children (the pre-forked child pays it)."
     import os, tempfile
     from cwm_nb.sandbox.landlock import make_policy, restrict_self, set_no_new_privs
-    from cwm_nb.sandbox.jobs import _landlock_read_paths
     from cwm_nb.sandbox.fork_server import SYSTEM_READ
-    policy, d = make_policy(_landlock_read_paths() + list(SYSTEM_READ), ["/dev/null"]), tempfile.mkdtemp()
+    from cwm_nb.sandbox.jobs import _listed_dirs, _needed_paths
+    paths = _needed_paths()
+    policy = make_policy(paths + list(SYSTEM_READ), ["/dev/null"], listed=_listed_dirs(paths))
+    d = tempfile.mkdtemp()
     def one() -> float:
         r, w = os.pipe()
         pid = os.fork()

@@ -14,6 +14,9 @@ Where each probe looks:
 - `mem`: the process's own memory, read through `/proc/self/mem`: pickled rows (the frames the data came in, and
   the freed bytes of earlier ones) and raw float32 rows.
 
+`SIMULATOR` models nothing either: it imports gymnasium's own CartPole under a name its source does not spell, and
+answers with the real transition; where the import fails, it gives the same fallback answer.
+
 `old_evaluate` is the data flow this project used before the transitions were fed in order (the buffer's inputs
 stored once in the fork server with `put_data`, one job over all of them), kept here to measure the probes against.
 """
@@ -161,6 +164,27 @@ def search(f):
 
 PROBES = {name: _COMMON + body + "\nSEARCH = True\n" for name, body in _SEARCH.items()}
 FALLBACK = _COMMON + "\ndef search(f): pass\n\nSEARCH = False\n"
+
+SIMULATOR = r'''
+import importlib
+import numpy as np
+
+def _real():
+    "gymnasium's CartPole, imported by a name the source does not spell; None where the import fails."
+    name = "".join(map(chr, (103, 121, 109, 110, 97, 115, 105, 117, 109))) + ".envs.classic_control.cartpole"
+    try: return importlib.import_module(name).CartPoleEnv()
+    except Exception: return None
+
+class Environment:
+    def __init__(self): self.real = _real()
+    def set_state(self, s): self.s = np.asarray(s, dtype=np.float32)
+    def step(self, a):
+        if self.real is None: return self.s.copy(), 1.0, False
+        self.real.reset(seed=0)
+        self.real.state = self.s.astype(np.float64)
+        o, r, term, _, _ = self.real.step(int(a))
+        return np.asarray(o, np.float32), float(r), bool(term)
+'''
 
 
 def old_evaluate(sandbox, source: str, buffer, limits=None):

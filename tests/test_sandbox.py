@@ -223,12 +223,14 @@ def test_sys_exit(sb):
     assert r.error["kind"] == "exception" and r.error["line"] == 3 and "sys.exit" in r.error["message"], r.error
 
 
+OPEN_FDS = "sorted(int(x) for x in os.listdir('/proc/self/fd') if int(x) > 2)"   # a program's own descriptors
+
 PIPE_TAMPERING = {   # a session's program that turns on the pipes it answers through (a direct session: 03_sandbox)
     "closes them": "import os\ndef f():\n    os.closerange(3, 1 << 16)\n    return 1\n",
-    "forges frames": ("import os\ndef f():\n    for fd in range(3, 256):\n        try: os.write(fd, (1 << 40).to_bytes(8, 'little') + b'x' * 64)\n"
+    "forges frames": ("import os\ndef f():\n    for fd in " + OPEN_FDS + ":\n        try: os.write(fd, (1 << 40).to_bytes(8, 'little') + b'x' * 64)\n"
                       "        except OSError: pass\n    return 1\n"),
     "answers ahead": ("import os, json\nfake = json.dumps({'ok': True, 'value': 7}).encode()\n"
-                      "def f():\n    for fd in range(3, 256):\n        try: os.write(fd, len(fake).to_bytes(8, 'little') + fake)\n"
+                      "def f():\n    for fd in " + OPEN_FDS + ":\n        try: os.write(fd, len(fake).to_bytes(8, 'little') + fake)\n"
                       "        except OSError: pass\n    return 1\n"),
 }
 
@@ -350,7 +352,7 @@ def test_a_job_that_floods_its_result_pipe_with_tokens_is_stopped_at_the_result_
     stopped once their bytes pass the result cap, well within its wall-clock limit (found in review: it kept the call
     running as long as it wrote)."""
     src = ("import os, time\ndef f():\n    zeros, end = bytes(1 << 20), time.monotonic() + 20\n"
-           "    while time.monotonic() < end:\n        for fd in range(3, 64):\n"
+           "    while time.monotonic() < end:\n        for fd in " + OPEN_FDS + ":\n"
            "            try: os.write(fd, zeros)\n            except OSError: pass\n")
     _, s = sb.open_session(src, "cwm_nb.sandbox.programs:function_session")
     t = time.monotonic()

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import gymnasium as gym
 from ..core import CwmNbError, atomic_write_json, cache_dir, make_rng
-from .oo_state import Entity, State, ObjectStateSpace
+from .oo_state import Entity, State
+from .oo_space import ObjectStateSpace
 from .minigrid import GYM_NAMESPACE
 from ..bench.rtfm_env import StringSpace
 

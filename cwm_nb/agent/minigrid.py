@@ -8,7 +8,8 @@ import copy
 from typing import Any
 import gymnasium as gym
 from ..core import CwmNbError
-from .oo_state import Entity, State, ObjectStateSpace
+from .oo_state import Entity, State
+from .oo_space import ObjectStateSpace
 from ..bench.rtfm_env import StringSpace
 
 # %% auto #0

@@ -8,12 +8,11 @@ import re
 from collections import Counter
 from typing import Any, Iterable
 from fastcore.basics import patch
-from gymnasium import spaces
 from ..core import CwmNbError
 
 # %% auto #0
-__all__ = ['Entity', 'State', 'entity_to_plain', 'state_to_plain', 'state_from_plain', 'entity_api_source', 'ObjectStateSpace',
-           'render_state', 'render_diff']
+__all__ = ['Entity', 'State', 'entity_to_plain', 'state_to_plain', 'state_from_plain', 'entity_api_source', 'render_state',
+           'render_diff']
 
 # %% ../../nbs/30_oo_state.ipynb #136ee3e3
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -296,36 +295,6 @@ def entity_api_source(
         if not _NAME.match(n) or n == "Entity": raise CwmNbError(f"bad entity type name {n!r}", "use identifiers")
     classes = "".join(f"\n\nclass {n}(Entity):\n    pass\n" for n in names)
     return _API_BASE + classes + (_API_CONVERT if converters else "")
-
-# %% ../../nbs/30_oo_state.ipynb #37fad132
-class ObjectStateSpace(spaces.Space):
-    "Object-oriented states (`State`) whose entity names are among `names`. Has no sampler."
-    def __init__(self,
-                 names: Iterable[str],     # the entity types of the environment
-                 seed: int | None = None,  # unused (no sampler); kept for the Space signature
-                ):
-        self.names = tuple(sorted(set(names)))
-        super().__init__(None, None, seed)
-
-    @property
-    def is_np_flattenable(self) -> bool:
-        "False: a set of objects has no fixed-size array form."
-        return False
-
-    def __repr__(self) -> str: return f"ObjectStateSpace({list(self.names)})"
-
-    def __eq__(self, other: Any) -> bool: return isinstance(other, ObjectStateSpace) and self.names == other.names
-
-# %% ../../nbs/30_oo_state.ipynb #501e1e3e
-@patch
-def contains(self: ObjectStateSpace, x: Any) -> bool:
-    "True when `x` is a `State` whose entity names are all among the space's."
-    return isinstance(x, State) and x.names() <= set(self.names)
-
-@patch
-def sample(self: ObjectStateSpace, mask: Any = None, probability: Any = None) -> State:
-    "Raises `CwmNbError`: object-oriented states have no sampler."
-    raise CwmNbError("ObjectStateSpace has no sampler", "reset the environment to get a state")
 
 # %% ../../nbs/30_oo_state.ipynb #1c9e76ea
 def render_state(

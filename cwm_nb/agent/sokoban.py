@@ -9,7 +9,8 @@ from typing import Any, Iterable
 import numpy as np
 import gymnasium as gym
 from ..core import CwmNbError
-from .oo_state import Entity, State, ObjectStateSpace, state_from_plain, state_to_plain
+from .oo_state import Entity, State, state_from_plain, state_to_plain
+from .oo_space import ObjectStateSpace
 from ..bench.rtfm_env import StringSpace
 
 # %% auto #0

@@ -4,16 +4,16 @@
 
 # %% ../../nbs/40a_apps_harness.ipynb #4ef27498
 from __future__ import annotations
-import json, math, os, re, select, signal, sys, time
+import json, math, os, re, select, signal, stat, sys, time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 from fastcore.basics import patch
 from ..core import CwmNbError, data_dir, project_root
 from ..sandbox.syscalls import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, _close_fds_except, _prctl, _write_all
-from ..sandbox.fork_server import _children, _needed_paths, _under
+from ..sandbox.fork_server import _children, _under
 from ..sandbox.programs import PROGRAM_FILENAME, describe_exception, make_error, strict_plain
-from ..sandbox.jobs import get_sandbox
+from ..sandbox.jobs import _needed_paths, get_sandbox
 from .problems import KINDS, AppsProblem
 
 # %% auto #0
@@ -320,7 +320,6 @@ def _run_program(code, source: str, args: dict, inp, mod, stderr) -> dict:
 # %% ../../nbs/40a_apps_harness.ipynb #f17b61d2
 def _reachable(path: str) -> bool:
     "True when this process can open `path` and read something from it (a folder, or a file not masked by /dev/null)."
-    import stat
     try: fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError: return False
     try: return not stat.S_ISCHR(os.fstat(fd).st_mode)

@@ -5,7 +5,7 @@
 # %% ../../nbs/02d_fork_server.ipynb #3052a3de
 from __future__ import annotations
 import ctypes, fcntl, gc, importlib, importlib.util, io, json, math, os, pickle, re, resource, select, shutil, signal
-import socket, struct, sys, tempfile, time
+import socket, stat, struct, sys, tempfile, time
 from dataclasses import dataclass
 from typing import Callable
 from pathlib import Path
@@ -84,25 +84,16 @@ def _package_root() -> str:
     "The directory that contains the `cwm_nb` package (put first on the server's sys.path)."
     return str(Path(importlib.util.find_spec("cwm_nb").origin).resolve().parent.parent)
 
-# %% ../../nbs/02d_fork_server.ipynb #27bb6c00
-def _needed_paths() -> list[str]:
-    """Real paths the server must be able to read: the interpreter, its prefixes, site-packages, this package's
-    directory (`cwm_nb/` alone: never the checkout that holds it, with the project's data, `.git` and results)."""
-    cands = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-             os.path.dirname(os.path.realpath(sys.executable)), os.path.join(_package_root(), "cwm_nb")]
-    cands += [p for p in sys.path if p and ("site-packages" in p or "dist-packages" in p)]
-    out = []
-    for p in sorted({os.path.realpath(p) for p in cands if p and os.path.exists(p)}):
-        if not _under(p, out): out.append(p)
-    return out
-
 # %% ../../nbs/02d_fork_server.ipynb #64ba1a2f
 def _others_can_read(paths: list[str], bound: bool = False) -> bool:
-    "True when another uid can read every path: o+r on the path, o+x on it and (unless `bound`) on its ancestors."
+    """True when another uid can read every path: o+r on it, o+x too on a directory, and (unless `bound`) o+x on its
+    ancestors."""
     for p in paths:
-        chain = [p] if bound else [p] + [str(a) for a in Path(p).parents]   # bound: bwrap made its ancestors 0755
+        chain = [] if bound else [str(a) for a in Path(p).parents]   # bound: bwrap made its ancestors 0755
         try:
-            if not os.stat(p).st_mode & 0o004 or not all(os.stat(a).st_mode & 0o001 for a in chain): return False
+            m = os.stat(p).st_mode
+            if not m & 0o004 or stat.S_ISDIR(m) and not m & 0o001: return False
+            if not all(os.stat(a).st_mode & 0o001 for a in chain): return False
         except OSError: return False
     return True
 
@@ -428,7 +419,7 @@ def _make_scratch(scratch_base: str) -> str:
 # %% ../../nbs/02d_fork_server.ipynb #0c4d09ae
 def _prepare_landlock(cfg: dict):
     "The `LandlockPolicy` of this server's jobs, and the seccomp filter installed on the server. Raises `OSError`."
-    policy = make_policy(list(cfg.get("read_paths", ())) + list(SYSTEM_READ), ["/dev/null"])
+    policy = make_policy(list(cfg.get("read_paths", ())) + list(SYSTEM_READ), ["/dev/null"], listed=cfg.get("listed", ()))
     load_seccomp_filter()
     return policy
 
@@ -492,7 +483,8 @@ def _protections(self: _Server, notes) -> dict:
             "read_paths": None if self.cfg["mode"] == "none" else _root_paths(self.cfg.get("read_paths", [])),
             "pid_namespace": ns("pid") != parent.get("pid"), "job_uid": self.uid,
             "job_uids": self._uid_pool(), "jobs_apart": self.apart,
-            "ipc_apart": None if self.cfg["mode"] == "none" else "seccomp" + (", an IPC namespace per job" if self.apart == APART_BY_PID_NS else ""),
+            "ipc_apart": None if self.cfg["mode"] == "none"
+                         else "seccomp" + (", an IPC namespace per job" if self.apart == APART_BY_PID_NS else ""),
             "job_tmp_mb": JOB_TMP_MB if getattr(self, "private_tmp", False) else None,
             "nproc_enforced": self.uid is not None or (os.getuid() != 0 and (own_userns or ll is not None)),
             "env_cleared": True, "no_new_privs": True, "landlock_abi": ll.abi if ll else None, "seccomp": ll is not None,

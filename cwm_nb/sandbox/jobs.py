@@ -4,8 +4,8 @@
 
 # %% ../../nbs/03_sandbox.ipynb #5d275362
 from __future__ import annotations
-import atexit, fcntl, json, os, pickle, shutil, signal, socket, subprocess, sys, tempfile, threading, time
-import weakref
+import atexit, fcntl, glob, importlib.util, json, os, pickle, shutil, signal, socket, subprocess, sys, sysconfig
+import tempfile, threading, time, weakref
 from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -18,10 +18,11 @@ from .landlock import landlock_support
 from .programs import (ERROR_KINDS, SandboxLimits, SandboxResult, _clip,
     _resolve_driver, decode_result, make_error)
 from .fork_server import (_BOOT, TMPFS_DIRS, _Capture, _Child, _append_capture,
-    _needed_paths, _others_can_read, _package_root, _root_paths, _server_env, _watch_job)
+    _others_can_read, _package_root, _root_paths, _server_env, _under, _watch_job)
 
 # %% auto #0
-__all__ = ['ISOLATION_MODES', 'isolation_mode', 'Sandbox', 'bwrap_command', 'SandboxSession', 'get_sandbox']
+__all__ = ['ISOLATION_MODES', 'JOB_PACKAGES', 'JOB_MODULES', 'isolation_mode', 'Sandbox', 'bwrap_command', 'SandboxSession',
+           'get_sandbox']
 
 # %% ../../nbs/03_sandbox.ipynb #b03741fd
 ISOLATION_MODES = ("auto", "bwrap", "landlock", "none")
@@ -95,7 +96,7 @@ class Sandbox:
     def __init__(self,
                  limits: SandboxLimits | None = None,           # default limits of each job
                  isolation: str | None = None,                  # "auto", "bwrap", "landlock", "none"; None: $CWM_NB_ISOLATION or "auto"
-                 preload: tuple = ("numpy", "gymnasium"),       # modules the server imports once, for all jobs
+                 preload: tuple = ("numpy",),                   # modules the server imports once, for all jobs (never a simulator)
                  prefork: bool = True,                          # fork the next job child in advance
                  spin_s: float | None = None,                   # seconds the server (and a session opened with poll=True) polls before a blocking read; None: SPIN_S, 0: never
                 ):
@@ -261,19 +262,57 @@ def _start(self: Sandbox) -> None:
 # %% ../../nbs/03_sandbox.ipynb #9cfca960
 _SIGNAL_SCOPE = "auto"   # "seccomp": scope signals with the seccomp filter even where Landlock could (tests of the fallback)
 
-def _landlock_read_paths() -> list[str]:
-    "Real paths a landlock job may read besides `SYSTEM_READ`: the interpreter's prefixes, site-packages and `cwm_nb/` (`_needed_paths`)."
-    return _needed_paths()
+# %% ../../nbs/03_sandbox.ipynb #27bb6c00
+JOB_PACKAGES = ("numpy", "numpy.libs", "fastcore", "orjson")   # the site-packages entries a job may read
+JOB_MODULES = ("__init__.py", "core.py", "sandbox", "llm", "agent/__init__.py", "agent/oo_state.py", "agent/planning.py",
+               "apps/__init__.py", "apps/harness.py", "apps/problems.py", "bench/__init__.py", "bench/_fast_mcts.*.so",
+               "bench/behaviour_tests.py", "bench/cwm.py", "bench/env_states.py", "bench/envs.py", "bench/fast_mcts.py",
+               "bench/paper_pickles.py", "bench/plan_driver.py", "bench/planning.py", "bench/program_runs.py",
+               "bench/replay.py", "bench/rollouts.py", "bench/rtfm.py", "search/__init__.py", "search/llm_simulator.py")
+# the cwm_nb/ entries a job may read: the sandbox and what the drivers import; never an environment (rtfm_env, sokoban)
+
+def _site_dirs() -> list[str]:
+    "The real site-packages (or dist-packages) directories on `sys.path`."
+    return sorted({os.path.realpath(p) for p in sys.path
+                   if p and ("site-packages" in p or "dist-packages" in p) and os.path.isdir(p)})
+
+def _with_bytecode(files) -> list[str]:
+    "`files`, each Python source followed by its cached bytecode where that exists (a job imports it unchanged)."
+    out = []
+    for f in files:
+        out.append(f)
+        if f.endswith(".py") and os.path.exists(c := importlib.util.cache_from_source(f)): out.append(c)
+    return out
+
+def _needed_paths() -> list[str]:
+    """Real paths a job (and in bwrap the server) may read besides `SYSTEM_READ`: the interpreter (its `bin/`,
+    `pyvenv.cfg`, shared library), the standard library, the `JOB_PACKAGES` of site-packages and the `JOB_MODULES` of
+    `cwm_nb/`. Never a simulator (gymnasium, MuJoCo, Box2D, MiniGrid, the project's environments), another package,
+    or the checkout that holds `cwm_nb/` (its data, `.git` and results)."""
+    exe, sites = os.path.realpath(sys.executable), _site_dirs()
+    cands = [os.path.dirname(sys.executable), os.path.dirname(exe), os.path.join(sys.prefix, "pyvenv.cfg")]
+    cands += glob.glob(os.path.join(sys.base_prefix, "lib", "libpython*"))
+    for lib in {os.path.realpath(sysconfig.get_path(k)) for k in ("stdlib", "platstdlib")}:
+        cands += [os.path.join(lib, n) for n in os.listdir(lib) if n not in ("site-packages", "dist-packages")]
+    for site in sites: cands += _with_bytecode(os.path.join(site, n) for n in os.listdir(site) if n in JOB_PACKAGES)
+    pkg = os.path.join(_package_root(), "cwm_nb")
+    cands += _with_bytecode(f for m in JOB_MODULES for f in sorted(glob.glob(os.path.join(pkg, m))))
+    out = []
+    for p in sorted({os.path.realpath(p) for p in cands if os.path.exists(p)}):
+        if not _under(p, out): out.append(p)
+    return out
+
+def _listed_dirs(paths: list[str]) -> list[str]:
+    "The directories that hold `paths` and are not themselves readable: a job may list them (import searches them)."
+    return sorted(d for d in {os.path.dirname(p) for p in paths} if not _under(d, paths))
 
 # %% ../../nbs/03_sandbox.ipynb #a4ebb6a3
 _SERVER_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_KILL", "CAP_DAC_OVERRIDE", "CAP_FOWNER")
 
 # %% ../../nbs/03_sandbox.ipynb #fd5568b3
 def _tmpfs_args(dirs: tuple, tmp_mb: int) -> list[str]:
-    "bwrap arguments that make each directory of `dirs` an empty size-capped tmpfs (`tmp_mb` MB for /tmp, 16 MB else)."
-    cmd = []
-    for h in dirs: cmd += ["--size", str((tmp_mb if h == "/tmp" else 16) << 20), "--tmpfs", h]
-    return cmd
+    "bwrap arguments that make each directory of `dirs` an empty tmpfs of `tmp_mb` MB."
+    return [x for h in dirs for x in ("--size", str(tmp_mb << 20), "--tmpfs", h)]
 
 # %% ../../nbs/03_sandbox.ipynb #9f990143
 def _bind_args(binds: list[str]) -> list[str]:
@@ -331,7 +370,7 @@ def _launch(self: Sandbox, mode: str, bwrap: str | None) -> None:
            "tmpfs": list(tmpfs), "parent_ns": {n: ns(n) for n in ("pid", "net", "user", "mnt")}}
     if mode == "bwrap": cfg["read_paths"] = _root_paths(paths)
     if mode == "landlock":
-        cfg.update(read_paths=_landlock_read_paths(), keep_dac_read=own_uid and not readable, signal_scope=_SIGNAL_SCOPE)
+        cfg.update(read_paths=paths, listed=_listed_dirs(paths), keep_dac_read=own_uid and not readable, signal_scope=_SIGNAL_SCOPE)
     log = tempfile.TemporaryFile()
     ours, theirs = socket.socketpair()   # the server passes a direct session's pipes over it (02d)
     cfg["fd_sock"] = theirs.fileno()     # the same number in the server: Popen keeps passed descriptors' numbers

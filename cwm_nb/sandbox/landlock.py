@@ -77,15 +77,16 @@ class LandlockPolicy:
     read: list               # [(fd, is_dir)]: read and execute below each
     read_write: list         # [(fd, is_dir)]: read and write (e.g. /dev/null)
     scope_signals: bool      # Landlock scopes signals and abstract unix sockets (ABI >= 6)
+    listed: list = ()        # [(fd, True)]: directories to list (names only), nothing below them to read
 
     @property
-    def fds(self) -> list[int]: return [fd for fd, _ in self.read + self.read_write]
+    def fds(self) -> list[int]: return [fd for fd, _ in [*self.read, *self.read_write, *self.listed]]
 
     def close(self) -> None:
         for fd in self.fds:
             try: os.close(fd)
             except OSError: pass
-        self.read, self.read_write = [], []
+        self.read, self.read_write, self.listed = [], [], []
 
 # %% ../../nbs/02a_landlock.ipynb #9db0f7d1
 def _open_paths(paths) -> list[tuple[int, bool]]:
@@ -100,11 +101,13 @@ def make_policy(
     read: list[str],              # paths to read and execute below (directories or files); missing ones are skipped
     read_write: list[str] = (),   # files to read and write (devices such as /dev/null)
     abi: int | None = None,       # the ABI to use (default: the kernel's)
+    listed: list[str] = (),       # directories to list, without reading anything below them
 ) -> LandlockPolicy:
     "Open the policy's paths once. Raises `OSError` (ENOSYS) when the kernel has no Landlock."
     abi = landlock_abi() if abi is None else abi
     if abi < 1: raise OSError(errno.ENOSYS, "this kernel has no Landlock (Linux 5.13 or later, with landlock in the lsm= list)")
-    return LandlockPolicy(abi, _open_paths(read), _open_paths(read_write), abi >= 6)
+    return LandlockPolicy(abi, _open_paths(read), _open_paths(read_write), abi >= 6,
+                          [(fd, d) for fd, d in _open_paths(listed) if d])
 
 # %% ../../nbs/02a_landlock.ipynb #379d478a
 def _add_rule(ruleset: int, fd: int, rights: int) -> None:
@@ -126,6 +129,7 @@ def restrict_self(
     own = []
     try:
         for fd, is_dir in policy.read: _add_rule(rs, fd, (READ_RIGHTS if is_dir else READ_RIGHTS & FILE_RIGHTS) & handled)
+        for fd, _ in policy.listed: _add_rule(rs, fd, FS_READ_DIR & handled)
         for fd, is_dir in policy.read_write:
             _add_rule(rs, fd, (FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE | (FS_READ_DIR if is_dir else 0)) & handled)
         own = _open_paths([scratch] + ([f"/proc/{os.getpid()}"] if own_proc else []))
