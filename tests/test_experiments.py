@@ -258,6 +258,21 @@ def test_collect_regenerates_the_shipped_buffer(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert ReplayBuffer.load(tmp_path/"buf").fingerprint() == ReplayBuffer.load(default_buffer_path("CartPole-v1")).fingerprint()
 
+def test_collect_with_a_seed_no_program_can_know(tmp_path):
+    "`--seed random`: a buffer of draws nobody can regenerate, its seed in the meta alone; a bad seed says what to pass."
+    from cwm_nb.bench.replay import ReplayBuffer, default_buffer_path
+    bufs = []
+    for k in range(2):
+        r = cli("collect", "--env", "Blackjack-v1", "--seed", "random", "--out", tmp_path/f"b{k}")
+        assert r.returncode == 0, r.stderr[-3000:]
+        bufs.append(ReplayBuffer.load(tmp_path/f"b{k}"))
+    seeds = [b.meta["seed"] for b in bufs]
+    assert seeds[0] != seeds[1] and all(2**20 < s < 2**63 for s in seeds), seeds   # 63 random bits each
+    prints = {b.fingerprint() for b in bufs} | {ReplayBuffer.load(default_buffer_path("Blackjack-v1")).fingerprint()}
+    assert len(prints) == 3
+    r = cli("collect", "--env", "Blackjack-v1", "--seed", "secret", "--out", tmp_path/"b2")
+    assert r.returncode == 2 and "not a collection seed" in r.stderr and "'random'" in r.stderr and "Traceback" not in r.stderr
+
 CRASH = "```python\nclass Environment:\n    def __init__(self):\n        raise RuntimeError('no model here')\n```\n"
 
 def test_every_environment_runs_end_to_end_and_a_crashing_program_scores_zero(tmp_path):

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/13_replay.ipynb #2dd4bd41
 from __future__ import annotations
-import functools, hashlib, io, json, zipfile
+import functools, hashlib, io, json, secrets, zipfile
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Any, Callable
@@ -23,7 +23,7 @@ __all__ = ['BUFFER_FORMAT', 'BUFFER_FORMAT_VERSION', 'READABLE_FORMAT_VERSIONS',
            'acrobot_pump_policy', 'random_valid_policy', 'with_epsilon', 'CollectionPlan', 'get_collection_plan',
            'check_stochastic', 'world_is_stochastic', 'collect_buffer', 'gym_buffer', 'default_buffer_path',
            'env_data_spec', 'check_buffer_fits_env', 'load_buffer', 'ship_buffer', 'summarize_buffer', 'collect_main',
-           'generated_plan', 'buffer_key', 'cached_buffer', 'OBS_FORMATS']
+           'collection_seed', 'generated_plan', 'buffer_key', 'cached_buffer', 'OBS_FORMATS']
 
 # %% ../../nbs/13_replay.ipynb #7d58646c
 def _column(x: Any) -> np.ndarray | list:
@@ -919,6 +919,19 @@ def collect_main(
           + ", ".join(f"{r:.4g}" for r in s["returns"]))
     print(f"  collected in {wall:.1f} s; written to {path}")
     return path
+
+# %% ../../nbs/13_replay.ipynb #39bed3a3
+def collection_seed(
+    seed: int | str,   # an int >= 0, its decimal text, or "random"
+) -> int:
+    """The collection seed `seed` names. "random": 63 bits from the operating system (`secrets.randbits`), a buffer no
+    program can regenerate. Raises `CwmNbError` for anything else."""
+    if seed == "random": return secrets.randbits(63)
+    if isinstance(seed, str) and seed.strip().isdigit(): seed = int(seed)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise CwmNbError(f"{seed!r} is not a collection seed",
+                         "pass an int >= 0 (the shipped buffers use 0), or 'random' for a seed no program can know")
+    return seed
 
 # %% ../../nbs/13_replay.ipynb #0ef4833d
 def generated_plan(

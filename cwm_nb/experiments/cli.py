@@ -130,8 +130,9 @@ def add_collect_cli(sub) -> None:
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     c.add_argument("--env", required=True,
                    help="benchmark environment, gymnasium id, or entry point module:attr")
-    c.add_argument("--seed", type=int, default=0,
-                   help="collection seed (the shipped buffers use 0)")
+    c.add_argument("--seed", default="0",
+                   help="collection seed: an int (the shipped buffers use 0), or 'random' for a seed no program "
+                        "can know (13_replay, A buffer no program can know)")
     c.add_argument("--out", default=None,
                    help="buffer folder to write; default: data/buffers/<env> for seed 0 (the "
                         "shipped "

@@ -425,7 +425,7 @@ def _cmd_collect(a) -> int:
             raise CwmNbError(f"{spec.name}'s buffer has its own collection plan",
                              "drop --episodes and --max-steps")
         plan = replay.generated_plan(a.episodes or 10, a.max_steps or 100)
-    collect.collect_main(spec, a.seed, a.out, plan=plan)
+    collect.collect_main(spec, replay.collection_seed(a.seed), a.out, plan=plan)
     return 0
 
 # %% ../../nbs/54_commands.ipynb #36d5bdb7
