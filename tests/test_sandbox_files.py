@@ -1,8 +1,10 @@
 """Hostile programs that look for the data they are scored against on disk, in each kernel isolation mode
 (bubblewrap, Landlock): the replay buffer's file, the project's `data/`, the checkout's git directories, the APPS
-problem files. A job reads only the Python installation, its site-packages, `cwm_nb/` and the system's files, so each
-probe scores exactly what its fallback scores. The same probes in `isolation="none"` (no file system isolation)
-find what they look for: that is what each test would catch if a path became readable again.
+problem files; and the simulators it could answer with (gymnasium, MuJoCo, Box2D, MiniGrid, the project's own
+environments). A job reads only the interpreter, its standard library, numpy, the sandbox's modules and the system's
+files (`_needed_paths`, 03_sandbox), so each probe scores exactly what its fallback scores. The same probes in
+`isolation="none"` (no file system isolation) find what they look for: that is what each test would catch if a path
+became readable again.
 """
 import os, shutil, subprocess, sys
 from pathlib import Path
@@ -197,3 +199,53 @@ def test_a_package_below_tmp_is_bound_over_the_tmpfs(tmp_path):
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path,
                        env={**os.environ, "PYTHONPATH": str(tmp_path)})   # `-c` puts the folder first on sys.path
     assert p.stdout.split() == ["True", str(tmp_path/"cwm_nb"/"__init__.py"), "False", "None"], p.stdout + p.stderr[-2000:]
+
+
+# --- what a job can import --------------------------------------------------------------------------------------------
+
+SIMULATORS = ("gymnasium", "mujoco", "minigrid", "Box2D", "pygame", "textworld", "alfworld",
+              "cwm_nb.bench.rtfm_env", "cwm_nb.bench.oracle", "cwm_nb.bench.collect", "cwm_nb.agent.minigrid",
+              "cwm_nb.agent.sokoban", "cwm_nb.agent.alfworld", "cwm_nb.testing.doubles", "cwm_nb.testing.capable_model")
+_REACH = r'''
+import importlib, sys
+got = {}
+for codes, path in NAMES:
+    name = "".join(map(chr, codes))
+    try: importlib.import_module(name); got[name] = "imported"
+    except BaseException as e: got[name] = type(e).__name__
+    try:
+        with open(path, "rb") as f: f.read(1)
+        got[name] += ", read"
+    except OSError: pass
+    got[name] += ", loaded" if name in sys.modules else ""
+print(sorted(got.items()))
+'''
+
+
+def _simulator_files() -> list:
+    "(character codes of the module's name, the file it loads from) of each installed simulator of `SIMULATORS`."
+    import importlib.util
+    out = []
+    for name in SIMULATORS:
+        spec = importlib.util.find_spec(name)   # None: not installed here
+        if spec is not None and spec.origin: out.append((tuple(map(ord, name)), spec.origin))
+    return out
+
+
+def test_no_simulator_is_importable_or_readable(sandbox):
+    "gymnasium, MuJoCo, Box2D, MiniGrid and the project's environments: no import, no read, nothing preloaded."
+    names = _simulator_files()
+    assert {"".join(map(chr, c)) for c, _ in names} >= {"gymnasium", "mujoco", "cwm_nb.bench.rtfm_env", "cwm_nb.agent.sokoban"}
+    res = sandbox.run(f"NAMES = {names!r}\n" + _REACH)
+    assert res.ok, res.error
+    got = dict(eval(res.stdout))
+    assert set(got) == {"".join(map(chr, c)) for c, _ in names}, got
+    assert all(v in ("ModuleNotFoundError", "PermissionError") for v in got.values()), got
+
+
+def test_the_reach_probe_finds_every_simulator_where_jobs_read_everything(open_sandbox):
+    "Isolation `none`: the same program imports and reads each of them (the check above can fail)."
+    names = _simulator_files()
+    res = open_sandbox.run(f"NAMES = {names!r}\n" + _REACH)
+    assert res.ok, res.error
+    assert set(dict(eval(res.stdout)).values()) == {"imported, read, loaded"}, res.stdout
