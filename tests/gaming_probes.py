@@ -12,7 +12,9 @@ Where each probe looks:
 - `inherited`: objects inherited from the fork server through `fork` (its `_Server`, found from the frames or gc),
   and the data it stores;
 - `mem`: the process's own memory, read through `/proc/self/mem`: pickled rows (the frames the data came in, and
-  the freed bytes of earlier ones) and raw float32 rows.
+  the freed bytes of earlier ones) and raw float32 rows;
+- `floats`: Python float objects in its own memory (read with `ctypes`), live or freed (their type pointer
+  survives a free), in runs.
 
 `SIMULATOR` models nothing either: it imports gymnasium's own CartPole under a name its source does not spell, and
 answers with the real transition; where the import fails, it gives the same fallback answer.
@@ -159,6 +161,25 @@ def search(f):
                 if last is not None and m.start() - last > 160: f.add_sequence(rows); rows = []
                 rows.append(r); last = m.end()
             f.add_sequence(rows)
+''',
+    "floats": r'''
+def search(f):
+    "Python float objects anywhere in this process's heap, live or freed: the word after each one's type pointer."
+    import ctypes   # reads its own memory directly (a job's /proc/self/mem may be closed to it)
+    ft = np.uint64(id(float))
+    with open("/proc/self/maps") as m:
+        for line in m:
+            parts = line.split()
+            if not parts[1].startswith("rw") or (len(parts) > 5 and not parts[5].startswith("[heap")): continue
+            a, b = (int(x, 16) for x in parts[0].split("-"))
+            if b - a > 256 << 20: continue
+            w = np.frombuffer(ctypes.string_at(a, b - a), np.uint64)
+            at = np.flatnonzero(w[:-1] == ft)
+            vals = w[at + 1].view(np.float64)
+            runs = np.split(np.arange(len(at)), np.flatnonzero(np.diff(at) > 8) + 1)   # floats laid out together
+            for run in runs:
+                v = vals[run]
+                for o in range(4): f.add_sequence([v[j:j + 4] for j in range(o, len(v) - 3, 4)])
 ''',
 }
 

@@ -92,6 +92,25 @@ def test_a_dropped_buffer_is_not_inherited(sandbox, buffer, fallback):
         assert _scores(evaluate_program(PROBES[name], buffer, sandbox=sandbox)) == _scores(fallback), name
 
 
+
+def test_a_dropped_buffer_leaves_no_freed_floats_for_a_later_job(sandbox):
+    """The whole CartPole buffer stored and dropped, as `time_cwm_transitions` does: its values stay in the server's
+    freed memory, which every later job would inherit (a red team read 95% of them back, accuracy 0.91), so
+    `drop_data` replaces the server. The `floats` probe then scores its fallback; forgetting the data in the old
+    server alone lets it answer from the freed floats."""
+    full = load_buffer("CartPole-v1")
+    with Sandbox(LIMITS, isolation=sandbox.isolation) as sb:
+        base = evaluate_program(FALLBACK, full, sandbox=sb)
+        sb.put_data("timed", sandbox_inputs(full)); sb._data.pop("timed")
+        sb._request(("drop", "timed"), 30)   # the server forgets it, and stays
+        old = evaluate_program(PROBES["floats"], full, sandbox=sb)
+        sb.put_data("timed", sandbox_inputs(full)); restarts = sb.restarts
+        sb.drop_data("timed")
+        assert sb.restarts == restarts + 1
+        new = evaluate_program(PROBES["floats"], full, sandbox=sb)
+    assert old.components["next_state"] > 0.5 and base.components["next_state"] == 0.0, (old.components, old.error)
+    assert _scores(new) == _scores(base), new.error
+
 # --- kernel objects that outlive a job: one job records, a later one reads -------------------------------------------
 
 STORE = r'''

@@ -422,11 +422,11 @@ def put_data(self: Sandbox,
 # %% ../../nbs/03_sandbox.ipynb #be58cfd0
 @patch
 def drop_data(self: Sandbox, key: str) -> None:
-    "Forget the data stored under `key` (here and in the server)."
+    """Forget the data stored under `key`, here and in the server. The server that held it is replaced: its freed
+    memory still holds the data's values, and every job forked later would inherit them. Sessions still open end."""
     with self._lock:
-        if self._data.pop(key, None) is not None and self._alive():
-            try: self._request(("drop", key), 30)
-            except _ServerGone: self._kill()
+        if self._data.pop(key, None) is not None and self._proc is not None:
+            self._kill(); self._ensure()
 
 # %% ../../nbs/03_sandbox.ipynb #c9db1174
 @patch
