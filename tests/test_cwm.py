@@ -377,17 +377,17 @@ def test_rtfm_masks_come_from_the_spec_without_the_column():
 
 def _collect_rtfm(seed=0, steps=400, horizon=100):
     "Transitions of the RTFM env under the uniform random valid-action policy, as a ReplayBuffer."
-    from cwm_nb.bench import rtfm
-    from cwm_nb.bench.rtfm_env import RTFMEnv
+    from cwm_nb.bench.rtfm import rtfm_obs_to_row
+    from cwm_nb.bench.rtfm_env import RTFMEnv, random_valid_policy
     env, rng = RTFMEnv(), np.random.default_rng(seed)
     cols = {k: [] for k in ("obs", "actions", "next_obs", "rewards", "terminated", "truncated", "episode", "next_valid_actions")}
     ep, t, (obs, info) = 0, 0, env.reset(seed=seed)
     while len(cols["rewards"]) < steps:
-        a = rtfm.random_valid_policy(env, obs, rng, info)
+        a = random_valid_policy(env, obs, rng, info)
         nxt, r, term, trunc, info = env.step(a)
         t += 1
         trunc = trunc or (t >= horizon and not term)
-        for k, v in zip(cols, (rtfm.rtfm_obs_to_row(obs), a, rtfm.rtfm_obs_to_row(nxt), r, term, trunc, ep, info["action_mask"])):
+        for k, v in zip(cols, (rtfm_obs_to_row(obs), a, rtfm_obs_to_row(nxt), r, term, trunc, ep, info["action_mask"])):
             cols[k].append(v)
         obs = nxt
         if term or trunc:

@@ -133,7 +133,7 @@ def test_rtfm_buffer(paper_dir):
     raw = read_paper_pickle(path)
     board, inventory = raw["obs"][0]
     assert buf.obs[0].tolist() == [*board.reshape(-1).tolist(), inventory]
-    rtfm = pytest.importorskip("cwm_nb.bench.rtfm")
+    rtfm = pytest.importorskip("cwm_nb.bench.rtfm_env")   # the rules (valid_actions) live beside the env
     n_alive = 0
     for i in range(len(buf)):
         obs = rtfm.rtfm_row_to_obs(buf.next_obs[i])

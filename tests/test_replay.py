@@ -239,7 +239,7 @@ def test_observation_formats():
 
 
 def test_next_valid_actions_round_trip(tmp_path):
-    from cwm_nb.bench.rtfm import valid_actions
+    from cwm_nb.bench.rtfm_env import valid_actions
     rt = collect_buffer("rtfm", seed=2, plan=CollectionPlan(kind="transitions", policy="random_valid", n_transitions=120))
     assert rt.next_valid_actions.shape == (120, 5) and rt.next_valid_actions.dtype == bool
     for i in range(len(rt)):

@@ -40,7 +40,7 @@ def test_correct_program_agrees_with_env_on_random_valid_steps():
         n_episodes += 1
         done = False
         while not done:
-            a = R.random_valid_policy(env, obs, rng, info)
+            a = RE.random_valid_policy(env, obs, rng, info)
             cwm.set_state((obs[0].copy(), obs[1]))
             (p_board, p_inv), p_valid, p_reward, p_done = cwm.step(np.int64(a))
             obs, reward, terminated, truncated, info = env.step(a)
@@ -79,12 +79,12 @@ def test_action_mask_matches_walls():
     for (r, c), ids in expected.items():
         b = _board(you=(r, c))
         env.set_state({"board": b, "inventory": "empty"})
-        assert list(R.valid_actions(env)) == ids
-        assert list(np.flatnonzero(R.action_mask(b))) == ids
+        assert list(RE.valid_actions(env)) == ids
+        assert list(np.flatnonzero(RE.action_mask(b))) == ids
     # monsters and weapons do not block; a dead agent (no "you") blocks nothing
     b = _board(you=(2, 2), cold_dragon=(1, 2), fire_demon=(3, 2), shimmering_axe=(2, 1), grandmasters_bow=(2, 3))
-    assert list(R.valid_actions(b)) == [0, 1, 2, 3, 4]
-    assert list(R.valid_actions(R.empty_room())) == [0, 1, 2, 3, 4]
+    assert list(RE.valid_actions(b)) == [0, 1, 2, 3, 4]
+    assert list(RE.valid_actions(R.empty_room())) == [0, 1, 2, 3, 4]
     # an invalid move (into a wall) leaves everything as it was
     env.set_state({"board": _board(you=(1, 1)), "inventory": "empty"})
     (b, inv), r, term, trunc, _ = env.step(1)
@@ -190,8 +190,8 @@ def test_rtfm_step_reproduces_the_papers_buffer():
     assert n == 999
     for i in range(n):
         (b, inv), (nb, ninv) = as_obs(buf.obs[i]), as_obs(buf.next_obs[i])
-        b2, inv2, r, outcome = R.rtfm_step(b, inv, int(buf.actions[i]))
+        b2, inv2, r, outcome = RE.rtfm_step(b, inv, int(buf.actions[i]))
         assert np.array_equal(b2, nb) and inv2 == ninv, i
         assert r == buf.rewards[i] and (outcome != "") == bool(buf.terminated[i] or buf.truncated[i]), i
         if buf.next_valid_actions is not None:
-            assert list(R.valid_actions(b2)) == list(np.flatnonzero(buf.next_valid_actions[i])), i
+            assert list(RE.valid_actions(b2)) == list(np.flatnonzero(buf.next_valid_actions[i])), i

@@ -249,3 +249,43 @@ def test_the_reach_probe_finds_every_simulator_where_jobs_read_everything(open_s
     res = open_sandbox.run(f"NAMES = {names!r}\n" + _REACH)
     assert res.ok, res.error
     assert set(dict(eval(res.stdout)).values()) == {"imported, read, loaded"}, res.stdout
+
+
+RTFM_RULES = r'''
+import importlib
+import numpy as np
+
+def _rules():
+    "The module that holds RTFM's step and valid actions, imported by names the source does not spell; else None."
+    for tail in ("rtfm", "rtfm_env"):
+        try: m = importlib.import_module("cwm_nb.bench." + tail)
+        except Exception: continue
+        if hasattr(m, "rtfm_step"): return m
+    return None
+
+R = _rules()
+
+class Environment:
+    def set_state(self, state): self.s = state
+    def step(self, action):
+        if R is None: return self.s, np.arange(5), 0.0, False   # the fallback: nothing changes, every action valid
+        board = R.as_board(np.array(self.s[0], dtype=object).reshape(6, 6, 2))
+        board, inv, reward, outcome = R.rtfm_step(board, str(self.s[1]), int(action))
+        valid = np.arange(5) if R.agent_position(board) is None else R.valid_actions(board)
+        return (board, inv), valid, float(reward), outcome != ""
+'''
+RTFM_FALLBACK = RTFM_RULES.replace("R = _rules()", "R = None")
+
+
+def test_a_program_cannot_run_rtfms_rules(sandbox, open_sandbox):
+    """RTFM's rules (`rtfm_step`, `valid_actions`) live in `rtfm_env`, which no job reads; `rtfm`, which jobs read for
+    its codec, holds none of them (found by a red team: a program that called `rtfm.rtfm_step` scored 1.0). Where jobs
+    read everything the same program scores 1.0; in either mode it scores what its fallback scores."""
+    from cwm_nb.bench.replay import load_buffer
+    buf = load_buffer("rtfm")
+    base = evaluate_program(RTFM_FALLBACK, buf, sandbox=sandbox)
+    assert evaluate_program(RTFM_RULES, buf, sandbox=open_sandbox).accuracy == 1.0
+    ev = evaluate_program(RTFM_RULES, buf, sandbox=sandbox)
+    assert (ev.accuracy, ev.components, ev.bug) == (base.accuracy, base.components, base.bug), ev.error
+    assert base.accuracy < 0.5
+

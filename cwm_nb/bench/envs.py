@@ -296,9 +296,9 @@ _CWMB += [
 # %% ../../nbs/11_envs.ipynb #07b40512
 _RTFM = EnvSpec("rtfm", "cwm_nb/RTFM-v0", action_kind="discrete", state_kind="discrete", planner="mcts",
                 horizon=100, obs_format="rtfm", valid_actions=True, paper_idx=None, suite="rtfm",
-                action_mask="cwm_nb.bench.rtfm:rtfm_row_mask",
+                action_mask="cwm_nb.bench.rtfm_env:rtfm_row_mask",
                 notes="Not a gymnasium environment: the stationary, deterministic RTFM variant of the paper, "
-                      "written for this project in cwm_nb.bench.rtfm (10_rtfm) and registered as cwm_nb/RTFM-v0 (TimeLimit "
+                      "written for this project (10_rtfm, 10a_rtfm_env) and registered as cwm_nb/RTFM-v0 (TimeLimit "
                       "100) when that module is imported; make_env imports it first. Actions 0 Stay, 1 Up, 2 Down, "
                       "3 Left, 4 Right; info['action_mask'] marks the valid actions; rewards +1 / -1 / 0. The "
                       "paper's planning script has no RTFM entry, hence no paper_idx.")

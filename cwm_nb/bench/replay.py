@@ -12,7 +12,6 @@ import numpy as np
 from ..core import (OBS_FORMATS, CwmNbError, Transition, atomic_write_bytes, atomic_write_json, cache_dir,
                          data_dir, derive_seed, make_rng, to_plain)
 from .rtfm import rtfm_obs_to_row, rtfm_row_to_obs
-from .rtfm import random_valid_policy as rtfm_random_valid_policy
 from .envs import get_env_spec, make_env, resolve_env
 from .paper_pickles import read_paper_buffer
 
@@ -426,8 +425,9 @@ def acrobot_pump_policy(env, obs, rng: np.random.Generator) -> int:
 
 # %% ../../nbs/13_replay.ipynb #b9ecb2fe
 def random_valid_policy(env, obs, rng: np.random.Generator) -> int:
-    "RTFM: a uniform random action among those valid in `obs` (`cwm_nb.bench.rtfm.random_valid_policy`)."
-    return rtfm_random_valid_policy(env, obs, rng)
+    "RTFM: a uniform random action among those valid in `obs` (`cwm_nb.bench.rtfm_env.random_valid_policy`)."
+    from cwm_nb.bench.rtfm_env import random_valid_policy as rule   # the game's rules: never in a job's reach (03)
+    return rule(env, obs, rng)
 
 POLICIES: dict[str, Policy] = {"random": random_policy, "mountaincar_pump": mountaincar_pump_policy,
                                "acrobot_pump": acrobot_pump_policy, "random_valid": random_valid_policy}
