@@ -318,7 +318,7 @@ def landlock_setup_cost(repeats: int) -> None:
         os.close(w); dt = float(os.read(r, 100)); os.waitpid(pid, 0); os.close(r)
         return dt
     v = [one() for _ in range(repeats)]
-    print(f"\nLandlock per job: restrict_self with {len(policy.read) + len(policy.read_write) + 2} path rules, "
+    print(f"\nLandlock per job: restrict_self with {len(policy.rules) + 2} path rules, "
           f"median {statistics.median(v) * 1e6:.0f} us (in the pre-forked child, before the job arrives)")
 
 

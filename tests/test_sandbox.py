@@ -632,6 +632,30 @@ def test_jobs_apart(sb):
     assert all(got[k] != "done" for k in REFUSED), got
 
 
+
+MEETS = ("import socket\nKEEP = []\n"
+         "def bind(name):\n    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n    s.bind('\\0' + name); s.listen(1)\n"
+         "    KEEP.append(s)\n    return 'bound'\n"
+         "def connect(name):\n    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n    s.connect('\\0' + name)\n"
+         "    return 'connected'\n")
+
+
+def test_two_jobs_open_at_once_cannot_meet_at_a_unix_socket(sb):
+    """A unix socket bound to an abstract name is found by any process of the network namespace: two sessions open at
+    once could pass each other what they are shown (found by a red team in bwrap). No job can make a socket; without
+    isolation the two meet."""
+    name = f"cwm-nb-meet-{os.getpid()}-{sb.isolation}"
+    _, a = sb.open_session(MEETS, "cwm_nb.sandbox.programs:function_session")
+    _, b = sb.open_session(MEETS, "cwm_nb.sandbox.programs:function_session")
+    try:
+        bound, met = a.call({"name": "bind", "args": [name]}), b.call({"name": "connect", "args": [name]})
+    finally: a.close(); b.close()
+    if sb.isolation == "none":
+        assert (bound.value, met.value) == ("bound", "connected"), (bound.error, met.error)
+    else:
+        assert not bound.ok and "PermissionError" in bound.error["message"], bound
+        assert not met.ok and "PermissionError" in met.error["message"], met
+
 FILLS_ITS_SCRATCH = ("import os\ndef fill():\n    n = 0\n    try:\n        while True:\n            with open(f'f{n}', 'wb') as f: f.write(b'x' * (3 << 20))\n"
                      "            n += 1\n    except OSError as e: return [n, e.errno]\n")
 ELSEWHERE = ("import os\nout = []\nfor p in ('/tmp/x', '/var/tmp/x', '/run/x', '/dev/x', '/dev/shm/x'):\n"

@@ -78,6 +78,7 @@ class LandlockPolicy:
     read_write: list         # [(fd, is_dir)]: read and write (e.g. /dev/null)
     scope_signals: bool      # Landlock scopes signals and abstract unix sockets (ABI >= 6)
     listed: list = ()        # [(fd, True)]: directories to list (names only), nothing below them to read
+    rules: list = ()         # the rules of all three, built once (`make_policy`): a job only adds them
 
     @property
     def fds(self) -> list[int]: return [fd for fd, _ in [*self.read, *self.read_write, *self.listed]]
@@ -86,7 +87,7 @@ class LandlockPolicy:
         for fd in self.fds:
             try: os.close(fd)
             except OSError: pass
-        self.read, self.read_write, self.listed = [], [], []
+        self.read, self.read_write, self.listed, self.rules = [], [], [], []
 
 # %% ../../nbs/02a_landlock.ipynb #9db0f7d1
 def _open_paths(paths) -> list[tuple[int, bool]]:
@@ -106,13 +107,25 @@ def make_policy(
     "Open the policy's paths once. Raises `OSError` (ENOSYS) when the kernel has no Landlock."
     abi = landlock_abi() if abi is None else abi
     if abi < 1: raise OSError(errno.ENOSYS, "this kernel has no Landlock (Linux 5.13 or later, with landlock in the lsm= list)")
-    return LandlockPolicy(abi, _open_paths(read), _open_paths(read_write), abi >= 6,
-                          [(fd, d) for fd, d in _open_paths(listed) if d])
+    read, read_write, listed = _open_paths(read), _open_paths(read_write), [(fd, d) for fd, d in _open_paths(listed) if d]
+    h = fs_rights(abi)
+    rights = [(fd, (READ_RIGHTS if d else READ_RIGHTS & FILE_RIGHTS) & h) for fd, d in read]
+    rights += [(fd, FS_READ_DIR & h) for fd, _ in listed]
+    rights += [(fd, (FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE | (FS_READ_DIR if d else 0)) & h) for fd, d in read_write]
+    return LandlockPolicy(abi, read, read_write, abi >= 6, listed, [_PathBeneath(r, fd) for fd, r in rights])
 
 # %% ../../nbs/02a_landlock.ipynb #379d478a
 def _add_rule(ruleset: int, fd: int, rights: int) -> None:
     rule = _PathBeneath(rights, fd)
     _syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(rule), ctypes.c_uint32(0))
+
+def _add_rules(ruleset: int, rules: list) -> None:
+    "Add prepared `_PathBeneath` rules: one system call each and nothing else (a job adds a few hundred)."
+    call, nr, rs = _libc().syscall, ctypes.c_long(_SYS_ADD_RULE), ctypes.c_int(ruleset)
+    kind, flags, ref = ctypes.c_int(_RULE_PATH_BENEATH), ctypes.c_uint32(0), ctypes.byref
+    for r in rules:
+        if call(nr, rs, kind, ref(r), flags) < 0:
+            e = ctypes.get_errno(); raise OSError(e, f"landlock_add_rule: {os.strerror(e)}")
 
 def restrict_self(
     policy: LandlockPolicy,        # made once by the server
@@ -128,10 +141,7 @@ def restrict_self(
     rs = _syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     own = []
     try:
-        for fd, is_dir in policy.read: _add_rule(rs, fd, (READ_RIGHTS if is_dir else READ_RIGHTS & FILE_RIGHTS) & handled)
-        for fd, _ in policy.listed: _add_rule(rs, fd, FS_READ_DIR & handled)
-        for fd, is_dir in policy.read_write:
-            _add_rule(rs, fd, (FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE | (FS_READ_DIR if is_dir else 0)) & handled)
+        _add_rules(rs, policy.rules)
         own = _open_paths([scratch] + ([f"/proc/{os.getpid()}"] if own_proc else []))
         if not own or not own[0][1]: raise OSError(errno.ENOENT, f"the scratch directory {scratch} is missing")
         _add_rule(rs, own[0][0], scratch_rights(policy.abi))
@@ -146,9 +156,10 @@ NAMED_OBJECT_SYSCALLS = (
     "keyctl", "add_key", "request_key",                                                       # key rings
     "shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop", "semctl",          # System V IPC
     "msgget", "msgsnd", "msgrcv", "msgctl",
-    "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr")   # POSIX message queues
+    "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",   # POSIX message queues
+    "socket")   # every family: a unix socket is found by its (abstract) name, by jobs that share a network namespace
 DENIED_SYSCALLS = NAMED_OBJECT_SYSCALLS + (
-    "socket", "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
     "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
     "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "open_tree", "move_mount", "fsopen", "fsconfig",
     "fsmount", "fspick", "mount_setattr", "open_by_handle_at", "name_to_handle_at",
