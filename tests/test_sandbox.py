@@ -656,6 +656,47 @@ def test_two_jobs_open_at_once_cannot_meet_at_a_unix_socket(sb):
         assert not bound.ok and "PermissionError" in bound.error["message"], bound
         assert not met.ok and "PermissionError" in met.error["message"], met
 
+
+LOCKS = ("import fcntl, struct, numpy\nF = open(numpy.__file__, 'rb')\n"
+         "def put(v):\n    fcntl.fcntl(F, fcntl.F_SETLK, struct.pack('hhqqi', fcntl.F_RDLCK, 0, v, 1, 0))\n    return 'locked'\n"
+         "def get():\n    r = fcntl.fcntl(F, fcntl.F_GETLK, struct.pack('hhqqi', fcntl.F_WRLCK, 0, 0, 0, 0))\n"
+         "    t, _, start, _, _ = struct.unpack('hhqqi', r)\n    return None if t == fcntl.F_UNLCK else start\n")
+
+
+def test_two_jobs_open_at_once_cannot_pass_data_through_a_files_locks(sb):
+    """A record lock on a file both jobs can open (numpy's) is seen by the other, whatever its uid, namespace or server;
+    its offset carries 63 bits (a red team passed a timed buffer to a program scored beside it this way). Jobs can take
+    no lock, lease or watch; without isolation the value passes."""
+    _, a = sb.open_session(LOCKS, "cwm_nb.sandbox.programs:function_session")
+    _, b = sb.open_session(LOCKS, "cwm_nb.sandbox.programs:function_session")
+    try: put, got = a.call({"name": "put", "args": [123456789]}), b.call({"name": "get"})
+    finally: a.close(); b.close()
+    if sb.isolation == "none":
+        assert (put.value, got.value) == ("locked", 123456789), (put.error, got.error)
+    else:
+        assert not put.ok and "PermissionError" in put.error["message"], put
+        assert not got.ok and "PermissionError" in got.error["message"], got
+
+
+PEEKS = ("import os\n"
+         "def mark():\n    os.chmod('.', 0o777); open('msg', 'w').write('secret')\n    return os.path.basename(os.getcwd())\n"
+         "def find():\n    try: names = set(os.listdir('..'))\n    except OSError: names = set()\n    found = []\n"
+         "    for n in names | {f'job{k}' for k in range(1, 500)}:\n"
+         "        try: found.append(open(os.path.join('..', n, 'msg')).read())\n        except OSError: pass\n"
+         "    return found\n")
+
+
+def test_a_job_cannot_find_another_jobs_scratch_directory(sb):
+    """A job that opens its scratch directory to all (`chmod 0777`) and leaves a file there: another job open at the same
+    time can neither list the directory above nor guess the name (`job<n>-<64 random bits>`; a red team read `../job<n>`
+    as root in bwrap). Without isolation the same uid lists it."""
+    _, a = sb.open_session(PEEKS, "cwm_nb.sandbox.programs:function_session")
+    _, b = sb.open_session(PEEKS, "cwm_nb.sandbox.programs:function_session")
+    try: name, found = a.call({"name": "mark"}), b.call({"name": "find"})
+    finally: a.close(); b.close()
+    assert name.ok and len(name.value.rsplit("-", 1)[1]) == 16, name
+    assert found.ok and found.value == (["secret"] if sb.isolation == "none" else []), found
+
 FILLS_ITS_SCRATCH = ("import os\ndef fill():\n    n = 0\n    try:\n        while True:\n            with open(f'f{n}', 'wb') as f: f.write(b'x' * (3 << 20))\n"
                      "            n += 1\n    except OSError as e: return [n, e.errno]\n")
 ELSEWHERE = ("import os\nout = []\nfor p in ('/tmp/x', '/var/tmp/x', '/run/x', '/dev/x', '/dev/shm/x'):\n"

@@ -514,7 +514,7 @@ def _fork_idle(self: _Server) -> None:
     except OSError: shm = -1
     self.forks += 1
     uid = self._free_uid()
-    scratch = os.path.join(self.base, f"job{self.forks}")
+    scratch = os.path.join(self.base, f"job{self.forks}-{os.urandom(8).hex()}")   # no job can guess another's
     _prctl(PR_SET_NAME, b"cwm-idle")   # the child is born with its name (no window where it looks like the server)
     pid = os.fork()
     if pid == 0:

@@ -12,9 +12,9 @@ from .syscalls import _libc
 __all__ = ['FS_EXECUTE', 'FS_WRITE_FILE', 'FS_READ_FILE', 'FS_READ_DIR', 'FS_REMOVE_DIR', 'FS_REMOVE_FILE', 'FS_MAKE_CHAR',
            'FS_MAKE_DIR', 'FS_MAKE_REG', 'FS_MAKE_SOCK', 'FS_MAKE_FIFO', 'FS_MAKE_BLOCK', 'FS_MAKE_SYM', 'FS_REFER',
            'FS_TRUNCATE', 'FS_IOCTL_DEV', 'NET_BIND_TCP', 'NET_CONNECT_TCP', 'SCOPE_ABSTRACT_UNIX_SOCKET',
-           'SCOPE_SIGNAL', 'FILE_RIGHTS', 'READ_RIGHTS', 'NAMED_OBJECT_SYSCALLS', 'DENIED_SYSCALLS', 'OWN_PROCESS_ONLY',
-           'AF_UNIX', 'SECCOMP_MODE_FILTER', 'PR_SET_SECCOMP', 'set_no_new_privs', 'landlock_abi', 'fs_rights',
-           'scratch_rights', 'LandlockPolicy', 'make_policy', 'restrict_self', 'load_seccomp_filter',
+           'SCOPE_SIGNAL', 'FILE_RIGHTS', 'READ_RIGHTS', 'NAMED_OBJECT_SYSCALLS', 'LOCK_FCNTL', 'DENIED_SYSCALLS',
+           'OWN_PROCESS_ONLY', 'AF_UNIX', 'SECCOMP_MODE_FILTER', 'PR_SET_SECCOMP', 'set_no_new_privs', 'landlock_abi',
+           'fs_rights', 'scratch_rights', 'LandlockPolicy', 'make_policy', 'restrict_self', 'load_seccomp_filter',
            'load_object_filter', 'signal_filter', 'load_signal_filter', 'landlock_support']
 
 # %% ../../nbs/02a_landlock.ipynb #a9c07a69
@@ -157,7 +157,10 @@ NAMED_OBJECT_SYSCALLS = (
     "shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop", "semctl",          # System V IPC
     "msgget", "msgsnd", "msgrcv", "msgctl",
     "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",   # POSIX message queues
-    "socket")   # every family: a unix socket is found by its (abstract) name, by jobs that share a network namespace
+    "socket",   # every family: a unix socket is found by its (abstract) name, by jobs that share a network namespace
+    "flock", "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init")   # a file's locks and watches
+LOCK_FCNTL = (5, 6, 7, 36, 37, 38, 1024, 1025, 1026)   # fcntl's F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK,
+# F_OFD_SETLKW, F_SETLEASE, F_GETLEASE, F_NOTIFY: a lock, lease or watch on a file any job can open is seen by the others
 DENIED_SYSCALLS = NAMED_OBJECT_SYSCALLS + (
     "io_uring_setup", "io_uring_enter", "io_uring_register",
     "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
@@ -166,7 +169,7 @@ DENIED_SYSCALLS = NAMED_OBJECT_SYSCALLS + (
     "bpf", "perf_event_open", "userfaultfd", "init_module", "finit_module",
     "delete_module", "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff", "acct", "settimeofday",
     "clock_settime", "clock_adjtime", "sethostname", "setdomainname", "iopl", "ioperm", "syslog", "quotactl",
-    "fanotify_init", "lookup_dcookie", "process_madvise", "process_mrelease")
+    "lookup_dcookie", "process_madvise", "process_mrelease")
 OWN_PROCESS_ONLY = (("prlimit64", 0), ("setpriority", 1), ("ioprio_set", 1), ("sched_setaffinity", 0),
                     ("sched_setscheduler", 0), ("sched_setparam", 0), ("sched_setattr", 0), ("migrate_pages", 0),
                     ("move_pages", 0))   # (call, argument that names the target process): allowed on itself (0) only
@@ -178,7 +181,7 @@ AF_UNIX = 1
 class _ArgCmp(ctypes.Structure):
     _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64), ("datum_b", ctypes.c_uint64)]
 
-_ACT_ALLOW, _ACT_ERRNO, _CMP_NE, _CMP_MASKED_EQ = 0x7FFF0000, 0x00050000, 1, 7
+_ACT_ALLOW, _ACT_ERRNO, _CMP_NE, _CMP_EQ, _CMP_MASKED_EQ = 0x7FFF0000, 0x00050000, 1, 4, 7
 _seccomp_handle = None
 
 def _libseccomp():
@@ -212,10 +215,15 @@ def _load_filter(add_rules) -> None:
         if rc < 0: raise OSError(-rc, f"seccomp_load: {os.strerror(-rc)}")
     finally: lib.seccomp_release(ctx)
 
+def _lock_rules(lib, ctx) -> None:
+    "Deny fcntl's locks, leases and directory notices (`LOCK_FCNTL`), in both filters."
+    for cmd in LOCK_FCNTL: _rule(lib, ctx, _ACT_ERRNO | errno.EPERM, "fcntl", (1, _CMP_EQ, cmd, 0))
+
 def _job_rules(lib, ctx) -> None:
     eperm, eacces = _ACT_ERRNO | errno.EPERM, _ACT_ERRNO | errno.EACCES
     for name in DENIED_SYSCALLS: _rule(lib, ctx, eacces if name == "socket" else eperm, name)
     _rule(lib, ctx, eacces, "socketpair", (0, _CMP_NE, AF_UNIX, 0))
+    _lock_rules(lib, ctx)
     for flag in _CLONE_NEW.values(): _rule(lib, ctx, eperm, "clone", (0, _CMP_MASKED_EQ, flag, flag))
     _rule(lib, ctx, _ACT_ERRNO | errno.ENOSYS, "clone3")
     for name, arg in OWN_PROCESS_ONLY: _rule(lib, ctx, eperm, name, (arg, _CMP_NE, 0, 0))
@@ -228,10 +236,13 @@ def load_seccomp_filter() -> None:
 
 def load_object_filter() -> None:
     "Install a filter that denies `NAMED_OBJECT_SYSCALLS` only (bwrap mode); sets `no_new_privs`. Raises `OSError`."
-    try: _load_filter(lambda lib, ctx: [_rule(lib, ctx, _ACT_ERRNO | errno.EPERM, n) for n in NAMED_OBJECT_SYSCALLS])
+    def rules(lib, ctx):
+        for n in NAMED_OBJECT_SYSCALLS: _rule(lib, ctx, _ACT_ERRNO | errno.EPERM, n)
+        _lock_rules(lib, ctx)
+    try: _load_filter(rules)
     except OSError as e:
         raise OSError(e.errno, "libseccomp 2 is needed (apt-get install libseccomp2) to refuse jobs System V IPC, POSIX "
-                      f"message queues and key rings, where one job could leave data for the next: {e}") from None
+                      f"message queues, key rings, sockets and file locks, where one job could leave data for another: {e}") from None
 
 # %% ../../nbs/02a_landlock.ipynb #cb6490d6
 _BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_RET_K = 0x20, 0x15, 0x06
