@@ -640,21 +640,26 @@ MEETS = ("import socket\nKEEP = []\n"
          "    return 'connected'\n")
 
 
+def _two_at_once(sb, source: str, first: dict, second: dict) -> tuple:
+    "The results of `first` in one session of `source` and then `second` in another, both open at once."
+    _, a = sb.open_session(source, "cwm_nb.sandbox.programs:function_session")
+    _, b = sb.open_session(source, "cwm_nb.sandbox.programs:function_session")
+    try: return a.call(first), b.call(second)
+    finally: a.close(); b.close()
+
+
+def _both_refused(*results) -> None:
+    for r in results: assert not r.ok and "PermissionError" in r.error["message"], r
+
+
 def test_two_jobs_open_at_once_cannot_meet_at_a_unix_socket(sb):
     """A unix socket bound to an abstract name is found by any process of the network namespace: two sessions open at
     once could pass each other what they are shown (found by a red team in bwrap). No job can make a socket; without
     isolation the two meet."""
     name = f"cwm-nb-meet-{os.getpid()}-{sb.isolation}"
-    _, a = sb.open_session(MEETS, "cwm_nb.sandbox.programs:function_session")
-    _, b = sb.open_session(MEETS, "cwm_nb.sandbox.programs:function_session")
-    try:
-        bound, met = a.call({"name": "bind", "args": [name]}), b.call({"name": "connect", "args": [name]})
-    finally: a.close(); b.close()
-    if sb.isolation == "none":
-        assert (bound.value, met.value) == ("bound", "connected"), (bound.error, met.error)
-    else:
-        assert not bound.ok and "PermissionError" in bound.error["message"], bound
-        assert not met.ok and "PermissionError" in met.error["message"], met
+    bound, met = _two_at_once(sb, MEETS, {"name": "bind", "args": [name]}, {"name": "connect", "args": [name]})
+    if sb.isolation != "none": _both_refused(bound, met)
+    else: assert (bound.value, met.value) == ("bound", "connected"), (bound.error, met.error)
 
 
 LOCKS = ("import fcntl, struct, numpy\nF = open(numpy.__file__, 'rb')\n"
@@ -667,15 +672,9 @@ def test_two_jobs_open_at_once_cannot_pass_data_through_a_files_locks(sb):
     """A record lock on a file both jobs can open (numpy's) is seen by the other, whatever its uid, namespace or server;
     its offset carries 63 bits (a red team passed a timed buffer to a program scored beside it this way). Jobs can take
     no lock, lease or watch; without isolation the value passes."""
-    _, a = sb.open_session(LOCKS, "cwm_nb.sandbox.programs:function_session")
-    _, b = sb.open_session(LOCKS, "cwm_nb.sandbox.programs:function_session")
-    try: put, got = a.call({"name": "put", "args": [123456789]}), b.call({"name": "get"})
-    finally: a.close(); b.close()
-    if sb.isolation == "none":
-        assert (put.value, got.value) == ("locked", 123456789), (put.error, got.error)
-    else:
-        assert not put.ok and "PermissionError" in put.error["message"], put
-        assert not got.ok and "PermissionError" in got.error["message"], got
+    put, got = _two_at_once(sb, LOCKS, {"name": "put", "args": [123456789]}, {"name": "get"})
+    if sb.isolation != "none": _both_refused(put, got)
+    else: assert (put.value, got.value) == ("locked", 123456789), (put.error, got.error)
 
 
 PEEKS = ("import os\n"
@@ -690,12 +689,10 @@ def test_a_job_cannot_find_another_jobs_scratch_directory(sb):
     """A job that opens its scratch directory to all (`chmod 0777`) and leaves a file there: another job open at the same
     time can neither list the directory above nor guess the name (`job<n>-<64 random bits>`; a red team read `../job<n>`
     as root in bwrap). Without isolation the same uid lists it."""
-    _, a = sb.open_session(PEEKS, "cwm_nb.sandbox.programs:function_session")
-    _, b = sb.open_session(PEEKS, "cwm_nb.sandbox.programs:function_session")
-    try: name, found = a.call({"name": "mark"}), b.call({"name": "find"})
-    finally: a.close(); b.close()
+    name, found = _two_at_once(sb, PEEKS, {"name": "mark"}, {"name": "find"})
     assert name.ok and len(name.value.rsplit("-", 1)[1]) == 16, name
     assert found.ok and found.value == (["secret"] if sb.isolation == "none" else []), found
+
 
 FILLS_ITS_SCRATCH = ("import os\ndef fill():\n    n = 0\n    try:\n        while True:\n            with open(f'f{n}', 'wb') as f: f.write(b'x' * (3 << 20))\n"
                      "            n += 1\n    except OSError as e: return [n, e.errno]\n")
