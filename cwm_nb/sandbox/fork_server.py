@@ -63,14 +63,26 @@ def _under(p: str, dirs) -> str | None:
     "The directory of `dirs` that `p` is or lies under, else None."
     return next((d for d in dirs if p == d or p.startswith(d.rstrip("/") + "/")), None)
 
+def _within(p: str, dirs: set) -> bool:
+    "True if normalized path `p` is one of `dirs` or lies under one of them: `_under` by `p`'s parents, a set lookup each."
+    while True:
+        if p in dirs: return True
+        up = os.path.dirname(p)
+        if up == p: return False
+        p = up
+
+def _outermost(paths) -> list[str]:
+    "The normalized `paths` sorted, once each, without those that lie under another of them (linear in the paths)."
+    out: set = set()
+    for p in sorted(set(paths)):   # a directory sorts before what lies under it
+        if not _within(p, out): out.add(p)
+    return sorted(out)
+
 # %% ../../nbs/02d_fork_server.ipynb #979cf4ac
 def _root_paths(paths: list[str]) -> list[str]:
     "The paths bwrap's new root holds: the existing ones of `SYSTEM_READ` outside /dev and of `paths`, sorted, none under another."
     cands = [p for p in SYSTEM_READ if not p.startswith("/dev/") and os.path.lexists(p)] + [p for p in paths if os.path.exists(p)]
-    out = []
-    for p in sorted(dict.fromkeys(cands)):
-        if not _under(p, out): out.append(p)
-    return out
+    return _outermost(cands)
 
 # %% ../../nbs/02d_fork_server.ipynb #d709e262
 def _server_env() -> dict[str, str]:

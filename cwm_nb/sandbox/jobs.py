@@ -18,7 +18,7 @@ from .landlock import landlock_support
 from .programs import (ERROR_KINDS, SandboxLimits, SandboxResult, _clip,
     _resolve_driver, decode_result, make_error)
 from .fork_server import (_BOOT, TMPFS_DIRS, _Capture, _Child, _append_capture,
-    _others_can_read, _package_root, _root_paths, _server_env, _under, _watch_job)
+    _others_can_read, _outermost, _package_root, _root_paths, _server_env, _under, _watch_job, _within)
 
 # %% auto #0
 __all__ = ['ISOLATION_MODES', 'JOB_PACKAGES', 'JOB_MODULES', 'isolation_mode', 'Sandbox', 'bwrap_command', 'SandboxSession',
@@ -297,14 +297,12 @@ def _needed_paths() -> list[str]:
     for site in sites: cands += _with_bytecode(os.path.join(site, n) for n in os.listdir(site) if n in JOB_PACKAGES)
     pkg = os.path.join(_package_root(), "cwm_nb")
     cands += _with_bytecode(f for m in JOB_MODULES for f in sorted(glob.glob(os.path.join(pkg, m))))
-    out = []
-    for p in sorted({os.path.realpath(p) for p in cands if os.path.exists(p)}):
-        if not _under(p, out): out.append(p)
-    return out
+    return _outermost(os.path.realpath(p) for p in cands if os.path.exists(p))
 
 def _listed_dirs(paths: list[str]) -> list[str]:
     "The directories that hold `paths` and are not themselves readable: a job may list them (import searches them)."
-    return sorted(d for d in {os.path.dirname(p) for p in paths} if not _under(d, paths))
+    read = set(paths)
+    return sorted(d for d in {os.path.dirname(p) for p in paths} if not _within(d, read))
 
 # %% ../../nbs/03_sandbox.ipynb #a4ebb6a3
 _SERVER_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_KILL", "CAP_DAC_OVERRIDE", "CAP_FOWNER")
