@@ -8,7 +8,9 @@ Measured side by side in one run (interleaved, median of repeats), in each isola
                k-th transition of every episode, each answered before the next is handed over (SandboxSession.feed);
                the session is direct (03_sandbox): this process puts each batch in a region of memory it shares with
                the job and reads the answer there (the pipes carry what does not fit), the fork server is not on the
-               way; both sides poll for the other `spin_s` (SPIN_S, 02_syscalls)
+               way; both sides poll for the other `spin_s` (SPIN_S, 02_syscalls), each kept to its own half of the CPUs
+               (`open_session(apart=True)`, `cpu_halves` in 02_syscalls)
+  not apart  : the same with the two sides free to share a CPU (cpu_halves patched out), as before `apart`
   no polling : the same with Sandbox(spin_s=0)
   pipes only : `after` with the session's shared region left unmapped, so the pipes carry every batch and answer
   server     : the same session's batches fed through the fork server (the path of a session whose pipes could not be
@@ -105,6 +107,10 @@ def main():
         assert r.ok, r.error
         return dt
 
+    def not_apart(m):
+        "`after` with the job and the parent free to share a CPU (no `cpu_halves`): the scheduler places both."
+        with free_cpus(): return after(m)
+
     def pipes_only(m):
         "`after` with the session's shared region left unmapped: every call and answer goes through the pipes."
         with no_shared_region(): return after(m)
@@ -134,14 +140,15 @@ def main():
 
     for _ in range(5):  # warm up every side
         in_process()
-        for m in modes: before(m); after(m); after(m, 2); through_server(m); pipes_only(m)
+        for m in modes: before(m); after(m); after(m, 2); through_server(m); pipes_only(m); not_apart(m)
     T = {"in_process": []}
-    for m in modes: T.update({f"{m}:{k}": [] for k in ("before", "after", "still", "server", "empty", "pipes")})
+    for m in modes: T.update({f"{m}:{k}": [] for k in ("before", "after", "free", "still", "server", "empty", "pipes")})
     for rep in range(a.repeats):
         T["in_process"].append(in_process())
         for m in (modes if rep % 2 == 0 else modes[::-1]):   # alternate the order: no mode always follows another's cleanup
             T[f"{m}:before"].append(before(m)); time.sleep(0.02)
             T[f"{m}:after"].append(after(m)); time.sleep(0.02)
+            T[f"{m}:free"].append(not_apart(m)); time.sleep(0.02)
             T[f"{m}:still"].append(after(m, 2)); time.sleep(0.02)
             T[f"{m}:pipes"].append(pipes_only(m)); time.sleep(0.02)
             T[f"{m}:server"].append(through_server(m)); time.sleep(0.02)
@@ -151,18 +158,21 @@ def main():
     print(f"\n{a.n} transitions, median of {a.repeats} interleaved repeats:")
     print(f"  in-process  (exec + set_state/step + to_plain)  {med['in_process'] * 1e3:7.2f} ms"
           f"  ({med['in_process'] / a.n * 1e6:.1f} us/transition)")
-    print(f"  {'mode':9s} {'before':>9s} {'ratio':>6s} {'after':>9s} {'ratio':>6s} {'paired':>6s} {'no polling':>10s} "
+    print(f"  {'mode':9s} {'before':>9s} {'ratio':>6s} {'after':>9s} {'ratio':>6s} {'paired':>6s} {'not apart':>9s} {'ratio':>6s} {'paired':>6s} {'no polling':>10s} "
           f"{'ratio':>6s} {'pipes only':>10s} {'ratio':>6s} {'server':>9s} {'ratio':>6s} {'empty job':>9s} {'after - before':>14s} {'per batch':>9s}")
     for m in modes:
         paired = statistics.median(s / i for s, i in zip(T[f"{m}:after"], T["in_process"]))
+        paired_free = statistics.median(s / i for s, i in zip(T[f"{m}:free"], T["in_process"]))
         split = med[m + ':after'] - med[m + ':before']
         print(f"  {m:9s} {med[m + ':before'] * 1e3:7.2f}ms {med[m + ':before'] / med['in_process']:6.2f} "
               f"{med[m + ':after'] * 1e3:7.2f}ms {med[m + ':after'] / med['in_process']:6.2f} {paired:6.2f} "
+              f"{med[m + ':free'] * 1e3:7.2f}ms {med[m + ':free'] / med['in_process']:6.2f} {paired_free:6.2f} "
               f"{med[m + ':still'] * 1e3:8.2f}ms {med[m + ':still'] / med['in_process']:6.2f} "
               f"{med[m + ':pipes'] * 1e3:8.2f}ms {med[m + ':pipes'] / med['in_process']:6.2f} "
               f"{med[m + ':server'] * 1e3:7.2f}ms {med[m + ':server'] / med['in_process']:6.2f} "
               f"{med[m + ':empty'] * 1e3:7.2f}ms {split * 1e3:12.2f}ms {split / nb * 1e6:7.0f}us")
-    print("  (ratio: sandboxed / in-process, goal <= 1.2; paired: the median of the per-repeat ratios; pipes only: "
+    print("  (ratio: sandboxed / in-process, goal <= 1.2; paired: the median of the per-repeat ratios; not apart: the "
+          "default flow with the job and the parent free to share a CPU; pipes only: "
           "the default flow with no shared memory; server: the batches fed through the fork server; empty job: a `pass` program's round trip; per batch: (after - before) / batches)")
     call_cost(sbs, modes)
     if not a.no_floor: floor(buf, in_process, a.repeats)
@@ -170,6 +180,15 @@ def main():
     for m in modes:
         for s_ in sbs[m]: s_.close()
     if "landlock" in modes: landlock_setup_cost(a.repeats)
+
+
+@contextlib.contextmanager
+def free_cpus():
+    "Sessions opened meanwhile are not kept to CPUs apart from this thread's feeds (as before `apart`)."
+    from cwm_nb.sandbox import jobs as sandbox_jobs
+    real, sandbox_jobs.cpu_halves = sandbox_jobs.cpu_halves, lambda: None
+    try: yield
+    finally: sandbox_jobs.cpu_halves = real
 
 
 @contextlib.contextmanager
@@ -289,7 +308,8 @@ def profile(sb, buf, mode: str, repeats: int = 21) -> None:
         t0 = time.perf_counter(); inp = sandbox_inputs(buf, True); pay = _payloads(inp, batches, False)
         t1 = time.perf_counter()
         form = {k: inp[k] for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
-        first, sess = sb.open_session(CARTPOLE_CWM, "cwm_nb.sandbox.drivers:cwm_batches", form, poll=True)   # as run_on_buffer
+        first, sess = sb.open_session(CARTPOLE_CWM, "cwm_nb.sandbox.drivers:cwm_batches", form, poll=True,
+                                      apart=True)   # as run_on_buffer
         t2 = time.perf_counter(); res = sess.feed(pay); t3 = time.perf_counter(); sess.close(); t4 = time.perf_counter()
         _in_buffer_order(res, batches, len(buf), 1); t5 = time.perf_counter()
         for k, v in zip(T, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)): T[k].append(v)

@@ -1265,6 +1265,32 @@ def test_planning_uses_the_program_in_every_mode(sb):
     assert (pr.fallbacks, pr.normalized_return) == (0, 1.0), pr.fallback_kinds
 
 
+CPUS_SEEN = "import os\ndef cpus():\n    return sorted(os.sched_getaffinity(0))\n"
+
+
+def test_a_fed_session_opened_apart_polls_on_cpus_apart(sb, monkeypatch):
+    """`open_session(poll=True, apart=True)` (as fed evaluations open theirs, 13b): the job keeps to one half of this
+    thread's CPUs, each `feed` holds this thread to the other half while it polls and then gives back what it had;
+    without `apart` the job may run anywhere (03_sandbox, `cpu_halves` in 02_syscalls)."""
+    mine = os.sched_getaffinity(0)
+    if len(mine) < 2: pytest.skip("one CPU: nothing to keep apart, and neither side polls")
+    during, real = [], sandbox_module._shm_wait
+    def waiting(*a):   # this thread's CPUs while it polls for an answer
+        during.append(os.sched_getaffinity(0)); return real(*a)
+    monkeypatch.setattr(sandbox_module, "_shm_wait", waiting)
+    for apart in (True, False):
+        during.clear()
+        first, s = sb.open_session(CPUS_SEEN, "cwm_nb.sandbox.programs:function_session", poll=True, apart=apart)
+        assert s is not None, first.error
+        with s: res = s.feed([{"name": "cpus", "args": []}] * 3)
+        assert [r.ok for r in res] == [True] * 3, res[-1].error
+        job = set(res[0].value)
+        assert during and os.sched_getaffinity(0) == mine, (during, os.sched_getaffinity(0))
+        if apart: got = (not job & s.cpus, job | s.cpus, all(d == s.cpus for d in during))
+        else: got = (s.cpus is None, job, all(d == mine for d in during))
+        assert got == (True, mine, True), (apart, job, s.cpus, during)
+
+
 def test_in_process_a_driver_can_be_the_function_itself_and_its_program_error_is_reported():
     "run_in_process takes a driver function as well as its name; the program's error comes back as a result."
     r = run_in_process("def main():\n    return 1 / 0", call_function, {"name": "main"})

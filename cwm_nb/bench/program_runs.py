@@ -156,8 +156,8 @@ def _in_buffer_order(results: list, batches: list, n: int, reps: int) -> dict:
 def _open_feed(sandbox, source: str, args: dict, payloads: list, limits) -> tuple:
     "A `cwm_batches` session fed `payloads` in order, then ended: (its first answer, the answers)."
     limits = limits or sandbox.limits
-    first, sess = sandbox.open_session(source, "cwm_nb.sandbox.drivers:cwm_batches", args,
-                                       limits=limits, poll=True)   # each side polls for the other: measured faster in 03_sandbox
+    first, sess = sandbox.open_session(source, "cwm_nb.sandbox.drivers:cwm_batches", args, limits=limits,
+                                       poll=True, apart=True)   # both sides poll, on CPUs apart (03_sandbox)
     if sess is None: return first, []
     with sess: return first, sess.feed(payloads, limits.wall_s, close=True)   # a job's limit
 

@@ -13,7 +13,8 @@ from typing import Any
 from fastcore.basics import patch
 from ..core import CwmNbError
 from .syscalls import (SHM_AREA, SPIN_S, _CALLS, _EXIT_SETUP, _HDR, _PARENT_SLEEPS, _ready, _recv_frame,
-    _send_frame, _set_word, _shm_put, _shm_take, _shm_wait, _write_all, _write_within, map_shared_region, spin_cap)
+    _send_frame, _set_word, _shm_put, _shm_take, _shm_wait, _write_all, _write_within, cpu_halves, keep_to,
+    map_shared_region, spin_cap)
 from .landlock import landlock_support
 from .programs import (ERROR_KINDS, SandboxLimits, SandboxResult, _clip,
     _resolve_driver, decode_result, make_error)
@@ -460,7 +461,7 @@ def _result(self: Sandbox, hdr: dict, body: bytes, limits: SandboxLimits, wall: 
 # %% ../../nbs/03_sandbox.ipynb #a9d7d508
 @patch
 def _submit(self: Sandbox, source, driver, args, data_key, limits, session: bool = False,
-            poll: bool = False) -> tuple[SandboxResult, int | None, _Child | None]:
+            poll: bool = False, cpus: set | None = None) -> tuple[SandboxResult, int | None, _Child | None]:
     "One job (a session's first answer when `session`): its result, the server's session id (None if it did not stay), a direct session's pipes."
     if not isinstance(source, str): raise CwmNbError(f"the program source must be a str, not {type(source).__name__}", "pass Program.source")
     if not isinstance(driver, str):
@@ -470,7 +471,7 @@ def _submit(self: Sandbox, source, driver, args, data_key, limits, session: bool
         raise CwmNbError(f"no data stored under {data_key!r}", "call put_data(key, data) first")
     limits = limits or self.limits
     try: job = pickle.dumps(("run", {"source": source, "driver": driver, "args": args, "data_key": data_key,
-                                     "limits": asdict(limits), "session": session, "poll": poll,
+                                     "limits": asdict(limits), "session": session, "poll": poll, "cpus": sorted(cpus or ()),
                                      "direct": session}), protocol=5)
     except Exception as e: raise CwmNbError(f"the job's args cannot be sent: {e}", "pass plain data as args") from None
     with self._lock:
@@ -546,6 +547,7 @@ class SandboxSession:
         self._limits = asdict(limits)   # as the watch reads them (asdict takes ~7 µs)
         self._ended = [False]   # True once an `end` was sent or the session is gone: the finalizer then asks nothing
         self._queued = False    # its `end` waits in the sandbox's queue (`_end_later`)
+        self.cpus = None        # the CPUs a polled `feed` holds this thread to (`open_session(apart=True)`)
         self._shm, self._k = None, 0   # the shared region with the job (02_syscalls), and the number of its last call
         if pipes is not None and pipes.shm >= 0:
             self._shm = map_shared_region(pipes.shm)   # unmapped by the finalizer (on close, under `_lock`)
@@ -690,6 +692,8 @@ def _direct(self: SandboxSession,
         try: hup = sb._proc.stdout.fileno()   # the server hanging up ends the watch
         except (AttributeError, ValueError): return [self._gone("the sandbox server is gone; the session is gone", t0)]
         deadline, status, last = time.monotonic() + lim.wall_s, "done", None
+        was = os.sched_getaffinity(0) if spin and self.cpus else None   # a feed opened `apart`: this thread on its half
+        keep_to(was and self.cpus)
         try:
             with _no_sigpipe():
                 for body in bodies:
@@ -710,6 +714,7 @@ def _direct(self: SandboxSession,
                     if result.startswith(b'{"ok":false'): break   # the program failed: nothing more to ask
         except BaseException:   # e.g. KeyboardInterrupt mid-call: an answer may be on its way, so the session ends
             self._end(reply=False); raise
+        finally: keep_to(was)
         if self._shm is not None: _drain(c, outs, errs)
         if last is not None: out.append(self._decoded(last, "", "", lim, t0))
         if status != "done": out.append(self._failed(status, outs.text(), errs.text(), lim, t0))
@@ -767,12 +772,19 @@ def open_session(self: Sandbox,
                  data_key: str | None = None,    # data stored by `put_data`
                  limits: SandboxLimits | None = None,  # the session's limits; wall_s: of the first answer and the default of each call
                  poll: bool = False,             # the job polls `spin_s` for its next call before blocking (its CPU time)
+                 apart: bool = False,            # with poll: the job and this thread's `feed`s keep to CPUs apart
                 ) -> tuple[SandboxResult, SandboxSession | None]:
-    "Start a job that stays alive after its first answer: (that answer, a `SandboxSession` for more calls; None if the answer is an error)."
+    """Start a job that stays alive after its first answer: (that answer, a `SandboxSession` for more calls; None if
+    the answer is an error). With `apart`, the job keeps to half of this thread's CPUs and each `feed` holds this
+    thread to the other half (`cpu_halves`, 02_syscalls); a planning job, whose planner forks a second polling
+    process, is not opened so."""
+    halves = cpu_halves() if apart and poll and spin_cap(self.spin_s) else None
     with self._lock:
-        res, sid, pipes = self._submit(source, driver, args, data_key, limits, session=True, poll=poll)
+        res, sid, pipes = self._submit(source, driver, args, data_key, limits, session=True, poll=poll,
+                                       cpus=halves and halves[1])
         if sid is None: return res, None
         s = SandboxSession(self, sid, limits or self.limits, pipes, poll)
+        s.cpus = halves and halves[0]
         if not res.ok: s.close(); return res, None
         return res, s
 

@@ -10,7 +10,7 @@ from typing import Any, Callable
 import numpy as np
 from ..core import CwmNbError
 from .syscalls import (_ANSWERS, _CALLS, _EXIT_SETUP, _IN_SEQ, _JOB_SLEEPS, SHM_AREA, _ready,
-                                    _recv_frame, _send_frame, _set_word, _shm_put, _shm_take, _word, await_readable)
+                                    _recv_frame, _send_frame, _set_word, _shm_put, _shm_take, _word, await_readable, keep_to)
 
 # %% auto #0
 __all__ = ['ERROR_KINDS', 'PROGRAM_FILENAME', 'SandboxLimits', 'make_error', 'SandboxResult', 'describe_exception',
@@ -401,6 +401,7 @@ def _run_job(job: dict, store: dict, res_w: int, job_r: int = -1, spin: float = 
     one forks inherits the region (MADV_DONTFORK): a planner's model side, which runs the program, cannot answer for it."""
     me, source = os.getpid(), job["source"]
     if shared is not None: shared.madvise(mmap.MADV_DONTFORK)   # before the driver forks or the program runs
+    if job.get("poll") and spin: keep_to(set(job.get("cpus") or ()))   # a fed session's job: the CPUs its feeds leave free
     data = store.get(job["data_key"]) if job.get("data_key") is not None else None
     out = _answer(source, lambda: _execute(source, _resolve_driver(job["driver"]), job.get("args"), data, in_job=True))
     handle = None

@@ -9,7 +9,7 @@ import ctypes, fcntl, math, mmap, os, platform, select, struct, time
 # %% auto #0
 __all__ = ['SMALL_FRAMES', 'SPIN_S', 'SHM_AREA', 'SHM_BYTES', 'SHM_MACHINES', 'PR_SET_PDEATHSIG', 'PR_SET_NAME',
            'PR_SET_CHILD_SUBREAPER', 'PR_SET_NO_NEW_PRIVS', 'CLONE_NEWNET', 'PR_SET_KEEPCAPS', 'CAP_DAC_READ_SEARCH',
-           'spin_cap', 'await_readable', 'make_shared_region', 'map_shared_region']
+           'spin_cap', 'await_readable', 'make_shared_region', 'map_shared_region', 'cpu_halves', 'keep_to']
 
 # %% ../../nbs/02_syscalls.ipynb #91ddaa25
 _HDR = struct.Struct("<Q")
@@ -180,6 +180,23 @@ def _prctl(option: int, arg) -> None:
     a = ctypes.c_char_p(arg) if isinstance(arg, bytes) else ctypes.c_ulong(arg)
     if _libc().prctl(ctypes.c_int(option), a, ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
         e = ctypes.get_errno(); raise OSError(e, f"prctl({option}): {os.strerror(e)}")
+
+# %% ../../nbs/02_syscalls.ipynb #34e03949
+def cpu_halves() -> tuple[set, set] | None:
+    """The CPUs this thread may run on, split into two disjoint non-empty sets, the first holding the CPU it runs on
+    now: one for each of two processes that poll each other. None where it may use fewer than two."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2: return None
+    now = _libc().sched_getcpu()   # -1 if the call is refused
+    i = cpus.index(now) if now in cpus else 0
+    cpus = cpus[i:] + cpus[:i]
+    return set(cpus[:len(cpus) // 2]), set(cpus[len(cpus) // 2:])
+
+def keep_to(cpus) -> None:
+    "Run this thread on `cpus` only; with None or an empty set, or where the system refuses, it stays as it was."
+    if cpus:
+        try: os.sched_setaffinity(0, cpus)
+        except OSError: pass
 
 # %% ../../nbs/02_syscalls.ipynb #c1a49177
 def _close_fds_except(keep) -> None:
