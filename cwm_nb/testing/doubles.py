@@ -163,7 +163,7 @@ class FakeSandbox:
     def run(self, source, driver, args=None, data_key=None, limits=None):
         if data_key not in self.data: raise CwmNbError(f"no data stored under {data_key!r}", "call put_data first")
         self.jobs.append((driver, args)); return self.answer(driver, args or {})
-    def open_session(self, source, driver, args=None, data_key=None, limits=None, poll=False):
+    def open_session(self, source, driver, args=None, data_key=None, limits=None, poll=False, apart=False):
         self.jobs.append((driver, args))
         fed = FedSession(lambda p: self.answer(driver, (args or {}) | p))
         return SandboxResult(True, {"ok": True}), fed
@@ -182,7 +182,7 @@ class LimitsRecordingSandbox:
     def run(self, source, driver, args=None, data_key=None, limits=None):
         self.jobs.append((args.get("before") is not None, limits.wall_s, limits.cpu_s))
         return self._answer(args.get("before") is not None, limits)
-    def open_session(self, source, driver, args=None, data_key=None, limits=None, poll=False):
+    def open_session(self, source, driver, args=None, data_key=None, limits=None, poll=False, apart=False):
         other = bool((args or {}).get("after_other"))
         self.jobs.append((other, limits.wall_s, limits.cpu_s))
         rows = lambda p: [self.preds[i] for i in p["index"]]
