@@ -59,24 +59,24 @@ SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.
                "/dev/urandom", "/dev/random", "/dev/zero")   # readable by every job, in both modes (missing ones skipped)
 TMPFS_DIRS = ("/tmp",)   # empty size-capped tmpfs inside bwrap (the server's scratch base lies in /tmp)
 
-def _under(p: str, dirs) -> str | None:
-    "The directory of `dirs` that `p` is or lies under, else None."
-    return next((d for d in dirs if p == d or p.startswith(d.rstrip("/") + "/")), None)
-
-def _within(p: str, dirs: set) -> bool:
-    "True if normalized path `p` is one of `dirs` or lies under one of them: `_under` by `p`'s parents, a set lookup each."
+def _under(
+    p: str,   # a normalized absolute path
+    dirs,     # directories: a set of normalized paths as they are, any other collection normalized here
+) -> str | None:
+    "The innermost directory of `dirs` that `p` is or lies under, else None: `p` and its parents, a set lookup each."
+    if not isinstance(dirs, (set, frozenset)): dirs = {os.path.normpath(d) for d in dirs}
     while True:
-        if p in dirs: return True
+        if p in dirs: return p
         up = os.path.dirname(p)
-        if up == p: return False
+        if up == p: return None
         p = up
 
 def _outermost(paths) -> list[str]:
     "The normalized `paths` sorted, once each, without those that lie under another of them (linear in the paths)."
-    out: set = set()
-    for p in sorted(set(paths)):   # a directory sorts before what lies under it
-        if not _within(p, out): out.add(p)
-    return sorted(out)
+    out, kept = [], set()
+    for p in sorted(set(paths)):   # a directory sorts before what lies under it, not always just before ("/a-b")
+        if _under(p, kept) is None: out.append(p); kept.add(p)
+    return out
 
 # %% ../../nbs/02d_fork_server.ipynb #979cf4ac
 def _root_paths(paths: list[str]) -> list[str]:

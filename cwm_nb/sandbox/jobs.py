@@ -19,7 +19,7 @@ from .landlock import landlock_support
 from .programs import (ERROR_KINDS, SandboxLimits, SandboxResult, _clip,
     _resolve_driver, decode_result, make_error)
 from .fork_server import (_BOOT, TMPFS_DIRS, _Capture, _Child, _append_capture,
-    _others_can_read, _outermost, _package_root, _root_paths, _server_env, _under, _watch_job, _within)
+    _others_can_read, _outermost, _package_root, _root_paths, _server_env, _under, _watch_job)
 
 # %% auto #0
 __all__ = ['ISOLATION_MODES', 'JOB_PACKAGES', 'JOB_MODULES', 'isolation_mode', 'Sandbox', 'bwrap_command', 'SandboxSession',
@@ -303,7 +303,7 @@ def _needed_paths() -> list[str]:
 def _listed_dirs(paths: list[str]) -> list[str]:
     "The directories that hold `paths` and are not themselves readable: a job may list them (import searches them)."
     read = set(paths)
-    return sorted(d for d in {os.path.dirname(p) for p in paths} if not _within(d, read))
+    return sorted(d for d in {os.path.dirname(p) for p in paths} if _under(d, read) is None)
 
 # %% ../../nbs/03_sandbox.ipynb #a4ebb6a3
 _SERVER_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_KILL", "CAP_DAC_OVERRIDE", "CAP_FOWNER")
@@ -471,7 +471,7 @@ def _submit(self: Sandbox, source, driver, args, data_key, limits, session: bool
         raise CwmNbError(f"no data stored under {data_key!r}", "call put_data(key, data) first")
     limits = limits or self.limits
     try: job = pickle.dumps(("run", {"source": source, "driver": driver, "args": args, "data_key": data_key,
-                                     "limits": asdict(limits), "session": session, "poll": poll, "cpus": sorted(cpus or ()),
+                                     "limits": asdict(limits), "session": session, "poll": poll, "cpus": sorted(cpus) if cpus else None,
                                      "direct": session}), protocol=5)
     except Exception as e: raise CwmNbError(f"the job's args cannot be sent: {e}", "pass plain data as args") from None
     with self._lock:
@@ -693,7 +693,7 @@ def _direct(self: SandboxSession,
         except (AttributeError, ValueError): return [self._gone("the sandbox server is gone; the session is gone", t0)]
         deadline, status, last = time.monotonic() + lim.wall_s, "done", None
         was = os.sched_getaffinity(0) if spin and self.cpus else None   # a feed opened `apart`: this thread on its half
-        keep_to(was and self.cpus)
+        if was: keep_to(self.cpus)
         try:
             with _no_sigpipe():
                 for body in bodies:

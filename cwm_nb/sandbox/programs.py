@@ -401,7 +401,7 @@ def _run_job(job: dict, store: dict, res_w: int, job_r: int = -1, spin: float = 
     one forks inherits the region (MADV_DONTFORK): a planner's model side, which runs the program, cannot answer for it."""
     me, source = os.getpid(), job["source"]
     if shared is not None: shared.madvise(mmap.MADV_DONTFORK)   # before the driver forks or the program runs
-    if job.get("poll") and spin: keep_to(set(job.get("cpus") or ()))   # a fed session's job: the CPUs its feeds leave free
+    if job.get("poll") and spin: keep_to(job.get("cpus"))   # a fed session's job: the CPUs its feeds leave free
     data = store.get(job["data_key"]) if job.get("data_key") is not None else None
     out = _answer(source, lambda: _execute(source, _resolve_driver(job["driver"]), job.get("args"), data, in_job=True))
     handle = None
