@@ -19,7 +19,8 @@ Measured side by side in one run (interleaved, median of repeats), in each isola
                over two plain pipes (pickled calls, encode_result answers, decode_result here), or through a shared
                region with the session's protocol (02_syscalls), each after the one before; what feeding in order
                costs on this machine before any isolation (--repeats; --no-floor skips it)
-The goal is sandboxed / in-process <= 1.2 (issue #35, P1). Also shown: the round trip of an empty program (the fixed
+Also: the default flow with the job's answers written by the standard library's json instead of `encode_result`
+(orjson), alternated. The goal is sandboxed / in-process <= 1.2 (issue #35, P1). Also shown: the round trip of an empty program (the fixed
 per-job cost), the number of batches, and where the time of one evaluation in the new flow goes.
 
 Run: .venv/bin/python benchmarks/bench_sandbox.py [--repeats 41] [--n 1000] [--modes bwrap,landlock]
@@ -175,6 +176,7 @@ def main():
           "default flow with the job and the parent free to share a CPU; pipes only: "
           "the default flow with no shared memory; server: the batches fed through the fork server; empty job: a `pass` program's round trip; per batch: (after - before) / batches)")
     call_cost(sbs, modes)
+    encoder_cost(sbs, modes, buf, a.repeats)
     if not a.no_floor: floor(buf, in_process, a.repeats)
     for m in modes: profile(sbs[m][1], buf, m)
     for m in modes:
@@ -217,6 +219,33 @@ def call_cost(sbs: dict, modes: list, blocks: int = 20) -> None:
             s.close()
         print(f"  {m:9s} shared memory {statistics.median(got[True]) * 1e6:5.1f} us, pipes alone "
               f"{statistics.median(got[False]) * 1e6:5.1f} us")
+
+
+# prefixed to the program: the job's own module then encodes its answers as before orjson (json alone), or unchanged
+JSON_ANSWERS = ("import sys as _s, json as _j\n_P = _s.modules['cwm_nb.sandbox.programs']\n"
+                "_P.encode_result = lambda o: _j.dumps(o, default=_P._json_default, separators=(',', ':')).encode()\n")
+SAME_ANSWERS = ("import sys as _s, json as _j\n_P = _s.modules['cwm_nb.sandbox.programs']\n"
+                "_P.encode_result = _P.encode_result\n")   # the same length of prefix, nothing changed
+
+
+def encoder_cost(sbs: dict, modes: list, buf, repeats: int) -> None:
+    """The job's answers encoded by `encode_result` (orjson, 02b_programs) or by the standard library's json as before:
+    the default flow's evaluation with either prefix, alternated; the median of the paired ratios."""
+    from cwm_nb.bench.program_runs import run_on_buffer
+    print(f"\nthe job's answers by orjson (encode_result) vs json alone, the default flow (median of {repeats}, alternated):")
+    for m in modes:
+        got = {SAME_ANSWERS: [], JSON_ANSWERS: []}
+        for i in range(2 * repeats + 4):
+            prefix = (SAME_ANSWERS, JSON_ANSWERS)[(i + i // 2) % 2]   # ABBA: neither always goes first
+            t = time.perf_counter()
+            r = run_on_buffer(sbs[m][1], prefix + CARTPOLE_CWM, buf, "cwm_nb.sandbox.drivers:cwm_predict")
+            dt = time.perf_counter() - t
+            assert r.ok, r.error
+            if i >= 4: got[prefix].append(dt)   # the first four warm up
+            time.sleep(0.01)
+        o, j = statistics.median(got[SAME_ANSWERS]), statistics.median(got[JSON_ANSWERS])
+        paired = statistics.median(a / b for a, b in zip(got[SAME_ANSWERS], got[JSON_ANSWERS]))
+        print(f"  {m:9s} orjson {o * 1e3:6.2f} ms, json {j * 1e3:6.2f} ms: orjson / json {paired:.3f} (paired)")
 
 
 def floor(buf, in_process, repeats: int) -> None:
