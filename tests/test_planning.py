@@ -466,6 +466,22 @@ def test_a_session_decides_as_one_shot_jobs_do(sandbox):
             assert (one["action"], one["model_steps"]) == (v["action"], v["model_steps"]), (c, one, v)
 
 
+def test_a_sandboxed_decisions_error_names_the_programs_line_once(sandbox):
+    """A program that fails during planning: the error a sandboxed decision reports (the model side's, passed on by
+    the planner) is the one the same decision reports in process, with the program's line named once."""
+    from dataclasses import asdict
+    from cwm_nb.sandbox.programs import run_in_process
+    static = {"planner": "mcts", "config": asdict(MCTSConfig(simulations=4, rollout_steps=5)), "obs_format": "array",
+              "space": {"kind": "discrete", "n": 2}, "valid_actions": False, "session": False,
+              "state": [0.01, 0.0, 0.02, 0.0], "obs_dtype": "<f4", "root_actions": None, "seed": 0}
+    wrap = "\n_real = Environment.step\ndef _step(self, a):\n    o, r, d = _real(self, a)\n    return o, {}, d\nEnvironment.step = _step\n"
+    for src in (CARTPOLE + wrap.format("float('nan')"), CARTPOLE + wrap.format("1 / 0")):   # a bad value; an exception
+        here = run_in_process(src, "cwm_nb.bench.plan_driver:plan_driver", args=static)
+        there = sandbox.run(src, "cwm_nb.bench.plan_driver:plan_driver", args=static)
+        assert not here.ok and not there.ok and there.error["message"] == here.error["message"], (here.error, there.error)
+        assert there.error["message"].count("line ") == 1 and there.error["line"] == here.error["line"], there.error
+
+
 # A program whose step never returns; the second first raises its own CPU soft limit to the hard one.
 ENDLESS_STEP = "class Environment:\n    def set_state(self, s): pass\n    def step(self, a):\n        while True: pass\n"
 RAISES_ITS_CPU_LIMIT = ENDLESS_STEP.replace("        while True", "        import resource\n"

@@ -140,7 +140,8 @@ class ProgramError(Exception):
         if self.cause is not None:
             return describe_exception(self.cause, source, kind=self.kind, where=self.message or None, index=self.index)
         src = _source_line(source.splitlines(), self.line)
-        return make_error(self.kind, self.message + (f" (line {self.line}: {src})" if src else ""),
+        named = src and self.message.endswith(f"line {self.line}: {src})")   # described before (a planner's model side)
+        return make_error(self.kind, self.message + (f" (line {self.line}: {src})" if src and not named else ""),
                           line=self.line, source_line=src, index=self.index)
 
 # %% ../../nbs/02b_programs.ipynb #e04b1123
