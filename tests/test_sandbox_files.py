@@ -289,3 +289,41 @@ def test_a_program_cannot_run_rtfms_rules(sandbox, open_sandbox):
     assert (ev.accuracy, ev.components, ev.bug) == (base.accuracy, base.components, base.bug), ev.error
     assert base.accuracy < 0.5
 
+
+
+def _job_drivers() -> list:
+    """The modules of the drivers a job can name: every "cwm_nb.module:function" string in the package whose function
+    takes the program's namespace first (a driver), not the parent's own hooks (`env_states.set_*`)."""
+    import importlib, inspect, re
+    found = set()
+    for f in (ROOT/"cwm_nb").rglob("*.py"): found |= set(re.findall(r'"(cwm_nb\.[\w.]+):(\w+)"', f.read_text()))
+    mods = set()
+    for mod, fn in found:
+        f = getattr(importlib.import_module(mod), fn, None)
+        if callable(f) and next(iter(inspect.signature(f).parameters), None) == "namespace": mods.add(mod)
+    return sorted(mods)
+
+
+def test_every_job_driver_imports_only_what_a_job_may_read():
+    """In a fresh interpreter, the modules of every driver a job can name import no simulator and no file outside what
+    a job may read (`_needed_paths`: `JOB_MODULES`, `JOB_PACKAGES`, the standard library; `SYSTEM_READ`; 03_sandbox). A driver that starts importing one would
+    fail in every job, or hand programs the real environment; this finds it without running one."""
+    import json
+    from cwm_nb.sandbox.jobs import _needed_paths
+    from cwm_nb.sandbox.fork_server import SYSTEM_READ, _under
+    drivers = _job_drivers()
+    assert {"cwm_nb.sandbox.drivers", "cwm_nb.bench.plan_driver", "cwm_nb.apps.harness", "cwm_nb.agent.planning",
+            "cwm_nb.bench.behaviour_tests", "cwm_nb.search.llm_simulator"} <= set(drivers), drivers
+    code = ("import importlib, json, os, sys\n"
+            "before = set(sys.modules)   # the interpreter's own start (site, the editable install's finder)\n"
+            f"for m in {drivers!r}: importlib.import_module(m)\n"
+            "print(json.dumps([[n, getattr(m, '__file__', None) and os.path.realpath(m.__file__)]\n"
+            "                  for n, m in sorted(sys.modules.items()) if n not in before]))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
+    loaded = json.loads(p.stdout)
+    assert [n for n, _ in loaded if n in SIMULATORS or n.split(".")[0] in SIMULATORS] == []
+    readable = {os.path.realpath(p) for p in (*_needed_paths(), *SYSTEM_READ)}
+    files = [(n, f) for n, f in loaded if f]   # built-in modules have no file
+    assert sum(n.split(".")[0] == "cwm_nb" for n, _ in files) > 10
+    assert [(n, f) for n, f in files if _under(f, readable) is None] == []   # cwm_nb's and numpy's files, the stdlib
