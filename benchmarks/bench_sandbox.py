@@ -119,14 +119,14 @@ def main():
     def through_server(m):
         "run_on_buffer's work with the session's calls run by the server (the session left without its pipes)."
         from cwm_nb.sandbox.jobs import SandboxSession
-        from cwm_nb.bench.program_runs import _payloads, _in_buffer_order
+        from cwm_nb.bench.program_runs import _labelled, _payloads, _in_buffer_order
         sb = sbs[m][1]
         t = time.perf_counter()
         inp = sandbox_inputs(buf, True); batches = episode_batches(buf)
         form = {k: inp[k] for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
         first, sid, pipes = sb._submit(CARTPOLE_CWM, "cwm_nb.sandbox.drivers:cwm_batches", form, None, None, session=True, poll=True)
         pipes.close()
-        res = SandboxSession(sb, sid, sb.limits, None, True).feed(_payloads(inp, batches, False), close=True)
+        res = SandboxSession(sb, sid, sb.limits, None, True).feed(_payloads(inp, batches, False, _labelled(len(buf))), close=True)
         _in_buffer_order(res, batches, len(buf), 1)
         dt = time.perf_counter() - t
         assert first.ok and len(res) == len(batches) and all(r.ok for r in res)
@@ -256,7 +256,7 @@ def floor(buf, in_process, repeats: int) -> None:
     from cwm_nb.sandbox import drivers
     from cwm_nb.sandbox.programs import encode_result, decode_result
     from types import SimpleNamespace
-    from cwm_nb.bench.program_runs import _payloads, _in_buffer_order, episode_batches, sandbox_inputs
+    from cwm_nb.bench.program_runs import _labelled, _payloads, _in_buffer_order, episode_batches, sandbox_inputs
     from cwm_nb.sandbox.syscalls import (SPIN_S, _CALLS, _recv_frame, _send_frame, _shm_put, _shm_take, _shm_wait,
                                          await_readable, make_shared_region, map_shared_region, spin_cap)
     from cwm_nb.sandbox.programs import _await_call, _send_answer
@@ -265,7 +265,7 @@ def floor(buf, in_process, repeats: int) -> None:
         t0 = time.perf_counter()
         inp, batches = sandbox_inputs(buf, True), episode_batches(buf)
         form = {k: inp[k] for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
-        frames = [pickle.dumps(p, protocol=5) for p in _payloads(inp, batches, False)]
+        frames = [pickle.dumps(p, protocol=5) for p in _payloads(inp, batches, False, _labelled(len(buf)))]
         m = None
         if shared: m = map_shared_region(fd := make_shared_region()); os.close(fd)
         (r1, w1), (r2, w2) = os.pipe(), os.pipe()
@@ -330,11 +330,11 @@ def floor(buf, in_process, repeats: int) -> None:
 
 def profile(sb, buf, mode: str, repeats: int = 21) -> None:
     "Where the time of one evaluation in the new flow goes: the session's start, the feed, the parent's own work."
-    from cwm_nb.bench.program_runs import _payloads, _in_buffer_order, episode_batches, sandbox_inputs
+    from cwm_nb.bench.program_runs import _labelled, _payloads, _in_buffer_order, episode_batches, sandbox_inputs
     batches = episode_batches(buf)
     T = {k: [] for k in ("inputs", "open", "feed", "close", "merge")}
     for _ in range(repeats):
-        t0 = time.perf_counter(); inp = sandbox_inputs(buf, True); pay = _payloads(inp, batches, False)
+        t0 = time.perf_counter(); inp = sandbox_inputs(buf, True); pay = _payloads(inp, batches, False, _labelled(len(buf)))
         t1 = time.perf_counter()
         form = {k: inp[k] for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
         first, sess = sb.open_session(CARTPOLE_CWM, "cwm_nb.sandbox.drivers:cwm_batches", form, poll=True,

@@ -16,7 +16,7 @@ import os
 import numpy as np
 import pytest
 
-from gaming_probes import FALLBACK, PROBES, SIMULATOR, old_evaluate
+from gaming_probes import FALLBACK, NAMES, PROBES, SIMULATOR, old_evaluate
 from cwm_nb.bench.cwm import evaluate_program
 from cwm_nb.bench.program_runs import sandbox_inputs
 from cwm_nb.bench.replay import load_buffer
@@ -82,6 +82,20 @@ def test_a_probe_scores_what_its_fallback_scores(sandbox, buffer, fallback, prob
     assert ev.deterministic is True and ev.determinism["first_difference"] is None
     assert ev.rollouts["horizons"] == fallback.rollouts["horizons"]
     assert ev.rollouts["by_step"] == fallback.rollouts["by_step"]
+
+
+def test_the_names_of_fed_transitions_tell_nothing(sandbox, buffer, fallback, monkeypatch):
+    """A program reads the names its transitions are fed under (13b `_labelled`): named by their buffer numbers, the
+    first batch's names are the episodes' starts and give away each episode's last transition (`done`, and the last
+    step of each rollout); under fresh random names it scores what its fallback scores, rollouts included."""
+    ev = evaluate_program(NAMES, buffer, sandbox=sandbox, determinism=True, rollouts=True)
+    assert _scores(ev) == _scores(fallback), ev.error
+    assert ev.rollouts["horizons"] == fallback.rollouts["horizons"] and ev.deterministic is True
+    from cwm_nb.bench import program_runs
+    monkeypatch.setattr(program_runs, "_labelled", lambda n: np.arange(n, dtype=np.int64))   # as before: numbers
+    told = evaluate_program(NAMES, buffer, sandbox=sandbox, determinism=True, rollouts=True)
+    assert told.components["done"] > fallback.components["done"], (told.components, fallback.components)
+    assert told.rollouts["horizons"] != fallback.rollouts["horizons"]
 
 
 def test_a_dropped_buffer_is_not_inherited(sandbox, buffer, fallback):

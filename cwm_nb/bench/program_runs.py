@@ -4,7 +4,7 @@
 
 # %% ../../nbs/13b_program_runs.ipynb #c9198382
 from __future__ import annotations
-import hashlib, time, weakref
+import hashlib, re, time, weakref
 import numpy as np
 from ..core import OBS_FORMATS, CwmNbError, to_plain
 from .envs import REGISTRY
@@ -113,17 +113,36 @@ def _other(p: int, first: int) -> int:
     "The position (in the sending order) of the transition run before the p-th: half-way back."
     return p // 2 if p else (1 if first > 1 else 0)   # the first: the second, if it is in batch 0
 
-def _payloads(inputs: dict, batches: list, after_other: bool) -> list[dict]:
-    "One session payload per batch: index, obs and actions (and `before` for the after_other pass)."
+_LABEL_RE = re.compile(r"transition (\d+)")
+
+def _labelled(n: int) -> np.ndarray:
+    """(n,) int64: a fresh name for each of `n` transitions, as a job knows them: distinct random integers in
+    [2**40, 2**62), drawn anew for each evaluation, with no order and no arithmetic between them (the buffer's numbers
+    would show where episodes start and end: the first transition of each arrives in batch 0)."""
+    rng = np.random.default_rng()   # fresh entropy: no job can compute the names of another evaluation
+    while len(np.unique(x := rng.integers(2**40, 2**62, size=n, dtype=np.int64))) < n: pass   # a repeat: draw again
+    return x
+
+def _unlabelled(error: dict | None, labels: np.ndarray) -> dict | None:
+    "`error` with the transitions' names (`_labelled`) in its `index` and message put back as the buffer's numbers."
+    if not error: return error
+    back = {int(l): i for i, l in enumerate(labels.tolist())}
+    out = dict(error)
+    if type(out.get("index")) is int: out["index"] = back.get(out["index"], out["index"])
+    if type(out.get("message")) is str:
+        out["message"] = _LABEL_RE.sub(lambda m: f"transition {back.get(int(m[1]), m[1])}", out["message"])
+    return out
+
+def _payloads(inputs: dict, batches: list, after_other: bool, labels: np.ndarray) -> list[dict]:
+    "One session payload per batch: the transitions' names (`labels`), obs and actions (and `before` for the after_other pass)."
     obs, act = inputs["obs"], inputs["actions"]
-    order = np.concatenate(batches).tolist() if batches else []
+    order = np.concatenate(batches) if batches else np.zeros(0, np.int64)
     out, at = [], 0
     for b in batches:
-        idx = b.tolist()
-        p = {"index": idx, "obs": _rows(obs, b), "actions": _rows(act, b)}
+        p = {"index": labels[b].tolist(), "obs": _rows(obs, b), "actions": _rows(act, b)}
         if after_other:
-            p["before"] = [order[_other(at + j, len(batches[0]))] for j in range(len(idx))]
-        out.append(p); at += len(idx)
+            p["before"] = [int(labels[order[_other(at + j, len(batches[0]))]]) for j in range(len(b))]
+        out.append(p); at += len(b)
     return out
 
 
@@ -178,17 +197,19 @@ def _predict_in_order(sandbox, source: str, buffer: ReplayBuffer, args: dict, li
     "`cwm_predict`'s answer on `buffer`, its transitions fed in order (`episode_batches`)."
     t0, inputs, args = time.perf_counter(), sandbox_inputs(buffer, True), dict(args or {})
     form = {k: inputs[k] for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
-    batches = episode_batches(buffer)
-    payloads = _payloads(inputs, batches, bool(args.get("after_other")))
+    batches, labels = episode_batches(buffer), _labelled(len(buffer))
+    payloads = _payloads(inputs, batches, bool(args.get("after_other")), labels)
     first, results = _open_feed(sandbox, source, form | args, payloads, limits)
     reps = 2 if args.get("twice") else 1
     value = _in_buffer_order(results, batches, len(buffer), reps) if first.ok else None
-    return _answered(first, results, len(batches), t0, value)
+    res = _answered(first, results, len(batches), t0, value)
+    res.error = _unlabelled(res.error, labels)
+    return res
 
 
 # %% ../../nbs/13b_program_runs.ipynb #a1caf599
-def _rollout_payloads(inputs: dict, buffer: ReplayBuffer, starts: list, lengths: list) -> list:
-    "One payload per batch: step k of the rollout from s is in batch (s - episode start) + k."
+def _rollout_payloads(inputs: dict, buffer: ReplayBuffer, starts: list, lengths: list, labels: np.ndarray) -> list:
+    "One payload per batch: step k of the rollout from s is in batch (s - episode start) + k; `at`: [s's name, k]."
     first = np.zeros(len(buffer), np.int64)
     for a, b in buffer.episode_bounds(): first[a:b] = a
     steps: dict = {}
@@ -196,7 +217,7 @@ def _rollout_payloads(inputs: dict, buffer: ReplayBuffer, starts: list, lengths:
         for k in range(int(L)): steps.setdefault(int(s - first[s]) + k, []).append((r, int(s), k))
     obs, act = inputs["obs"], inputs["actions"]
     return [{"rollout": [r for r, _, _ in e], "obs": [obs[s] if k == 0 else None for _, s, k in e],
-             "actions": [act[s + k] for _, s, k in e], "at": [[s, k] for _, s, k in e]}
+             "actions": [act[s + k] for _, s, k in e], "at": [[int(labels[s]), k] for _, s, k in e]}
             for _, e in sorted(steps.items())]
 
 
@@ -206,7 +227,8 @@ def _rollouts_in_order(sandbox, source: str, buffer: ReplayBuffer, args: dict, l
     t0, inputs = time.perf_counter(), sandbox_inputs(buffer, True)
     form = {k: inputs[k] for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
     starts, lengths = list(args["starts"]), list(args["lengths"])
-    payloads = _rollout_payloads(inputs, buffer, starts, lengths)
+    labels = _labelled(len(buffer))
+    payloads = _rollout_payloads(inputs, buffer, starts, lengths, labels)
     first, results = _open_feed(sandbox, source, form, payloads, limits)
     out = [{"predictions": [], "malformed": [], "error": None} for _ in starts]
     for p, r in zip(payloads, results if first.ok else []):
@@ -218,9 +240,11 @@ def _rollouts_in_order(sandbox, source: str, buffer: ReplayBuffer, args: dict, l
         for j, (rid, row) in enumerate(zip(p["rollout"], _listed(v, "predictions", n))):
             o, k = out[rid], p["at"][j][1]
             if o["error"] is not None: continue
-            if j in failed: o["error"] = {"step": k, "message": failed[j]}; continue
+            if j in failed: o["error"] = _unlabelled({"step": k, "message": failed[j]}, labels); continue
             o["predictions"].append(row); o["malformed"] += [[k, *m[1:]] for m in notes.get(j, [])]
-    return _answered(first, results, len(payloads), t0, {"rollouts": out})
+    res = _answered(first, results, len(payloads), t0, {"rollouts": out})
+    res.error = _unlabelled(res.error, labels)
+    return res
 
 
 # %% ../../nbs/13b_program_runs.ipynb #53dde36d

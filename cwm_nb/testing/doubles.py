@@ -185,7 +185,9 @@ class LimitsRecordingSandbox:
     def open_session(self, source, driver, args=None, data_key=None, limits=None, poll=False, apart=False):
         other = bool((args or {}).get("after_other"))
         self.jobs.append((other, limits.wall_s, limits.cpu_s))
-        rows = lambda p: [self.preds[i] for i in p["index"]]
+        sent = [0]   # the rows answered so far: a fed batch gets the next len(p["index"]) of `preds`
+        def rows(p):
+            sent[0] += len(p["index"]); return self.preds[sent[0] - len(p["index"]):sent[0]]
         fed = FedSession(lambda p: self._answer(other, limits, rows(p)))
         return SandboxResult(True, {"ok": True}), fed
 
