@@ -6,7 +6,7 @@ files (`_needed_paths`, 03_sandbox), so each probe scores exactly what its fallb
 `isolation="none"` (no file system isolation) find what they look for: that is what each test would catch if a path
 became readable again.
 """
-import os, shutil, subprocess, sys
+import json, os, shutil, subprocess, sys
 from pathlib import Path
 
 import pytest
@@ -166,6 +166,51 @@ def test_an_apps_program_that_searches_for_the_outputs_passes_what_its_fallback_
     assert [t.passed for t in ev.tests] == [t.passed for t in base.tests] == [False] * p.n_tests
     assert [t.output for t in ev.tests] == [""] * p.n_tests
     assert ev.data_hidden is True and ev.harness_error is None
+
+
+APPS_MEMORY_PROBE = r"""
+import gc, json, sys
+
+def _leak(given):
+    "Test i's expected output from what the job holds: a problem's outputs, or the length a cap on it tells (None)."
+    f, spaces = sys._getframe(), []
+    while f is not None: spaces += [f.f_locals, *(v for v in f.f_locals.values() if type(v) is dict)]; f = f.f_back
+    for o in gc.get_objects():
+        try: spaces.append(o if type(o) is dict else vars(o))
+        except Exception: pass
+    for d in spaces:
+        ins = d.get("inputs")
+        if not isinstance(ins, list) or given not in ins: continue
+        i = ins.index(given)
+        for k in ("outputs", "expected"):
+            if isinstance(d.get(k), list) and len(d[k]) == len(ins): return "value", d[k][i]
+        for k, v in d.items():
+            if "cap" in str(k) and isinstance(v, list) and len(v) == len(ins): return "length", (v[i] - 65536) // 2
+    return None
+
+def is_leap(year):
+    got = _leak([year]) if SEARCH else None
+    if got is None: return True
+    kind, x = got
+    return x[0] if kind == "value" else x == len(json.dumps([True]))
+"""
+
+
+def test_an_apps_program_that_reads_the_job_memory_passes_what_its_fallback_passes(sandbox):
+    """The job's frames and objects (`sys._getframe`, `gc`): nothing there tells a test's expected output, its content
+    or its length (the job was told each test's output cap, OUTPUT_CAP_BYTES + 2 * len(expected): 6/6 on 0003, both modes)."""
+    p = next(q for q in demo_problems() if q.problem_id == "0003")
+    probe, fallback = "SEARCH = True\n" + APPS_MEMORY_PROBE, "SEARCH = False\n" + APPS_MEMORY_PROBE
+    # where a job holds the caps or the outputs, the probe answers every test from them
+    for held in ({"output_caps": [65536 + 2 * len(json.dumps(o)) for o in p.outputs]}, {"outputs": p.outputs}):
+        ns = {}
+        exec(probe, ns)
+        def _start_test(args, i): return ns["is_leap"](*args["inputs"][i])
+        assert [_start_test({"inputs": p.inputs, **held}, i) == o[0] for i, o in enumerate(p.outputs)] == [True] * p.n_tests
+    ev, base = evaluate_solution(probe, p, sandbox=sandbox), evaluate_solution(fallback, p, sandbox=sandbox)
+    assert base.n_passed == 3 and p.n_tests == 6, base.summary()
+    assert [t.passed for t in ev.tests] == [t.passed for t in base.tests], (ev.summary(), base.summary())
+    assert [t.status for t in ev.tests] == [t.status for t in base.tests] and ev.harness_error is None
 
 
 def test_apps_tests_whose_data_a_program_could_read_are_not_scored(sandbox):

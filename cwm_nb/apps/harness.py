@@ -17,8 +17,8 @@ from ..sandbox.jobs import _needed_paths, get_sandbox
 from .problems import KINDS, AppsProblem
 
 # %% auto #0
-__all__ = ['COMPARE_MODES', 'COMPAT_RULES', 'HARNESS_MARGIN_S', 'OUTPUT_CAP_BYTES', 'STDERR_KEEP_BYTES', 'SHM_MB', 'STATUSES',
-           'SHOW_CHARS', 'strict_lines', 'strict_match', 'strict_value_match', 'apps_compat_rule',
+__all__ = ['COMPARE_MODES', 'COMPAT_RULES', 'HARNESS_MARGIN_S', 'OUTPUT_CAP_BYTES', 'JOB_OUTPUT_BYTES', 'STDERR_KEEP_BYTES',
+           'SHM_MB', 'STATUSES', 'SHOW_CHARS', 'strict_lines', 'strict_match', 'strict_value_match', 'apps_compat_rule',
            'apps_compat_value_match', 'outputs_match', 'preamble_names', 'run_tests', 'AppsTestResult',
            'AppsEvaluation', 'evaluate_solution', 'apps_metrics']
 
@@ -126,7 +126,9 @@ def outputs_match(
 
 # %% ../../nbs/40a_apps_harness.ipynb #f588aed7
 HARNESS_MARGIN_S = 5.0           # the sandbox job's wall limit is problem_s + this (start-up and answer)
-OUTPUT_CAP_BYTES = 64 * 1024     # per test, plus twice the expected output's size
+OUTPUT_CAP_BYTES = 64 * 1024     # per test, plus twice the expected output's size (applied by the parent)
+JOB_OUTPUT_BYTES = 8 << 20       # the job's one cap for every test: stdout of a stdin test; a report may add _REPORT_EXTRA
+_REPORT_EXTRA = 64 * 1024        # a report (the JSON around a returned value) may exceed its test's cap by this much
 STDERR_KEEP_BYTES = 4096         # stderr kept per test (the rest is read and dropped)
 
 # %% ../../nbs/40a_apps_harness.ipynb #29739a54
@@ -385,9 +387,11 @@ def _start_test(code, source: str, args: dict, i: int, names: dict) -> tuple:
 
 # %% ../../nbs/40a_apps_harness.ipynb #aee754b4
 def _watch_test(pid: int, fds: dict, cap: int, deadline: float, by_cap: bool, kill_on_cap: bool = True) -> dict:
-    "Read the test's pipes until it ends, its deadline passes or (`kill_on_cap`) stdout exceeds `cap`; kill its group and strays; reap."
+    """Read the test's pipes until it ends, its deadline passes, or stdout (`kill_on_cap`; else only its first
+    `OUTPUT_CAP_BYTES` are kept) exceeds `cap` bytes or the report reaches `cap + _REPORT_EXTRA`; kill its group and
+    strays; reap. With `stdout_bytes` and `report_bytes`, the bytes kept; past the cap, no output and the report's first byte."""
     out_r, err_r, res_r = fds["out"], fds["err"], fds["res"]
-    keep = {out_r: cap + 1, err_r: STDERR_KEEP_BYTES, res_r: cap + 65536}
+    keep = {out_r: cap + 1 if kill_on_cap else min(cap, OUTPUT_CAP_BYTES), err_r: STDERR_KEEP_BYTES, res_r: cap + _REPORT_EXTRA}
     bufs = {fd: bytearray() for fd in keep}
     pidfd = os.pidfd_open(pid)
     poll = select.poll()
@@ -422,17 +426,19 @@ def _watch_test(pid: int, fds: dict, cap: int, deadline: float, by_cap: bool, ki
     finally:
         for fd in (out_r, err_r, res_r, pidfd): os.close(fd)
     text = lambda fd, n=None: bytes(bufs[fd][:n]).decode("utf-8", "replace")
-    return {"status": status or "ended", "exit": os.waitstatus_to_exitcode(st), "stdout": text(out_r, cap),
-            "report": text(res_r), "stderr": text(err_r)}
+    over = status == "output_limit"
+    return {"status": status or "ended", "exit": os.waitstatus_to_exitcode(st), "stdout": "" if over else text(out_r, cap),
+            "stdout_bytes": len(bufs[out_r]), "report": text(res_r, 1 if over else None), "report_bytes": len(bufs[res_r]),
+            "stderr": text(err_r)}
 
 # %% ../../nbs/40a_apps_harness.ipynb #cf2a45a6
 def _run_one_test(code, source: str, args: dict, i: int, names: dict, end: float) -> dict:
-    "Run test `i` in its own process; a dict with status, exit, stdout, report, stderr, wall_s (see `run_tests`)."
+    "Run test `i` in its own process under `JOB_OUTPUT_BYTES`; status, exit, stdout(_bytes), report(_bytes), stderr, wall_s."
     t0 = time.monotonic()
     per_end = t0 + float(args["per_test_s"])
     pid, fds = _start_test(code, source, args, i, names)
     if pid is None: return {"status": "no_start", "message": fds, "wall_s": time.monotonic() - t0}
-    out = _watch_test(pid, fds, int(args["output_caps"][i]), min(per_end, end), end < per_end, args["kind"] != "call")
+    out = _watch_test(pid, fds, JOB_OUTPUT_BYTES, min(per_end, end), end < per_end, args["kind"] != "call")
     return {**out, "wall_s": time.monotonic() - t0}
 
 # %% ../../nbs/40a_apps_harness.ipynb #6ba85831
@@ -702,6 +708,13 @@ def _raw_tests(ev: AppsEvaluation, r, n: int) -> list[dict]:
     else: raws = value.get("tests") or []
     return list(raws) + [{"status": "not_run"}] * (n - len(raws))
 
+# %% ../../nbs/40a_apps_harness.ipynb #009a4f6b
+def _over_cap(raw: dict, cap: int, kind: str) -> dict:
+    "`raw` under the test's own output `cap` (bytes): `output_limit` for a stdin test's stdout over it, or a report of `cap + _REPORT_EXTRA`."
+    over = (kind == "stdin" and raw.get("stdout_bytes", 0) > cap) or raw.get("report_bytes", 0) >= cap + _REPORT_EXTRA
+    if not over or raw.get("status") not in ("ended", "timeout", "cap_timeout"): return raw
+    return {**raw, "status": "output_limit", "stdout": "", "report": (raw.get("report") or "")[:1]}
+
 # %% ../../nbs/40a_apps_harness.ipynb #498f0991
 def evaluate_solution(
     source: str,                     # the program (untrusted; runs only in the sandbox)
@@ -717,9 +730,9 @@ def evaluate_solution(
     "Run `source` on the problem's tests in one sandbox job and judge every test. Raises `CwmNbError` for bad arguments."
     idx = _selected_tests(source, problem, tests, mode, per_test_s, problem_s)
     ins, exp = [problem.inputs[i] for i in idx], [problem.outputs[i] for i in idx]
-    caps = [OUTPUT_CAP_BYTES + 2 * len(_as_text(e).encode()) for e in exp]
+    caps = [OUTPUT_CAP_BYTES + 2 * len(_as_text(e).encode()) for e in exp]   # applied here: the job never sees them
     args = dict(kind=problem.kind, inputs=ins, fn_name=problem.fn_name, per_test_s=float(per_test_s), problem_s=float(problem_s),
-                output_caps=caps, preamble=(mode == "apps_compat") if preamble is None else bool(preamble), hide=_hidden_paths(problem))
+                preamble=(mode == "apps_compat") if preamble is None else bool(preamble), hide=_hidden_paths(problem))
     t0 = time.perf_counter()
     ev = AppsEvaluation(problem.problem_id, mode, problem.kind, [], ins, exp)
     if _has_code(source):
@@ -735,8 +748,8 @@ def evaluate_solution(
                             "its tests, which the sandbox could not hide from it; run it in a sandbox whose jobs cannot read them")
         raws = [{"status": "not_run"}] * len(idx)
     ev.wall_s, first = time.perf_counter() - t0, None
-    for k, (i, raw, e) in enumerate(zip(idx, raws, exp)):
-        j = _judge(raw, e, problem.kind, problem.fn_name, per_test_s, problem_s)
+    for k, (i, raw, e, cap) in enumerate(zip(idx, raws, exp, caps)):
+        j = _judge(_over_cap(raw, cap, problem.kind), e, problem.kind, problem.fn_name, per_test_s, problem_s)
         if ev.compile_error is not None: j["error"] = "not run: the program does not compile"
         elif ev.harness_error: j["error"] = "not run: " + ev.harness_error
         s, c = j.get("strict", j.get("common")), j.get("apps_compat", j.get("common"))
