@@ -9,9 +9,11 @@ on the transitions, the determinism passes and the rollouts alike. APPS: a progr
 outputs prints nothing more than its fallback does. Across jobs: a program that records what it is shown in a
 kernel object that outlives its job (System V IPC, a POSIX message queue, a key ring) leaves nothing for a later
 one. The real simulator: a program that imports gymnasium's CartPole by a name its source does not spell
-scores what its fallback scores (tests/test_sandbox_files.py: no simulator can be imported or read).
+scores what its fallback scores (tests/test_sandbox_files.py: no simulator can be imported or read). WorldCoder: a
+transition program that answers with another state its job holds is right on no step its fallback gets wrong.
 """
 import os
+import random
 
 import numpy as np
 import pytest
@@ -352,18 +354,23 @@ class _ItemsSeen:
         self.jobs.append([it[0] for it in args["items"]]); return self.sb.run(source, driver, args, **kw)
 
 
+def _minigrid_agent():
+    "A stand-in WorldCoder agent with no logged steps, and its environment, MiniGrid-Empty-5x5."
+    from cwm_nb.agent.minigrid import MINIGRID_ENTITY_NAMES
+    from cwm_nb.agent.oo_state import entity_api_source
+    from cwm_nb.agent.worldcoder import DOMAINS, AgentConfig, Evaluator, ReplayData, make_env
+    from cwm_nb.testing.doubles import AgentDouble
+    api = entity_api_source(MINIGRID_ENTITY_NAMES)
+    return (AgentDouble(DOMAINS["minigrid"], AgentConfig(), api, api, ReplayData(), evaluator=Evaluator),
+            make_env(DOMAINS["minigrid"], "MiniGrid-Empty-5x5-v0"))
+
+
 def test_the_agent_never_sends_a_step_with_its_outcome(sandbox):
     "The WorldCoder evaluator's jobs: no step's next state, nor a later state of its chain, in the job that asks it."
     from cwm_nb.core import data_dir
-    from cwm_nb.agent.minigrid import MINIGRID_ENTITY_NAMES
-    from cwm_nb.agent.oo_state import entity_api_source
-    from cwm_nb.agent.worldcoder import (DOMAINS, AgentConfig, Evaluator, ReplayData, make_env,
-        transition_levels)
-    from cwm_nb.testing.doubles import AgentDouble
-    env = make_env(DOMAINS["minigrid"], "MiniGrid-Empty-5x5-v0")
+    from cwm_nb.agent.worldcoder import transition_levels
+    ag, env = _minigrid_agent()
     s, _ = env.reset(seed=0)
-    api = entity_api_source(MINIGRID_ENTITY_NAMES)
-    ag = AgentDouble(DOMAINS["minigrid"], AgentConfig(), api, api, ReplayData(), evaluator=Evaluator)
     for a in ("turn left", "move forward", "turn right", "move forward", "move forward"):
         n, r, t, *_ = env.step(a); ag.data.add_step(s, a, r, n, t, "get to the green goal square"); s = n
     ag.sandbox = seen = _ItemsSeen(sandbox)
@@ -376,6 +383,106 @@ def test_the_agent_never_sends_a_step_with_its_outcome(sandbox):
         assert all(where[j] > where[i] for i in range(j) if steps[i]["s2"] == x["s"]), (j, groups)
     assert seen.jobs == [[states[steps[i]["s"]] for i in g] for g in groups]   # one job per group, in order
     assert len(groups) == len(steps)   # one chain: one step per job
+
+
+def _held(data, groups) -> list:
+    """(group, i, j): step j's input, in step i's group, is i's next state or a state logged after that one (from
+    s_t and s_t+2 a program recovers s_t+1); a state equal to i's own input tells i nothing and is not counted."""
+    st, succ = data.steps, {}
+    for x in st: succ.setdefault(x["s"], set()).add(x["s2"])
+    later = [({x["s2"]} | succ.get(x["s2"], set())) - {x["s"]} for x in st]
+    return [(g, i, j) for g, group in enumerate(groups) for i in group for j in group
+            if j != i and st[j]["s"] in later[i]]
+
+
+def test_no_job_holds_a_later_state_of_a_grouped_steps_chain():
+    """`transition_levels` whatever order the steps were logged in and whatever cycles their states make: by hand,
+    a step logged later that leads into the state of a step at its level; then seeded random walks on small cyclic
+    state graphs, all their steps and shuffled subsets. Every step once, in the order of `idx` within its group, after
+    the earlier-logged steps that lead to its state, and no group holds another's next state or the state after it."""
+    from cwm_nb.agent.worldcoder import ReplayData, transition_levels
+    def logged(steps):
+        return ReplayData.from_dict(dict(states={}, starts=[], steps=[
+            dict(s=s, a=a, r=0.0, s2=s2, d=False, goal="g") for s, a, s2 in steps]))
+    later = logged([("A", 0, "B"), ("C", 0, "A")])   # both at level 0: nothing led to A when step 0 was logged
+    assert transition_levels(later, [0, 1]) == [[0], [1]]
+    rng, n_groups, n_steps = random.Random(0), 0, 0
+    for _ in range(100):
+        n = rng.randint(3, 8)   # states; two actions each, a random next state: cycles and self-loops
+        nxt = {(s, a): rng.randrange(n) for s in range(n) for a in (0, 1)}
+        walked = {}
+        for _ in range(rng.randint(1, 6)):
+            s = rng.randrange(n)
+            for _ in range(rng.randint(1, 10)):
+                a = rng.randrange(2)
+                walked.setdefault((str(s), a, str(nxt[s, a])), None); s = nxt[s, a]
+        data = logged(walked)   # deduplicated, in the order first logged, as ReplayData.add_step keeps them
+        every = list(range(len(data.steps)))
+        for idx in (every, rng.sample(every, rng.randint(1, len(every)))):
+            groups = transition_levels(data, idx)
+            assert sorted(i for g in groups for i in g) == sorted(idx) and all(groups), groups
+            assert all(g == [i for i in idx if i in g] for g in groups), (idx, groups)
+            where = {i: k for k, g in enumerate(groups) for i in g}
+            assert all(where[i] < where[j] for i in idx for j in idx
+                       if i < j and data.steps[i]["s2"] == data.steps[j]["s"]), groups
+            assert not _held(data, groups), (data.steps, groups, _held(data, groups))
+        n_groups, n_steps = n_groups + len(transition_levels(data, every)), n_steps + len(every)
+    assert n_groups < n_steps   # steps do share jobs
+
+
+NEIGHBOUR = r"""
+import sys
+def _items():
+    f = sys._getframe()
+    while f is not None:
+        a = f.f_locals.get("args")
+        if type(a) is dict and type(a.get("items")) is list: return a["items"]
+        f = f.f_back
+    return []
+
+def _agent(plain):
+    return next((d for d in plain if d.get("name") == "Agent"), None)
+
+def transition(state, action):
+    "Another state of the job that differs from the input in the agent's position (forward) or direction alone."
+    me = state_to_plain(state)
+    a0 = _agent(me)
+    rest0 = sorted(repr(d) for d in me if d is not a0)
+    keys = ("x", "y") if action == "move forward" else ("direction",)
+    for it in _items():
+        other = it[0]
+        a1 = _agent(other)
+        if a1 is None or a0 is None or sorted(repr(d) for d in other if d is not a1) != rest0: continue
+        diff = {k for k in set(a0) | set(a1) if a0.get(k) != a1.get(k)}
+        if diff and diff <= set(keys): return state_from_plain(other)
+    return list(state)
+"""
+IDENTITY = "def transition(state, action):\n    return list(state)\n"
+
+
+def test_a_transition_program_finds_no_outcome_in_its_job(sandbox):
+    """A red team's probe: a transition program that answers with another state its job holds (read from the
+    driver's `args["items"]`) that differs from its input in the agent's position or direction alone, else with its
+    input (the fallback, `IDENTITY`). On 30 random episodes of Empty-5x5 it is right on steps where the identity is
+    wrong when one job holds every step, and on none through the evaluator (4 of 77 with the old grouping)."""
+    from cwm_nb.agent.planning import predict_steps
+    ag, env = _minigrid_agent()
+    rng = random.Random(0)
+    for ep in range(30):
+        s, _ = env.reset(seed=ep)
+        for _ in range(15):
+            a = rng.choice(["turn left", "turn right", "move forward"])
+            n, r, term, trunc, *_ = env.step(a)
+            ag.data.add_step(s, a, r, n, term, "get to the green goal square"); s = n
+            if term or trunc: break
+    ag.sandbox, steps = sandbox, ag.data.steps
+    one_job = predict_steps(ag.api, [(ag.data.states[x["s"]], x["a"]) for x in steps], "transition",
+                            transition=NEIGHBOUR, sandbox=sandbox)
+    base = [ok for ok, _, _ in ag.evaluator.transition(IDENTITY, range(len(steps)))]
+    found = [ag.evaluator._check_next(o, i)[0] and not base[i] for i, o in enumerate(one_job)]
+    assert sum(found) >= 10, sum(found)   # the probe works where a job holds the outcomes
+    probe = [ok for ok, _, _ in ag.evaluator.transition(NEIGHBOUR, range(len(steps)))]
+    assert [i for i, ok in enumerate(probe) if ok and not base[i]] == [], (sum(probe), sum(base))
 
 
 # --- Planning: the model side cannot answer for the planner -----------------------------------------------------------
