@@ -337,8 +337,9 @@ def test_a_program_cannot_run_rtfms_rules(sandbox, open_sandbox):
 
 
 def _job_drivers() -> list:
-    """The modules of the drivers a job can name: every "cwm_nb.module:function" string in the package whose function
-    takes the program's namespace first (a driver), not the parent's own hooks (`env_states.set_*`)."""
+    """The modules of the drivers a job can name: every "module:function" string in the package that names a cwm_nb
+    module and a function taking the program's namespace first (a driver), not the parent's own hooks
+    (`env_states.set_*`)."""
     import importlib, inspect, re
     found = set()
     for f in (ROOT/"cwm_nb").rglob("*.py"): found |= set(re.findall(r'"(cwm_nb\.[\w.]+):(\w+)"', f.read_text()))

@@ -369,15 +369,17 @@ def transition_levels(
     data: ReplayData,       # the logged steps, in the order they were logged
     idx: Sequence[int],     # the steps to score
 ) -> list[list[int]]:       # `idx` in groups, to be sent one job each, in this order
-    "Steps in groups none of which holds a step's next state, or a state logged after it, as another step's input."
+    """Steps in groups none of which holds a step's next state, or a state logged after it,
+    as another step's input."""
     level, after, succ = [], {}, {}
-    # after[d]: 1 + the highest level of a step logged so far that leads to state d; succ[d]: the states logged after d
+    # after[d]: 1 + the highest level of a step logged so far that leads to state d
+    # succ[d]: the states logged after d
     for x in data.steps:
         lv = after.get(x["s"], 0)
         level.append(lv)
         after[x["s2"]] = max(after.get(x["s2"], 0), lv + 1)
         succ.setdefault(x["s"], set()).add(x["s2"])
-    jobs: dict[int, list[tuple[set, set, list]]] = {}   # level -> its groups: (inputs, their later states, steps)
+    jobs: dict[int, list[tuple[set, set, list]]] = {}   # level -> (inputs, later states, steps)
     for i in idx:
         s, s2 = data.steps[i]["s"], data.steps[i]["s2"]
         later = ({s2} | succ.get(s2, set())) - {s}   # the step's own input tells it nothing
