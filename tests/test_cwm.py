@@ -473,7 +473,7 @@ class _Recording:
 def test_debug_print_in_step_is_truncated_not_punished(cartpole, sandbox):
     "A correct program that prints its state on every step (~100 KB here, over the 64 KiB capture cap) still scores 1.0."
     import contextlib, io
-    from cwm_nb.bench.program_runs import episode_batches, sandbox_inputs
+    from cwm_nb.bench.program_runs import fed_batches, sandbox_inputs
     from cwm_nb.sandbox.programs import run_in_process
     src = CARTPOLE.replace(
         "        self.state = np.array([x, x_dot, theta, theta_dot])\n",
@@ -485,7 +485,7 @@ def test_debug_print_in_step_is_truncated_not_punished(cartpole, sandbox):
     assert not ev.bug and ev.error is None and ev.accuracy == 1.0 and ev.perfect, ev.error
     out = rec.results[-1].stdout
     full = io.StringIO()   # what the (trusted, hand-written) program prints in full, in the order it is fed
-    order = np.concatenate(episode_batches(cartpole)).tolist()   # (batch k: the k-th transition of each episode)
+    order = np.concatenate(fed_batches(cartpole)).tolist()   # the order the transitions are fed in
     data = sandbox_inputs(cartpole)
     data = dict(data, obs=[data["obs"][i] for i in order], actions=[data["actions"][i] for i in order])
     with contextlib.redirect_stdout(full): run_in_process(src, "cwm_nb.sandbox.drivers:cwm_predict", data=data)
@@ -567,8 +567,8 @@ def test_malformed_output_on_a_few_transitions(kind, cartpole, sandbox):
     src = src.replace("        return self.state.astype(np.float32), 1.0, done\n",
                       f"        if self.calls % 100 == 0:\n            return {ret}\n"
                       "        return self.state.astype(np.float32), 1.0, done\n")
-    from cwm_nb.bench.program_runs import episode_batches
-    fed = np.concatenate(episode_batches(cartpole))   # the order the program sees the transitions in
+    from cwm_nb.bench.program_runs import fed_batches
+    fed = np.concatenate(fed_batches(cartpole))   # the order the program sees the transitions in
     at = sorted(fed[[99, 199, 299, 399]].tolist())
     assert not cartpole.terminated[at].any() and len(set(cartpole.rewards.tolist())) == 1
     ev = evaluate_program(src, cartpole, sandbox=sandbox, n_failures=5)

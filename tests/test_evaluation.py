@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from cwm_nb.bench.cwm import evaluate_program
-from cwm_nb.bench.program_runs import episode_batches
+from cwm_nb.bench.program_runs import fed_batches
 from cwm_nb.bench.rollouts import rollout_segments
 from cwm_nb.bench.replay import load_buffer, split_by_episode
 
@@ -56,7 +56,7 @@ def test_determinism_flags_hidden_state_with_the_first_differing_transition():
     ev = evaluate_program(COUNTER, buf, determinism=True)
     assert ev.deterministic is False and ev.accuracy < 1   # (in buffer order it already scores its own hidden state)
     fd = ev.determinism["first_difference"]
-    fed = np.concatenate(episode_batches(buf))   # the order the transitions are fed in
+    fed = np.concatenate(fed_batches(buf))   # the order the transitions are fed in
     # each transition after one more call: from the 150th fed on, 2 * 150 + 2 > 300 (and the first run's 300th on: 0)
     assert fd["pass"] == "after_other" and fd["index"] == min(fed[150:300]), fd
     assert fd["first"][1] == 1.0 and fd["second"][1] == 0.0

@@ -18,7 +18,7 @@ import random
 import numpy as np
 import pytest
 
-from gaming_probes import FALLBACK, NAMES, PROBES, SIMULATOR, old_evaluate
+from gaming_probes import FALLBACK, GRID_FALLBACK, NAMES, PAIRS, PROBES, SIMULATOR, old_evaluate
 from cwm_nb.bench.cwm import evaluate_program
 from cwm_nb.bench.program_runs import sandbox_inputs
 from cwm_nb.bench.replay import load_buffer
@@ -98,6 +98,18 @@ def test_the_names_of_fed_transitions_tell_nothing(sandbox, buffer, fallback, mo
     told = evaluate_program(NAMES, buffer, sandbox=sandbox, determinism=True, rollouts=True)
     assert told.components["done"] > fallback.components["done"], (told.components, fallback.components)
     assert told.rollouts["horizons"] != fallback.rollouts["horizons"]
+
+
+def test_a_program_cannot_pair_the_fed_batches_by_place(sandbox, monkeypatch):
+    """A program that pairs the i-th transition of one fed batch with the i-th of the next (13b `fed_batches`): in
+    episode order that is the next state of an answered transition, and on CliffWalking, whose (state, action) pairs
+    repeat across episodes, its table answers later transitions; in the fed order it learns nothing that helps."""
+    buf = load_buffer("CliffWalking-v0")
+    base = evaluate_program(GRID_FALLBACK, buf, sandbox=sandbox).components["next_state"]
+    assert evaluate_program(PAIRS, buf, sandbox=sandbox).components["next_state"] <= base
+    from cwm_nb.bench import program_runs
+    monkeypatch.setattr(program_runs, "fed_batches", program_runs.episode_batches)   # as before: episode order
+    assert evaluate_program(PAIRS, buf, sandbox=sandbox).components["next_state"] > base + 0.3
 
 
 def test_a_dropped_buffer_is_not_inherited(sandbox, buffer, fallback):

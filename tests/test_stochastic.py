@@ -119,8 +119,8 @@ def test_a_bad_distribution_is_the_programs_error_naming_the_transition(message,
     src = source("FrozenLake-v1").replace("    def step_distribution(self, action):\n",
                                           f"    def step_distribution(self, action):\n        if self.state == 4: {BAD[message]}\n")
     buf = buffers("FrozenLake-v1")
-    from cwm_nb.bench.program_runs import episode_batches
-    first = next(int(i) for i in np.concatenate(episode_batches(buf)) if int(buf.obs[i]) == 4)   # the first fed
+    from cwm_nb.bench.program_runs import fed_batches
+    first = next(int(i) for i in np.concatenate(fed_batches(buf)) if int(buf.obs[i]) == 4)   # the first fed
     ev = evaluate_program(src, buf)
     assert ev.bug and f"bad distribution on transition {first}" in ev.error and message in ev.error, ev.error
 

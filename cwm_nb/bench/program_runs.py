@@ -13,7 +13,7 @@ from ..sandbox.programs import SandboxResult, make_error
 
 # %% auto #0
 __all__ = ['buffer_env_spec', 'buffer_format', 'buffer_state_kind', 'condense_error', 'sandbox_inputs', 'buffer_data_key',
-           'with_buffer_data', 'episode_batches', 'run_on_buffer']
+           'with_buffer_data', 'episode_batches', 'fed_batches', 'run_on_buffer']
 
 # %% ../../nbs/13b_program_runs.ipynb #ed242c98
 def buffer_env_spec(buffer: ReplayBuffer):
@@ -97,12 +97,24 @@ def with_buffer_data(sandbox, buffer: ReplayBuffer, start):
 def episode_batches(
     buffer: ReplayBuffer,   # a replay buffer
 ) -> list[np.ndarray]:      # int64 buffer indices; batch k: the k-th transition of every episode
-    "The batches a program's transitions are fed in: no batch holds two transitions of one episode."
+    "The batches of a buffer's transitions: no batch holds two transitions of one episode (fed as `fed_batches`)."
     pos = np.zeros(len(buffer), np.int64)
     for a, b in buffer.episode_bounds(): pos[a:b] = np.arange(b - a)
     order = np.argsort(pos, kind="stable")
     return np.split(order, np.cumsum(np.bincount(pos))[:-1]) if len(pos) else []
 
+
+# %% ../../nbs/13b_program_runs.ipynb #30b65677
+def fed_batches(
+    buffer: ReplayBuffer,   # a replay buffer
+) -> list[np.ndarray]:      # int64 buffer indices: `episode_batches`, each batch in the order it is fed
+    """`episode_batches`, each batch's transitions in an order drawn from the buffer's fingerprint. In episode order,
+    a job could pair the i-th transition of one batch with the i-th of the next while no episode ended, and learn
+    (state, action) -> next state from episodes already answered; the fingerprint hashes the targets, which no job
+    holds, so no job can compute the order, and it is the same on every machine (results and outputs stay stable)."""
+    seed = hashlib.sha256(f"cwm-nb fed order:{buffer.fingerprint()}".encode()).digest()
+    rng = np.random.default_rng(int.from_bytes(seed[:8], "little"))
+    return [rng.permutation(b) for b in episode_batches(buffer)]
 
 # %% ../../nbs/13b_program_runs.ipynb #06fc5fa5
 def _rows(col, b: np.ndarray):
@@ -194,10 +206,10 @@ def _answered(first: SandboxResult, results: list, n: int, t0: float, value=None
                          first.isolation)
 
 def _predict_in_order(sandbox, source: str, buffer: ReplayBuffer, args: dict, limits):
-    "`cwm_predict`'s answer on `buffer`, its transitions fed in order (`episode_batches`)."
+    "`cwm_predict`'s answer on `buffer`, its transitions fed in order (`fed_batches`)."
     t0, inputs, args = time.perf_counter(), sandbox_inputs(buffer, True), dict(args or {})
     form = {k: inputs[k] for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
-    batches, labels = episode_batches(buffer), _labelled(len(buffer))
+    batches, labels = fed_batches(buffer), _labelled(len(buffer))
     payloads = _payloads(inputs, batches, bool(args.get("after_other")), labels)
     first, results = _open_feed(sandbox, source, form | args, payloads, limits)
     reps = 2 if args.get("twice") else 1
