@@ -60,17 +60,20 @@ def condense_error(
     return msg
 
 # %% ../../nbs/13b_program_runs.ipynb #6d65af4e
+def _form(buffer: ReplayBuffer) -> dict:
+    "The part of `sandbox_inputs` a session's driver needs before any payload: the dtypes and the format."
+    dt = lambda c: c.dtype.str if isinstance(c, np.ndarray) else None
+    fmt, has_valid = buffer_format(buffer)
+    return {"obs_dtype": dt(buffer.obs), "action_dtype": dt(buffer.actions), "obs_format": fmt, "valid_actions": has_valid}
+
 def sandbox_inputs(
     buffer: ReplayBuffer,   # a replay buffer
     arrays: bool = False,   # numeric columns stay arrays (cheaper to send; the program gets the same rows)
 ) -> dict:
     "The data the driver needs: observations, actions, their numpy dtypes, `obs_format`, `valid_actions`."
-    dt = lambda c: c.dtype.str if isinstance(c, np.ndarray) else None
     col = lambda c: c if arrays and isinstance(c, np.ndarray) and c.dtype.kind in "fiub" else to_plain(c)
-    fmt, has_valid = buffer_format(buffer)
-    return {"obs": col(buffer.obs), "actions": col(buffer.actions),
-            "obs_dtype": dt(buffer.obs), "action_dtype": dt(buffer.actions),
-            "obs_format": fmt, "valid_actions": has_valid}
+    return {"obs": col(buffer.obs), "actions": col(buffer.actions)} | _form(buffer)
+
 
 # %% ../../nbs/13b_program_runs.ipynb #a88c85b3
 _SENT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # sandbox -> data keys already sent to it
@@ -135,14 +138,18 @@ def _labelled(n: int) -> np.ndarray:
     while len(np.unique(x := rng.integers(2**40, 2**62, size=n, dtype=np.int64))) < n: pass   # a repeat: draw again
     return x
 
+def _number(name: int, labels: np.ndarray) -> int:
+    "The buffer's number of the transition named `name` (`_labelled`), or `name` if none is."
+    hit = np.flatnonzero(labels == name) if 0 <= name < 2**63 else ()
+    return int(hit[0]) if len(hit) else name
+
 def _unlabelled(error: dict | None, labels: np.ndarray) -> dict | None:
     "`error` with the transitions' names (`_labelled`) in its `index` and message put back as the buffer's numbers."
     if not error: return error
-    back = {int(l): i for i, l in enumerate(labels.tolist())}
     out = dict(error)
-    if type(out.get("index")) is int: out["index"] = back.get(out["index"], out["index"])
+    if type(out.get("index")) is int: out["index"] = _number(out["index"], labels)
     if type(out.get("message")) is str:
-        out["message"] = _LABEL_RE.sub(lambda m: f"transition {back.get(int(m[1]), m[1])}", out["message"])
+        out["message"] = _LABEL_RE.sub(lambda m: f"transition {_number(int(m[1]), labels)}", out["message"])
     return out
 
 def _payloads(inputs: dict, batches: list, after_other: bool, labels: np.ndarray) -> list[dict]:
@@ -184,39 +191,41 @@ def _in_buffer_order(results: list, batches: list, n: int, reps: int) -> dict:
            ({"distributions": dists} if dists is not None else {})
 
 # %% ../../nbs/13b_program_runs.ipynb #9e7e9457
-def _open_feed(sandbox, source: str, args: dict, payloads: list, limits) -> tuple:
-    "A `cwm_batches` session fed `payloads` in order, then ended: (its first answer, the answers)."
-    limits = limits or sandbox.limits
+def _open_feed(sandbox, source: str, args: dict, prepare, limits) -> tuple:
+    """A `cwm_batches` session fed in order, then ended: (its first answer, what `prepare()` made, the answers).
+    `prepare()` returns a tuple whose last item is the payloads. It runs while the job starts (`open_session`'s
+    `meanwhile`, 03_sandbox), or after, if the job could not be sent."""
+    limits, made = limits or sandbox.limits, []
     first, sess = sandbox.open_session(source, "cwm_nb.sandbox.drivers:cwm_batches", args, limits=limits,
-                                       poll=True, apart=True)   # both sides poll, on CPUs apart (03_sandbox)
-    if sess is None: return first, []
-    with sess: return first, sess.feed(payloads, limits.wall_s, close=True)   # a job's limit
+                                       poll=True, apart=True,   # both sides poll, on CPUs apart (03_sandbox)
+                                       meanwhile=lambda: made.append(prepare()))
+    if not made: made.append(prepare())
+    if sess is None: return first, made[0], []
+    with sess: return first, made[0], sess.feed(made[0][-1], limits.wall_s, close=True)   # a job's limit
 
 
 # %% ../../nbs/13b_program_runs.ipynb #665896d4
-def _answered(first: SandboxResult, results: list, n: int, t0: float, value=None) -> SandboxResult:
-    "One result of a fed session: its first error, else `value` with the last answer's output."
+def _answered(first: SandboxResult, results: list, n: int, t0: float, value, labels: np.ndarray) -> SandboxResult:
+    "One result of a fed session: its first error (the transitions named by their numbers), else `value` with the last answer's output."
     bad = first if not first.ok else next((r for r in results if not r.ok), None)
     if bad is None and len(results) < n:
         why = make_error("bad_result", f"the session answered {len(results)} of {n} batches")
         bad = SandboxResult(False, None, why, isolation=first.isolation)
-    if bad is not None: return bad
+    if bad is not None: bad.error = _unlabelled(bad.error, labels); return bad
     last = results[-1] if results else first
     return SandboxResult(True, value, None, last.stdout, last.stderr, time.perf_counter() - t0,
                          first.isolation)
 
 def _predict_in_order(sandbox, source: str, buffer: ReplayBuffer, args: dict, limits):
-    "`cwm_predict`'s answer on `buffer`, its transitions fed in order (`fed_batches`)."
-    t0, inputs, args = time.perf_counter(), sandbox_inputs(buffer, True), dict(args or {})
-    form = {k: inputs[k] for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
-    batches, labels = fed_batches(buffer), _labelled(len(buffer))
-    payloads = _payloads(inputs, batches, bool(args.get("after_other")), labels)
-    first, results = _open_feed(sandbox, source, form | args, payloads, limits)
+    "`cwm_predict`'s answer on `buffer`, its transitions fed in order (`fed_batches`), made ready while the job starts."
+    t0, args = time.perf_counter(), dict(args or {})
+    def prepare():
+        batches, labels = fed_batches(buffer), _labelled(len(buffer))
+        return batches, labels, _payloads(sandbox_inputs(buffer, True), batches, bool(args.get("after_other")), labels)
+    first, (batches, labels, _), results = _open_feed(sandbox, source, _form(buffer) | args, prepare, limits)
     reps = 2 if args.get("twice") else 1
     value = _in_buffer_order(results, batches, len(buffer), reps) if first.ok else None
-    res = _answered(first, results, len(batches), t0, value)
-    res.error = _unlabelled(res.error, labels)
-    return res
+    return _answered(first, results, len(batches), t0, value, labels)
 
 
 # %% ../../nbs/13b_program_runs.ipynb #a1caf599
@@ -236,12 +245,11 @@ def _rollout_payloads(inputs: dict, buffer: ReplayBuffer, starts: list, lengths:
 # %% ../../nbs/13b_program_runs.ipynb #0f10de48
 def _rollouts_in_order(sandbox, source: str, buffer: ReplayBuffer, args: dict, limits):
     "`cwm_rollouts`' answer for `args['starts']`, `args['lengths']`, the steps fed in order."
-    t0, inputs = time.perf_counter(), sandbox_inputs(buffer, True)
-    form = {k: inputs[k] for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
-    starts, lengths = list(args["starts"]), list(args["lengths"])
-    labels = _labelled(len(buffer))
-    payloads = _rollout_payloads(inputs, buffer, starts, lengths, labels)
-    first, results = _open_feed(sandbox, source, form, payloads, limits)
+    t0, starts, lengths = time.perf_counter(), list(args["starts"]), list(args["lengths"])
+    def prepare():
+        labels = _labelled(len(buffer))
+        return labels, _rollout_payloads(sandbox_inputs(buffer, True), buffer, starts, lengths, labels)
+    first, (labels, payloads), results = _open_feed(sandbox, source, _form(buffer), prepare, limits)
     out = [{"predictions": [], "malformed": [], "error": None} for _ in starts]
     for p, r in zip(payloads, results if first.ok else []):
         v, n = r.value if isinstance(r.value, dict) else {}, len(p["rollout"])
@@ -254,9 +262,7 @@ def _rollouts_in_order(sandbox, source: str, buffer: ReplayBuffer, args: dict, l
             if o["error"] is not None: continue
             if j in failed: o["error"] = _unlabelled({"step": k, "message": failed[j]}, labels); continue
             o["predictions"].append(row); o["malformed"] += [[k, *m[1:]] for m in notes.get(j, [])]
-    res = _answered(first, results, len(payloads), t0, {"rollouts": out})
-    res.error = _unlabelled(res.error, labels)
-    return res
+    return _answered(first, results, len(payloads), t0, {"rollouts": out}, labels)
 
 
 # %% ../../nbs/13b_program_runs.ipynb #53dde36d

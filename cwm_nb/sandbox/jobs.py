@@ -9,7 +9,7 @@ import tempfile, threading, time, weakref
 from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 from fastcore.basics import patch
 from ..core import CwmNbError
 from .syscalls import (SHM_AREA, SPIN_S, _CALLS, _EXIT_SETUP, _HDR, _PARENT_SLEEPS, _ready, _recv_frame,
@@ -461,8 +461,11 @@ def _result(self: Sandbox, hdr: dict, body: bytes, limits: SandboxLimits, wall: 
 # %% ../../nbs/03_sandbox.ipynb #a9d7d508
 @patch
 def _submit(self: Sandbox, source, driver, args, data_key, limits, session: bool = False,
-            poll: bool = False, cpus: set | None = None) -> tuple[SandboxResult, int | None, _Child | None]:
-    "One job (a session's first answer when `session`): its result, the server's session id (None if it did not stay), a direct session's pipes."
+            poll: bool = False, cpus: set | None = None,
+            meanwhile: Callable[[], None] | None = None) -> tuple[SandboxResult, int | None, _Child | None]:
+    """One job (a session's first answer when `session`): its result, the server's session id (None if it did not
+    stay), a direct session's pipes. `meanwhile()` runs once, after the job is sent and before its answer is awaited;
+    it must not raise (`open_session` wraps it)."""
     if not isinstance(source, str): raise CwmNbError(f"the program source must be a str, not {type(source).__name__}", "pass Program.source")
     if not isinstance(driver, str):
         raise CwmNbError(f"a sandboxed job names its driver, not a {type(driver).__name__}", "pass 'module:function', e.g. 'cwm_nb.sandbox.drivers:cwm_predict'")
@@ -479,6 +482,7 @@ def _submit(self: Sandbox, source, driver, args, data_key, limits, session: bool
         t0 = time.perf_counter()
         try:
             self._send(job)
+            if meanwhile is not None: meanwhile()   # while the job starts
             hdr, body = self._recv(time.monotonic() + limits.wall_s + 15)
         except _ServerGone as e:
             why = f"{e}; {self._log_tail(300)}".strip("; ")
@@ -490,7 +494,7 @@ def _submit(self: Sandbox, source, driver, args, data_key, limits, session: bool
             self._kill(); raise
         wall = time.perf_counter() - t0
         if hdr.get("status") == "dirty":
-            self._kill(); return self._submit(source, driver, args, data_key, limits, session, poll)
+            self._kill(); return self._submit(source, driver, args, data_key, limits, session, poll, cpus)
         if hdr.get("status") == "too_many_sessions":
             raise CwmNbError(f"the sandbox server refused a new session: {hdr.get('message')}",
                              "close the sessions you no longer need (SandboxSession.close, or `with` around each)")
@@ -773,20 +777,29 @@ def open_session(self: Sandbox,
                  limits: SandboxLimits | None = None,  # the session's limits; wall_s: of the first answer and the default of each call
                  poll: bool = False,             # the job polls `spin_s` for its next call before blocking (its CPU time)
                  apart: bool = False,            # with poll: the job and this thread's `feed`s keep to CPUs apart
+                 meanwhile: Callable[[], Any] | None = None,   # this thread's work while the job starts
                 ) -> tuple[SandboxResult, SandboxSession | None]:
     """Start a job that stays alive after its first answer: (that answer, a `SandboxSession` for more calls; None if
     the answer is an error). With `apart`, the job keeps to half of this thread's CPUs and each `feed` holds this
     thread to the other half (`cpu_halves`, 02_syscalls); a planning job, whose planner forks a second polling
-    process, is not opened so."""
-    halves = cpu_halves() if apart and poll and spin_cap(self.spin_s) else None
+    process, is not opened so.
+
+    `meanwhile()` runs once, after the job is sent and before its first answer is awaited: work that does not need
+    the answer, such as the payloads of the calls to come ([`13b_program_runs`](13b_program_runs.ipynb)). It does not
+    run when the job could not be sent. An `Exception` it raises is raised here once the job has answered and ended."""
+    halves, raised = cpu_halves() if apart and poll and spin_cap(self.spin_s) else None, []
+    def during():
+        try: meanwhile()
+        except Exception as e: raised.append(e)   # the server's answer is on its way: taken, then this is raised
     with self._lock:
         res, sid, pipes = self._submit(source, driver, args, data_key, limits, session=True, poll=poll,
-                                       cpus=halves and halves[1])
-        if sid is None: return res, None
-        s = SandboxSession(self, sid, limits or self.limits, pipes, poll)
-        s.cpus = halves and halves[0]
-        if not res.ok: s.close(); return res, None
-        return res, s
+                                       cpus=halves and halves[1], meanwhile=during if meanwhile else None)
+        if sid is None and not raised: return res, None
+        s = SandboxSession(self, sid, limits or self.limits, pipes, poll) if sid is not None else None
+        if s is not None: s.cpus = halves and halves[0]
+        if s is not None and (raised or not res.ok): s.close()
+        if raised: raise raised[0]
+        return (res, s) if res.ok else (res, None)
 
 # %% ../../nbs/03_sandbox.ipynb #e75fd6fd
 def _frames(body: bytes) -> list[bytes]:
