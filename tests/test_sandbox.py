@@ -401,6 +401,24 @@ def test_sessions_dropped_without_close_are_ended_by_the_next_request(sb):
         for h in held: h.close()
 
 
+def test_the_next_child_is_forked_when_a_direct_session_ends(sb):
+    """While the parent feeds a direct session, the server forks no child beside it (the fork and its set-up would take
+    CPU time from the feed, 02d_fork_server): none is waiting during the session, one is once it ends, and a job asked
+    for meanwhile still runs (its child forked on demand)."""
+    sb.run("pass")
+    assert sb.ping()["idle"] is not None   # after a plain job, as before
+    first, s = sb.open_session("def g(x):\n    return x\n", "cwm_nb.sandbox.programs:function_session")
+    try:
+        assert s is not None and s.direct, first.error
+        assert sb.ping()["idle"] is None
+        assert [r.value for r in s.feed([{"name": "g", "args": [k]} for k in range(3)])] == [0, 1, 2]
+        assert sb.run("print(7)").stdout == "7\n"   # forked on demand
+        assert s.call({"name": "g", "args": [5]}).value == 5
+    finally: s.close()
+    seen = sb.ping()
+    assert seen["idle"] is not None and set(seen["children"]) == {seen["idle"]}, seen
+
+
 def test_a_dropped_sessions_end_never_reaches_the_next_server(sb):
     """A session collected unclosed whose server then died: its queued `end` belongs to the dead server, and the new one
     starts as usual (the configuration is its first frame)."""

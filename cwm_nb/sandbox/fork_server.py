@@ -558,6 +558,11 @@ def _take_idle(self: _Server) -> _Child:
         self._fork_idle(); c, self.idle = self.idle, None
     return c
 
+@patch
+def _refill(self: _Server) -> None:
+    "Pre-fork the next job's child, if the server pre-forks and has none (and no sweep failed)."
+    if self.prefork and self.idle is None and not self.dirty: self._fork_idle()
+
 # %% ../../nbs/02d_fork_server.ipynb #4af8eb84
 @patch
 def _session_pids(self: _Server) -> set[int]:
@@ -745,7 +750,8 @@ def _hand_over(self: _Server, blob: bytes, session: bool) -> tuple[_Child | None
 @patch
 def _answer(self: _Server, c: _Child, hdr: dict, result: bytearray, limits: dict, session: bool,
             direct: bool = False) -> None:
-    "Reply with `hdr` and `result`, end the child (unless it starts a session), pre-fork the next one."
+    """Reply with `hdr` and `result`, end the child (unless it starts a session), pre-fork the next one (for a direct
+    session, when it ends: `_refill` in `_serve`)."""
     status = hdr["status"]
     if status == "done" and session:   # the child stays, waiting for calls
         self.sids += 1; sid = self.sids
@@ -760,7 +766,8 @@ def _answer(self: _Server, c: _Child, hdr: dict, result: bytearray, limits: dict
         self.reply(hdr, result)
         self._end_child(c, hdr); self.dirty = not self._sweep()
     if not (status == "done" and session): shutil.rmtree(c.scratch, ignore_errors=True)
-    if self.prefork and self.idle is None and not self.dirty: self._fork_idle()
+    elif hdr.get("direct"): return   # the parent feeds it now: the next child is forked when it ends
+    self._refill()
 
 
 # %% ../../nbs/02d_fork_server.ipynb #65ea5dba
@@ -917,7 +924,7 @@ def _drop(self: _Server, key: str) -> None:
         self.gen += 1
         if self.idle is not None: self._discard(self.idle); self.idle = None
     self.reply({"status": "ok"})
-    if self.prefork and self.idle is None and not self.dirty: self._fork_idle()
+    self._refill()
 
 # %% ../../nbs/02d_fork_server.ipynb #76b2614c
 @patch
@@ -937,6 +944,7 @@ def _serve(self: _Server) -> None:
             hdr = {"status": "ok"}
             if rest[0] in self.sessions: self._end_session(rest[0], hdr); hdr["clean"] = not self.dirty
             if len(rest) < 2 or rest[1]: self.reply(hdr)
+            self._refill()
         elif op == "put": self._put(*rest)
         elif op == "drop": self._drop(rest[0])
         elif op == "ping":
