@@ -285,6 +285,8 @@ def test_error_messages_say_what_happened(demo):
     assert ev.tests[0].error == "the program ran too long on this test (killed at the per-test timeout of 0.5 s)"
     ev = evaluate_solution(HOSTILE["output flood"][0], p, tests=[0])
     assert ev.tests[0].error == "the program wrote more output than the per-test cap and was killed"
+    ev = evaluate_solution("print('x' * 200_000)\n", p, tests=[0])   # over its cap, ended by itself
+    assert (ev.tests[0].status, ev.tests[0].error) == ("output_limit", "the program wrote more output than the per-test cap")
     ev = evaluate_solution(HOSTILE["sys.exit(3)"][0], p, tests=[0])
     assert ev.tests[0].error == "the program exited with status 3 (sys.exit)"
     ev = evaluate_solution("q = int(input())\nprint(1 // 0)\n", p, tests=[1, 2])

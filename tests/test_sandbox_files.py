@@ -13,7 +13,7 @@ import pytest
 
 from gaming_probes import FALLBACK, _COMMON
 from test_gaming import LIMITS, buffer, sandbox   # the same three CartPole episodes and one Sandbox per mode
-from cwm_nb.apps.harness import _git_dirs, evaluate_solution
+from cwm_nb.apps.harness import OUTPUT_CAP_BYTES, _git_dirs, evaluate_solution
 from cwm_nb.apps.problems import AppsProblem, demo_problems
 from cwm_nb.bench.cwm import evaluate_program
 from cwm_nb.bench.replay import default_buffer_path
@@ -168,7 +168,7 @@ def test_an_apps_program_that_searches_for_the_outputs_passes_what_its_fallback_
     assert ev.data_hidden is True and ev.harness_error is None
 
 
-APPS_MEMORY_PROBE = r"""
+APPS_MEMORY_PROBE = f"OUTPUT_CAP = {OUTPUT_CAP_BYTES}   # the harness's published allowance\n" + r"""
 import gc, json, sys
 
 def _leak(given):
@@ -185,7 +185,7 @@ def _leak(given):
         for k in ("outputs", "expected"):
             if isinstance(d.get(k), list) and len(d[k]) == len(ins): return "value", d[k][i]
         for k, v in d.items():
-            if "cap" in str(k) and isinstance(v, list) and len(v) == len(ins): return "length", (v[i] - 65536) // 2
+            if "cap" in str(k) and isinstance(v, list) and len(v) == len(ins): return "length", (v[i] - OUTPUT_CAP) // 2
     return None
 
 def is_leap(year):
@@ -202,7 +202,7 @@ def test_an_apps_program_that_reads_the_job_memory_passes_what_its_fallback_pass
     p = next(q for q in demo_problems() if q.problem_id == "0003")
     probe, fallback = "SEARCH = True\n" + APPS_MEMORY_PROBE, "SEARCH = False\n" + APPS_MEMORY_PROBE
     # where a job holds the caps or the outputs, the probe answers every test from them
-    for held in ({"output_caps": [65536 + 2 * len(json.dumps(o)) for o in p.outputs]}, {"outputs": p.outputs}):
+    for held in ({"output_caps": [OUTPUT_CAP_BYTES + 2 * len(json.dumps(o)) for o in p.outputs]}, {"outputs": p.outputs}):
         ns = {}
         exec(probe, ns)
         def _start_test(args, i): return ns["is_leap"](*args["inputs"][i])
@@ -333,7 +333,6 @@ def test_a_program_cannot_run_rtfms_rules(sandbox, open_sandbox):
     ev = evaluate_program(RTFM_RULES, buf, sandbox=sandbox)
     assert (ev.accuracy, ev.components, ev.bug) == (base.accuracy, base.components, base.bug), ev.error
     assert base.accuracy < 0.5
-
 
 
 def _job_drivers() -> list:

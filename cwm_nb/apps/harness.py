@@ -506,7 +506,9 @@ def _judge_unfinished(raw: dict, per_test_s: float, problem_s: float) -> dict | 
         why = (f"killed at the per-test timeout of {per_test_s:g} s" if st == "timeout"
                else f"killed at the whole-problem cap of {problem_s:g} s")
         return dict(common="timeout", error=f"the program ran too long on this test ({why})", output=raw.get("stdout", ""))
-    if st == "output_limit": return dict(common="output_limit", error="the program wrote more output than the per-test cap and was killed")
+    if st == "output_limit":
+        killed = "" if raw.get("killed") is False else " and was killed"   # over its cap in the parent after it ended
+        return dict(common="output_limit", error=f"the program wrote more output than the per-test cap{killed}")
     return None
 
 # %% ../../nbs/40a_apps_harness.ipynb #b3aaf676
@@ -713,7 +715,8 @@ def _over_cap(raw: dict, cap: int, kind: str) -> dict:
     "`raw` under the test's own output `cap` (bytes): `output_limit` for a stdin test's stdout over it, or a report of `cap + _REPORT_EXTRA`."
     over = (kind == "stdin" and raw.get("stdout_bytes", 0) > cap) or raw.get("report_bytes", 0) >= cap + _REPORT_EXTRA
     if not over or raw.get("status") not in ("ended", "timeout", "cap_timeout"): return raw
-    return {**raw, "status": "output_limit", "stdout": "", "report": (raw.get("report") or "")[:1]}
+    return {**raw, "status": "output_limit", "stdout": "", "report": (raw.get("report") or "")[:1],
+            "killed": raw.get("status") != "ended"}   # a test that ended by itself was not killed for its output
 
 # %% ../../nbs/40a_apps_harness.ipynb #498f0991
 def evaluate_solution(
