@@ -534,8 +534,10 @@ def test_a_direct_call_ends_well_whatever_this_process_does_meanwhile(sb):
         with pytest.raises(KeyboardInterrupt): s.call({"name": "nap", "args": [1.0]}, wall_s=5)
         assert not s.alive and s.call({"name": "echo", "args": [2]}).error["kind"] == "server_died"   # not the nap's answer
         s = opened[2]
-        with pytest.raises(Exception): s.feed([{"name": "echo", "args": [1]}, {"name": "echo", "args": [lambda: 0]}])
+        with pytest.raises(Exception): s.feed([{"name": "echo", "args": [lambda: 0]}])
         assert s.alive and s.call({"name": "echo", "args": [3]}).value == 3   # nothing of the feed was sent
+        with pytest.raises(Exception): s.feed([{"name": "echo", "args": [1]}, {"name": "echo", "args": [lambda: 0]}])
+        assert not s.alive and s.call({"name": "echo", "args": [4]}).error["kind"] == "server_died"   # pickled as sent
     finally:
         signal.signal(signal.SIGINT, old)
         for s in opened: s.close()

@@ -686,10 +686,13 @@ def _direct(self: SandboxSession,
             t0: float,                # when the caller started (time.perf_counter), for wall_s of the results
             whole: bool = False,      # all the calls' output goes with the last answer (as `feed` gives it)
            ) -> list[SandboxResult]:  # one per answered payload, then the error that ended it
-    "The answers to `payloads`, written to the job and read from it in this process, each sent after the answer before."
+    """The answers to `payloads`, written to the job and read from it in this process, each sent after the answer
+    before. Each payload is pickled while the job works on the one before (pickling all first kept the job waiting
+    1.3-1.4 ms in a 72-batch CartPole feed). One that cannot be pickled raises; a later one ends the session first."""
     sb, c, out, ld = self.sandbox, self.pipes, [], self._limits   # `lim` differs from the session's in wall_s alone
     spin = spin_cap(sb.spin_s) if self.poll and whole else 0.0
-    bodies = [pickle.dumps(p, protocol=5) for p in payloads]   # all, before any is sent
+    todo = iter(payloads)
+    body = next((pickle.dumps(p, protocol=5) for p in todo), None)
     outs, errs = _Capture(lim.output_bytes), _Capture(lim.output_bytes)
     with self._lock:
         if not self.alive: return [self._gone("the session has ended (closed, or its sandbox server restarted)", t0)]
@@ -700,11 +703,12 @@ def _direct(self: SandboxSession,
         if was: keep_to(self.cpus)
         try:
             with _no_sigpipe():
-                for body in bodies:
+                while body is not None:
                     k = self._put(body) if self._shm is not None and len(body) <= SHM_AREA else 0
                     if not k and not _write_within(c.job_w, _HDR.pack(len(body)) + body, deadline):   # gone, or not reading
                         status = "exited" if _ready(c.pidfd) else "timeout"; break
-                    if last is not None: out.append(self._decoded(last, "", "", lim, t0)); last = None   # while the job works
+                    body = next((pickle.dumps(p, protocol=5) for p in todo), None)   # the next, while the job works
+                    if last is not None: out.append(self._decoded(last, "", "", lim, t0)); last = None   # so too
                     t1 = time.monotonic()
                     result = _shm_wait(self._shm, k, spin) if k and spin else None
                     if result is not None: status = "done"   # its output stays in the pipes until the end of the feed
