@@ -15,7 +15,7 @@ import pytest
 from cwm_nb.sandbox import jobs as sandbox_module
 from cwm_nb.sandbox.landlock import landlock_support
 from cwm_nb.core import CwmNbError
-from cwm_nb.sandbox.jobs import Sandbox, get_sandbox
+from cwm_nb.sandbox.jobs import Sandbox, SandboxSession, get_sandbox
 from cwm_nb.sandbox.programs import SandboxLimits, call_function, exec_only, run_in_process
 
 pytestmark = pytest.mark.timeout(120)
@@ -415,6 +415,16 @@ def test_the_next_child_is_forked_when_a_direct_session_ends(sb):
         assert sb.run("print(7)").stdout == "7\n"   # forked on demand
         assert s.call({"name": "g", "args": [5]}).value == 5
     finally: s.close()
+    seen = sb.ping()
+    assert seen["idle"] is not None and set(seen["children"]) == {seen["idle"]}, seen
+    # ended by its own feed, directly or through the server (its pipes left): the next child is forked after the end
+    _, s = sb.open_session("def g(x):\n    return x\n", "cwm_nb.sandbox.programs:function_session")
+    assert [r.value for r in s.feed([{"name": "g", "args": [1]}], close=True)] == [1]
+    first, sid, pipes = sb._submit("def g(x):\n    return x\n", "cwm_nb.sandbox.programs:function_session", None, None,
+                                   None, session=True)
+    if pipes is not None: pipes.close()
+    s = SandboxSession(sb, sid, sb.limits)
+    assert [r.value for r in s.feed([{"name": "g", "args": [2]}], close=True)] == [2] and not s.direct
     seen = sb.ping()
     assert seen["idle"] is not None and set(seen["children"]) == {seen["idle"]}, seen
 

@@ -444,6 +444,7 @@ class _Server:
         self.store, self.gen, self.idle, self.forks, self.dirty, self.last_key = {}, 0, None, 0, False, None
         self.sessions: dict[int, tuple[_Child, dict]] = {}   # session id (a counter, never reused) -> (child, its limits)
         self.sids = 0   # the last session id given
+        self.hold = False   # a direct session has just started: no child is forked beside its first calls (`_serve`)
         self.prefork = cfg.get("prefork", True)
         self.spin = spin_cap(float(cfg.get("spin_s", SPIN_S)))   # polling for the parent's next request (02_syscalls)
         _prctl(PR_SET_NAME, b"cwm-server")
@@ -750,8 +751,8 @@ def _hand_over(self: _Server, blob: bytes, session: bool) -> tuple[_Child | None
 @patch
 def _answer(self: _Server, c: _Child, hdr: dict, result: bytearray, limits: dict, session: bool,
             direct: bool = False) -> None:
-    """Reply with `hdr` and `result`, end the child (unless it starts a session), pre-fork the next one (for a direct
-    session, when it ends: `_refill` in `_serve`)."""
+    """Reply with `hdr` and `result` and end the child, unless it starts a session (`hold` after a direct one: the next
+    child is forked once the next request has been answered, `_serve`)."""
     status = hdr["status"]
     if status == "done" and session:   # the child stays, waiting for calls
         self.sids += 1; sid = self.sids
@@ -766,8 +767,7 @@ def _answer(self: _Server, c: _Child, hdr: dict, result: bytearray, limits: dict
         self.reply(hdr, result)
         self._end_child(c, hdr); self.dirty = not self._sweep()
     if not (status == "done" and session): shutil.rmtree(c.scratch, ignore_errors=True)
-    elif hdr.get("direct"): return   # the parent feeds it now: the next child is forked when it ends
-    self._refill()
+    else: self.hold = bool(hdr.get("direct"))   # the parent feeds it now, without the server
 
 
 # %% ../../nbs/02d_fork_server.ipynb #65ea5dba
@@ -913,8 +913,7 @@ def _put(self: _Server, key: str, data: bytes) -> None:
     self.store[key] = value; self.gen += 1
     if self.idle is not None: self._discard(self.idle); self.idle = None
     gc.collect(); gc.freeze()
-    self.reply({"status": "ok"})
-    if self.prefork: self._fork_idle()
+    self.reply({"status": "ok"})   # `_serve` forks the next child
 
 # %% ../../nbs/02d_fork_server.ipynb #8dcd9e12
 @patch
@@ -923,14 +922,15 @@ def _drop(self: _Server, key: str) -> None:
     if self.store.pop(key, None) is not None:
         self.gen += 1
         if self.idle is not None: self._discard(self.idle); self.idle = None
-    self.reply({"status": "ok"})
-    self._refill()
+    self.reply({"status": "ok"})   # `_serve` forks the next child
 
 # %% ../../nbs/02d_fork_server.ipynb #76b2614c
 @patch
 def _serve(self: _Server) -> None:
     self.reply({"status": "ready", "protections": self.protections, "pid": self.pid})
     while True:
+        if self.hold: self.hold = False   # a direct session's calls come now: the next child waits for the next request
+        else: self._refill()   # the next job's child, forked while no request waits (after each answer)
         if self.spin: await_readable(self.inp, self.spin)
         blob = _recv_frame(self.inp)
         if blob is None: break
@@ -944,7 +944,6 @@ def _serve(self: _Server) -> None:
             hdr = {"status": "ok"}
             if rest[0] in self.sessions: self._end_session(rest[0], hdr); hdr["clean"] = not self.dirty
             if len(rest) < 2 or rest[1]: self.reply(hdr)
-            self._refill()
         elif op == "put": self._put(*rest)
         elif op == "drop": self._drop(rest[0])
         elif op == "ping":
