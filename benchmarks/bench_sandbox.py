@@ -5,7 +5,9 @@ Measured side by side in one run (interleaved, median of repeats), in each isola
   before     : the old data flow, kept here to compare: the buffer's inputs stored once in the fork server
                (put_data), then Sandbox.run(source, cwm_predict, data_key=...): one job holds every observation
   after      : run_on_buffer (13b_program_runs): a cwm_batches session fed the transitions in order, batch k the
-               k-th transition of every episode, each answered before the next is handed over (SandboxSession.feed);
+               k-th transition of every episode, each answered before the next is handed over (SandboxSession.feed),
+               the payloads made while the job starts (open_session's `meanwhile`), each pickled while the job answers
+               the one before;
                the session is direct (03_sandbox): this process puts each batch in a region of memory it shares with
                the job and reads the answer there (the pipes carry what does not fit), the fork server is not on the
                way; both sides poll for the other `spin_s` (SPIN_S, 02_syscalls), each kept to its own half of the CPUs
@@ -21,7 +23,7 @@ Measured side by side in one run (interleaved, median of repeats), in each isola
                costs on this machine before any isolation (--repeats; --no-floor skips it)
 Also: the default flow with the job's answers written by the standard library's json instead of `encode_result`
 (orjson), alternated. The goal is sandboxed / in-process <= 1.2 (issue #35, P1). Also shown: the round trip of an empty program (the fixed
-per-job cost), the number of batches, and where the time of one evaluation in the new flow goes.
+per-job cost), the number of batches, and where the time of one evaluation in the default flow goes.
 
 Run: .venv/bin/python benchmarks/bench_sandbox.py [--repeats 41] [--n 1000] [--modes bwrap,landlock]
 """
@@ -329,23 +331,30 @@ def floor(buf, in_process, repeats: int) -> None:
 
 
 def profile(sb, buf, mode: str, repeats: int = 21) -> None:
-    "Where the time of one evaluation in the new flow goes: the session's start, the feed, the parent's own work."
-    from cwm_nb.bench.program_runs import _labelled, _payloads, _in_buffer_order, episode_batches, sandbox_inputs
-    batches = episode_batches(buf)
-    T = {k: [] for k in ("inputs", "open", "feed", "close", "merge")}
+    """Where the time of one evaluation in the default flow goes, spent as run_on_buffer spends it: the session's start
+    (the payloads made meanwhile, `open_session(meanwhile=...)`, their own time shown apart), the feed (the session
+    ended by it, close=True), the answers put in buffer order."""
+    from cwm_nb.bench.program_runs import _labelled, _payloads, _in_buffer_order, fed_batches, sandbox_inputs
+    T = {k: [] for k in ("open", "of it the payloads", "feed", "merge")}
     for _ in range(repeats):
-        t0 = time.perf_counter(); inp = sandbox_inputs(buf, True); pay = _payloads(inp, batches, False, _labelled(len(buf)))
-        t1 = time.perf_counter()
+        made = {}
+        def prepare():
+            t = time.perf_counter(); made["batches"] = fed_batches(buf)
+            made["payloads"] = _payloads(sandbox_inputs(buf, True), made["batches"], False, _labelled(len(buf)))
+            made["s"] = time.perf_counter() - t
+        inp = sandbox_inputs(buf, True)
         form = {k: inp[k] for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
+        t1 = time.perf_counter()
         first, sess = sb.open_session(CARTPOLE_CWM, "cwm_nb.sandbox.drivers:cwm_batches", form, poll=True,
-                                      apart=True)   # as run_on_buffer
-        t2 = time.perf_counter(); res = sess.feed(pay); t3 = time.perf_counter(); sess.close(); t4 = time.perf_counter()
-        _in_buffer_order(res, batches, len(buf), 1); t5 = time.perf_counter()
-        for k, v in zip(T, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)): T[k].append(v)
+                                      apart=True, meanwhile=prepare)   # as run_on_buffer
+        t2 = time.perf_counter(); res = sess.feed(made["payloads"], close=True); t3 = time.perf_counter()
+        _in_buffer_order(res, made["batches"], len(buf), 1); t4 = time.perf_counter()
+        for k, v in zip(T, (t2 - t1, made["s"], t3 - t2, t4 - t3)): T[k].append(v)
         time.sleep(0.02)
-    print(f"\n{mode}: one evaluation in the new flow, median ms: " +
+    nb = len(made["batches"])
+    print(f"\n{mode}: one evaluation in the default flow, median ms: " +
           ", ".join(f"{k} {statistics.median(v) * 1e3:.2f}" for k, v in T.items()) +
-          f" (feed: {statistics.median(T['feed']) / len(batches) * 1e6:.0f} us per batch)")
+          f" (feed: {statistics.median(T['feed']) / nb * 1e6:.0f} us per batch)")
 
 
 def landlock_setup_cost(repeats: int) -> None:
