@@ -163,7 +163,9 @@ class FakeSandbox:
     def run(self, source, driver, args=None, data_key=None, limits=None):
         if data_key not in self.data: raise CwmNbError(f"no data stored under {data_key!r}", "call put_data first")
         self.jobs.append((driver, args)); return self.answer(driver, args or {})
-    def open_session(self, source, driver, args=None, data_key=None, limits=None, poll=False, apart=False):
+    def open_session(self, source, driver, args=None, data_key=None, limits=None, poll=False, apart=False,
+                     meanwhile=None):
+        if meanwhile is not None: meanwhile()   # as the real one: once, before the first answer
         self.jobs.append((driver, args))
         fed = FedSession(lambda p: self.answer(driver, (args or {}) | p))
         return SandboxResult(True, {"ok": True}), fed
@@ -182,7 +184,9 @@ class LimitsRecordingSandbox:
     def run(self, source, driver, args=None, data_key=None, limits=None):
         self.jobs.append((args.get("before") is not None, limits.wall_s, limits.cpu_s))
         return self._answer(args.get("before") is not None, limits)
-    def open_session(self, source, driver, args=None, data_key=None, limits=None, poll=False, apart=False):
+    def open_session(self, source, driver, args=None, data_key=None, limits=None, poll=False, apart=False,
+                     meanwhile=None):
+        if meanwhile is not None: meanwhile()   # as the real one: once, before the first answer
         other = bool((args or {}).get("after_other"))
         self.jobs.append((other, limits.wall_s, limits.cpu_s))
         sent = [0]   # the rows answered so far: a fed batch gets the next len(p["index"]) of `preds`
