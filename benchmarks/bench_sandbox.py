@@ -334,7 +334,8 @@ def profile(sb, buf, mode: str, repeats: int = 21) -> None:
     """Where the time of one evaluation in the default flow goes, spent as run_on_buffer spends it: the session's start
     (the payloads made meanwhile, `open_session(meanwhile=...)`, their own time shown apart), the feed (the session
     ended by it, close=True), the answers put in buffer order."""
-    from cwm_nb.bench.program_runs import _labelled, _payloads, _in_buffer_order, fed_batches, sandbox_inputs
+    from cwm_nb.bench.program_runs import _form, _labelled, _payloads, _in_buffer_order, fed_batches, sandbox_inputs
+    form = _form(buf)
     T = {k: [] for k in ("open", "of it the payloads", "feed", "merge")}
     for _ in range(repeats):
         made = {}
@@ -342,8 +343,6 @@ def profile(sb, buf, mode: str, repeats: int = 21) -> None:
             t = time.perf_counter(); made["batches"] = fed_batches(buf)
             made["payloads"] = _payloads(sandbox_inputs(buf, True), made["batches"], False, _labelled(len(buf)))
             made["s"] = time.perf_counter() - t
-        inp = sandbox_inputs(buf, True)
-        form = {k: inp[k] for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
         t1 = time.perf_counter()
         first, sess = sb.open_session(CARTPOLE_CWM, "cwm_nb.sandbox.drivers:cwm_batches", form, poll=True,
                                       apart=True, meanwhile=prepare)   # as run_on_buffer

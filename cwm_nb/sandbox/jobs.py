@@ -691,8 +691,8 @@ def _direct(self: SandboxSession,
     1.3-1.4 ms in a 72-batch CartPole feed). One that cannot be pickled raises; a later one ends the session first."""
     sb, c, out, ld = self.sandbox, self.pipes, [], self._limits   # `lim` differs from the session's in wall_s alone
     spin = spin_cap(sb.spin_s) if self.poll and whole else 0.0
-    todo = iter(payloads)
-    body = next((pickle.dumps(p, protocol=5) for p in todo), None)
+    todo = (pickle.dumps(p, protocol=5) for p in payloads)   # each pickled when it is next
+    body = next(todo, None)
     outs, errs = _Capture(lim.output_bytes), _Capture(lim.output_bytes)
     with self._lock:
         if not self.alive: return [self._gone("the session has ended (closed, or its sandbox server restarted)", t0)]
@@ -707,7 +707,7 @@ def _direct(self: SandboxSession,
                     k = self._put(body) if self._shm is not None and len(body) <= SHM_AREA else 0
                     if not k and not _write_within(c.job_w, _HDR.pack(len(body)) + body, deadline):   # gone, or not reading
                         status = "exited" if _ready(c.pidfd) else "timeout"; break
-                    body = next((pickle.dumps(p, protocol=5) for p in todo), None)   # the next, while the job works
+                    body = next(todo, None)   # the next, while the job works
                     if last is not None: out.append(self._decoded(last, "", "", lim, t0)); last = None   # so too
                     t1 = time.monotonic()
                     result = _shm_wait(self._shm, k, spin) if k and spin else None
@@ -798,12 +798,11 @@ def open_session(self: Sandbox,
     with self._lock:
         res, sid, pipes = self._submit(source, driver, args, data_key, limits, session=True, poll=poll,
                                        cpus=halves and halves[1], meanwhile=during if meanwhile else None)
-        if sid is None and not raised: return res, None
-        s = SandboxSession(self, sid, limits or self.limits, pipes, poll) if sid is not None else None
-        if s is not None: s.cpus = halves and halves[0]
-        if s is not None and (raised or not res.ok): s.close()
+        s = None if sid is None else SandboxSession(self, sid, limits or self.limits, pipes, poll)
+        if s is not None and (raised or not res.ok): s.close(); s = None
         if raised: raise raised[0]
-        return (res, s) if res.ok else (res, None)
+        if s is not None: s.cpus = halves and halves[0]
+        return res, s
 
 # %% ../../nbs/03_sandbox.ipynb #e75fd6fd
 def _frames(body: bytes) -> list[bytes]:
