@@ -18,6 +18,7 @@ METHODS = ("gif-mcts", "worldcoder")
 SEEDS = (0, 1)
 GRID = ("--envs", ",".join(ENVS), "--methods", ",".join(METHODS), "--models", "embedded", "--budgets", "1",
         "--seeds", ",".join(map(str, SEEDS)))
+GRID_SEED0 = (*GRID[:-2], "--seeds", "0")   # the same grid for seed 0 alone: half the runs
 SHORT = ("--plan-preset", "none", "--max-tokens", "96")
 COLUMNS = ("run_dir", "suite", "env", "action_kind", "method", "model", "budget", "seed", "paper_compat", "status",
            "accuracy", "mean_accuracy", "exact_replay", "best_value", "best_is_bug", "llm_calls", "model_calls",
@@ -96,12 +97,13 @@ def test_local_sweep_runs_the_grid_and_a_rerun_skips_it(tmp_path, shared_env):
     assert mtimes(out) == before
 
 
-def test_dask_local_cluster_runs_the_same_grid(tmp_path, shared_env):
+def test_dask_local_cluster_runs_the_grid_of_one_seed(tmp_path, shared_env):
+    "The local test's grid for seed 0 (the grid itself is that test's), on a Dask LocalCluster."
     out = tmp_path/"dask"
-    r = cli("sweep", "cwmb", *GRID, *SHORT, "--executor", "dask", "--workers", 2, "--out", out, env=shared_env)
+    r = cli("sweep", "cwmb", *GRID_SEED0, *SHORT, "--executor", "dask", "--workers", 2, "--out", out, env=shared_env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     assert "local Dask cluster of 2 worker processes" in r.stdout + r.stderr and "tcp://127.0.0.1:" in r.stdout + r.stderr
-    df = check_complete_and_indexed(out, len(ENVS)*len(METHODS)*len(SEEDS))
+    df = check_complete_and_indexed(out, len(ENVS)*len(METHODS), seeds=(0,))
     assert (df.model_calls == 0).all()   # the first test's answers, from the shared response cache
 
 
@@ -209,10 +211,11 @@ def test_a_job_carries_its_definition_to_a_dask_worker(tmp_path, dask_cluster):
 
 @pytest.mark.parametrize("executor", ["local", "dask"])
 def test_killed_sweep_reruns_only_the_missing_runs(tmp_path, shared_env, executor):
+    "The grid of seed 0 killed after two runs, while a third runs; run again, it runs the other two, resuming one."
     from cwm_nb.experiments.runs import is_complete
     out = tmp_path/"killed"
-    args = [CLI, "sweep", "cwmb", *GRID, *SHORT, "--workers", "1", "--executor", executor, "--out", str(out)]
-    rds = run_dirs(out)
+    args = [CLI, "sweep", "cwmb", *GRID_SEED0, *SHORT, "--workers", "1", "--executor", executor, "--out", str(out)]
+    rds = run_dirs(out, seeds=(0,))
     p = subprocess.Popen(args, env=shared_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          start_new_session=True, cwd=ROOT)
     deadline = time.time() + 1200
@@ -228,13 +231,13 @@ def test_killed_sweep_reruns_only_the_missing_runs(tmp_path, shared_env, executo
     partial = [rd for rd in rds if (rd/"settings.json").exists() and not is_complete(rd)]
     assert 2 <= len(complete) < len(rds) and partial, (complete, partial)
     before = {rd: ((rd/"metrics.json").stat().st_mtime_ns, (rd/"metrics.json").read_bytes()) for rd in complete}
-    r = cli("sweep", "cwmb", *GRID, *SHORT, "--workers", 2, "--executor", executor, "--out", out, env=shared_env)
+    r = cli("sweep", "cwmb", *GRID_SEED0, *SHORT, "--workers", 2, "--executor", executor, "--out", out, env=shared_env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     n_missing = len(rds) - len(complete)
     assert f"{n_missing} ran ({len(partial)} of them resumed), {len(complete)} skipped" in r.stdout, r.stdout
     after = {rd: ((rd/"metrics.json").stat().st_mtime_ns, (rd/"metrics.json").read_bytes()) for rd in complete}
     assert after == before   # complete runs untouched
-    check_complete_and_indexed(out, len(rds), resumed=partial)
+    check_complete_and_indexed(out, len(rds), resumed=partial, seeds=(0,))
     for rd in partial:   # the killed run continued in its own folder: its log shows both attempts
         assert (rd.parent/f"{rd.name}.sweep.log").read_text().count("=== ") == 2
 

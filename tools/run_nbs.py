@@ -2,9 +2,11 @@
 
     .venv/bin/python tools/run_nbs.py nbs/14_cwm.ipynb [more notebooks ...]   # or: --all
     .venv/bin/python tools/run_nbs.py --check nbs/14_cwm.ipynb                 # exit 1 if a re-execution changes outputs
+    .venv/bin/python tools/run_nbs.py --check --slow nbs/14_cwm.ipynb          # the same, `#| slow` cells run too
 
 Cells run in order in one in-process IPython shell (execnb, as nbdev_test does), with the notebook's folder as the
-working directory; cells flagged `#| slow` are skipped and keep no outputs; progress bars are switched off
+working directory; cells flagged `#| slow` are skipped (run with `--slow`, as the test suite does) and keep no
+outputs either way; progress bars are switched off
 (TQDM_DISABLE=1) and matplotlib draws with the Agg backend. Then `nbdev_clean` strips what changes from run to run
 (execution counts, metadata). `--check` executes a copy and compares the outputs a reader sees (text, markdown,
 HTML, and each image's pixels, with a small tolerance for anti-aliasing) with the committed ones.
@@ -20,8 +22,9 @@ def is_slow(cell) -> bool:
     return cell.cell_type == "code" and any(l.strip() in SLOW for l in cell.source.splitlines())
 
 
-def execute(src: Path, dest: Path) -> None:
-    "Run `src`'s cells afresh (old outputs cleared, slow ones skipped) and write the result to `dest`. Raises on a failing cell."
+def execute(src: Path, dest: Path, slow: bool = False) -> None:
+    """Run `src`'s cells afresh (old outputs cleared; slow ones skipped unless `slow`) and write the result to `dest`,
+    slow cells without outputs. Raises on a failing cell."""
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ.setdefault("MPLBACKEND", "Agg")
     from execnb.nbio import read_nb, write_nb
@@ -32,7 +35,7 @@ def execute(src: Path, dest: Path) -> None:
     cwd = os.getcwd()
     os.chdir(src.parent)
     try:
-        CaptureShell(path=src.parent).run_all(nb, exc_stop=True, preproc=is_slow)
+        CaptureShell(path=src.parent).run_all(nb, exc_stop=True, preproc=(lambda c: False) if slow else is_slow)
     except Exception:
         code = [c for c in nb.cells if c.cell_type == "code"]
         for i, c in enumerate(code):   # name the cell that failed: the traceback only says <ipython-input-...>
@@ -43,6 +46,8 @@ def execute(src: Path, dest: Path) -> None:
         raise
     finally:
         os.chdir(cwd)
+    for c in nb.cells:   # what a slow cell shows is not committed: a run without it shows the same notebook
+        if is_slow(c): c.outputs = []
     write_nb(nb, dest)
 
 
@@ -103,12 +108,13 @@ def main():
     ap.add_argument("notebooks", nargs="*", type=Path)
     ap.add_argument("--all", action="store_true", help="every library notebook (nbs/NN_*.ipynb), index.ipynb and guide.ipynb")
     ap.add_argument("--check", action="store_true", help="execute copies and compare their outputs with the committed ones")
+    ap.add_argument("--slow", action="store_true", help="run the cells flagged `#| slow` too (their outputs are not kept)")
     a = ap.parse_args()
     paths = [p.resolve() for p in a.notebooks]
     if a.all: paths += sorted((ROOT/"nbs").glob("[0-9][0-9]*_*.ipynb")) + [ROOT/"nbs"/"index.ipynb", ROOT/"nbs"/"guide.ipynb"]
     if not paths: ap.error("name the notebooks, or pass --all")
     if len(paths) > 1:   # one process per notebook, as the tests run them: matplotlib's and pandas' settings do not leak
-        flags = ["--check"] if a.check else []
+        flags = ["--check"]*a.check + ["--slow"]*a.slow
         bad = [p for p in paths if subprocess.run([sys.executable, __file__, *flags, str(p)]).returncode != 0]
         if bad: print("failed or differ from the committed outputs: " + ", ".join(_rel(p) for p in bad), file=sys.stderr)
         sys.exit(1 if bad else 0)
@@ -117,7 +123,7 @@ def main():
         if a.check:
             tmp = p.parent/f".{p.stem}.check.ipynb"
             try:
-                execute(p, tmp); clean([tmp])
+                execute(p, tmp, a.slow); clean([tmp])
                 new, old = visible(tmp), visible(p)
                 if new != old:
                     bad.append(p)
@@ -126,7 +132,7 @@ def main():
                           "(counted from 0, code cells only)", file=sys.stderr)
             finally: tmp.unlink(missing_ok=True)
         else:
-            execute(p, p); clean([p])
+            execute(p, p, a.slow); clean([p])
         print(("checked " if a.check else "executed ") + _rel(p), file=sys.stderr)
     if bad:
         print("outputs differ from the committed ones (run tools/run_nbs.py on them and commit): "
