@@ -100,16 +100,27 @@ def test_the_names_of_fed_transitions_tell_nothing(sandbox, buffer, fallback, mo
     assert told.rollouts["horizons"] != fallback.rollouts["horizons"]
 
 
-def test_a_program_cannot_pair_the_fed_batches_by_place(sandbox, monkeypatch):
-    """A program that pairs the i-th transition of one fed batch with the i-th of the next (13b `fed_batches`): in
-    episode order that is the next state of an answered transition, and on CliffWalking, whose (state, action) pairs
-    repeat across episodes, its table answers later transitions; in the fed order it learns nothing that helps."""
-    buf = load_buffer("CliffWalking-v0")
-    base = evaluate_program(GRID_FALLBACK, buf, sandbox=sandbox).components["next_state"]
-    assert evaluate_program(PAIRS, buf, sandbox=sandbox).components["next_state"] <= base
+def test_a_program_cannot_learn_from_the_batches_it_answered(sandbox, monkeypatch):
+    """A program that pairs the i-th transition of one fed batch with the i-th of the next: in episode order that is
+    the next state of an answered transition, and on CliffWalking, whose (state, action) pairs repeat across episodes,
+    its table answers later transitions. Two rules of 13b stop it, each alone: the fed order (`fed_batches`) hides
+    which transition continues which, and each pair is asked once (`asked_once`), so no pair in its table is asked
+    again, however it was paired. With both, it scores exactly its fallback."""
     from cwm_nb.bench import program_runs
-    monkeypatch.setattr(program_runs, "fed_batches", program_runs.episode_batches)   # as before: episode order
-    assert evaluate_program(PAIRS, buf, sandbox=sandbox).components["next_state"] > base + 0.3
+    buf = load_buffer("CliffWalking-v0")
+    score = lambda src: evaluate_program(src, buf, sandbox=sandbox, determinism=True).components
+    base = score(GRID_FALLBACK)
+    assert score(PAIRS) == base
+    every = lambda batches, inputs: (batches, np.arange(len(inputs["obs"])))   # each transition asked
+    with monkeypatch.context() as m:
+        m.setattr(program_runs, "fed_batches", program_runs.episode_batches)    # in episode order
+        assert score(PAIRS) == base                                              # pairs asked once: nothing to reuse
+        m.setattr(program_runs, "asked_once", every)
+        assert score(PAIRS)["next_state"] > base["next_state"] + 0.3             # neither rule: the table pays
+        assert score(GRID_FALLBACK) == base                                      # a pure program: the same scores
+    with monkeypatch.context() as m:
+        m.setattr(program_runs, "asked_once", every)
+        assert score(PAIRS)["next_state"] <= base["next_state"]                  # the fed order alone
 
 
 def test_a_dropped_buffer_is_not_inherited(sandbox, buffer, fallback):

@@ -516,7 +516,8 @@ def evaluate_program(
     value_metric: str = "accuracy",
 ) -> Evaluation:
     """Run `program` on every transition of `buffer` in the sandbox and score it (the paper's
-    accuracy). Crashes give `bug=True`, accuracy 0."""
+    accuracy); a transition whose (observation, action) pair came earlier takes that answer
+    (13b `asked_once`). Crashes give `bug=True`, accuracy 0."""
     t0 = time.perf_counter()
     source = program.source if isinstance(program, Program) else str(program)
     if sandbox is None:

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/13b_program_runs.ipynb #c9198382
 from __future__ import annotations
-import hashlib, re, time, weakref
+import hashlib, pickle, re, time, weakref
 import numpy as np
 from ..core import OBS_FORMATS, CwmNbError, to_plain
 from .envs import REGISTRY
@@ -13,7 +13,7 @@ from ..sandbox.programs import SandboxResult, make_error
 
 # %% auto #0
 __all__ = ['buffer_env_spec', 'buffer_format', 'buffer_state_kind', 'condense_error', 'sandbox_inputs', 'buffer_data_key',
-           'with_buffer_data', 'episode_batches', 'fed_batches', 'run_on_buffer']
+           'with_buffer_data', 'episode_batches', 'fed_batches', 'asked_once', 'run_on_buffer']
 
 # %% ../../nbs/13b_program_runs.ipynb #ed242c98
 def buffer_env_spec(buffer: ReplayBuffer):
@@ -119,6 +119,32 @@ def fed_batches(
     rng = np.random.default_rng(int.from_bytes(seed[:8], "little"))
     return [rng.permutation(b) for b in episode_batches(buffer)]
 
+# %% ../../nbs/13b_program_runs.ipynb #1a0cc4a2
+def _pair_keys(inputs: dict, order: np.ndarray) -> list:
+    """One bytes key per transition of `order`: its observation's and action's rows as sent
+    (`sandbox_inputs(..., arrays=True)`), so equal keys only for equal pairs."""
+    cols = (inputs["obs"], inputs["actions"])
+    if all(isinstance(c, np.ndarray) for c in cols):   # fixed-width rows: their bytes side by side
+        rows = np.concatenate([np.ascontiguousarray(c[order]).reshape(len(order), -1).view(np.uint8) for c in cols], 1)
+        return rows.view(np.dtype((np.void, rows.shape[1]))).ravel().tolist() if rows.shape[1] else [b""] * len(order)
+    return [pickle.dumps((cols[0][i], cols[1][i]), protocol=5) for i in order.tolist()]
+
+def asked_once(
+    batches: list,   # int64 buffer indices per batch, in the fed order (`fed_batches`)
+    inputs: dict,    # `sandbox_inputs(buffer, arrays=True)`: the rows the keys compare
+) -> tuple[list, np.ndarray]:   # (the batches to ask, (n,) int64: for each transition, the one whose answer it takes)
+    """The fed batches without each transition whose (observation, action) pair came earlier in the fed order (a batch
+    left empty is dropped), and for every transition the one asked for it: itself, or the first with its pair."""
+    answer = np.arange(len(inputs["obs"]), dtype=np.int64)
+    if not batches: return [], answer
+    order = np.concatenate(batches)
+    keys = _pair_keys(inputs, order)
+    if len(set(keys)) == len(keys): return list(batches), answer   # no pair repeats (continuous states, mostly)
+    first: dict = {}
+    for i, k in zip(order.tolist(), keys): answer[i] = first.setdefault(k, i)
+    asked = answer == np.arange(len(answer))
+    return [c for b in batches if len(c := b[asked[b]])], answer
+
 # %% ../../nbs/13b_program_runs.ipynb #06fc5fa5
 def _rows(col, b: np.ndarray):
     "The rows `b` of a column: an array's as one array, a list's as a list."
@@ -176,8 +202,8 @@ def _notes(v: dict, n: int) -> list:
     return [m for m in _listed(v, "malformed", 1 << 30)
             if type(m) is list and len(m) == 3 and type(m[0]) is int and 0 <= m[0] < n]
 
-def _in_buffer_order(results: list, batches: list, n: int, reps: int) -> dict:
-    "The answered batches' predictions, notes and distributions as one answer in buffer order."
+def _in_buffer_order(results: list, batches: list, n: int, reps: int, answer: np.ndarray | None = None) -> dict:
+    "The answered batches' predictions, notes and distributions as one answer in buffer order (`answer`: `asked_once`'s)."
     preds, notes, dists = [None] * (n * reps), [], None
     for b, r in zip(batches, results):
         v, m = r.value if isinstance(r.value, dict) else {}, len(b) * reps
@@ -187,6 +213,14 @@ def _in_buffer_order(results: list, batches: list, n: int, reps: int) -> dict:
         if type(v.get("distributions")) is list:
             dists = dists if dists is not None else [None] * (n * reps)
             for j, d in enumerate(_listed(v, "distributions", m)): dists[row(j)] = d
+    if answer is not None and len(dup := np.flatnonzero(answer != np.arange(n))):
+        noted: dict = {}
+        for x in notes: noted.setdefault(x[0], []).append(x)
+        for i, a in zip(dup.tolist(), answer[dup].tolist()):
+            for q in range(reps):
+                preds[i * reps + q] = preds[a * reps + q]
+                if dists is not None: dists[i * reps + q] = dists[a * reps + q]
+                notes += [[i * reps + q, *x[1:]] for x in noted.get(a * reps + q, ())]
     return {"predictions": preds} | ({"malformed": notes} if notes else {}) | \
            ({"distributions": dists} if dists is not None else {})
 
@@ -217,14 +251,16 @@ def _answered(first: SandboxResult, results: list, n: int, t0: float, value, lab
                          first.isolation)
 
 def _predict_in_order(sandbox, source: str, buffer: ReplayBuffer, args: dict, limits):
-    "`cwm_predict`'s answer on `buffer`, its transitions fed in order (`fed_batches`), made ready while the job starts."
+    """`cwm_predict`'s answer on `buffer`, its transitions fed in order (`fed_batches`), each (observation, action) pair
+    asked once (`asked_once`), made ready while the job starts."""
     t0, args = time.perf_counter(), dict(args or {})
     def prepare():
-        batches, labels = fed_batches(buffer), _labelled(len(buffer))
-        return batches, labels, _payloads(sandbox_inputs(buffer, True), batches, bool(args.get("after_other")), labels)
-    first, (batches, labels, _), results = _open_feed(sandbox, source, _form(buffer) | args, prepare, limits)
+        inputs, labels = sandbox_inputs(buffer, True), _labelled(len(buffer))
+        batches, answer = asked_once(fed_batches(buffer), inputs)
+        return batches, answer, labels, _payloads(inputs, batches, bool(args.get("after_other")), labels)
+    first, (batches, answer, labels, _), results = _open_feed(sandbox, source, _form(buffer) | args, prepare, limits)
     reps = 2 if args.get("twice") else 1
-    value = _in_buffer_order(results, batches, len(buffer), reps) if first.ok else None
+    value = _in_buffer_order(results, batches, len(buffer), reps, answer) if first.ok else None
     return _answered(first, results, len(batches), t0, value, labels)
 
 
