@@ -16,6 +16,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SLOW = ("#| slow", "#|slow")
+# every notebook `--all` runs and the suite checks (tests/test_notebooks.py): the library's, index and guide
+NOTEBOOKS = sorted((ROOT/"nbs").glob("[0-9][0-9]*_*.ipynb")) + [ROOT/"nbs"/"index.ipynb", ROOT/"nbs"/"guide.ipynb"]
 
 
 def is_slow(cell) -> bool:
@@ -111,7 +113,7 @@ def main():
     ap.add_argument("--slow", action="store_true", help="run the cells flagged `#| slow` too (their outputs are not kept)")
     a = ap.parse_args()
     paths = [p.resolve() for p in a.notebooks]
-    if a.all: paths += sorted((ROOT/"nbs").glob("[0-9][0-9]*_*.ipynb")) + [ROOT/"nbs"/"index.ipynb", ROOT/"nbs"/"guide.ipynb"]
+    if a.all: paths += NOTEBOOKS
     if not paths: ap.error("name the notebooks, or pass --all")
     if len(paths) > 1:   # one process per notebook, as the tests run them: matplotlib's and pandas' settings do not leak
         flags = ["--check"]*a.check + ["--slow"]*a.slow
