@@ -22,7 +22,8 @@ Measured side by side in one run (interleaved, median of repeats), in each isola
                region with the session's protocol (02_syscalls), each after the one before; what feeding in order
                costs on this machine before any isolation (--repeats; --no-floor skips it)
 Also: the default flow with the job's answers written by the standard library's json instead of `encode_result`
-(orjson), alternated. The goal is sandboxed / in-process <= 1.2 (issue #35, P1). Also shown: the round trip of an empty program (the fixed
+(orjson), alternated; and the default flow on a sandbox whose pre-forked child skips its warm-up (`warm_up=False`,
+02d_fork_server), alternated. The goal is sandboxed / in-process <= 1.2 (issue #35, P1). Also shown: the round trip of an empty program (the fixed
 per-job cost), the number of batches, and where the time of one evaluation in the default flow goes.
 
 Run: .venv/bin/python benchmarks/bench_sandbox.py [--repeats 41] [--n 1000] [--modes bwrap,landlock]
@@ -179,6 +180,7 @@ def main():
           "the default flow with no shared memory; server: the batches fed through the fork server; empty job: a `pass` program's round trip; per batch: (after - before) / batches)")
     call_cost(sbs, modes)
     encoder_cost(sbs, modes, buf, a.repeats)
+    warm_up_cost(sbs, modes, buf, a.repeats)
     if not a.no_floor: floor(buf, in_process, a.repeats)
     for m in modes: profile(sbs[m][1], buf, m)
     for m in modes:
@@ -228,6 +230,28 @@ JSON_ANSWERS = ("import sys as _s, json as _j\n_P = _s.modules['cwm_nb.sandbox.p
                 "_P.encode_result = lambda o: _j.dumps(o, default=_P._json_default, separators=(',', ':')).encode()\n")
 SAME_ANSWERS = ("import sys as _s, json as _j\n_P = _s.modules['cwm_nb.sandbox.programs']\n"
                 "_P.encode_result = _P.encode_result\n")   # the same length of prefix, nothing changed
+
+
+def warm_up_cost(sbs: dict, modes: list, buf, repeats: int) -> None:
+    """The pre-forked child's warm-up (02d_fork_server, `_warm_up`): the default flow's evaluation on the benchmark's
+    sandbox and on one with `warm_up=False`, alternated (ABBA), 10 ms apart; the median of the paired ratios."""
+    from cwm_nb.sandbox.jobs import Sandbox
+    from cwm_nb.bench.program_runs import run_on_buffer
+    print(f"\nthe pre-forked child's warm-up, the default flow with and without it (median of {repeats}, alternated):")
+    for m in modes:
+        with Sandbox(isolation=m, warm_up=False) as cold:
+            boxes, got = (sbs[m][1], cold), ([], [])
+            for i in range(2 * repeats + 4):
+                w = (i + i // 2) % 2   # ABBA: neither always goes first
+                t = time.perf_counter()
+                r = run_on_buffer(boxes[w], CARTPOLE_CWM, buf, "cwm_nb.sandbox.drivers:cwm_predict")
+                dt = time.perf_counter() - t
+                assert r.ok, r.error
+                if i >= 4: got[w].append(dt)   # the first four warm up
+                time.sleep(0.01)
+        on, off = statistics.median(got[0]), statistics.median(got[1])
+        paired = statistics.median(a / b for a, b in zip(*got))
+        print(f"  {m:9s} warm-up {on * 1e3:6.2f} ms, none {off * 1e3:6.2f} ms: with / without {paired:.3f} (paired)")
 
 
 def encoder_cost(sbs: dict, modes: list, buf, repeats: int) -> None:

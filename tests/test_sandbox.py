@@ -429,6 +429,40 @@ def test_the_next_child_is_forked_when_a_direct_session_ends(sb):
     assert seen["idle"] is not None and set(seen["children"]) == {seen["idle"]}, seen
 
 
+# the CartPole CWM of data/programs, counting its job's minor page faults from its first line to its last step
+_CARTPOLE = (Path(__file__).resolve().parents[1]/"data"/"programs"/"CartPole-v1.py").read_text()
+COUNTING_CARTPOLE = _CARTPOLE.replace("class Environment:", """import resource
+_F0, _N = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, [0]
+class Environment:""", 1).replace("    def step(self, action):\n", """    def step(self, action):
+        _N[0] += 1
+        if _N[0] == 1000: print("faults", resource.getrusage(resource.RUSAGE_SELF).ru_minflt - _F0)
+""", 1)
+
+
+def test_the_warm_up_takes_first_writes_off_a_fed_job(sb):
+    """The pre-forked child runs a small CWM of its own before its job (02d_fork_server, `_warm_up`): the job of a fed
+    evaluation of the shipped CartPole buffer then takes far fewer page faults than with `warm_up=False`, and both
+    answer the same. Each evaluation waits for an idle child that has had time to warm up."""
+    if sb.isolation not in KERNEL_MODES: pytest.skip("measured where jobs are confined")
+    from cwm_nb.bench.program_runs import run_on_buffer
+    from cwm_nb.bench.replay import ReplayBuffer
+    buf = ReplayBuffer.load(Path(__file__).resolve().parents[1]/"data"/"buffers"/"CartPole-v1")   # 494 transitions
+    assert _CARTPOLE.count("class Environment:") == 1 and "faults" not in _CARTPOLE
+    program = COUNTING_CARTPOLE.replace("_N[0] == 1000", f"_N[0] == {len(buf)}")
+    faults, values = {}, {}
+    with Sandbox(LIMITS, isolation=sb.isolation, warm_up=False) as cold:
+        for name, box in (("warm", sb), ("cold", cold)):
+            got = []
+            for _ in range(3):
+                time.sleep(0.3)   # the idle child's warm-up (a few ms) is done
+                r = run_on_buffer(box, program, buf, "cwm_nb.sandbox.drivers:cwm_predict")
+                assert r.ok and r.stdout.startswith("faults"), (r.error, r.stdout)
+                got.append(int(r.stdout.split()[1])); values[name] = r.value
+            faults[name] = min(got)
+    assert values["warm"] == values["cold"]
+    assert faults["warm"] < 0.7 * faults["cold"], faults
+
+
 def test_a_dropped_sessions_end_never_reaches_the_next_server(sb):
     """A session collected unclosed whose server then died: its queued `end` belongs to the dead server, and the new one
     starts as usual (the configuration is its first frame)."""

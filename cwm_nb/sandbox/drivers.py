@@ -4,15 +4,17 @@
 
 # %% ../../nbs/02c_drivers.ipynb #7a2caa7d
 from __future__ import annotations
-import copy, os
-from typing import Any
+import copy, os, pickle
+from typing import Any, Callable
 import numpy as np
 from ..core import OBS_FORMATS
-from .programs import (_NP_FLOAT, _NP_INT, _NP_REAL, ProgramError, Rows, Serve,
-    _code_line, _exception_text, _tname, strict_plain)
+from cwm_nb.sandbox.programs import (_NP_FLOAT, _NP_INT, _NP_REAL, ProgramError, Rows, Serve,
+    _code_line, _exception_text, _new_program_module, _tname, encode_result, strict_plain,
+    PROGRAM_FILENAME)
 
 # %% auto #0
-__all__ = ['DISTRIBUTION_TOL', 'check_distribution', 'merge_outcomes', 'cwm_predict', 'cwm_rollouts', 'cwm_batches']
+__all__ = ['DISTRIBUTION_TOL', 'check_distribution', 'merge_outcomes', 'cwm_predict', 'cwm_rollouts', 'cwm_batches',
+           'warm_batches']
 
 # %% ../../nbs/02c_drivers.ipynb #d87a7d07
 _RTFM_SHAPE, _RTFM_CELLS = (6, 6, 2), 72
@@ -350,3 +352,35 @@ def cwm_batches(namespace: dict, args: dict | None, data: Any = None) -> Serve:
     return Serve({"ok": True}, handle)
 
 cwm_batches.before_exec = _reseed_numpy
+
+# %% ../../nbs/02c_drivers.ipynb #745a151c
+_WARM_PROGRAM = """
+import numpy as np
+
+class Environment:
+    def __init__(self):
+        self.s = np.zeros(4)
+
+    def set_state(self, obs):
+        self.s = np.asarray(obs, dtype=np.float64)
+
+    def step(self, action):
+        self.s = 0.5 * self.s + action
+        return self.s, 1.0, bool(self.s[0] > 9)
+"""
+_WARM_FORM = {"obs_dtype": "<f4", "action_dtype": "<i8", "obs_format": "array", "valid_actions": False}
+
+def warm_batches(stop: Callable[[], bool] = lambda: False) -> int:
+    """Feed `_WARM_PROGRAM` four made-up batches of 46, 20, 5 and 1 transitions through `cwm_batches`, each payload
+    pickled and unpickled and each answer encoded, as a fed evaluation does. Returns how many were answered (0-4):
+    it stops as soon as `stop()` is true."""
+    if stop(): return 0
+    mod = _new_program_module()
+    exec(compile(_WARM_PROGRAM, PROGRAM_FILENAME, "exec", dont_inherit=True), mod.__dict__)
+    handle = cwm_batches(mod.__dict__, _WARM_FORM).handle
+    obs, actions = np.linspace(-1, 1, 184, dtype=np.float32).reshape(46, 4), np.arange(46) % 2
+    for done, k in enumerate((46, 20, 5, 1)):   # sizes as a fed CartPole buffer's batches shrink
+        if stop(): return done
+        call = {"index": list(range(2**40, 2**40 + k)), "obs": obs[:k], "actions": actions[:k]}
+        encode_result({"ok": True, "value": handle(pickle.loads(pickle.dumps(call, protocol=5)))})
+    return 4

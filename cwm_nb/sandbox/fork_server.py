@@ -20,6 +20,7 @@ from .landlock import (load_object_filter, load_seccomp_filter, load_signal_filt
     restrict_self, _CLONE_NEW)
 from cwm_nb.sandbox.programs import (PROGRAM_FILENAME, Rows, _new_program_module, _run_job,
     encode_result)
+from .drivers import warm_batches
 
 # %% auto #0
 __all__ = ['SYSTEM_READ', 'TMPFS_DIRS', 'CLONE_NEWUSER', 'CLONE_NEWPID', 'CLONE_NEWNS', 'PR_SET_DUMPABLE', 'APART_BY_UID',
@@ -146,11 +147,13 @@ def _pretouch(x, budget: list, depth: int = 0) -> None:
         if tv is list or tv is tuple or tv is dict: _pretouch(v, budget, depth + 1)
 
 # %% ../../nbs/02d_fork_server.ipynb #d54528e1
-def _warm_up(srv) -> None:
+def _warm_up(srv, job_r: int = -1) -> None:
+    "Touch, before the job arrives, the pages its start and a fed evaluation write first; stop once `job_r` has a job."
     mod = _new_program_module()
     exec(compile("def f(x):\n    return [x, 1.0, True]\n", PROGRAM_FILENAME, "exec", dont_inherit=True), mod.__dict__)
     encode_result({"ok": True, "value": {"predictions": Rows([np.zeros((2, 2)), np.zeros(2), np.zeros(2, bool)])}})
     if srv.last_key in srv.store: _pretouch(srv.store[srv.last_key], [1_000_000])
+    if srv.warm_up: warm_batches(stop=lambda: job_r >= 0 and _ready(job_r))
 
 # %% ../../nbs/02d_fork_server.ipynb #f84e6491
 def _setup_failed(e: BaseException) -> None:
@@ -344,7 +347,7 @@ def _job_child(srv, scratch: str, job_r: int, res_w: int, out_w: int, err_w: int
         _drop_privileges(srv)
         _program_environment(scratch, PROGRAM_FILENAME)
         import linecache   # imported before the job arrives (the program's tracebacks use it)
-        _warm_up(srv)
+        _warm_up(srv, job_r)
         vm = _vm_bytes()
         _arm_cpu_timer()
         if policy: _confine(srv, policy, scratch)
@@ -446,6 +449,7 @@ class _Server:
         self.sids = 0   # the last session id given
         self.hold = False   # a direct session has just started: no child is forked beside its first calls (`_serve`)
         self.prefork = cfg.get("prefork", True)
+        self.warm_up = cfg.get("warm_up", True)   # each pre-forked child runs `_warm_up`'s small CWM before its job
         self.spin = spin_cap(float(cfg.get("spin_s", SPIN_S)))   # polling for the parent's next request (02_syscalls)
         _prctl(PR_SET_NAME, b"cwm-server")
         notes = _prepare_server(cfg)

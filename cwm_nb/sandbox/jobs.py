@@ -99,12 +99,14 @@ class Sandbox:
                  isolation: str | None = None,                  # "auto", "bwrap", "landlock", "none"; None: $CWM_NB_ISOLATION or "auto"
                  preload: tuple = ("numpy",),                   # modules the server imports once, for all jobs (never a simulator)
                  prefork: bool = True,                          # fork the next job child in advance
+                 warm_up: bool = True,                          # that child runs a small CWM of its own before its job (02d)
                  spin_s: float | None = None,                   # seconds the server (and a session opened with poll=True) polls before a blocking read; None: SPIN_S, 0: never
                 ):
         isolation = isolation_mode(isolation)
         if not sys.platform.startswith("linux"):
             raise CwmNbError("the sandbox needs Linux (fork, prctl, pidfd, /proc)", "run cwm-nb on Linux or in a Linux container")
         self.limits, self.requested, self.preload, self.prefork = limits or SandboxLimits(), isolation, tuple(preload), prefork
+        self.warm_up = warm_up
         try: self.spin_s = SPIN_S if spin_s is None else float(spin_s)
         except (TypeError, ValueError): self.spin_s = -1.0
         if not 0.0 <= self.spin_s <= 0.01:
@@ -364,7 +366,7 @@ def _launch(self: Sandbox, mode: str, bwrap: str | None) -> None:
     def ns(name):
         try: return os.readlink(f"/proc/self/ns/{name}")
         except OSError: return None
-    cfg = {"mode": mode, "preload": self.preload, "prefork": self.prefork, "scratch_base": base, "spin_s": self.spin_s,
+    cfg = {"mode": mode, "preload": self.preload, "prefork": self.prefork, "warm_up": self.warm_up, "scratch_base": base, "spin_s": self.spin_s,
            "uid": _pick_uid() if own_uid else None, "unshare_net": mode == "none" and root,
            "tmpfs": list(tmpfs), "parent_ns": {n: ns(n) for n in ("pid", "net", "user", "mnt")}}
     if mode == "bwrap": cfg["read_paths"] = _root_paths(paths)
