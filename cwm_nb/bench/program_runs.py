@@ -151,8 +151,12 @@ def _rows(col, b: np.ndarray):
     return col[b] if isinstance(col, np.ndarray) else [col[i] for i in b.tolist()]
 
 def _other(p: int, first: int) -> int:
-    "The position (in the sending order) of the transition run before the p-th: half-way back."
-    return p // 2 if p else (1 if first > 1 else 0)   # the first: the second, if it is in batch 0
+    """The position (in the sending order) of the transition run before the p-th: half-way back, and never the one
+    sent just before it, which the first pass ran just before it anyway. The first two take the one sent after them
+    when batch 0 (`first` transitions) holds it; the first alone in batch 0 runs after itself."""
+    if p >= 3: return p // 2
+    if p == 2: return 0
+    return p + 1 if p + 1 < first else 0
 
 _LABEL_RE = re.compile(r"transition (\d+)")
 
