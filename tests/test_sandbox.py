@@ -429,14 +429,14 @@ def test_the_next_child_is_forked_when_a_direct_session_ends(sb):
     assert seen["idle"] is not None and set(seen["children"]) == {seen["idle"]}, seen
 
 
-# the CartPole CWM of data/programs, counting its job's minor page faults from its first line to its last step
-_CARTPOLE = (Path(__file__).resolve().parents[1]/"data"/"programs"/"CartPole-v1.py").read_text()
-COUNTING_CARTPOLE = _CARTPOLE.replace("class Environment:", """import resource
-_F0, _N = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, [0]
-class Environment:""", 1).replace("    def step(self, action):\n", """    def step(self, action):
-        _N[0] += 1
-        if _N[0] == 1000: print("faults", resource.getrusage(resource.RUSAGE_SELF).ru_minflt - _F0)
-""", 1)
+def counting_cartpole(steps: int) -> str:
+    "The CartPole CWM of data/programs, printing its job's minor page faults from its first line to its `steps`-th step."
+    src = (Path(__file__).resolve().parents[1]/"data"/"programs"/"CartPole-v1.py").read_text()
+    assert src.count("class Environment:") == 1 and src.count("    def step(self, action):\n") == 1
+    head = "import resource\n_F0, _N = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, [0]\nclass Environment:"
+    count = (f"    def step(self, action):\n        _N[0] += 1\n        if _N[0] == {steps}: "
+             "print('faults', resource.getrusage(resource.RUSAGE_SELF).ru_minflt - _F0)\n")
+    return src.replace("class Environment:", head).replace("    def step(self, action):\n", count)
 
 
 def test_the_warm_up_takes_first_writes_off_a_fed_job(sb):
@@ -447,8 +447,7 @@ def test_the_warm_up_takes_first_writes_off_a_fed_job(sb):
     from cwm_nb.bench.program_runs import run_on_buffer
     from cwm_nb.bench.replay import ReplayBuffer
     buf = ReplayBuffer.load(Path(__file__).resolve().parents[1]/"data"/"buffers"/"CartPole-v1")   # 494 transitions
-    assert _CARTPOLE.count("class Environment:") == 1 and "faults" not in _CARTPOLE
-    program = COUNTING_CARTPOLE.replace("_N[0] == 1000", f"_N[0] == {len(buf)}")
+    program = counting_cartpole(len(buf))
     faults, values = {}, {}
     with Sandbox(LIMITS, isolation=sb.isolation, warm_up=False) as cold:
         for name, box in (("warm", sb), ("cold", cold)):

@@ -366,7 +366,8 @@ def _launch(self: Sandbox, mode: str, bwrap: str | None) -> None:
     def ns(name):
         try: return os.readlink(f"/proc/self/ns/{name}")
         except OSError: return None
-    cfg = {"mode": mode, "preload": self.preload, "prefork": self.prefork, "warm_up": self.warm_up, "scratch_base": base, "spin_s": self.spin_s,
+    cfg = {"mode": mode, "preload": self.preload, "prefork": self.prefork, "warm_up": self.warm_up,
+           "scratch_base": base, "spin_s": self.spin_s,
            "uid": _pick_uid() if own_uid else None, "unshare_net": mode == "none" and root,
            "tmpfs": list(tmpfs), "parent_ns": {n: ns(n) for n in ("pid", "net", "user", "mnt")}}
     if mode == "bwrap": cfg["read_paths"] = _root_paths(paths)
