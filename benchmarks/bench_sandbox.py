@@ -232,45 +232,43 @@ SAME_ANSWERS = ("import sys as _s, json as _j\n_P = _s.modules['cwm_nb.sandbox.p
                 "_P.encode_result = _P.encode_result\n")   # the same length of prefix, nothing changed
 
 
+def alternated(runs: list, repeats: int) -> tuple[float, float, float]:
+    """Time `runs[0]()` and `runs[1]()` (each returns a SandboxResult) alternated ABBA, 10 ms apart, `repeats` times
+    each after four that warm up: (the first's median s, the second's, the median of the paired ratios first / second)."""
+    got = ([], [])
+    for i in range(2 * repeats + 4):
+        w = (i + i // 2) % 2   # ABBA: neither always goes first
+        t = time.perf_counter()
+        r = runs[w]()
+        dt = time.perf_counter() - t
+        assert r.ok, r.error
+        if i >= 4: got[w].append(dt)
+        time.sleep(0.01)
+    return statistics.median(got[0]), statistics.median(got[1]), statistics.median(a / b for a, b in zip(*got))
+
+
 def warm_up_cost(sbs: dict, modes: list, buf, repeats: int) -> None:
     """The pre-forked child's warm-up (02d_fork_server, `_warm_up`): the default flow's evaluation on the benchmark's
-    sandbox and on one with `warm_up=False`, alternated (ABBA), 10 ms apart; the median of the paired ratios."""
+    sandbox and on one with `warm_up=False`, `alternated`."""
     from cwm_nb.sandbox.jobs import Sandbox
     from cwm_nb.bench.program_runs import run_on_buffer
     print(f"\nthe pre-forked child's warm-up, the default flow with and without it (median of {repeats}, alternated):")
     for m in modes:
         with Sandbox(isolation=m, warm_up=False) as cold:
-            boxes, got = (sbs[m][1], cold), ([], [])
-            for i in range(2 * repeats + 4):
-                w = (i + i // 2) % 2   # ABBA: neither always goes first
-                t = time.perf_counter()
-                r = run_on_buffer(boxes[w], CARTPOLE_CWM, buf, "cwm_nb.sandbox.drivers:cwm_predict")
-                dt = time.perf_counter() - t
-                assert r.ok, r.error
-                if i >= 4: got[w].append(dt)   # the first four warm up
-                time.sleep(0.01)
-        on, off = statistics.median(got[0]), statistics.median(got[1])
-        paired = statistics.median(a / b for a, b in zip(*got))
+            on, off, paired = alternated([lambda box=box: run_on_buffer(box, CARTPOLE_CWM, buf,
+                                          "cwm_nb.sandbox.drivers:cwm_predict") for box in (sbs[m][1], cold)], repeats)
         print(f"  {m:9s} warm-up {on * 1e3:6.2f} ms, none {off * 1e3:6.2f} ms: with / without {paired:.3f} (paired)")
 
 
 def encoder_cost(sbs: dict, modes: list, buf, repeats: int) -> None:
     """The job's answers encoded by `encode_result` (orjson, 02b_programs) or by the standard library's json as before:
-    the default flow's evaluation with either prefix, alternated; the median of the paired ratios."""
+    the default flow's evaluation with either prefix, `alternated`."""
     from cwm_nb.bench.program_runs import run_on_buffer
     print(f"\nthe job's answers by orjson (encode_result) vs json alone, the default flow (median of {repeats}, alternated):")
     for m in modes:
-        got = {SAME_ANSWERS: [], JSON_ANSWERS: []}
-        for i in range(2 * repeats + 4):
-            prefix = (SAME_ANSWERS, JSON_ANSWERS)[(i + i // 2) % 2]   # ABBA: neither always goes first
-            t = time.perf_counter()
-            r = run_on_buffer(sbs[m][1], prefix + CARTPOLE_CWM, buf, "cwm_nb.sandbox.drivers:cwm_predict")
-            dt = time.perf_counter() - t
-            assert r.ok, r.error
-            if i >= 4: got[prefix].append(dt)   # the first four warm up
-            time.sleep(0.01)
-        o, j = statistics.median(got[SAME_ANSWERS]), statistics.median(got[JSON_ANSWERS])
-        paired = statistics.median(a / b for a, b in zip(got[SAME_ANSWERS], got[JSON_ANSWERS]))
+        o, j, paired = alternated([lambda prefix=prefix: run_on_buffer(sbs[m][1], prefix + CARTPOLE_CWM, buf,
+                                   "cwm_nb.sandbox.drivers:cwm_predict") for prefix in (SAME_ANSWERS, JSON_ANSWERS)],
+                                  repeats)
         print(f"  {m:9s} orjson {o * 1e3:6.2f} ms, json {j * 1e3:6.2f} ms: orjson / json {paired:.3f} (paired)")
 
 
