@@ -8,14 +8,17 @@ Part 1: CWM model steps per second inside the planners ÷ the bare step loop of 
               sandbox session of its own (one long-lived process, as a planning session has)
   MCTS      : plan_driver with the paper's MCTS (25 simulations, rollouts of 100 steps), CartPole program
   CEM       : plan_driver with CEM (T = 100, 2 iterations of 100 samples), Pendulum program
-MCTS and CEM run as `evaluate_planning` runs them: one sandbox session, one call per decision, the model side kept
-alive; steps/s are the planner's model steps over its own planning time (its `plan_s`), or over the parent's wall
-time of the calls ("parent"). Variants beside the default (compiled loop of nbs/15c_fast_mcts.ipynb, polling):
-calls through the fork server (a session whose pipes were not passed), the generic search (`fast_search` off), no
-polling between the planner and the model side (`spin_s` 0), the job not polling for the parent's next call
-(`poll=False`; every session is direct: this process writes its calls to the job and reads its answers, the fork server
-is not on the way, 03_sandbox), one-shot jobs (the model side forked and the
-program loaded for every decision), and the same planner in this process (no isolation) with each search.
+MCTS and CEM run as `evaluate_planning` runs them: one sandbox session per episode, the model side kept alive. MCTS
+plans in this process: the session's job is the model side alone, it streams the tape of its search and this
+process replays it (`decide_in_session`, nbs/15a_plan_session.ipynb; the job and this process on CPUs apart). CEM's
+planner runs in the job, one call per decision. Steps/s are the planner's model steps over its own planning time
+(its `plan_s`), or over the parent's wall time of the decisions ("parent"). Beside the default: for MCTS, the
+planner in the job as before (`session, the job's planner`), and its variants: calls through the fork server (a
+session whose pipes were not passed), the generic search (`fast_search` off), no polling between the planner and the
+model side (`spin_s` 0), the job not polling for the parent's next call (`poll=False`; every session is direct: this
+process writes its calls to the job and reads its answers, the fork server is not on the way, 03_sandbox); one-shot
+jobs (the model side forked and the program loaded for every decision), and the same planner in this process (no
+isolation) with each search.
 
 This machine's speed changes by up to 2x within seconds, so the variants are interleaved in short blocks (MCTS: 20
 decisions, about 0.12 s; CEM: 1 decision, about 0.1 s) and each block is divided by the mean rate of the two
@@ -30,6 +33,7 @@ every step, so it falls back to random actions and is given up after 5 failures.
 baselines. A working program is also timed on CartPole, Pendulum and RTFM.
 
 Run: .venv/bin/python benchmarks/bench_planning.py [--rounds 30] [--episodes 10] [--envs CartPole-v1 Ant-v4 ...] [--skip-part2]
+     [--modes bwrap,landlock]
 """
 import argparse, math, os, random, statistics, struct, sys, tempfile, time, warnings
 from dataclasses import asdict
@@ -100,14 +104,18 @@ def measure(sb, program, static, roots, rounds, per_block, bare_steps) -> tuple[
     "Interleaved blocks of every variant for `rounds` rounds: (the blocks, median model steps per decision)."
     from cwm_nb.sandbox.programs import SandboxLimits
     from cwm_nb.bench.plan_driver import _plan, _program_model
+    from cwm_nb.bench.plan_session import decide_in_session
     lim = SandboxLimits(wall_s=600, cpu_s=10**5)
     mcts = static["planner"] == "mcts"   # the generic search is MCTS's alone
-    variants = {"session": {}, **({"generic": {"fast_search": False}} if mcts else {}), "no polling": {"spin_s": 0.0}}
+    variants = {"session": {}, **({"job plans": {}, "generic": {"fast_search": False}} if mcts else {}),
+                "no polling": {"spin_s": 0.0}}
+    here = {**static, "model_only": True}   # MCTS's default: this process plans, the job is the model side (15b)
     sessions = {}
     for name, extra in variants.items():
-        first, s = sb.open_session(program, "cwm_nb.bench.plan_driver:plan_driver", args={**static, **extra}, limits=lim,
-                                   poll=True)   # as evaluate_planning opens it (15b)
-        assert s is not None, first.error
+        caller = mcts and name == "session"
+        first, s = sb.open_session(program, "cwm_nb.bench.plan_driver:plan_driver", args={**(here if caller else static), **extra},
+                                   limits=lim, poll=True, apart=caller)   # as evaluate_planning opens it (15b)
+        assert s is not None and (not caller or s.direct), first.error
         sessions[name] = s
     first, s = sb.open_session(program, "cwm_nb.bench.plan_driver:plan_driver", args=static, limits=lim,
                                poll=False)   # the default session, its job not polling for the next call
@@ -143,12 +151,15 @@ def measure(sb, program, static, roots, rounds, per_block, bare_steps) -> tuple[
         for name, s in order[rnd % len(order):] + order[:rnd % len(order)]:
             steps = plan = wall = 0.0
             for c in decisions():
-                t = time.perf_counter(); r = s.call(c); wall += time.perf_counter() - t
+                t = time.perf_counter()
+                r = decide_in_session(s, program, here, c) if mcts and name == "session" else s.call(c)
+                wall += time.perf_counter() - t
                 assert r.ok, r.error
                 steps += r.value["model_steps"]; plan += r.value["plan_s"]
                 if name == "session": per_decision.append(r.value["model_steps"])
             blocks.variant(name, steps / plan)
             if name == "session": blocks.variant("parent", steps / wall)
+            if name == "job plans": blocks.variant("job plans parent", steps / wall)
             if name == "job waits": blocks.variant("job waits parent", steps / wall)
             if name == "server": blocks.variant("server parent", steps / wall)
             sandbox_bare()
@@ -178,7 +189,7 @@ def _local_bare(program: str, args: dict) -> float:
     return v["model_steps"] / v["plan_s"]
 
 
-def part1(rounds):
+def part1(rounds, mode="auto"):
     from cwm_nb.bench.planning import CEMConfig, MCTSConfig
     from cwm_nb.bench.plan_driver import _fast_search
     from cwm_nb.sandbox.jobs import Sandbox
@@ -187,12 +198,14 @@ def part1(rounds):
     print(f"  compiled MCTS loop: {'built' if _fast_search({}) else 'NOT BUILT (every row uses the generic search)'}")
     rng = random.Random(0)
     rows = [("session", "session (default)"), ("parent", "  the same, over the parent's wall time"),
+            ("job plans", "session, the job's planner (before)"), ("job plans parent", "  the same, over the parent's wall time"),
             ("job waits", "session, job not polling for calls"), ("job waits parent", "  the same, over the parent's wall time"),
             ("server", "session, calls through the fork server"), ("server parent", "  the same, over the parent's wall time"),
             ("generic", "session, generic search"), ("no polling", "session, planner and model side not polling"),
             ("one-shot", "one-shot jobs (fork and load per decision)"), ("in-process", "in this process, no isolation"),
             ("in-process generic", "in this process, generic search")]
-    with Sandbox() as sb:
+    with Sandbox(isolation=mode) as sb:
+        print(f"  isolation: {sb.isolation}")
         space = {"kind": "discrete", "n": 2}
         roots = [[rng.uniform(-0.05, 0.05) for _ in range(4)] for _ in range(40)]
         static = {"planner": "mcts", "config": asdict(MCTSConfig()), "obs_format": "array", "space": space,
@@ -209,7 +222,7 @@ def part1(rounds):
         print(f"\nCEM, Pendulum: {n:,.0f} model steps per decision, bare loop {statistics.median(b.rates['bare']):,.0f} steps/s (median)")
         print(f"  {'':44s} {'ratio':>6s}   {'quartiles':11s} {'steps/s':>11s} {'ms/decision':>12s}   (goal >= 0.7; default: polling)")
         for name, label in rows:
-            if "generic" not in name: print(b.row(name, label, n))
+            if "generic" not in name and "job plans" not in name: print(b.row(name, label, n))
 
 
 def part2(episodes, names):
@@ -244,10 +257,11 @@ def main():
     ap.add_argument("--episodes", type=int, default=10)
     ap.add_argument("--envs", nargs="*", default=None)
     ap.add_argument("--skip-part2", action="store_true")
+    ap.add_argument("--modes", default="auto", help="isolation modes of part 1, comma-separated (bwrap, landlock, none; auto: the default)")
     a = ap.parse_args()
     t = time.perf_counter()
     part0()
-    part1(a.rounds)
+    for mode in a.modes.split(","): part1(a.rounds, mode)
     if not a.skip_part2: part2(a.episodes, a.envs)
     print(f"\nbenchmark wall time: {time.perf_counter() - t:.0f} s")
 

@@ -313,8 +313,8 @@ def test_hostile_program_cannot_change_the_return(name, sandbox):
     assert res.abandoned and res.fallback_kinds.get("abandoned", 0) == res.decisions - 2
     if name == "sleeps_past_the_limit": assert "timeout" in res.fallback_kinds
     if name == "burns_cpu": assert set(res.fallback_kinds) & {"cpu", "timeout"}
-    if "action" in name or name == "gc_finds_the_driver":   # it patched the driver in its own process only:
-        assert "exception" in res.fallback_kinds and "ended without answering" in res.errors[0], res.errors
+    if "action" in name or name == "gc_finds_the_driver":   # it replaced its job's driver: refused at the first answer
+        assert "exception" in res.fallback_kinds and "did not start as the model side" in res.errors[0], res.errors
 
 
 def test_program_cannot_write_the_cache_or_the_project(sandbox, private_cache):
@@ -349,8 +349,9 @@ def test_hostile_cem_plans_are_rejected(name, sandbox):
 # ------------------------------------------------------------------------------------------------ planner replaced
 # The reviewer's cheat: the program replaces the planner at its top level by a hand-written policy; its step() is
 # garbage. When the planner shared the program's process, this scored R ~ 1 (and forging the model-step count got
-# it past the plausibility check). The planner now runs in a process of its own: the replacement is made in the
-# program's process only, and the real planner plans with the garbage model, i.e. like random.
+# it past the plausibility check). The planner now runs in a process the program does not run in (MCTS: the parent,
+# which replays the job's tape; CEM: the job's planner process): the replacement is made in the program's process
+# only, and the real planner plans with the garbage model, i.e. like random.
 CHEAT_MCTS = '''
 import cwm_nb.bench.planning as P
 class _Result:
@@ -425,12 +426,15 @@ def test_a_forged_step_count_or_result_frame_no_longer_helps(sandbox):
     assert garbage.fallbacks == 0 and garbage.normalized_return < 0.3, garbage.to_dict()
     forged = quick("CartPole-v1", CHEAT_MCTS.replace("FORGE", "model.steps += 10 ** 4"), sandbox)
     assert forged.returns_cwm == garbage.returns_cwm and forged.model_steps_cwm == garbage.model_steps_cwm
-    frames = quick("CartPole-v1", CHEAT_FRAMES, sandbox)   # its only writable fd is its own reply pipe
+    # MCTS plans in the parent, and the program runs in the job's own process: a frame it forges on the job's result
+    # pipe is the job's first answer, which is not the driver's: the session is refused
+    frames = quick("CartPole-v1", CHEAT_FRAMES, sandbox)
     _assert_random_fallback(frames)
-    assert frames.fallback_kinds.get("exception", 0) >= 1 and "malformed" in frames.errors[0], frames.errors
+    assert frames.fallback_kinds.get("exception", 0) >= 1 and "not the driver's" in frames.errors[0], frames.errors
     driver = quick("CartPole-v1", CHEAT_DRIVER, sandbox)
     assert driver.normalized_return == 0.0 and driver.fallbacks == driver.decisions > 0, driver.to_dict()
-    assert driver.fallback_kinds.get("exception", 0) >= 1 and "ended without answering" in driver.errors[0]
+    # the swapped-in driver fails on the session's arguments (they hold no state): the program's own error, its line
+    assert driver.fallback_kinds.get("exception", 0) >= 1 and "(line 4: " in driver.errors[0], driver.errors
 
 
 # ------------------------------------------------------------------------------------------------ sessions
@@ -509,3 +513,69 @@ def test_a_decision_keeps_its_cpu_cap(mode, program):
         with s:
             r = s.call({"state": [0.0, 0.0, 0.0, 0.0], "obs_dtype": "<f4", "root_actions": None, "seed": 0})
         assert not r.ok and r.error["kind"] == "cpu", r.error
+
+
+# ------------------------------------------------------------------------------------------------ the parent plans
+_STATIC = {"planner": "mcts", "config": {"simulations": 12, "rollout_steps": 20}, "obs_format": "array",
+           "space": {"kind": "discrete", "n": 2}, "valid_actions": False, "session": True}
+_CALLS = [{"state": [0.01 * k, 0.0, -0.02 * k, 0.1], "obs_dtype": "<f4", "root_actions": None, "seed": k} for k in range(4)]
+_BOTH_BROKEN = ("import cwm_nb.bench.planning as P, cwm_nb.bench.plan_driver as D\nP.mcts_search = None\n"
+                "D._FAST[:] = [lambda *a, **k: 1 / 0]\n")                 # neither search of the job records a tape
+_FORGED = ("import cwm_nb.bench.plan_driver as D\n"                      # a tape that pays for every step
+           "D._record_search = lambda model, root, a, send: (send([['s', 1, 0, 1e6, False, None]] * 50), send([['e']]))\n")
+_ENDLESS_TAPE = ("import cwm_nb.bench.plan_driver as D\n"                # junk parts, no end mark, until stopped
+                 "def _junk(model, root, a, send):\n    while True: send([['s', 0, 0, 0.0, False, None]] * 1000)\n"
+                 "D._record_search = _junk\n")
+_NO_TAPE = "import cwm_nb.bench.plan_driver as D\nD._record_search = lambda *a: None\n"   # ends its answer at once
+
+
+def _decide_here(sandbox, src, calls, **extra):
+    from cwm_nb.bench.plan_session import decide_in_session
+    args = {**_STATIC, "model_only": True, **extra}
+    first, s = sandbox.open_session(src, "cwm_nb.bench.plan_driver:plan_driver", args=args, poll=True, apart=True,
+                                    limits=SandboxLimits(wall_s=20, cpu_s=200))
+    assert first.ok and first.value == {"ok": True} and s.direct, first.error
+    with s: return [decide_in_session(s, src, args, c) for c in calls], s
+
+
+def test_decisions_planned_here_are_the_jobs_planners_whatever_the_job_sends(sandbox):
+    """MCTS planned in the parent (`decide_in_session`: the job is the model side and streams its search's tape)
+    decides as the job's own planner and as the same search in process; a job whose searches are broken, that forges
+    its tape or sends none at all changes nothing (the parent searches with live requests); a tape without end is
+    refused once it is longer than the search could record."""
+    from cwm_nb.bench.plan_driver import _plan, _program_model
+    from cwm_nb.sandbox.programs import _new_program_module
+    ns = _new_program_module().__dict__; exec(compile(CARTPOLE, "<cwm-program>", "exec"), ns)
+    here = [_plan(_program_model(ns, _STATIC), {**_STATIC, **c, "session": False}) for c in _CALLS]
+    first, s = sandbox.open_session(CARTPOLE, "cwm_nb.bench.plan_driver:plan_driver", args=_STATIC)
+    with s: job = [s.call(c).value for c in _CALLS]
+    want = [(d["action"], d["model_steps"]) for d in here]
+    assert [(d["action"], d["model_steps"]) for d in job] == want
+    for src in (CARTPOLE, _BOTH_BROKEN + CARTPOLE, _FORGED + CARTPOLE, _NO_TAPE + CARTPOLE):
+        got, _ = _decide_here(sandbox, src, _CALLS)
+        assert all(r.ok for r in got), [r.error for r in got]
+        assert [(r.value["action"], r.value["model_steps"]) for r in got] == want, src[:60]
+    got, s = _decide_here(sandbox, _ENDLESS_TAPE + CARTPOLE, _CALLS[:1])
+    assert not got[0].ok and got[0].error["kind"] == "output_limit" and not s.alive, got[0].error
+
+
+@pytest.mark.parametrize("program", [ENDLESS_STEP, RAISES_ITS_CPU_LIMIT], ids=["endless", "raises-its-limit"])
+@pytest.mark.parametrize("mode", ["bwrap", "landlock"])
+def test_a_decision_planned_here_keeps_its_cpu_cap(mode, program):
+    """Planned in the parent, a decision's `decision_cpu_s` still caps the job (the model side) in every mode: the parent
+    reads the job's CPU clock while it waits, so the decision ends as a `cpu` error long before its wall-clock limit."""
+    import shutil, time
+    from cwm_nb.sandbox.jobs import Sandbox
+    from cwm_nb.sandbox.landlock import landlock_support
+    from cwm_nb.bench.plan_session import decide_in_session
+    if mode == "bwrap" and shutil.which("bwrap") is None: pytest.skip("bubblewrap is not installed")
+    if mode == "landlock" and landlock_support(): pytest.skip(landlock_support())
+    args = {**_STATIC, "model_only": True, "decision_cpu_s": 1}
+    with Sandbox(isolation=mode) as sb:
+        first, s = sb.open_session(program, "cwm_nb.bench.plan_driver:plan_driver", args=args, poll=True,
+                                   limits=SandboxLimits(wall_s=60, cpu_s=100))
+        assert first.ok and s.direct, first.error
+        t = time.monotonic()
+        r = decide_in_session(s, program, args, _CALLS[0])
+        assert not r.ok and r.error["kind"] == "cpu" and not s.alive, r.error
+        assert time.monotonic() - t < 20

@@ -1365,3 +1365,38 @@ def test_a_sandboxed_job_names_its_driver(sb):
     "A driver function cannot cross into the server: the job is refused in the parent with a clear error."
     with pytest.raises(sandbox_module.CwmNbError, match="names its driver, not a function"):
         sb.run("x = 1", exec_only)
+
+
+PARTS = ('from cwm_nb.sandbox.programs import reply\nimport time\n'
+         'def count(n, size=1):\n    for i in range(n - 1): reply([i] * size)\n    return [n - 1] * size\n'
+         'def burn():\n    reply("started")\n    while True: pass\n'
+         'def nap():\n    reply("started")\n    time.sleep(30)\n')
+
+
+def test_a_call_answered_in_parts_comes_in_order_and_keeps_the_session_in_step(sb):
+    """`stream` gives each part of one call's answer (`reply` in the job), small ones through the shared area and ones
+    larger than it through the pipes; the next call is a call of its own; leaving a stream early ends the session."""
+    from cwm_nb.sandbox.syscalls import SHM_AREA
+    _, s = sb.open_session(PARTS, "cwm_nb.sandbox.programs:function_session", poll=True)
+    assert s.direct and s._shm is not None
+    for size in (1, SHM_AREA // 8):   # the second: each part ~3x the shared area
+        got = [(r.ok, r.more, r.value) for r in s.stream({"name": "count", "args": [4, size]})]
+        assert got == [(True, True, [0] * size), (True, True, [1] * size), (True, True, [2] * size),
+                       (True, False, [3] * size)], [g[:2] for g in got]
+    assert s.call({"name": "count", "args": [1]}).value == [0]   # in step
+    for r in s.stream({"name": "count", "args": [5]}): break
+    assert not s.alive   # left mid-answer: the session ended
+
+
+@pytest.mark.parametrize("fn", ["burn", "nap"])
+def test_a_cpu_cap_ends_a_call_that_burns_it_and_spares_one_that_sleeps(sb, fn):
+    """`cap_cpu` holds in every mode: this process reads the job's CPU clock while it waits and kills a job past its cap
+    (a `cpu` error, long before the wall-clock limit); a job that sleeps spends nothing and meets the wall-clock limit."""
+    _, s = sb.open_session(PARTS, "cwm_nb.sandbox.programs:function_session", poll=True)
+    s.cap_cpu(0.3)
+    t = time.monotonic()
+    got = list(s.stream({"name": fn}, wall_s=4))
+    took = time.monotonic() - t
+    assert got[0].value == "started" and not got[-1].ok and not s.alive, got[-1].error
+    if fn == "burn": assert got[-1].error["kind"] == "cpu" and took < 3, (got[-1].error, took)
+    else: assert got[-1].error["kind"] == "timeout" and took >= 3.9, (got[-1].error, took)

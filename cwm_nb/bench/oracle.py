@@ -16,8 +16,9 @@ from ..sandbox.jobs import get_sandbox
 from .envs import get_env_spec, make_env
 from .planning import (DEFAULT_PLAN_PRESET, CEMConfig, MCTSConfig, PlanningPreset,
                                    cem_plan, get_preset, mcts_search, normalized_return)
-from .plan_driver import (INTEGRITY_NOTE, _fast_search, check_action, check_plan,
-                                      check_stats, encode_state, min_model_steps)
+from .plan_driver import MAX_REPLY_BYTES, _fast_search, encode_state
+from .plan_session import (INTEGRITY_NOTE, check_action, check_plan, check_stats, decide_in_session,
+                                       min_model_steps)
 
 # %% auto #0
 __all__ = ['STATE_ATTRS', 'Snapshot', 'snapshot', 'restore', 'oracle_problem', 'OracleModel', 'mask_to_actions',
@@ -420,6 +421,7 @@ class _CwmDecider:
         self.cem = _cem_cfg(setup, preset)
         self.min_steps = min_model_steps(setup.planner, preset.mcts if setup.planner == "mcts" else self.cem)
         self.session, self.session_episode, self.sessions = None, None, 0
+        self.caller_plans = False   # this episode's session serves the model alone, and this process plans (`_open`)
         cfg = preset.mcts if setup.planner == "mcts" else self.cem
         self.static = {"planner": setup.planner, "config": asdict(cfg), "obs_format": setup.obs_format,
                        "space": setup.space.plain(), "valid_actions": setup.valid_actions, "session": True,
@@ -435,14 +437,29 @@ class _CwmDecider:
 # %% ../../nbs/15b_oracle.ipynb #2da6bbd0
 @patch
 def _open(self: _CwmDecider) -> str | None:
-    "Open this episode's session; None, or the load error's (kind, message)."
+    """Open this episode's session; None, or the load error's (kind, message). MCTS plans in this process with the
+    session's job as the model side (`decide_in_session`, 15a): the job keeps to half of the CPUs and this process
+    to the other while it waits, and no part of the tape may pass `MAX_REPLY_BYTES`. Where the session is not direct
+    (this process cannot watch the job's CPU time) the job plans, as CEM's does."""
     self.close()
-    first, s = self.sandbox.open_session(self.program, "cwm_nb.bench.plan_driver:plan_driver", args=self.static,
-                                         limits=self.session_limits, poll=True)   # decisions follow at once
+    mcts = self.setup.planner == "mcts"
+    for caller_plans in ((True, False) if mcts else (False,)):
+        args = {**self.static, "model_only": True} if caller_plans else self.static
+        lim = replace(self.session_limits, result_mb=min(self.session_limits.result_mb, MAX_REPLY_BYTES >> 20)) \
+            if caller_plans else self.session_limits
+        first, s = self.sandbox.open_session(self.program, "cwm_nb.bench.plan_driver:plan_driver", args=args,
+                                             limits=lim, poll=True, apart=caller_plans)   # decisions follow at once
+        if s is None or not caller_plans or s.direct: break
+        s.close()   # served through the server: the job's planner it is
     if s is None:
         err = first.error or {}
         return str(err.get("kind", "killed")), str(err.get("message", ""))[:500]
+    if caller_plans and first.value != {"ok": True}:   # the program ran first in the job's process, and replaced its driver
+        s.close()
+        return "exception", ("the program's job did not start as the model side: its first answer is not the driver's "
+                             "(did the program replace it?); run the program alone to see why")
     self.session, self.session_episode, self.sessions = s, self.episode, self.sessions + 1
+    self.caller_plans = caller_plans
     return None
 
 # %% ../../nbs/15b_oracle.ipynb #60fd853c
@@ -490,7 +507,8 @@ def __call__(self: _CwmDecider, obs, info, t) -> _Decision:
     if self.session is None or not self.session.alive or self.session_episode != self.episode:
         failed = self._open()
         if failed is not None: return self._fail(*failed)
-    res = self.session.call(call, wall_s=self.limits.wall_s)
+    res = decide_in_session(self.session, self.program, self.static, call, self.limits.wall_s) if self.caller_plans \
+        else self.session.call(call, wall_s=self.limits.wall_s)
     if not res.ok:   # a failed decision ends the session: the next one loads the program afresh
         self.close()
         err = res.error or {}

@@ -5,11 +5,11 @@
 # %% ../../nbs/03_sandbox.ipynb #5d275362
 from __future__ import annotations
 import atexit, fcntl, glob, importlib.util, json, os, pickle, shutil, signal, socket, subprocess, sys, sysconfig
-import tempfile, threading, time, weakref
+import itertools, tempfile, threading, time, weakref
 from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 from fastcore.basics import patch
 from ..core import CwmNbError
 from .syscalls import (SHM_AREA, SPIN_S, _CALLS, _EXIT_SETUP, _HDR, _PARENT_SLEEPS, _ready, _recv_frame,
@@ -48,6 +48,9 @@ def _classify(hdr: dict, limits: SandboxLimits) -> dict:
     if st == "output_limit":
         return make_error("output_limit", f"the program wrote more than {limits.output_kill_bytes} bytes to stdout and "
                           "stderr together and was killed (output without end: a print inside an endless loop?)")
+    if st == "cpu_cap":
+        return make_error("cpu", f"the program used more than its CPU-time cap of {hdr.get('cpu_cap', 0):g} s and was "
+                          "killed (an endless loop, or far too slow)")
     if st == "result_too_large":
         return make_error("output_limit", f"the program's result is larger than {limits.result_mb} MiB")
     if code is not None and code < 0:
@@ -452,7 +455,10 @@ def _result(self: Sandbox, hdr: dict, body: bytes, limits: SandboxLimits, wall: 
         if type(msg) is not dict or type(msg.get("ok")) is not bool: raise ValueError("not a result object")
     except (ValueError, RecursionError) as e:
         return res(False, error=make_error("bad_result", f"the program's result channel carried something that is not a result ({_clip(str(e), 200)})"))
-    if msg["ok"]: return res(True, msg.get("value"))
+    if msg["ok"]:
+        r = res(True, msg.get("value"))
+        r.more = msg.get("more") is True   # a part of a session call's answer (`reply`, 02b): more parts follow
+        return r
     e = msg.get("error")
     if type(e) is not dict or e.get("kind") not in ERROR_KINDS:
         return res(False, error=make_error("bad_result", "the program's result channel carried a malformed error"))
@@ -556,6 +562,7 @@ class SandboxSession:
         self._queued = False    # its `end` waits in the sandbox's queue (`_end_later`)
         self.cpus = None        # the CPUs a polled `feed` holds this thread to (`open_session(apart=True)`)
         self._shm, self._k = None, 0   # the shared region with the job (02_syscalls), and the number of its last call
+        self._cpu_cap, self._cpu_hit, self._cpu_clock = None, False, None   # `cap_cpu`: (clock, deadline, seconds), reached
         if pipes is not None and pipes.shm >= 0:
             self._shm = map_shared_region(pipes.shm)   # unmapped by the finalizer (on close, under `_lock`)
             os.close(pipes.shm); pipes.shm = -1
@@ -612,13 +619,19 @@ def call(self: SandboxSession,
 def _decoded(self: SandboxSession, result: bytearray, out: str, err: str, lim: SandboxLimits, t0: float) -> SandboxResult:
     return self.sandbox._result({"status": "done", "stdout": out, "stderr": err}, result, lim, time.perf_counter() - t0)
 
-_KNOWN_HERE = ("timeout", "output_limit", "result_too_large")   # classified without the child's exit status
+_KNOWN_HERE = ("timeout", "output_limit", "result_too_large", "cpu_cap")   # classified without the child's exit status
+
+@patch
+def _said(self: SandboxSession, status: str, out: str, err: str) -> dict:
+    "The header of a direct call's failure, as `_classify` reads it (with the CPU cap the job went past, if it did)."
+    return {"status": status, "stdout": out, "stderr": err} | ({"cpu_cap": self._cpu_cap[2]} if status == "cpu_cap" else {})
 
 @patch
 def _failed(self: SandboxSession, status: str, out: str, err: str, lim: SandboxLimits, t0: float) -> SandboxResult:
     """The error of a direct call that did not end well; the session is ended (the server's reply classifies it). When
     the status says it all and another thread's request holds the server, the call does not wait: `_end_later`."""
     sb = self.sandbox
+    if self._cpu_hit and status in ("exited", "timeout"): status = "cpu_cap"   # killed here, past its CPU cap (`cap_cpu`)
     if status == "parent_gone": ended = None
     elif status not in _KNOWN_HERE: ended = self._end()
     elif not sb._lock.acquire(blocking=False): return self._end_later(status, out, err, lim, t0)
@@ -629,7 +642,7 @@ def _failed(self: SandboxSession, status: str, out: str, err: str, lim: SandboxL
         gone = status == "parent_gone" or sb.restarts != self.restarts or not sb._alive()
         return self._gone("the sandbox server died or restarted during the call; the session is gone" if gone else
                           "the session was closed during the call", t0)
-    hdr = {"status": status, "stdout": out, "stderr": err} | {k: ended[k] for k in ("exit_code", "cpu_s") if k in ended}
+    hdr = self._said(status, out, err) | {k: ended[k] for k in ("exit_code", "cpu_s") if k in ended}
     return sb._result(hdr, b"", lim, time.perf_counter() - t0)
 
 @patch
@@ -644,7 +657,7 @@ def _end_later(self: SandboxSession, status: str, out: str, err: str, lim: Sandb
     self._finalizer()   # this process's copies of the pipes (the caller holds the session's lock)
     # the program's own children may still run: a thread sends the `end` as soon as the other request is done
     threading.Thread(target=self.sandbox._flush_dropped, name="cwm-nb-end", daemon=True).start()
-    return self.sandbox._result({"status": status, "stdout": out, "stderr": err}, b"", lim, time.perf_counter() - t0)
+    return self.sandbox._result(self._said(status, out, err), b"", lim, time.perf_counter() - t0)
 
 @patch
 def _put(self: SandboxSession, body: bytes) -> int:
@@ -655,12 +668,28 @@ def _put(self: SandboxSession, body: bytes) -> int:
 
 @patch
 def _watch(self: SandboxSession, lim: dict, t1: float, hup: int, spin: float, k: int):
-    "`_watch_job` on this session's job; for call `k` of the shared region (k > 0), its answer is also looked for there."
-    if not k: return _watch_job(self.pipes, lim, t1, hup, spin, tokens=self._shm is not None)   # stale tokens too
-    m = self._shm
-    _set_word(m, _PARENT_SLEEPS, 1)
-    try: return _watch_job(self.pipes, lim, t1, hup, 0.0, lambda: _shm_take(m, k))
-    finally: _set_word(m, _PARENT_SLEEPS, 0)
+    """`_watch_job` on this session's job; for call `k` of the shared region (k > 0), its answer is also looked for
+    there. Under a CPU cap (`cap_cpu`) each look (at least every 5 ms) first reads the job's CPU clock."""
+    cap, m = self._cpu_cap, self._shm
+    if not k and cap is None: return _watch_job(self.pipes, lim, t1, hup, spin, tokens=m is not None)   # stale tokens too
+    take = (lambda: _shm_take(m, k)) if k else (lambda: None)   # k = 0: the answer comes through the pipe
+    look = take if cap is None else (lambda: self._past_cap(cap) or take())
+    if m is not None: _set_word(m, _PARENT_SLEEPS, 1)
+    try: return _watch_job(self.pipes, lim, t1, hup, 0.0 if k else spin, look)
+    finally:
+        if m is not None: _set_word(m, _PARENT_SLEEPS, 0)
+
+@patch
+def _past_cap(self: SandboxSession, cap: tuple) -> None:
+    "Kill the job (through its pidfd) once its CPU clock has reached the cap's deadline; the watch then sees it exit."
+    if self._cpu_hit: return None
+    try: past = time.clock_gettime(cap[0]) >= cap[1]
+    except OSError: return None   # the job is gone: the watch sees why
+    if past:
+        self._cpu_hit = True
+        try: signal.pidfd_send_signal(self.pipes.pidfd, signal.SIGKILL)
+        except OSError: pass
+    return None
 
 def _drain(c: _Child, *caps: _Capture) -> None:
     "Add what the job's stdout and stderr pipes hold now to `caps` (the output of calls answered through shared memory)."
@@ -682,26 +711,35 @@ def _no_sigpipe():
             while signal.sigtimedwait({signal.SIGPIPE}, 0) is not None: pass
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
+_PART = b'{"ok":true,"more":true,'   # how a part of an answer (`reply`, 02b) begins: more parts follow
+_NEXT_PART = pickle.dumps(None, protocol=5)   # the call that asks for the next part (the job does not read it)
+
 @patch
-def _direct(self: SandboxSession,
-            payloads: list,           # trusted data for the driver's `handle`, one call each
-            lim: SandboxLimits,       # wall_s: of all the calls together
-            t0: float,                # when the caller started (time.perf_counter), for wall_s of the results
-            whole: bool = False,      # all the calls' output goes with the last answer (as `feed` gives it)
-           ) -> list[SandboxResult]:  # one per answered payload, then the error that ended it
+def _exchange(self: SandboxSession,
+              payloads: list,           # trusted data for the driver's `handle`, one call each
+              lim: SandboxLimits,       # wall_s: of all the calls together
+              t0: float,                # when the caller started (time.perf_counter), for wall_s of the results
+              whole: bool = False,      # all the calls' output goes with the last answer (as `feed` gives it)
+              poll: bool | None = None, # poll for each answer (`spin_s`) in a polling session (default: `whole`)
+              parts: bool = False,      # one payload answered in parts: each part asks for the next (`stream`)
+             ) -> Iterator[SandboxResult | None]:  # each answer, then the error that ended the calls
+
     """The answers to `payloads`, written to the job and read from it in this process, each sent after the answer
-    before. Each payload is pickled while the job works on the one before (pickling all first kept the job waiting
-    1.3-1.4 ms in a 72-batch CartPole feed). One that cannot be pickled raises; a later one ends the session first."""
-    sb, c, out, ld = self.sandbox, self.pipes, [], self._limits   # `lim` differs from the session's in wall_s alone
-    spin = spin_cap(sb.spin_s) if self.poll and whole else 0.0
+    before. Each payload is pickled, and each answer decoded, while the job works on the next (pickling all first kept
+    the job waiting 1.3-1.4 ms in a 72-batch CartPole feed). With `parts`, None comes first, once the call is sent,
+    and the call for the next part goes out before a part is yielded. One payload that cannot be pickled raises; a
+    later one ends the session first, and so does leaving the loop early."""
+    sb, c, ld = self.sandbox, self.pipes, self._limits   # `lim` differs from the session's in wall_s alone
+    spin = spin_cap(sb.spin_s) if self.poll and (whole if poll is None else poll) else 0.0
     todo = (pickle.dumps(p, protocol=5) for p in payloads)   # each pickled when it is next
     body = next(todo, None)
     outs, errs = _Capture(lim.output_bytes), _Capture(lim.output_bytes)
+    decode = lambda held: self._decoded(held[0], held[1], held[2], lim, t0)
     with self._lock:
-        if not self.alive: return [self._gone("the session has ended (closed, or its sandbox server restarted)", t0)]
+        if not self.alive: yield self._gone("the session has ended (closed, or its sandbox server restarted)", t0); return
         try: hup = sb._proc.stdout.fileno()   # the server hanging up ends the watch
-        except (AttributeError, ValueError): return [self._gone("the sandbox server is gone; the session is gone", t0)]
-        deadline, status, last = time.monotonic() + lim.wall_s, "done", None
+        except (AttributeError, ValueError): yield self._gone("the sandbox server is gone; the session is gone", t0); return
+        deadline, status, held, calls0 = time.monotonic() + lim.wall_s, "done", None, self.calls
         was = os.sched_getaffinity(0) if spin and self.cpus else None   # a feed opened `apart`: this thread on its half
         if was: keep_to(self.cpus)
         try:
@@ -710,27 +748,35 @@ def _direct(self: SandboxSession,
                     k = self._put(body) if self._shm is not None and len(body) <= SHM_AREA else 0
                     if not k and not _write_within(c.job_w, _HDR.pack(len(body)) + body, deadline):   # gone, or not reading
                         status = "exited" if _ready(c.pidfd) else "timeout"; break
-                    body = next(todo, None)   # the next, while the job works
-                    if last is not None: out.append(self._decoded(last, "", "", lim, t0)); last = None   # so too
+                    body = None if parts else next(todo, None)   # the next, while the job works
+                    if held is not None: yield decode(held); held = None   # so too
+                    elif parts and not self.calls - calls0: yield None   # sent: the caller gets ready meanwhile
                     t1 = time.monotonic()
                     result = _shm_wait(self._shm, k, spin) if k and spin else None
-                    if result is not None: status = "done"   # its output stays in the pipes until the end of the feed
+                    if result is not None:   # its output stays in the pipes until the end of the feed, or is read now
+                        status, o, e = "done", _Capture(lim.output_bytes), _Capture(lim.output_bytes)
+                        if not whole: _drain(c, o, e)
                     else:
                         status, result, o, e = self._watch(dict(ld, wall_s=deadline - t1), t1, hup, spin, k)
                         _append_capture(outs, o); _append_capture(errs, e)
                     if status != "done": break
                     self.calls += 1
-                    if not whole: out.append(self._decoded(result, o.text(), e.text(), lim, t0)); continue
-                    last = result
-                    if result.startswith(b'{"ok":false'): break   # the program failed: nothing more to ask
-        except BaseException:   # e.g. KeyboardInterrupt mid-call: an answer may be on its way, so the session ends
+                    held = (result, "", "") if whole else (result, o.text(), e.text())
+                    if parts and result.startswith(_PART): body = _NEXT_PART   # asked for before this part is used
+                    if whole and result.startswith(b'{"ok":false'): break   # the program failed: nothing more to ask
+        except BaseException:   # e.g. KeyboardInterrupt mid-call, or the caller left: an answer may be on its way
             self._end(reply=False); raise
         finally: keep_to(was)
         if self._shm is not None: _drain(c, outs, errs)
-        if last is not None: out.append(self._decoded(last, "", "", lim, t0))
-        if status != "done": out.append(self._failed(status, outs.text(), errs.text(), lim, t0))
-    if whole and out: out[-1].stdout, out[-1].stderr = outs.text(), errs.text()
-    return out
+        last = [decode(held)] if held is not None else []
+        if status != "done": last.append(self._failed(status, outs.text(), errs.text(), lim, t0))
+    if whole and last: last[-1].stdout, last[-1].stderr = outs.text(), errs.text()
+    yield from last
+
+@patch
+def _direct(self: SandboxSession, payloads: list, lim: SandboxLimits, t0: float, whole: bool = False) -> list[SandboxResult]:
+    "`_exchange`'s answers as a list: one per answered payload, then the error that ended it."
+    return list(self._exchange(payloads, lim, t0, whole))
 
 
 # %% ../../nbs/03_sandbox.ipynb #37c060d9
@@ -853,6 +899,61 @@ def feed(self: SandboxSession,
     if st != "done": out.append(sb._result(hdr, b"", lim, wall))
     if out: out[-1].stdout, out[-1].stderr = hdr.get("stdout", ""), hdr.get("stderr", "")
     return out
+
+
+# %% ../../nbs/03_sandbox.ipynb #2f3bfbbb
+def _pidfd_pid(fd: int) -> int:
+    "The process id (in this process's pid namespace) of the process `fd` refers to. Raises `OSError` if it has none."
+    with open(f"/proc/self/fdinfo/{fd}") as f:
+        for line in f:
+            if line.startswith("Pid:"):
+                pid = int(line.split()[1])
+                if pid > 0: return pid
+    raise OSError(f"pidfd {fd} refers to no running process")
+
+@patch
+def cap_cpu(self: SandboxSession,
+            seconds: float | None,   # CPU time (user + system, s) the job may use from now; None: no cap
+           ) -> None:
+    """Cap the CPU time the job uses over the calls that follow: a call that finds it past the cap kills it and returns
+    a `cpu` error. Each call re-arms nothing: call `cap_cpu` again for a new budget. Raises `CwmNbError` on a session
+    that is not direct (this process cannot watch its job) and `OSError` when the job is gone."""
+    if seconds is None: self._cpu_cap = None; return
+    if not self.direct:
+        raise CwmNbError("cap_cpu needs a direct session: this process watches the job's CPU clock",
+                         "open the session on a sandbox that can pass its pipes, or cap its CPU time in SandboxLimits")
+    if self._cpu_clock is None:   # clock_getcpuclockid: the job's CPUCLOCK_PROF clock, found once
+        self._cpu_clock = (~_pidfd_pid(self.pipes.pidfd) << 3) | 0
+    self._cpu_cap = (self._cpu_clock, time.clock_gettime(self._cpu_clock) + float(seconds), float(seconds))
+
+@patch
+def stream(self: SandboxSession,
+           payload: Any,                 # trusted data for the driver's `handle` (pickled)
+           wall_s: float | None = None,  # wall-clock limit of the whole answer, all parts (default: the session's)
+          ) -> Iterator[SandboxResult]:  # each part (`more` True), then the last answer or the error that ended it
+    """One call whose `handle` answers in parts (`reply`, 02b): the call goes out now, and the iterator gives each
+    part's result as it comes, then the last. In a direct session the call for the next part (its payload is not read)
+    goes out before a part is given, and this process polls for it. Leaving the loop before the last part ends the
+    session."""
+    lim = replace(self.limits, wall_s=float(wall_s or self.limits.wall_s))
+    if not self.direct: return self._stream_by_calls(payload, lim.wall_s)
+    parts = self._exchange([payload], lim, time.perf_counter(), poll=True, parts=True)
+    first = next(parts)   # None once the call is out; a result if it could not go
+    return parts if first is None else itertools.chain([first], parts)
+
+@patch
+def _stream_by_calls(self: SandboxSession, payload: Any, wall_s: float) -> Iterator[SandboxResult]:
+    "`stream` through the server: one call per part, each after the one before is taken."
+    end, nxt, last = time.perf_counter() + wall_s, payload, False
+    try:
+        while True:
+            r = self.call(nxt, max(end - time.perf_counter(), 1e-3))
+            last = not (r.ok and r.more)
+            yield r
+            if last: return
+            nxt = None
+    finally:
+        if not last: self.close()   # the job is mid-answer: out of step with any later call
 
 
 # %% ../../nbs/03_sandbox.ipynb #5751dd5d

@@ -15,7 +15,7 @@ from .syscalls import (_ANSWERS, _CALLS, _EXIT_SETUP, _IN_SEQ, _JOB_SLEEPS, SHM_
 # %% auto #0
 __all__ = ['ERROR_KINDS', 'PROGRAM_FILENAME', 'SandboxLimits', 'make_error', 'SandboxResult', 'describe_exception',
            'ProgramError', 'strict_plain', 'Rows', 'encode_result', 'decode_result', 'to_plain_value', 'exec_only',
-           'call_function', 'Serve', 'function_session', 'run_in_process']
+           'call_function', 'Serve', 'function_session', 'run_in_process', 'reply']
 
 # %% ../../nbs/02b_programs.ipynb #35481d71
 @dataclass(frozen=True)
@@ -61,6 +61,7 @@ class SandboxResult:
     stderr: str = ""         # captured stderr, likewise
     wall_s: float = 0.0      # wall time of the job as seen by the caller, seconds
     isolation: str = "none"  # "bwrap", "landlock" or "none": which protections held (see `Sandbox.protections`)
+    more: bool = False       # a part of a session call's answer: more parts follow (`reply`, `SandboxSession.stream`)
 
     def to_dict(self) -> dict:
         "The result as a plain dict (JSON-ready)."
@@ -250,7 +251,12 @@ def _decode_hook(d: dict):
 
 # %% ../../nbs/02b_programs.ipynb #de623a48
 def decode_result(data: bytes) -> Any:
-    "Inverse of `encode_result`: plain Python data (packed arrays become nested lists). Raises `ValueError`."
+    """Inverse of `encode_result`: plain Python data (packed arrays become nested lists). Raises `ValueError`.
+    Bytes that hold no tag (no `"__`) and no escape are read by orjson (several times faster); the rest, and what
+    orjson refuses (NaN, infinities, integers past 64 bits), by `json`, which reads the tags."""
+    if b'"__' not in data and b"\\" not in data:
+        try: return orjson.loads(data)
+        except orjson.JSONDecodeError: pass
     return json.loads(data, object_hook=_decode_hook)
 
 # %% ../../nbs/02b_programs.ipynb #5f352b91
@@ -388,14 +394,18 @@ def _answer(source: str, fn: Callable) -> dict:
         except BaseException: return {"ok": False, "error": make_error("exception", "the program failed")}
 
 # %% ../../nbs/02b_programs.ipynb #88e76269
-def _send_answer(out: dict, res_w: int, shared: mmap.mmap | None = None, k: int = 0) -> None:
-    """Flush the program's output, then write `out` (an unencodable value becomes an error): in the answer area of the
-    `shared` region as the answer to call `k` if it fits (then a token on `res_w` if the parent sleeps), else as one
-    frame on `res_w`."""
+def _send_answer(out: dict | bytes, res_w: int, shared: mmap.mmap | None = None, k: int = 0) -> None:
+    """Flush the program's output, then write `out` (an unencodable value becomes an error; bytes: `out` encoded
+    already; a value that is bytes: its JSON, encoded already, as `reply` takes it): in the answer area of the `shared`
+    region as the answer to call `k` if it fits (then a token on `res_w` if the parent sleeps), else as one frame on
+    `res_w`."""
     for f in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try: f.flush()
         except BaseException: pass
-    try: payload = encode_result(out)
+    try:
+        if type(out) is bytes: payload = out
+        elif out.get("ok") is True and type(out.get("value")) is bytes: payload = b'{"ok":true,"value":' + out["value"] + b"}"
+        else: payload = encode_result(out)
     except BaseException as e:
         try: payload = encode_result({"ok": False, "error": make_error("exception", f"the driver's result could not be encoded: {_clip(str(e), 300)}")})
         except BaseException: os._exit(_EXIT_SETUP + 1)
@@ -403,6 +413,41 @@ def _send_answer(out: dict, res_w: int, shared: mmap.mmap | None = None, k: int 
         if shared is None or len(payload) > SHM_AREA: return _send_frame(res_w, payload)
         _shm_put(shared, _ANSWERS, k, payload, res_w)
     except BaseException: pass
+
+
+# %% ../../nbs/02b_programs.ipynb #c43d8a2e
+class _Calls:
+    "A session's calls as its job sees them: the next one's payload, and the answer to the current one (02_syscalls)."
+    def __init__(self, shared: mmap.mmap | None, res_w: int, job_r: int, spin: float):
+        self.shared, self.res_w, self.job_r, self.spin = shared, res_w, job_r, spin
+        self.seen = self.k = 0   # the last call number seen in the shared region; the current call's (0: by the pipe)
+        self.owed = False        # the current call was answered in part (`reply`): the next call takes what follows
+
+    def next(self) -> bytes | None:
+        "The next call's pickled payload, or None when the pipe is closed (the session ends)."
+        while True:
+            k = _await_call(self.shared, self.seen, self.job_r, self.spin)
+            if k: self.seen = self.k = k; self.owed = False; return _shm_take(self.shared, k, _CALLS)
+            blob = _recv_frame(self.job_r)
+            if blob is None: return None
+            if blob: self.k, self.owed = 0, False; return blob   # else a wake-up token
+
+    def answer(self, out: dict | bytes) -> None:
+        "Answer the current call: through the shared region if it came that way, else on the pipe."
+        _send_answer(out, self.res_w, self.shared if self.k else None, self.k)
+
+_CALLS_NOW: list = [None]   # the `_Calls` of this job's session, once it serves calls
+
+def reply(value: Any) -> None:
+    """Answer the current session call with `value` now, as one part of its answer, and go on working. The caller's
+    next call (its payload is not read) gets the next part or, after the last `reply`, what the handle returns
+    ([`03_sandbox`](03_sandbox.ipynb): `SandboxSession.stream`). `value` is plain data, or `bytes`: its JSON, encoded
+    already (the caller decodes every part as any answer). Raises `ValueError` outside a session call."""
+    calls = _CALLS_NOW[0]
+    if calls is None: raise ValueError("reply() answers a session's call: call it from a session driver's handle")
+    if calls.owed and calls.next() is None: os._exit(0)   # the caller hung up: the session is over
+    calls.answer(b'{"ok":true,"more":true,"value":' + (value if type(value) is bytes else encode_result(value)) + b"}")
+    calls.owed = True
 
 
 # %% ../../nbs/02b_programs.ipynb #5400d5d3
@@ -422,18 +467,13 @@ def _run_job(job: dict, store: dict, res_w: int, job_r: int = -1, spin: float = 
     if os.getpid() != me: os._exit(0)   # a forked copy of the program that reached this point stays silent
     _send_answer(out, res_w)
     if handle is not None and job.get("session") and job_r >= 0:
-        spin = spin if job.get("poll") else 0.0   # polling counts in the job's CPU time: only where the session asks
-        seen = 0
-        while True:                      # a session: one answer per call until the server closes the pipe
-            k = _await_call(shared, seen, job_r, spin)
-            if k: seen, blob = k, _shm_take(shared, k, _CALLS)
-            else:
-                blob = _recv_frame(job_r)
-                if blob is None: break
-                if not blob: continue    # a wake-up token
+        # polling counts in the job's CPU time: only where the session asks
+        calls = _CALLS_NOW[0] = _Calls(shared, res_w, job_r, spin if job.get("poll") else 0.0)
+        while (blob := calls.next()) is not None:   # a session: answers to calls until the server closes the pipe
             out = _answer(source, lambda: handle(pickle.loads(blob)))   # the payload is the parent's (trusted)
             if os.getpid() != me: os._exit(0)
-            _send_answer(out, res_w, shared if k else None, k)
+            if calls.owed and calls.next() is None: break   # parts went out (`reply`): the next call takes the last
+            calls.answer(out)
         os._exit(0)
     try: os.kill(me, signal.SIGSTOP)   # wait to be killed: tearing down this process after the reply is cheaper
     except BaseException: pass
