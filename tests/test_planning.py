@@ -527,6 +527,9 @@ _ENDLESS_TAPE = ("import cwm_nb.bench.plan_driver as D\n"                # junk 
                  "def _junk(model, root, a, send):\n    while True: send([['s', 0, 0, 0.0, False, None]] * 1000)\n"
                  "D._record_search = _junk\n")
 _NO_TAPE = "import cwm_nb.bench.plan_driver as D\nD._record_search = lambda *a: None\n"   # ends its answer at once
+_EMPTY_PARTS = ("import cwm_nb.bench.plan_driver as D\n"                 # empty parts without end
+                "def _empty(model, root, a, send):\n    while True: send([]); send([])\n"
+                "D._record_search = _empty\n")
 
 
 def _decide_here(sandbox, src, calls, **extra):
@@ -555,8 +558,9 @@ def test_decisions_planned_here_are_the_jobs_planners_whatever_the_job_sends(san
         got, _ = _decide_here(sandbox, src, _CALLS)
         assert all(r.ok for r in got), [r.error for r in got]
         assert [(r.value["action"], r.value["model_steps"]) for r in got] == want, src[:60]
-    got, s = _decide_here(sandbox, _ENDLESS_TAPE + CARTPOLE, _CALLS[:1])
-    assert not got[0].ok and got[0].error["kind"] == "output_limit" and not s.alive, got[0].error
+    for src in (_ENDLESS_TAPE, _EMPTY_PARTS):
+        got, s = _decide_here(sandbox, src + CARTPOLE, _CALLS[:1])
+        assert not got[0].ok and got[0].error["kind"] == "output_limit" and not s.alive, got[0].error
 
 
 @pytest.mark.parametrize("program", [ENDLESS_STEP, RAISES_ITS_CPU_LIMIT], ids=["endless", "raises-its-limit"])

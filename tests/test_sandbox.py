@@ -1370,7 +1370,8 @@ def test_a_sandboxed_job_names_its_driver(sb):
 PARTS = ('from cwm_nb.sandbox.programs import reply\nimport time\n'
          'def count(n, size=1):\n    for i in range(n - 1): reply([i] * size)\n    return [n - 1] * size\n'
          'def burn():\n    reply("started")\n    while True: pass\n'
-         'def nap():\n    reply("started")\n    time.sleep(30)\n')
+         'def nap():\n    reply("started")\n    time.sleep(30)\n'
+         'def forever():\n    while True: reply(0)\n')
 
 
 def test_a_call_answered_in_parts_comes_in_order_and_keeps_the_session_in_step(sb):
@@ -1400,3 +1401,17 @@ def test_a_cpu_cap_ends_a_call_that_burns_it_and_spares_one_that_sleeps(sb, fn):
     assert got[0].value == "started" and not got[-1].ok and not s.alive, got[-1].error
     if fn == "burn": assert got[-1].error["kind"] == "cpu" and took < 3, (got[-1].error, took)
     else: assert got[-1].error["kind"] == "timeout" and took >= 3.9, (got[-1].error, took)
+
+
+@pytest.mark.parametrize("cap", [None, 0.3])
+def test_parts_without_end_meet_the_wall_clock_limit_or_the_cpu_cap(sb, cap):
+    """A job that answers in parts forever, each part in time for the caller's polling, still meets the stream's
+    wall-clock limit, or its CPU cap, which the caller checks at each part."""
+    _, s = sb.open_session(PARTS, "cwm_nb.sandbox.programs:function_session", poll=True)
+    if cap: s.cap_cpu(cap)
+    t = time.monotonic()
+    n, last = 0, None
+    for last in s.stream({"name": "forever"}, wall_s=1.5): n += 1
+    took = time.monotonic() - t
+    assert n > 10 and not last.ok and not s.alive and took < 6, (n, last.error, took)
+    assert last.error["kind"] == ("cpu" if cap else "timeout"), last.error

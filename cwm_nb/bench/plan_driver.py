@@ -670,7 +670,7 @@ class TapeModel:
                  limit: int | None = None,      # the most answers a reader may bring (`tape_limit`)
                 ):
         self.events, self.i, self.steps, self.valid_actions, self.n = list(events or []), 0, 0, None, n_actions
-        self.reader, self.ended, self.limit = reader, reader is None, limit
+        self.reader, self.ended, self.limit, self.taken = reader, reader is None, limit, 0
 
     def _more(self) -> bool:
         """Read the next chunk of the tape; False at its end: the end mark (or the model side's note that it has none),
@@ -680,7 +680,8 @@ class TapeModel:
         if chunk and type(chunk[-1]) is list and chunk[-1][:1] in (["e"], ["x"]):
             self.ended, chunk = True, chunk[:-1]
             if not chunk: return False
-        if self.limit is not None and len(self.events) + len(chunk) > self.limit:
+        self.taken += max(len(chunk), 1)   # an empty chunk counts as one: chunks without end are refused too
+        if self.limit is not None and self.taken > self.limit:
             raise ProgramError("output_limit", f"the program's model process sent a tape of more than {self.limit} "
                                "answers, more than its search can ask")
         self.events.extend(chunk)

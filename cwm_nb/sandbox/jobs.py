@@ -756,6 +756,9 @@ def _exchange(self: SandboxSession,
                     if result is not None:   # its output stays in the pipes until the end of the feed, or is read now
                         status, o, e = "done", _Capture(lim.output_bytes), _Capture(lim.output_bytes)
                         if not whole: _drain(c, o, e)
+                        if parts:   # parts without end, each in time to be polled: the limits hold here too
+                            if self._cpu_cap is not None: self._past_cap(self._cpu_cap)   # the next wait sees it
+                            if time.monotonic() >= deadline: status = "timeout"
                     else:
                         status, result, o, e = self._watch(dict(ld, wall_s=deadline - t1), t1, hup, spin, k)
                         _append_capture(outs, o); _append_capture(errs, e)
