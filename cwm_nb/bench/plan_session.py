@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from fastcore.basics import patch
 from ..core import CwmNbError
-from ..sandbox.programs import ProgramError, SandboxResult
+from ..sandbox.programs import ProgramError, SandboxResult, make_error
 from .plan_driver import _LOST, RemoteModel, _plan
 
 # %% auto #0
@@ -86,6 +86,10 @@ def decide_in_session(
         return done(True, _plan(model, a))
     except SessionFailed as e: return e.result
     except ProgramError as e: session.close(); return done(False, error=e.describe(source))
+    except Exception as e:   # whatever else the job's answers did to the planner is the program's failure, not ours
+        session.close()
+        why = f"the program's model process sent answers the planner could not use ({type(e).__name__}: {e})"
+        return done(False, error=make_error("exception", why[:2000]))
     finally: model.close()
 
 # %% ../../nbs/15a_plan_session.ipynb #3f2ac205
