@@ -1415,3 +1415,19 @@ def test_parts_without_end_meet_the_wall_clock_limit_or_the_cpu_cap(sb, cap):
     took = time.monotonic() - t
     assert n > 10 and not last.ok and not s.alive and took < 6, (n, last.error, took)
     assert last.error["kind"] == ("cpu" if cap else "timeout"), last.error
+
+
+def test_a_decision_planned_by_the_caller_keeps_its_cpu_cap(sb):
+    """MCTS planned in this process (15a_plan_session) caps the job, which runs the program, in every mode and as any
+    user: in bwrap without root the job sits below its pid namespace's keeper and init, and its own clock is read."""
+    from cwm_nb.bench.plan_session import decide_in_session
+    prog = "class Environment:\n    def set_state(self, s): pass\n    def step(self, a):\n        while True: pass\n"
+    args = {"planner": "mcts", "config": {"simulations": 4, "rollout_steps": 5}, "obs_format": "array",
+            "space": {"kind": "discrete", "n": 2}, "valid_actions": False, "session": True, "model_only": True,
+            "decision_cpu_s": 0.5}
+    first, s = sb.open_session(prog, "cwm_nb.bench.plan_driver:plan_driver", args=args, poll=True)
+    assert first.ok and s.direct, first.error
+    t = time.monotonic()
+    r = decide_in_session(s, prog, args, {"state": [0.0] * 4, "obs_dtype": "<f4", "root_actions": None, "seed": 0},
+                          wall_s=30)
+    assert not r.ok and r.error["kind"] == "cpu" and not s.alive and time.monotonic() - t < 15, r.error

@@ -18,7 +18,7 @@ from .syscalls import (SHM_AREA, SPIN_S, _CALLS, _EXIT_SETUP, _HDR, _PARENT_SLEE
 from .landlock import landlock_support
 from .programs import (ERROR_KINDS, SandboxLimits, SandboxResult, _clip,
     _resolve_driver, decode_result, make_error)
-from .fork_server import (_BOOT, TMPFS_DIRS, _Capture, _Child, _append_capture,
+from .fork_server import (_BOOT, APART_BY_PID_NS, TMPFS_DIRS, _Capture, _Child, _append_capture,
     _others_can_read, _outermost, _package_root, _root_paths, _server_env, _under, _watch_job)
 
 # %% auto #0
@@ -914,6 +914,29 @@ def _pidfd_pid(fd: int) -> int:
                 if pid > 0: return pid
     raise OSError(f"pidfd {fd} refers to no running process")
 
+def _children(pid: int) -> list[int]:
+    "The process ids of `pid`'s children (its main thread's), oldest first; [] when it is gone."
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f: kids = [int(x) for x in f.read().split()]
+    except (OSError, ValueError): return []
+    def started(p: int) -> int:   # /proc/<pid>/stat field 22: start time, in clock ticks after boot
+        try:
+            with open(f"/proc/{p}/stat") as f: return int(f.read().rpartition(")")[2].split()[19])
+        except (OSError, ValueError, IndexError): return 1 << 62
+    return sorted(kids, key=started)
+
+@patch
+def _job_pid(self: SandboxSession) -> int:
+    """The process id of the job itself. Where each job has a pid namespace of its own (bwrap without root,
+    `jobs_apart`, 02d), the pidfd is the namespace's keeper's: the job is the oldest child of the keeper's one child,
+    the namespace's init (anything the program leaves behind is younger). Raises `OSError` if it is gone."""
+    pid = _pidfd_pid(self.pipes.pidfd)
+    if self.sandbox.protections.get("jobs_apart") != APART_BY_PID_NS: return pid
+    init = _children(pid)
+    job = _children(init[0]) if len(init) == 1 else []
+    if not job: raise OSError(f"the job below its namespace's keeper {pid} is gone")
+    return job[0]
+
 @patch
 def cap_cpu(self: SandboxSession,
             seconds: float | None,   # CPU time (user + system, s) the job may use from now; None: no cap
@@ -926,7 +949,7 @@ def cap_cpu(self: SandboxSession,
         raise CwmNbError("cap_cpu needs a direct session: this process watches the job's CPU clock",
                          "open the session on a sandbox that can pass its pipes, or cap its CPU time in SandboxLimits")
     if self._cpu_clock is None:   # clock_getcpuclockid: the job's CPUCLOCK_PROF clock, found once
-        self._cpu_clock = (~_pidfd_pid(self.pipes.pidfd) << 3) | 0
+        self._cpu_clock = (~self._job_pid() << 3) | 0
     self._cpu_cap = (self._cpu_clock, time.clock_gettime(self._cpu_clock) + float(seconds), float(seconds))
 
 @patch
