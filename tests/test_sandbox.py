@@ -512,13 +512,15 @@ def test_an_interrupted_request_leaves_no_reply_for_the_next(sb):
 
 
 FORKS_THEN_SPINS = ("import os, time\ndef spin(x):\n    for _ in range(3):\n        if os.fork() == 0:\n"
-                    "            while True: time.sleep(1)\n    while True: pass\n")
+                    "            while True: time.sleep(1)\n    while True: pass\ndef ready(x):\n    return x\n")
 
 
 def test_a_failed_direct_calls_leftovers_go_once_the_server_is_free(sb):
     """A direct call that overran its limit while another thread held the server (`_end_later`): the processes its
     program forked are swept as soon as that thread lets go, with no further request from anyone; and `close()` of
-    such a session returns only once they are gone. With a pid namespace per job they go with the job, at once."""
+    such a session returns only once they are gone. With a pid namespace per job they are killed with the job, at
+    once: the kernel then holds each for as long as its exit takes (seconds, on a busy machine), and none runs a line
+    of the program again."""
     import threading
     def jobs() -> list:   # the server's descendants still named as jobs (the pre-forked child is `cwm-idle`)
         out = []
@@ -527,8 +529,19 @@ def test_a_failed_direct_calls_leftovers_go_once_the_server_is_free(sb):
                 if p.name() == "cwm-job": out.append(p)
             except psutil.NoSuchProcess: pass
         return out
+    def unkilled() -> list:   # (pid, state) of each of `jobs()` neither exiting (PF_EXITING) nor with SIGKILL pending
+        out = []
+        for p in jobs():
+            try: stat, status = (Path(f"/proc/{p.pid}/{f}").read_text() for f in ("stat", "status"))
+            except OSError: continue   # gone
+            pending = (int(l.split()[1], 16) for l in status.splitlines() if l.startswith(("SigPnd:", "ShdPnd:")))
+            stat = stat.rsplit(")", 1)[1].split()
+            if not int(stat[6]) & 0x4 and not any(m & 1 << (signal.SIGKILL - 1) for m in pending): out.append((p.pid, stat[0]))
+        return out
     for closing in (False, True):
         _, s = sb.open_session(FORKS_THEN_SPINS, "cwm_nb.sandbox.programs:function_session")
+        assert s.call({"name": "ready", "args": [1]}).value == 1
+        assert [p for p, _ in unkilled()] == [p.pid for p in jobs()] != [], "the job is not seen as running: nothing tested"
         held, free = threading.Event(), threading.Event()
         def other():   # holds the server without a request of its own (a request would sweep)
             with sb._lock: held.set(); free.wait(20)
@@ -537,10 +550,11 @@ def test_a_failed_direct_calls_leftovers_go_once_the_server_is_free(sb):
         r = s.call({"name": "spin", "args": [0]}, wall_s=0.5)
         assert r.error["kind"] == "timeout", r.error
         if sb.protections["jobs_apart"] == "pid namespace per job":
-            # the job's namespace ends with the job and takes what it forked: nothing waits for the server's sweep
+            # the job's namespace ends with the job and takes what it forked: nothing waits for the server's sweep.
+            # Once killed, a process stays so; before, none is hidden (a scan can miss only those whose parent just died)
             deadline = time.monotonic() + 10
-            while jobs() and time.monotonic() < deadline: time.sleep(0.05)
-            assert not jobs(), jobs()
+            while (left := unkilled()) and time.monotonic() < deadline: time.sleep(0.05)
+            assert not left, left
             free.set(); th.join()
             if closing: s.close()
             continue
@@ -1406,14 +1420,15 @@ def test_a_cpu_cap_ends_a_call_that_burns_it_and_spares_one_that_sleeps(sb, fn):
 @pytest.mark.parametrize("cap", [None, 0.3])
 def test_parts_without_end_meet_the_wall_clock_limit_or_the_cpu_cap(sb, cap):
     """A job that answers in parts forever, each part in time for the caller's polling, still meets the stream's
-    wall-clock limit, or its CPU cap, which the caller checks at each part."""
+    wall-clock limit, or its CPU cap, which the caller checks at each part. The cap's wall-clock limit is far beyond
+    it: on a busy machine the job may get a small share of a CPU."""
     _, s = sb.open_session(PARTS, "cwm_nb.sandbox.programs:function_session", poll=True)
     if cap: s.cap_cpu(cap)
-    t = time.monotonic()
+    t, wall = time.monotonic(), (20 if cap else 1.5)
     n, last = 0, None
-    for last in s.stream({"name": "forever"}, wall_s=1.5): n += 1
+    for last in s.stream({"name": "forever"}, wall_s=wall): n += 1
     took = time.monotonic() - t
-    assert n > 10 and not last.ok and not s.alive and took < 6, (n, last.error, took)
+    assert n > 10 and not last.ok and not s.alive and took < wall + 4.5, (n, last.error, took)
     assert last.error["kind"] == ("cpu" if cap else "timeout"), last.error
 
 
