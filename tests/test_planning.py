@@ -545,7 +545,8 @@ def test_decisions_planned_here_are_the_jobs_planners_whatever_the_job_sends(san
     """MCTS planned in the parent (`decide_in_session`: the job is the model side and streams its search's tape)
     decides as the job's own planner and as the same search in process; a job whose searches are broken, that forges
     its tape or sends none at all changes nothing (the parent searches with live requests); a tape without end is
-    refused once it is longer than the search could record."""
+    refused once it is longer than the search could record. The session's calls tell the paths apart: a tape comes in
+    a few parts a decision, a live search asks at least once a simulation."""
     from cwm_nb.bench.plan_driver import _plan, _program_model
     from cwm_nb.sandbox.programs import _new_program_module
     ns = _new_program_module().__dict__; exec(compile(CARTPOLE, "<cwm-program>", "exec"), ns)
@@ -554,10 +555,12 @@ def test_decisions_planned_here_are_the_jobs_planners_whatever_the_job_sends(san
     with s: job = [s.call(c).value for c in _CALLS]
     want = [(d["action"], d["model_steps"]) for d in here]
     assert [(d["action"], d["model_steps"]) for d in job] == want
+    live = len(_CALLS) * _STATIC["config"]["simulations"]   # the fewest calls of live searches
     for src in (CARTPOLE, _BOTH_BROKEN + CARTPOLE, _FORGED + CARTPOLE, _NO_TAPE + CARTPOLE):
-        got, _ = _decide_here(sandbox, src, _CALLS)
+        got, s = _decide_here(sandbox, src, _CALLS)
         assert all(r.ok for r in got), [r.error for r in got]
         assert [(r.value["action"], r.value["model_steps"]) for r in got] == want, src[:60]
+        assert (s.calls < live) == (src == CARTPOLE), (src[:60], s.calls, live)   # the tape, only where it is honest
     for src in (_ENDLESS_TAPE, _EMPTY_PARTS):
         got, s = _decide_here(sandbox, src + CARTPOLE, _CALLS[:1])
         assert not got[0].ok and got[0].error["kind"] == "output_limit" and not s.alive, got[0].error

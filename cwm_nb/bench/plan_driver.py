@@ -21,7 +21,7 @@ from .planning import (_KEY_CHARS, CHANCE_SAMPLES, CEMConfig, MCTSConfig, _rollo
 # %% auto #0
 __all__ = ['MAX_REPLY_BYTES', 'PR_SET_DUMPABLE', 'CHUNK_ANSWERS', 'TAIL_SIMS', 'CPU_CAP_SIGNAL', 'decode_state', 'encode_state',
            'ProgramModel', 'rollout_value', 'load_driver', 'plan_driver', 'step_loop_driver', 'RemoteModel',
-           'TapeMismatch', 'tape_limit', 'TapeModel', 'CpuCap']
+           'TapeMismatch', 'tape_limit', 'tape_end', 'TapeModel', 'CpuCap']
 
 # %% ../../nbs/15a_plan_driver.ipynb #73ba61b0
 def _fresh_state(fmt: str) -> Callable:
@@ -660,6 +660,10 @@ def tape_limit(config: dict) -> int:
     n = int(config.get("simulations", 0))
     return (n + 1) * (n + 2) + 64
 
+def tape_end(item) -> bool:
+    "True for the mark that ends a tape: ['e'], the search's end, or ['x'], the model side's note that it sent none."
+    return type(item) is list and item[:1] in (["e"], ["x"])
+
 class TapeModel:
     "A model that answers from the model side's recorded search, checking that each query is the recorded one."
 
@@ -677,7 +681,7 @@ class TapeModel:
         alone or as the last item of the tape's last chunk."""
         if self.ended: return False
         chunk = self.reader()            # raises the program's error, or ProgramError for a lost model side
-        if chunk and type(chunk[-1]) is list and chunk[-1][:1] in (["e"], ["x"]):
+        if chunk and tape_end(chunk[-1]):
             self.ended, chunk = True, chunk[:-1]
             if not chunk: return False
         self.taken += max(len(chunk), 1)   # an empty chunk counts as one: chunks without end are refused too
@@ -950,7 +954,7 @@ def _model_session(model: ProgramModel, args: dict) -> Serve:
     def handle(req: tuple):
         held: list = []   # the chunk not sent yet
         def send(chunk: list) -> None:
-            if chunk and type(chunk[0]) is list and chunk[0][:1] in (["e"], ["x"]):   # the end: the call's answer
+            if chunk and tape_end(chunk[0]):   # the end: the call's answer
                 held[:] = [(held[0] if held else []) + chunk[:1]]
                 return
             if held: reply(_reply_json(held[0]))
@@ -958,6 +962,6 @@ def _model_session(model: ProgramModel, args: dict) -> Serve:
         rep = side.answer(req, send)
         if rep is not None: return rep   # a request's reply, or the program's error
         last = held[0] if held else []
-        return _reply_json(last if last and last[-1][:1] in (["e"], ["x"]) else last + [["x"]])   # JSON already
+        return _reply_json(last if last and tape_end(last[-1]) else last + [["x"]])   # JSON already
     return Serve({"ok": True}, handle)
 

@@ -739,7 +739,7 @@ def _exchange(self: SandboxSession,
         if not self.alive: yield self._gone("the session has ended (closed, or its sandbox server restarted)", t0); return
         try: hup = sb._proc.stdout.fileno()   # the server hanging up ends the watch
         except (AttributeError, ValueError): yield self._gone("the sandbox server is gone; the session is gone", t0); return
-        deadline, status, held, calls0 = time.monotonic() + lim.wall_s, "done", None, self.calls
+        deadline, status, held, first = time.monotonic() + lim.wall_s, "done", None, parts   # first: None not yet sent
         was = os.sched_getaffinity(0) if spin and self.cpus else None   # a feed opened `apart`: this thread on its half
         if was: keep_to(self.cpus)
         try:
@@ -750,7 +750,7 @@ def _exchange(self: SandboxSession,
                         status = "exited" if _ready(c.pidfd) else "timeout"; break
                     body = None if parts else next(todo, None)   # the next, while the job works
                     if held is not None: yield decode(held); held = None   # so too
-                    elif parts and not self.calls - calls0: yield None   # sent: the caller gets ready meanwhile
+                    elif first: first = False; yield None   # sent: the caller gets ready meanwhile
                     t1 = time.monotonic()
                     result = _shm_wait(self._shm, k, spin) if k and spin else None
                     if result is not None:   # its output stays in the pipes until the end of the feed, or is read now
@@ -914,26 +914,24 @@ def _pidfd_pid(fd: int) -> int:
                 if pid > 0: return pid
     raise OSError(f"pidfd {fd} refers to no running process")
 
-def _children(pid: int) -> list[int]:
-    "The process ids of `pid`'s children (its main thread's), oldest first; [] when it is gone."
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f: kids = [int(x) for x in f.read().split()]
-    except (OSError, ValueError): return []
-    def started(p: int) -> int:   # /proc/<pid>/stat field 22: start time, in clock ticks after boot
-        try:
-            with open(f"/proc/{p}/stat") as f: return int(f.read().rpartition(")")[2].split()[19])
-        except (OSError, ValueError, IndexError): return 1 << 62
-    return sorted(kids, key=started)
+def _nspid(pid: int) -> int | None:
+    "`pid`'s process id in its innermost pid namespace (the last of NSpid in /proc/<pid>/status); None when it is gone."
+    try: return int(next(l for l in Path(f"/proc/{pid}/status").read_text().splitlines() if l.startswith("NSpid:")).split()[-1])
+    except (OSError, ValueError, StopIteration): return None
 
 @patch
 def _job_pid(self: SandboxSession) -> int:
     """The process id of the job itself. Where each job has a pid namespace of its own (bwrap without root,
-    `jobs_apart`, 02d), the pidfd is the namespace's keeper's: the job is the oldest child of the keeper's one child,
-    the namespace's init (anything the program leaves behind is younger). Raises `OSError` if it is gone."""
+    `jobs_apart`, 02d), the pidfd is the namespace's keeper's: the job is the child of the keeper's one child (the
+    namespace's init) that is pid 2 there (anything the program leaves behind has a higher one). Raises `OSError` if
+    it is gone."""
+    import psutil   # here alone: only a session capped in that mode lists processes
     pid = _pidfd_pid(self.pipes.pidfd)
     if self.sandbox.protections.get("jobs_apart") != APART_BY_PID_NS: return pid
-    init = _children(pid)
-    job = _children(init[0]) if len(init) == 1 else []
+    try:
+        init = psutil.Process(pid).children()
+        job = [p.pid for p in init[0].children() if _nspid(p.pid) == 2] if len(init) == 1 else []
+    except psutil.Error: job = []
     if not job: raise OSError(f"the job below its namespace's keeper {pid} is gone")
     return job[0]
 
