@@ -110,9 +110,12 @@ def measure(sb, program, static, roots, rounds, per_block, bare_steps) -> tuple[
     variants = {"session": {}, **({"job plans": {}, "generic": {"fast_search": False}} if mcts else {}),
                 "no polling": {"spin_s": 0.0}}
     here = {**static, "model_only": True}   # MCTS's default: this process plans, the job is the model side (15b)
+    planned_here = "session" if mcts else None   # the variant this process plans
+    over_wall = {"session": "parent", "job plans": "job plans parent", "job waits": "job waits parent",
+                 "server": "server parent"}   # the variants also timed over the parent's wall time
     sessions = {}
     for name, extra in variants.items():
-        caller = mcts and name == "session"
+        caller = name == planned_here
         first, s = sb.open_session(program, "cwm_nb.bench.plan_driver:plan_driver", args={**(here if caller else static), **extra},
                                    limits=lim, poll=True, apart=caller)   # as evaluate_planning opens it (15b)
         assert s is not None and (not caller or s.direct), first.error
@@ -152,16 +155,13 @@ def measure(sb, program, static, roots, rounds, per_block, bare_steps) -> tuple[
             steps = plan = wall = 0.0
             for c in decisions():
                 t = time.perf_counter()
-                r = decide_in_session(s, program, here, c) if mcts and name == "session" else s.call(c)
+                r = decide_in_session(s, program, here, c) if name == planned_here else s.call(c)
                 wall += time.perf_counter() - t
                 assert r.ok, r.error
                 steps += r.value["model_steps"]; plan += r.value["plan_s"]
                 if name == "session": per_decision.append(r.value["model_steps"])
             blocks.variant(name, steps / plan)
-            if name == "session": blocks.variant("parent", steps / wall)
-            if name == "job plans": blocks.variant("job plans parent", steps / wall)
-            if name == "job waits": blocks.variant("job waits parent", steps / wall)
-            if name == "server": blocks.variant("server parent", steps / wall)
+            if name in over_wall: blocks.variant(over_wall[name], steps / wall)
             sandbox_bare()
         c = decisions()[0]   # one-shot: a job per decision (forked, the program loaded)
         r = sb.run(program, "cwm_nb.bench.plan_driver:plan_driver", args={**static, **c, "session": False}, limits=lim)

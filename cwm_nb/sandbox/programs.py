@@ -436,6 +436,11 @@ class _Calls:
         "Answer the current call: through the shared region if it came that way, else on the pipe."
         _send_answer(out, self.res_w, self.shared if self.k else None, self.k)
 
+    def settle(self) -> bool:
+        """Ready to answer: after a part (`reply`), the caller's next call (which asks for what follows) is taken
+        first. False when the caller hung up instead: the session is over."""
+        return not self.owed or self.next() is not None
+
 _CALLS_NOW: list = [None]   # the `_Calls` of this job's session, once it serves calls
 
 def reply(value: Any) -> None:
@@ -445,7 +450,7 @@ def reply(value: Any) -> None:
     already (the caller decodes every part as any answer). Raises `ValueError` outside a session call."""
     calls = _CALLS_NOW[0]
     if calls is None: raise ValueError("reply() answers a session's call: call it from a session driver's handle")
-    if calls.owed and calls.next() is None: os._exit(0)   # the caller hung up: the session is over
+    if not calls.settle(): os._exit(0)   # the caller hung up
     calls.answer(b'{"ok":true,"more":true,"value":' + (value if type(value) is bytes else encode_result(value)) + b"}")
     calls.owed = True
 
@@ -472,7 +477,7 @@ def _run_job(job: dict, store: dict, res_w: int, job_r: int = -1, spin: float = 
         while (blob := calls.next()) is not None:   # a session: answers to calls until the server closes the pipe
             out = _answer(source, lambda: handle(pickle.loads(blob)))   # the payload is the parent's (trusted)
             if os.getpid() != me: os._exit(0)
-            if calls.owed and calls.next() is None: break   # parts went out (`reply`): the next call takes the last
+            if not calls.settle(): break   # parts went out (`reply`): the caller's next call takes the last
             calls.answer(out)
         os._exit(0)
     try: os.kill(me, signal.SIGSTOP)   # wait to be killed: tearing down this process after the reply is cheaper
