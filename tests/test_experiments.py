@@ -379,3 +379,34 @@ def test_experiment_notebook_runs_in_this_interpreter_whatever_kernelspecs(hosti
     assert ran == {"executable": sys.executable, "package": cwm_nb.__file__}
     meta = nbformat.read(done, as_version=4).metadata
     assert meta.kernelspec.name == notebooks.KERNEL_NAME and sys.executable in meta.kernelspec.display_name
+
+
+def test_an_experiment_kernel_listens_on_no_tcp_port(tmp_path, monkeypatch):
+    """The runner reaches its kernel over Unix sockets in a folder of that kernel's own, removed at shutdown: no TCP
+    port another process (a second run of a sweep, the embedded model's server) could take between jupyter choosing
+    it and the kernel binding it. With TCP, such a kernel failed to bind its iopub port and hung; the run failed
+    after 60 s. (ipykernel binds one TCP port of its own for forked children's output: it binds it at once,
+    retrying another port if taken, so no other process can take it first.)"""
+    import nbformat
+    from cwm_nb.experiments import notebooks
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell('out: str = ""', metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell(
+                    "import json, os, psutil\n"
+                    "from ipykernel.connect import get_connection_info\n"
+                    "info = json.loads(get_connection_info())\n"
+                    "folder = os.path.dirname(info['ip'])\n"
+                    "unix = sorted({c.laddr for c in psutil.Process().net_connections('unix') if c.laddr})\n"
+                    "json.dump({'transport': info['transport'], 'ip': info['ip'], 'bound': unix,\n"
+                    "           'mode': os.stat(folder).st_mode & 0o777, 'files': sorted(os.listdir(folder))}, open(out, 'w'))")]
+    (tmp_path/"nbs").mkdir()
+    nbformat.write(nb, tmp_path/"nbs"/"sockets.ipynb")
+    monkeypatch.setattr(notebooks, "experiments_dir", lambda: tmp_path/"nbs")
+    notebooks.run_notebook("sockets", dict(out=str(tmp_path/"sockets.json")), tmp_path/"run"/"sockets.ipynb", stream=False)
+    seen = json.loads((tmp_path/"sockets.json").read_text())
+    folder = Path(seen["ip"]).parent
+    channels = [f"kernel-ipc-{n}" for n in range(1, 6)]   # shell, iopub, stdin, control, heartbeat
+    assert seen["transport"] == "ipc" and seen["bound"] == [str(folder/c) for c in channels]   # the kernel's own view
+    assert folder.name.startswith("cwm-nb-kernel-") and seen["mode"] == 0o700
+    assert seen["files"] == [*channels, "kernel.json"]
+    assert not folder.exists()   # removed when the kernel shut down

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/50a_notebooks.ipynb #f6c32c16
 from __future__ import annotations
-import ast, difflib, functools, os, sys
+import ast, difflib, functools, os, shutil, sys, tempfile
 from dataclasses import fields
 from pathlib import Path
 from typing import Sequence
@@ -121,11 +121,16 @@ def kernel_spec():
                       display_name=f"cwm-nb ({sys.executable})", language="python")
 
 # %% ../../nbs/50a_notebooks.ipynb #4f2390d0
+_SUN_PATH_MAX = 107   # bytes in a Unix socket's path on Linux (sockaddr_un.sun_path, less the final NUL)
+
 @functools.cache
 def kernel_manager_class() -> type:
     """A jupyter_client kernel manager class that starts `kernel_spec()` whatever kernel name it is
-    given."""
+    given, over Unix sockets (`ipc` transport) in a private folder made for each kernel and removed
+    at its shutdown. Starting a kernel raises `CwmNbError` if the temporary folder's path is too long
+    for a Unix socket."""
     from jupyter_client import AsyncKernelManager   # nbclient's default kernel manager
+    from traitlets import default
 
     class OwnInterpreterKernelManager(AsyncKernelManager):
         @property
@@ -136,6 +141,29 @@ def kernel_manager_class() -> type:
         @property
         # so nbclient keeps IPython's history in memory, as for python3
         def ipykernel(self) -> bool: return True
+
+        @default("transport")
+        def _unix_sockets(self) -> str: return "ipc"   # no TCP port another process could take first
+
+        @default("connection_file")
+        def _private_connection_file(self) -> str:
+            # jupyter names the sockets after the connection file: <folder>/kernel-ipc-<n>
+            folder = tempfile.mkdtemp(prefix="cwm-nb-kernel-")
+            if len(os.fsencode(folder)) + len("/kernel-ipc-99") > _SUN_PATH_MAX:
+                os.rmdir(folder)
+                raise CwmNbError(f"the kernel's socket folder {folder} is too long a path for a Unix socket",
+                                 "point TMPDIR at a short folder, e.g. `TMPDIR=/tmp`")
+            self._own_folder = folder
+            return os.path.join(folder, "kernel.json")
+
+        # held by the class: jupyter_client's `__del__` cleans up too, maybe when module globals are gone
+        _rmtree = staticmethod(shutil.rmtree)
+
+        def cleanup_connection_file(self) -> None:
+            super().cleanup_connection_file()
+            # only the folder this manager made, never one a configured `connection_file` names
+            folder = getattr(self, "_own_folder", None)
+            if folder: self._rmtree(folder, ignore_errors=True)
 
     return OwnInterpreterKernelManager
 
