@@ -92,6 +92,31 @@ def test_killed_run_resumes_without_repeating_calls(tmp_path, cache_env):
     # the run's totals count the calls of both processes
     assert m["model_calls"] + m["cached_calls"] == m["llm_calls"]
 
+def test_a_terminated_run_stops_as_ctrl_c_does_and_leaves_no_kernel_behind(tmp_path, cache_env):
+    """SIGTERM to `cwm-nb run` (`kill`, a sweep stopping its jobs, Slurm's `scancel`) interrupts it as Ctrl-C does: the
+    run shuts its notebook's kernel down, the kernel's socket folder goes with it, and it says how to resume. Before,
+    the run died at once and its kernel, left to notice its parent was gone, left the folder behind."""
+    import psutil
+    tmp = tmp_path/"tmp"
+    tmp.mkdir()
+    p = subprocess.Popen([CLI, "run", "cwmb", "--model", "embedded", "--budget", "3", "--seed", "2", "--out",
+                          str(tmp_path/"out"), *QUICK_PLAN], env=dict(cache_env, TMPDIR=str(tmp)),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=ROOT)
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and p.poll() is None and len(list(tmp.glob("cwm-nb-kernel-*/kernel-ipc-*"))) < 5:
+            time.sleep(0.1)
+        assert len(list(tmp.glob("cwm-nb-kernel-*/kernel-ipc-*"))) == 5, "the run's kernel never started"
+        time.sleep(2)   # the kernel runs the notebook's first cells
+        assert p.poll() is None, "the run ended before it could be terminated"
+        p.send_signal(signal.SIGTERM)   # the run's process alone, as a sweep stops its jobs
+        err = p.communicate(timeout=120)[1]
+    finally:
+        if p.poll() is None: os.killpg(p.pid, signal.SIGKILL); p.wait()
+    assert p.returncode == 130 and "cwm-nb: interrupted; rerun the same command to resume" in err, err[-3000:]
+    assert list(tmp.iterdir()) == []
+    assert [q.pid for q in psutil.process_iter(["cmdline"]) if str(tmp) in " ".join(q.info["cmdline"] or ())] == []
+
 def test_eval_program_json_correct_and_wrong(tmp_path):
     r = cli("eval-program", "--env", "CartPole-v1", CARTPOLE_CWM, "--json")
     assert r.returncode == 0, r.stderr
@@ -381,7 +406,7 @@ def test_experiment_notebook_runs_in_this_interpreter_whatever_kernelspecs(hosti
     assert meta.kernelspec.name == notebooks.KERNEL_NAME and sys.executable in meta.kernelspec.display_name
 
 
-def test_an_experiment_kernel_listens_on_no_tcp_port(tmp_path, monkeypatch):
+def test_an_experiment_kernel_is_reached_over_unix_sockets_of_its_own(tmp_path, monkeypatch):
     """The runner reaches its kernel over Unix sockets in a folder of that kernel's own, removed at shutdown: no TCP
     port another process (a second run of a sweep, the embedded model's server) could take between jupyter choosing
     it and the kernel binding it. With TCP, such a kernel failed to bind its iopub port and hung; the run failed

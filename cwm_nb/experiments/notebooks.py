@@ -127,8 +127,8 @@ _SUN_PATH_MAX = 107   # bytes in a Unix socket's path on Linux (sockaddr_un.sun_
 def kernel_manager_class() -> type:
     """A jupyter_client kernel manager class that starts `kernel_spec()` whatever kernel name it is
     given, over Unix sockets (`ipc` transport) in a private folder made for each kernel and removed
-    at its shutdown. Starting a kernel raises `CwmNbError` if the temporary folder's path is too long
-    for a Unix socket."""
+    at its shutdown. Starting a kernel raises `CwmNbError` if no such folder can be made, or if the
+    temporary folder's path is too long for a Unix socket."""
     from jupyter_client import AsyncKernelManager   # nbclient's default kernel manager
     from traitlets import default
 
@@ -148,10 +148,15 @@ def kernel_manager_class() -> type:
         @default("connection_file")
         def _private_connection_file(self) -> str:
             # jupyter names the sockets after the connection file: <folder>/kernel-ipc-<n>
-            folder = tempfile.mkdtemp(prefix="cwm-nb-kernel-")
-            if len(os.fsencode(folder)) + len("/kernel-ipc-99") > _SUN_PATH_MAX:
+            try: folder = tempfile.mkdtemp(prefix="cwm-nb-kernel-")
+            except OSError as e:   # e.g. no temporary folder this user may write
+                raise CwmNbError(f"no folder for the kernel's sockets: {e}",
+                                 "point TMPDIR at a short folder you may write, e.g. `TMPDIR=/tmp`") from None
+            need = len(os.fsencode(folder)) + len("/kernel-ipc-99")
+            if need > _SUN_PATH_MAX:
                 os.rmdir(folder)
-                raise CwmNbError(f"the kernel's socket folder {folder} is too long a path for a Unix socket",
+                raise CwmNbError(f"the kernel's socket folder {folder} is too long a path for a Unix socket "
+                                 f"({need} bytes with a socket's name; Linux allows {_SUN_PATH_MAX})",
                                  "point TMPDIR at a short folder, e.g. `TMPDIR=/tmp`")
             self._own_folder = folder
             return os.path.join(folder, "kernel.json")
@@ -188,8 +193,9 @@ def run_notebook(
     cwd: str | Path | None = None,  # working directory of the kernel
 ) -> Path:
     """Execute `nbs/experiments/<name>.ipynb` with papermill; atomic on `output`. Raises
-    `CwmNbError` if it fails."""
+    `CwmNbError` if it fails: a cell raised, the kernel died, or it did not start."""
     import papermill as pm
+    from nbclient.exceptions import DeadKernelError
     src = experiments_dir()/f"{name}.ipynb"
     if not src.exists():
         raise CwmNbError(f"experiment notebook {src} not found",
@@ -210,5 +216,12 @@ def run_notebook(
             raise CwmNbError(*e.evalue.split("\n  What to do: ", 1)) from None
         raise CwmNbError(f"the experiment notebook failed in cell {e.exec_count}: {e.ename}: "
                          f"{e.evalue}", f"open {tmp} to see the failing cell") from None
+    except DeadKernelError as e:   # killed, e.g. for memory: no cell failed, the kernel is gone
+        raise CwmNbError(f"the experiment notebook's kernel died ({e})",
+                         f"rerun the same command to resume; {tmp} shows the cells that ran") from None
+    except RuntimeError as e:   # jupyter_client's start timeout, or a kernel that died before it answered
+        if not str(e).startswith("Kernel "): raise
+        raise CwmNbError(f"the experiment notebook's kernel did not start: {e}",
+                         "rerun the same command; the kernel's own output on stderr says why") from None
     os.replace(tmp, output)
     return output
