@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_core.ipynb #54517985
 from __future__ import annotations
-import hashlib, json, os, tempfile
+import contextlib, hashlib, json, os, signal, tempfile, threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,7 +13,7 @@ import numpy as np
 # %% auto #0
 __all__ = ['OBS_FORMATS', 'PROVENANCE_PACKAGES', 'CwmNbError', 'error_message', 'Program', 'Transition', 'to_plain',
            'atomic_write_bytes', 'atomic_write_text', 'atomic_write_json', 'project_root', 'data_dir', 'cache_dir',
-           'git_commit', 'provenance', 'derive_seed', 'make_rng']
+           'git_commit', 'provenance', 'derive_seed', 'make_rng', 'sigterm_as_interrupt']
 
 # %% ../nbs/00_core.ipynb #c7159d0a
 class CwmNbError(Exception):
@@ -175,3 +175,15 @@ def derive_seed(seed: int, *names: Any) -> int:
 def make_rng(seed: int, *names: Any) -> np.random.Generator:
     "A numpy Generator seeded with `derive_seed(seed, *names)`."
     return np.random.default_rng(derive_seed(seed, *names))
+
+# %% ../nbs/00_core.ipynb #0e8ac292
+def _as_interrupt(signum, frame): raise KeyboardInterrupt
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """Within the block, SIGTERM raises `KeyboardInterrupt` (in the main thread, as Ctrl-C does); the handler before is
+    put back after. Outside the main thread, where Python cannot set handlers, it changes nothing."""
+    if threading.current_thread() is not threading.main_thread(): yield; return
+    was = signal.signal(signal.SIGTERM, _as_interrupt)
+    try: yield
+    finally: signal.signal(signal.SIGTERM, signal.SIG_DFL if was is None else was)

@@ -4,10 +4,10 @@
 
 # %% ../../nbs/55_cli.ipynb #bd83fca0
 from __future__ import annotations
-import argparse, logging, os, signal, sys, threading
+import argparse, logging, os, sys
 from typing import Sequence
 
-from ..core import CwmNbError
+from ..core import CwmNbError, sigterm_as_interrupt
 from ..search.baselines import METHODS
 from ..bench.planning import DEFAULT_PLAN_PRESET
 from .definition import (SUITE_SETTINGS, add_option_flag, add_run_flags,
@@ -181,22 +181,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 # %% ../../nbs/55_cli.ipynb #1f98b63e
-def _as_interrupt(signum, frame): raise KeyboardInterrupt
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `cwm-nb`. Returns the exit status (2 for a user error, printed without a
     traceback; 130 when interrupted). SIGTERM (`kill`, a sweep stopping its jobs, Slurm's `scancel`)
-    interrupts a command as Ctrl-C does: a run shuts its notebook's kernel down, and the same command
-    resumes it."""
+    interrupts a command as Ctrl-C does (`sigterm_as_interrupt`, 00_core): a run shuts its notebook's
+    kernel down, and the same command resumes it."""
     a = build_parser().parse_args(argv)
     if a.isolation:
         # every sandbox of this process and its children
         os.environ["CWM_NB_ISOLATION"] = a.isolation
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # no task tracebacks after Ctrl-C
-    here = threading.current_thread() is threading.main_thread()   # only the main thread may set handlers
-    was = signal.signal(signal.SIGTERM, _as_interrupt) if here else None
     try:
-        return a.fn(a)
+        with sigterm_as_interrupt(): return a.fn(a)
     except CwmNbError as e:
         print(f"cwm-nb: error: {e}", file=sys.stderr)
         return 2
@@ -208,8 +204,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("cwm-nb: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
-    finally:
-        if here: signal.signal(signal.SIGTERM, signal.SIG_DFL if was is None else was)
 
 # %% ../../nbs/55_cli.ipynb #b62371cd
 # `python -m cwm_nb.experiments.cli`, as the `cwm-nb` script (not when this notebook runs: it has get_ipython)

@@ -145,6 +145,8 @@ def kernel_manager_class() -> type:
         @default("transport")
         def _unix_sockets(self) -> str: return "ipc"   # no TCP port another process could take first
 
+        _own_folder: str | None = None   # the socket folder this manager made, once it has
+
         @default("connection_file")
         def _private_connection_file(self) -> str:
             # jupyter names the sockets after the connection file: <folder>/kernel-ipc-<n>
@@ -167,8 +169,7 @@ def kernel_manager_class() -> type:
         def cleanup_connection_file(self) -> None:
             super().cleanup_connection_file()
             # only the folder this manager made, never one a configured `connection_file` names
-            folder = getattr(self, "_own_folder", None)
-            if folder: self._rmtree(folder, ignore_errors=True)
+            if self._own_folder: self._rmtree(self._own_folder, ignore_errors=True)
 
     return OwnInterpreterKernelManager
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import argparse, ctypes, io, logging, platform, shutil, signal, subprocess
 from collections import deque
-from ..core import CwmNbError, atomic_write_bytes
+from ..core import CwmNbError, atomic_write_bytes, sigterm_as_interrupt
 from ..llm import client as llm_mod
 from ..llm.embedded import embedded_threads, usable_cpus
 from ..bench import envs as bench_envs
@@ -709,17 +709,13 @@ def run_sweep(
     cache, inflight = {}, {}   # index rows by run folder; jobs by their executor handle
     bar = tqdm(total=len(jobs), initial=len(s.skipped), desc="sweep", unit="run", file=sys.stderr,
                disable=not progress, mininterval=1.0, dynamic_ncols=False, ascii=False)
-    main_thread = threading.current_thread() is threading.main_thread()
-    def _on_term(signum, frame): raise KeyboardInterrupt
-    old = signal.signal(signal.SIGTERM, _on_term) if main_thread else None
     _STOPPING.clear()
-    try: _drive_sweep(pool, todo, inflight, s, states, out, cache, bar)
+    try:
+        with sigterm_as_interrupt(): _drive_sweep(pool, todo, inflight, s, states, out, cache, bar)
     except KeyboardInterrupt:
         bar.close(); _stop_sweep(pool, inflight, jobs, out, cache)
         raise
-    finally:
-        bar.close()
-        if main_thread: signal.signal(signal.SIGTERM, old)
+    finally: bar.close()
     pool.close()
     s.index = write_index(out, cache=cache)
     s.wall_s = time.perf_counter() - t0
