@@ -609,8 +609,8 @@ def _sweep(self: _Server, limit_s: float = 3.0) -> bool:
     end, last_resort = time.monotonic() + limit_s, False
     while True:
         keep = ({self.idle.pid} if self.idle is not None else set()) | self._session_pids()
-        kids = self._reap() - keep   # one scan of /proc per round
-        if not kids: return True
+        kids = self._reap() - keep   # a scan of /proc, then a reap of the children it found ended
+        if not kids and not _children() - keep: return True   # and a scan after the reap (see below)
         _kill_each(kids)
         if time.monotonic() > end:
             if self.pid == 1 and self.cfg["mode"] == "bwrap" and not last_resort:   # pid 1 of our own namespace
