@@ -574,18 +574,19 @@ def _session_pids(self: _Server) -> set[int]:
     return {c.pid for c, _ in self.sessions.values()}
 
 @patch
-def _reap(self: _Server) -> set[int]:
+def _reap(self: _Server) -> tuple[set[int], int]:
     """Reap every child that has ended, except a session's: its zombie keeps its pid from being reused (a session is
     named by a counter, and killed by its pid) until `_end_child` reaps it and reads its exit status. Returns the
-    children left: those still running, and the sessions'."""
+    children left (those still running, and the sessions') and how many were reaped."""
     kids, sessions = _children(), self._session_pids()
-    left = kids & sessions
+    left, reaped = kids & sessions, 0
     for pid in kids - sessions:
         try: got, _ = os.waitpid(pid, os.WNOHANG)
         except ChildProcessError: continue
         if not got: left.add(pid); continue
+        reaped += 1
         if self.idle is not None and pid == self.idle.pid: self.idle.close(); self.idle = None
-    return left
+    return left, reaped
 
 
 # %% ../../nbs/02d_fork_server.ipynb #597c7592
@@ -609,8 +610,9 @@ def _sweep(self: _Server, limit_s: float = 3.0) -> bool:
     end, last_resort = time.monotonic() + limit_s, False
     while True:
         keep = ({self.idle.pid} if self.idle is not None else set()) | self._session_pids()
-        kids = self._reap() - keep   # a scan of /proc, then a reap of the children it found ended
-        if not kids and not _children() - keep: return True   # and a scan after the reap (see below)
+        kids, reaped = self._reap()   # a scan of /proc, then a reap of the children it found ended
+        kids -= keep
+        if not kids and not (reaped and _children() - keep): return True   # after a reap, a second scan (see below)
         _kill_each(kids)
         if time.monotonic() > end:
             if self.pid == 1 and self.cfg["mode"] == "bwrap" and not last_resort:   # pid 1 of our own namespace
