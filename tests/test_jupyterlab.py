@@ -35,23 +35,31 @@ def _free_port() -> int:
 def lab(tmp_path_factory):
     "`jupyter lab` on 127.0.0.1 with a random token, rooted at the checkout; its config and runtime files in a tmp folder."
     import httpx
-    tmp, token, port = tmp_path_factory.mktemp("lab"), secrets.token_hex(16), _free_port()
+    tmp, token = tmp_path_factory.mktemp("lab"), secrets.token_hex(16)
     # another venv activated in the calling shell (VIRTUAL_ENV) or a user's own kernel paths would lead Lab to a
     # `cwm-nb` kernel that runs another checkout's interpreter: this checkout's venv alone decides
     own = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "JUPYTER_PATH", "JUPYTER_DATA_DIR")}
     env = {**own, "JUPYTER_CONFIG_DIR": str(tmp/"config"), "JUPYTER_RUNTIME_DIR": str(tmp/"runtime"),
            "JUPYTERLAB_WORKSPACES_DIR": str(tmp/"workspaces")}
     log = open(tmp/"lab.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-                             f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-                             f"--ServerApp.root_dir={ROOT}", "--LabApp.news_url=", "--LabApp.extension_manager=readonly",
-                             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-                             *(["--allow-root"] if os.geteuid() == 0 else [])],   # CI runs as root
-                            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    def start(port: int) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+                                 f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+                                 f"--ServerApp.root_dir={ROOT}", "--LabApp.news_url=", "--LabApp.extension_manager=readonly",
+                                 "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+                                 *(["--allow-root"] if os.geteuid() == 0 else [])],   # CI runs as root
+                                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    port, tries = _free_port(), 1
+    proc = start(port)
     client = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"token {token}"}, timeout=30)
     try:
         deadline = time.monotonic() + 120
         while True:
+            # another process may take the free port before Lab binds it: then Lab exits, and another port is tried
+            taken = ("is not available", "Address already in use")   # Lab's own check, or its listen after it
+            if proc.poll() is not None and tries < 3 and any(t in (tmp/"lab.log").read_text() for t in taken):
+                port, tries = _free_port(), tries + 1
+                proc, client.base_url = start(port), f"http://127.0.0.1:{port}"
             assert proc.poll() is None, (tmp/"lab.log").read_text()[-3000:]
             try:
                 if client.get("/api/status").status_code == 200: break

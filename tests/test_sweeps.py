@@ -119,14 +119,21 @@ def dask_cluster(tmp_path_factory):
     `$CWM_NB_ENVS`, no caches) in its environment, so a job has only what it carries."""
     d = tmp_path_factory.mktemp("dask")
     (d/"worker-home").mkdir()
-    port = _free_port()
-    addr = f"tcp://127.0.0.1:{port}"
     bare = {k: v for k, v in os.environ.items() if not k.startswith("CWM_NB_")}
-    procs = [subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-                              stdout=subprocess.DEVNULL, stderr=open(d/"scheduler.log", "w"), env=bare,
-                              start_new_session=True)]
+    found = d/"scheduler.json"   # the scheduler binds a port of its own choosing (0), then writes its address here
+    procs = [subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--scheduler-file", str(found),
+                               "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=open(d/"scheduler.log", "w"),
+                              env=bare, start_new_session=True)]
     try:
-        time.sleep(3)
+        addr, deadline, log = None, time.monotonic() + 60, lambda: (d/"scheduler.log").read_text()[-3000:]
+        while addr is None:
+            try: addr = json.loads(found.read_text())["address"]
+            except (OSError, ValueError, KeyError): pass   # not written yet, or half written
+            if addr is None:
+                assert procs[0].poll() is None, "the Dask scheduler exited:\n" + log()
+                assert time.monotonic() < deadline, "the Dask scheduler wrote no address in 60 s:\n" + log()
+                time.sleep(0.2)
+        assert addr.startswith("tcp://127.0.0.1:"), addr
         procs.append(subprocess.Popen([DASK, "worker", addr, "--nworkers", "1", "--nthreads", "2", "--no-dashboard",
                                        "--host", "127.0.0.1"], stdout=subprocess.DEVNULL,
                                       stderr=open(d/"worker.log", "w"), env=bare, cwd=d/"worker-home",
