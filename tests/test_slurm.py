@@ -128,9 +128,15 @@ def slurm_cluster(tmp_path_factory):
         start("munged", "--foreground", "--force", f"--socket={sock}", f"--key-file={key}",
               f"--pid-file={d}/munge/munged.pid", f"--seed-file={d}/munge/munged.seed")
         wait_for(sock.exists, procs, d, "munged's socket")
-        start("slurmctld", "-D", "-f", env["SLURM_CONF"])
-        start("slurmd", "-D", "-f", env["SLURM_CONF"], "-N", node)
-        wait_for(lambda: node_state() == "idle", procs, d, f"node {node} idle in sinfo")
+        for attempt in (1, 2, 3):   # a port chosen free may be taken before a daemon binds it: then new ports
+            start("slurmctld", "-D", "-f", env["SLURM_CONF"])
+            start("slurmd", "-D", "-f", env["SLURM_CONF"], "-N", node)
+            try: wait_for(lambda: node_state() == "idle", procs, d, f"node {node} idle in sinfo"); break
+            except pytest.fail.Exception:
+                if attempt == 3 or "Address already in use" not in logs(d): raise
+                for p in procs[1:]: stop(p)
+                del procs[1:]
+                write_conf(d, node)
         yield dict(env=env, dir=d, node=node)
     finally:
         if len(procs) == 3:   # no job outlives the cluster
