@@ -213,6 +213,46 @@ def test_double_fork_setsid_escapes_are_swept(sb):
     assert r.error["kind"] == "timeout"
 
 
+CHAIN = r"""import os, sys, time
+LINK = '''
+import ctypes, os, time
+ctypes.CDLL(None).prctl(15, b"%s", 0, 0, 0)   # PR_SET_NAME: how the test finds the links
+while True:   # each link forks the next, then sleeps; the leaf tries again while RLIMIT_NPROC refuses
+    try: pid = os.fork()
+    except OSError: time.sleep(0.0002); continue
+    if pid:
+        while True: time.sleep(100)
+'''
+if os.fork() == 0:
+    os.setsid()
+    os.execv(sys.executable, [sys.executable, "-S", "-c", LINK])   # a small process: its links fork fast
+time.sleep(0.2)
+print('started')
+"""
+
+
+def _named(name: str) -> list[int]:
+    "Processes of this machine named `name` (their comm), zombies left out."
+    return [p.pid for p in psutil.process_iter(["name", "status"])
+            if p.info["name"] == name and p.info["status"] != psutil.STATUS_ZOMBIE]
+
+
+def test_a_chain_that_grows_at_its_leaf_is_swept(sb):
+    """A job leaves a chain of processes, each forking the next and retrying while RLIMIT_NPROC refuses (a red team's
+    escape in landlock mode, as root and not). A sweep that killed the server's children alone took the chain's top,
+    one link a round, and so freed a slot for the leaf each time: it gave up after 3 s, the server was replaced, and
+    the chain lived on under the machine's init. The sweep kills the whole tree: no new server, no link left."""
+    if not sb.protections["nproc_enforced"]:   # isolation='none' as root: the chain would grow without bound
+        pytest.skip("RLIMIT_NPROC does not hold in this mode (see the notebook)")
+    name, restarts = f"cwmchain{os.getpid() % 100000}", sb.restarts
+    r = sb.run(CHAIN % name)
+    assert r.ok and r.stdout == "started\n", r.error
+    r = sb.run("print(1)")
+    assert r.ok and sb.restarts == restarts, (r.error, sb.restarts, restarts)
+    time.sleep(0.5)
+    assert _named(name) == []
+
+
 def test_os_exit(sb):
     r = sb.run("import os\nos._exit(3)")
     assert r.error["kind"] == "killed" and "exit status 3" in r.error["message"], r.error

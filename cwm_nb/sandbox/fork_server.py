@@ -596,6 +596,22 @@ def _kill_each(pids) -> None:
         try: os.kill(k, signal.SIGKILL)
         except ProcessLookupError: pass
 
+def _descendants(pids) -> set[int]:
+    "Every process below `pids` that /proc lists now: their children, the children's children, and so on."
+    found, todo = set(), list(pids)
+    while todo:
+        p = todo.pop()
+        try: tids = os.listdir(f"/proc/{p}/task")
+        except OSError: continue   # gone
+        for t in tids:
+            try:
+                with open(f"/proc/{p}/task/{t}/children") as f: kids = f.read().split()
+            except OSError: continue
+            for k in map(int, kids):
+                if k not in found: found.add(k); todo.append(k)
+    return found
+
+
 # %% ../../nbs/02d_fork_server.ipynb #df4ddecb
 @patch
 def _kill_namespace(self: _Server) -> None:
@@ -613,7 +629,7 @@ def _sweep(self: _Server, limit_s: float = 3.0) -> bool:
         kids, reaped = self._reap()   # a scan of /proc, then a reap of the children it found ended
         kids -= keep
         if not kids and not (reaped and _children() - keep): return True   # after a reap, a second scan (see below)
-        _kill_each(kids)
+        _kill_each(kids | _descendants(kids))   # the whole tree below each: a chain is not killed one link a round
         if time.monotonic() > end:
             if self.pid == 1 and self.cfg["mode"] == "bwrap" and not last_resort:   # pid 1 of our own namespace
                 last_resort = True
