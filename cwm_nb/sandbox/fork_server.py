@@ -28,14 +28,17 @@ __all__ = ['SYSTEM_READ', 'TMPFS_DIRS', 'CLONE_NEWUSER', 'CLONE_NEWPID', 'CLONE_
            'MS_NOEXEC', 'MS_REMOUNT', 'MS_BIND', 'MAX_SESSIONS', 'UID_STRIDE']
 
 # %% ../../nbs/02d_fork_server.ipynb #b32d4014
-def _children() -> set[int]:
-    "Pids of this process's children (all threads), from /proc."
+def _children(pid: int | str = "self") -> set[int]:
+    "Pids of the children of process `pid` (this one by default), of all its threads, from /proc; empty once it is gone."
     kids = set()
-    for tid in os.listdir("/proc/self/task"):
+    try: tids = os.listdir(f"/proc/{pid}/task")
+    except OSError: return kids
+    for tid in tids:
         try:
-            with open(f"/proc/self/task/{tid}/children") as f: kids.update(int(p) for p in f.read().split())
+            with open(f"/proc/{pid}/task/{tid}/children") as f: kids.update(int(p) for p in f.read().split())
         except OSError: pass
     return kids
+
 
 # %% ../../nbs/02d_fork_server.ipynb #5b2b1635
 def _set_rlimit(res: int, value: int) -> None:
@@ -600,15 +603,7 @@ def _descendants(pids) -> set[int]:
     "Every process below `pids` that /proc lists now: their children, the children's children, and so on."
     found, todo = set(), list(pids)
     while todo:
-        p = todo.pop()
-        try: tids = os.listdir(f"/proc/{p}/task")
-        except OSError: continue   # gone
-        for t in tids:
-            try:
-                with open(f"/proc/{p}/task/{t}/children") as f: kids = f.read().split()
-            except OSError: continue
-            for k in map(int, kids):
-                if k not in found: found.add(k); todo.append(k)
+        for k in _children(todo.pop()) - found: found.add(k); todo.append(k)
     return found
 
 
