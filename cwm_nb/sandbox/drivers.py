@@ -106,9 +106,10 @@ def _as_done(d) -> bool:
 # %% ../../nbs/02c_drivers.ipynb #8116e3c5
 def _column(values: list):
     "Stack equal-shaped arrays of one dtype into one array (packed on the wire); otherwise plain values."
-    if values and all(type(v) is np.ndarray for v in values):
-        v0 = values[0]
-        if all(v.shape == v0.shape and v.dtype == v0.dtype for v in values): return np.stack(values)
+    v0 = values[0] if values else None
+    if type(v0) is np.ndarray:
+        s, d = v0.shape, v0.dtype   # one dtype and shape: np.array stacks as np.stack does, in a quarter of its time
+        if all(type(v) is np.ndarray and v.shape == s and v.dtype == d for v in values): return np.array(values, dtype=d)
     return [v.tolist() if type(v) is np.ndarray else v for v in values]
 
 # %% ../../nbs/02c_drivers.ipynb #2e69e902
@@ -213,66 +214,85 @@ def merge_outcomes(
     return list(merged.values())
 
 # %% ../../nbs/02c_drivers.ipynb #b095447f
+class _Predictor:
+    """What `cwm_predict` sets up once for a program and a data form: the program's `Environment` class, the converters
+    of `form` (obs_dtype, action_dtype, obs_format, valid_actions), and the options of `args` (fresh, twice,
+    distribution, valid_actions). Calling it predicts one set of transitions; a session (`cwm_batches`) makes it once
+    and calls it for each batch. Raises `ProgramError` (no_environment) and `ValueError` (an unknown obs_format)."""
+    def __init__(self, namespace: dict, args: dict, form: dict):
+        self.Env = _environment_class(namespace)
+        self.fmt = form.get("obs_format") or "array"
+        if self.fmt not in OBS_FORMATS:
+            raise ValueError(f"cwm_predict: unknown obs_format {self.fmt!r} (one of {OBS_FORMATS})")
+        self.arity = 4 if (args.get("valid_actions") or form.get("valid_actions")) else 3
+        self.fo, self.fa = _obs_converter(form.get("obs_dtype"), self.fmt), _action_converter(form.get("action_dtype"))
+        self.fresh = bool(args.get("fresh"))          # a new Environment() for each transition
+        self.reps = 2 if args.get("twice") else 1     # each transition twice in a row, both answers kept (2N rows)
+        self.dist_fn = getattr(self.Env, "step_distribution", None) if args.get("distribution", True) else None
+
+    def new_env(self):
+        "A new `Environment()`. Raises `ProgramError` (exception) if it fails."
+        try: return self.Env()
+        except BaseException as e:
+            raise ProgramError("exception", "in Environment()", cause=e) from None
+
+    def __call__(self,
+                 env,                     # the Environment to step
+                 obs, actions,            # sequences of observations and actions (as `cwm_predict`'s data)
+                 names=None,              # the transitions' numbers, for errors (default: their places)
+                 n: int | None = None,    # predict the first n only
+                 before=None,             # before[i]: a transition to run (and forget) just before transition i
+                ) -> dict:
+        Env, fo, fa, fmt, arity, fresh, reps = self.Env, self.fo, self.fa, self.fmt, self.arity, self.fresh, self.reps
+        ix = (lambda k: int(names[k])) if names is not None else (lambda k: k)
+        m = min(len(obs), len(actions))
+        if n is not None: m = min(m, max(0, int(n)))
+        dists = [] if callable(self.dist_fn) else None   # the program's distributions, when it has step_distribution
+        nxt, rew, don, val, malformed = [], [], [], [], []
+        i, at, stage = 0, 0, "set_state"
+        try:
+            for i in range(m):
+                if fresh: at, stage = i, "Environment"; env = Env()
+                if before is not None:
+                    at = int(before[i])
+                    stage = "set_state"; env.set_state(fo(obs[at]))
+                    stage = "step"; env.step(fa(actions[at]))
+                for _ in range(reps):
+                    at, stage = i, "set_state"
+                    env.set_state(fo(obs[i]))
+                    if dists is not None:   # set_state, step_distribution, then set_state again for step
+                        stage = "step_distribution"; d = env.step_distribution(fa(actions[i]))
+                        stage = "check_distribution"; dists.append(merge_outcomes(check_distribution(d), fmt))
+                        stage = "set_state"; env.set_state(fo(obs[i]))
+                    stage = "step"
+                    out = env.step(fa(actions[i]))
+                    stage = "convert"
+                    o, r, d, v = _convert_step(out, fmt, arity, len(nxt), malformed)
+                    nxt.append(o); rew.append(r); don.append(d)
+                    if arity == 4: val.append(v)
+        except BaseException as e:
+            if stage == "check_distribution":
+                raise ProgramError("exception", "step_distribution() returned a bad distribution on "
+                                   f"transition {ix(i)}: {_exception_text(e)}", index=ix(i),
+                                   line=_code_line(self.dist_fn)) from None
+            if stage == "convert":
+                raise ProgramError("exception", f"step() returned a bad value on transition {ix(i)}: "
+                                   f"{_exception_text(e)}", index=ix(i),
+                                   line=_code_line(getattr(type(env), "step", None))) from None
+            raise ProgramError("exception", f"in {stage}() on transition {ix(at)}", cause=e,
+                               index=ix(at)) from None
+        return {"predictions": _prediction_rows(nxt, rew, don, val if arity == 4 else None, malformed)} | \
+               ({"malformed": malformed} if malformed else {}) | ({"distributions": dists} if dists is not None else {})
+
 def cwm_predict(namespace: dict, args: dict | None, data: dict, env=None) -> dict:
     """Driver: one `Environment()`, then `set_state(copy(obs[i]))` + `step(actions[i])` for each transition (paper eq. 1).
     A program with `step_distribution` also gets `set_state` + `step_distribution` first:
     {'distributions'} (merged). `env`: an `Environment` to use (a session's); `data['index']`: the buffer's numbers of the
-    transitions, for errors."""
+    transitions, for errors. Its set-up is `_Predictor`'s."""
     args = args or {}
-    Env = _environment_class(namespace)
-    obs, actions = data["obs"], data["actions"]
-    n = min(len(obs), len(actions))
-    if args.get("n") is not None: n = min(n, max(0, int(args["n"])))
-    before = args.get("before")   # optional: before[i] is a transition to run (and forget) just before transition i
-    fresh = bool(args.get("fresh"))   # optional: a new Environment() for each transition
-    reps = 2 if args.get("twice") else 1   # optional: each transition twice in a row, both answers kept (2N rows)
-    fmt = data.get("obs_format") or "array"
-    if fmt not in OBS_FORMATS: raise ValueError(f"cwm_predict: unknown obs_format {fmt!r} (one of {OBS_FORMATS})")
-    arity = 4 if (args.get("valid_actions") or data.get("valid_actions")) else 3
-    fo, fa = _obs_converter(data.get("obs_dtype"), fmt), _action_converter(data.get("action_dtype"))
-    if env is None:
-        try: env = Env()
-        except BaseException as e:
-            raise ProgramError("exception", "in Environment()", cause=e) from None
-    names = data.get("index")
-    ix = (lambda k: int(names[k])) if names is not None else (lambda k: k)
-    dist_fn = getattr(Env, "step_distribution", None) if args.get("distribution", True) else None
-    dists = [] if callable(dist_fn) else None   # the program's distributions, when it has step_distribution
-    nxt, rew, don, val, malformed = [], [], [], [], []
-    i, at, stage = 0, 0, "set_state"
-    try:
-        for i in range(n):
-            if fresh: at, stage = i, "Environment"; env = Env()
-            if before is not None:
-                at = int(before[i])
-                stage = "set_state"; env.set_state(fo(obs[at]))
-                stage = "step"; env.step(fa(actions[at]))
-            for _ in range(reps):
-                at, stage = i, "set_state"
-                env.set_state(fo(obs[i]))
-                if dists is not None:   # set_state, step_distribution, then set_state again for step
-                    stage = "step_distribution"; d = env.step_distribution(fa(actions[i]))
-                    stage = "check_distribution"; dists.append(merge_outcomes(check_distribution(d), fmt))
-                    stage = "set_state"; env.set_state(fo(obs[i]))
-                stage = "step"
-                out = env.step(fa(actions[i]))
-                stage = "convert"
-                o, r, d, v = _convert_step(out, fmt, arity, len(nxt), malformed)
-                nxt.append(o); rew.append(r); don.append(d)
-                if arity == 4: val.append(v)
-    except BaseException as e:
-        if stage == "check_distribution":
-            raise ProgramError("exception", "step_distribution() returned a bad distribution on "
-                               f"transition {ix(i)}: {_exception_text(e)}", index=ix(i),
-                               line=_code_line(dist_fn)) from None
-        if stage == "convert":
-            raise ProgramError("exception", f"step() returned a bad value on transition {ix(i)}: "
-                               f"{_exception_text(e)}", index=ix(i),
-                               line=_code_line(getattr(type(env), "step", None))) from None
-        raise ProgramError("exception", f"in {stage}() on transition {ix(at)}", cause=e,
-                           index=ix(at)) from None
-    return {"predictions": _prediction_rows(nxt, rew, don, val if arity == 4 else None, malformed)} | \
-           ({"malformed": malformed} if malformed else {}) | ({"distributions": dists} if dists is not None else {})
+    predict = _Predictor(namespace, args, data)
+    return predict(env if env is not None else predict.new_env(), data["obs"], data["actions"], data.get("index"),
+                   args.get("n"), args.get("before"))
 
 # %% ../../nbs/02c_drivers.ipynb #c2b7b116
 def _reseed_numpy(args: dict | None, data: Any, source: str, in_job: bool) -> None:
@@ -326,29 +346,24 @@ def _rollout_step(Env, envs: dict, batch: dict, fo, fa, fmt: str, arity: int) ->
             "failed": [[j, m] for j, m in failed.items()]}
 
 def cwm_batches(namespace: dict, args: dict | None, data: Any = None) -> Serve:
-    "Session driver: transitions (or rollout steps) fed in batches, each answered before the next."
+    """Session driver: transitions (or rollout steps) fed in batches, each answered before the next. `cwm_predict`'s
+    set-up (`_Predictor`) is done once for the session, not for each batch."""
     args = dict(args or {})
     Env = _environment_class(namespace)
     try: env = Env()
     except BaseException as e:
         raise ProgramError("exception", "in Environment()", cause=e) from None
-    fmt, seen, envs = args.get("obs_format") or "array", {}, {}
-    form = {k: args.get(k) for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")}
-    fo, fa = _obs_converter(form["obs_dtype"], fmt), _action_converter(form["action_dtype"])
-    arity = 4 if form["valid_actions"] else 3
+    seen, envs = {}, {}
+    predict = _Predictor(namespace, args, {k: args.get(k) for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")})
+    fo, fa, fmt, arity = predict.fo, predict.fa, predict.fmt, predict.arity
     def handle(batch: dict) -> dict:
         if "rollout" in batch: return _rollout_step(Env, envs, batch, fo, fa, fmt, arity)
-        idx, obs, act = list(batch["index"]), list(batch["obs"]), list(batch["actions"])
-        before = batch.get("before")
-        if before is not None: seen.update(zip(idx, zip(obs, act)))
-        d = form | {"obs": obs, "actions": act, "index": idx}
-        run = dict(args, before=None)
-        if before is not None:   # the other transitions are appended, and named by their place
-            d["obs"] = obs + [seen[g][0] for g in before]
-            d["actions"] = act + [seen[g][1] for g in before]
-            d["index"] = idx + list(before)
-            run["before"], run["n"] = list(range(len(idx), 2 * len(idx))), len(idx)
-        return cwm_predict(namespace, run, d, env=env)
+        idx, obs, act, before = batch["index"], batch["obs"], batch["actions"], batch.get("before")
+        if before is None: return predict(env, obs, act, idx, args.get("n"))
+        idx, obs, act = list(idx), list(obs), list(act)   # the other transitions are appended, and named by their place
+        seen.update(zip(idx, zip(obs, act)))
+        return predict(env, obs + [seen[g][0] for g in before], act + [seen[g][1] for g in before], idx + list(before),
+                       len(idx), list(range(len(idx), 2 * len(idx))))
     return Serve({"ok": True}, handle)
 
 cwm_batches.before_exec = _reseed_numpy
