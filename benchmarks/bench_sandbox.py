@@ -21,6 +21,10 @@ Measured side by side in one run (interleaved, median of repeats), in each isola
                over two plain pipes (pickled calls, encode_result answers, decode_result here), or through a shared
                region with the session's protocol (02_syscalls), each after the one before; what feeding in order
                costs on this machine before any isolation (--repeats; --no-floor skips it)
+  least      : less than the floor: workers forked and warmed (02c `warm_batches`) before the clock starts, the batches
+               already in their memory, each answered when a counter in shared memory says so, the answers kept in the
+               worker (nothing sent either way, nothing isolated); one worker, and two with the episodes split between
+               them: the least that feeding in order costs here, whatever the protocol (--no-floor skips it)
 Also: the default flow with the job's answers written by the standard library's json instead of `encode_result`
 (orjson), alternated; and the default flow on a sandbox whose pre-forked child skips its warm-up (`warm_up=False`,
 02d_fork_server), alternated. The goal is sandboxed / in-process <= 1.2 (issue #35, P1). Also shown: the round trip of an empty program (the fixed
@@ -181,7 +185,7 @@ def main():
     call_cost(sbs, modes)
     encoder_cost(sbs, modes, buf, a.repeats)
     warm_up_cost(sbs, modes, buf, a.repeats)
-    if not a.no_floor: floor(buf, in_process, a.repeats)
+    if not a.no_floor: floor(buf, in_process, a.repeats); least(buf, in_process, a.repeats)
     for m in modes: profile(sbs[m][1], buf, m)
     for m in modes:
         for s_ in sbs[m]: s_.close()
@@ -350,6 +354,77 @@ def floor(buf, in_process, repeats: int) -> None:
         md = [statistics.median(x[i] for x in v) for i in range(3)]
         print(f"  {k:18s}: fork to last answer {md[0] * 1e3:6.2f} ms ({md[0] / mi:.2f} x in-process); the feed alone "
               f"{md[1] * 1e3:6.2f} ms ({md[1] / mi:.2f} x); the child's own handle() time {md[2] * 1e3:5.2f} ms")
+
+
+def least(buf, in_process, repeats: int) -> None:
+    """What feeding in order costs with nothing else: `workers` processes forked before the clock starts, each warmed
+    as the fork server's pre-forked child is (`warm_batches`), then given the program's source in shared memory; each
+    compiles it and answers its batches (made before the fork: nothing is sent) one at a time, when its counter says
+    so, keeping the answers. Both sides poll and yield the CPU between looks (three processes share two CPUs here).
+    Times the source's hand-over to the last answer, interleaved with in-process runs."""
+    import mmap, os
+    from cwm_nb.sandbox import drivers
+    from cwm_nb.sandbox.programs import PROGRAM_FILENAME, _new_program_module
+    from cwm_nb.bench.program_runs import _form, _labelled, _payloads, fed_batches, sandbox_inputs
+    form, batches = _form(buf), fed_batches(buf)
+    payloads = _payloads(sandbox_inputs(buf, True), batches, False, _labelled(len(buf)))
+    lengths = np.bincount(buf.episode)
+    side, load = np.zeros(len(lengths), np.int64), [0, 0]
+    for e in np.argsort(-lengths): side[e] = int(np.argmin(load)); load[side[e]] += lengths[e]   # longest first
+    def part(w):   # worker w's batches: the transitions of its episodes, in the fed order
+        out = []
+        for b, p in zip(batches, payloads):
+            keep = [i for i, t in enumerate(b) if side[buf.episode[t]] == w]
+            if keep: out.append({"index": [p["index"][i] for i in keep], "obs": p["obs"][keep], "actions": p["actions"][keep]})
+        return out
+    parts = {1: [payloads], 2: [part(0), part(1)]}
+
+    def once(nw: int) -> float:
+        region = mmap.mmap(-1, 1 << 16)
+        c = np.frombuffer(region, np.int64, 8)   # c[2w]: batches handed to worker w, c[2w+1]: answered; c[6]: the source's length
+        pids = []
+        for w in range(nw):
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    drivers.warm_batches()
+                    while c[6] == 0: os.sched_yield()
+                    mod = _new_program_module()
+                    exec(compile(bytes(region[4096:4096 + int(c[6])]).decode(), PROGRAM_FILENAME, "exec"), mod.__dict__)
+                    handle, kept = drivers.cwm_batches(mod.__dict__, form).handle, []
+                    for k, p in enumerate(parts[nw][w], 1):
+                        while c[2 * w] < k: os.sched_yield()
+                        kept.append(handle(p)); c[2 * w + 1] = k
+                finally: os._exit(0)
+            pids.append(pid)
+        time.sleep(0.02)   # the workers are warm
+        t0 = time.perf_counter()
+        src = CARTPOLE_CWM.encode(); region[4096:4096 + len(src)] = src; c[6] = len(src)
+        left = [len(parts[nw][w]) for w in range(nw)]
+        for w in range(nw): c[2 * w] = 1
+        while any(left):
+            os.sched_yield()
+            for w in range(nw):
+                if left[w] and c[2 * w + 1] == c[2 * w]:
+                    left[w] -= 1
+                    if left[w]: c[2 * w] += 1
+        dt = time.perf_counter() - t0
+        for pid in pids: os.waitpid(pid, 0)
+        del c; region.close()
+        return dt
+
+    for _ in range(3): once(1); once(2)
+    I, R = [], {1: [], 2: []}
+    for _ in range(repeats):
+        I.append(in_process()); time.sleep(0.02)
+        for nw in (1, 2): R[nw].append(once(nw)); time.sleep(0.02)
+    mi = statistics.median(I)
+    print(f"\nleast, no sandbox and nothing sent: warmed workers forked beforehand, their batches in memory, each "
+          f"answered when a counter says so (median of {repeats}, interleaved with in-process, {mi * 1e3:.2f} ms)")
+    for nw, label in ((1, "one worker"), (2, f"two workers ({load[0]} and {load[1]} transitions)")):
+        paired = statistics.median(r / i for r, i in zip(R[nw], I))
+        print(f"  {label:34s}: source to last answer {statistics.median(R[nw]) * 1e3:6.2f} ms "
+              f"({statistics.median(R[nw]) / mi:.2f} x in-process, paired {paired:.2f})")
 
 
 def profile(sb, buf, mode: str, repeats: int = 21) -> None:
