@@ -357,7 +357,7 @@ def floor(buf, in_process, repeats: int) -> None:
 
 
 def least(buf, in_process, repeats: int) -> None:
-    """What feeding in order costs with nothing else: `workers` processes forked before the clock starts, each warmed
+    """What feeding in order costs with nothing else: one or two workers forked before the clock starts, each warmed
     as the fork server's pre-forked child is (`warm_batches`), then given the program's source in shared memory; each
     compiles it and answers its batches (made before the fork: nothing is sent) one at a time, when its counter says
     so, keeping the answers. Both sides poll and yield the CPU between looks (three processes share two CPUs here).
@@ -381,7 +381,7 @@ def least(buf, in_process, repeats: int) -> None:
 
     def once(nw: int) -> float:
         region = mmap.mmap(-1, 1 << 16)
-        c = np.frombuffer(region, np.int64, 8)   # c[2w]: batches handed to worker w, c[2w+1]: answered; c[6]: the source's length
+        c = np.frombuffer(region, np.int64, 8)   # c[2w]: batches handed to worker w, c[2w+1]: answered; c[6]: the source's length; c[7]: a worker failed
         pids = []
         for w in range(nw):
             pid = os.fork()
@@ -395,6 +395,7 @@ def least(buf, in_process, repeats: int) -> None:
                     for k, p in enumerate(parts[nw][w], 1):
                         while c[2 * w] < k: os.sched_yield()
                         kept.append(handle(p)); c[2 * w + 1] = k
+                except BaseException: c[7] = 1   # the loop below stops instead of waiting for ever
                 finally: os._exit(0)
             pids.append(pid)
         time.sleep(0.02)   # the workers are warm
@@ -404,6 +405,7 @@ def least(buf, in_process, repeats: int) -> None:
         for w in range(nw): c[2 * w] = 1
         while any(left):
             os.sched_yield()
+            if c[7]: raise RuntimeError("a worker of `least` failed")
             for w in range(nw):
                 if left[w] and c[2 * w + 1] == c[2 * w]:
                     left[w] -= 1
