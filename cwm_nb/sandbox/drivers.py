@@ -349,12 +349,8 @@ def cwm_batches(namespace: dict, args: dict | None, data: Any = None) -> Serve:
     """Session driver: transitions (or rollout steps) fed in batches, each answered before the next. `cwm_predict`'s
     set-up (`_Predictor`) is done once for the session, not for each batch."""
     args = dict(args or {})
-    Env = _environment_class(namespace)
-    try: env = Env()
-    except BaseException as e:
-        raise ProgramError("exception", "in Environment()", cause=e) from None
-    seen, envs = {}, {}
     predict = _Predictor(namespace, args, {k: args.get(k) for k in ("obs_dtype", "action_dtype", "obs_format", "valid_actions")})
+    Env, env, seen, envs = predict.Env, predict.new_env(), {}, {}
     fo, fa, fmt, arity = predict.fo, predict.fa, predict.fmt, predict.arity
     def handle(batch: dict) -> dict:
         if "rollout" in batch: return _rollout_step(Env, envs, batch, fo, fa, fmt, arity)
